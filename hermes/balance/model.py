@@ -1,0 +1,162 @@
+"""The heterogeneous model H = (G, l, c, w) of thesis §4.5 / JPDC §2.
+
+G is the processor (subdomain) graph with p vertices and q edges, l the loads, c the capacities
+(normalised to sum 1), w the edge weights. The fair load is ``l̄ = c · Σ l``. A flow ``f`` on the
+edges is a *balancing flow* if ``A f = l − l̄`` where ``A`` is the p×q incidence matrix with
+``+1`` at the tail ``edges[k, 0]`` and ``−1`` at the head ``edges[k, 1]`` (so ``f[k] > 0`` moves
+load from ``edges[k, 0]`` to ``edges[k, 1]``).
+
+The edge weight ``w_k`` plays the role of a conductance: the minimal flow minimises
+``Σ f_k² / w_k`` (thesis Th. 19–20), so a larger weight lets more load cross that edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from hermes.errors import GraphError
+
+__all__ = ["Model", "imbalance"]
+
+
+def imbalance(loads: NDArray[np.float64], capacities: NDArray[np.float64]) -> float:
+    """The thesis' imbalance ``max_i l_i / l̄_i`` with ``l̄ = c Σ l`` (1.0 is perfectly fair)."""
+    loads = np.asarray(loads, dtype=np.float64)
+    c = np.asarray(capacities, dtype=np.float64)
+    c = c / c.sum()
+    total = loads.sum()
+    if total <= 0:
+        return 1.0
+    return float(np.max(loads / (c * total)))
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """H = (G, l, c, w) on processors ``0..p-1``.
+
+    Attributes
+    ----------
+    p : int
+        Number of processors.
+    edges : ndarray of int64, shape (q, 2)
+        Undirected edges with ``edges[k, 0] < edges[k, 1]``, sorted lexicographically.
+    loads : ndarray of float64, shape (p,)
+    capacities : ndarray of float64, shape (p,)
+        Normalised to sum 1 by :meth:`create`.
+    weights : ndarray of float64, shape (q,)
+        Positive edge weights (conductances).
+    """
+
+    p: int
+    edges: NDArray[np.int64]
+    loads: NDArray[np.float64]
+    capacities: NDArray[np.float64]
+    weights: NDArray[np.float64]
+
+    @classmethod
+    def create(cls, p: int, edges, loads, capacities, weights=None, *, check_connected: bool = True) -> Model:
+        """Validate and normalise: edges oriented i<j and sorted, capacities summing to 1.
+
+        Raises
+        ------
+        GraphError
+            On a bad shape, an out-of-range or duplicate edge, a non-positive capacity or weight,
+            a negative load, or (by default) a disconnected graph.
+        """
+        p = int(p)
+        if p < 1:
+            raise GraphError("a model needs at least one processor")
+        e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+        w = np.ones(len(e)) if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.shape != (len(e),):
+            raise GraphError(f"{len(w)} edge weights for {len(e)} edges")
+        if len(e) and (e.min() < 0 or e.max() >= p):
+            raise GraphError(f"edge endpoint out of range 0..{p - 1}")
+        if np.any(e[:, 0] == e[:, 1]):
+            raise GraphError("processor graph has a self loop")
+        e = np.sort(e, axis=1)
+        order = np.lexsort((e[:, 1], e[:, 0]))
+        e, w = e[order], w[order]
+        if len(e) > 1 and np.any(np.all(e[1:] == e[:-1], axis=1)):
+            raise GraphError("processor graph has a duplicate edge")
+        if np.any(~np.isfinite(w)) or np.any(w <= 0):
+            raise GraphError("edge weights must be positive")
+        l = np.asarray(loads, dtype=np.float64).reshape(-1)
+        c = np.asarray(capacities, dtype=np.float64).reshape(-1)
+        if l.shape != (p,) or c.shape != (p,):
+            raise GraphError(f"need {p} loads and {p} capacities, got {l.size} and {c.size}")
+        if np.any(~np.isfinite(l)) or np.any(l < 0):
+            raise GraphError("loads must be non-negative")
+        if np.any(~np.isfinite(c)) or np.any(c <= 0):
+            bad = int(np.flatnonzero(~(c > 0))[0])
+            raise GraphError(f"capacity of processor {bad} must be positive, got {c[bad]}")
+        model = cls(p=p, edges=e, loads=l, capacities=c / c.sum(), weights=w)
+        if check_connected and not model.is_connected:
+            raise GraphError("processor graph is disconnected")
+        return model
+
+    # -- derived quantities -------------------------------------------------------------------
+    @property
+    def q(self) -> int:
+        return int(len(self.edges))
+
+    @cached_property
+    def fair_loads(self) -> NDArray[np.float64]:
+        """``l̄ = c Σ l``."""
+        return self.capacities * self.loads.sum()
+
+    @cached_property
+    def incidence(self) -> sp.csr_array:
+        """p×q incidence matrix A: +1 at the tail ``edges[k,0]``, −1 at the head ``edges[k,1]``."""
+        k = np.arange(self.q)
+        rows = np.concatenate([self.edges[:, 0], self.edges[:, 1]])
+        cols = np.concatenate([k, k])
+        vals = np.concatenate([np.ones(self.q), -np.ones(self.q)])
+        return sp.csr_array((vals, (rows, cols)), shape=(self.p, self.q))
+
+    @cached_property
+    def laplacian(self) -> sp.csr_array:
+        """Weighted Laplacian ``L = A W Aᵀ``."""
+        a = self.incidence
+        return (a @ sp.diags_array(self.weights) @ a.T).tocsr()
+
+    @cached_property
+    def weighted_degree(self) -> NDArray[np.float64]:
+        """δ_i^w = Σ_{k ∋ i} w_k."""
+        return np.bincount(self.edges.ravel(), weights=np.repeat(self.weights, 2), minlength=self.p)
+
+    @cached_property
+    def degree(self) -> NDArray[np.int64]:
+        return np.bincount(self.edges.ravel(), minlength=self.p)
+
+    @cached_property
+    def is_connected(self) -> bool:
+        if self.p == 1:
+            return True
+        ncomp, _ = sp.csgraph.connected_components(self.laplacian, directed=False)
+        return ncomp == 1
+
+    @cached_property
+    def neighbours(self) -> list[NDArray[np.int64]]:
+        """Sorted neighbour list of each processor."""
+        out: list[list[int]] = [[] for _ in range(self.p)]
+        for i, j in self.edges.tolist():
+            out[i].append(j)
+            out[j].append(i)
+        return [np.array(sorted(x), dtype=np.int64) for x in out]
+
+    @property
+    def imbalance(self) -> float:
+        return imbalance(self.loads, self.capacities)
+
+    def apply_flow(self, flow: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Loads after moving ``flow`` (``l − A f``)."""
+        return self.loads - self.incidence @ np.asarray(flow, dtype=np.float64)
+
+    def with_loads(self, loads) -> Model:
+        return Model(self.p, self.edges, np.asarray(loads, dtype=np.float64), self.capacities, self.weights)

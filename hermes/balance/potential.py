@@ -1,0 +1,311 @@
+"""The method of potentials: conjugate gradients on the Laplacian (PCG, thesis Alg. 8; Hu et al.).
+
+The minimal balancing flow is ``f* = W Aᵀ x`` where x solves ``L x = l − l̄`` with ``L = A W Aᵀ``
+(thesis Th. 19–20, §8.1). Since ``l − l̄ ⊥ 1`` and L is symmetric positive semi-definite with null
+space ``span{1}`` on a connected graph, conjugate gradients started from ``x = 0`` stay in the range
+of L and converge in at most as many iterations as L has distinct non-zero eigenvalues (Golub &
+Van Loan; thesis §8.1). Each iteration costs one neighbour exchange and two allreduces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.balance.flow import (
+    FlowResult,
+    LocalFlowResult,
+    alpha_beta_time,
+    neighbour_table,
+    ordered_row_sums,
+    ordered_total,
+    validate_model,
+)
+from hermes.balance.model import Model
+from hermes.comm import Counters, NeighbourComm, gather_error
+from hermes.errors import BalancerError, GraphError
+
+__all__ = ["PCGState", "pcg_iter", "pcg", "pcg_counters", "pcg_distributed"]
+
+
+@dataclass
+class PCGState:
+    """One step of :func:`pcg_iter`.
+
+    Attributes
+    ----------
+    iteration : int
+        CG iterations done (0 = initial state).
+    potential : ndarray, shape (p,)
+        The iterate x (potentials; ``L x → l − l̄``).
+    flow : ndarray, shape (q,)
+        ``w_k (x_i − x_j)`` on ``model.edges``.
+    residual : float
+        ``√ρ / ‖b‖`` (relative residual norm; 0 when ``b = 0``).
+    converged : bool
+        Whether the stopping test ``√ρ ≤ tol ‖b‖`` holds.
+    """
+
+    iteration: int
+    potential: NDArray[np.float64]
+    flow: NDArray[np.float64]
+    residual: float
+    converged: bool
+
+
+def _check_params(tol: float, max_iter: int) -> None:
+    if not (math.isfinite(float(tol)) and tol >= 0):
+        raise BalancerError(f"tol must be ≥ 0, got {tol!r}")
+    if int(max_iter) != max_iter or max_iter < 0:
+        raise BalancerError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+
+
+def _relres(rho: float, bnorm2: float) -> float:
+    return math.sqrt(rho / bnorm2) if bnorm2 > 0 else 0.0
+
+
+def _done(rho: float, bnorm2: float, tol: float) -> bool:
+    """The stopping test of Alg. 8: ``√ρ ≤ tol √(bᵀb)``."""
+    return math.sqrt(rho) <= tol * math.sqrt(bnorm2)
+
+
+def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -> Iterator[PCGState]:
+    """Conjugate gradients on ``L x = l − l̄``, yielding the state after every iteration.
+
+    Parameters
+    ----------
+    model : Model
+    tol : float
+        Stop when ``√ρ ≤ tol ‖b‖`` with ``b = l − l̄`` and ``ρ = ‖b − L x‖²``.
+    max_iter : int, optional
+        Default ``10 p``.
+
+    Yields
+    ------
+    PCGState
+        Starting with iteration 0.
+
+    Raises
+    ------
+    BalancerError
+        Bad ``tol`` or ``max_iter``. GraphError for an unusable model.
+
+    Notes
+    -----
+    Thesis Alg. 8 (parallel form of Alg. 7), with two transcription errors of the printed text
+    fixed: ``w`` is reset to 0 before accumulating ``w = Σ_j w_ij (u_i − u_j)`` (so ``w = L u``), and
+    ``ρ₀ ← ρ₁`` is saved before ``ρ₁`` is recomputed (so ``β = ρ_k / ρ_{k−1}``). One iteration::
+
+        u = r (first) or r + (ρ₁/ρ₀) u;  w = L u;  α = ρ₁ / (uᵀw);
+        x ← x + α u;  r ← r − α w;  ρ₀ ← ρ₁;  ρ₁ = rᵀr.
+
+    Sign convention: the thesis takes ``b = l̄ − l``; hermes solves ``L x = l − l̄`` so that the flow
+    on edge {i, j} is ``w_ij (x_i − x_j)`` from i to j and ``A f = L x = l − l̄`` (the load goes
+    downhill in potential). If ``uᵀw ≤ 0`` (breakdown, only possible at round-off level) the step
+    is skipped and the iteration stops after its second allreduce. Sums per rank run over the
+    sorted neighbours and global sums in rank order, so the iterates match
+    :func:`pcg_distributed` bit for bit.
+    """
+    validate_model(model)
+    max_iter = 10 * model.p if max_iter is None else max_iter
+    _check_params(tol, max_iter)
+    nbr, edge, sign = neighbour_table(model)
+    mask = sign != 0
+    wt = np.where(mask, model.weights[edge], 0.0)
+    e, wk = model.edges, model.weights
+    b = model.loads - model.capacities * ordered_total(model.loads)
+    bnorm2 = ordered_total(b * b)
+    x = np.zeros(model.p)
+    r = b - np.zeros(model.p)
+    rho1 = ordered_total(r * r)
+    rho0 = rho1
+    u = r
+    k = 0
+    yield PCGState(0, x, np.zeros(model.q), _relres(rho1, bnorm2), _done(rho1, bnorm2, tol))
+    while not _done(rho1, bnorm2, tol) and k < max_iter:
+        k += 1
+        u = r if k == 1 else r + (rho1 / rho0) * u
+        w = ordered_row_sums(np.where(mask, wt * (u[:, None] - u[nbr]), 0.0))
+        dotp = ordered_total(u * w)
+        stalled = not dotp > 0
+        alpha = 0.0 if stalled else rho1 / dotp
+        x = x + alpha * u
+        r = r - alpha * w
+        rho0 = rho1
+        rho1 = ordered_total(r * r)
+        yield PCGState(k, x, wk * (x[e[:, 0]] - x[e[:, 1]]), _relres(rho1, bnorm2), _done(rho1, bnorm2, tol))
+        if stalled:
+            return
+
+
+def _pcg_times(model: Model, n: int, links) -> NDArray[np.float64] | None:
+    if links is None:
+        return None
+    schedule = [(1, [("allreduce", 2), ("allreduce", 1), ("allreduce", 1)]),
+                (n, [("exchange", 1), ("allreduce", 1), ("allreduce", 1)]),
+                (1, [("exchange", 1)])]
+    return alpha_beta_time(model, links, schedule)
+
+
+def pcg_counters(model: Model, iterations: int, links=None) -> Counters:
+    """Counters of :func:`pcg_distributed` after ``iterations`` CG iterations, computed analytically.
+
+    Notes
+    -----
+    With n iterations, p ranks, q edges (Alg. 8: 3 initial allreduces, then per iteration one
+    exchange of u and the allreduces of uᵀw and rᵀr, then the exchange of x):
+
+    * ``exchange_rounds = n + 1``;
+    * ``collectives = {"allreduce": 3 + 2n}``;
+    * ``messages = 2q (n + 1)`` summed over the ranks;
+    * ``bytes = 32 p + 16 q (n + 1) + 16 p n`` summed over the ranks (the first allreduce carries
+      (load, error flag): 2 words; every other allreduce and message one word);
+    * ``time``: largest per-rank α-β time under ``links``, 0 if ``links`` is None.
+    """
+    n, p, q = int(iterations), model.p, model.q
+    times = _pcg_times(model, n, links)
+    return Counters(iterations=n, exchange_rounds=n + 1, collectives={"allreduce": 3 + 2 * n},
+                    messages=2 * q * (n + 1), bytes=32 * p + 16 * q * (n + 1) + 16 * p * n,
+                    time=float(np.max(times)) if times is not None else 0.0)
+
+
+def pcg(model: Model, *, tol: float = 1e-10, max_iter: int | None = None, links=None) -> FlowResult:
+    """Minimal balancing flow by conjugate gradients (thesis Alg. 8): serial reference of :func:`pcg_distributed`.
+
+    Parameters
+    ----------
+    model : Model
+    tol : float
+        Relative residual: stop when ``√ρ ≤ tol ‖l − l̄‖``.
+    max_iter : int, optional
+        Default ``10 p``.
+    links : hermes.clock.Links, optional
+        If given, ``counters.time`` is the α-β time the distributed form would be charged.
+
+    Returns
+    -------
+    FlowResult
+        ``convergence_factor`` is None; ``extra`` holds ``residual``, ``potential`` and ``rank_times``.
+
+    Raises
+    ------
+    BalancerError
+        Bad ``tol`` or ``max_iter``.
+    GraphError
+        Disconnected graph, non-positive capacity or weight.
+
+    Notes
+    -----
+    Update rule: :func:`pcg_iter`; counters: :func:`pcg_counters`.
+    """
+    state = None
+    for state in pcg_iter(model, tol=tol, max_iter=max_iter):
+        pass
+    assert state is not None
+    counters = pcg_counters(model, state.iteration)
+    times = _pcg_times(model, state.iteration, links)
+    counters.time = float(np.max(times)) if times is not None else 0.0
+    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.converged,
+                      counters=counters, convergence_factor=None,
+                      extra={"residual": state.residual, "potential": state.potential, "rank_times": times})
+
+
+def _ordered_sum(values) -> float:
+    acc = 0.0
+    for v in values:
+        acc = acc + float(v)
+    return acc
+
+
+def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
+                    tol: float = 1e-10, max_iter: int | None = None) -> LocalFlowResult:
+    """PCG (thesis Alg. 8) on one rank (SPMD; every rank of ``nb.comm`` must call it).
+
+    Parameters
+    ----------
+    nb : NeighbourComm
+        This rank's neighbours (sorted) and clock; its counters are updated.
+    load : float
+    capacity : float
+        Normalised so that the capacities of all ranks sum to 1.
+    weights : ndarray, shape (len(nb.neighbours),)
+        Weight of the edge to each neighbour.
+    tol : float
+        Relative residual tolerance.
+    max_iter : int, optional
+        Default ``10 · nb.size``.
+
+    Returns
+    -------
+    LocalFlowResult
+        ``flows[t] = w_t (x_i − x_t) > 0``: this rank sends to ``nb.neighbours[t]``. ``extra``
+        holds ``potential`` and ``residual``.
+
+    Raises
+    ------
+    BalancerError, GraphError
+        On every rank, if any rank has bad parameters (agreed collectively).
+
+    Notes
+    -----
+    Alg. 8 with ``w`` reset before accumulation and ``ρ₀ ← ρ₁`` before the new ``ρ₁`` (see
+    :func:`pcg_iter`). Communication: allreduce (l_i, error flag) → ``Σ l``; allreduce ``b_i²``;
+    allreduce ``r_i²`` (ρ₀); per iteration one exchange of ``u_i`` and allreduces of ``u_i w_i`` and
+    ``r_i²``; finally one exchange of ``x_i``. Counters: :func:`pcg_counters`.
+    """
+    nbrs = nb.neighbours
+    wt = np.asarray(weights, dtype=np.float64).ravel()
+    if max_iter is None:
+        max_iter = 10 * nb.size
+    error = None
+    try:
+        _check_params(tol, max_iter)
+        if wt.shape != (len(nbrs),):
+            raise GraphError(f"rank {nb.rank}: {wt.size} edge weights for {len(nbrs)} neighbours")
+        if np.any(~np.isfinite(wt)) or np.any(wt <= 0):
+            raise GraphError(f"rank {nb.rank}: edge weights must be positive")
+        if not (math.isfinite(capacity) and capacity > 0):
+            raise GraphError(f"capacity of processor {nb.rank} must be positive, got {capacity}")
+        if not (math.isfinite(load) and load >= 0):
+            raise GraphError(f"load of processor {nb.rank} must be non-negative, got {load}")
+        if nb.size > 1 and len(nbrs) == 0:
+            raise GraphError(f"processor graph is disconnected: rank {nb.rank} has no neighbours")
+    except (BalancerError, GraphError) as err:
+        error = f"{type(err).__name__}|{err}"
+    total, bad = nb.allreduce(np.array([float(load) if error is None else 0.0, float(error is not None)]))
+    if bad > 0:
+        msg = gather_error(nb.comm, error) or "GraphError|invalid balancer input on another rank"
+        kind, _, text = msg.partition("|")
+        raise (BalancerError if kind == "BalancerError" else GraphError)(text)
+    load, capacity = float(load), float(capacity)
+    b = load - capacity * total
+    bnorm2 = nb.allreduce(b * b)
+    x = 0.0
+    r = b - 0.0
+    rho1 = nb.allreduce(r * r)
+    rho0 = rho1
+    u = r
+    k = 0
+    while not _done(rho1, bnorm2, tol) and k < max_iter:
+        k += 1
+        u = r if k == 1 else r + (rho1 / rho0) * u
+        uj = nb.exchange_scalar(u)
+        w = _ordered_sum(wt * (u - uj))
+        dotp = nb.allreduce(u * w)
+        stalled = not dotp > 0
+        alpha = 0.0 if stalled else rho1 / dotp
+        x = x + alpha * u
+        r = r - alpha * w
+        rho0 = rho1
+        rho1 = nb.allreduce(r * r)
+        if stalled:
+            break
+    xj = nb.exchange_scalar(x)
+    flows = wt * (x - xj)
+    nb.counters.iterations = k
+    return LocalFlowResult(flows=flows, iterations=k, converged=_done(rho1, bnorm2, tol), counters=nb.counters,
+                           extra={"potential": x, "residual": _relres(rho1, bnorm2)})

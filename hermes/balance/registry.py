@@ -1,0 +1,154 @@
+"""The balancer interface and the registry of balancers by name.
+
+A balancer is called collectively on every rank with a :class:`BalanceContext` and returns a
+:class:`Decision`: either a *flow* on the subdomain graph (diffusion-type and potential methods; the
+data layer then selects cells with the gain function and migrates in topological order) or new
+*destinations* for the rank's cells (scratch-remap repartitioning). Adding a balancer means writing
+one function and one registry entry with its parameters and defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.balance.model import Model
+from hermes.comm import Counters, NeighbourComm
+from hermes.errors import BalancerError
+
+__all__ = ["BalanceContext", "Decision", "BalancerInfo", "BALANCERS", "get_balancer", "check_params",
+           "flow_from_local"]
+
+
+@dataclass
+class BalanceContext:
+    """What a balancer may use on this rank.
+
+    ``model`` is the global H = (G, l, c, w) (small: one entry per processor, gathered once per phase);
+    ``nb`` exchanges with the subdomain-graph neighbours ``nb.neighbours`` whose edge weights are
+    ``weights``; ``dom`` is the rank's cells (for repartitioning methods).
+    """
+
+    comm: Any
+    clock: Any
+    nb: NeighbourComm
+    model: Model
+    load: float
+    capacity: float
+    weights: NDArray[np.float64]
+    dom: Any
+    params: dict[str, Any]
+    seed: int = 0
+
+
+@dataclass
+class Decision:
+    """A balancer's answer: a global ``flow`` on ``model.edges``, or local cell destinations ``dest``."""
+
+    flow: NDArray[np.float64] | None = None
+    dest: NDArray[np.int64] | None = None
+    iterations: int = 0
+    converged: bool = True
+    counters: Counters = field(default_factory=Counters)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BalancerInfo:
+    name: str
+    run: Callable[[BalanceContext], Decision]
+    defaults: dict[str, Any]
+    doc: str
+
+
+def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: NDArray[np.float64]) -> NDArray:
+    """Assemble the global flow on ``model.edges`` from every rank's per-neighbour flows (collective).
+
+    The flow of edge (i, j), i < j, is taken from rank i (positive: i sends to j).
+    """
+    me = comm.Get_rank()
+    mine = {(me, int(j)): float(f) for j, f in zip(neighbours, flows) if me < j}
+    allf: dict[tuple[int, int], float] = {}
+    for d in comm.allgather(mine):
+        allf.update(d)
+    return np.array([allf.get((int(i), int(j)), 0.0) for i, j in model.edges], dtype=np.float64)
+
+
+def _run_none(ctx: BalanceContext) -> Decision:
+    return Decision(flow=np.zeros(ctx.model.q), iterations=0, info={"skipped": True})
+
+
+def _run_pcg(ctx: BalanceContext) -> Decision:
+    from hermes.balance.potential import pcg_distributed
+
+    p = ctx.params
+    res = pcg_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, tol=p["tolerance"],
+                          max_iter=p["max_iterations"] or 10 * ctx.model.p)
+    flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
+    return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters)
+
+
+def _gda(eps_kind: str) -> Callable[[BalanceContext], Decision]:
+    def run(ctx: BalanceContext) -> Decision:
+        from hermes.balance.diffusion import epsilon0, gda_distributed
+
+        p = ctx.params
+        eps = epsilon0(ctx.model) if eps_kind == "eps0" else 1.0
+        res = gda_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, eps, tol=p["tolerance"],
+                              max_iter=p["max_iterations"], check_every=p["check_every"])
+        flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
+        return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters,
+                        info={"epsilon": eps})
+
+    return run
+
+
+def _run_metis(ctx: BalanceContext) -> Decision:
+    from hermes.balance.scratch import metis_scratch_remap
+
+    return metis_scratch_remap(ctx)
+
+
+BALANCERS: dict[str, BalancerInfo] = {
+    "none": BalancerInfo("none", _run_none, {}, "no dynamic load balancing"),
+    "pcg": BalancerInfo("pcg", _run_pcg, {"tolerance": 1e-8, "max_iterations": None},
+                        "method of potentials by conjugate gradients (thesis Alg. 8)"),
+    "gda0": BalancerInfo("gda0", _gda("eps0"), {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1},
+                         "generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)"),
+    "gda1": BalancerInfo("gda1", _gda("one"), {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1},
+                         "generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)"),
+    "metis": BalancerInfo("metis", _run_metis, {"targets": "fair", "ufactor": 30},
+                          "METIS from scratch, remapped to keep cells home (targets fair | equal)"),
+}
+
+
+def get_balancer(name: str) -> BalancerInfo:
+    try:
+        return BALANCERS[name]
+    except KeyError:
+        raise BalancerError(f"unknown balancer {name!r}; valid: {', '.join(sorted(BALANCERS))}") from None
+
+
+def check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``params`` over the balancer's defaults; reject unknown or bad values (one line)."""
+    info = get_balancer(name)
+    unknown = sorted(set(params) - set(info.defaults))
+    if unknown:
+        valid = ", ".join(sorted(info.defaults)) or "none"
+        raise BalancerError(f"balancer.{unknown[0]}: unknown parameter for '{name}' (valid: {valid})")
+    out = {**info.defaults, **params}
+    if "tolerance" in out and not (isinstance(out["tolerance"], (int, float)) and 0 < out["tolerance"] < 1):
+        raise BalancerError(f"balancer.tolerance: must be a number in (0, 1), got {out['tolerance']!r}")
+    for key in ("max_iterations", "check_every"):
+        v = out.get(key)
+        if key in out and v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise BalancerError(f"balancer.{key}: must be a positive integer, got {v!r}")
+    if "targets" in out and out["targets"] not in ("fair", "equal"):
+        raise BalancerError(f"balancer.targets: must be 'fair' or 'equal', got {out['targets']!r}")
+    if "ufactor" in out and not (isinstance(out["ufactor"], int) and 1 <= out["ufactor"] <= 1000):
+        raise BalancerError(f"balancer.ufactor: must be an integer in 1..1000, got {out['ufactor']!r}")
+    return out

@@ -1,0 +1,181 @@
+"""The ``hermes`` command line: parse, dispatch, report errors in one line.
+
+Commands are thin wrappers over Python functions (:func:`hermes.driver.run`,
+:func:`hermes.viz.plot_run`). This is the only module that touches ``MPI.COMM_WORLD``.
+
+Exit codes: 0 success, 2 bad input (one line ``hermes: error: ...`` on rank 0, every rank exits 2),
+1 an unexpected failure (under MPI the whole job is aborted so no rank waits forever).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["main", "build_parser"]
+
+EXIT_BAD_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="hermes", description="Dynamic load balancing testbed for adaptive meshes")
+    ap.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = ap.add_subparsers(dest="command")
+
+    r = sub.add_parser("run", help="run one experiment phase by phase under MPI")
+    r.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario value, e.g. --set balancer.algorithm=none (repeatable)")
+    r.add_argument("--out", help="run directory (default runs/<scenario>-<timestamp>)")
+    r.add_argument("--no-launch", action="store_true",
+                   help="never start mpiexec; run in this process (a 1-processor scenario, or already under MPI)")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--verbose", action="store_true", help="debug logging")
+    r.add_argument("--no-pictures", action="store_true", help="skip PNG pictures")
+
+    pl = sub.add_parser("plot", help="(re)draw the pictures of a run directory")
+    pl.add_argument("run_dir")
+
+    sc = sub.add_parser("scenario", help="print the resolved scenario (validation only, no MPI)")
+    sc.add_argument("scenario", nargs="?")
+    sc.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+
+    sub.add_parser("balancers", help="list the balancers and their parameters")
+    return ap
+
+
+def _load(args):
+    from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
+
+    if args.scenario:
+        return load_scenario(args.scenario, args.overrides)
+    return parse_scenario(QUICKSTART, overrides=args.overrides)
+
+
+def _error(msg: str, rank: int = 0) -> int:
+    if rank == 0:
+        print(f"hermes: error: {msg}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if args.version:
+        from hermes import __version__
+
+        print(f"hermes {__version__}")
+        return 0
+    if args.command == "run":
+        return _cmd_run(args, argv)
+    if args.command == "plot":
+        return _cmd_plot(args)
+    if args.command == "scenario":
+        return _cmd_scenario(args)
+    if args.command == "balancers":
+        from hermes.balance.registry import BALANCERS
+
+        for name, info in sorted(BALANCERS.items()):
+            params = ", ".join(f"{k}={v}" for k, v in info.defaults.items()) or "-"
+            print(f"{name:8s} {info.doc}  [{params}]")
+        return 0
+    build_parser().print_help()
+    return EXIT_BAD_INPUT
+
+
+def _cmd_scenario(args) -> int:
+    import yaml
+
+    from hermes.errors import HermesError
+
+    try:
+        sc = _load(args)
+    except HermesError as err:
+        return _error(str(err))
+    print(yaml.safe_dump(sc.to_dict(), sort_keys=False), end="")
+    return 0
+
+
+def _cmd_plot(args) -> int:
+    from hermes.errors import HermesError
+    from hermes.viz import plot_run
+
+    try:
+        paths = plot_run(Path(args.run_dir))
+    except HermesError as err:
+        return _error(str(err))
+    for p in paths:
+        print(p)
+    return 0
+
+
+def _cmd_run(args, argv: list[str]) -> int:
+    from hermes.errors import HermesError
+    from hermes.launch import mpiexec_command, under_mpi_launcher
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not under_mpi_launcher() and not args.no_launch:
+        # validate first (serially), then start the job under mpiexec with the scenario's processor count
+        try:
+            sc = _load(args)
+        except HermesError as err:
+            return _error(str(err))
+        n = sc.processors or 4
+        try:
+            cmd = mpiexec_command(n, [*argv, "--no-launch"])
+        except HermesError as err:
+            return _error(str(err))
+        if not args.quiet:
+            print("hermes: launching: " + " ".join(cmd), flush=True)
+        try:
+            return subprocess.call(cmd)
+        except KeyboardInterrupt:
+            return 130
+    return _run_here(args)
+
+
+def _run_here(args) -> int:
+    from mpi4py import MPI
+
+    from hermes.driver import run
+    from hermes.errors import HermesError
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    if comm.Get_size() > 1:
+        _abort_on_uncaught(comm)
+    try:
+        sc = _load(args)  # every rank validates the same file: same verdict, no communication needed
+        if args.no_pictures:
+            sc = sc.model_copy(update={"output": sc.output.model_copy(update={"pictures": False})})
+        summary = run(sc, comm, out_dir=args.out, quiet=args.quiet, progress=lambda s: print(s, flush=True))
+    except HermesError as err:
+        return _error(str(err), rank)
+    if rank == 0:
+        out = getattr(summary, "out_dir", None)
+        if not args.quiet:
+            print(f"total time {summary['total_time']:.6g} s (clock {summary['clock']}), "
+                  f"final imbalance {summary['final_imbalance']:.4f}")
+            if out is not None:
+                print(f"results:  {out}/summary.json, {out}/phases.csv")
+                if sc.output.pictures:
+                    print(f"pictures: {out}/partition-*.png, {out}/phases.png")
+    return 0
+
+
+def _abort_on_uncaught(comm) -> None:
+    """An unexpected exception on any rank aborts the whole job (python -m mpi4py semantics)."""
+    old = sys.excepthook
+
+    def hook(etype, value, tb):
+        old(etype, value, tb)
+        sys.stderr.flush()
+        comm.Abort(1)
+
+    sys.excepthook = hook
+    os.environ.setdefault("HERMES_ABORT_ON_ERROR", "1")

@@ -1,0 +1,211 @@
+"""Clocks: the deterministic virtual clock (α-β model) and the wall clock.
+
+Both clocks fill the same time categories — ``compute``, ``comm``, ``sync``, ``balance``,
+``migrate`` — so reports do not care which one ran.
+
+Virtual clock (default)
+    Every rank keeps its own virtual time ``now``. Computing ``W`` work units advances it by
+    ``W / rate`` with ``rate = speed · p · c_i`` (thesis §10.2: work is a function of the weights and of
+    the processor's capacity). A message of ``b`` bytes on link (i, j) costs ``α_ij + β_ij · b``
+    (thesis §4.2, the α-β model) and carries its send time, so a receiver cannot finish before the
+    message arrives; waiting beyond the rank's own sending cost is ``sync`` time. A collective
+    synchronises every rank to the slowest one and costs ``⌈log2 p⌉ (α + β b)`` on the default
+    link. The result depends only on the input, not on how many ranks share the machine's cores.
+
+Wall clock
+    Real elapsed time (``time.perf_counter``). Computing ``W`` work units performs real
+    arithmetic scaled by the rank's relative capacity ``1 / (p c_i)``, to emulate slower processors on
+    a homogeneous cluster; exchanges and collectives are timed around the real MPI calls.
+
+Inside ``with clock.activity("balance")`` (or ``"migrate"``) every charge goes to that category.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["CATEGORIES", "Links", "VirtualClock", "WallClock", "Clock", "make_clock"]
+
+CATEGORIES = ("compute", "comm", "sync", "balance", "migrate")
+
+
+@dataclass(frozen=True)
+class Links:
+    """Latency α (s) and bandwidth 1/β (bytes/s) for every pair of ranks: a default plus overrides."""
+
+    latency: float = 1.0e-4
+    bandwidth: float = 1.0e8
+    overrides: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+
+    def params(self, i: int, j: int) -> tuple[float, float]:
+        """(α, bandwidth) of the link between ranks i and j (symmetric)."""
+        key = (i, j) if i < j else (j, i)
+        return self.overrides.get(key, (self.latency, self.bandwidth))
+
+    def cost(self, i: int, j: int, nbytes: float) -> float:
+        """α_ij + β_ij · nbytes."""
+        a, bw = self.params(i, j)
+        return a + nbytes / bw
+
+    def collective_cost(self, p: int, nbytes: float) -> float:
+        """Cost of a tree collective on the default link: ⌈log2 p⌉ (α + β b)."""
+        if p <= 1:
+            return 0.0
+        return math.ceil(math.log2(p)) * (self.latency + nbytes / self.bandwidth)
+
+
+class _Base:
+    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
+        self.rank = rank
+        self.size = size
+        self.links = links
+        self.speed = float(speed)
+        self.capacity = float(capacity)
+        self.totals: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
+        self._override: str | None = None
+
+    # -- categories ---------------------------------------------------------------------------
+    @contextmanager
+    def activity(self, name: str) -> Iterator[None]:
+        """Charge everything inside the block to ``name`` (``balance`` or ``migrate``)."""
+        if name not in CATEGORIES:
+            raise ValueError(f"unknown time category {name!r}")
+        old, self._override = self._override, name
+        try:
+            yield
+        finally:
+            self._override = old
+
+    def _cat(self, cat: str) -> str:
+        return self._override or cat
+
+    def snapshot(self) -> dict[str, float]:
+        return dict(self.totals)
+
+    @property
+    def rate(self) -> float:
+        """Work units per second of this rank: ``speed · p · c_i``."""
+        return self.speed * self.size * self.capacity
+
+    def set_capacity(self, capacity: float) -> None:
+        self.capacity = float(capacity)
+
+
+class VirtualClock(_Base):
+    """Deterministic α-β clock (see module docstring)."""
+
+    kind = "virtual"
+
+    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
+        super().__init__(rank, size, links, speed, capacity)
+        self.now = 0.0
+
+    def charge(self, dt: float, cat: str) -> None:
+        dt = float(dt)
+        self.now += dt
+        self.totals[self._cat(cat)] += dt
+
+    def compute(self, work: float) -> float:
+        """Advance by ``work / rate``; returns the time charged."""
+        dt = float(work) / self.rate if work > 0 else 0.0
+        self.charge(dt, "compute")
+        return dt
+
+    @contextmanager
+    def measure(self, cat: str) -> Iterator[None]:
+        """Real time is ignored by the virtual clock."""
+        yield
+
+    def stamp(self) -> float:
+        return self.now
+
+    def exchanged(self, send_costs: NDArray[np.float64], arrivals: NDArray[np.float64]) -> None:
+        """After a neighbour exchange: own sends overlap (max), then wait for the last arrival."""
+        own = float(np.max(send_costs)) if len(send_costs) else 0.0
+        self.charge(own, "comm")
+        last = float(np.max(arrivals)) if len(arrivals) else self.now
+        if last > self.now:
+            self.charge(last - self.now, "sync")
+
+    def synchronised(self, stamps: NDArray[np.float64], cost: float) -> None:
+        """After a collective whose participants stamped ``stamps``: wait for the slowest, pay the cost."""
+        latest = float(np.max(stamps))
+        if latest > self.now:
+            self.charge(latest - self.now, "sync")
+        self.charge(cost, "comm")
+
+    def elapsed(self) -> float:
+        return self.now
+
+
+class WallClock(_Base):
+    """Real elapsed time; compute performs real arithmetic scaled by 1/(p c_i)."""
+
+    kind = "wall"
+    #: floating-point operations in one work unit
+    FLOPS_PER_UNIT = 256
+
+    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
+        super().__init__(rank, size, links, speed, capacity)
+        self._t0 = time.perf_counter()
+        self._buf = np.linspace(0.0, 1.0, 4096)
+
+    @property
+    def now(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def charge(self, dt: float, cat: str) -> None:
+        self.totals[self._cat(cat)] += float(dt)
+
+    @contextmanager
+    def measure(self, cat: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.charge(time.perf_counter() - t, cat)
+
+    def compute(self, work: float) -> float:
+        """Real arithmetic: ``work / (p c_i)`` units of FLOPS_PER_UNIT flops each."""
+        units = float(work) / (self.size * self.capacity) if work > 0 else 0.0
+        t = time.perf_counter()
+        # one pass over the 4096-element buffer does 2 flops per element = 32 units
+        passes = int(math.ceil(units / 32.0))
+        x = self._buf
+        acc = 0.0
+        for _ in range(passes):
+            acc += float(np.dot(x, x))
+        dt = time.perf_counter() - t
+        self.charge(dt, "compute")
+        return dt
+
+    def stamp(self) -> float:
+        return 0.0
+
+    def exchanged(self, send_costs, arrivals) -> None:  # timed by measure() around the MPI calls
+        return None
+
+    def synchronised(self, stamps, cost) -> None:  # timed by measure() around the MPI call
+        return None
+
+    def elapsed(self) -> float:
+        return self.now
+
+
+Clock = VirtualClock | WallClock
+
+
+def make_clock(kind: str, rank: int, size: int, links: Links, speed: float, capacity: float) -> Clock:
+    """Build the clock named in the scenario (``virtual`` or ``wall``)."""
+    if kind == "virtual":
+        return VirtualClock(rank, size, links, speed, capacity)
+    if kind == "wall":
+        return WallClock(rank, size, links, speed, capacity)
+    raise ValueError(f"unknown clock {kind!r}: expected 'virtual' or 'wall'")

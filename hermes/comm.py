@@ -1,0 +1,215 @@
+"""Neighbour exchanges and collectives with cost accounting — the only MPI the algorithms see.
+
+:class:`NeighbourComm` wraps a communicator, the rank's neighbours in the processor graph and a clock.
+Every call performs the real MPI operation, charges the clock (virtual: α-β model with message
+time stamps; wall: measured) and updates :class:`Counters`, so each algorithm reports the same
+counters (rounds, collectives by kind, messages, bytes, modelled time) whatever it is.
+
+Reductions are done as an ``Allgather`` followed by a sum in rank order: one collective, and the
+result is bitwise identical on every rank and between runs (MPI's own reduction order may vary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.clock import Clock
+
+__all__ = ["Comm", "Counters", "NeighbourComm", "agree", "gather_error"]
+
+_TAG_EXCHANGE = 101
+
+
+class Comm(Protocol):
+    """The part of ``mpi4py.MPI.Comm`` hermes uses (passed explicitly, never a global)."""
+
+    rank: int
+    size: int
+
+    def Get_rank(self) -> int: ...
+    def Get_size(self) -> int: ...
+
+
+@dataclass
+class Counters:
+    """Cost counters every balancer reports (issue: cost accounting)."""
+
+    iterations: int = 0
+    exchange_rounds: int = 0
+    collectives: dict[str, int] = field(default_factory=dict)
+    messages: int = 0
+    bytes: int = 0
+    time: float = 0.0
+
+    def count_collective(self, kind: str) -> None:
+        self.collectives[kind] = self.collectives.get(kind, 0) + 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class NeighbourComm:
+    """Exchange with the neighbours of this rank in the processor graph.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        The communicator (passed explicitly).
+    neighbours : array of int
+        Neighbour ranks, sorted; every rank must list the same edges from both ends.
+    clock : VirtualClock or WallClock
+    counters : Counters, optional
+    """
+
+    def __init__(self, comm, neighbours, clock: Clock, counters: Counters | None = None):
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.neighbours = np.asarray(neighbours, dtype=np.int64)
+        self.clock = clock
+        self.counters = counters if counters is not None else Counters()
+        self.last_transit = np.zeros(len(self.neighbours))
+
+    def exchange(self, send: list[NDArray] | NDArray, model_bytes=None) -> list[NDArray[np.float64]]:
+        """Send ``send[k]`` to ``neighbours[k]`` and receive one array from each neighbour.
+
+        Parameters
+        ----------
+        send : list of float arrays, or a float array with one scalar per neighbour
+        model_bytes : array of float, optional
+            Message sizes to charge in the α-β model (default: the real payload size).
+
+        Returns
+        -------
+        list of float64 arrays, aligned with ``neighbours``.
+        """
+        nb = self.neighbours
+        if isinstance(send, np.ndarray) and send.ndim == 1 and len(send) == len(nb) and send.dtype != object:
+            payloads = [np.asarray(send[k : k + 1], dtype=np.float64) for k in range(len(nb))]
+        else:
+            payloads = [np.asarray(s, dtype=np.float64).ravel() for s in send]
+        if len(payloads) != len(nb):
+            raise ValueError(f"{len(payloads)} payloads for {len(nb)} neighbours")
+        from mpi4py import MPI
+
+        clock = self.clock
+        stamp = clock.stamp()
+        t_start = clock.now
+        with clock.measure("comm"):
+            # sizes first (so receivers can allocate), then data with the send time stamp prepended
+            sizes = np.array([p.size for p in payloads], dtype=np.int64)
+            rsizes = np.zeros(len(nb), dtype=np.int64)
+            reqs = []
+            for k, j in enumerate(nb):
+                reqs.append(self.comm.Irecv(rsizes[k : k + 1], source=int(j), tag=_TAG_EXCHANGE))
+            for k, j in enumerate(nb):
+                reqs.append(self.comm.Isend(sizes[k : k + 1], dest=int(j), tag=_TAG_EXCHANGE))
+            MPI.Request.Waitall(reqs)
+            bufs = [np.empty(int(n) + 1, dtype=np.float64) for n in rsizes]
+            outs = [np.concatenate(([stamp], p)) for p in payloads]
+            reqs = []
+            for k, j in enumerate(nb):
+                reqs.append(self.comm.Irecv(bufs[k], source=int(j), tag=_TAG_EXCHANGE + 1))
+            for k, j in enumerate(nb):
+                reqs.append(self.comm.Isend(outs[k], dest=int(j), tag=_TAG_EXCHANGE + 1))
+            MPI.Request.Waitall(reqs)
+        real_bytes = np.array([8.0 * p.size for p in payloads])
+        sent_bytes = real_bytes if model_bytes is None else np.asarray(model_bytes, dtype=np.float64)
+        # what each neighbour charged for its message to us: same rule on its side
+        recv_bytes = np.array([8.0 * (b.size - 1) for b in bufs]) if model_bytes is None else sent_bytes
+        links = clock.links
+        send_costs = np.array([links.cost(self.rank, int(j), b) for j, b in zip(nb, sent_bytes)])
+        arrivals = np.array([b[0] + links.cost(int(j), self.rank, rb) for j, b, rb in zip(nb, bufs, recv_bytes)])
+        #: one-way time of each received message (virtual: arrival − send stamp; wall: the round's time)
+        self.last_transit = arrivals - np.array([b[0] for b in bufs]) if clock.kind == "virtual" else \
+            np.full(len(nb), clock.now - t_start)
+        t0 = clock.now
+        clock.exchanged(send_costs, arrivals)
+        c = self.counters
+        c.exchange_rounds += 1
+        c.messages += len(nb)
+        c.bytes += int(sent_bytes.sum())
+        c.time += clock.now - t0 if clock.kind == "virtual" else 0.0
+        return [b[1:] for b in bufs]
+
+    def exchange_scalar(self, value: float) -> NDArray[np.float64]:
+        """Send the same scalar to every neighbour; returns the neighbours' scalars."""
+        out = self.exchange(np.full(len(self.neighbours), float(value)))
+        return np.array([o[0] for o in out], dtype=np.float64)
+
+    def allreduce(self, x, op: str = "sum", kind: str = "allreduce"):
+        """Deterministic allreduce (sum, max, min) of a scalar or a float array; one collective."""
+        return allreduce(self.comm, x, self.clock, op=op, counters=self.counters, kind=kind)
+
+
+def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters: Counters | None = None,
+              kind: str = "allreduce"):
+    """Allreduce by Allgather + ordered local reduction; charges ``clock`` and ``counters``.
+
+    The time stamp of every rank travels in the same message, so the virtual clock synchronises
+    all ranks to the slowest one.
+    """
+    scalar = np.ndim(x) == 0
+    v = np.atleast_1d(np.asarray(x, dtype=np.float64)).ravel()
+    size = comm.Get_size()
+    send = np.concatenate(([clock.stamp() if clock is not None else 0.0], v))
+    recv = np.empty((size, send.size), dtype=np.float64)
+    if clock is not None:
+        with clock.measure("sync"):
+            comm.Allgather(send, recv)
+    else:
+        comm.Allgather(send, recv)
+    vals = recv[:, 1:]
+    if op == "sum":
+        out = np.zeros(v.size)
+        for r in range(size):  # fixed order: identical on every rank
+            out = out + vals[r]
+    elif op == "max":
+        out = vals.max(axis=0)
+    elif op == "min":
+        out = vals.min(axis=0)
+    else:
+        raise ValueError(f"unknown reduction {op!r}")
+    if clock is not None:
+        t0 = clock.now
+        clock.synchronised(recv[:, 0], clock.links.collective_cost(size, 8.0 * v.size))
+        if counters is not None and clock.kind == "virtual":
+            counters.time += clock.now - t0
+    if counters is not None:
+        counters.count_collective(kind)
+        counters.bytes += 8 * v.size
+    return float(out[0]) if scalar else out
+
+
+def gather_error(comm, message: str | None) -> str | None:
+    """Collective agreement on rank-local failures: the first message of any rank, or None on all."""
+    msgs = comm.allgather(message)
+    for m in msgs:
+        if m is not None:
+            return m
+    return None
+
+
+def agree(comm, fn, *args, **kwargs):
+    """Run ``fn`` on every rank; if it raises a HermesError anywhere, raise the same error on all ranks.
+
+    Collective: every rank must call it. Other exceptions are not caught (they abort the job).
+    """
+    from hermes.errors import HermesError
+
+    result, msg, etype = None, None, None
+    try:
+        result = fn(*args, **kwargs)
+    except HermesError as err:
+        msg, etype = str(err), type(err)
+    msgs = comm.allgather(None if msg is None else (etype.__name__, msg))
+    for m in msgs:
+        if m is not None:
+            import hermes.errors as he
+
+            raise getattr(he, m[0], HermesError)(m[1])
+    return result

@@ -1,0 +1,162 @@
+"""Cell migration over MPI, and the realisation of a balancing flow in topological order.
+
+:func:`migrate` moves every cell whose destination is another rank, with everything it carries
+(id, weight, coordinates, adjacency, neighbour owners, all fields), then refreshes the ghost owners
+through the directory. It conserves cells and weight exactly; a rank is never left empty.
+
+:func:`realise_flow` turns a flow on the subdomain graph into cell moves: the flow's orientation is
+acyclic (thesis Th. 21), so ranks act level by level in topological order — a rank sends only once
+everything it must receive has arrived, and may pass on cells it has just received.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.comm import allreduce
+from hermes.data.distributed import LocalDomain, assemble, refresh_owners
+
+__all__ = ["MigrationStats", "migrate", "realise_flow"]
+
+_TAG_MIGRATE = 211
+
+
+@dataclass
+class MigrationStats:
+    """What this rank sent during one balancing step."""
+
+    cells_sent: int = 0
+    weight_sent: float = 0.0
+    bytes_sent: int = 0
+    cells_received: int = 0
+    weight_received: float = 0.0
+    rounds: int = 0
+
+    def add(self, other: MigrationStats) -> None:
+        for k in ("cells_sent", "weight_sent", "bytes_sent", "cells_received", "weight_received", "rounds"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+
+def _nbytes(pack: dict[str, NDArray]) -> int:
+    return int(sum(v.nbytes for v in pack.values()))
+
+
+def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None) -> tuple[LocalDomain, MigrationStats]:
+    """Send each cell to ``dest[i]`` (collective); returns the new domain and this rank's stats.
+
+    Under the virtual clock each packet costs ``α + β · bytes`` of its link and arrives at the
+    sender's time plus that cost; the receiver waits for its last packet. The directory refresh
+    that follows is charged as one collective.
+    """
+    rank, size = comm.Get_rank(), comm.Get_size()
+    dest = np.asarray(dest, dtype=np.int64)
+    if dest.shape != (dom.n,) or (dest.size and (dest.min() < 0 or dest.max() >= size)):
+        raise ValueError("migration destinations must be one rank per local cell")
+    moving = dest != rank
+    stats = MigrationStats()
+    # who sends to whom (small): counts matrix row for this rank
+    counts = np.bincount(dest[moving], minlength=size) if moving.any() else np.zeros(size, dtype=np.int64)
+    incoming = np.array(comm.alltoall(counts.tolist()), dtype=np.int64)
+    stamp = clock.stamp() if clock is not None else 0.0
+    from mpi4py import MPI
+
+    sends, reqs, send_costs = [], [], []
+    ctx = clock.measure("migrate") if clock is not None else _null()
+    with ctx:
+        for r in np.flatnonzero(counts):
+            pack = dom.take(dest == r)
+            nbytes = _nbytes(pack)
+            stats.cells_sent += int(pack["gid"].size)
+            stats.weight_sent += float(pack["weight"].sum())
+            stats.bytes_sent += nbytes
+            if clock is not None:
+                send_costs.append(clock.links.cost(rank, int(r), nbytes))
+            msg = (stamp, nbytes, pack)
+            sends.append(msg)
+            reqs.append(comm.isend(msg, dest=int(r), tag=_TAG_MIGRATE))
+        received, arrivals = [], []
+        for r in np.flatnonzero(incoming):
+            t_sent, nbytes, pack = comm.recv(source=int(r), tag=_TAG_MIGRATE)
+            received.append(pack)
+            stats.cells_received += int(pack["gid"].size)
+            stats.weight_received += float(pack["weight"].sum())
+            if clock is not None:
+                arrivals.append(t_sent + clock.links.cost(int(r), rank, nbytes))
+        MPI.Request.Waitall(reqs)
+    if clock is not None:
+        clock.exchanged(np.array(send_costs), np.array(arrivals))
+    keep = dom.take(~moving)
+    new = assemble(rank, size, [keep, *received], sorted(dom.fields))
+    new = refresh_owners(comm, new)
+    allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
+    stats.rounds = 1
+    return new, stats
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray[np.float64],
+                 cost: NDArray[np.float64], clock=None, *, levels: list[NDArray[np.int64]], select=None) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
+    """Move cells so that the load crossing each subdomain edge approximates ``flow`` (collective).
+
+    Parameters
+    ----------
+    edges, flow : the global flow on the subdomain graph (same on every rank); ``flow[k] > 0``
+        moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
+    cost : (p, p) array
+        The link cost matrix w̃ of the gain function (thesis §10.1), 0 off the subdomain graph.
+    levels : topological levels of the flow DAG (from :func:`hermes.balance.flow.topological_order`).
+    select : the selection function (default: :func:`hermes.balance.selection.select_gain`).
+
+    Returns
+    -------
+    (domain, stats, realised) where ``realised[k]`` is the weight actually moved along edge k.
+    """
+    from hermes.balance.selection import select_gain
+
+    select = select or select_gain
+    rank = comm.Get_rank()
+    stats = MigrationStats()
+    realised = np.zeros(len(edges))
+    for level in levels:
+        if not comm.allreduce(int(rank in set(level.tolist()) and _has_out(rank, edges, flow))):
+            continue
+        dest = np.full(dom.n, rank, dtype=np.int64)
+        if rank in set(level.tolist()):
+            out = _outflow(rank, edges, flow)
+            if out:
+                dest = select(dom, out, cost)
+        moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank}
+        dom, st = migrate(comm, dom, dest, clock)
+        stats.add(st)
+        for k, (i, j) in enumerate(edges):
+            if i == rank and j in moved_to:
+                realised[k] += moved_to[j]
+            elif j == rank and i in moved_to:
+                realised[k] -= moved_to[i]
+    # every rank knows its own part of `realised`; combine (each edge has exactly one sender)
+    realised = comm.allreduce(realised)
+    return dom, stats, realised
+
+
+def _has_out(rank: int, edges, flow) -> bool:
+    return bool(np.any((edges[:, 0] == rank) & (flow > 0)) or np.any((edges[:, 1] == rank) & (flow < 0)))
+
+
+def _outflow(rank: int, edges, flow) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for (i, j), f in zip(edges.tolist(), flow.tolist()):
+        if i == rank and f > 0:
+            out[j] = f
+        elif j == rank and f < 0:
+            out[i] = -f
+    return out

@@ -1,0 +1,326 @@
+"""The driver: runs an experiment's adaptation phases under MPI (HeRMeS, thesis Fig. 10.1–10.2).
+
+Set-up (rank 0 reads and partitions the mesh with METIS, target fractions = the capacities; every
+rank receives its cells), then for each phase k = 1..n:
+
+1. **extra load** — the capacity schedule sets the processors' capacities for phase k;
+2. **adapt** — the region's cell weights are multiplied by the factor;
+3. **monitor** — capacities and link costs are measured (skipped by ``none``);
+4. **decide** — balance only if the measured imbalance exceeds ``balancer.trigger``;
+5. **balance** — the balancer computes a flow (or new destinations);
+6. **migrate** — cells move (gain selection, topological order of the flow);
+7. **compute** — ``application.iterations`` solver iterations (thesis Alg. 2);
+8. **record** — per-rank figures are gathered on rank 0.
+
+Rank 0 writes the run directory atomically at the end (and the pictures).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import platform as _platform
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import yaml
+
+from hermes import __version__
+from hermes.app.kernels import initial_fields, jacobi_serial
+from hermes.app.simulate import solve_phase
+from hermes.balance.flow import topological_order
+from hermes.balance.model import Model, imbalance
+from hermes.balance.registry import BalanceContext, check_params, get_balancer
+from hermes.clock import Links, make_clock
+from hermes.comm import Counters, NeighbourComm, agree, allreduce
+from hermes.data.adapt import adapt_weights, region_mask
+from hermes.data.distributed import gather_to_root, scatter_domain
+from hermes.data.migrate import MigrationStats, migrate, realise_flow
+from hermes.errors import HermesError, MeshError, ScenarioError
+from hermes.extraload import CapacitySchedule
+from hermes.monitor import monitor
+from hermes.results import write_atomic, write_csv, write_json, write_npz
+from hermes.scenario import Scenario
+
+__all__ = ["run", "load_mesh", "RunResult"]
+
+log = logging.getLogger(__name__)
+
+PHASE_KEYS = ("phase", "time", "compute_time", "comm_time", "sync_time", "balance_time", "migrate_time",
+              "imbalance_before", "imbalance_after", "migrated_cells", "migrated_weight", "edge_cut",
+              "balance_iterations")
+CSV_COLUMNS = ["phase", "rank", "cells", "load", "capacity", "fair_load", "capacity_estimate", "compute_time",
+               "comm_time", "sync_time", "balance_time", "migrate_time", "cells_sent", "cells_received",
+               "weight_sent", "weight_received", "bytes_sent"]
+
+
+class RunResult(dict):
+    """The summary (a dict, as written to summary.json) plus ``out_dir``; only on rank 0."""
+
+    out_dir: Path
+
+
+def load_mesh(sc: Scenario):
+    """Read or generate the scenario's mesh (serial; rank 0)."""
+    from hermes.data.generators import grid, parse_grid_spec
+    from hermes.data.io import read_mesh
+
+    if sc.mesh.grid is not None:
+        nx, ny = parse_grid_spec(sc.mesh.grid)
+        mesh = grid(nx, ny)
+    else:
+        mesh = read_mesh(sc.resolve(sc.mesh.file), units=sc.mesh.units)
+    if sc.mesh.weight != 1.0:
+        mesh = mesh.with_weights(mesh.weights * sc.mesh.weight)
+    return mesh
+
+
+def _versions() -> dict[str, str]:
+    import mpi4py
+    import scipy
+    from mpi4py import MPI
+
+    out = {"hermes": __version__, "python": _platform.python_version(), "numpy": np.__version__,
+           "scipy": scipy.__version__, "mpi4py": mpi4py.__version__,
+           "mpi": MPI.Get_library_version().splitlines()[0].strip()}
+    try:
+        import pymetis
+
+        out["pymetis"] = getattr(pymetis, "version", getattr(pymetis, "__version__", "?"))
+    except ImportError:  # pragma: no cover
+        pass
+    return {k: str(v) for k, v in out.items()}
+
+
+def _setup(comm, sc: Scenario, p: int):
+    """Rank 0: mesh, initial partition, fields; broadcast any error so all ranks stop together."""
+    from hermes.data.partition import metis_partition
+
+    err, payload = None, None
+    if comm.Get_rank() == 0:
+        try:
+            mesh = load_mesh(sc)
+            if mesh.n_cells < p:
+                raise MeshError(f"more processors ({p}) than cells ({mesh.n_cells}) in mesh '{mesh.name}'")
+            sched = CapacitySchedule.from_scenario(sc, p)
+            owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, p, targets=sched.at(1), seed=sc.seed)
+            fields = initial_fields(mesh.coords)
+            lo, hi = mesh.coords.min(axis=0), mesh.coords.max(axis=0)
+            payload = (mesh, owner, fields, (lo, hi))
+        except HermesError as e:
+            err = (type(e).__name__, str(e))
+    err = comm.bcast(err, root=0)
+    if err is not None:
+        import hermes.errors as he
+
+        raise getattr(he, err[0], HermesError)(err[1])
+    if comm.Get_rank() == 0:
+        mesh, owner, fields, bbox = payload
+        meta = (mesh.name, mesh.n_cells, bbox)
+    else:
+        mesh = owner = fields = None
+        meta = None
+    name, n_cells, bbox = comm.bcast(meta, root=0)
+    dom = scatter_domain(comm, mesh, owner, fields)
+    return dom, mesh, owner, name, n_cells, bbox
+
+
+def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = False,
+        progress: Callable[[str], None] | None = None, write: bool = True) -> RunResult | None:
+    """Run the scenario on ``comm`` (collective). Returns the summary on rank 0, None elsewhere.
+
+    Raises
+    ------
+    HermesError
+        On every rank, with the same one-line message, for bad input found at any rank.
+    """
+    rank, p = comm.Get_rank(), comm.Get_size()
+    if sc.processors is not None and sc.processors != p:
+        raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors but the job has {p} "
+                            f"ranks (run with mpiexec -n {sc.processors}, or --set processors={p})")
+    bal = get_balancer(sc.balancer.algorithm)
+    params = check_params(bal.name, sc.balancer.params)
+    sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
+    wall_start = time.perf_counter()
+    say = progress if (progress is not None and rank == 0 and not quiet) else (lambda s: None)
+
+    dom, mesh, owner0, mesh_name, n_cells, bbox = _setup(comm, sc, p)
+    pl = sc.platform
+    links = Links(pl.latency, pl.bandwidth, {tuple(sorted(l.ranks)): (l.latency if l.latency is not None else
+                  pl.latency, l.bandwidth if l.bandwidth is not None else pl.bandwidth) for l in pl.links})
+    clock = make_clock(sc.clock, rank, p, links, pl.speed, sched.at(1)[rank])
+    app = sc.application
+    ad = sc.adaptation
+    weight_initial = comm.allreduce(dom.load)
+    cells_initial = comm.allreduce(dom.n)
+    say(f"hermes: {mesh_name} ({n_cells} cells) on {p} ranks, balancer {bal.name}, {ad.phases} phases, "
+        f"clock {sc.clock}")
+
+    partitions: dict[str, np.ndarray] = {}
+    if rank == 0:
+        partitions["owner_000"] = owner0.astype(np.int32)
+        partitions["weight_000"] = mesh.weights.copy()
+    phases: list[dict[str, Any]] = []
+    csv_rows: list[dict[str, Any]] = []
+    total_moves = 0
+    probe_work = pl.speed * 1e-3
+
+    for k in range(1, ad.phases + 1):
+        caps = sched.at(k)
+        clock.set_capacity(caps[rank])
+        t_start = clock.elapsed()
+        snap = clock.snapshot()
+
+        # adapt
+        mask = region_mask(ad.region, dom.coords, dom.gid, k, sc.seed, bbox)
+        dom = replace(dom, weight=adapt_weights(dom.weight, mask, ad.factor))
+        loads = np.array(comm.allgather(dom.load))
+        imb_before = imbalance(loads, caps)
+
+        # monitor, decide, balance, migrate
+        stats = MigrationStats()
+        iters = 0
+        cap_est = float("nan")
+        counters = Counters()
+        if bal.name != "none":
+            est = monitor(comm, clock, dom.neighbour_ranks, probe_work)
+            cap_est = est.capacity
+            model = _gather_model(comm, dom, est)
+            if model.imbalance > sc.balancer.trigger:
+                nb = NeighbourComm(comm, est.neighbours, clock, counters)
+                ctx = BalanceContext(comm=comm, clock=clock, nb=nb, model=model, load=dom.load,
+                                     capacity=est.capacity, weights=est.weights, dom=dom, params=params,
+                                     seed=sc.seed)
+                with clock.activity("balance"):
+                    decision = agree(comm, bal.run, ctx)
+                iters = decision.iterations
+                with clock.activity("migrate"):
+                    if decision.dest is not None:
+                        dom, stats = migrate(comm, dom, decision.dest, clock)
+                    elif decision.flow is not None and np.any(decision.flow != 0):
+                        cost = _gather_costs(comm, p, est)
+                        levels = topological_order(model, decision.flow, 1e-12 * max(model.loads.sum(), 1.0))
+                        dom, stats, realised = realise_flow(comm, dom, model.edges, decision.flow, cost, clock,
+                                                            levels=levels)
+                        if rank == 0 and log.isEnabledFor(logging.DEBUG):
+                            for e, f, r in zip(model.edges.tolist(), decision.flow, realised):
+                                if abs(f) > 1e-9 or r:
+                                    log.debug("phase %d edge %s flow %.3f realised %.3f", k, e, f, r)
+        loads_after = np.array(comm.allgather(dom.load))
+        imb_after = imbalance(loads_after, caps)
+
+        # compute
+        dom, loop = solve_phase(comm, dom, clock, kernel=app.kernel, iterations=app.iterations,
+                                work_per_weight=app.work_per_weight, bytes_per_edge=app.bytes_per_edge)
+        allreduce(comm, 0.0, clock)  # end of phase: every rank synchronised
+
+        # record
+        t_phase = comm.allreduce(clock.elapsed() - t_start, op=_max_op())
+        delta = {c: clock.totals[c] - snap[c] for c in clock.totals}
+        row = {"phase": k, "rank": rank, "cells": dom.n, "load": dom.load, "capacity": float(caps[rank]),
+               "fair_load": float(caps[rank] * loads_after.sum()), "capacity_estimate": cap_est,
+               **{f"{c}_time": delta[c] for c in ("compute", "comm", "sync", "balance", "migrate")},
+               "cells_sent": stats.cells_sent, "cells_received": stats.cells_received,
+               "weight_sent": stats.weight_sent, "weight_received": stats.weight_received,
+               "bytes_sent": stats.bytes_sent}
+        rows = comm.gather(row, root=0)
+        moved = comm.allreduce(stats.cells_sent)
+        moved_w = comm.allreduce(stats.weight_sent)
+        cut = comm.allreduce(int(np.count_nonzero(dom.cut_mask))) // 2
+        total_moves += moved
+        gathered = gather_to_root(comm, dom, n_cells)
+        if rank == 0:
+            csv_rows.extend(rows)
+            mean = {c: float(np.mean([r[f"{c}_time"] for r in rows])) for c in ("compute", "comm", "sync",
+                                                                              "balance", "migrate")}
+            phases.append({"phase": k, "time": t_phase, **{f"{c}_time": v for c, v in mean.items()},
+                           "imbalance_before": imb_before, "imbalance_after": imb_after, "migrated_cells": moved,
+                           "migrated_weight": moved_w, "edge_cut": cut, "balance_iterations": iters,
+                           "balance_counters": counters.as_dict()})
+            own, wts, _ = gathered
+            partitions[f"owner_{k:03d}"] = own.astype(np.int32)
+            partitions[f"weight_{k:03d}"] = wts
+        say(f"phase {k}/{ad.phases}: imbalance {imb_before:.3f} -> {imb_after:.3f}, moved {moved} cells, "
+            f"time {t_phase:.4g} s")
+
+    # final checks: nothing lost
+    cells_final = comm.allreduce(dom.n)
+    weight_final = comm.allreduce(dom.load)
+    final_loads = np.array(comm.allgather(dom.load))
+    final_imb = imbalance(final_loads, sched.at(ad.phases))
+    total_time = comm.allreduce(clock.elapsed(), op=_max_op())
+    u_err = None
+    if app.kernel == "jacobi":
+        g = gather_to_root(comm, dom, n_cells, extra={"u": dom.fields["u"]})
+        if rank == 0:
+            ref = jacobi_serial(mesh.xadj, mesh.adjncy, mesh.coords, ad.phases * app.iterations)
+            u_err = float(np.max(np.abs(g[2]["u"] - ref)) / max(np.max(np.abs(ref)), 1e-300))
+    if cells_final != cells_initial:
+        raise RuntimeError(f"cells not conserved: {cells_initial} -> {cells_final}")
+    if rank != 0:
+        return None
+
+    summary = RunResult({
+        "scenario": sc.name, "processors": p, "balancer": bal.name, "balancer_params": params,
+        "clock": sc.clock, "seed": sc.seed, "versions": _versions(), "mesh": mesh_name,
+        "kernel": app.kernel, "total_time": total_time, "final_imbalance": final_imb,
+        "cells_initial": cells_initial, "cells_final": cells_final, "weight_initial": weight_initial,
+        "weight_final": weight_final, "migrated_cells": total_moves, "jacobi_max_rel_error": u_err,
+        "wall_seconds": time.perf_counter() - wall_start, "phases": phases,
+    })
+    if write:
+        out = _write_outputs(sc, summary, csv_rows, partitions, mesh, out_dir or sc.output.dir)
+        summary.out_dir = out
+    return summary
+
+
+def _max_op():
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def _gather_model(comm, dom, est) -> Model:
+    """The global H = (G, l, c, w), identical on every rank (one allgather of per-rank entries)."""
+    me = comm.Get_rank()
+    entry = (dom.load, est.capacity, [(me, int(j), float(w)) for j, w in zip(est.neighbours, est.weights) if me < j])
+    allent = comm.allgather(entry)
+    edges = [(i, j) for _, _, es in allent for i, j, _ in es]
+    weights = [w for _, _, es in allent for _, _, w in es]
+    return Model.create(len(allent), np.array(edges, dtype=np.int64).reshape(-1, 2), [a[0] for a in allent],
+                        [a[1] for a in allent], weights)
+
+
+def _gather_costs(comm, p: int, est) -> np.ndarray:
+    """The p×p link-cost matrix w̃ of the gain function (0 off the subdomain graph)."""
+    cost = np.zeros((p, p))
+    for i, (nbrs, cs) in enumerate(comm.allgather((est.neighbours.tolist(), est.costs.tolist()))):
+        cost[i, nbrs] = cs
+    return cost
+
+
+def _write_outputs(sc: Scenario, summary: dict, csv_rows: list[dict], partitions: dict, mesh,
+                   out_dir: str | Path | None) -> Path:
+    out = Path(out_dir) if out_dir is not None else Path("runs") / f"{sc.name}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "scenario.yaml", yaml.safe_dump(sc.to_dict(), sort_keys=False))
+    write_csv(out / "phases.csv", csv_rows, CSV_COLUMNS)
+    if sc.output.partitions or sc.output.pictures:
+        geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
+        if mesh.has_polygons:
+            geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)
+        write_npz(out / "geometry.npz", **geo)
+        write_npz(out / "partitions.npz", **partitions)
+    write_json(out / "summary.json", dict(summary))
+    if sc.output.pictures:
+        from hermes.viz import plot_run
+
+        try:
+            plot_run(out)
+        except HermesError as err:  # pictures are a convenience: report, keep the results
+            log.warning("pictures not written: %s", err)
+    return out

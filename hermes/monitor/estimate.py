@@ -1,0 +1,84 @@
+"""Estimate what the balancer needs — capacities c and link weights w — from timings.
+
+Like HeRMeS' NWS sensors (thesis §10.1), the monitor *measures* rather than reads the configuration:
+
+- capacity: each rank runs a probe of ``probe_work`` work units through its clock and times it; the
+  rate ``work / time`` of every rank is normalised to sum 1. Under the virtual clock the probe time is
+  exactly ``work / (speed · p · c_i)``, so the estimate recovers the configured capacities;
+- links: each rank exchanges a small and a large message with every neighbour and reads their
+  one-way times; two sizes give latency α and bandwidth 1/β of each link (α-β model, thesis §4.2).
+  Both ends average their readings, so both hold the same value. Under the wall clock the transit
+  time of one exchange round is shared by all neighbours of the rank (a coarse but honest reading).
+
+Weights for the model are conductances ``w = bandwidth / max bandwidth`` and the gain function's
+costs are ``bandwidth_max / bandwidth`` (see :mod:`hermes.balance.selection`).
+Forecasting (NWS-style predictors over these series) comes with the monitoring issue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.comm import NeighbourComm, allreduce
+
+__all__ = ["Estimates", "estimate_capacity", "estimate_links", "monitor"]
+
+SMALL, LARGE = 8, 65536
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """What rank i knows after monitoring: its capacity and its links to its neighbours."""
+
+    capacity: float
+    neighbours: NDArray[np.int64]
+    latency: NDArray[np.float64]
+    bandwidth: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    costs: NDArray[np.float64]
+
+
+def estimate_capacity(comm, clock, probe_work: float) -> float:
+    """Normalised capacity of this rank from a timed probe (collective)."""
+    t0 = clock.elapsed()
+    before = clock.totals["compute"] + clock.totals["balance"]
+    clock.compute(probe_work)
+    dt = (clock.totals["compute"] + clock.totals["balance"]) - before
+    if dt <= 0:
+        dt = max(clock.elapsed() - t0, 1e-12)
+    rate = probe_work / dt
+    total = allreduce(comm, rate, clock)
+    return rate / total
+
+
+def estimate_links(comm, clock, neighbours) -> tuple[NDArray, NDArray]:
+    """(latency, bandwidth) to each neighbour from two timed exchanges (collective)."""
+    nb = NeighbourComm(comm, neighbours, clock)
+    times = []
+    for size in (SMALL, LARGE):
+        nb.exchange([np.zeros(size // 8) for _ in neighbours])
+        times.append(nb.last_transit.copy())
+    t_small, t_large = times
+    beta = np.maximum((t_large - t_small) / float(LARGE - SMALL), 1e-300)
+    alpha = np.maximum(t_small - beta * SMALL, 0.0)
+    # both ends agree: average the two readings of every link
+    theirs = nb.exchange([np.array([a, b]) for a, b in zip(alpha, beta)])
+    if len(neighbours):
+        alpha = 0.5 * (alpha + np.array([x[0] for x in theirs]))
+        beta = 0.5 * (beta + np.array([x[1] for x in theirs]))
+    return alpha, 1.0 / beta
+
+
+def monitor(comm, clock, neighbours, probe_work: float) -> Estimates:
+    """Capacity and link estimates of this rank (collective); charged as balancing time."""
+    neighbours = np.asarray(neighbours, dtype=np.int64)
+    with clock.activity("balance"):
+        cap = estimate_capacity(comm, clock, probe_work)
+        lat, bw = estimate_links(comm, clock, neighbours)
+        bw_max = allreduce(comm, float(bw.max()) if bw.size else 0.0, clock, op="max")
+    bw_max = bw_max if bw_max > 0 else 1.0
+    return Estimates(capacity=cap, neighbours=neighbours, latency=lat, bandwidth=bw,
+                     weights=bw / bw_max, costs=bw_max / bw)

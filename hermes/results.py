@@ -1,0 +1,75 @@
+"""Atomic result files: write to a temporary file in the same directory, then rename.
+
+An interrupted run never leaves a half-written summary: a reader sees the old file or the new one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["write_atomic", "write_json", "write_csv", "write_npz", "read_json"]
+
+
+def write_atomic(path: str | Path, data: bytes | str) -> Path:
+    """Write ``data`` to ``path`` atomically (same-directory temp file + fsync + os.replace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def _default(o: Any):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    return write_atomic(path, json.dumps(obj, indent=2, default=_default) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> Path:
+    cols = columns or (list(rows[0]) if rows else [])
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.12g}" if isinstance(v, float) else v) for k, v in r.items()})
+    return write_atomic(path, buf.getvalue())
+
+
+def write_npz(path: str | Path, **arrays) -> Path:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return write_atomic(path, buf.getvalue())

@@ -1,0 +1,265 @@
+"""The scenario: one YAML file describing an experiment, validated before any work.
+
+Every rank reads and validates the same file, so every rank reaches the same verdict without
+communicating; errors are one line naming the key path (``balancer.tolerance: ...``).
+
+Fixed key paths scripts can rely on: ``processors``, ``seed``, ``clock`` (``virtual`` | ``wall``),
+``balancer.algorithm`` and the balancer's parameters under ``balancer`` (e.g. ``balancer.targets``).
+Any value can be overridden with ``--set key.path=value`` (the value is parsed as YAML).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hermes.errors import ScenarioError
+
+__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "QUICKSTART"]
+
+PosFloat = Annotated[float, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MeshSpec(_Strict):
+    """Where the work units come from: a file or a generator (exactly one)."""
+
+    file: str | None = None
+    grid: str | None = Field(None, description="structured grid of quadrilateral cells, e.g. '20x19'")
+    units: Literal["cells", "nodes"] = "cells"
+    weight: PosFloat = 1.0
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.file is None) == (self.grid is None):
+            raise ValueError("give exactly one of 'file' or 'grid'")
+        if self.grid is not None and not re.fullmatch(r"\s*\d+\s*x\s*\d+\s*", self.grid):
+            raise ValueError(f"grid must look like '20x19', got {self.grid!r}")
+        if self.grid is not None and any(int(v) < 1 for v in self.grid.lower().split("x")):
+            raise ValueError("grid sizes must be positive")
+        return self
+
+
+class LinkSpec(_Strict):
+    ranks: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
+    latency: NonNegFloat | None = None
+    bandwidth: PosFloat | None = None
+
+
+class PlatformSpec(_Strict):
+    """Processors and network (thesis §4.2, α-β model)."""
+
+    capacities: Literal["homo"] | list[PosFloat] | str = "homo"
+    speed: PosFloat = Field(1.0e6, description="work units per second of an average processor (c_i = 1/p)")
+    latency: NonNegFloat = 1.0e-4
+    bandwidth: PosFloat = 1.0e8
+    links: list[LinkSpec] = []
+    schedule: list[list[PosFloat]] | str | None = Field(
+        None, description="capacities per phase: a list of per-processor lists, or a CSV file (thesis Table 10.6)")
+
+
+class ApplicationSpec(_Strict):
+    """The simulated solver (thesis Alg. 2, Fig. 10.5)."""
+
+    kernel: Literal["synthetic", "jacobi"] = "synthetic"
+    iterations: Annotated[int, Field(ge=1)] = 20
+    work_per_weight: PosFloat = 1.0
+    bytes_per_edge: NonNegFloat = 64.0
+
+
+class RegionSpec(_Strict):
+    kind: Literal["random", "box", "disc", "front"] = "random"
+    fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
+    box: tuple[float, float, float, float] | None = Field(None, description="xmin, ymin, xmax, ymax")
+    center: tuple[float, float] | None = None
+    radius: PosFloat | None = None
+    start: float | None = Field(None, description="front: x position at phase 1")
+    speed: float | None = Field(None, description="front: x advance per phase")
+    width: PosFloat | None = Field(None, description="front: band width")
+    relative: bool = Field(True, description="coordinates are fractions of the mesh bounding box")
+
+    @model_validator(mode="after")
+    def _params(self):
+        need = {"box": ["box"], "disc": ["center", "radius"], "front": ["start", "speed", "width"]}.get(self.kind, [])
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"region kind '{self.kind}' needs {', '.join(missing)}")
+        if self.kind == "random" and self.fraction >= 1.0:
+            raise ValueError("region kind 'random' needs a fraction below 1")
+        return self
+
+
+class AdaptationSpec(_Strict):
+    phases: Annotated[int, Field(ge=1)] = 7
+    factor: PosFloat = 2.0
+    region: RegionSpec = RegionSpec(kind="random", fraction=0.2)
+
+
+class BalancerSpec(_Strict):
+    """The balancer and its parameters (unknown parameter names are rejected by the balancer)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    algorithm: str = "pcg"
+    trigger: Annotated[float, Field(ge=1.0)] = Field(1.0, description="balance only if imbalance exceeds this")
+    selection: Literal["gain"] = "gain"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class OutputSpec(_Strict):
+    dir: str | None = None
+    pictures: bool = True
+    partitions: bool = True
+
+
+class Scenario(_Strict):
+    """A whole experiment (see README: 'Scenario format')."""
+
+    name: str = "scenario"
+    processors: Annotated[int, Field(ge=1)] | None = None
+    seed: Annotated[int, Field(ge=0)] = 0
+    clock: Literal["virtual", "wall"] = "virtual"
+    mesh: MeshSpec
+    platform: PlatformSpec = PlatformSpec()
+    application: ApplicationSpec = ApplicationSpec()
+    adaptation: AdaptationSpec = AdaptationSpec()
+    balancer: BalancerSpec = BalancerSpec()
+    output: OutputSpec = OutputSpec()
+    #: directory relative paths in the scenario are resolved against (not a YAML key)
+    base_dir: str = Field(".", exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", v):
+            raise ValueError("name may only contain letters, digits, '.', '_' and '-'")
+        return v
+
+    def resolve(self, path: str) -> Path:
+        """A path from the scenario, relative to the scenario file's directory."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"base_dir"})
+
+
+def _format_error(err: ValidationError) -> str:
+    e = err.errors()[0]
+    loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
+    msg = e["msg"]
+    if e["type"] == "extra_forbidden":
+        msg = "unknown key"
+    msg = msg.replace("Value error, ", "")
+    more = f" (and {len(err.errors()) - 1} more problems)" if len(err.errors()) > 1 else ""
+    return f"{loc or 'scenario'}: {msg}{more}"
+
+
+def _set_path(d: dict, path: str, value: Any) -> None:
+    keys = path.split(".")
+    cur = d
+    for k in keys[:-1]:
+        if k not in cur or cur[k] is None:
+            cur[k] = {}
+        if not isinstance(cur[k], dict):
+            raise ScenarioError(f"--set {path}: '{k}' is not a section")
+        cur = cur[k]
+    cur[keys[-1]] = value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply ``key.path=value`` overrides (values parsed as YAML) to a raw scenario dict."""
+    out = copy.deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ScenarioError(f"--set {item!r}: expected key.path=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
+            raise ScenarioError(f"--set {item!r}: bad key path {key!r}")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        _set_path(out, key, value)
+    return out
+
+
+def parse_scenario(data: Any, *, base_dir: str | Path = ".", overrides: list[str] | None = None) -> Scenario:
+    """Validate a raw dict (from YAML) into a :class:`Scenario`; raise ScenarioError in one line."""
+    if not isinstance(data, dict):
+        raise ScenarioError("scenario: the file must contain a mapping of keys")
+    if overrides:
+        data = apply_overrides(data, overrides)
+    try:
+        sc = Scenario.model_validate({**data, "base_dir": str(base_dir)})
+    except ValidationError as err:
+        raise ScenarioError(_format_error(err)) from None
+    _check_files(sc)
+    return sc
+
+
+def _check_files(sc: Scenario) -> None:
+    if sc.mesh.file is not None and not sc.resolve(sc.mesh.file).is_file():
+        raise ScenarioError(f"mesh.file: no such file: {sc.resolve(sc.mesh.file)}")
+    for key, val in (("platform.capacities", sc.platform.capacities), ("platform.schedule", sc.platform.schedule)):
+        if isinstance(val, str) and val != "homo" and not sc.resolve(val).is_file():
+            raise ScenarioError(f"{key}: no such file: {sc.resolve(val)}")
+    p = sc.processors
+    if p is not None:
+        if isinstance(sc.platform.capacities, list) and len(sc.platform.capacities) != p:
+            raise ScenarioError(f"platform.capacities: {len(sc.platform.capacities)} values for {p} processors")
+        for k, link in enumerate(sc.platform.links):
+            if max(link.ranks) >= p or link.ranks[0] == link.ranks[1]:
+                raise ScenarioError(f"platform.links.{k}.ranks: {list(link.ranks)} is not a pair of ranks below {p}")
+        if isinstance(sc.platform.schedule, list):
+            for k, row in enumerate(sc.platform.schedule):
+                if len(row) != p:
+                    raise ScenarioError(f"platform.schedule.{k}: {len(row)} capacities for {p} processors")
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    """Read, override and validate a scenario file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ScenarioError(f"scenario file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ScenarioError(f"{path}: not valid YAML{where}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
+    if data is None:
+        raise ScenarioError(f"{path}: the scenario is empty")
+    sc = parse_scenario(data, base_dir=path.parent, overrides=overrides)
+    if "name" not in data and not any(o.startswith("name=") for o in overrides or []):
+        sc = sc.model_copy(update={"name": re.sub(r"[^A-Za-z0-9_.\-]", "_", path.stem)})
+    return sc
+
+
+#: the embedded default experiment (``hermes run`` with no file, and ``make run``)
+QUICKSTART: dict[str, Any] = {
+    "name": "quickstart",
+    "processors": 4,
+    "seed": 1,
+    "clock": "virtual",
+    "mesh": {"grid": "40x30"},
+    "platform": {"capacities": [0.4, 0.2, 0.2, 0.2], "speed": 1.0e5, "latency": 1.0e-4, "bandwidth": 1.0e8},
+    "application": {"kernel": "jacobi", "iterations": 20, "work_per_weight": 1.0, "bytes_per_edge": 64},
+    "adaptation": {"phases": 4, "factor": 2.0,
+                   "region": {"kind": "front", "start": 0.1, "speed": 0.25, "width": 0.2}},
+    "balancer": {"algorithm": "pcg"},
+}

@@ -1,0 +1,181 @@
+"""VISUALISATION: partition pictures and per-phase plots of a run directory.
+
+:func:`plot_run` turns a run directory (``geometry.npz``, ``partitions.npz``, ``summary.json``; see
+``docs/ARCHITECTURE.md``, "Run directory") into ``partition-000.png``, ``partition-001.png``, ... and
+``phases.png``. matplotlib is imported only when a picture is drawn; ``import hermes.viz`` is cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hermes.errors import HermesError
+from hermes.viz.partition import plot_partition
+from hermes.viz.timeline import plot_comparison, plot_phases
+
+__all__ = ["plot_run", "plot_partition", "plot_phases", "plot_comparison"]
+
+log = logging.getLogger(__name__)
+
+_OWNER = re.compile(r"owner_(\d+)$")
+
+
+def plot_run(
+    run_dir: str | os.PathLike[str],
+    *,
+    phases: Iterable[int] | None = None,
+    show_weights: bool = False,
+    dpi: int = 150,
+) -> list[Path]:
+    """Draw the partition of every recorded phase and the per-phase plot of a run directory.
+
+    Parameters
+    ----------
+    run_dir : path-like
+        A run directory holding ``geometry.npz``, ``partitions.npz`` and ``summary.json``.
+    phases : iterable of int, optional
+        Only draw the partitions after these phases (0 = initial distribution); default all.
+        ``phases.png`` is always written.
+    show_weights : bool
+        Add a panel with the unit weights (log colour scale) to each partition picture.
+    dpi : int
+        Resolution of the PNGs.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The written files: ``partition-XXX.png`` in phase order, then ``phases.png``.
+
+    Raises
+    ------
+    HermesError
+        If ``run_dir`` or one of the three files is missing or unreadable, or a requested phase was
+        not recorded. All inputs are read and checked before anything is written.
+
+    Notes
+    -----
+    Every rank keeps its colour in all pictures (``nparts`` = the run's processor count). The title of
+    ``partition-k`` (k ≥ 1) quotes the summary entry with ``phase == k``: imbalance after balancing,
+    edge cut and migrated cells.
+    """
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise HermesError(f"run directory not found: {run}")
+    summary = _read_summary(run / "summary.json")
+    geo = _read_npz(run / "geometry.npz", required=("coords", "xadj", "adjncy"))
+    parts = _read_npz(run / "partitions.npz", required=())
+
+    recorded = sorted(int(m.group(1)) for k in parts if (m := _OWNER.match(k)))
+    if not recorded:
+        raise HermesError(f"cannot read {run / 'partitions.npz'}: no owner_XXX arrays")
+    wanted = recorded if phases is None else sorted({int(p) for p in phases})
+    missing = [p for p in wanted if p not in recorded]
+    if missing:
+        raise HermesError(
+            f"phase {missing[0]} not recorded in {run / 'partitions.npz'} (recorded: {_ranges(recorded)})"
+        )
+
+    n = geo["coords"].shape[0]
+    top = max(int(parts[f"owner_{p:03d}"].max(initial=-1)) for p in recorded) + 1
+    try:
+        procs = int(summary.get("processors") or 0)
+    except (TypeError, ValueError):
+        procs = 0
+    nparts = max(procs, top)
+    entries = {p.get("phase"): p for p in summary.get("phases") or [] if isinstance(p, dict)}
+    has_cells = all(k in geo for k in ("points", "cell_ptr", "cell_nodes"))
+
+    written = []
+    for p in wanted:
+        owner = parts[f"owner_{p:03d}"]
+        if owner.shape != (n,):
+            raise HermesError(
+                f"cannot read {run / 'partitions.npz'}: owner_{p:03d} has {owner.size} entries for {n} units"
+            )
+        path = plot_partition(
+            run / f"partition-{p:03d}.png",
+            geo["coords"],
+            owner,
+            points=geo.get("points") if has_cells else None,
+            cell_ptr=geo.get("cell_ptr") if has_cells else None,
+            cell_nodes=geo.get("cell_nodes") if has_cells else None,
+            xadj=geo["xadj"],
+            adjncy=geo["adjncy"],
+            weights=parts.get(f"weight_{p:03d}"),
+            nparts=nparts,
+            title=_partition_title(summary, p, entries.get(p)),
+            show_weights=show_weights and f"weight_{p:03d}" in parts,
+            dpi=dpi,
+        )
+        written.append(path)
+    written.append(plot_phases(run / "phases.png", summary, dpi=dpi))
+    log.info("wrote %d pictures in %s", len(written), run)
+    return written
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise HermesError(f"missing {path.name} in run directory {path.parent}")
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise HermesError(f"cannot read {path}: {_one_line(err)}") from None
+    if not isinstance(summary, dict):
+        raise HermesError(f"cannot read {path}: expected a JSON object")
+    return summary
+
+
+def _read_npz(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise HermesError(f"missing {path.name} in run directory {path.parent}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as err:  # zipfile.BadZipFile, ValueError, OSError, ...: all mean "unreadable"
+        raise HermesError(f"cannot read {path}: {_one_line(err)}") from None
+    absent = [k for k in required if k not in arrays]
+    if absent:
+        raise HermesError(f"cannot read {path}: no array '{absent[0]}'")
+    return arrays
+
+
+def _ranges(values: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``'0-2, 5'``."""
+    out, start = [], values[0]
+    for a, b in zip(values, values[1:] + [None]):
+        if b != a + 1:
+            out.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return ", ".join(out)
+
+
+def _partition_title(summary: dict[str, Any], phase: int, entry: dict[str, Any] | None) -> str:
+    head = f"{summary.get('scenario', '?')} — {summary.get('balancer', '?')}, {summary.get('processors', '?')} ranks"
+    if phase == 0:
+        return f"{head}\ninitial distribution"
+    text = f"{head}\nafter phase {phase}"
+    if entry:
+        facts = []
+        if entry.get("imbalance_after") is not None:
+            facts.append(f"imbalance {float(entry['imbalance_after']):.3f}")
+        if entry.get("edge_cut") is not None:
+            facts.append(f"edge cut {entry['edge_cut']}")
+        if entry.get("migrated_cells") is not None:
+            facts.append(f"migrated {entry['migrated_cells']} cells")
+        if facts:
+            text += ": " + ", ".join(facts)
+    return text

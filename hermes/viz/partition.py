@@ -1,0 +1,412 @@
+"""Pictures of a partition: the units of a 2-D mesh (or graph) coloured by the rank that owns them.
+
+Like thesis Figs. 10.9–10.11: cell polygons filled with one colour per rank, partition boundaries drawn
+as dark lines; pure graphs (Chaco/METIS ``.graph``, Matrix Market) are drawn as light-grey edges and
+vertices coloured by owner. matplotlib is imported inside the functions (the core never needs it) and
+figures are rendered with the Agg canvas directly, without pyplot and its global state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from hermes.errors import HermesError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "plot_partition",
+    "rank_colors",
+    "cell_polygons",
+    "partition_boundaries",
+    "graph_segments",
+    "save_figure",
+]
+
+log = logging.getLogger(__name__)
+
+#: Above this many units, cell outlines and graph edges are dropped (they would paint the picture grey).
+EDGE_LIMIT = 20_000
+#: Up to this many parts the figure carries a legend with one entry per rank.
+LEGEND_LIMIT = 16
+_GOLDEN = 0.618033988749895
+
+
+def rank_colors(nparts: int) -> NDArray[np.float64]:
+    """Distinct RGBA colours for ranks ``0..nparts-1``, shape ``(nparts, 4)``.
+
+    The sequence does not depend on ``nparts`` (``rank_colors(k)`` is a prefix of ``rank_colors(m)``
+    for ``k < m``), so the pictures of one run keep a rank's colour across phases.
+
+    Notes
+    -----
+    Ranks 0–9 get the ten saturated ``tab20`` colours (= ``tab10``), ranks 10–19 their light partners,
+    so consecutive ranks always differ in hue. From rank 20 on, hues follow the golden-ratio sequence
+    ``h_k = 0.1 + k·φ⁻¹ mod 1`` with alternating saturation and value, which keeps any two ranks apart.
+    """
+    from matplotlib import colormaps
+    from matplotlib.colors import hsv_to_rgb
+
+    nparts = int(nparts)
+    tab20 = np.asarray(colormaps["tab20"].colors, dtype=np.float64)
+    base = np.concatenate([tab20[0::2], tab20[1::2]])  # darks (tab10) first, then the light partners
+    out = np.ones((max(nparts, 0), 4))
+    m = min(nparts, base.shape[0])
+    out[:m, :3] = base[:m]
+    if nparts > m:
+        k = np.arange(m, nparts)
+        hsv = np.stack(
+            [(0.1 + k * _GOLDEN) % 1.0, np.array([0.75, 0.5, 0.95])[k % 3], np.array([0.92, 0.7])[k % 2]],
+            axis=1,
+        )
+        out[m:, :3] = hsv_to_rgb(hsv)
+    return out
+
+
+def cell_polygons(
+    points: NDArray[np.float64], cell_ptr: NDArray[np.int64], cell_nodes: NDArray[np.int64]
+) -> NDArray[np.float64] | list[NDArray[np.float64]]:
+    """The polygon of every unit from the CSR arrays ``cell_ptr``/``cell_nodes``.
+
+    Returns an ``(n, k, 2)`` array when all cells have ``k`` nodes (the fast path of
+    :class:`~matplotlib.collections.PolyCollection`), else a list of ``(k_i, 2)`` arrays.
+    """
+    xy = np.asarray(points, dtype=np.float64)[:, :2]
+    ptr = np.asarray(cell_ptr, dtype=np.int64)
+    corners = xy[np.asarray(cell_nodes, dtype=np.int64)[ptr[0] : ptr[-1]]]
+    sizes = np.diff(ptr)
+    if sizes.size == 0:
+        return np.zeros((0, 3, 2))
+    if np.all(sizes == sizes[0]):
+        return corners.reshape(sizes.size, int(sizes[0]), 2)
+    return np.split(corners, ptr[1:-1] - ptr[0])
+
+
+def partition_boundaries(
+    points: NDArray[np.float64],
+    cell_ptr: NDArray[np.int64],
+    cell_nodes: NDArray[np.int64],
+    owner: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """Segments ``(m, 2, 2)`` of the polygon sides shared by two cells with different owners.
+
+    Notes
+    -----
+    Every side ``(a, b)`` of every polygon gets the key ``min(a,b)·N + max(a,b)``; after sorting the keys,
+    equal neighbours are the sides shared by two cells. Sides that are split by hanging nodes are not
+    matched (the colours still show the boundary there).
+    """
+    xy = np.asarray(points, dtype=np.float64)[:, :2]
+    ptr = np.asarray(cell_ptr, dtype=np.int64)
+    nodes = np.asarray(cell_nodes, dtype=np.int64)
+    sizes = np.diff(ptr)
+    cell_of = np.repeat(np.arange(sizes.size), sizes)
+    pos = np.arange(ptr[0], ptr[-1])
+    nxt = pos + 1
+    filled = sizes > 0
+    nxt[ptr[1:][filled] - 1 - ptr[0]] = ptr[:-1][filled]  # last corner of each polygon closes on its first one
+    a, b = nodes[pos], nodes[nxt]
+    key = np.minimum(a, b) * np.int64(xy.shape[0]) + np.maximum(a, b)
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    same = ks[1:] == ks[:-1]
+    s1, s2 = order[:-1][same], order[1:][same]
+    cut = np.asarray(owner)[cell_of[s1]] != np.asarray(owner)[cell_of[s2]]
+    s1 = s1[cut]
+    return np.stack([xy[a[s1]], xy[b[s1]]], axis=1)
+
+
+def graph_segments(
+    coords: NDArray[np.float64], xadj: NDArray[np.int64], adjncy: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """Segments ``(m, 2, 2)`` of the undirected edges ``i < j`` of a CSR graph, in the plane."""
+    xy = _plane(coords)
+    xadj = np.asarray(xadj, dtype=np.int64)
+    cols = np.asarray(adjncy, dtype=np.int64)
+    rows = np.repeat(np.arange(xadj.size - 1), np.diff(xadj))
+    keep = rows < cols
+    return np.stack([xy[rows[keep]], xy[cols[keep]]], axis=1)
+
+
+def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
+    """Write ``fig`` as a PNG atomically: render to ``<name>.tmp`` next to ``path``, then rename.
+
+    A reader never sees a half-written picture, and a failed render leaves no ``.tmp`` file behind.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    try:
+        fig.savefig(tmp, format="png")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    log.debug("wrote %s", path)
+    return path
+
+
+def plot_partition(
+    path: str | os.PathLike[str],
+    coords: ArrayLike,
+    owner: ArrayLike,
+    *,
+    points: ArrayLike | None = None,
+    cell_ptr: ArrayLike | None = None,
+    cell_nodes: ArrayLike | None = None,
+    xadj: ArrayLike | None = None,
+    adjncy: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    nparts: int | None = None,
+    title: str = "",
+    show_weights: bool = False,
+    dpi: int = 150,
+) -> Path:
+    """Draw the units coloured by owner rank and write the picture to ``path`` (PNG, atomically).
+
+    Parameters
+    ----------
+    path : path-like
+        Output PNG file; its directory is created if needed.
+    coords : array_like, shape (n, d)
+        A representative point per unit; 3-D coordinates are projected onto the first two axes.
+    owner : array_like of int, shape (n,)
+        The rank owning each unit.
+    points, cell_ptr, cell_nodes : array_like, optional
+        Drawable geometry (see :class:`hermes.data.mesh.Mesh`). Used when given and planar (2 columns,
+        or 3 with constant z); otherwise the units are drawn as a graph.
+    xadj, adjncy : array_like, optional
+        CSR adjacency, drawn as light-grey edges in graph mode (up to 20 000 vertices).
+    weights : array_like of float, shape (n,), optional
+        Unit weights, needed for ``show_weights``.
+    nparts : int, optional
+        Number of ranks (default ``owner.max() + 1``). Pass the run's processor count so that a rank
+        keeps its colour in every picture of the run.
+    title : str
+        Figure title.
+    show_weights : bool
+        Add a second panel with the unit weights on a logarithmic colour scale.
+    dpi : int
+        Resolution of the PNG.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    HermesError
+        If the arrays do not fit together, or ``show_weights`` is set without ``weights``.
+
+    Notes
+    -----
+    Cells are one :class:`~matplotlib.collections.PolyCollection` (built once from the CSR arrays, fine
+    for 10⁵ cells); outlines are dropped above 20 000 cells, partition boundaries are always drawn.
+    Graph vertices are markers whose area is about the panel area per vertex.
+    Ranks ``0..nparts-1`` have the colours of :func:`rank_colors`; a legend lists them for up to 16
+    ranks, a discrete colour bar above that.
+    """
+    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.figure import Figure
+
+    xy = _plane(coords)
+    n = xy.shape[0]
+    own = np.asarray(owner)
+    if own.shape != (n,) or (n and not np.issubdtype(own.dtype, np.integer)):
+        raise HermesError(f"owner must be {n} integer ranks, got shape {own.shape} dtype {own.dtype}")
+    own = own.astype(np.int64)
+    if n and own.min() < 0:
+        raise HermesError(f"owner has negative rank {int(own.min())}")
+    top = int(own.max()) + 1 if n else 1
+    nparts = top if nparts is None else int(nparts)
+    if nparts < top:
+        raise HermesError(f"owner has rank {top - 1} but nparts is {nparts}")
+    w = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (n,):
+            raise HermesError(f"weights must have shape ({n},), got {w.shape}")
+    if show_weights and w is None:
+        raise HermesError("show_weights needs the unit weights")
+
+    polys = None
+    if points is not None and cell_ptr is not None and cell_nodes is not None:
+        pts = np.asarray(points, dtype=np.float64)
+        ptr = np.asarray(cell_ptr, dtype=np.int64)
+        if ptr.shape != (n + 1,):
+            raise HermesError(f"cell_ptr must have shape ({n + 1},), got {ptr.shape}")
+        planar = pts.ndim == 2 and (pts.shape[1] == 2 or (pts.shape[1] == 3 and np.ptp(pts[:, 2]) == 0))
+        if planar:
+            polys = cell_polygons(pts, ptr, np.asarray(cell_nodes))
+            bounds = _bounds(pts[:, :2])
+        else:
+            log.info("3-D cells: drawing %d units as a graph projected on (x, y)", n)
+    if polys is None:
+        bounds = _bounds(xy, pad=0.04)  # room for the markers on the border
+
+    colors = rank_colors(nparts)
+    facecolors = colors[own]
+    big = n > EDGE_LIMIT
+    ncols, nrows, (fw, fh), panel = _layout(bounds, show_weights)
+    msize = _marker_size(n, panel)
+    fig = Figure(figsize=(fw, fh), dpi=dpi, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+
+    ax = axes[0]
+    if polys is not None:
+        outline = dict(edgecolors="face", linewidths=0.3) if big else dict(edgecolors=(0, 0, 0, 0.35), linewidths=0.3)
+        ax.add_collection(PolyCollection(polys, facecolors=facecolors, **outline))
+        seg = partition_boundaries(np.asarray(points), np.asarray(cell_ptr), np.asarray(cell_nodes), own)
+        ax.add_collection(LineCollection(seg, colors="k", linewidths=0.5 if big else 1.0))
+    else:
+        _draw_graph(ax, xy, xadj, adjncy, facecolors, msize)
+    _frame(ax, bounds)
+    if show_weights:
+        ax.set_title("owner rank", fontsize="medium")
+    _rank_key(fig, ax, colors, nparts)
+
+    if show_weights:
+        from matplotlib.colors import LogNorm
+
+        wax = axes[1]
+        norm = LogNorm(*_log_range(w))
+        wc = np.clip(w, norm.vmin, None)
+        if polys is not None:
+            coll = PolyCollection(polys, array=wc, cmap="viridis", norm=norm, edgecolors="face", linewidths=0.3)
+            wax.add_collection(coll)
+        else:
+            if xadj is not None and adjncy is not None and n <= EDGE_LIMIT:
+                segs = graph_segments(xy, xadj, adjncy)
+                wax.add_collection(LineCollection(segs, colors="0.8", linewidths=_lw(n), zorder=1))
+            coll = wax.scatter(
+                xy[:, 0], xy[:, 1], c=wc, s=msize, cmap="viridis", norm=norm, linewidths=0, zorder=2
+            )
+        _frame(wax, bounds)
+        wax.set_title("unit weight", fontsize="medium")
+        fig.colorbar(coll, ax=wax, shrink=0.8, label="weight")
+
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _plane(coords: ArrayLike) -> NDArray[np.float64]:
+    """Coordinates as ``(n, 2)``: 3-D projected on (x, y), 1-D padded with y = 0."""
+    c = np.asarray(coords, dtype=np.float64)
+    if c.ndim == 1:
+        c = c[:, None]
+    if c.ndim != 2 or c.shape[1] < 1:
+        raise HermesError(f"coords must have shape (n, d), got {c.shape}")
+    if c.shape[1] == 1:
+        return np.column_stack([c[:, 0], np.zeros(c.shape[0])])
+    return c[:, :2]
+
+
+def _bounds(xy: NDArray[np.float64], pad: float = 0.02) -> tuple[float, float, float, float]:
+    if xy.shape[0] == 0:
+        return 0.0, 1.0, 0.0, 1.0
+    x0, y0 = xy.min(axis=0)
+    x1, y1 = xy.max(axis=0)
+    size = max(x1 - x0, y1 - y0) or 1.0
+    pad = pad * size
+    return float(x0 - pad), float(x1 + pad), float(y0 - pad), float(y1 + pad)
+
+
+def _layout(
+    bounds: tuple[float, float, float, float], two: bool
+) -> tuple[int, int, tuple[float, float], float]:
+    """Panel grid, figure size (inches) and panel area (pt²) following the aspect ratio of the mesh."""
+    x0, x1, y0, y1 = bounds
+    aspect = float(np.clip((y1 - y0) / max(x1 - x0, 1e-300), 0.25, 2.5))
+    width = 6.5 if aspect <= 1.5 else 6.5 / (aspect / 1.5)
+    height = width * aspect
+    extra_w, extra_h = 1.6, 0.8  # legend / colour bar and title
+    panel = width * height * 72.0**2
+    if not two:
+        return 1, 1, (width + extra_w, height + extra_h), panel
+    if aspect < 0.6:  # wide mesh: panels on top of each other
+        return 1, 2, (width + extra_w, 2 * height + extra_h + 0.4), panel
+    return 2, 1, (2 * width + 2 * extra_w, height + extra_h + 0.4), panel
+
+
+def _frame(ax: Axes, bounds: tuple[float, float, float, float]) -> None:
+    ax.set_xlim(bounds[0], bounds[1])
+    ax.set_ylim(bounds[2], bounds[3])
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _marker_size(n: int, panel: float) -> float:
+    """Scatter marker area (pt²): about the panel area per vertex, so a uniform cloud is nearly filled."""
+    return float(np.clip(0.7 * panel / max(n, 1), 0.3, 60.0))
+
+
+def _lw(n: int) -> float:
+    return float(np.clip(40.0 / np.sqrt(max(n, 1)), 0.1, 0.8))
+
+
+def _draw_graph(ax: Axes, xy, xadj, adjncy, facecolors, msize: float) -> None:
+    """Light-grey edges (up to EDGE_LIMIT vertices: above, they only paint the picture grey), coloured vertices."""
+    from matplotlib.collections import LineCollection
+
+    n = xy.shape[0]
+    if xadj is not None and adjncy is not None and n <= EDGE_LIMIT:
+        xadj = np.asarray(xadj, dtype=np.int64)
+        if xadj.shape != (n + 1,):
+            raise HermesError(f"xadj must have shape ({n + 1},), got {xadj.shape}")
+        ax.add_collection(LineCollection(graph_segments(xy, xadj, adjncy), colors="0.75", linewidths=_lw(n), zorder=1))
+    ax.scatter(xy[:, 0], xy[:, 1], c=facecolors, s=msize, linewidths=0, zorder=2)
+
+
+def _rank_key(fig: Figure, ax: Axes, colors: NDArray[np.float64], nparts: int) -> None:
+    """A legend listing the ranks (≤ 16), else a discrete colour bar."""
+    if nparts <= LEGEND_LIMIT:
+        from matplotlib.patches import Patch
+
+        handles = [Patch(facecolor=colors[r], edgecolor="0.3", label=str(r)) for r in range(nparts)]
+        ax.legend(
+            handles=handles,
+            title="rank",
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            ncols=1 if nparts <= 8 else 2,
+            fontsize="small",
+            frameon=False,
+            handlelength=1.2,
+            columnspacing=0.8,
+        )
+        return
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    cmap = ListedColormap(colors[:, :3])
+    norm = BoundaryNorm(np.arange(nparts + 1) - 0.5, nparts)
+    cb = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.8, label="rank")
+    step = max(1, int(np.ceil(nparts / 16)))
+    cb.set_ticks(np.arange(0, nparts, step))
+
+
+def _log_range(w: NDArray[np.float64]) -> tuple[float, float]:
+    """(vmin, vmax) for a log colour scale: positive, and not equal."""
+    pos = w[np.isfinite(w) & (w > 0)]
+    if pos.size == 0:
+        return 0.1, 10.0
+    lo, hi = float(pos.min()), float(pos.max())
+    if hi <= lo * (1 + 1e-9):
+        lo, hi = lo / 1.5, hi * 1.5
+    return lo, hi

@@ -1,0 +1,256 @@
+"""GDA with M¹(ε): the matrix, its spectrum and bounds, convergence to the minimal flow, counters."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hermes.balance.diffusion import (
+    convergence_factor,
+    convergence_factor_bound,
+    diffusion_matrix,
+    edge_connectivity,
+    epsilon0,
+    gda,
+    gda_counters,
+    gda_iter,
+    second_eigenvalue_bound,
+)
+from hermes.balance.flow import check_balancing, flow_error, minimal_flow
+from hermes.balance.model import Model
+from hermes.clock import Links
+from hermes.errors import BalancerError, GraphError
+
+KINDS = ["tree", "tree+", "path", "ring", "mesh", "star"]
+
+
+def graph_edges(kind: str, p: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Edges of a connected graph on p vertices (mesh: the closest r×s grid with r·s = p)."""
+    if kind == "path":
+        return [(i, i + 1) for i in range(p - 1)]
+    if kind == "ring":
+        return [(i, (i + 1) % p) for i in range(p)] if p > 2 else [(0, 1)][: p - 1]
+    if kind == "star":
+        return [(0, i) for i in range(1, p)]
+    if kind == "mesh":
+        r = max(d for d in range(1, int(np.sqrt(p)) + 1) if p % d == 0)
+        idx = np.arange(p).reshape(r, p // r)
+        return ([(int(a), int(b)) for a, b in zip(idx[:, :-1].ravel(), idx[:, 1:].ravel())]
+                + [(int(a), int(b)) for a, b in zip(idx[:-1].ravel(), idx[1:].ravel())])
+    edges = {(int(rng.integers(0, i)), i) for i in range(1, p)}
+    if kind == "tree+":
+        for _ in range(p):
+            i, j = sorted(int(v) for v in rng.choice(p, size=2, replace=False))
+            edges.add((i, j))
+    return sorted(edges)
+
+
+def random_model(kind: str, p: int, seed: int, *, homogeneous: bool = False) -> Model:
+    rng = np.random.default_rng(seed)
+    edges = graph_edges(kind, p, rng)
+    loads = rng.uniform(0.0, 10.0, p)
+    loads[rng.random(p) < 0.2] = 0.0
+    if homogeneous:
+        return Model.create(p, edges, loads, np.ones(p))
+    return Model.create(p, edges, loads, rng.uniform(0.5, 3.0, p), rng.uniform(0.2, 1.0, len(edges)))
+
+
+SMALL = [(k, p, s) for k in KINDS for p, s in [(5, 1), (9, 2), (16, 3)]]
+
+
+# -- the matrix ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,p,seed", SMALL)
+@pytest.mark.parametrize("eps", ["eps0", 1.0, 0.0])
+def test_diffusion_matrix_is_a_gdm(kind, p, seed, eps):
+    m = random_model(kind, p, seed)
+    M = diffusion_matrix(m, eps).toarray()
+    c = m.capacities
+    assert np.all(M >= 0)
+    assert np.allclose(M.sum(axis=0), 1.0, rtol=0, atol=1e-14)
+    assert np.allclose(M * c[None, :], (M * c[None, :]).T, rtol=1e-14, atol=0)  # m_ij c_j = m_ji c_i
+    assert np.allclose(M @ c, c, rtol=0, atol=1e-15)  # Lemma 1: c is the Perron vector
+    adj = np.zeros((p, p), dtype=bool)
+    adj[m.edges[:, 0], m.edges[:, 1]] = adj[m.edges[:, 1], m.edges[:, 0]] = True
+    off = ~np.eye(p, dtype=bool)
+    assert np.all((M[off] > 0) == adj[off])  # positive exactly on the edges
+    assert np.all(np.diag(M) > 0) or eps == 0.0
+
+
+def test_boillat_matrix_in_the_homogeneous_case():
+    # thesis §5.5: c_i = 1/p, w = 1, ε = 1 gives m_ij = min{1/(δ_i+1), 1/(δ_j+1)}
+    m = random_model("tree+", 10, 7, homogeneous=True)
+    M = diffusion_matrix(m, 1.0).toarray()
+    d = m.degree
+    i, j = m.edges[:, 0], m.edges[:, 1]
+    assert np.allclose(M[i, j], np.minimum(1 / (d[i] + 1), 1 / (d[j] + 1)), rtol=1e-14)
+
+
+def test_one_sweep_is_l_times_m():
+    m = random_model("tree+", 12, 3)
+    M = diffusion_matrix(m, "eps0")
+    states = gda_iter(m, "eps0", tol=0.0, max_iter=3)
+    s0, s1 = next(states), next(states)
+    assert s0.iteration == 0 and s1.iteration == 1
+    assert np.allclose(s1.loads, M @ m.loads, rtol=1e-14, atol=1e-14)
+    assert np.allclose(m.apply_flow(s1.flow), s1.loads, rtol=1e-14, atol=1e-13)
+
+
+# -- ε₀, spectrum and bounds ----------------------------------------------------------------------
+def test_edge_connectivity_and_eps0():
+    p = 10
+    assert edge_connectivity(random_model("path", p, 0)) == 1
+    assert edge_connectivity(random_model("ring", p, 0)) == 2
+    assert edge_connectivity(random_model("star", p, 0)) == 1
+    k5 = Model.create(5, [(i, j) for i in range(5) for j in range(i + 1, 5)], np.ones(5), np.ones(5))
+    assert edge_connectivity(k5) == 4
+    ring = random_model("ring", p, 0, homogeneous=True)
+    assert epsilon0(ring) == pytest.approx(4 * math.sin(math.pi / (2 * p)) ** 2, rel=1e-14)  # thesis §5.6 A
+    het = random_model("mesh", 12, 1)
+    c = het.capacities
+    assert epsilon0(het) == pytest.approx(
+        2 * 2 * het.weights.min() * c.min() / c.max() * math.sin(math.pi / 24) ** 2, rel=1e-14)
+    assert epsilon0(Model.create(1, np.zeros((0, 2)), [1.0], [1.0])) == 0.0
+
+
+@pytest.mark.parametrize("p", [4, 9, 20])
+def test_homogeneous_path_factor_is_exact(p):
+    # thesis §5.6 B: for a homogeneous chain M* = I − L/(2+ε₀) and λ_M* = 1 − 4/(2+ε₀) sin²(π/2p),
+    # which is also the value of the bound (5.2.7)
+    m = random_model("path", p, 0, homogeneous=True)
+    e0 = epsilon0(m)
+    exact = 1 - 4 / (2 + e0) * math.sin(math.pi / (2 * p)) ** 2
+    assert convergence_factor(diffusion_matrix(m, e0), m.capacities) == pytest.approx(exact, rel=1e-12)
+    assert convergence_factor_bound(m, e0) == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind,p,seed", SMALL + [("tree+", 40, 9), ("mesh", 36, 10)])
+@pytest.mark.parametrize("eps", ["eps0", 1.0, 0.3, 0.0])
+def test_convergence_factor_below_its_bound(kind, p, seed, eps):
+    m = random_model(kind, p, seed)
+    M = diffusion_matrix(m, eps)
+    S = M.toarray() * np.sqrt(m.capacities)[None, :] / np.sqrt(m.capacities)[:, None]
+    lam = np.sort(np.linalg.eigvalsh(0.5 * (S + S.T)))
+    assert lam[-1] == pytest.approx(1.0, abs=1e-12)
+    gamma = convergence_factor(M, m.capacities)
+    assert gamma == pytest.approx(max(abs(lam[-2]), abs(lam[0])), abs=1e-12)
+    assert lam[-2] <= second_eigenvalue_bound(m, eps) + 1e-12  # Cor. 1 / Th. 11
+    assert gamma <= convergence_factor_bound(m, eps) + 1e-12
+    e = epsilon0(m) if eps == "eps0" else eps
+    if e >= epsilon0(m):  # Cor. 2, eq. (5.5.6)
+        c = m.capacities
+        cor2 = 1 - 4 * edge_connectivity(m) * m.weights.min() / (m.weighted_degree.max() + e) * (
+            c.min() / c.max()) * math.sin(math.pi / (2 * p)) ** 2
+        assert convergence_factor_bound(m, eps) <= cor2 + 1e-15
+    assert gamma < 1.0 or e == 0.0
+
+
+# -- convergence ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,p,seed", SMALL)
+@pytest.mark.parametrize("eps", ["eps0", 1.0])
+def test_gda_converges_to_the_minimal_flow(kind, p, seed, eps):
+    m = random_model(kind, p, seed)
+    res = gda(m, eps, tol=1e-10, compute_factor=False)
+    assert res.converged
+    assert res.extra["residual"] <= 1e-10
+    assert flow_error(m, res.flow) < 1e-6
+    assert check_balancing(m, res.flow) < 1e-6
+    assert np.allclose(m.apply_flow(res.flow), res.extra["loads"], rtol=1e-12, atol=1e-10)
+    # a looser tolerance gives a proportionally looser flow
+    rough = gda(m, eps, tol=1e-3, compute_factor=False)
+    assert rough.iterations < res.iterations
+    assert flow_error(m, rough.flow) < 1e-1
+
+
+@pytest.mark.parametrize("kind,p,seed", [(k, p, s) for k in ("path", "ring") for p, s in [(8, 1), (12, 2), (16, 3)]])
+def test_eps0_beats_eps1(kind, p, seed):
+    # thesis Tables 5.1–5.3: GDA0 needs fewer iterations than GDA1
+    for homogeneous in (True, False):
+        m = random_model(kind, p, seed, homogeneous=homogeneous)
+        g0 = gda(m, "eps0", tol=1e-6)
+        g1 = gda(m, 1.0, tol=1e-6)
+        assert g0.converged and g1.converged
+        assert g0.iterations < g1.iterations
+        assert g0.convergence_factor < g1.convergence_factor
+
+
+def test_stopping_rule_and_counters():
+    m = random_model("tree+", 10, 5)
+    q, p = m.q, m.p
+    for ce in (1, 3, 7):
+        res = gda(m, "eps0", tol=1e-4, check_every=ce, compute_factor=False)
+        n = res.iterations
+        assert res.converged and n % ce == 0
+        states = list(gda_iter(m, "eps0", tol=1e-4, check_every=ce))
+        checked = [s.iteration for s in states if s.checked]
+        assert checked == list(range(0, n + 1, ce))
+        assert all(s.residual > 1e-4 for s in states if s.checked and s.iteration < n)
+        checks = 1 + -(-n // ce)
+        cnt = res.counters
+        assert cnt.iterations == n
+        assert cnt.exchange_rounds == 1 + n
+        assert cnt.collectives == {"allreduce": 1 + checks}
+        assert cnt.messages == 2 * q * (1 + n)
+        assert cnt.bytes == 16 * p + 32 * q + 16 * q * n + 8 * p * checks
+        assert cnt.time == 0.0
+    # max_iter not a multiple of check_every: a last check at max_iter
+    res = gda(m, 1.0, tol=1e-12, max_iter=10, check_every=4, compute_factor=False)
+    assert res.iterations == 10 and not res.converged
+    assert res.counters.collectives == {"allreduce": 1 + 1 + 3}
+
+
+def test_time_counter_with_uniform_links():
+    m = random_model("mesh", 12, 2)
+    links = Links(latency=1e-4, bandwidth=1e8)
+    res = gda(m, "eps0", tol=1e-3, check_every=2, links=links, compute_factor=False)
+    n = res.iterations
+    checks = 1 + -(-n // 2)
+    ar = math.ceil(math.log2(m.p))
+    expect = (ar * (links.latency + 16 / links.bandwidth) + (links.latency + 16 / links.bandwidth)
+              + n * (links.latency + 8 / links.bandwidth) + checks * ar * (links.latency + 8 / links.bandwidth))
+    assert res.counters.time == pytest.approx(expect, rel=1e-12)
+    assert gda_counters(m, n, 2, links).time == pytest.approx(expect, rel=1e-12)
+    assert np.allclose(res.extra["rank_times"], expect, rtol=1e-12)
+
+
+def test_balanced_model_does_no_iteration():
+    m = Model.create(4, [(0, 1), (1, 2), (2, 3)], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    res = gda(m, "eps0")
+    assert res.iterations == 0 and res.converged
+    assert np.all(res.flow == 0)
+    assert res.counters.exchange_rounds == 1 and res.counters.collectives == {"allreduce": 2}
+    zero = Model.create(3, [(0, 1), (1, 2)], np.zeros(3), [1.0, 2.0, 3.0])
+    assert gda(zero, 1.0).iterations == 0
+
+
+def test_errors():
+    m = random_model("ring", 6, 0)
+    for bad in (-0.1, float("nan"), "eps1", None):
+        with pytest.raises(BalancerError):
+            gda(m, bad)
+    with pytest.raises(BalancerError):
+        diffusion_matrix(m, -1.0)
+    with pytest.raises(BalancerError):
+        gda(m, 1.0, check_every=0)
+    with pytest.raises(BalancerError):
+        gda(m, 1.0, tol=-1.0)
+    split = Model.create(4, [(0, 1), (2, 3)], np.ones(4), np.ones(4), check_connected=False)
+    with pytest.raises(GraphError, match="disconnected"):
+        gda(split, "eps0")
+    with pytest.raises(GraphError, match="disconnected"):
+        epsilon0(split)
+    raw = Model(3, np.array([[0, 1], [1, 2]]), np.ones(3), np.array([0.5, 0.0, 0.5]), np.ones(2))
+    with pytest.raises(GraphError, match="capacity"):
+        gda(raw, 1.0)
+    with pytest.raises(GraphError, match="capacity"):
+        Model.create(3, [(0, 1), (1, 2)], np.ones(3), [1.0, 0.0, 1.0])
+
+
+def test_minimal_flow_is_the_fixed_point():
+    # GDA's total flow is the minimal flow whatever ε (thesis Th. 13)
+    m = random_model("tree+", 8, 11)
+    ref = minimal_flow(m)
+    for eps in ("eps0", 0.5, 2.0):
+        assert flow_error(m, gda(m, eps, tol=1e-11, compute_factor=False).flow) < 1e-7
+    assert np.linalg.norm(ref) > 0

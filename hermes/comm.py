@@ -74,14 +74,18 @@ class NeighbourComm:
         self.counters = counters if counters is not None else Counters()
         self.last_transit = np.zeros(len(self.neighbours))
 
-    def exchange(self, send: list[NDArray] | NDArray, model_bytes=None) -> list[NDArray[np.float64]]:
+    def exchange(self, send: list[NDArray] | NDArray, model_bytes=None, recv_sizes=None) -> list[NDArray[np.float64]]:
         """Send ``send[k]`` to ``neighbours[k]`` and receive one array from each neighbour.
 
         Parameters
         ----------
         send : list of float arrays, or a float array with one scalar per neighbour
         model_bytes : array of float, optional
-            Message sizes to charge in the α-β model (default: the real payload size).
+            Message sizes to charge in the α-β model (default: the real payload size). They must be
+            symmetric — what this rank sends to neighbour k is what k sends here — as for halo
+            exchanges, whose size is proportional to the shared boundary.
+        recv_sizes : array of int, optional
+            Lengths of the arrays to receive, when known (saves a round of size messages).
 
         Returns
         -------
@@ -100,15 +104,18 @@ class NeighbourComm:
         stamp = clock.stamp()
         t_start = clock.now
         with clock.measure("comm"):
-            # sizes first (so receivers can allocate), then data with the send time stamp prepended
-            sizes = np.array([p.size for p in payloads], dtype=np.int64)
-            rsizes = np.zeros(len(nb), dtype=np.int64)
-            reqs = []
-            for k, j in enumerate(nb):
-                reqs.append(self.comm.Irecv(rsizes[k : k + 1], source=int(j), tag=_TAG_EXCHANGE))
-            for k, j in enumerate(nb):
-                reqs.append(self.comm.Isend(sizes[k : k + 1], dest=int(j), tag=_TAG_EXCHANGE))
-            MPI.Request.Waitall(reqs)
+            if recv_sizes is None:
+                # sizes first (so receivers can allocate), then data with the send time stamp prepended
+                sizes = np.array([p.size for p in payloads], dtype=np.int64)
+                rsizes = np.zeros(len(nb), dtype=np.int64)
+                reqs = []
+                for k, j in enumerate(nb):
+                    reqs.append(self.comm.Irecv(rsizes[k : k + 1], source=int(j), tag=_TAG_EXCHANGE))
+                for k, j in enumerate(nb):
+                    reqs.append(self.comm.Isend(sizes[k : k + 1], dest=int(j), tag=_TAG_EXCHANGE))
+                MPI.Request.Waitall(reqs)
+            else:
+                rsizes = np.asarray(recv_sizes, dtype=np.int64)
             bufs = [np.empty(int(n) + 1, dtype=np.float64) for n in rsizes]
             outs = [np.concatenate(([stamp], p)) for p in payloads]
             reqs = []
@@ -138,7 +145,7 @@ class NeighbourComm:
 
     def exchange_scalar(self, value: float) -> NDArray[np.float64]:
         """Send the same scalar to every neighbour; returns the neighbours' scalars."""
-        out = self.exchange(np.full(len(self.neighbours), float(value)))
+        out = self.exchange(np.full(len(self.neighbours), float(value)), recv_sizes=np.ones(len(self.neighbours)))
         return np.array([o[0] for o in out], dtype=np.float64)
 
     def allreduce(self, x, op: str = "sum", kind: str = "allreduce"):

@@ -26,6 +26,12 @@ PosFloat = Annotated[float, Field(gt=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 
 
+def _positive(x, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0 or x != x or x == float("inf"):
+        raise ValueError(f"{what} must be a positive number, got {x!r}")
+    return float(x)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -58,13 +64,32 @@ class LinkSpec(_Strict):
 class PlatformSpec(_Strict):
     """Processors and network (thesis §4.2, α-β model)."""
 
-    capacities: Literal["homo"] | list[PosFloat] | str = "homo"
+    capacities: list[float] | str = Field("homo", description="'homo', a list of relative speeds, or a file")
     speed: PosFloat = Field(1.0e6, description="work units per second of an average processor (c_i = 1/p)")
     latency: NonNegFloat = 1.0e-4
     bandwidth: PosFloat = 1.0e8
     links: list[LinkSpec] = []
-    schedule: list[list[PosFloat]] | str | None = Field(
+    schedule: list[list[float]] | str | None = Field(
         None, description="capacities per phase: a list of per-processor lists, or a CSV file (thesis Table 10.6)")
+
+    @field_validator("capacities", mode="before")
+    @classmethod
+    def _caps(cls, v):
+        if isinstance(v, str):
+            return v
+        if not isinstance(v, list) or not v:
+            raise ValueError("must be 'homo', a file name or a non-empty list of numbers")
+        return [_positive(x, f"capacity of processor {i}") for i, x in enumerate(v)]
+
+    @field_validator("schedule", mode="before")
+    @classmethod
+    def _sched(cls, v):
+        if v is None or isinstance(v, str):
+            return v
+        if not isinstance(v, list) or not all(isinstance(r, list) and r for r in v):
+            raise ValueError("must be a CSV file name or a list of per-processor capacity lists")
+        return [[_positive(x, f"phase {k + 1}, capacity of processor {i}") for i, x in enumerate(r)]
+                for k, r in enumerate(v)]
 
 
 class ApplicationSpec(_Strict):

@@ -39,13 +39,14 @@ def solve_phase(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int, 
     ghost_gid = np.concatenate(plan.recv_gid) if plan.recv_gid else np.zeros(0, np.int64)
     order = np.argsort(ghost_gid, kind="stable")
     ghost_sorted = ghost_gid[order]
+    recv_sizes = np.array([g.size for g in plan.recv_gid], dtype=np.int64)
     work = work_per_weight * dom.load
     u = dom.fields.get("u")
     residual = 0.0
     for _ in range(iterations):
         clock.compute(work)
         send = [u[idx] if u is not None else np.zeros(idx.size) for idx in plan.send_idx]
-        recv = nb.exchange(send, model_bytes=model_bytes)
+        recv = nb.exchange(send, model_bytes=model_bytes, recv_sizes=recv_sizes)
         if kernel == "jacobi":
             ghost_u = np.concatenate(recv)[order] if recv else np.zeros(0)
             with clock.measure("compute"):

@@ -10,7 +10,11 @@ M¹(ε) of eq. (5.5.2)/(5.6.1), for edge ``e_k = {i, j}``
 
 with two standard choices: GDA0 (``ε = ε₀`` of Cor. 2) and GDA1 (``ε = 1``, Boillat's diffusion in the
 homogeneous case). In flow form one iteration moves ``s_k w_k (l_i/c_i − l_j/c_j)`` from i to j on
-every edge; the accumulated flow converges to the minimal balancing flow (Th. 13).
+every edge. The accumulated flow is a balancing flow (Th. 13) that is minimal in the norm
+``‖·‖_{2,U^{-1/2}}`` with ``U = diag(s_k w_k)`` (Th. 14): :func:`diffusion_flow`. It is the minimal
+flow for the weights w (Th. 20, computed by PCG) only when s_k(ε) is constant on every 2-edge-connected
+component (trees, homogeneous regular graphs); otherwise it differs, by tens of per cent on
+heterogeneous graphs with cycles.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from hermes.balance.flow import (
     FlowResult,
     LocalFlowResult,
     alpha_beta_time,
+    minimal_flow,
     neighbour_table,
     ordered_row_sums,
     ordered_total,
@@ -43,6 +48,7 @@ __all__ = [
     "epsilon0",
     "diffusion_scalars",
     "diffusion_matrix",
+    "diffusion_flow",
     "convergence_factor",
     "second_eigenvalue_bound",
     "convergence_factor_bound",
@@ -97,7 +103,7 @@ def _check_eps(eps) -> float:
     try:
         value = float(eps)
     except (TypeError, ValueError):
-        raise BalancerError(f"ε must be 'eps0' or a number ≥ 0, got {eps!r}") from None
+        raise BalancerError(f"ε must be a number ≥ 0 (or 'eps0' for the serial form), got {eps!r}") from None
     if not math.isfinite(value) or value < 0:
         raise BalancerError(f"ε must be a finite number ≥ 0, got {eps!r}")
     return value
@@ -161,8 +167,30 @@ def diffusion_matrix(model: Model, eps: str | float) -> sp.csr_array:
     cols = np.concatenate([e[:, 1], e[:, 0]])
     vals = np.concatenate([sw / c[e[:, 1]], sw / c[e[:, 0]]])
     off = sp.csr_array((vals, (rows, cols)), shape=(p, p))
-    diag = 1.0 - np.asarray(off.sum(axis=0)).ravel()
+    # Σ_i m_ij ≤ 1 exactly; clip the round-off below 0 (possible for ε = 0)
+    diag = np.maximum(1.0 - np.asarray(off.sum(axis=0)).ravel(), 0.0)
     return (off + sp.diags_array(diag)).tocsr()
+
+
+def diffusion_flow(model: Model, eps: str | float) -> NDArray[np.float64]:
+    """The balancing flow GDA with M¹(ε) converges to (thesis Lemma 7, Th. 14).
+
+    Returns
+    -------
+    ndarray of float64, shape (q,)
+        The balancing flow minimising ``Σ_k f_k² / (s_k(ε) w_k)``.
+
+    Notes
+    -----
+    The GDA flow is ``f = U Aᵀ D⁻¹ (I − B)⁻¹ l`` with ``U = S W = diag(s_k w_k)`` (Lemma 7), a scaled
+    projection of every balancing flow (Th. 14): it is minimal in ``‖·‖_{2,U^{-1/2}}``, i.e. it is
+    :func:`~hermes.balance.flow.minimal_flow` of the model with conductances ``s_k w_k``. It equals
+    the minimal flow for the weights w (``‖·‖_{2,W^{-1/2}}``, Th. 20) only when ``s_k(ε)`` is constant
+    on every 2-edge-connected component, e.g. on trees (one balancing flow) or when all ``s_k`` are
+    equal (homogeneous regular graphs, GDA6 with ``S = αI``).
+    """
+    s = diffusion_scalars(model, eps)
+    return minimal_flow(Model(model.p, model.edges, model.loads, model.capacities, s * model.weights))
 
 
 def convergence_factor(M, c: NDArray[np.float64]) -> float:

@@ -93,8 +93,8 @@ class Model:
         if np.any(~np.isfinite(l)) or np.any(l < 0):
             raise GraphError("loads must be non-negative")
         if np.any(~np.isfinite(c)) or np.any(c <= 0):
-            bad = int(np.flatnonzero(~(c > 0))[0])
-            raise GraphError(f"capacity of processor {bad} must be positive, got {c[bad]}")
+            bad = int(np.flatnonzero(~((c > 0) & np.isfinite(c)))[0])
+            raise GraphError(f"capacity of processor {bad} must be positive and finite, got {c[bad]}")
         model = cls(p=p, edges=e, loads=l, capacities=c / c.sum(), weights=w)
         if check_connected and not model.is_connected:
             raise GraphError("processor graph is disconnected")

@@ -46,7 +46,7 @@ def metis_scratch_remap(ctx: BalanceContext) -> Decision:
         targets = ctx.model.capacities if ctx.params["targets"] == "fair" else np.full(size, 1.0 / size)
         new = metis_partition(xadj, adjncy, w, size, targets=targets, seed=ctx.seed,
                               ufactor=ctx.params["ufactor"])
-        new = remap(old, new, w, size)
+        new = remap(old, new, w, size, targets=targets)
         dest_parts = [new[g] for g, *_ in parts]
     dest = comm.scatter(dest_parts, root=0)
     counters.count_collective("scatter")

@@ -11,7 +11,7 @@ everything it must receive has arrived, and may pass on cells it has just receiv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,8 +44,12 @@ def _nbytes(pack: dict[str, NDArray]) -> int:
     return int(sum(v.nbytes for v in pack.values()))
 
 
-def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None) -> tuple[LocalDomain, MigrationStats]:
+def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
+            refresh: bool = True) -> tuple[LocalDomain, MigrationStats]:
     """Send each cell to ``dest[i]`` (collective); returns the new domain and this rank's stats.
+
+    With ``refresh=False`` the ghost owners are only patched with what this rank knows (cells it
+    sent and received); call :func:`~hermes.data.distributed.refresh_owners` before relying on them.
 
     Under the virtual clock each packet costs ``α + β · bytes`` of its link and arrives at the
     sender's time plus that cost; the receiver waits for its last packet. The directory refresh
@@ -88,10 +92,26 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None) -> tupl
         MPI.Request.Waitall(reqs)
     if clock is not None:
         clock.exchanged(np.array(send_costs), np.array(arrivals))
+    # what this rank knows: cells it sent now live at their destination, cells it received live here
+    owner = dom.nbr_owner.copy()
+    li = dom.local_index
+    loc = li >= 0
+    owner[loc] = dest[li[loc]]
+    dom = replace(dom, nbr_owner=owner)
     keep = dom.take(~moving)
     new = assemble(rank, size, [keep, *received], sorted(dom.fields))
-    new = refresh_owners(comm, new)
-    allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
+    if received:
+        got = np.concatenate([p["gid"] for p in received])
+        got.sort()
+        pos = np.minimum(np.searchsorted(got, new.adjncy), got.size - 1)
+        mine = got[pos] == new.adjncy
+        if mine.any():
+            own = new.nbr_owner.copy()
+            own[mine] = rank
+            new = replace(new, nbr_owner=own)
+    if refresh:
+        new = refresh_owners(comm, new)
+        allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
     stats.rounds = 1
     return new, stats
 
@@ -136,13 +156,15 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
             if out:
                 dest = select(dom, out, cost)
         moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank}
-        dom, st = migrate(comm, dom, dest, clock)
+        dom, st = migrate(comm, dom, dest, clock, refresh=False)
         stats.add(st)
         for k, (i, j) in enumerate(edges):
             if i == rank and j in moved_to:
                 realised[k] += moved_to[j]
             elif j == rank and i in moved_to:
                 realised[k] -= moved_to[i]
+    dom = refresh_owners(comm, dom)
+    allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
     # every rank knows its own part of `realised`; combine (each edge has exactly one sender)
     realised = comm.allreduce(realised)
     return dom, stats, realised

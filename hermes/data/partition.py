@@ -182,8 +182,14 @@ def remap(
     new_owner: ArrayLike,
     weights: ArrayLike | None,
     nparts: int,
+    *,
+    targets: ArrayLike | None = None,
 ) -> NDArray[np.int64]:
     """Relabel the parts of ``new_owner`` so that the most weight stays on its old owner.
+
+    With heterogeneous ``targets`` (the part fractions the partition was computed for), a part is
+    only relabelled to a rank with the same target: otherwise a part sized for a fast processor could
+    land on a slow one.
 
     Parameters
     ----------
@@ -228,6 +234,13 @@ def remap(
     if w.shape != old.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
         raise GraphError(f"weights must be {old.size} finite non-negative numbers")
     overlap = np.bincount(new * nparts + old, weights=w, minlength=nparts * nparts).reshape(nparts, nparts)
+    if targets is not None:
+        # part p was sized for targets[p]: it may only take the label of a rank with the same target
+        t = np.asarray(targets, dtype=np.float64)
+        if t.shape != (nparts,):
+            raise GraphError(f"need {nparts} targets, got {t.size}")
+        same = np.isclose(t[:, None], t[None, :], rtol=1e-9, atol=0.0)
+        overlap = np.where(same, overlap, -1.0 - overlap.sum())
     rows, cols = linear_sum_assignment(overlap, maximize=True)
     perm = np.empty(nparts, dtype=np.int64)
     perm[rows] = cols

@@ -1,0 +1,146 @@
+"""PCG (thesis Alg. 8): minimal flow, iteration bound, counters, errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hermes.balance.flow import check_balancing, flow_error, minimal_flow
+from hermes.balance.model import Model
+from hermes.balance.potential import pcg, pcg_counters, pcg_iter
+from hermes.clock import Links
+from hermes.errors import BalancerError, GraphError
+
+KINDS = ["tree", "tree+", "path", "ring", "mesh", "star"]
+
+
+def graph_edges(kind: str, p: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Edges of a connected graph on p vertices (mesh: the closest r×s grid with r·s = p)."""
+    if kind == "path":
+        return [(i, i + 1) for i in range(p - 1)]
+    if kind == "ring":
+        return [(i, (i + 1) % p) for i in range(p)] if p > 2 else [(0, 1)][: p - 1]
+    if kind == "star":
+        return [(0, i) for i in range(1, p)]
+    if kind == "mesh":
+        r = max(d for d in range(1, int(np.sqrt(p)) + 1) if p % d == 0)
+        idx = np.arange(p).reshape(r, p // r)
+        return ([(int(a), int(b)) for a, b in zip(idx[:, :-1].ravel(), idx[:, 1:].ravel())]
+                + [(int(a), int(b)) for a, b in zip(idx[:-1].ravel(), idx[1:].ravel())])
+    edges = {(int(rng.integers(0, i)), i) for i in range(1, p)}
+    if kind == "tree+":
+        for _ in range(p):
+            i, j = sorted(int(v) for v in rng.choice(p, size=2, replace=False))
+            edges.add((i, j))
+    return sorted(edges)
+
+
+def random_model(kind: str, p: int, seed: int, *, unit_weights: bool = False) -> Model:
+    rng = np.random.default_rng(seed)
+    edges = graph_edges(kind, p, rng)
+    loads = rng.uniform(0.0, 10.0, p)
+    loads[rng.random(p) < 0.2] = 0.0
+    weights = None if unit_weights else rng.uniform(0.2, 1.0, len(edges))
+    return Model.create(p, edges, loads, rng.uniform(0.5, 3.0, p), weights)
+
+
+def distinct_nonzero_eigenvalues(m: Model) -> int:
+    lam = np.linalg.eigvalsh(m.laplacian.toarray())
+    lam = lam[lam > 1e-9 * lam.max()]
+    return int(1 + np.count_nonzero(np.diff(np.sort(lam)) > 1e-8 * lam.max()))
+
+
+CASES = [(k, p, s) for k in KINDS for p, s in [(5, 1), (12, 2), (30, 3), (64, 4)]]
+
+
+@pytest.mark.parametrize("kind,p,seed", CASES)
+def test_pcg_reproduces_the_minimal_flow(kind, p, seed):
+    m = random_model(kind, p, seed)
+    res = pcg(m, tol=1e-12)
+    assert res.converged
+    assert flow_error(m, res.flow) < 1e-8
+    assert check_balancing(m, res.flow) < 1e-10
+    assert res.convergence_factor is None
+    # the potentials solve L x = l − l̄
+    b = m.loads - m.fair_loads
+    assert np.linalg.norm(m.laplacian @ res.extra["potential"] - b) <= 1e-11 * np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("kind", ["path", "ring", "star", "mesh"])
+@pytest.mark.parametrize("unit", [True, False])
+@pytest.mark.parametrize("p", [9, 16, 25])
+def test_iterations_bounded_by_distinct_eigenvalues(kind, unit, p):
+    # Golub & Van Loan; thesis §8.1: CG takes at most as many steps as L has distinct eigenvalues
+    m = random_model(kind, p, p, unit_weights=unit)
+    res = pcg(m, tol=1e-10)
+    assert res.converged
+    assert res.iterations <= distinct_nonzero_eigenvalues(m) + 2
+    if kind == "star" and unit:  # eigenvalues 0, 1 (p−2 times), p
+        assert res.iterations <= 2 + 1
+
+
+def test_star_with_unit_weights_takes_two_steps():
+    m = Model.create(8, [(0, i) for i in range(1, 8)], np.arange(8.0), np.ones(8))
+    res = pcg(m, tol=1e-12)
+    assert res.iterations == 2
+    assert flow_error(m, res.flow) < 1e-13
+
+
+def test_counters_and_generator():
+    m = random_model("tree+", 14, 6)
+    res = pcg(m, tol=1e-10)
+    n, p, q = res.iterations, m.p, m.q
+    cnt = res.counters
+    assert cnt.iterations == n > 0
+    assert cnt.exchange_rounds == n + 1
+    assert cnt.collectives == {"allreduce": 3 + 2 * n}
+    assert cnt.messages == 2 * q * (n + 1)
+    assert cnt.bytes == 32 * p + 16 * q * (n + 1) + 16 * p * n
+    assert cnt.time == 0.0
+    states = list(pcg_iter(m, tol=1e-10))
+    assert [s.iteration for s in states] == list(range(n + 1))
+    assert states[-1].converged and not any(s.converged for s in states[:-1])
+    assert np.array_equal(states[-1].flow, res.flow)
+    # the α-β time with uniform links: every round and collective costs the same on every rank
+    links = Links(latency=1e-4, bandwidth=1e8)
+    a = links.latency + 8 / links.bandwidth
+    ar = math.ceil(math.log2(p))
+    expect = ar * (links.latency + 16 / links.bandwidth) + 2 * ar * a + n * (a + 2 * ar * a) + a
+    timed = pcg(m, tol=1e-10, links=links)
+    assert timed.counters.time == pytest.approx(expect, rel=1e-12)
+    assert pcg_counters(m, n, links).time == pytest.approx(expect, rel=1e-12)
+
+
+def test_max_iter_and_balanced_model():
+    m = random_model("path", 30, 2)
+    res = pcg(m, tol=1e-14, max_iter=5)
+    assert res.iterations == 5 and not res.converged
+    assert pcg(m).converged  # default max_iter = 10 p
+    flat = Model.create(4, [(0, 1), (1, 2), (2, 3)], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    res = pcg(flat)
+    assert res.iterations == 0 and res.converged and np.all(res.flow == 0)
+    assert res.counters.exchange_rounds == 1 and res.counters.collectives == {"allreduce": 3}
+    assert np.array_equal(pcg(Model.create(1, np.zeros((0, 2)), [2.0], [1.0])).flow, np.zeros(0))
+
+
+def test_errors():
+    m = random_model("ring", 6, 0)
+    with pytest.raises(BalancerError):
+        pcg(m, tol=-1.0)
+    with pytest.raises(BalancerError):
+        pcg(m, max_iter=-3)
+    split = Model.create(4, [(0, 1), (2, 3)], np.ones(4), np.ones(4), check_connected=False)
+    with pytest.raises(GraphError, match="disconnected"):
+        pcg(split)
+    raw = Model(3, np.array([[0, 1], [1, 2]]), np.ones(3), np.array([0.5, 0.0, 0.5]), np.ones(2))
+    with pytest.raises(GraphError, match="capacity"):
+        pcg(raw)
+
+
+def test_pcg_and_minimal_flow_agree_on_a_large_mesh():
+    m = random_model("mesh", 400, 9)
+    res = pcg(m, tol=1e-12)
+    assert res.converged and flow_error(m, res.flow) < 1e-8
+    assert np.linalg.norm(minimal_flow(m)) > 0

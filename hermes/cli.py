@@ -49,11 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args):
+    from hermes.balance.registry import check_params
     from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 
     if args.scenario:
-        return load_scenario(args.scenario, args.overrides)
-    return parse_scenario(QUICKSTART, overrides=args.overrides)
+        sc = load_scenario(args.scenario, args.overrides)
+    else:
+        sc = parse_scenario(QUICKSTART, overrides=args.overrides)
+    check_params(sc.balancer.algorithm, sc.balancer.params)  # unknown balancer or parameter: before any MPI
+    return sc
 
 
 def _error(msg: str, rank: int = 0) -> int:
@@ -155,7 +159,10 @@ def _run_here(args) -> int:
             sc = sc.model_copy(update={"output": sc.output.model_copy(update={"pictures": False})})
         summary = run(sc, comm, out_dir=args.out, quiet=args.quiet, progress=lambda s: print(s, flush=True))
     except HermesError as err:
-        return _error(str(err), rank)
+        code = _error(str(err), rank)
+        if comm.Get_size() > 1:
+            _exit_together(comm, code)
+        return code
     if rank == 0:
         out = getattr(summary, "out_dir", None)
         if not args.quiet:
@@ -166,6 +173,29 @@ def _run_here(args) -> int:
                 if sc.output.pictures:
                     print(f"pictures: {out}/partition-*.png, {out}/phases.png")
     return 0
+
+
+def _exit_together(comm, code: int, timeout: float = 60.0) -> None:
+    """Every rank exits with ``code`` after rank 0's message is out — without MPI_Abort.
+
+    ``python -m mpi4py`` turns a non-zero exit into MPI_Abort, which may kill rank 0 before its
+    error line is flushed. Bad input is agreed on by all ranks, so they meet at a barrier, finalise
+    MPI and leave with the same status. If a rank never arrives, the job is aborted after ``timeout``.
+    """
+    import time
+
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    req = comm.Ibarrier()
+    deadline = time.monotonic() + timeout
+    while not req.Test():
+        if time.monotonic() > deadline:
+            comm.Abort(code)
+        time.sleep(0.001)
+    MPI.Finalize()
+    os._exit(code)
 
 
 def _abort_on_uncaught(comm) -> None:

@@ -135,6 +135,8 @@ class BalancerSpec(_Strict):
     model_config = ConfigDict(extra="allow", frozen=True)
     algorithm: str = "pcg"
     trigger: Annotated[float, Field(ge=1.0)] = Field(1.0, description="balance only if imbalance exceeds this")
+    rounds: Annotated[int, Field(ge=1)] = Field(
+        3, description="balancing rounds per phase: a round runs while it still lowers the imbalance")
     selection: Literal["gain"] = "gain"
 
     @property

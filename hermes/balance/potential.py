@@ -68,8 +68,16 @@ def _relres(rho: float, bnorm2: float) -> float:
     return math.sqrt(rho / bnorm2) if bnorm2 > 0 else 0.0
 
 
-def _done(rho: float, bnorm2: float, tol: float) -> bool:
-    """The stopping test of Alg. 8: ``√ρ ≤ tol √(bᵀb)``."""
+#: a right-hand side below this fraction of the total load counts as balanced: with measured
+#: capacities Σc = 1 only to within rounding, so such a b lies partly outside the range of the
+#: singular L and CG on it would amplify rounding noise into a spurious flow
+BALANCED_FLOOR = 1e-12
+
+
+def _done(rho: float, bnorm2: float, tol: float, total: float = 0.0) -> bool:
+    """The stopping test of Alg. 8, ``√ρ ≤ tol √(bᵀb)``, or ``‖b‖ ≤ 1e-12 Σl`` (already balanced)."""
+    if math.sqrt(bnorm2) <= BALANCED_FLOOR * abs(total):
+        return True
     return math.sqrt(rho) <= tol * math.sqrt(bnorm2)
 
 
@@ -117,7 +125,8 @@ def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -
     mask = sign != 0
     wt = np.where(mask, model.weights[edge], 0.0)
     e, wk = model.edges, model.weights
-    b = model.loads - model.capacities * ordered_total(model.loads)
+    total = ordered_total(model.loads)
+    b = model.loads - model.capacities * total
     bnorm2 = ordered_total(b * b)
     x = np.zeros(model.p)
     r = b - np.zeros(model.p)
@@ -125,8 +134,8 @@ def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -
     rho0 = rho1
     u = r
     k = 0
-    yield PCGState(0, x, np.zeros(model.q), _relres(rho1, bnorm2), _done(rho1, bnorm2, tol))
-    while not _done(rho1, bnorm2, tol) and k < max_iter:
+    yield PCGState(0, x, np.zeros(model.q), _relres(rho1, bnorm2), _done(rho1, bnorm2, tol, total))
+    while not _done(rho1, bnorm2, tol, total) and k < max_iter:
         k += 1
         u = r if k == 1 else r + (rho1 / rho0) * u
         w = ordered_row_sums(np.where(mask, wt * (u[:, None] - u[nbr]), 0.0))
@@ -137,7 +146,7 @@ def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -
         r = r - alpha * w
         rho0 = rho1
         rho1 = ordered_total(r * r)
-        yield PCGState(k, x, wk * (x[e[:, 0]] - x[e[:, 1]]), _relres(rho1, bnorm2), _done(rho1, bnorm2, tol))
+        yield PCGState(k, x, wk * (x[e[:, 0]] - x[e[:, 1]]), _relres(rho1, bnorm2), _done(rho1, bnorm2, tol, total))
         if stalled:
             return
 
@@ -290,7 +299,7 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     rho0 = rho1
     u = r
     k = 0
-    while not _done(rho1, bnorm2, tol) and k < max_iter:
+    while not _done(rho1, bnorm2, tol, total) and k < max_iter:
         k += 1
         u = r if k == 1 else r + (rho1 / rho0) * u
         uj = nb.exchange_scalar(u)
@@ -307,5 +316,5 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     xj = nb.exchange_scalar(x)
     flows = wt * (x - xj)
     nb.counters.iterations = k
-    return LocalFlowResult(flows=flows, iterations=k, converged=_done(rho1, bnorm2, tol), counters=nb.counters,
+    return LocalFlowResult(flows=flows, iterations=k, converged=_done(rho1, bnorm2, tol, total), counters=nb.counters,
                            extra={"potential": x, "residual": _relres(rho1, bnorm2)})

@@ -12,10 +12,12 @@ import re
 
 import numpy as np
 
+from numpy.typing import NDArray
+
 from hermes.data.mesh import Mesh, csr_from_edges, validate_graph
 from hermes.errors import MeshError
 
-__all__ = ["grid", "parse_grid_spec"]
+__all__ = ["grid", "parse_grid_spec", "lshape_triangles"]
 
 _GRID_SPEC = re.compile(r"^\s*(?:grid)?\s*([+-]?\d+)\s*[xX×]\s*([+-]?\d+)\s*$")
 
@@ -115,3 +117,31 @@ def grid(nx: int, ny: int, *, name: str | None = None) -> Mesh:
     )
     validate_graph(mesh)
     return mesh
+
+
+def lshape_triangles(n: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Points and triangles of an L-shaped domain: [0,2]² minus the upper-right quadrant [1,2]×[1,2].
+
+    Each of the ``3 n²`` squares of side 1/n is split into two triangles along alternating
+    diagonals, so the mesh has ``6 n²`` triangles. Returned as (points (N, 2), triangles (T, 3)),
+    ready for :func:`meshio.Mesh` and the meshio reader's dual-graph construction.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise MeshError(f"L-shape resolution must be a positive integer, got {n!r}")
+    m = 2 * n
+    px, py = np.meshgrid(np.arange(m + 1), np.arange(m + 1))
+    node = (py * (m + 1) + px).astype(np.int64)
+    r, c = np.divmod(np.arange(m * m, dtype=np.int64), m)
+    keep = ~((r >= n) & (c >= n))  # drop the upper-right quadrant
+    r, c = r[keep], c[keep]
+    a, b = node[r, c], node[r, c + 1]
+    d, e = node[r + 1, c], node[r + 1, c + 1]
+    flip = (r + c) % 2 == 1
+    t1 = np.where(flip[:, None], np.column_stack([a, b, e]), np.column_stack([a, b, d]))
+    t2 = np.where(flip[:, None], np.column_stack([a, e, d]), np.column_stack([b, e, d]))
+    tris = np.concatenate([t1, t2])
+    used = np.unique(tris)
+    renum = np.full(node.size, -1, dtype=np.int64)
+    renum[used] = np.arange(used.size)
+    points = np.column_stack([px.ravel(), py.ravel()]).astype(np.float64)[used] / n
+    return points, renum[tris]

@@ -142,3 +142,27 @@ def test_thesis_heterogeneous_fair_balancing_pays_off(tmp_path):
     assert times["pcg"] < 0.5 * times["none"], times
     assert times["pcg"] < times["metis"], times
     assert finals["pcg"] < finals["none"], finals
+
+
+def test_lshape_vtu_scenario_runs_with_file_mesh(tmp_path):
+    out = tmp_path / "l"
+    res = run_mpi(6, ["run", str(ROOT / "scenarios" / "lshape.yaml"), "--out", str(out), "--no-launch", "--quiet"],
+                  timeout=240)
+    assert res.returncode == 0, res.stderr
+    s = summary(out)
+    assert s["cells_final"] == 1536 and s["jacobi_max_rel_error"] <= 1e-12
+    assert s["final_imbalance"] < 1.05
+    assert (out / "partition-003.png").stat().st_size > 10_000
+
+
+def test_wall_clock_fills_the_same_columns(tmp_path):
+    out = tmp_path / "w"
+    res = hermes(4, out, "--set", "clock=wall", "--set", "adaptation.phases=2", "--set", "application.iterations=3",
+                 "--no-pictures")
+    assert res.returncode == 0, res.stderr
+    s = summary(out)
+    assert s["clock"] == "wall" and s["cells_final"] == 1200 and s["jacobi_max_rel_error"] <= 1e-12
+    for ph in s["phases"]:
+        assert ph["time"] > 0 and ph["compute_time"] > 0 and ph["comm_time"] > 0 and ph["balance_time"] > 0
+        parts = sum(ph[f"{c}_time"] for c in ("compute", "comm", "sync", "balance", "migrate"))
+        assert parts <= ph["time"] * 1.05

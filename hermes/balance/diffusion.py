@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from hermes.balance.flow import (
     FlowResult,
     LocalFlowResult,
+    agree_local_inputs,
     alpha_beta_time,
     minimal_flow,
     neighbour_table,
@@ -39,8 +40,8 @@ from hermes.balance.flow import (
     validate_model,
 )
 from hermes.balance.model import Model
-from hermes.comm import Counters, NeighbourComm, gather_error
-from hermes.errors import BalancerError, GraphError
+from hermes.comm import Counters, NeighbourComm
+from hermes.errors import BalancerError
 
 __all__ = [
     "GDAState",
@@ -500,7 +501,8 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     Raises
     ------
     BalancerError, GraphError
-        On every rank, if any rank has bad parameters (agreed collectively).
+        On every rank, if any rank has a bad ε, ``tol``, ``max_iter``, ``check_every``, load,
+        capacity or edge weight (agreed collectively by :func:`agree_local_inputs`).
 
     Notes
     -----
@@ -512,25 +514,13 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     """
     nbrs = nb.neighbours
     w = np.asarray(weights, dtype=np.float64).ravel()
-    error = None
-    try:
-        eps = _check_eps(eps)
+
+    def check_parameters() -> None:
+        _check_eps(eps)
         _check_stopping(tol, max_iter, check_every)
-        if w.shape != (len(nbrs),):
-            raise GraphError(f"rank {nb.rank}: {w.size} edge weights for {len(nbrs)} neighbours")
-        if np.any(~np.isfinite(w)) or np.any(w <= 0):
-            raise GraphError(f"rank {nb.rank}: edge weights must be positive")
-        if not (math.isfinite(capacity) and capacity > 0):
-            raise GraphError(f"capacity of processor {nb.rank} must be positive, got {capacity}")
-        if not (math.isfinite(load) and load >= 0):
-            raise GraphError(f"load of processor {nb.rank} must be non-negative, got {load}")
-        if nb.size > 1 and len(nbrs) == 0:
-            raise GraphError(f"processor graph is disconnected: rank {nb.rank} has no neighbours")
-    except (BalancerError, GraphError) as err:
-        error = f"{type(err).__name__}|{err}"
-    total, bad = nb.allreduce(np.array([float(load) if error is None else 0.0, float(error is not None)]))
-    if bad > 0:
-        _raise_agreed(nb, error)
+
+    total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
+    eps = _check_eps(eps)  # valid on every rank now
     capacity, load = float(capacity), float(load)
     degw = _ordered_sum(w)
     peer = nb.exchange([np.array([capacity, degw])] * len(nbrs))
@@ -557,10 +547,3 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     nb.counters.iterations = n
     return LocalFlowResult(flows=flows, iterations=n, converged=r <= tol, counters=nb.counters,
                            extra={"load": load, "residual": r})
-
-
-def _raise_agreed(nb: NeighbourComm, error: str | None):
-    """Every rank raises the first rank's error (collective)."""
-    msg = gather_error(nb.comm, error) or "GraphError|invalid balancer input on another rank"
-    kind, _, text = msg.partition("|")
-    raise (BalancerError if kind == "BalancerError" else GraphError)(text)

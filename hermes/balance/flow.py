@@ -10,7 +10,8 @@ Its orientation is acyclic (Th. 21): :func:`topological_order` gives the order i
 migrate.
 
 This module also holds what the balancer families share: :class:`FlowResult` (serial reference),
-:class:`LocalFlowResult` (one rank of the distributed form), :func:`validate_model`, the
+:class:`LocalFlowResult` (one rank of the distributed form), :func:`validate_model`,
+:func:`agree_local_inputs` (the collective input check of the distributed forms), the
 deterministic sum used by both forms, and :func:`alpha_beta_time`, which replays the α-β model of
 :class:`hermes.clock.VirtualClock` for a known sequence of exchanges and collectives so that a
 serial reference can report the time its distributed form would be charged.
@@ -18,7 +19,8 @@ serial reference can report the time its distributed form would be charged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +29,8 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from hermes.balance.model import Model
-from hermes.comm import Counters
-from hermes.errors import GraphError
+from hermes.comm import Counters, NeighbourComm, gather_error
+from hermes.errors import BalancerError, GraphError
 
 __all__ = [
     "FlowResult",
@@ -38,6 +40,7 @@ __all__ = [
     "check_balancing",
     "topological_order",
     "validate_model",
+    "agree_local_inputs",
     "ordered_total",
     "neighbour_table",
     "ordered_row_sums",
@@ -119,6 +122,65 @@ def validate_model(model: Model) -> None:
         raise GraphError("edge weights must be positive")
     if not model.is_connected:
         raise GraphError("processor graph is disconnected")
+
+
+def agree_local_inputs(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
+                       extra_checks: Callable[[], object] | None = None) -> float:
+    """Check one rank's balancer inputs, agree on them collectively and return ``Σ l`` over all ranks.
+
+    The common start of every distributed balancer (SPMD; every rank of ``nb.comm`` must call it).
+
+    Parameters
+    ----------
+    nb : NeighbourComm
+        This rank's neighbours (sorted) and clock; its counters are updated.
+    load, capacity : float
+        This rank's load l_i ≥ 0 and capacity c_i > 0.
+    weights : ndarray, shape (len(nb.neighbours),)
+        Weight of the edge to each neighbour (finite, positive).
+    extra_checks : callable, optional
+        Run first; may raise :class:`BalancerError` or :class:`GraphError` (e.g. for bad ε, ``tol``
+        or ``max_iter``), which is then agreed like the checks made here.
+
+    Returns
+    -------
+    float
+        The total load ``Σ_r l_r`` (the first component of the allreduce, unconverted).
+
+    Raises
+    ------
+    BalancerError, GraphError
+        On every rank, the first failing rank's error, if any rank has bad parameters.
+
+    Notes
+    -----
+    Communication: one allreduce (sum) of the 2-vector (l_i, error flag); only if some rank failed,
+    additionally one allgather of the error messages (:func:`hermes.comm.gather_error`).
+    """
+    nbrs = nb.neighbours
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    error = None
+    try:
+        if extra_checks is not None:
+            extra_checks()
+        if w.shape != (len(nbrs),):
+            raise GraphError(f"rank {nb.rank}: {w.size} edge weights for {len(nbrs)} neighbours")
+        if np.any(~np.isfinite(w)) or np.any(w <= 0):
+            raise GraphError(f"rank {nb.rank}: edge weights must be positive")
+        if not (math.isfinite(capacity) and capacity > 0):
+            raise GraphError(f"capacity of processor {nb.rank} must be positive, got {capacity}")
+        if not (math.isfinite(load) and load >= 0):
+            raise GraphError(f"load of processor {nb.rank} must be non-negative, got {load}")
+        if nb.size > 1 and len(nbrs) == 0:
+            raise GraphError(f"processor graph is disconnected: rank {nb.rank} has no neighbours")
+    except (BalancerError, GraphError) as err:
+        error = f"{type(err).__name__}|{err}"
+    total, bad = nb.allreduce(np.array([float(load) if error is None else 0.0, float(error is not None)]))
+    if bad > 0:
+        msg = gather_error(nb.comm, error) or "GraphError|invalid balancer input on another rank"
+        kind, _, text = msg.partition("|")
+        raise (BalancerError if kind == "BalancerError" else GraphError)(text)
+    return total
 
 
 def ordered_total(x: NDArray[np.float64]) -> float:

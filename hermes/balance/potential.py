@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from hermes.balance.flow import (
     FlowResult,
     LocalFlowResult,
+    agree_local_inputs,
     alpha_beta_time,
     neighbour_table,
     ordered_row_sums,
@@ -26,8 +27,8 @@ from hermes.balance.flow import (
     validate_model,
 )
 from hermes.balance.model import Model
-from hermes.comm import Counters, NeighbourComm, gather_error
-from hermes.errors import BalancerError, GraphError
+from hermes.comm import Counters, NeighbourComm
+from hermes.errors import BalancerError
 
 __all__ = ["PCGState", "pcg_iter", "pcg", "pcg_counters", "pcg_distributed"]
 
@@ -257,7 +258,8 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     Raises
     ------
     BalancerError, GraphError
-        On every rank, if any rank has bad parameters (agreed collectively).
+        On every rank, if any rank has a bad ``tol``, ``max_iter``, load, capacity or edge weight
+        (agreed collectively by :func:`agree_local_inputs`).
 
     Notes
     -----
@@ -266,30 +268,10 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     allreduce ``r_i²`` (ρ₀); per iteration one exchange of ``u_i`` and allreduces of ``u_i w_i`` and
     ``r_i²``; finally one exchange of ``x_i``. Counters: :func:`pcg_counters`.
     """
-    nbrs = nb.neighbours
     wt = np.asarray(weights, dtype=np.float64).ravel()
     if max_iter is None:
         max_iter = 10 * nb.size
-    error = None
-    try:
-        _check_params(tol, max_iter)
-        if wt.shape != (len(nbrs),):
-            raise GraphError(f"rank {nb.rank}: {wt.size} edge weights for {len(nbrs)} neighbours")
-        if np.any(~np.isfinite(wt)) or np.any(wt <= 0):
-            raise GraphError(f"rank {nb.rank}: edge weights must be positive")
-        if not (math.isfinite(capacity) and capacity > 0):
-            raise GraphError(f"capacity of processor {nb.rank} must be positive, got {capacity}")
-        if not (math.isfinite(load) and load >= 0):
-            raise GraphError(f"load of processor {nb.rank} must be non-negative, got {load}")
-        if nb.size > 1 and len(nbrs) == 0:
-            raise GraphError(f"processor graph is disconnected: rank {nb.rank} has no neighbours")
-    except (BalancerError, GraphError) as err:
-        error = f"{type(err).__name__}|{err}"
-    total, bad = nb.allreduce(np.array([float(load) if error is None else 0.0, float(error is not None)]))
-    if bad > 0:
-        msg = gather_error(nb.comm, error) or "GraphError|invalid balancer input on another rank"
-        kind, _, text = msg.partition("|")
-        raise (BalancerError if kind == "BalancerError" else GraphError)(text)
+    total = agree_local_inputs(nb, load, capacity, wt, extra_checks=lambda: _check_params(tol, max_iter))
     load, capacity = float(load), float(capacity)
     b = load - capacity * total
     bnorm2 = nb.allreduce(b * b)

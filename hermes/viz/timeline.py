@@ -63,7 +63,7 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
     x = _column(phases, "phase", default=np.arange(1, len(phases) + 1))
     fig = Figure(figsize=(max(7.0, min(14.0, 5.0 + 0.12 * len(phases))), 7.0), dpi=dpi, layout="constrained")
     ax_imb, ax_t = fig.subplots(2, 1, sharex=True, height_ratios=[1, 1.2])
-    fig.suptitle(_run_title(summary))
+    fig.suptitle(_run_title(summary), fontsize="medium")
 
     if not phases:
         for ax in (ax_imb, ax_t):

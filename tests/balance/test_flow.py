@@ -18,40 +18,7 @@ from hermes.balance.flow import (
 from hermes.balance.model import Model
 from hermes.clock import Links, VirtualClock
 from hermes.errors import GraphError
-
-KINDS = ["tree", "tree+", "path", "ring", "mesh", "star"]
-
-
-def graph_edges(kind: str, p: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """Edges of a connected graph on p vertices (mesh: the closest r×s grid with r·s = p)."""
-    if kind == "path":
-        return [(i, i + 1) for i in range(p - 1)]
-    if kind == "ring":
-        return [(i, (i + 1) % p) for i in range(p)] if p > 2 else [(0, 1)][: p - 1]
-    if kind == "star":
-        return [(0, i) for i in range(1, p)]
-    if kind == "mesh":
-        r = max(d for d in range(1, int(np.sqrt(p)) + 1) if p % d == 0)
-        s = p // r
-        idx = np.arange(p).reshape(r, s)
-        return ([(int(a), int(b)) for a, b in zip(idx[:, :-1].ravel(), idx[:, 1:].ravel())]
-                + [(int(a), int(b)) for a, b in zip(idx[:-1].ravel(), idx[1:].ravel())])
-    edges = {(int(rng.integers(0, i)), i) for i in range(1, p)}
-    if kind == "tree+":
-        for _ in range(p):
-            i, j = sorted(int(v) for v in rng.choice(p, size=2, replace=False))
-            edges.add((i, j))
-    return sorted(edges)
-
-
-def random_model(kind: str, p: int, seed: int, *, homogeneous: bool = False) -> Model:
-    rng = np.random.default_rng(seed)
-    edges = graph_edges(kind, p, rng)
-    loads = rng.uniform(0.0, 10.0, p)
-    loads[rng.random(p) < 0.2] = 0.0
-    if homogeneous:
-        return Model.create(p, edges, loads, np.ones(p))
-    return Model.create(p, edges, loads, rng.uniform(0.5, 3.0, p), rng.uniform(0.2, 1.0, len(edges)))
+from tests.balance.graphs import KINDS, random_model, unusable_models
 
 
 def cost(model: Model, f) -> float:
@@ -146,12 +113,9 @@ def test_errors_surface_as_graph_errors():
         Model.create(4, [(0, 1), (2, 3)], np.ones(4), np.ones(4))
     with pytest.raises(GraphError, match="capacity"):
         Model.create(3, [(0, 1), (1, 2)], np.ones(3), [1.0, 0.0, 1.0])
-    split = Model.create(4, [(0, 1), (2, 3)], np.ones(4), np.ones(4), check_connected=False)
-    with pytest.raises(GraphError, match="disconnected"):
-        minimal_flow(split)
-    raw = Model(3, np.array([[0, 1], [1, 2]]), np.ones(3), np.array([0.5, 0.0, 0.5]), np.ones(2))
-    with pytest.raises(GraphError, match="capacity"):
-        minimal_flow(raw)
+    for bad, match in unusable_models():
+        with pytest.raises(GraphError, match=match):
+            minimal_flow(bad)
 
 
 def test_neighbour_table_is_sorted_and_consistent():

@@ -12,38 +12,7 @@ from hermes.balance.model import Model
 from hermes.balance.potential import pcg, pcg_counters, pcg_iter
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
-
-KINDS = ["tree", "tree+", "path", "ring", "mesh", "star"]
-
-
-def graph_edges(kind: str, p: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """Edges of a connected graph on p vertices (mesh: the closest r×s grid with r·s = p)."""
-    if kind == "path":
-        return [(i, i + 1) for i in range(p - 1)]
-    if kind == "ring":
-        return [(i, (i + 1) % p) for i in range(p)] if p > 2 else [(0, 1)][: p - 1]
-    if kind == "star":
-        return [(0, i) for i in range(1, p)]
-    if kind == "mesh":
-        r = max(d for d in range(1, int(np.sqrt(p)) + 1) if p % d == 0)
-        idx = np.arange(p).reshape(r, p // r)
-        return ([(int(a), int(b)) for a, b in zip(idx[:, :-1].ravel(), idx[:, 1:].ravel())]
-                + [(int(a), int(b)) for a, b in zip(idx[:-1].ravel(), idx[1:].ravel())])
-    edges = {(int(rng.integers(0, i)), i) for i in range(1, p)}
-    if kind == "tree+":
-        for _ in range(p):
-            i, j = sorted(int(v) for v in rng.choice(p, size=2, replace=False))
-            edges.add((i, j))
-    return sorted(edges)
-
-
-def random_model(kind: str, p: int, seed: int, *, unit_weights: bool = False) -> Model:
-    rng = np.random.default_rng(seed)
-    edges = graph_edges(kind, p, rng)
-    loads = rng.uniform(0.0, 10.0, p)
-    loads[rng.random(p) < 0.2] = 0.0
-    weights = None if unit_weights else rng.uniform(0.2, 1.0, len(edges))
-    return Model.create(p, edges, loads, rng.uniform(0.5, 3.0, p), weights)
+from tests.balance.graphs import KINDS, random_weighted_model, unusable_models
 
 
 def distinct_nonzero_eigenvalues(m: Model) -> int:
@@ -57,7 +26,7 @@ CASES = [(k, p, s) for k in KINDS for p, s in [(5, 1), (12, 2), (30, 3), (64, 4)
 
 @pytest.mark.parametrize("kind,p,seed", CASES)
 def test_pcg_reproduces_the_minimal_flow(kind, p, seed):
-    m = random_model(kind, p, seed)
+    m = random_weighted_model(kind, p, seed)
     res = pcg(m, tol=1e-12)
     assert res.converged
     assert flow_error(m, res.flow) < 1e-8
@@ -73,7 +42,7 @@ def test_pcg_reproduces_the_minimal_flow(kind, p, seed):
 @pytest.mark.parametrize("p", [9, 16, 25])
 def test_iterations_bounded_by_distinct_eigenvalues(kind, unit, p):
     # Golub & Van Loan; thesis §8.1: CG takes at most as many steps as L has distinct eigenvalues
-    m = random_model(kind, p, p, unit_weights=unit)
+    m = random_weighted_model(kind, p, p, unit_weights=unit)
     res = pcg(m, tol=1e-10)
     assert res.converged
     assert res.iterations <= distinct_nonzero_eigenvalues(m) + 2
@@ -89,7 +58,7 @@ def test_star_with_unit_weights_takes_two_steps():
 
 
 def test_counters_and_generator():
-    m = random_model("tree+", 14, 6)
+    m = random_weighted_model("tree+", 14, 6)
     res = pcg(m, tol=1e-10)
     n, p, q = res.iterations, m.p, m.q
     cnt = res.counters
@@ -114,7 +83,7 @@ def test_counters_and_generator():
 
 
 def test_max_iter_and_balanced_model():
-    m = random_model("path", 30, 2)
+    m = random_weighted_model("path", 30, 2)
     res = pcg(m, tol=1e-14, max_iter=5)
     assert res.iterations == 5 and not res.converged
     assert pcg(m).converged  # default max_iter = 10 p
@@ -126,21 +95,18 @@ def test_max_iter_and_balanced_model():
 
 
 def test_errors():
-    m = random_model("ring", 6, 0)
+    m = random_weighted_model("ring", 6, 0)
     with pytest.raises(BalancerError):
         pcg(m, tol=-1.0)
     with pytest.raises(BalancerError):
         pcg(m, max_iter=-3)
-    split = Model.create(4, [(0, 1), (2, 3)], np.ones(4), np.ones(4), check_connected=False)
-    with pytest.raises(GraphError, match="disconnected"):
-        pcg(split)
-    raw = Model(3, np.array([[0, 1], [1, 2]]), np.ones(3), np.array([0.5, 0.0, 0.5]), np.ones(2))
-    with pytest.raises(GraphError, match="capacity"):
-        pcg(raw)
+    for bad, match in unusable_models():
+        with pytest.raises(GraphError, match=match):
+            pcg(bad)
 
 
 def test_pcg_and_minimal_flow_agree_on_a_large_mesh():
-    m = random_model("mesh", 400, 9)
+    m = random_weighted_model("mesh", 400, 9)
     res = pcg(m, tol=1e-12)
     assert res.converged and flow_error(m, res.flow) < 1e-8
     assert np.linalg.norm(minimal_flow(m)) > 0

@@ -59,10 +59,21 @@ class Decision:
 
 @dataclass(frozen=True)
 class BalancerInfo:
+    """A registry entry.
+
+    ``run(ctx) -> Decision`` is the distributed form, called collectively inside ``hermes run``;
+    ``serial(model, **params) -> FlowResult`` is the serial reference on the whole processor graph
+    (the oracle of the tests and the engine of the offline lab ``hermes flow``), None for methods
+    that do not compute a flow (``metis``). ``defaults`` lists every accepted parameter.
+    """
+
     name: str
     run: Callable[[BalanceContext], Decision]
     defaults: dict[str, Any]
     doc: str
+    serial: Callable[..., Any] | None = None
+    #: optional extra validation of the merged parameters; raises BalancerError with one line
+    check: Callable[[dict[str, Any]], None] | None = None
 
 
 def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: NDArray[np.float64]) -> NDArray:
@@ -78,33 +89,25 @@ def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: ND
     return np.array([allf.get((int(i), int(j)), 0.0) for i, j in model.edges], dtype=np.float64)
 
 
-def _run_none(ctx: BalanceContext) -> Decision:
-    return Decision(flow=np.zeros(ctx.model.q), iterations=0, info={"skipped": True})
+def flow_balancer(distributed: Callable[..., Any], **fixed: Any) -> Callable[[BalanceContext], Decision]:
+    """Adapt ``distributed(nb, load, capacity, weights, **params) -> LocalFlowResult`` to a balancer.
 
+    ``fixed`` are extra keyword arguments computed from the context (callables ``ctx -> value``),
+    e.g. ``eps=lambda ctx: epsilon0(ctx.model)`` for quantities the thesis assumes known globally.
+    """
 
-def _run_pcg(ctx: BalanceContext) -> Decision:
-    from hermes.balance.potential import pcg_distributed
-
-    p = ctx.params
-    res = pcg_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, tol=p["tolerance"],
-                          max_iter=p["max_iterations"] or 10 * ctx.model.p)
-    flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
-    return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters)
-
-
-def _gda(eps_kind: str) -> Callable[[BalanceContext], Decision]:
     def run(ctx: BalanceContext) -> Decision:
-        from hermes.balance.diffusion import epsilon0, gda_distributed
-
-        p = ctx.params
-        eps = epsilon0(ctx.model) if eps_kind == "eps0" else 1.0
-        res = gda_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, eps, tol=p["tolerance"],
-                              max_iter=p["max_iterations"], check_every=p["check_every"])
+        extra = {k: (v(ctx) if callable(v) else v) for k, v in fixed.items()}
+        res = distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, **ctx.params, **extra)
         flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
         return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters,
-                        info={"epsilon": eps})
+                        info={k: v for k, v in extra.items() if isinstance(v, (int, float, str))})
 
     return run
+
+
+def _run_none(ctx: BalanceContext) -> Decision:
+    return Decision(flow=np.zeros(ctx.model.q), iterations=0, info={"skipped": True})
 
 
 def _run_metis(ctx: BalanceContext) -> Decision:
@@ -113,17 +116,102 @@ def _run_metis(ctx: BalanceContext) -> Decision:
     return metis_scratch_remap(ctx)
 
 
-BALANCERS: dict[str, BalancerInfo] = {
-    "none": BalancerInfo("none", _run_none, {}, "no dynamic load balancing"),
-    "pcg": BalancerInfo("pcg", _run_pcg, {"tolerance": 1e-8, "max_iterations": None},
-                        "method of potentials by conjugate gradients (thesis Alg. 8)"),
-    "gda0": BalancerInfo("gda0", _gda("eps0"), {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1},
-                         "generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)"),
-    "gda1": BalancerInfo("gda1", _gda("one"), {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1},
-                         "generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)"),
-    "metis": BalancerInfo("metis", _run_metis, {"targets": "fair", "ufactor": 30},
-                          "METIS from scratch, remapped to keep cells home (targets fair | equal)"),
-}
+def _core() -> dict[str, BalancerInfo]:
+    from hermes.balance.diffusion import epsilon0, gda, gda_distributed
+    from hermes.balance.potential import pcg, pcg_distributed
+
+    def pcg_serial(model, *, tolerance=1e-8, max_iterations=None, links=None):
+        return pcg(model, tol=tolerance, max_iter=max_iterations, links=links)
+
+    def pcg_dist(nb, load, capacity, weights, *, tolerance, max_iterations, p):
+        return pcg_distributed(nb, load, capacity, weights, tol=tolerance, max_iter=max_iterations or 10 * p)
+
+    def gda_entry(name, eps_kind, doc):
+        def serial(model, *, tolerance=1e-3, max_iterations=100_000, check_every=1, links=None):
+            eps = epsilon0(model) if eps_kind == "eps0" else 1.0
+            return gda(model, eps, tol=tolerance, max_iter=max_iterations, check_every=check_every, links=links)
+
+        def dist(nb, load, capacity, weights, *, tolerance, max_iterations, check_every, eps):
+            return gda_distributed(nb, load, capacity, weights, eps, tol=tolerance, max_iter=max_iterations,
+                                   check_every=check_every)
+
+        eps = (lambda ctx: epsilon0(ctx.model)) if eps_kind == "eps0" else 1.0
+        return BalancerInfo(name, flow_balancer(dist, eps=eps),
+                            {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1}, doc, serial)
+
+    return {
+        "none": BalancerInfo("none", _run_none, {}, "no dynamic load balancing"),
+        "pcg": BalancerInfo("pcg", flow_balancer(pcg_dist, p=lambda ctx: ctx.model.p),
+                            {"tolerance": 1e-8, "max_iterations": None},
+                            "method of potentials by conjugate gradients (thesis Alg. 8)", pcg_serial),
+        "gda0": gda_entry("gda0", "eps0", "generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)"),
+        "gda1": gda_entry("gda1", "one", "generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)"),
+        "metis": BalancerInfo("metis", _run_metis, {"targets": "fair", "ufactor": 30},
+                              "METIS from scratch, remapped to keep cells home (targets fair | equal)"),
+    }
+
+
+#: modules that contribute a ``REGISTRY: dict[str, BalancerInfo]`` of their own balancers
+FAMILY_MODULES: tuple[str, ...] = (
+    "hermes.balance.diffusion_family",  # gda2..gda6, lazy variants, SOS, implicit schemes
+    "hermes.balance.polynomial",        # LPS / LPA, MPA
+    "hermes.balance.incremental",       # AdA
+    "hermes.balance.practical",         # Jeannot–Vernier practical FOS
+    "hermes.balance.gossip",            # Grapevine
+    "hermes.balance.scotch",            # Scotch adaptive repartitioning
+)
+
+
+def _build() -> dict[str, BalancerInfo]:
+    import importlib
+
+    out = _core()
+    for mod in FAMILY_MODULES:
+        reg = getattr(importlib.import_module(mod), "REGISTRY")
+        dup = set(reg) & set(out)
+        if dup:
+            raise RuntimeError(f"balancer names registered twice: {sorted(dup)}")
+        out.update(reg)
+    return out
+
+
+class _Registry(dict):
+    """``BALANCERS``: built on first use so that importing hermes stays cheap and cycle-free."""
+
+    def _fill(self) -> None:
+        if not super().__len__():
+            super().update(_build())
+
+    def __getitem__(self, k):
+        self._fill()
+        return super().__getitem__(k)
+
+    def __contains__(self, k):
+        self._fill()
+        return super().__contains__(k)
+
+    def __iter__(self):
+        self._fill()
+        return super().__iter__()
+
+    def __len__(self):
+        self._fill()
+        return super().__len__()
+
+    def items(self):
+        self._fill()
+        return super().items()
+
+    def keys(self):
+        self._fill()
+        return super().keys()
+
+    def values(self):
+        self._fill()
+        return super().values()
+
+
+BALANCERS: dict[str, BalancerInfo] = _Registry()
 
 
 def get_balancer(name: str) -> BalancerInfo:
@@ -151,4 +239,6 @@ def check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
         raise BalancerError(f"balancer.targets: must be 'fair' or 'equal', got {out['targets']!r}")
     if "ufactor" in out and not (isinstance(out["ufactor"], int) and 1 <= out["ufactor"] <= 1000):
         raise BalancerError(f"balancer.ufactor: must be an integer in 1..1000, got {out['ufactor']!r}")
+    if info.check is not None:
+        info.check(out)
     return out

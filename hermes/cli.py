@@ -45,6 +45,31 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
     sub.add_parser("balancers", help="list the balancers and their parameters")
+
+    fl = sub.add_parser("flow", help="offline lab: run a balancer's serial reference on a processor graph")
+    fl.add_argument("--graph", required=True, help="path:N ring:N star:N mesh:RxC torus:RxC tree:K:N complete:N "
+                    "wheel:N bipartite:AxB, mesh-file:PATH:P, or an edge-list / JSON file")
+    fl.add_argument("--capacities", default="homo", help="homo | hcuw | list | file")
+    fl.add_argument("--weights", default="1", help="1 | kmod4 | ijmod3 | list | file")
+    fl.add_argument("--loads", default="random:0", help="one | eq | high | half | random:SEED | list | file")
+    fl.add_argument("--algorithm", required=True, help="a balancer name (hermes balancers)")
+    fl.add_argument("--tol", type=float, help="convergence tolerance (the balancer's 'tolerance')")
+    fl.add_argument("--param", dest="params", action="append", default=[], metavar="KEY=VALUE",
+                    help="another balancer parameter (repeatable)")
+    fl.add_argument("--json", action="store_true", help="print one JSON object")
+
+    gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
+    gp.add_argument("--ranks", type=int, required=True)
+    gp.add_argument("--objects", type=int, required=True)
+    gp.add_argument("--mapped-ranks", type=int, help="objects start on the first M ranks (default: all)")
+    gp.add_argument("--loads", default="iso", help="uniform:A,B | lognormal:A,B | iso | FILE")
+    gp.add_argument("--iterations", type=int, default=4)
+    gp.add_argument("--rounds", type=int, default=4)
+    gp.add_argument("--fanout", type=int, default=4)
+    gp.add_argument("--threshold", type=float, default=1.0)
+    gp.add_argument("--criterion", choices=["original", "modified"], default="modified")
+    gp.add_argument("--seed", type=int, default=0)
+    gp.add_argument("--json", action="store_true")
     return ap
 
 
@@ -87,8 +112,57 @@ def main(argv: list[str] | None = None) -> int:
             params = ", ".join(f"{k}={v}" for k, v in info.defaults.items()) or "-"
             print(f"{name:8s} {info.doc}  [{params}]")
         return 0
+    if args.command == "flow":
+        return _cmd_flow(args)
+    if args.command == "gossip":
+        return _cmd_gossip(args)
     build_parser().print_help()
     return EXIT_BAD_INPUT
+
+
+def _parse_params(items: list[str]) -> dict:
+    import yaml
+
+    from hermes.errors import BalancerError
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise BalancerError(f"--param {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def _cmd_flow(args) -> int:
+    import json
+
+    from hermes.errors import HermesError
+    from hermes.lab.flow import flow_lab, format_flow_report
+
+    try:
+        params = _parse_params(args.params)
+        result = flow_lab(args.graph, args.capacities, args.weights, args.loads, args.algorithm, tol=args.tol,
+                          params=params)
+    except HermesError as err:
+        return _error(str(err))
+    print(json.dumps(result) if args.json else format_flow_report(result))
+    return 0
+
+
+def _cmd_gossip(args) -> int:
+    import json
+
+    from hermes.balance.gossip import format_gossip_report, gossip_lab
+    from hermes.errors import HermesError
+
+    try:
+        result = gossip_lab(args.ranks, args.objects, args.mapped_ranks, args.loads, args.iterations, args.rounds,
+                            args.fanout, args.threshold, args.criterion, args.seed)
+    except HermesError as err:
+        return _error(str(err))
+    print(json.dumps(result) if args.json else format_gossip_report(result))
+    return 0
 
 
 def _cmd_scenario(args) -> int:

@@ -168,6 +168,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     csv_rows: list[dict[str, Any]] = []
     total_moves = 0
     probe_work = pl.speed * 1e-3
+    balancer_state: dict[str, Any] = {}  # the balancer's own per-rank memory across phases
 
     for k in range(1, ad.phases + 1):
         caps = sched.at(k)
@@ -198,7 +199,8 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
                     est = monitor(comm, clock, dom.neighbour_ranks, probe_work)
                     model = _gather_model(comm, dom, est)
                 last = model.imbalance
-                dom, st, it = _balance_once(comm, clock, bal, params, sc.seed, dom, est, model, counters, k)
+                dom, st, it = _balance_once(comm, clock, bal, params, sc.seed, dom, est, model, counters, k,
+                                            balancer_state)
                 stats.add(st)
                 iters += it
                 rounds += 1
@@ -273,12 +275,12 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     return summary
 
 
-def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, phase):
+def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, phase, state):
     """One decide-balance-migrate step (collective): returns (domain, migration stats, iterations)."""
     rank, p = comm.Get_rank(), comm.Get_size()
     nb = NeighbourComm(comm, est.neighbours, clock, counters)
     ctx = BalanceContext(comm=comm, clock=clock, nb=nb, model=model, load=dom.load, capacity=est.capacity,
-                         weights=est.weights, dom=dom, params=params, seed=seed)
+                         weights=est.weights, dom=dom, params=params, seed=seed, state=state)
     with clock.activity("balance"):
         decision = agree(comm, bal.run, ctx)
     stats = MigrationStats()

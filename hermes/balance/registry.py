@@ -43,6 +43,9 @@ class BalanceContext:
     dom: Any
     params: dict[str, Any]
     seed: int = 0
+    #: per-rank state that persists from phase to phase for the whole run (e.g. AdA's operator Θ);
+    #: a balancer keeps what it needs under its own name
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -11,45 +11,57 @@ costs; it is charged to the balancing time under the virtual clock.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from hermes.balance.registry import BalanceContext, Decision
 from hermes.comm import Counters, allreduce
 from hermes.data.partition import metis_partition, remap
+from hermes.errors import BalancerError, HermesError
 
-__all__ = ["metis_scratch_remap"]
+__all__ = ["metis_scratch_remap", "gather_graph", "scatter_destinations"]
 
 
-def metis_scratch_remap(ctx: BalanceContext) -> Decision:
-    """Repartition with METIS on rank 0 and remap (collective)."""
-    comm, dom, clock = ctx.comm, ctx.dom, ctx.clock
-    size = comm.Get_size()
-    counters = Counters()
+def gather_graph(ctx: BalanceContext, counters: Counters):
+    """Gather every rank's cells on rank 0 as one CSR graph indexed by global id (collective).
+
+    Returns ``(parts, graph, nbytes)``: on rank 0 ``parts`` is the list of per-rank
+    ``(gid, degree, adjncy, weight)`` and ``graph`` is ``(xadj, adjncy, weights, old_owner)``;
+    both None elsewhere. ``nbytes`` is what this rank sent; ``counters`` gets the gather.
+    """
+    comm, dom = ctx.comm, ctx.dom
     parts = comm.gather((dom.gid, np.diff(dom.xadj), dom.adjncy, dom.weight), root=0)
     nbytes = dom.gid.nbytes + dom.xadj.nbytes + dom.adjncy.nbytes + dom.weight.nbytes
     counters.count_collective("gather")
     counters.messages += 1
     counters.bytes += nbytes
-    dest_parts = None
-    if comm.Get_rank() == 0:
-        n = sum(p[0].size for p in parts)
-        deg = np.zeros(n, dtype=np.int64)
-        w = np.zeros(n)
-        old = np.zeros(n, dtype=np.int64)
-        for r, (g, d, _, wt) in enumerate(parts):
-            deg[g], w[g], old[g] = d, wt, r
-        xadj = np.concatenate(([0], np.cumsum(deg))).astype(np.int64)
-        adjncy = np.empty(xadj[-1], dtype=np.int64)
-        for g, d, a, _ in parts:  # loop over ranks; rows of each rank scattered vectorised
-            starts = xadj[g]
-            offs = np.repeat(starts - np.concatenate(([0], np.cumsum(d)[:-1])), d)
-            adjncy[np.arange(a.size) + offs] = a
-        targets = ctx.model.capacities if ctx.params["targets"] == "fair" else np.full(size, 1.0 / size)
-        new = metis_partition(xadj, adjncy, w, size, targets=targets, seed=ctx.seed,
-                              ufactor=ctx.params["ufactor"])
-        new = remap(old, new, w, size, targets=targets)
-        dest_parts = [new[g] for g, *_ in parts]
+    if comm.Get_rank() != 0:
+        return None, None, nbytes
+    n = sum(p[0].size for p in parts)
+    deg = np.zeros(n, dtype=np.int64)
+    w = np.zeros(n)
+    old = np.zeros(n, dtype=np.int64)
+    for r, (g, d, _, wt) in enumerate(parts):
+        deg[g], w[g], old[g] = d, wt, r
+    xadj = np.concatenate(([0], np.cumsum(deg))).astype(np.int64)
+    adjncy = np.empty(xadj[-1], dtype=np.int64)
+    for g, d, a, _ in parts:  # loop over ranks; rows of each rank scattered vectorised
+        offs = np.repeat(xadj[g] - np.concatenate(([0], np.cumsum(d)[:-1])), d)
+        adjncy[np.arange(a.size) + offs] = a
+    return parts, (xadj, adjncy, w, old), nbytes
+
+
+def scatter_destinations(ctx: BalanceContext, dest_parts, counters: Counters, nbytes: int) -> NDArray[np.int64]:
+    """Send every rank its cells' destinations from rank 0 (collective); charge the virtual clock.
+
+    ``dest_parts`` (rank 0 only) holds per rank an int array, or the same error message for all
+    ranks: it is then raised as :class:`BalancerError` on every rank (no rank is left waiting).
+    """
+    comm, clock = ctx.comm, ctx.clock
+    size = comm.Get_size()
     dest = comm.scatter(dest_parts, root=0)
     counters.count_collective("scatter")
+    if isinstance(dest, str):
+        raise BalancerError(dest)
     if clock.kind == "virtual":
         # gather + scatter through rank 0: every rank's data crosses one link each way
         total = comm.allreduce(float(nbytes + dest.nbytes))
@@ -57,5 +69,24 @@ def metis_scratch_remap(ctx: BalanceContext) -> Decision:
         allreduce(comm, 0.0, clock)
         clock.charge(clock.links.cost(0, 1 if size > 1 else 0, total), "comm")
         counters.time += clock.now - before
-    return Decision(dest=np.asarray(dest, dtype=np.int64), iterations=1, counters=counters,
-                    info={"targets": ctx.params["targets"]})
+    return np.asarray(dest, dtype=np.int64)
+
+
+def metis_scratch_remap(ctx: BalanceContext) -> Decision:
+    """Repartition with METIS on rank 0 and remap (collective)."""
+    size = ctx.comm.Get_size()
+    counters = ctx.nb.counters  # the phase's balancing counters, as for the flow balancers
+    parts, graph, nbytes = gather_graph(ctx, counters)
+    dest_parts = None
+    if ctx.comm.Get_rank() == 0:
+        xadj, adjncy, w, old = graph
+        targets = ctx.model.capacities if ctx.params["targets"] == "fair" else np.full(size, 1.0 / size)
+        try:
+            new = metis_partition(xadj, adjncy, w, size, targets=targets, seed=ctx.seed,
+                                  ufactor=ctx.params["ufactor"])
+            new = remap(old, new, w, size, targets=targets)
+            dest_parts = [new[g] for g, *_ in parts]
+        except HermesError as err:  # agreed through the scatter
+            dest_parts = [str(err)] * size
+    dest = scatter_destinations(ctx, dest_parts, counters, nbytes)
+    return Decision(dest=dest, iterations=1, counters=counters, info={"targets": ctx.params["targets"]})

@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="another balancer parameter (repeatable)")
     fl.add_argument("--json", action="store_true", help="print one JSON object")
 
+    fb = sub.add_parser("flow-bench", help="regenerate the published iteration/time figures (CSV + PNG)")
+    fb.add_argument("--out", default="runs/flow-bench", help="output directory")
+    fb.add_argument("--family", choices=["diffusion", "polynomial", "all"], default="all")
+    fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
+
     gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
     gp.add_argument("--ranks", type=int, required=True)
     gp.add_argument("--objects", type=int, required=True)
@@ -116,6 +121,13 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_flow(args)
     if args.command == "gossip":
         return _cmd_gossip(args)
+    if args.command == "flow-bench":
+        from hermes.lab.bench import flow_bench
+
+        fams = ("diffusion", "polynomial") if args.family == "all" else (args.family,)
+        for path in flow_bench(args.out, quick=args.quick, families=fams):
+            print(path)
+        return 0
     build_parser().print_help()
     return EXIT_BAD_INPUT
 
@@ -153,7 +165,7 @@ def _cmd_flow(args) -> int:
 def _cmd_gossip(args) -> int:
     import json
 
-    from hermes.balance.gossip import format_gossip_report, gossip_lab
+    from hermes.lab.gossip import format_gossip_report, gossip_lab
     from hermes.errors import HermesError
 
     try:

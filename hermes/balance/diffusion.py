@@ -1,24 +1,37 @@
-"""Generalized diffusion (GDA) with the matrix M¹(ε): serial reference and distributed form.
+"""Generalized diffusion (GDA) with the matrices M¹(ε) … M⁶: serial reference and distributed form.
 
 The generalized diffusion algorithm (thesis Alg. 3, ch. 5; JPDC Alg. 1, §3) iterates
 ``l ← M l`` with a generalized diffusion matrix (GDM, eq. 5.0.1): non-negative, ``m_ij > 0`` only on
-edges and the diagonal, columns summing to 1 and ``m_ij c_j = m_ji c_i``. hermes uses the family
-M¹(ε) of eq. (5.5.2)/(5.6.1), for edge ``e_k = {i, j}``
+edges and the diagonal, columns summing to 1 and ``m_ij c_j = m_ji c_i``. Every matrix here has the
+form ``M = I − A U Aᵀ D⁻¹`` (thesis §5.4) with edge rates ``u_k = m_ij c_j`` for ``e_k = {i, j}``
+(``m_ij = u_k / c_j``, ``m_jj = 1 − Σ_i m_ij``):
 
-    s_k(ε) = min{ c_i / (δ_i^w + ε), c_j / (δ_j^w + ε) },   m_ij = s_k w_k / c_j,
-    m_jj = 1 − Σ_{i ≠ j} m_ij,
+* kind 1, ``min{c_i/(δ_i^w+ε), c_j/(δ_j^w+ε)} w_k`` — thesis eq. 5.6.1, JPDC 4.1 (Boillat generalized);
+* kind 2, ``c_min w_k / (Δ^w+ε)`` — eq. 5.6.2 / 4.2;
+* kind 3, ``√(c_min/c_max) √(c_i c_j) w_k / (Δ^w+ε)`` — JPDC 4.3; the thesis' eq. 5.6.3 extends the
+  square root over ``w_k/(Δ^w+ε)``, which is not a GDM in general (Δ = 4, w = 1, equal capacities:
+  a column sums to 4/√5 > 1), so the JPDC form is used;
+* kind 4, ``c_i c_j w_k / (c_max (Δ^w+ε))`` — eq. 5.6.4 / 4.4;
+* kind 5, ``c_i c_j`` — eq. 5.6.5 / 4.5, the "bad example" (weights and ε play no role);
+* kind 6, ``α w_k`` with ``α = 2/(μ₂(𝓛)+μ_p(𝓛))``, ``𝓛 = D^{-1/2} A W Aᵀ D^{-1/2}`` — eq. 5.6.6 / 4.6
+  (Elsässer et al.).
 
-with two standard choices: GDA0 (``ε = ε₀`` of Cor. 2) and GDA1 (``ε = 1``, Boillat's diffusion in the
-homogeneous case). In flow form one iteration moves ``s_k w_k (l_i/c_i − l_j/c_j)`` from i to j on
-every edge. The accumulated flow is a balancing flow (Th. 13) that is minimal in the norm
-``‖·‖_{2,U^{-1/2}}`` with ``U = diag(s_k w_k)`` (Th. 14): :func:`diffusion_flow`. It is the minimal
-flow for the weights w (Th. 20, computed by PCG) only when s_k(ε) is constant on every 2-edge-connected
-component (trees, homogeneous regular graphs); otherwise it differs, by tens of per cent on
-heterogeneous graphs with cycles.
+M¹ … M⁵ are GDMs for every ε ≥ 0 (columns of the off-diagonal part sum to at most
+``δ_j^w/(Δ^w+ε) ≤ 1``, resp. ``Σ_{i∈N(j)} c_i < 1``); M⁶ may have a negative diagonal (the star of
+thesis §5.6) — :func:`gdm_defects` detects it and :func:`gda` reports it. ``lazy=True`` uses
+½(I + M) = I − A (U/2) Aᵀ D⁻¹ (thesis ch. 6, Sinclair): all eigenvalues ≥ 0, λ = ½(1 + λ₂(M)).
+
+In flow form one iteration moves ``x_k = u_k (l_i/c_i − l_j/c_j)`` from i to j. The accumulated flow is
+the balancing flow minimal in ``‖·‖_{2,U^{-1/2}}`` (Lemma 7, Th. 14): :func:`diffusion_flow`, i.e.
+the minimal flow of the model with conductances u. It is the w-minimal flow (Th. 20) when u ∝ w
+(M², M⁶, M¹ with constant s_k, and on trees, which have one balancing flow); the lazy matrix
+gives the same flow as M (u/2 has the same minimiser). SOS (:mod:`hermes.balance.second_order`)
+and the implicit schemes (:mod:`hermes.balance.implicit`) reach the same flow (Th. 17/18).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,26 +57,39 @@ from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = [
+    "MATRIX_KINDS",
     "GDAState",
     "edge_connectivity",
     "epsilon0",
+    "elsasser_alpha",
     "diffusion_scalars",
+    "edge_rates",
     "diffusion_matrix",
+    "gdm_defects",
     "diffusion_flow",
     "convergence_factor",
+    "diffusion_bounds",
     "second_eigenvalue_bound",
     "convergence_factor_bound",
     "gda_iter",
     "gda",
+    "sweep_counters",
     "gda_counters",
+    "local_edge_rates",
     "gda_distributed",
 ]
 
+logger = logging.getLogger(__name__)
+
 #: largest p for which eigenvalues are computed densely
 DENSE_LIMIT = 2000
+#: the diffusion matrices of thesis §5.6 (eq. 5.6.1–5.6.6)
+MATRIX_KINDS = (1, 2, 3, 4, 5, 6)
+#: kinds whose rates need the global (c_min, c_max, Δ^w): one allreduce in the distributed form
+_GLOBAL_KINDS = (2, 3, 4)
 
 
-# -- the matrix and its spectrum ---------------------------------------------------------------
+# -- graph quantities and parameter checks -------------------------------------------------------
 def edge_connectivity(model: Model) -> int:
     """Edge connectivity e(G): fewest edges whose removal disconnects G (0 for one processor)."""
     if model.p < 2:
@@ -90,6 +116,15 @@ def epsilon0(model: Model) -> float:
     c = model.capacities
     return float(2.0 * edge_connectivity(model) * model.weights.min() * (c.min() / c.max())
                  * math.sin(math.pi / (2 * model.p)) ** 2)
+
+
+def _diameter(model: Model) -> int:
+    if model.p < 2:
+        return 0
+    e = model.edges
+    adj = sp.csr_array((np.ones(model.q), (e[:, 0], e[:, 1])), shape=(model.p, model.p))
+    dist = csgraph.shortest_path(adj, method="D", directed=False, unweighted=True)
+    return int(np.max(dist))
 
 
 def _resolve_eps(model: Model, eps: str | float) -> float:
@@ -119,11 +154,73 @@ def _check_stopping(tol: float, max_iter: int, check_every: int) -> None:
         raise BalancerError(f"check_every must be a positive integer, got {check_every!r}")
 
 
-def _edge_rates(model: Model, eps: float, degw: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``s_k(ε) w_k`` on every edge, from the weighted degrees ``degw``."""
-    c, e = model.capacities, model.edges
-    s = np.minimum(c[e[:, 0]] / (degw[e[:, 0]] + eps), c[e[:, 1]] / (degw[e[:, 1]] + eps))
-    return s * model.weights
+def _check_matrix(kind, lazy, alpha, *, need_alpha: bool) -> None:
+    """Validate the matrix choice (kind 1–6, lazy flag, α of M⁶ when the caller must give it)."""
+    if isinstance(kind, bool) or kind not in MATRIX_KINDS:
+        raise BalancerError(f"unknown diffusion matrix kind {kind!r}: expected one of 1, 2, 3, 4, 5, 6")
+    if not isinstance(lazy, (bool, np.bool_)):
+        raise BalancerError(f"lazy must be true or false, got {lazy!r}")
+    if kind == 6 and (alpha is not None or need_alpha):
+        try:
+            ok = math.isfinite(float(alpha)) and float(alpha) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise BalancerError(f"α of M⁶ must be a finite number > 0, got {alpha!r}")
+
+
+# -- the matrices -------------------------------------------------------------------------------
+def _rates(kind: int, ci, cj, di, dj, w, eps: float, glob, alpha, lazy: bool):
+    """``u = m_ij c_j`` on edges {i, j} from endpoint data (vectorised).
+
+    Symmetric in (i, j) bit for bit, so both endpoints of an edge compute the same rate: the
+    distributed form calls it with i = this rank, the serial form with i = ``edges[k, 0]``.
+    ``glob`` is (c_min, c_max, Δ^w) for kinds 2–4.
+    """
+    if kind == 1:
+        u = np.minimum(ci / (di + eps), cj / (dj + eps)) * w
+    elif kind == 2:
+        u = glob[0] * w / (glob[2] + eps)
+    elif kind == 3:
+        u = math.sqrt(glob[0] / glob[1]) * np.sqrt(ci * cj) * w / (glob[2] + eps)
+    elif kind == 4:
+        u = ci * cj * w / (glob[1] * (glob[2] + eps))
+    elif kind == 5:
+        u = ci * cj
+    else:
+        u = float(alpha) * w
+    return 0.5 * u if lazy else u
+
+
+def elsasser_alpha(model: Model) -> float:
+    """α = 2 / (μ₂(𝓛) + μ_p(𝓛)) of M⁶, 𝓛 = D^{-1/2} A W Aᵀ D^{-1/2} (thesis eq. 5.6.6, JPDC eq. 4.6).
+
+    Notes
+    -----
+    The thesis' second statement of the rule, ``2/(μ₂(𝓛) + μ₂(𝓛))`` (§5.6, before the star
+    counter-example), is a typo for this one. With it M⁶ has the eigenvalues ``1 − α μ_k``, so
+    ``λ_{M⁶} = (μ_p − μ₂)/(μ_p + μ₂) < 1`` even where M⁶ has negative entries. Dense ``eigvalsh``
+    up to p = 2000, Lanczos above. Returns 0 for a single processor.
+    """
+    validate_model(model)
+    p = model.p
+    if p < 2:
+        return 0.0
+    r = 1.0 / np.sqrt(model.capacities)
+    if p <= DENSE_LIMIT:
+        lap = model.laplacian.toarray() * r[:, None] * r[None, :]
+        mu = np.linalg.eigvalsh(0.5 * (lap + lap.T))
+        return float(2.0 / (mu[1] + mu[-1]))
+    import scipy.sparse.linalg as spla
+
+    lap = sp.diags_array(r) @ model.laplacian @ sp.diags_array(r)
+    mu_p = float(spla.eigsh(lap, k=1, which="LA", return_eigenvectors=False, tol=1e-10)[0])
+    v = np.sqrt(model.capacities)
+    v = v / np.linalg.norm(v)
+    shifted = spla.LinearOperator((p, p), dtype=np.float64,
+                                  matvec=lambda x: mu_p * x - lap @ x - mu_p * v * (v @ x))
+    top = float(spla.eigsh(shifted, k=1, which="LA", return_eigenvectors=False, tol=1e-10)[0])
+    return float(2.0 / ((mu_p - top) + mu_p))
 
 
 def diffusion_scalars(model: Model, eps: str | float) -> NDArray[np.float64]:
@@ -140,60 +237,148 @@ def diffusion_scalars(model: Model, eps: str | float) -> NDArray[np.float64]:
     return np.minimum(c[e[:, 0]] / (d[e[:, 0]] + eps), c[e[:, 1]] / (d[e[:, 1]] + eps))
 
 
-def diffusion_matrix(model: Model, eps: str | float) -> sp.csr_array:
-    """The generalized diffusion matrix M¹(ε) of thesis eq. (5.6.1) as a sparse p×p matrix.
+@dataclass
+class _Setup:
+    """What the serial forms precompute: resolved parameters, neighbour tables and edge rates."""
+
+    eps: float
+    alpha: float | None
+    edge: NDArray[np.int64]
+    sign: NDArray[np.float64]
+    mask: NDArray[np.bool_]
+    u: NDArray[np.float64]
+
+    def outflow(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``(A x)_i`` summed over i's neighbours in sorted order (as a rank does)."""
+        return ordered_row_sums(np.where(self.mask, self.sign * x[self.edge], 0.0))
+
+
+def _setup(model: Model, eps, kind, lazy, alpha) -> _Setup:
+    """Validate, resolve ε (not needed by M⁵, M⁶) and α (M⁶), and compute the edge rates u."""
+    validate_model(model)
+    _check_matrix(kind, lazy, alpha, need_alpha=False)
+    eps_value = _resolve_eps(model, eps) if kind <= 4 else _check_eps(0.0 if isinstance(eps, str) else eps)
+    if kind == 6 and alpha is None:
+        alpha = elsasser_alpha(model)
+    _, edge, sign = neighbour_table(model)
+    mask = sign != 0
+    degw = ordered_row_sums(np.where(mask, model.weights[edge], 0.0))
+    c, e = model.capacities, model.edges
+    glob = (float(c.min()), float(c.max()), float(degw.max())) if model.q else (1.0, 1.0, 1.0)
+    u = _rates(kind, c[e[:, 0]], c[e[:, 1]], degw[e[:, 0]], degw[e[:, 1]], model.weights, eps_value, glob,
+               alpha, bool(lazy))
+    return _Setup(eps_value, None if alpha is None else float(alpha), edge, sign, mask,
+                  np.asarray(u, dtype=np.float64))
+
+
+def edge_rates(model: Model, eps: str | float = "eps0", kind: int = 1, *, lazy: bool = False,
+               alpha: float | None = None) -> NDArray[np.float64]:
+    """Edge rates ``u_k = m_ij c_j`` of the diffusion matrix ``kind`` (table in the module docstring).
 
     Parameters
     ----------
     model : Model
     eps : "eps0" or float ≥ 0
-
-    Returns
-    -------
-    scipy.sparse.csr_array
-        ``m_ij = s_k w_k / c_j`` for ``e_k = {i, j}``, ``m_jj = 1 − Σ_{i≠j} m_ij``.
-
-    Raises
-    ------
-    BalancerError
-        If ``eps`` is negative. GraphError for a model the algorithms cannot use.
-
-    Notes
-    -----
-    Equivalently ``M = I − A S W Aᵀ D⁻¹`` with ``S = diag(s)``, ``D = diag(c)`` (thesis §5.5).
-    """
-    sw = diffusion_scalars(model, eps) * model.weights
-    c, e, p = model.capacities, model.edges, model.p
-    rows = np.concatenate([e[:, 0], e[:, 1]])
-    cols = np.concatenate([e[:, 1], e[:, 0]])
-    vals = np.concatenate([sw / c[e[:, 1]], sw / c[e[:, 0]]])
-    off = sp.csr_array((vals, (rows, cols)), shape=(p, p))
-    # Σ_i m_ij ≤ 1 exactly; clip the round-off below 0 (possible for ε = 0)
-    diag = np.maximum(1.0 - np.asarray(off.sum(axis=0)).ravel(), 0.0)
-    return (off + sp.diags_array(diag)).tocsr()
-
-
-def diffusion_flow(model: Model, eps: str | float) -> NDArray[np.float64]:
-    """The balancing flow GDA with M¹(ε) converges to (thesis Lemma 7, Th. 14).
+        ε of M¹ … M⁴ (ignored by M⁵ and M⁶).
+    kind : int in 1..6
+    lazy : bool
+        Rates of ½(I + M), i.e. u/2.
+    alpha : float, optional
+        α of M⁶; default :func:`elsasser_alpha`.
 
     Returns
     -------
     ndarray of float64, shape (q,)
-        The balancing flow minimising ``Σ_k f_k² / (s_k(ε) w_k)``.
+        Computed with the same arithmetic as :func:`local_edge_rates` (bit-identical).
+    """
+    return _setup(model, eps, kind, lazy, alpha).u
+
+
+def diffusion_matrix(model: Model, eps: str | float = "eps0", kind: int = 1, *, lazy: bool = False,
+                     alpha: float | None = None) -> sp.csr_array:
+    """The diffusion matrix M^kind(ε) of thesis eq. (5.6.1)–(5.6.6) as a sparse p×p matrix.
+
+    Parameters
+    ----------
+    model : Model
+    eps : "eps0" or float ≥ 0
+    kind : int in 1..6
+    lazy : bool
+        Return ½(I + M) (thesis ch. 6).
+    alpha : float, optional
+        α of M⁶ (default :func:`elsasser_alpha`).
+
+    Returns
+    -------
+    scipy.sparse.csr_array
+        ``m_ij = u_k / c_j`` for ``e_k = {i, j}``, ``m_jj = 1 − Σ_{i≠j} m_ij``.
+
+    Raises
+    ------
+    BalancerError
+        Negative ε, unknown kind, bad α. GraphError for a model the algorithms cannot use.
 
     Notes
     -----
-    The GDA flow is ``f = U Aᵀ D⁻¹ (I − B)⁻¹ l`` with ``U = S W = diag(s_k w_k)`` (Lemma 7), a scaled
-    projection of every balancing flow (Th. 14): it is minimal in ``‖·‖_{2,U^{-1/2}}``, i.e. it is
-    :func:`~hermes.balance.flow.minimal_flow` of the model with conductances ``s_k w_k``. It equals
-    the minimal flow for the weights w (``‖·‖_{2,W^{-1/2}}``, Th. 20) only when ``s_k(ε)`` is constant
-    on every 2-edge-connected component, e.g. on trees (one balancing flow) or when all ``s_k`` are
-    equal (homogeneous regular graphs, GDA6 with ``S = αI``).
+    ``M = I − A U Aᵀ D⁻¹`` with ``D = diag(c)`` (thesis §5.4). For kinds 1–5 the diagonal is ≥ 0 in
+    exact arithmetic and round-off below 0 (possible for ε = 0) is clipped; M⁶'s diagonal
+    ``1 − α δ_j^w / c_j`` is returned as is, negative or not (see :func:`gdm_defects`).
     """
-    s = diffusion_scalars(model, eps)
-    return minimal_flow(Model(model.p, model.edges, model.loads, model.capacities, s * model.weights))
+    s = _setup(model, eps, kind, lazy, alpha)
+    c, e, p = model.capacities, model.edges, model.p
+    rows = np.concatenate([e[:, 0], e[:, 1]])
+    cols = np.concatenate([e[:, 1], e[:, 0]])
+    vals = np.concatenate([s.u / c[e[:, 1]], s.u / c[e[:, 0]]])
+    off = sp.csr_array((vals, (rows, cols)), shape=(p, p))
+    diag = 1.0 - np.asarray(off.sum(axis=0)).ravel()
+    if kind != 6:
+        diag = np.maximum(diag, 0.0)
+    return (off + sp.diags_array(diag)).tocsr()
 
 
+def gdm_defects(M, c: NDArray[np.float64]) -> dict[str, float]:
+    """How far M is from a generalized diffusion matrix with Perron vector c (thesis eq. 5.0.1).
+
+    Returns
+    -------
+    dict
+        ``min_entry`` (negative: M violates non-negativity, e.g. M⁶ on the star of thesis §5.6),
+        ``column_sum`` = ``max_j |Σ_i m_ij − 1|``, ``balance`` = ``max |m_ij c_j − m_ji c_i|``.
+        A GDM has ``min_entry ≥ 0`` and the other two at round-off level.
+    """
+    m = M.toarray() if sp.issparse(M) else np.asarray(M, dtype=np.float64)
+    mc = m * np.asarray(c, dtype=np.float64)[None, :]
+    return {"min_entry": float(m.min()), "column_sum": float(np.max(np.abs(m.sum(axis=0) - 1.0))),
+            "balance": float(np.max(np.abs(mc - mc.T)))}
+
+
+def diffusion_flow(model: Model, eps: str | float = "eps0", kind: int = 1, *,
+                   alpha: float | None = None) -> NDArray[np.float64]:
+    """The balancing flow GDA with M^kind(ε) converges to (thesis Lemma 7, Th. 14).
+
+    Returns
+    -------
+    ndarray of float64, shape (q,)
+        The balancing flow minimising ``Σ_k f_k² / u_k``.
+
+    Notes
+    -----
+    The GDA flow is ``f = U Aᵀ D⁻¹ (I − B)⁻¹ l`` (Lemma 7), a scaled projection of every balancing
+    flow (Th. 14): it is minimal in ``‖·‖_{2,U^{-1/2}}``, i.e. it is
+    :func:`~hermes.balance.flow.minimal_flow` of the model with conductances u. It equals the
+    minimal flow for the weights w (Th. 20) when u ∝ w on every 2-edge-connected component: M², M⁶,
+    M¹ with equal s_k (homogeneous regular graphs) and any matrix on a tree. Scaling u (lazy
+    variant, implicit step α) does not change it. For M¹ the rates use the bincount degrees of
+    :func:`diffusion_scalars` (as before this module grew the other kinds).
+    """
+    if kind == 1:
+        u = diffusion_scalars(model, eps) * model.weights
+    else:
+        u = edge_rates(model, eps, kind, alpha=alpha)
+    return minimal_flow(Model(model.p, model.edges, model.loads, model.capacities, u))
+
+
+# -- spectrum and bounds ------------------------------------------------------------------------
 def convergence_factor(M, c: NDArray[np.float64]) -> float:
     """Second largest eigenvalue modulus λ_M of a GDM with Perron vector ``c``.
 
@@ -211,8 +396,9 @@ def convergence_factor(M, c: NDArray[np.float64]) -> float:
     Notes
     -----
     M is similar to the symmetric ``S = D^{-1/2} M D^{1/2}`` (Th. 3), whose Perron eigenvector is
-    ``c^{1/2}``; deflating it gives ``λ_M = ρ(S − v vᵀ)``, ``v = c^{1/2} / ‖c^{1/2}‖``. Dense
-    ``eigvalsh`` up to p = 2000, Lanczos (``eigsh``) above.
+    ``c^{1/2}``; deflating it gives ``λ_M = ρ(S − v vᵀ)``, ``v = c^{1/2} / ‖c^{1/2}‖``. This holds for
+    any ``M = I − A U Aᵀ D⁻¹`` (also M⁶ with negative entries). Dense ``eigvalsh`` up to p = 2000,
+    Lanczos (``eigsh``) above.
     """
     c = np.asarray(c, dtype=np.float64)
     p = c.size
@@ -236,61 +422,77 @@ def convergence_factor(M, c: NDArray[np.float64]) -> float:
     return float(np.max(np.abs(lam)))
 
 
-def _diameter(model: Model) -> int:
-    if model.p < 2:
-        return 0
-    e = model.edges
-    adj = sp.csr_array((np.ones(model.q), (e[:, 0], e[:, 1])), shape=(model.p, model.p))
-    dist = csgraph.shortest_path(adj, method="D", directed=False, unweighted=True)
-    return int(np.max(dist))
+def diffusion_bounds(model: Model, eps: str | float = "eps0", kind: int = 1, *, lazy: bool = False,
+                     alpha: float | None = None) -> dict[str, float]:
+    """Bounds of thesis §5.2/§5.5 on the spectrum of M^kind(ε) (or of ½(I + M) if ``lazy``).
 
-
-def second_eigenvalue_bound(model: Model, eps: str | float) -> float:
-    """Upper bound on the second largest eigenvalue λ₂ of M¹(ε) (thesis Cor. 1 and Th. 11).
+    Returns
+    -------
+    dict
+        ``theta`` = θ(M) = ``min_k u_k``; ``cor1`` (Cor. 1, eq. 5.2.7)
+        ``1 − 4 e(G) θ / c_max · sin²(π/2p)`` and ``th11`` (Th. 11, eq. 5.2.8) ``1 − θ / diam(G)``,
+        both upper bounds on λ₂; ``lambda2`` their minimum; ``lambda_p`` a bound on ``|λ_p|`` when
+        λ_p < 0; ``factor`` = ``max(lambda2, lambda_p)`` ≥ λ_M.
 
     Notes
     -----
-    With ``θ(M) = min_{(i,j)∈E} m_ij c_j = min_k s_k(ε) w_k``:
-
-    * Cor. 1, eq. (5.2.7): ``λ₂ ≤ 1 − 4 e(G) θ(M) / c_max · sin²(π / 2p)``;
-    * Th. 11, eq. (5.2.8): ``λ₂ ≤ 1 − θ(M) / diam(G)``.
-
-    The smaller of the two is returned. With ``θ ≥ c_min w_min / (Δ^w + ε)`` Cor. 1 gives (5.5.3).
+    Cor. 1 and Th. 11 hold for every ``M = I − A U Aᵀ D⁻¹`` with u > 0 (Fiedler's bound scales with
+    the smallest weight, and Th. 11's Rayleigh-quotient argument does not use non-negativity), so
+    they apply to all six kinds and to the lazy matrices (θ halves, which gives exactly
+    ½(1 + bound)). ``lambda_p``: for M¹(ε) Lemma 10, eq. (5.5.4), ``1 − 2ε/(Δ^w + ε)``; for the other
+    kinds the Gershgorin argument of its proof, ``1 − 2 min_i m_ii`` (≥ 1 for M⁶ with a negative
+    diagonal: no bound), which is 0 for the lazy form of a GDM (all its eigenvalues are ≥ 0). For M¹ with ε ≥ ε₀,
+    ``factor`` is at most Cor. 2, eq. (5.5.6). For ε = 0 the bound may be 1 (periodic M¹(0)).
     """
-    validate_model(model)
+    s = _setup(model, eps, kind, lazy, alpha)
     if model.p < 2:
-        return 0.0
-    theta = float(np.min(diffusion_scalars(model, eps) * model.weights))
+        return {"theta": 0.0, "cor1": 0.0, "th11": 0.0, "lambda2": 0.0, "lambda_p": 0.0, "factor": 0.0}
+    theta = float(np.min(s.u))
     p = model.p
     cor1 = 1.0 - 4.0 * edge_connectivity(model) * theta / model.capacities.max() * math.sin(math.pi / (2 * p)) ** 2
     th11 = 1.0 - theta / _diameter(model)
-    return float(min(cor1, th11))
+    if kind == 1 and not lazy:
+        dmax = float(model.weighted_degree.max())
+        lam_p = 1.0 - 2.0 * s.eps / (dmax + s.eps)
+    else:
+        degu = ordered_row_sums(np.where(s.mask, s.u[s.edge], 0.0))  # δ_i^u, so m_ii = 1 − δ_i^u / c_i
+        lam_p = max(1.0 - 2.0 * float(np.min(1.0 - degu / model.capacities)), 0.0)
+    lam2 = min(cor1, th11)
+    return {"theta": theta, "cor1": float(cor1), "th11": float(th11), "lambda2": float(lam2),
+            "lambda_p": float(lam_p), "factor": float(max(lam2, lam_p))}
 
 
-def convergence_factor_bound(model: Model, eps: str | float) -> float:
-    """Upper bound on the convergence factor λ_M of M¹(ε) (thesis Cor. 2 for ε ≥ ε₀, any ε ≥ 0 here).
+def second_eigenvalue_bound(model: Model, eps: str | float, kind: int = 1, *, lazy: bool = False,
+                            alpha: float | None = None) -> float:
+    """Upper bound on λ₂ of M^kind(ε): the smaller of Cor. 1 and Th. 11 (see :func:`diffusion_bounds`).
 
     Notes
     -----
-    ``λ_M = max(λ₂, |λ_p|)``. λ₂ is bounded by :func:`second_eigenvalue_bound` (Cor. 1 / Th. 11);
-    a negative λ_p satisfies ``|λ_p| ≤ 1 − 2ε / (Δ^w + ε)`` (Lemma 10, eq. 5.5.4). The maximum of
-    the two bounds is returned. For ``ε ≥ ε₀`` it is at most the right-hand side of Cor. 2,
-    eq. (5.5.6): ``1 − 4 e(G) w_min / (Δ^w + ε) · (c_min / c_max) sin²(π / 2p)``. For ε = 0 the
-    bound is 1 (M¹(0) may be periodic, e.g. on a bipartite homogeneous graph).
+    With ``θ(M) = min_{(i,j)∈E} m_ij c_j = min_k u_k``: Cor. 1, eq. (5.2.7),
+    ``λ₂ ≤ 1 − 4 e(G) θ(M) / c_max · sin²(π / 2p)``; Th. 11, eq. (5.2.8), ``λ₂ ≤ 1 − θ(M) / diam(G)``.
+    For M¹(ε), ``θ ≥ c_min w_min / (Δ^w + ε)`` and Cor. 1 gives (5.5.3).
     """
-    validate_model(model)
-    if model.p < 2:
-        return 0.0
-    e = _resolve_eps(model, eps)
-    dmax = float(model.weighted_degree.max())
-    lemma10 = 1.0 - 2.0 * e / (dmax + e)
-    return float(max(second_eigenvalue_bound(model, e), lemma10))
+    return diffusion_bounds(model, eps, kind, lazy=lazy, alpha=alpha)["lambda2"]
+
+
+def convergence_factor_bound(model: Model, eps: str | float, kind: int = 1, *, lazy: bool = False,
+                             alpha: float | None = None) -> float:
+    """Upper bound on the convergence factor λ_M of M^kind(ε) (thesis Cor. 2 for M¹ and ε ≥ ε₀).
+
+    Notes
+    -----
+    ``λ_M = max(λ₂, |λ_p|)``: λ₂ by :func:`second_eigenvalue_bound` (Cor. 1 / Th. 11), a negative
+    λ_p by Lemma 10 (M¹) or its Gershgorin argument (other kinds); see :func:`diffusion_bounds`.
+    For M¹ with ``ε ≥ ε₀`` it is at most the right-hand side of Cor. 2, eq. (5.5.6):
+    ``1 − 4 e(G) w_min / (Δ^w + ε) · (c_min / c_max) sin²(π / 2p)``.
+    """
+    return diffusion_bounds(model, eps, kind, lazy=lazy, alpha=alpha)["factor"]
 
 
 # -- serial reference ----------------------------------------------------------------------------
 @dataclass
 class GDAState:
-    """One step of :func:`gda_iter`.
+    """One step of :func:`gda_iter` (also used by the SOS and implicit generators).
 
     Attributes
     ----------
@@ -319,14 +521,22 @@ def _residual(loads: NDArray[np.float64], fair: NDArray[np.float64]) -> float:
     return float(np.max(np.abs(loads - fair) / fair))
 
 
-def gda_iter(model: Model, eps: str | float = "eps0", *, tol: float = 1e-3, max_iter: int = 100000,
+def gda_iter(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = False,
+             alpha: float | None = None, tol: float = 1e-3, max_iter: int = 100000,
              check_every: int = 1) -> Iterator[GDAState]:
-    """Run GDA with M¹(ε) serially, yielding the state after every sweep.
+    """Run GDA with M^kind(ε) serially, yielding the state after every sweep.
 
     Parameters
     ----------
     model : Model
     eps : "eps0" or float ≥ 0
+        ε of M¹ … M⁴ (ignored by M⁵, M⁶).
+    kind : int in 1..6
+        The diffusion matrix (module docstring).
+    lazy : bool
+        Iterate with ½(I + M).
+    alpha : float, optional
+        α of M⁶ (default :func:`elsasser_alpha`).
     tol : float
         Stop when ``max_i |l_i − l̄_i| / l̄_i ≤ tol`` at a check.
     max_iter : int
@@ -342,22 +552,17 @@ def gda_iter(model: Model, eps: str | float = "eps0", *, tol: float = 1e-3, max_
     Raises
     ------
     BalancerError
-        Bad ε, tol, max_iter or check_every. GraphError for an unusable model.
+        Bad ε, kind, lazy, α, tol, max_iter or check_every. GraphError for an unusable model.
 
     Notes
     -----
     Thesis Alg. 3 with the loop nesting fixed (one synchronous sweep per iteration):
-    ``x_k = s_k w_k (l_i/c_i − l_j/c_j)`` on every edge ``e_k = {i, j}``, ``l ← l − A x`` (i.e.
-    ``l ← M¹(ε) l``, eq. 5.6.1) and ``f ← f + x``. Per-rank sums run over the neighbours in sorted
-    order and ``Σ l`` in rank order, so the result matches :func:`gda_distributed` bit for bit.
+    ``x_k = u_k (l_i/c_i − l_j/c_j)`` on every edge ``e_k = {i, j}``, ``l ← l − A x`` (i.e.
+    ``l ← M l``) and ``f ← f + x``. Per-rank sums run over the neighbours in sorted order and ``Σ l``
+    in rank order, so the result matches :func:`gda_distributed` bit for bit.
     """
-    validate_model(model)
-    eps = _resolve_eps(model, eps)
+    s = _setup(model, eps, kind, lazy, alpha)
     _check_stopping(tol, max_iter, check_every)
-    nbr, edge, sign = neighbour_table(model)
-    mask = sign != 0
-    degw = ordered_row_sums(np.where(mask, model.weights[edge], 0.0))
-    sw = _edge_rates(model, eps, degw)
     c, e = model.capacities, model.edges
     fair = c * ordered_total(model.loads)
     loads = model.loads.copy()
@@ -368,10 +573,9 @@ def gda_iter(model: Model, eps: str | float = "eps0", *, tol: float = 1e-3, max_
     if r <= tol:
         return
     while n < max_iter:
-        u = loads / c
-        x = sw * (u[e[:, 0]] - u[e[:, 1]])
-        out = ordered_row_sums(np.where(mask, sign * x[edge], 0.0))
-        loads = loads - out
+        h = loads / c
+        x = s.u * (h[e[:, 0]] - h[e[:, 1]])
+        loads = loads - s.outflow(x)
         flow = flow + x
         n += 1
         checked = n % check_every == 0 or n == max_iter
@@ -381,67 +585,103 @@ def gda_iter(model: Model, eps: str | float = "eps0", *, tol: float = 1e-3, max_
             return
 
 
-def _gda_times(model: Model, n: int, ce: int, links) -> NDArray[np.float64] | None:
-    """Per-rank α-β time of the GDA schedule (None without links)."""
-    if links is None:
-        return None
-    schedule = [(1, [("allreduce", 2), ("exchange", 2), ("allreduce", 1)]),
-                (n // ce, [("exchange", 1)] * ce + [("allreduce", 1)])]
-    if n % ce:
-        schedule.append((1, [("exchange", 1)] * (n % ce) + [("allreduce", 1)]))
-    return alpha_beta_time(model, links, schedule)
+def sweep_counters(model: Model, iterations: int, check_every: int = 1, links=None, *,
+                   setup: tuple[int, ...] = (), exchanges: int = 1) -> tuple[Counters, NDArray | None]:
+    """Counters (and per-rank α-β times) of a diffusion-type distributed form, computed analytically.
 
+    Parameters
+    ----------
+    model : Model
+    iterations : int
+        n, the number of (outer) iterations.
+    check_every : int
+    links : hermes.clock.Links, optional
+    setup : tuple of int
+        Word counts of the allreduces done after the (c_i, δ_i^w) exchange and before the first
+        residual check (e.g. (3,) for the (c_min, c_max, Δ^w) of M² … M⁴).
+    exchanges : int
+        e, neighbour exchanges of one scalar per iteration (1 for GDA and SOS).
 
-def gda_counters(model: Model, iterations: int, check_every: int = 1, links=None) -> Counters:
-    """Counters of :func:`gda_distributed` after ``iterations`` sweeps, computed analytically.
+    Returns
+    -------
+    (Counters, ndarray or None)
+        The counters and the per-rank times (None without links).
 
     Notes
     -----
-    With n sweeps, ``C = 1 + ⌈n / check_every⌉`` residual checks, p ranks and q edges:
-
-    * ``exchange_rounds = 1 + n`` (the (c_i, δ_i^w) exchange, then one per sweep);
-    * ``collectives = {"allreduce": 1 + C}`` (total load, then the residual checks);
-    * ``messages = 2q (1 + n)`` summed over the ranks (one per edge direction and round);
-    * ``bytes = 16 p + 32 q + 16 q n + 8 p C`` summed over the ranks: the first allreduce carries
-      (load, error flag), the first exchange two words per message, the sweeps one word per message
-      and each check one word per rank;
-    * ``time``: the largest per-rank virtual time of this schedule under ``links``
-      (:func:`~hermes.balance.flow.alpha_beta_time`), 0 if ``links`` is None.
+    The schedule: allreduce (l_i, error flag); exchange (c_i, δ_i^w); the ``setup`` allreduces;
+    allreduce(max) of the residual; then per iteration e exchanges and, every ``check_every``
+    iterations and after the last, one residual allreduce. With ``C = 1 + ⌈n / check_every⌉``
+    checks: ``exchange_rounds = 1 + e n``; ``collectives = {"allreduce": 1 + len(setup) + C}``;
+    ``messages = 2q (1 + e n)``; ``bytes = 16p + 32q + 8p Σ setup + 16 q e n + 8p C``.
     """
     n, ce = int(iterations), int(check_every)
     checks = 1 + -(-n // ce)
     p, q = model.p, model.q
-    times = _gda_times(model, n, ce, links)
-    return Counters(iterations=n, exchange_rounds=1 + n, collectives={"allreduce": 1 + checks},
-                    messages=2 * q * (1 + n), bytes=16 * p + 32 * q + 16 * q * n + 8 * p * checks,
-                    time=float(np.max(times)) if times is not None else 0.0)
+    times = None
+    if links is not None:
+        step = [("exchange", 1)] * exchanges
+        schedule = [(1, [("allreduce", 2), ("exchange", 2)] + [("allreduce", w) for w in setup]
+                     + [("allreduce", 1)]), (n // ce, step * ce + [("allreduce", 1)])]
+        if n % ce:
+            schedule.append((1, step * (n % ce) + [("allreduce", 1)]))
+        times = alpha_beta_time(model, links, schedule)
+    cnt = Counters(iterations=n, exchange_rounds=1 + exchanges * n,
+                   collectives={"allreduce": 1 + len(setup) + checks}, messages=2 * q * (1 + exchanges * n),
+                   bytes=16 * p + 32 * q + 8 * p * sum(setup) + 16 * q * exchanges * n + 8 * p * checks,
+                   time=float(np.max(times)) if times is not None else 0.0)
+    return cnt, times
 
 
-def gda(model: Model, eps: str | float = "eps0", *, tol: float = 1e-3, max_iter: int = 100000,
-        check_every: int = 1, links=None, compute_factor: bool = True) -> FlowResult:
-    """Generalized diffusion with M¹(ε) (thesis Alg. 3, eq. 5.6.1): serial reference of :func:`gda_distributed`.
+def gda_counters(model: Model, iterations: int, check_every: int = 1, links=None, *, kind: int = 1) -> Counters:
+    """Counters of :func:`gda_distributed` after ``iterations`` sweeps, computed analytically.
+
+    Notes
+    -----
+    With n sweeps, ``C = 1 + ⌈n / check_every⌉`` residual checks, p ranks and q edges, and
+    ``g = 1`` for M², M³, M⁴ (one allreduce(max) of (−c_i, c_i, δ_i^w)), else ``g = 0``:
+
+    * ``exchange_rounds = 1 + n`` (the (c_i, δ_i^w) exchange, then one per sweep);
+    * ``collectives = {"allreduce": 1 + g + C}`` (total load, [c_min, c_max, Δ^w,] residual checks);
+    * ``messages = 2q (1 + n)`` summed over the ranks (one per edge direction and round);
+    * ``bytes = 16 p + 32 q + 24 p g + 16 q n + 8 p C`` summed over the ranks;
+    * ``time``: the largest per-rank virtual time of this schedule under ``links``
+      (:func:`~hermes.balance.flow.alpha_beta_time`), 0 if ``links`` is None.
+    """
+    return sweep_counters(model, iterations, check_every, links, setup=(3,) if kind in _GLOBAL_KINDS else ())[0]
+
+
+def gda(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = False, alpha: float | None = None,
+        tol: float = 1e-3, max_iter: int = 100000, check_every: int = 1, links=None,
+        compute_factor: bool = True) -> FlowResult:
+    """GDA with M^kind(ε) (thesis Alg. 3, eq. 5.6.1–5.6.6): the serial reference of :func:`gda_distributed`.
 
     Parameters
     ----------
     model : Model
     eps : "eps0" or float ≥ 0
-        ``"eps0"`` is ε₀ of thesis Cor. 2 (GDA0); 1.0 gives GDA1.
+        ``"eps0"`` is ε₀ of thesis Cor. 2 (GDA0 with kind 1); 1.0 gives GDA1.
+    kind, lazy, alpha
+        The matrix, see :func:`gda_iter`.
     tol, max_iter, check_every
         Stopping rule, see :func:`gda_iter`.
     links : hermes.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
     compute_factor : bool
-        Also compute the convergence factor λ_M of M¹(ε) (an eigenvalue problem).
+        Also compute the convergence factor λ_M (an eigenvalue problem) and the bounds of
+        :func:`diffusion_bounds`.
 
     Returns
     -------
     FlowResult
-        ``extra`` holds ``eps``, ``residual``, ``loads`` (final) and ``rank_times``.
+        ``extra`` holds ``eps``, ``kind``, ``lazy``, ``alpha`` (M⁶), ``residual``, ``loads`` (final),
+        ``rank_times``, ``min_diagonal`` and ``nonnegative`` (False: M is not a GDM, only possible
+        for M⁶) and, with ``compute_factor``, ``bounds``.
 
     Raises
     ------
     BalancerError
-        ``eps < 0`` or bad stopping parameters.
+        Bad ε, kind, lazy, α or stopping parameters.
     GraphError
         Disconnected graph, non-positive capacity or weight.
 
@@ -449,20 +689,36 @@ def gda(model: Model, eps: str | float = "eps0", *, tol: float = 1e-3, max_iter:
     -----
     See :func:`gda_iter` for the update rule and :func:`gda_counters` for the counters.
     """
-    validate_model(model)
-    eps_value = _resolve_eps(model, eps)
+    s = _setup(model, eps, kind, lazy, alpha)
     state = None
-    for state in gda_iter(model, eps_value, tol=tol, max_iter=max_iter, check_every=check_every):
+    for state in gda_iter(model, s.eps, kind=kind, lazy=lazy, alpha=s.alpha, tol=tol, max_iter=max_iter,
+                          check_every=check_every):
         pass
     assert state is not None
-    counters = gda_counters(model, state.iteration, check_every)
-    factor = convergence_factor(diffusion_matrix(model, eps_value), model.capacities) if compute_factor else None
-    times = _gda_times(model, state.iteration, check_every, links)
-    counters.time = float(np.max(times)) if times is not None else 0.0
+    counters, times = sweep_counters(model, state.iteration, check_every, links,
+                                     setup=(3,) if kind in _GLOBAL_KINDS else ())
+    extra = {"eps": s.eps, "kind": kind, "lazy": bool(lazy), "alpha": s.alpha, "residual": state.residual,
+             "loads": state.loads, "rank_times": times}
+    extra.update(_diagonal_report(model, s, kind))
+    factor = None
+    if compute_factor:
+        factor = convergence_factor(diffusion_matrix(model, s.eps, kind, lazy=lazy, alpha=s.alpha), model.capacities)
+        extra["bounds"] = diffusion_bounds(model, s.eps, kind, lazy=lazy, alpha=s.alpha)
     return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tol,
-                      counters=counters, convergence_factor=factor,
-                      extra={"eps": eps_value, "residual": state.residual, "loads": state.loads,
-                             "rank_times": times})
+                      counters=counters, convergence_factor=factor, extra=extra)
+
+
+def _diagonal_report(model: Model, s: _Setup, kind: int) -> dict:
+    """``min_diagonal`` of M and whether M is non-negative; warns for M⁶ on graphs like the star."""
+    if model.q == 0:
+        return {"min_diagonal": 1.0, "nonnegative": True}
+    degu = ordered_row_sums(np.where(s.mask, s.u[s.edge], 0.0))
+    low = float(np.min(1.0 - degu / model.capacities))
+    ok = low >= -1e-12
+    if not ok:
+        logger.warning("M%d has a negative diagonal entry %.3g: not a generalized diffusion matrix "
+                       "(thesis §5.6, star counter-example)", kind, low)
+    return {"min_diagonal": low, "nonnegative": ok}
 
 
 # -- distributed form -----------------------------------------------------------------------------
@@ -473,9 +729,34 @@ def _ordered_sum(values) -> float:
     return acc
 
 
+def local_edge_rates(nb: NeighbourComm, capacity: float, weights: NDArray[np.float64], eps: float, kind: int = 1,
+                     *, lazy: bool = False, alpha: float | None = None) -> tuple[NDArray, NDArray]:
+    """This rank's edge rates ``u_ij`` and its neighbours' capacities (collective, after input agreement).
+
+    Notes
+    -----
+    One exchange of (c_i, δ_i^w) with the neighbours; for M², M³, M⁴ also one allreduce(max) of
+    (−c_i, c_i, δ_i^w) for (c_min, c_max, Δ^w). The rates are those of :func:`edge_rates`, bit for
+    bit. Validated inputs are assumed (see :func:`gda_distributed`).
+    """
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    capacity = float(capacity)
+    degw = _ordered_sum(w)
+    peer = nb.exchange([np.array([capacity, degw])] * len(nb.neighbours))
+    cj = np.array([x[0] for x in peer], dtype=np.float64)
+    dj = np.array([x[1] for x in peer], dtype=np.float64)
+    glob = None
+    if kind in _GLOBAL_KINDS:
+        g = nb.allreduce(np.array([-capacity, capacity, degw]), op="max")
+        glob = (-float(g[0]), float(g[1]), float(g[2]))
+    u = _rates(kind, capacity, cj, degw, dj, w, float(eps), glob, alpha, bool(lazy))
+    return np.asarray(u, dtype=np.float64), cj
+
+
 def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
-                    *, tol: float = 1e-3, max_iter: int = 100000, check_every: int = 1) -> LocalFlowResult:
-    """GDA with M¹(ε) on one rank (SPMD; every rank of ``nb.comm`` must call it).
+                    *, kind: int = 1, lazy: bool = False, alpha: float | None = None, tol: float = 1e-3,
+                    max_iter: int = 100000, check_every: int = 1) -> LocalFlowResult:
+    """GDA with M^kind(ε) on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
     ----------
@@ -488,7 +769,14 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     weights : ndarray, shape (len(nb.neighbours),)
         Weight of the edge to each neighbour.
     eps : float
-        ε ≥ 0 (the caller computes ε₀ from the global graph, e.g. with :func:`epsilon0`).
+        ε ≥ 0 of M¹ … M⁴ (the caller computes ε₀ from the global graph, e.g. with :func:`epsilon0`);
+        ignored by M⁵ and M⁶.
+    kind : int in 1..6
+    lazy : bool
+        Iterate with ½(I + M).
+    alpha : float
+        α of M⁶, required for kind 6 (the thesis assumes the spectrum of 𝓛 known; the registry
+        adapter computes it with :func:`elsasser_alpha` from the global model).
     tol, max_iter, check_every
         Same stopping rule as :func:`gda_iter`.
 
@@ -496,39 +784,34 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     -------
     LocalFlowResult
         ``flows[t] > 0``: this rank sends that much to ``nb.neighbours[t]``. ``extra`` holds the
-        final ``load`` and ``residual``.
+        final ``load``, ``residual`` and ``nonnegative`` (this rank's diagonal entry ≥ 0).
 
     Raises
     ------
     BalancerError, GraphError
-        On every rank, if any rank has a bad ε, ``tol``, ``max_iter``, ``check_every``, load,
-        capacity or edge weight (agreed collectively by :func:`agree_local_inputs`).
+        On every rank, if any rank has a bad ε, kind, lazy, α, ``tol``, ``max_iter``,
+        ``check_every``, load, capacity or edge weight (agreed by :func:`agree_local_inputs`).
 
     Notes
     -----
     Thesis Alg. 3 with one synchronous sweep per iteration. Communication: one allreduce of
-    (l_i, error flag) for ``Σ l`` (and collective validation), one exchange of (c_i, δ_i^w), then per
-    sweep one exchange of l_i and ``x_ij = s_ij w_ij (l_i/c_i − l_j/c_j)``, ``l_i ← l_i − Σ_j x_ij``,
-    ``f_ij ← f_ij + x_ij``; every ``check_every`` sweeps (and at 0 and ``max_iter``) one
-    allreduce(max) of ``|l_i − l̄_i| / l̄_i``. Counters: :func:`gda_counters`.
+    (l_i, error flag) for ``Σ l`` (and collective validation), the set-up of
+    :func:`local_edge_rates`, then per sweep one exchange of l_i and ``x_ij = u_ij (l_i/c_i − l_j/c_j)``,
+    ``l_i ← l_i − Σ_j x_ij``, ``f_ij ← f_ij + x_ij``; every ``check_every`` sweeps (and at 0 and
+    ``max_iter``) one allreduce(max) of ``|l_i − l̄_i| / l̄_i``. Counters: :func:`gda_counters`.
     """
-    nbrs = nb.neighbours
     w = np.asarray(weights, dtype=np.float64).ravel()
 
     def check_parameters() -> None:
         _check_eps(eps)
+        _check_matrix(kind, lazy, alpha, need_alpha=True)
         _check_stopping(tol, max_iter, check_every)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
-    eps = _check_eps(eps)  # valid on every rank now
     capacity, load = float(capacity), float(load)
-    degw = _ordered_sum(w)
-    peer = nb.exchange([np.array([capacity, degw])] * len(nbrs))
-    cj = np.array([x[0] for x in peer], dtype=np.float64)
-    dj = np.array([x[1] for x in peer], dtype=np.float64)
-    sw = np.minimum(capacity / (degw + eps), cj / (dj + eps)) * w
+    u, cj = local_edge_rates(nb, capacity, w, _check_eps(eps), kind, lazy=lazy, alpha=alpha)
     fair = capacity * total
-    flows = np.zeros(len(nbrs))
+    flows = np.zeros(len(nb.neighbours))
 
     def residual() -> float:
         local = abs(load - fair) / fair if fair > 0 else 0.0
@@ -538,7 +821,7 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     r = residual()
     while r > tol and n < max_iter:
         lj = nb.exchange_scalar(load)
-        x = sw * (load / capacity - lj / cj)
+        x = u * (load / capacity - lj / cj)
         load = load - _ordered_sum(x)
         flows = flows + x
         n += 1
@@ -546,4 +829,5 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
             r = residual()
     nb.counters.iterations = n
     return LocalFlowResult(flows=flows, iterations=n, converged=r <= tol, counters=nb.counters,
-                           extra={"load": load, "residual": r})
+                           extra={"load": load, "residual": r,
+                                  "nonnegative": 1.0 - _ordered_sum(u) / capacity >= -1e-12})

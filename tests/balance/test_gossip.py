@@ -14,13 +14,10 @@ from hermes.balance.gossip import (
     _merge,
     _pad_row,
     _pick_targets,
-    format_gossip_report,
-    gossip_lab,
     grapevine,
     grapevine_iter,
-    iso_optimum,
-    make_objects,
 )
+from hermes.lab.gossip import format_gossip_report, gossip_lab, iso_optimum, make_objects
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.errors import BalancerError
 

@@ -1,0 +1,314 @@
+"""The second-order scheme (SOS) on a generalized diffusion matrix: serial reference and distributed form.
+
+SOS (thesis §7.1.2, Alg. 4; Muthukrishnan et al.) accelerates a diffusion matrix M by
+
+    l⁽¹⁾ = M l⁽⁰⁾,      l⁽ᵏ⁾ = ω M l⁽ᵏ⁻¹⁾ + (1 − ω) l⁽ᵏ⁻²⁾   (k ≥ 2),
+
+a polynomial scheme ``l⁽ⁿ⁾ = P_n(M) l⁽⁰⁾`` with ``P_n(1) = 1``; it converges for ``ω ∈ (0, 2)`` and
+fastest for ``ω_opt = 2 / (1 + √(1 − λ_M²))`` (Varga). Because λ_M is an eigenvalue problem, the
+thesis proposes (eq. 7.1.7) ``ω* = 2 / (1 + √(K (2 − K)))`` with
+``K = 4 e(G) w_min / (Δ^w + ε) · (c_min / c_max) sin²(π / 2p)``: ``1 − K`` is the bound (5.5.6) of
+Cor. 2 on λ_{M¹(ε)}, so ω* is ω_opt evaluated at that bound (``1 − (1 − K)² = K (2 − K)``).
+
+The flow of step k is ``ψ⁽ᵏ⁾ = ω x⁽ᵏ⁾ − (1 − ω) ψ⁽ᵏ⁻¹⁾`` with ``x⁽ᵏ⁾ = U Aᵀ D⁻¹ l⁽ᵏ⁾`` the GDA flow
+of the current loads and ``ψ⁽⁰⁾ = x⁽⁰⁾``; every ψ lies in the range of ``U Aᵀ``, so the accumulated
+flow converges to the same ``‖·‖_{2,U^{-1/2}}``-minimal flow as GDA with M (Th. 17):
+:func:`hermes.balance.diffusion.diffusion_flow`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.balance.diffusion import (
+    GDAState,
+    _check_eps,
+    _check_matrix,
+    _check_stopping,
+    _diagonal_report,
+    _ordered_sum,
+    _residual,
+    _resolve_eps,
+    _setup,
+    convergence_factor,
+    diffusion_bounds,
+    diffusion_matrix,
+    edge_connectivity,
+    local_edge_rates,
+    sweep_counters,
+)
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.model import Model
+from hermes.comm import Counters, NeighbourComm
+from hermes.errors import BalancerError
+
+__all__ = ["omega_star", "omega_opt", "check_omega", "sos_iter", "sos", "sos_counters", "sos_distributed"]
+
+
+def check_omega(omega) -> float:
+    """Return ω as a float; BalancerError unless ``0 < ω < 2`` (the convergence range, thesis §7.1.2)."""
+    try:
+        value = float(omega)
+    except (TypeError, ValueError):
+        raise BalancerError(f"ω must be a number in (0, 2), got {omega!r}") from None
+    if not (0.0 < value < 2.0):
+        raise BalancerError(f"ω must be in (0, 2) for the second-order scheme to converge, got {omega!r}")
+    return value
+
+
+def omega_star(model: Model, eps: str | float = "eps0", *, lazy: bool = False) -> float:
+    """ω* of thesis eq. (7.1.7) for SOS on M¹(ε).
+
+    Returns
+    -------
+    float
+        ``2 / (1 + √(K (2 − K)))`` with ``K = 4 e(G) w_min / (Δ^w + ε) · (c_min / c_max) sin²(π/2p)``;
+        for the lazy matrix ½(I + M), whose λ is at most ``1 − K/2``, K is halved. 1.0 for p = 1.
+
+    Raises
+    ------
+    BalancerError
+        Bad ε, or ω* ∉ (0, 2). ω* → 2 as K → 2 (p = 2, ε = 0, equal capacities, where M¹(0) is
+        periodic and neither GDA nor SOS converges).
+
+    Notes
+    -----
+    ``1 − K`` is the right-hand side of Cor. 2 (5.5.6), an upper bound on λ_{M¹(ε)} for ε ≥ ε₀, so
+    then ω* ≥ ω_opt; the SOS still converges (ω* < 2) with rate ``√(ω* − 1)``. The quantities e(G),
+    w_min, Δ^w, c_min/c_max are global: the registry adapter computes ω* from the model.
+    """
+    validate_model(model)
+    e = _resolve_eps(model, eps)
+    if model.p < 2:
+        return 1.0
+    c = model.capacities
+    k = (4.0 * edge_connectivity(model) * float(model.weights.min()) / (float(model.weighted_degree.max()) + e)
+         * (c.min() / c.max()) * math.sin(math.pi / (2 * model.p)) ** 2)
+    if lazy:
+        k = 0.5 * k
+    return check_omega(2.0 / (1.0 + math.sqrt(max(k * (2.0 - k), 0.0))))
+
+
+def omega_opt(model: Model, eps: str | float = "eps0", kind: int = 1, *, lazy: bool = False,
+              alpha: float | None = None) -> float:
+    """``ω_opt = 2 / (1 + √(1 − λ_M²))`` (thesis §7.1.2, Varga) for SOS on M^kind(ε) (or ½(I + M)).
+
+    Notes
+    -----
+    Needs λ_M (:func:`~hermes.balance.diffusion.convergence_factor`, an eigenvalue problem): the
+    thesis assumes it known; the registry adapter computes it from the global model.
+    """
+    s = _setup(model, eps, kind, lazy, alpha)
+    lam = convergence_factor(diffusion_matrix(model, s.eps, kind, lazy=lazy, alpha=s.alpha), model.capacities)
+    return check_omega(2.0 / (1.0 + math.sqrt(max(1.0 - lam * lam, 0.0))))
+
+
+def _resolve_omega(model: Model, omega, eps, kind, lazy, alpha) -> float:
+    if isinstance(omega, str):
+        if omega == "star":
+            if kind != 1:
+                raise BalancerError("ω* (eq. 7.1.7) is defined for M¹(ε) only; give ω or use 'opt'")
+            return omega_star(model, eps, lazy=lazy)
+        if omega == "opt":
+            return omega_opt(model, eps, kind, lazy=lazy, alpha=alpha)
+        raise BalancerError(f"unknown ω {omega!r}: expected 'star', 'opt' or a number in (0, 2)")
+    return check_omega(omega)
+
+
+def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "star", kind: int = 1,
+             lazy: bool = False, alpha: float | None = None, tol: float = 1e-3, max_iter: int = 100000,
+             check_every: int = 1) -> Iterator[GDAState]:
+    """Run the second-order scheme serially, yielding the state after every step.
+
+    Parameters
+    ----------
+    model : Model
+    eps : "eps0" or float ≥ 0
+        ε of the matrix (M¹ … M⁴).
+    omega : "star", "opt" or float in (0, 2)
+        ω* (eq. 7.1.7, M¹ only), ω_opt, or an explicit value.
+    kind, lazy, alpha
+        The diffusion matrix, as in :func:`hermes.balance.diffusion.gda_iter`.
+    tol, max_iter, check_every
+        Stopping rule of :func:`hermes.balance.diffusion.gda_iter`.
+
+    Yields
+    ------
+    GDAState
+        Iteration 0 first; the last one yielded is the final state.
+
+    Raises
+    ------
+    BalancerError
+        ω outside (0, 2), bad ε, kind, stopping parameters. GraphError for an unusable model.
+
+    Notes
+    -----
+    Thesis Alg. 4, corrected: the load update and ``k ← k + 1`` belong after the neighbour loop (as in
+    Alg. 3), and the first step is the plain diffusion step ``l⁽¹⁾ = M l⁽⁰⁾`` of the scheme's
+    definition (the algorithm as printed, with ψ⁽⁻¹⁾ = 0 and ω in δ⁽⁰⁾, would start with
+    ``((1 − ω) I + ω M) l⁽⁰⁾``). Per step, on every edge ``e_k = {i, j}``:
+    ``x = u_k (l_i/c_i − l_j/c_j)``, ``ψ ← ω x − (1 − ω) ψ`` (ψ ← x at step 0), ``l ← l − A ψ``,
+    ``f ← f + ψ``. The load update ``l⁽ᵏ⁺¹⁾ = l⁽ᵏ⁾ − A ψ⁽ᵏ⁾`` equals
+    ``ω M l⁽ᵏ⁾ + (1 − ω) l⁽ᵏ⁻¹⁾`` and keeps the flow consistent with the loads. With ω = 1 it is GDA
+    bit for bit.
+    """
+    s = _setup(model, eps, kind, lazy, alpha)
+    w = _resolve_omega(model, omega, s.eps, kind, lazy, s.alpha)
+    _check_stopping(tol, max_iter, check_every)
+    c, e = model.capacities, model.edges
+    fair = c * ordered_total(model.loads)
+    loads = model.loads.copy()
+    flow = np.zeros(model.q)
+    psi = np.zeros(model.q)
+    n = 0
+    r = _residual(loads, fair)
+    yield GDAState(0, loads, flow, r, True)
+    if r <= tol:
+        return
+    while n < max_iter:
+        h = loads / c
+        x = s.u * (h[e[:, 0]] - h[e[:, 1]])
+        psi = x if n == 0 else w * x - (1.0 - w) * psi
+        loads = loads - s.outflow(psi)
+        flow = flow + psi
+        n += 1
+        checked = n % check_every == 0 or n == max_iter
+        r = _residual(loads, fair)
+        yield GDAState(n, loads, flow, r, checked)
+        if checked and r <= tol:
+            return
+
+
+def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None, *, kind: int = 1) -> Counters:
+    """Counters of :func:`sos_distributed`: those of GDA (one exchange of l_i per step, ψ stays local).
+
+    Notes
+    -----
+    See :func:`hermes.balance.diffusion.gda_counters` (``exchange_rounds = 1 + n``,
+    ``collectives = {"allreduce": 1 + g + C}``, ``messages = 2q (1 + n)``,
+    ``bytes = 16p + 32q + 24pg + 16qn + 8pC``).
+    """
+    return sweep_counters(model, iterations, check_every, links, setup=(3,) if kind in (2, 3, 4) else ())[0]
+
+
+def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star", kind: int = 1, lazy: bool = False,
+        alpha: float | None = None, tol: float = 1e-3, max_iter: int = 100000, check_every: int = 1, links=None,
+        compute_factor: bool = True) -> FlowResult:
+    """Second-order scheme (thesis Alg. 4, eq. 7.1.7): serial reference of :func:`sos_distributed`.
+
+    Parameters
+    ----------
+    model, eps, omega, kind, lazy, alpha, tol, max_iter, check_every
+        See :func:`sos_iter`.
+    links : hermes.clock.Links, optional
+        If given, ``counters.time`` is the α-β time of the distributed form.
+    compute_factor : bool
+        Also report λ_M of the underlying matrix and the bounds of
+        :func:`~hermes.balance.diffusion.diffusion_bounds`.
+
+    Returns
+    -------
+    FlowResult
+        ``convergence_factor`` is λ_M of M (the SOS's own asymptotic rate is ``extra["rate"]``:
+        ``√(ω − 1)`` for ω ≥ ω_opt, else the largest root modulus of ``r² − ω λ r + (ω − 1)`` over the
+        spectrum); ``extra`` holds ``omega``, ``eps``, ``kind``, ``lazy``, ``alpha``, ``residual``,
+        ``loads``, ``rank_times``, ``min_diagonal``, ``nonnegative`` and, with ``compute_factor``,
+        ``bounds`` and ``rate``.
+    """
+    s = _setup(model, eps, kind, lazy, alpha)
+    w = _resolve_omega(model, omega, s.eps, kind, lazy, s.alpha)
+    state = None
+    for state in sos_iter(model, s.eps, omega=w, kind=kind, lazy=lazy, alpha=s.alpha, tol=tol, max_iter=max_iter,
+                          check_every=check_every):
+        pass
+    assert state is not None
+    counters, times = sweep_counters(model, state.iteration, check_every, links,
+                                     setup=(3,) if kind in (2, 3, 4) else ())
+    extra = {"omega": w, "eps": s.eps, "kind": kind, "lazy": bool(lazy), "alpha": s.alpha,
+             "residual": state.residual, "loads": state.loads, "rank_times": times}
+    extra.update(_diagonal_report(model, s, kind))
+    factor = None
+    if compute_factor:
+        factor = convergence_factor(diffusion_matrix(model, s.eps, kind, lazy=lazy, alpha=s.alpha), model.capacities)
+        extra["bounds"] = diffusion_bounds(model, s.eps, kind, lazy=lazy, alpha=s.alpha)
+        extra["rate"] = _sos_rate(factor, w)
+    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tol,
+                      counters=counters, convergence_factor=factor, extra=extra)
+
+
+def _sos_rate(lam: float, w: float) -> float:
+    """Largest modulus of the roots of ``r² − ω λ r + (ω − 1) = 0`` for λ = ±λ_M (the SOS rate)."""
+    disc = (w * lam) ** 2 - 4.0 * (w - 1.0)
+    if disc <= 0:
+        return math.sqrt(w - 1.0)
+    return 0.5 * (w * lam + math.sqrt(disc))
+
+
+def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
+                    omega: float, *, kind: int = 1, lazy: bool = False, alpha: float | None = None,
+                    tol: float = 1e-3, max_iter: int = 100000, check_every: int = 1) -> LocalFlowResult:
+    """The second-order scheme on one rank (SPMD; every rank of ``nb.comm`` must call it).
+
+    Parameters
+    ----------
+    nb, load, capacity, weights, eps, kind, lazy, alpha, tol, max_iter, check_every
+        As in :func:`hermes.balance.diffusion.gda_distributed`.
+    omega : float in (0, 2)
+        The caller computes ω* (:func:`omega_star`) or ω_opt (:func:`omega_opt`) from the global
+        model, as the thesis assumes these quantities known.
+
+    Returns
+    -------
+    LocalFlowResult
+        ``flows[t] > 0``: this rank sends to ``nb.neighbours[t]``; ``extra``: ``load``, ``residual``.
+
+    Raises
+    ------
+    BalancerError, GraphError
+        On every rank if any rank has ω ∉ (0, 2) or another bad input (collective agreement).
+
+    Notes
+    -----
+    Thesis Alg. 4 (corrected, see :func:`sos_iter`). Per step one exchange of l_i; the per-edge
+    ``ψ_ij`` stay local (both endpoints compute ``ψ_ji = −ψ_ij`` exactly). Counters:
+    :func:`sos_counters`.
+    """
+    w = np.asarray(weights, dtype=np.float64).ravel()
+
+    def check_parameters() -> None:
+        _check_eps(eps)
+        check_omega(omega)
+        _check_matrix(kind, lazy, alpha, need_alpha=True)
+        _check_stopping(tol, max_iter, check_every)
+
+    total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
+    om = float(omega)
+    capacity, load = float(capacity), float(load)
+    u, cj = local_edge_rates(nb, capacity, w, _check_eps(eps), kind, lazy=lazy, alpha=alpha)
+    fair = capacity * total
+    flows = np.zeros(len(nb.neighbours))
+    psi = np.zeros(len(nb.neighbours))
+
+    def residual() -> float:
+        local = abs(load - fair) / fair if fair > 0 else 0.0
+        return float(nb.allreduce(local, op="max"))
+
+    n = 0
+    r = residual()
+    while r > tol and n < max_iter:
+        lj = nb.exchange_scalar(load)
+        x = u * (load / capacity - lj / cj)
+        psi = x if n == 0 else om * x - (1.0 - om) * psi
+        load = load - _ordered_sum(psi)
+        flows = flows + psi
+        n += 1
+        if n % check_every == 0 or n == max_iter:
+            r = residual()
+    nb.counters.iterations = n
+    return LocalFlowResult(flows=flows, iterations=n, converged=r <= tol, counters=nb.counters,
+                           extra={"load": load, "residual": r})

@@ -1,0 +1,194 @@
+"""flow-bench: regenerate the families of the published figures with the serial references.
+
+Two families:
+
+``diffusion``
+    Iterations versus p of GDA0, GDA1, GDA6 and SOS on paths, 2-D meshes (4 × p/4), 2-D tori
+    (4 × p/4) and partial binary trees, in the environments HOMO (homogeneous), HCUW (speed ∝
+    r mod 4 + 1, unit weights) and HCHW (same speeds, edge weight (i + j) mod 3 + 1), with the load
+    distributions ONE, EQ, HIGH and HALF — JPDC Figs. 1–18, thesis Tables 5.1–5.3.
+``polynomial``
+    PCG versus LPA versus MPA on the topologies of thesis Table 8.7 (path, ring, binary and quaternary
+    tree, star, wheel, complete bipartite, complete) for p = 4 … 16: iterations, neighbour-exchange
+    rounds, collectives and the α-β time of each — thesis Figs. 8.12–8.29 (which report measured
+    times; hermes reports the modelled time of the same communication pattern).
+
+Each family writes a CSV (one row per run) and PNG plots; all files are written atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hermes.clock import Links
+from hermes.lab.specs import parse_model
+from hermes.results import write_csv
+
+__all__ = ["diffusion_family", "polynomial_family", "flow_bench", "ENVIRONMENTS"]
+
+#: environment name -> (capacities spec, weights spec), JPDC §4
+ENVIRONMENTS = {"HOMO": ("homo", "1"), "HCUW": ("hcuw", "1"), "HCHW": ("hcuw", "ijmod3")}
+DIFFUSION_ALGORITHMS = ("gda0", "gda1", "gda6", "sos")
+POLYNOMIAL_ALGORITHMS = ("pcg", "lpa", "mpa")
+
+
+def _topology(kind: str, p: int) -> str | None:
+    if kind == "path":
+        return f"path:{p}"
+    if kind in ("mesh", "torus"):
+        return f"{kind}:4x{p // 4}" if p % 4 == 0 and p >= 8 else None
+    if kind == "tree":
+        return f"tree:2:{p}"
+    raise ValueError(kind)
+
+
+def _run(graph: str, caps: str, weights: str, loads: str, algorithm: str, tol: float, links: Links | None):
+    from hermes.balance.registry import BALANCERS
+
+    model = parse_model(graph, caps, weights, loads)
+    info = BALANCERS[algorithm]
+    params = {"tolerance": tol} if "tolerance" in info.defaults else {}
+    t = time.perf_counter()
+    res = info.serial(model, **params, links=links)
+    return model, res, time.perf_counter() - t
+
+
+def diffusion_family(ps: Iterable[int], *, topologies=("path", "mesh", "torus", "tree"),
+                     environments=tuple(ENVIRONMENTS), loads=("one", "eq", "high", "half"),
+                     algorithms=DIFFUSION_ALGORITHMS, tol: float = 1e-3) -> list[dict[str, Any]]:
+    """One row per (topology, p, environment, load, algorithm): iterations and convergence factor."""
+    rows = []
+    for topo in topologies:
+        for p in ps:
+            graph = _topology(topo, p)
+            if graph is None:
+                continue
+            for env in environments:
+                caps, weights = ENVIRONMENTS[env]
+                for load in loads:
+                    for alg in algorithms:
+                        model, res, wall = _run(graph, caps, weights, load, alg, tol, None)
+                        rows.append({"family": "diffusion", "topology": topo, "graph": graph, "p": model.p,
+                                     "environment": env, "loads": load.upper(), "algorithm": alg,
+                                     "iterations": res.iterations, "converged": res.converged,
+                                     "convergence_factor": res.convergence_factor, "wall_seconds": wall})
+    return rows
+
+
+#: Table 8.7 topologies as graph specs for p processors
+def _table87(kind: str, p: int) -> str | None:
+    return {"path": f"path:{p}", "ring": f"ring:{p}", "binary tree": f"tree:2:{p}",
+            "quaternary tree": f"tree:4:{p}", "star": f"star:{p}", "wheel": f"wheel:{p}" if p >= 4 else None,
+            "complete bipartite": f"bipartite:{p // 2}x{p - p // 2}", "complete": f"complete:{p}"}[kind]
+
+
+TABLE_8_7 = ("path", "ring", "binary tree", "quaternary tree", "star", "wheel", "complete bipartite", "complete")
+
+
+def polynomial_family(ps: Iterable[int], *, topologies=TABLE_8_7, algorithms=POLYNOMIAL_ALGORITHMS,
+                      loads: str = "random:1", links: Links | None = None) -> list[dict[str, Any]]:
+    """One row per (topology, p, algorithm): iterations, rounds, collectives and α-β time."""
+    links = links or Links()
+    rows = []
+    for topo in topologies:
+        for p in ps:
+            graph = _table87(topo, p)
+            if graph is None:
+                continue
+            for alg in algorithms:
+                model, res, wall = _run(graph, "hcuw", "1", loads, alg, 1e-10, links)
+                c = res.counters
+                deg = model.degree
+                rows.append({"family": "polynomial", "topology": topo, "graph": graph, "p": model.p,
+                             "diameter": _diameter(model), "max_degree": int(deg.max()),
+                             "connectivity": 2 * model.q / (model.p * (model.p - 1)), "algorithm": alg,
+                             "iterations": res.iterations, "exchange_rounds": c.exchange_rounds,
+                             "collectives": int(sum(c.collectives.values())), "messages": c.messages,
+                             "bytes": c.bytes, "time": c.time, "wall_seconds": wall})
+    return rows
+
+
+def _diameter(model) -> int:
+    import scipy.sparse.csgraph as csg
+
+    d = csg.shortest_path(model.laplacian != 0, unweighted=True, directed=False)
+    return int(d.max())
+
+
+def _plot_diffusion(rows, out: Path) -> list[Path]:
+    from matplotlib.figure import Figure
+
+    from hermes.viz.partition import save_figure
+
+    paths = []
+    for topo in sorted({r["topology"] for r in rows}):
+        envs = [e for e in ENVIRONMENTS if any(r["environment"] == e and r["topology"] == topo for r in rows)]
+        loads = sorted({r["loads"] for r in rows if r["topology"] == topo})
+        fig = Figure(figsize=(3.2 * len(loads), 2.6 * len(envs)), layout="constrained")
+        axes = np.atleast_2d(fig.subplots(len(envs), len(loads), squeeze=False))
+        for i, env in enumerate(envs):
+            for j, load in enumerate(loads):
+                ax = axes[i, j]
+                for alg in sorted({r["algorithm"] for r in rows}):
+                    sel = [r for r in rows if (r["topology"], r["environment"], r["loads"], r["algorithm"])
+                           == (topo, env, load, alg)]
+                    if sel:
+                        ax.plot([r["p"] for r in sel], [r["iterations"] for r in sel], marker="o", ms=3, label=alg)
+                ax.set_title(f"{env}-{load}", fontsize="small")
+                ax.set_xlabel("p", fontsize="small")
+                ax.set_ylabel("iterations", fontsize="small")
+                ax.grid(alpha=0.3)
+        axes[0, 0].legend(fontsize="x-small")
+        fig.suptitle(f"iterations of diffusion schemes on {topo}s (JPDC Figs. 1-18)", fontsize="medium")
+        paths.append(save_figure(fig, out / f"diffusion-{topo}.png"))
+    return paths
+
+
+def _plot_polynomial(rows, out: Path) -> list[Path]:
+    from matplotlib.figure import Figure
+
+    from hermes.viz.partition import save_figure
+
+    topos = [t for t in TABLE_8_7 if any(r["topology"] == t for r in rows)]
+    cols = 4
+    nrow = -(-len(topos) // cols)
+    fig = Figure(figsize=(3.2 * cols, 2.6 * nrow), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(nrow, cols, squeeze=False))
+    for k, topo in enumerate(topos):
+        ax = axes[k // cols, k % cols]
+        for alg in POLYNOMIAL_ALGORITHMS:
+            sel = [r for r in rows if r["topology"] == topo and r["algorithm"] == alg]
+            if sel:
+                ax.plot([r["p"] for r in sel], [1e3 * r["time"] for r in sel], marker="o", ms=3, label=alg)
+        ax.set_title(topo, fontsize="small")
+        ax.set_xlabel("p", fontsize="small")
+        ax.set_ylabel("α-β time [ms]", fontsize="small")
+        ax.grid(alpha=0.3)
+    for k in range(len(topos), nrow * cols):
+        axes[k // cols, k % cols].set_visible(False)
+    axes[0, 0].legend(fontsize="x-small")
+    fig.suptitle("PCG vs LPA vs MPA on the topologies of thesis Table 8.7 (modelled time)", fontsize="medium")
+    return [save_figure(fig, out / "polynomial-table-8.7.png")]
+
+
+def flow_bench(out: str | Path, *, quick: bool = False, families=("diffusion", "polynomial")) -> list[Path]:
+    """Run the families, write CSV + PNG into ``out``; returns the written paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if "diffusion" in families:
+        ps = [8, 16] if quick else list(range(8, 65, 8))
+        rows = diffusion_family(ps, loads=("one", "eq") if quick else ("one", "eq", "high", "half"))
+        written.append(write_csv(out / "diffusion.csv", rows))
+        written += _plot_diffusion(rows, out)
+    if "polynomial" in families:
+        ps = [4, 8] if quick else list(range(4, 17))
+        rows = polynomial_family(ps)
+        written.append(write_csv(out / "polynomial.csv", rows))
+        written += _plot_polynomial(rows, out)
+    return written

@@ -1,0 +1,169 @@
+"""Implicit diffusion (thesis Alg. 5 — Watts et al. — and Alg. 6, eq. 7.2.2): steps, flow, sweeps, counters."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hermes.balance.diffusion import diffusion_flow, edge_rates, gda, gda_iter
+from hermes.balance.flow import check_balancing, minimal_flow
+from hermes.balance.implicit import implicit, implicit_counters, implicit_flow, implicit_iter, implicit_rates, \
+    inner_sweeps
+from hermes.balance.model import Model
+from hermes.clock import Links
+from hermes.errors import BalancerError, GraphError
+from tests.balance.graphs import KINDS, random_model, zero_capacity_model
+
+SMALL = [(k, p, s) for k in KINDS for p, s in [(6, 1), (12, 3)]]
+
+
+def rel(a, b) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def system(m: Model, u: np.ndarray) -> np.ndarray:
+    """``I + L D⁻¹`` with ``L = A U Aᵀ`` (eq. 7.2.2), dense."""
+    a = m.incidence.toarray()
+    return np.eye(m.p) + a @ np.diag(u) @ a.T @ np.diag(1 / m.capacities)
+
+
+@pytest.mark.parametrize("watts", [False, True])
+@pytest.mark.parametrize("alpha", [1.0, 5.0])
+def test_one_outer_step_solves_the_implicit_system(watts, alpha):
+    m = random_model("tree+", 10, 4)
+    u = implicit_rates(m, "eps0", watts=watts, alpha=alpha)
+    y = np.linalg.solve(system(m, u), m.loads)  # backward Euler: (I + L D⁻¹) l¹ = l⁰
+    states = implicit_iter(m, "eps0", watts=watts, alpha=alpha, inner_tol=1e-14, tol=0.0, max_iter=1)
+    next(states)
+    s1 = next(states)
+    assert np.allclose(s1.loads, y, rtol=1e-12, atol=1e-12)
+    h = y / m.capacities
+    assert np.allclose(s1.flow, u * (h[m.edges[:, 0]] - h[m.edges[:, 1]]), rtol=1e-11, atol=1e-12)  # U Aᵀ D⁻¹ l¹
+
+
+def test_rates_of_algorithms_5_and_6():
+    m = random_model("mesh", 12, 2)
+    c, e = m.capacities, m.edges
+    ci, cj = c[e[:, 0]], c[e[:, 1]]
+    # Alg. 5: u = α c_i c_j / (c_i + c_j), so T_ij = u/c_j = α c_i/(c_i+c_j) and β_i = 1 + α Σ_j c_j/(c_i+c_j)
+    u = implicit_rates(m, watts=True, alpha=3.0)
+    assert np.allclose(u, 3.0 * ci * cj / (ci + cj), rtol=1e-15)
+    for i in range(m.p):
+        nb = m.neighbours[i]
+        beta_printed = 1 + 3.0 * np.sum(c[nb] / (c[i] + c[nb]))
+        k = [int(np.flatnonzero((e[:, 0] == min(i, j)) & (e[:, 1] == max(i, j)))[0]) for j in nb]
+        assert 1 + np.sum(u[k]) / c[i] == pytest.approx(beta_printed, rel=1e-14)
+    # the model's weights do not enter Watts' scheme; Alg. 6 is α times the M¹(ε) rates
+    heavy = Model(m.p, m.edges, m.loads, m.capacities, 5 * m.weights)
+    assert np.array_equal(implicit_rates(heavy, watts=True, alpha=3.0), u)
+    assert np.allclose(implicit_rates(m, 1.0, alpha=2.0, lazy=True), 2.0 * edge_rates(m, 1.0, lazy=True),
+                       rtol=1e-15)
+
+
+@pytest.mark.parametrize("kind,p,seed", SMALL)
+@pytest.mark.parametrize("watts,alpha,inner", [(False, 1.0, 1e-2), (False, 8.0, 0.3), (True, 1.0, 1e-2),
+                                               (True, 0.2, 0.5)])
+def test_implicit_converges_to_the_gda_flow(kind, p, seed, watts, alpha, inner):
+    # Th. 18: the flow of M = I − A U Aᵀ D⁻¹, whatever α and however inexact the inner solve
+    m = random_model(kind, p, seed)
+    res = implicit(m, "eps0", watts=watts, alpha=alpha, inner_tol=inner, tol=1e-10)
+    assert res.converged and res.extra["residual"] <= 1e-10
+    ref = implicit_flow(m, "eps0", watts=watts)
+    if not watts:
+        assert np.array_equal(ref, diffusion_flow(m, "eps0")) or rel(ref, diffusion_flow(m, "eps0")) < 1e-12
+    else:
+        c, e = m.capacities, m.edges
+        cc = c[e[:, 0]] * c[e[:, 1]] / (c[e[:, 0]] + c[e[:, 1]])
+        assert rel(ref, minimal_flow(Model(m.p, m.edges, m.loads, c, cc))) < 1e-12
+    assert rel(res.flow, ref) < 1e-6
+    assert check_balancing(m, res.flow) < 1e-6
+    assert np.allclose(m.apply_flow(res.flow), res.extra["loads"], rtol=1e-12, atol=1e-10)  # conserved, consistent
+
+
+def test_outer_rate_and_time_step():
+    # eigenvalues of (I + L D⁻¹)⁻¹ are 1/(1 + μ_k) (eq. 7.2.3): a longer step α converges in fewer outer
+    # steps but needs more Jacobi sweeps per step
+    m = random_model("path", 16, 2)
+    small, large = implicit(m, alpha=1.0, tol=1e-6), implicit(m, alpha=20.0, tol=1e-6)
+    assert large.convergence_factor < small.convergence_factor < 1
+    assert large.iterations < small.iterations and large.extra["sweeps"] > small.extra["sweeps"]
+    D = np.diag(1 / np.sqrt(m.capacities))
+    u = implicit_rates(m, alpha=20.0)
+    mu = np.linalg.eigvalsh(D @ Model(m.p, m.edges, m.loads, m.capacities, u).laplacian.toarray() @ D)
+    assert large.convergence_factor == pytest.approx(1 / (1 + mu[1]), rel=1e-10)
+    # with alpha = 1 the implicit step is never faster than the explicit GDA step (1/(1+μ) ≥ 1 − μ)
+    assert small.iterations >= gda(m, tol=1e-6, compute_factor=False).iterations
+
+
+def test_inner_sweeps():
+    # m = max(1, ⌈ln(τ/A) / ln γ⌉), γ = 1 − 1/β_max, A = max(1, 2 (β_max − 1) √β_max)
+    assert inner_sweeps(2.0, 1e-2) == math.ceil(math.log(1e-2 / (2 * math.sqrt(2))) / math.log(0.5)) == 9
+    assert inner_sweeps(1.0, 1e-2) == 1 and inner_sweeps(1.1, 0.9) == 1
+    # a fast processor among slow neighbours: the printed row sum β_i⁻¹ Σ_j T_ij exceeds 1 (Alg. 5's m
+    # formula breaks down), γ = max δ^u/(c + δ^u) < 1 does not
+    m = Model.create(3, [(0, 1), (1, 2)], [3.0, 0.0, 0.0], [1.0, 50.0, 1.0])
+    u = implicit_rates(m, watts=True, alpha=10.0)
+    c = m.capacities
+    printed = (u[0] / c[0] + u[1] / c[2]) / (1 + (u[0] + u[1]) / c[1])
+    assert printed > 1
+    res = implicit(m, watts=True, alpha=10.0, inner_tol=1e-3, tol=1e-9)
+    beta_max = max(1 + (u[0] + u[1]) / c[1], 1 + u[0] / c[0], 1 + u[1] / c[2])
+    assert res.extra["sweeps"] == inner_sweeps(beta_max, 1e-3) and res.converged
+
+
+@pytest.mark.parametrize("kind,p,seed", [("path", 6, 1), ("mesh", 12, 3)])
+def test_thesis_sweep_count_can_diverge(kind, p, seed):
+    # a long step (α = 8) and a loose inner tolerance: the printed m = ⌈ln τ / ln γ⌉ ignores that the inner
+    # error reaches the loads multiplied by L D⁻¹, and the outer iteration blows up; hermes' m converges
+    m = random_model(kind, p, seed)
+    u = implicit_rates(m, alpha=8.0)
+    a = m.incidence.toarray()
+    beta_max = float(np.max(1 + (np.abs(a) @ u) / m.capacities))
+    printed = math.ceil(math.log(0.3) / math.log(1 - 1 / beta_max))
+    assert printed < inner_sweeps(beta_max, 0.3)
+    states = implicit_iter(m, alpha=8.0, sweeps=printed, tol=0.0, max_iter=200)
+    assert max(s.residual for s in states) > 1e3
+    res = implicit(m, alpha=8.0, inner_tol=0.3, tol=1e-9)
+    assert res.converged and rel(res.flow, diffusion_flow(m, "eps0")) < 1e-6
+
+
+def test_zero_sweeps_is_the_explicit_gda_step():
+    m = random_model("tree+", 12, 2)
+    for s, g in zip(implicit_iter(m, sweeps=0, tol=1e-8), gda_iter(m, tol=1e-8), strict=True):
+        assert s.iteration == g.iteration and np.array_equal(s.loads, g.loads) and np.array_equal(s.flow, g.flow)
+
+
+def test_counters():
+    m = random_model("tree+", 10, 5)
+    links = Links(latency=1e-4, bandwidth=1e8)
+    for watts, ce in ((False, 1), (True, 3)):
+        res = implicit(m, watts=watts, tol=1e-5, check_every=ce, links=links)
+        n, s = res.iterations, res.extra["sweeps"]
+        checks = 1 + -(-n // ce)
+        cnt = res.counters
+        assert cnt.iterations == n and cnt.exchange_rounds == 1 + n * (s + 1)
+        assert cnt.messages == 2 * m.q * (1 + n * (s + 1))
+        assert cnt.collectives == {"allreduce": 2 + checks}
+        assert cnt.bytes == 24 * m.p + 32 * m.q + 16 * m.q * n * (s + 1) + 8 * m.p * checks
+        assert cnt.time == pytest.approx(implicit_counters(m, n, s, ce, links).time, rel=1e-15) and cnt.time > 0
+        assert cnt.time == pytest.approx(float(np.max(res.extra["rank_times"])), rel=1e-15)
+
+
+def test_errors_and_edge_cases():
+    m = random_model("ring", 6, 0)
+    for kw, match in [({"alpha": 0.0}, "α"), ({"alpha": math.inf}, "α"), ({"inner_tol": 1.0}, "inner"),
+                      ({"inner_tol": 0.0}, "inner"), ({"lazy": "no"}, "lazy"), ({"check_every": 0}, "check_every"),
+                      ({"sweeps": -1}, "sweeps"), ({"sweeps": 1.5}, "sweeps")]:
+        with pytest.raises(BalancerError, match=match):
+            implicit(m, **kw)
+    with pytest.raises(BalancerError):
+        implicit(m, -1.0)
+    with pytest.raises(GraphError, match="capacity"):
+        implicit(zero_capacity_model())
+    balanced = Model.create(3, [(0, 1), (1, 2)], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+    res = implicit(balanced, watts=True)
+    assert res.iterations == 0 and res.converged and np.all(res.flow == 0)
+    lazy = implicit(m, lazy=True, tol=1e-9)
+    assert rel(lazy.flow, diffusion_flow(m, "eps0")) < 1e-6

@@ -280,7 +280,8 @@ def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, pha
     rank, p = comm.Get_rank(), comm.Get_size()
     nb = NeighbourComm(comm, est.neighbours, clock, counters)
     ctx = BalanceContext(comm=comm, clock=clock, nb=nb, model=model, load=dom.load, capacity=est.capacity,
-                         weights=est.weights, dom=dom, params=params, seed=seed, state=state)
+                         weights=est.weights, dom=dom, params=params, seed=seed, state=state,
+                         latency=est.latency, bandwidth=est.bandwidth)
     with clock.activity("balance"):
         decision = agree(comm, bal.run, ctx)
     stats = MigrationStats()

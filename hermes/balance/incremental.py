@@ -1,7 +1,232 @@
-"""(being written) — see docs/ARCHITECTURE.md; contributes REGISTRY entries to hermes.balance.registry."""
+"""AdA: the incremental balancing operator (thesis ch. 9, Alg. 16–17, Functions 18–22).
+
+The minimal balancing flow is linear in the loads, ``φ = Θ l`` with the balancing operator
+(Def. 9.1.1, Th. 24, 25)::
+
+    Θ = W Aᵀ (L + c cᵀ)⁻¹ = −W Aᵀ Y,   Y = D⁻¹ U,   U = (A^{p−2} + a_1 A^{p−3} + … + a_{p−2} I) / a_{p−1},
+
+``A = L D⁻¹``; rank r keeps the row ``Y_r`` and its neighbours' rows, so it knows the rows of Θ of its edges:
+``Θ_(r,j) = −w_rj (Y_r − Y_j)``. AdA computes Θ once (LPA's parallel Faddeev–LeVerrier, p−1 steps) and
+then, depending on what changed since the previous call (Alg. 16):
+
+* only the loads (§9.3): ``φ' = φ + Θ (l' − l)`` — case ``"reuse-loads"``;
+* the capacities (§9.2): ``Θ' = Θ − Θ (c' − c) eᵀ`` (``Y' = Y − (Y δc) eᵀ``) and
+  ``φ' = φ − (Σ l) Θ (c' − c)``, after the load update if the loads changed too — ``"reuse-capacities"``;
+* the topology or the communication costs (§9.4): Θ recomputed from scratch — ``"recompute"``.
+
+The state is explicit: :func:`ada` (serial, whole model) and :func:`ada_distributed` (one rank) take the
+previous state and return the new one in ``extra["state"]``; inside ``hermes run`` the registry entry keeps
+it in ``BalanceContext.state["ada"]`` from phase to phase. The case is ``extra["ada_case"]``.
+"""
 
 from __future__ import annotations
 
-from hermes.balance.registry import BalancerInfo
+from dataclasses import dataclass
 
-REGISTRY: dict[str, BalancerInfo] = {}
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.model import Model
+from hermes.balance.polynomial import (_allgather, _check_refine, _dot, _Graph, _ordered, _row_flows,
+                                       operator_row_distributed, operator_rows, schedule_counters)
+from hermes.balance.registry import BalancerInfo, flow_balancer
+from hermes.comm import NeighbourComm
+
+__all__ = ["AdAOperator", "AdARankState", "ada_case", "ada_schedule", "ada", "ada_distributed", "REGISTRY"]
+
+CASES = ("reuse-loads", "reuse-capacities", "recompute")
+
+
+@dataclass(frozen=True)
+class AdAOperator:
+    """Serial AdA state: the model it was computed for, ``Y`` (p×p, ``Θ = −W Aᵀ Y``) and the flow φ = Θ l."""
+
+    edges: NDArray[np.int64]
+    weights: NDArray[np.float64]
+    loads: NDArray[np.float64]
+    capacities: NDArray[np.float64]
+    rows: NDArray[np.float64]
+    flow: NDArray[np.float64]
+    case: str
+
+
+@dataclass(frozen=True)
+class AdARankState:
+    """One rank's AdA state: its neighbours and weights, its row ``Y_r``, the neighbours' rows, the global
+    loads and capacities of the last call and its per-neighbour flows φ."""
+
+    size: int
+    neighbours: NDArray[np.int64]
+    weights: NDArray[np.float64]
+    loads: NDArray[np.float64]
+    capacities: NDArray[np.float64]
+    row: NDArray[np.float64]
+    rows: NDArray[np.float64]
+    flows: NDArray[np.float64]
+    case: str
+
+
+def ada_case(topology_changed: bool, loads_old, loads, caps_old, caps) -> str:
+    """Which branch of Alg. 16 applies (``recompute`` whenever the topology or the weights changed)."""
+    if topology_changed:
+        return "recompute"
+    return "reuse-capacities" if np.any(np.asarray(caps) != np.asarray(caps_old)) else "reuse-loads"
+
+
+def ada_schedule(p: int, case: str, refine: int = 0) -> list:
+    """Communication schedule of one AdA call (see :func:`ada_distributed`)."""
+    sched = [(1, [("allreduce", 2), ("allgather", 3 * p)])]
+    if p > 1 and case == "recompute":
+        sched += [(p - 1, [("exchange", p), ("allreduce", 1)]), (1, [("exchange", p)])]
+    elif p > 1 and case == "reuse-capacities":
+        sched.append((1, [("exchange", 1)]))
+    if p > 1:
+        sched.append((refine, [("allgather", p)]))
+    return sched
+
+
+def ada(model: Model, state: AdAOperator | None = None, *, refine: int = 0, links=None) -> FlowResult:
+    """AdA serially (thesis Alg. 16): the serial reference of :func:`ada_distributed`.
+
+    Parameters
+    ----------
+    model : Model
+        The current H = (G, l, c, w).
+    state : AdAOperator, optional
+        ``extra["state"]`` of the previous call; None computes Θ from scratch.
+    refine : int
+        Refinement sweeps ``φ ← φ + Θ (l − l̄ − A φ)`` after the update (one allgather each).
+    links : hermes.clock.Links, optional
+
+    Returns
+    -------
+    FlowResult
+        ``extra["ada_case"]`` ∈ {reuse-loads, reuse-capacities, recompute}, ``extra["state"]`` for the next
+        call. ``iterations`` is p−1 when Θ was recomputed, else 0.
+
+    Notes
+    -----
+    Loads changed: ``φ ← φ + Θ (l' − l)`` (§9.3). Capacities changed: ``α = Y (c' − c)``,
+    ``Y ← Y − α eᵀ``, ``φ_ij ← φ_ij + (Σ l') w_ij (α_i − α_j)`` (§9.2: ``φ' = φ − (Σl) Θ(c' − c)``;
+    the printed Function 19 has the opposite sign, which does not give the minimal flow), after the load
+    update when both changed. Counters: :func:`ada_schedule`.
+    """
+    validate_model(model)
+    refine = _check_refine(refine)
+    p, g = model.p, _Graph(model)
+    l, c = model.loads, model.capacities
+    topo = (state is None or len(state.loads) != p or not np.array_equal(state.edges, model.edges)
+            or not np.array_equal(state.weights, model.weights))
+    case = ada_case(topo, None if topo else state.loads, l, None if topo else state.capacities, c)
+    iterations = 0
+    if case == "recompute":
+        *_, (_, _, rows) = operator_rows(model)
+        flow = g.operator_flow(rows, l) if p > 1 else np.zeros(0)
+        iterations = p - 1
+    else:
+        rows, flow = state.rows, state.flow
+        dl = l - state.loads
+        if np.any(dl != 0) and p > 1:
+            flow = flow + g.operator_flow(rows, dl)
+        if case == "reuse-capacities":
+            alpha = np.cumsum(rows * (c - state.capacities), axis=1)[:, -1]
+            rows = rows - alpha[:, None]
+            e = model.edges
+            flow = flow + ordered_total(l) * model.weights * (alpha[e[:, 0]] - alpha[e[:, 1]])
+    for _ in range(refine if p > 1 else 0):
+        flow = flow + g.operator_flow(rows, g.defect(flow))
+    new = AdAOperator(model.edges, model.weights, l, c, rows, flow, case)
+    cnt, times = schedule_counters(model, iterations, ada_schedule(p, case, refine), links)
+    return FlowResult(flow=flow, iterations=iterations, converged=bool(np.all(np.isfinite(flow))), counters=cnt,
+                      extra={"ada_case": case, "state": new, "rank_times": times})
+
+
+def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, state: AdARankState | None = None,
+                    *, refine: int = 0) -> LocalFlowResult:
+    """AdA on one rank (SPMD; every rank of ``nb.comm`` must call it, each with its own previous state).
+
+    Returns
+    -------
+    LocalFlowResult
+        ``extra["ada_case"]`` and ``extra["state"]`` (this rank's :class:`AdARankState` for the next call).
+
+    Notes
+    -----
+    Communication: the input-check allreduce; one allgather of (l_r, c_r, changed_r) where changed_r says
+    that this rank's neighbours or weights differ from its state (Functions 18/19 broadcast the changed
+    loads and capacities; one collective gives them all and the agreement on the case). Then
+
+    * ``recompute``: LPA's p−1 Faddeev steps (:func:`~hermes.balance.polynomial.operator_row_distributed`,
+      one p-word exchange and one allreduce each) and one exchange of the rows ``Y_r``
+      (Functions 20–22);
+    * ``reuse-capacities``: one exchange of ``α_r = Y_r · (c' − c)`` (Function 19);
+    * ``reuse-loads``: nothing: the neighbours' rows are kept in the state (Function 18 sends them again);
+    * ``refine`` allgathers of the local defects ``l_r − c_r Σl − Σ_j φ_rj``.
+    """
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: _check_refine(refine))
+    p, r, nbrs = nb.size, nb.rank, nb.neighbours
+    load, capacity = float(load), float(capacity)
+    mine = (state is None or state.size != p or not np.array_equal(state.neighbours, nbrs)
+            or not np.array_equal(state.weights, w))
+    info = _allgather(nb, [load, capacity, float(mine)])
+    loads, caps, topo = info[:, 0].copy(), info[:, 1].copy(), bool(np.any(info[:, 2] > 0))
+    case = ada_case(topo, None if topo else state.loads, loads, None if topo else state.capacities, caps)
+    iterations = 0
+    if p == 1:
+        row, rows, flows = np.ones(1), np.zeros((0, 1)), np.zeros(0)
+    elif case == "recompute":
+        row = operator_row_distributed(nb, capacity, w)
+        rows = np.array(nb.exchange([row] * len(w), recv_sizes=np.full(len(w), p)))
+        flows = _row_flows(w, row, rows, loads)
+        iterations = p - 1
+    else:
+        row, rows, flows = state.row, state.rows, state.flows
+        dl = loads - state.loads
+        if np.any(dl != 0):
+            flows = flows + _row_flows(w, row, rows, dl)
+        if case == "reuse-capacities":
+            a_r = _dot(row, caps - state.capacities)
+            a_j = nb.exchange_scalar(a_r)
+            row, rows = row - a_r, rows - a_j[:, None]
+            flows = flows + total * w * (a_r - a_j)
+    b = load - capacity * total
+    for _ in range(refine if p > 1 else 0):
+        flows = flows + _row_flows(w, row, rows, _allgather(nb, b - _ordered(flows))[:, 0])
+    new = AdARankState(p, nbrs.copy(), w.copy(), loads, caps, row, rows, flows, case)
+    nb.counters.iterations = iterations
+    return LocalFlowResult(flows=flows, iterations=iterations, converged=bool(np.all(np.isfinite(flows))),
+                           counters=nb.counters, extra={"ada_case": case, "state": new})
+
+
+# -- registry -------------------------------------------------------------------------------------------
+def _serial(model, *, refine=0, links=None, state=None):
+    return ada(model, state, refine=refine, links=links)
+
+
+def _dist(nb, load, capacity, weights, *, refine, store):
+    res = ada_distributed(nb, load, capacity, weights, store.get("ada"), refine=refine)
+    store["ada"] = res.extra["state"]
+    return res
+
+
+_inner = flow_balancer(_dist, store=lambda ctx: ctx.state)
+
+
+def _run(ctx):
+    """hermes-run form: the rank's AdA state lives in ``ctx.state["ada"]`` from phase to phase."""
+    decision = _inner(ctx)
+    decision.info["ada_case"] = ctx.state["ada"].case
+    return decision
+
+
+def _check(params: dict) -> None:
+    _check_refine(params.get("refine", 0), "balancer.refine:")
+
+
+REGISTRY: dict[str, BalancerInfo] = {
+    "ada": BalancerInfo("ada", _run, {"refine": 0},
+                        "incremental balancing operator AdA (thesis ch. 9, Alg. 16–17): Θ from LPA's Faddeev steps, "
+                        "reused while only loads or capacities change", _serial, _check),
+}

@@ -641,9 +641,12 @@ def _serial_entry(model: Model, *, links=None, **params) -> FlowResult:
 
 
 def _run_entry(ctx: BalanceContext) -> Decision:
-    """hermes adapter: link α-β from the run's links, root at a center of ``ctx.model``; the detection
+    """hermes adapter: link α-β as measured by the monitor (else the configured links), root at a center of ``ctx.model``; the detection
     tree is built once and kept in ``ctx.state`` while the processor graph stays the same."""
-    par = np.array([ctx.clock.links.params(ctx.nb.rank, int(j)) for j in ctx.nb.neighbours], dtype=float)
+    if ctx.latency is not None and ctx.bandwidth is not None:  # the monitor's measurements
+        par = np.column_stack([ctx.latency, ctx.bandwidth]).astype(float).reshape(-1, 2)
+    else:
+        par = np.array([ctx.clock.links.params(ctx.nb.rank, int(j)) for j in ctx.nb.neighbours], dtype=float)
     par = par.reshape(-1, 2)
     key = (graph_center(ctx.model), ctx.model.edges.tobytes())  # identical on every rank
     kept = ctx.state.get("fos_tree")

@@ -43,6 +43,9 @@ class BalanceContext:
     dom: Any
     params: dict[str, Any]
     seed: int = 0
+    #: the monitor's measured latency (s) and bandwidth (bytes/s) of the link to each neighbour
+    latency: NDArray[np.float64] | None = None
+    bandwidth: NDArray[np.float64] | None = None
     #: per-rank state that persists from phase to phase for the whole run (e.g. AdA's operator Θ);
     #: a balancer keeps what it needs under its own name
     state: dict[str, Any] = field(default_factory=dict)
@@ -130,17 +133,23 @@ def _core() -> dict[str, BalancerInfo]:
         return pcg_distributed(nb, load, capacity, weights, tol=tolerance, max_iter=max_iterations or 10 * p)
 
     def gda_entry(name, eps_kind, doc):
-        def serial(model, *, tolerance=1e-3, max_iterations=100_000, check_every=1, links=None):
+        def serial(model, *, tolerance=1e-3, max_iterations=100_000, check_every=1, lazy=False, links=None):
             eps = epsilon0(model) if eps_kind == "eps0" else 1.0
-            return gda(model, eps, tol=tolerance, max_iter=max_iterations, check_every=check_every, links=links)
+            return gda(model, eps, lazy=lazy, tol=tolerance, max_iter=max_iterations, check_every=check_every,
+                       links=links)
 
-        def dist(nb, load, capacity, weights, *, tolerance, max_iterations, check_every, eps):
-            return gda_distributed(nb, load, capacity, weights, eps, tol=tolerance, max_iter=max_iterations,
+        def dist(nb, load, capacity, weights, *, tolerance, max_iterations, check_every, lazy, eps):
+            return gda_distributed(nb, load, capacity, weights, eps, lazy=lazy, tol=tolerance, max_iter=max_iterations,
                                    check_every=check_every)
+
+        def check(params):
+            if not isinstance(params["lazy"], bool):
+                raise BalancerError(f"balancer.lazy: must be true or false, got {params['lazy']!r}")
 
         eps = (lambda ctx: epsilon0(ctx.model)) if eps_kind == "eps0" else 1.0
         return BalancerInfo(name, flow_balancer(dist, eps=eps),
-                            {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1}, doc, serial)
+                            {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1, "lazy": False}, doc,
+                            serial, check)
 
     return {
         "none": BalancerInfo("none", _run_none, {}, "no dynamic load balancing"),

@@ -1,0 +1,145 @@
+"""AdA (thesis ch. 9): reuse of the balancing operator when loads or capacities change, recompute otherwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hermes.balance.flow import flow_error
+from hermes.balance.incremental import REGISTRY, ada, ada_schedule
+from hermes.balance.model import Model
+from hermes.balance.polynomial import lpa
+from hermes.balance.registry import check_params
+from hermes.errors import BalancerError, GraphError
+from tests.balance.graphs import KINDS, random_model, unusable_models
+
+
+def same_flow(a, b, rtol=1e-10) -> bool:
+    return float(np.linalg.norm(a - b)) <= rtol * max(float(np.linalg.norm(b)), 1e-300)
+
+
+def new_loads(m: Model, rng) -> Model:
+    return m.with_loads(rng.uniform(0.0, 10.0, m.p))
+
+
+def new_capacities(m: Model, rng, loads=None) -> Model:
+    return Model.create(m.p, m.edges, m.loads if loads is None else loads, rng.uniform(0.5, 3.0, m.p), m.weights)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_first_call_computes_the_operator(kind):
+    m = random_model(kind, 7, 40)
+    res = ada(m)
+    assert res.extra["ada_case"] == "recompute" and res.iterations == m.p - 1
+    assert flow_error(m, res.flow) < 1e-9
+    assert np.array_equal(res.flow, lpa(m).flow)  # the same Faddeev steps and flow as LPA
+    c = res.counters
+    assert c.exchange_rounds == m.p and c.collectives == {"allreduce": m.p, "allgather": 1}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reuse_when_only_the_loads_change(kind):
+    rng = np.random.default_rng(1)
+    m0 = random_model(kind, 8, 41)
+    state = ada(m0).extra["state"]
+    m1 = new_loads(m0, rng)
+    res = ada(m1, state)
+    assert res.extra["ada_case"] == "reuse-loads" and res.iterations == 0
+    assert same_flow(res.flow, ada(m1).flow)  # φ + Θ (l' − l) equals recomputation
+    assert flow_error(m1, res.flow) < 1e-9
+    c = res.counters
+    assert c.exchange_rounds == 0 and c.collectives == {"allreduce": 1, "allgather": 1}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reuse_when_the_capacities_change(kind):
+    rng = np.random.default_rng(2)
+    m0 = random_model(kind, 8, 42)
+    state = ada(m0).extra["state"]
+    m1 = new_capacities(m0, rng)  # same loads
+    res = ada(m1, state)
+    assert res.extra["ada_case"] == "reuse-capacities"
+    assert same_flow(res.flow, ada(m1).flow) and flow_error(m1, res.flow) < 1e-9
+    assert res.counters.exchange_rounds == 1
+    m2 = new_capacities(m1, rng, loads=rng.uniform(0.0, 10.0, m1.p))  # both change
+    res2 = ada(m2, res.extra["state"])
+    assert res2.extra["ada_case"] == "reuse-capacities"
+    assert same_flow(res2.flow, ada(m2).flow) and flow_error(m2, res2.flow) < 1e-9
+
+
+def test_printed_capacity_update_has_the_wrong_sign():
+    # Function 19 prints φ' = φ − Σl · w (α_i − α_j); §9.2's φ' = φ − (Σl) Θ (c' − c) is the opposite
+    rng = np.random.default_rng(3)
+    m0 = random_model("ring", 6, 43)
+    state = ada(m0).extra["state"]
+    m1 = new_capacities(m0, rng)
+    alpha = state.rows @ (m1.capacities - m0.capacities)
+    e = m1.edges
+    printed = state.flow - m1.loads.sum() * m1.weights * (alpha[e[:, 0]] - alpha[e[:, 1]])
+    assert flow_error(m1, printed) > 1e-2
+    assert flow_error(m1, ada(m1, state).flow) < 1e-10
+
+
+def test_recompute_when_the_topology_or_the_costs_change():
+    m0 = random_model("tree+", 8, 44)
+    state = ada(m0).extra["state"]
+    heavier = Model.create(m0.p, m0.edges, m0.loads, m0.capacities, m0.weights * 1.5)
+    have = set(map(tuple, m0.edges.tolist()))
+    extra = next((i, j) for i in range(m0.p) for j in range(i + 1, m0.p) if (i, j) not in have)
+    grown = Model.create(m0.p, [*m0.edges.tolist(), extra], m0.loads, m0.capacities, [*m0.weights, 0.5])
+    bigger = random_model("tree+", 9, 44)
+    for m in (heavier, grown, bigger):
+        res = ada(m, state)
+        assert res.extra["ada_case"] == "recompute" and res.iterations == m.p - 1
+        assert flow_error(m, res.flow) < 1e-9
+
+
+def test_a_long_sequence_of_changes_stays_exact():
+    # Alg. 16 over many events: the incremental flow does not drift from the minimal flow
+    rng = np.random.default_rng(4)
+    m = random_model("mesh", 9, 45)
+    res = ada(m)
+    cases = []
+    for step in range(12):
+        m = new_loads(m, rng) if step % 3 else new_capacities(m, rng)
+        res = ada(m, res.extra["state"])
+        cases.append(res.extra["ada_case"])
+        assert flow_error(m, res.flow) < 1e-9
+    assert cases.count("reuse-capacities") == 4 and cases.count("reuse-loads") == 8
+
+
+def test_refinement():
+    m = random_model("path", 13, 46)
+    plain = flow_error(m, ada(m).flow)
+    refined = ada(m, refine=2)
+    assert flow_error(m, refined.flow) < min(plain, 1e-10)
+    assert refined.counters.collectives == {"allreduce": m.p, "allgather": 3}
+    reused = ada(new_loads(m, np.random.default_rng(5)), refined.extra["state"], refine=1)
+    assert reused.extra["ada_case"] == "reuse-loads" and reused.counters.collectives["allgather"] == 2
+
+
+def test_schedule_counters():
+    m = random_model("ring", 6, 47)
+    p, q = m.p, m.q
+    assert ada_schedule(p, "reuse-loads") == [(1, [("allreduce", 2), ("allgather", 3 * p)]), (0, [("allgather", p)])]
+    c = ada(m).counters
+    assert c.bytes == 16 * p + 24 * p * p + (p - 1) * (16 * q * p + 8 * p) + 16 * q * p
+    assert c.messages == 2 * q * p
+
+
+@pytest.mark.parametrize("model,match", unusable_models())
+def test_unusable_models(model, match):
+    with pytest.raises(GraphError, match=match):
+        ada(model)
+
+
+def test_bad_parameters_and_registry():
+    m = random_model("star", 5, 48)
+    with pytest.raises(BalancerError, match="refine"):
+        ada(m, refine=-1)
+    with pytest.raises(BalancerError, match="^balancer.refine:"):
+        check_params("ada", {"refine": "two"})
+    info = REGISTRY["ada"]
+    first = info.serial(m, **check_params("ada", {}))
+    again = info.serial(new_loads(m, np.random.default_rng(6)), state=first.extra["state"], **check_params("ada", {}))
+    assert again.extra["ada_case"] == "reuse-loads"

@@ -1,0 +1,271 @@
+"""LPS, LPA, MPA (thesis §8.2–8.5): coefficients, closed forms, minimal flow, step counts, counters, errors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from hermes.balance.flow import check_balancing, flow_error
+from hermes.balance.model import Model
+from hermes.balance.polynomial import (COEFFICIENT_METHODS, REGISTRY, berlekamp_massey, charpoly_berkowitz,
+                                       charpoly_faddeev, charpoly_newton, generalized_laplacian,
+                                       laplacian_polynomial, lpa, lpa_iter, lps, lps_iter, mpa, mpa_iter,
+                                       operator_rows)
+from hermes.balance.registry import check_params
+from hermes.clock import Links
+from hermes.errors import BalancerError, GraphError
+from tests.balance.graphs import KINDS, random_model, unusable_models
+
+CHARPOLY = {"faddeev": charpoly_faddeev, "newton": charpoly_newton, "berkowitz": charpoly_berkowitz}
+
+
+def lap_d(m: Model) -> np.ndarray:
+    """``A = L D⁻¹`` (dense)."""
+    return m.laplacian.toarray() / m.capacities[None, :]
+
+
+def distinct_eigenvalues(m: Model) -> int:
+    lam = np.linalg.eigvalsh(generalized_laplacian(m))
+    return 1 + int(np.sum(np.diff(lam) > 1e-8 * lam.max()))
+
+
+# -- coefficients --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("method", COEFFICIENT_METHODS)
+@pytest.mark.parametrize("kind,p", [(k, p) for k in KINDS for p in (2, 5, 9)])
+def test_coefficients_agree_with_numpy_poly(method, kind, p):
+    m = random_model(kind, p, 10 + p)
+    a = laplacian_polynomial(m, method)
+    ref = np.poly(generalized_laplacian(m))
+    assert a.shape == (p + 1,) and a[0] == 1.0
+    assert np.allclose(a[:p], ref[:p], rtol=1e-9, atol=0)
+    assert abs(a[p]) <= 1e-9 * np.max(np.abs(ref))  # a_p = μ_1 ⋯ μ_p = 0, up to rounding
+    assert np.all(a[1:p] * (-1.0) ** np.arange(1, p) > 0)  # a_k = (−1)^k e_k(μ) ≠ 0 for k < p
+
+
+@pytest.mark.parametrize("method", COEFFICIENT_METHODS)
+def test_coefficients_of_a_general_matrix(method):
+    # the three are characteristic-polynomial algorithms for any square matrix, not only Laplacians
+    a = np.random.default_rng(3).standard_normal((7, 7))
+    ref = np.poly(a)
+    assert np.allclose(CHARPOLY[method](a), ref, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref)))
+    assert CHARPOLY[method](np.zeros((1, 1))).tolist() == [1.0, 0.0]
+    # L D⁻¹ is similar to 𝓛: same coefficients
+    m = random_model("tree+", 8, 4)
+    assert np.allclose(CHARPOLY[method](lap_d(m))[:-1], laplacian_polynomial(m, "berkowitz")[:-1], rtol=1e-9)
+
+
+# -- Berlekamp–Massey (Alg. 14) ------------------------------------------------------------------------
+def test_berlekamp_massey_on_exact_sequences():
+    assert berlekamp_massey([0, 1, 1, 2, 3, 5, 8, 13, 21]).tolist() == [1, -1, -1]  # Fibonacci
+    assert berlekamp_massey([3, 6, 12, 24, 48]).tolist() == [1, -2]
+    assert berlekamp_massey([1, 0, 1, 0, 1, 0, 1]).tolist() == [1, 0, -1]  # a zero discrepancy midway
+    assert berlekamp_massey([0, 0, 0, 0]).tolist() == [1]
+    # a random integer recurrence of order 4 (small integers: exact in double precision)
+    rng = np.random.default_rng(5)
+    coef = rng.integers(-2, 3, 4).astype(float)
+    coef[-1] = 1.0
+    s = list(rng.integers(-3, 4, 4).astype(float))
+    for n in range(4, 12):
+        s.append(-sum(coef[i] * s[n - 1 - i] for i in range(4)))
+    assert berlekamp_massey(s).tolist() == [1.0, *coef]
+
+
+def test_berlekamp_massey_tolerance_and_early_termination():
+    s = 2.0 ** np.arange(6) * (1 + 1e-15 * np.random.default_rng(0).standard_normal(6))
+    assert len(berlekamp_massey(s)) > 2  # exact test: rounding noise raises the degree
+    assert np.allclose(berlekamp_massey(s, 1e-13), [1, -2], rtol=1e-12)
+    noisy = np.concatenate([2.0 ** np.arange(6), [7.0, -3.0, 11.0]])  # junk after six good terms
+    assert len(berlekamp_massey(noisy, 1e-13)) > 2
+    assert berlekamp_massey(noisy, 1e-13, stop_after=2).tolist() == [1, -2]
+
+
+# -- closed forms (Th. 23–25, Alg. 12, Alg. 13) --------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_faddeev_rows_match_the_closed_form(kind):
+    m = random_model(kind, 6, 21)
+    p, c = m.p, m.capacities
+    steps = list(operator_rows(m))
+    assert [k for k, _, y in steps if y is None] == list(range(1, p))  # p − 1 steps
+    coef = np.poly(lap_d(m))
+    assert np.allclose([a for _, a, y in steps if y is None], coef[1:p], rtol=1e-10)
+    rows = steps[-1][2]
+    mat = lap_d(m)
+    u = sum(coef[k] * np.linalg.matrix_power(mat, p - 2 - k) for k in range(p - 1)) / coef[p - 1]
+    assert np.allclose(rows, u / c[:, None], rtol=1e-9, atol=1e-12 * np.abs(rows).max())
+    # Θ = −W Aᵀ Y is the balancing operator W Aᵀ (L + c cᵀ)⁻¹ of Th. 24: A Θ = I − c eᵀ, Θ c = 0
+    a_inc = m.incidence.toarray()
+    theta = -(m.weights[:, None] * (a_inc.T @ rows))
+    closed = m.weights[:, None] * (a_inc.T @ np.linalg.inv(m.laplacian.toarray() + np.outer(c, c)))
+    assert np.allclose(theta, closed, atol=1e-10 * np.abs(closed).max())
+    assert np.allclose(a_inc @ theta, np.eye(p) - np.outer(c, np.ones(p)), atol=1e-10)
+    assert np.allclose(theta @ c, 0, atol=1e-12)
+
+
+def test_printed_alg12_update_is_not_faddeev():
+    # Alg. 12 as printed accumulates into the old row: arr ← arr + A arr, i.e. (I + A) M_k
+    m = random_model("ring", 5, 2)
+    mat, p = lap_d(m), m.p
+    x, printed = np.eye(p), []
+    for k in range(1, p):
+        x = x + mat @ x
+        printed.append(-np.trace(x) / k)
+        x[np.diag_indices(p)] += printed[-1]
+    assert not np.allclose(printed, np.poly(mat)[1:p], rtol=1e-3)
+    assert np.allclose([a for _, a, y in operator_rows(m) if y is None], np.poly(mat)[1:p], rtol=1e-10)
+
+
+def test_mpa_minimal_polynomial_identity():
+    # thesis §8.5: α_d = 0, α_{d−1} ≠ 0 and α_0 b_{d−1} + … + α_{d−1} b_0 = α_{d−1} (eᵀl) c
+    m = random_model("mesh", 4, 8)
+    *states, last = mpa_iter(m, scale=1.0)
+    alpha, d = last.info["alpha"], last.info["degree"]
+    assert d == distinct_eigenvalues(m) == 4
+    assert abs(alpha[d]) <= 1e-9 * np.abs(alpha).max() and abs(alpha[d - 1]) > 1e-3 * np.abs(alpha).max()
+    b = [s.value for s in states]
+    lhs = sum(alpha[i] * b[d - 1 - i] for i in range(d))
+    assert np.allclose(lhs, alpha[d - 1] * m.loads.sum() * m.capacities, rtol=1e-7)
+
+
+# -- the flows -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("method", COEFFICIENT_METHODS)
+@pytest.mark.parametrize("kind,p", [(k, p) for k in KINDS for p in (2, 3, 5, 7)])
+def test_lps_and_lpa_give_the_minimal_flow(method, kind, p):
+    m = random_model(kind, p, 100 + p)
+    for res in (lps(m, method), lpa(m, method)):
+        assert res.converged
+        assert flow_error(m, res.flow) < 1e-9
+        assert check_balancing(m, res.flow) < 1e-9
+
+
+@pytest.mark.parametrize("kind", ["path", "ring", "mesh", "tree+"])
+def test_refinement_extends_the_accurate_range(kind):
+    # p = 12: the monomial basis loses up to 8 digits; two sweeps with the computed operator recover them
+    for seed in range(2):
+        m = random_model(kind, 12, 3000 + seed)
+        plain = flow_error(m, lpa(m).flow)
+        for res in (lpa(m, refine=2), lps(m, refine=2)):
+            assert flow_error(m, res.flow) < 1e-8
+            assert flow_error(m, res.flow) < plain
+
+
+@pytest.mark.parametrize("kind,p", [(k, p) for k in KINDS for p in (2, 3, 4)])
+def test_mpa_gives_the_minimal_flow(kind, p):
+    m = random_model(kind, p, 200 + p)
+    res = mpa(m, seed=p)
+    assert flow_error(m, res.flow) < 1e-9
+    assert res.extra["degree"] == distinct_eigenvalues(m)
+    m5 = random_model(kind, 5, 300 + p)
+    assert flow_error(m5, mpa(m5, seed=p, refine=1).flow) < 1e-8
+
+
+def _hypercube(d: int) -> list[tuple[int, int]]:
+    return [(i, i ^ (1 << b)) for i in range(2 ** d) for b in range(d) if i < i ^ (1 << b)]
+
+
+@pytest.mark.parametrize("name,p,edges", [
+    ("complete", 12, list(itertools.combinations(range(12), 2))),
+    ("star", 20, [(0, i) for i in range(1, 20)]),
+    ("hypercube", 16, _hypercube(4)),
+    ("ring", 8, [(i, (i + 1) % 8) for i in range(8)]),
+])
+def test_mpa_on_symmetric_topologies(name, p, edges):
+    # homogeneous: the minimal polynomial has degree = number of distinct eigenvalues ≪ p, and MPA stays
+    # accurate at any p; a known bound cuts the 2p steps to 2d
+    m = Model.create(p, edges, np.random.default_rng(p).uniform(0, 10, p), np.ones(p))
+    d = distinct_eigenvalues(m)
+    assert d == {"complete": 2, "star": 3, "hypercube": 5, "ring": 5}[name]
+    full = mpa(m, seed=1)
+    assert full.extra["degree"] == d and full.iterations == 2 * p
+    assert flow_error(m, full.flow) < 1e-9
+    short = mpa(m, seed=1, max_degree=d)
+    assert short.iterations == 2 * d and short.counters.exchange_rounds == 2 * d + 1
+    assert flow_error(m, short.flow) < 1e-9
+
+
+def test_single_processor():
+    m = Model.create(1, np.zeros((0, 2)), [5.0], [1.0])
+    for res in (lps(m), lpa(m), mpa(m)):
+        assert res.flow.shape == (0,) and res.counters.collectives == {"allreduce": 1}
+        assert res.counters.exchange_rounds == 0
+
+
+# -- step counts, counters, generators -----------------------------------------------------------------
+def test_counters():
+    m = random_model("tree+", 9, 6)
+    p, q = m.p, m.q
+    c = lps(m).counters
+    assert (c.iterations, c.exchange_rounds, c.collectives) == (p - 2, p - 1, {"allreduce": 1})
+    assert (c.messages, c.bytes) == (2 * q * (p - 1), 16 * p + 16 * q * (p - 1))
+    assert lps(m, refine=2).counters.exchange_rounds == 3 * (p - 1)
+    c = lpa(m).counters
+    assert (c.iterations, c.exchange_rounds, c.collectives) == (p - 1, p, {"allreduce": p, "allgather": 1})
+    assert c.bytes == 16 * p + (p - 1) * (16 * q * p + 8 * p) + 16 * q * p + 8 * p * p
+    assert lpa(m, "newton", refine=2).counters.collectives == {"allreduce": 1, "allgather": 3}
+    res = mpa(m)
+    c, d = res.counters, res.extra["degree"]
+    assert (c.iterations, c.exchange_rounds, c.collectives) == (2 * p, 2 * p + 1, {"allreduce": 1, "allgather": 1})
+    assert c.bytes == 16 * p + 16 * q * (2 * p + 1) + 8 * p * (2 * p + 1)
+    assert mpa(m, refine=1).counters.exchange_rounds == 2 * p + 1 + max(d - 2, 0) + 1
+    # α-β time with uniform links: every exchange α + 8w/bw, every collective ⌈log2 p⌉ (α + 8w/bw)
+    links = Links(latency=1e-4, bandwidth=1e8)
+    ar = math.ceil(math.log2(p))
+    hop = links.latency + 8 / links.bandwidth
+    expect = ar * (links.latency + 16 / links.bandwidth) + (p - 1) * hop
+    assert lps(m, links=links).counters.time == pytest.approx(expect, rel=1e-12)
+
+
+def test_generators():
+    m = random_model("mesh", 6, 2)
+    mat = lap_d(m)
+    states = list(lps_iter(m))
+    assert [s.iteration for s in states[:-1]] == list(range(m.p - 1))
+    for s in states[:-1]:
+        assert np.allclose(s.value, np.linalg.matrix_power(mat, s.iteration) @ m.loads, rtol=1e-12)
+    assert np.array_equal(states[-1].flow, lps(m).flow) and all(s.flow is None for s in states[:-1])
+    states = list(lpa_iter(m))
+    assert len(states) == m.p and np.allclose(states[-2].value, np.poly(mat)[:m.p], rtol=1e-10)
+    assert np.array_equal(states[-1].flow, lpa(m).flow)
+    states = list(mpa_iter(m))
+    assert len(states) == 2 * m.p + 2 and np.array_equal(states[-1].flow, mpa(m).flow)
+
+
+# -- errors and registry -------------------------------------------------------------------------------
+@pytest.mark.parametrize("model,match", unusable_models())
+def test_unusable_models(model, match):
+    for fn in (lps, lpa, mpa):
+        with pytest.raises(GraphError, match=match):
+            fn(model)
+
+
+def test_bad_parameters():
+    m = random_model("path", 4, 1)
+    for call, match in [(lambda: lps(m, "cramer"), "coefficients"), (lambda: lpa(m, refine=-1), "refine"),
+                        (lambda: lpa(m, refine=1.5), "refine"), (lambda: mpa(m, tolerance=2.0), "tolerance"),
+                        (lambda: mpa(m, max_degree=0), "max_degree")]:
+        with pytest.raises(BalancerError, match=match):
+            call()
+    for name, params, key in [("lpa", {"coefficients": "eig"}, "coefficients"), ("lps", {"refine": True}, "refine"),
+                              ("mpa", {"max_degree": -2}, "max_degree"), ("mpa", {"degree": 2}, "degree")]:
+        with pytest.raises(BalancerError, match=f"^balancer.{key}:"):
+            check_params(name, params)
+
+
+def test_numerical_breakdown_is_an_error():
+    # a_{p−1} rounded to 0 (Berkowitz on a 24-path does that) must not give an inf/nan flow
+    m = random_model("path", 6, 3)
+    a = laplacian_polynomial(m)
+    a[m.p - 1] = 0.0
+    with pytest.raises(BalancerError, match="numerically unusable"):
+        lps(m, a)
+
+
+def test_registry_serial_forms():
+    m = random_model("ring", 6, 9)
+    assert set(REGISTRY) == {"lps", "lpa", "mpa"}
+    assert np.array_equal(REGISTRY["lps"].serial(m, **check_params("lps", {"coefficients": "newton"})).flow,
+                          lps(m, "newton").flow)
+    assert np.array_equal(REGISTRY["lpa"].serial(m, **check_params("lpa", {})).flow, lpa(m).flow)
+    assert np.array_equal(REGISTRY["mpa"].serial(m, **check_params("mpa", {})).flow, mpa(m).flow)

@@ -26,13 +26,12 @@ from numpy.typing import NDArray
 
 from hermes.balance.diffusion import (
     GDAState,
-    _check_eps,
-    _check_stopping,
-    _ordered_sum,
-    _residual,
-    _setup,
-    local_edge_rates,
+    check_stopping,
+    final_state,
+    local_sweeps,
+    ordered_sum,
     sweep_counters,
+    sweep_states,
 )
 from hermes.balance.flow import (
     FlowResult,
@@ -41,8 +40,8 @@ from hermes.balance.flow import (
     minimal_flow,
     neighbour_table,
     ordered_row_sums,
-    ordered_total,
 )
+from hermes.balance.matrices import check_eps, check_positive, local_edge_rates, setup
 from hermes.balance.model import Model
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
@@ -52,12 +51,7 @@ __all__ = ["implicit_rates", "implicit_flow", "inner_sweeps", "implicit_iter", "
 
 
 def _check(alpha, inner_tol, watts, lazy) -> None:
-    try:
-        ok = math.isfinite(float(alpha)) and float(alpha) > 0
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise BalancerError(f"α (implicit time step) must be a finite number > 0, got {alpha!r}")
+    check_positive(alpha, "α (implicit time step)")
     try:
         ok = 0.0 < float(inner_tol) < 1.0
     except (TypeError, ValueError):
@@ -75,12 +69,12 @@ def _watts_rates(ci, cj, alpha: float, lazy: bool):
 
 
 def _serial_rates(model: Model, eps, watts: bool, alpha: float, lazy: bool):
-    """(setup of :func:`~hermes.balance.diffusion._setup`, rates u) with the distributed form's arithmetic."""
+    """(:func:`~hermes.balance.matrices.setup` of the model, rates u) with the distributed form's arithmetic."""
     if watts:
-        s = _setup(model, 0.0, 5, False, None)
+        s = setup(model, 0.0, 5, False, None)
         c, e = model.capacities, model.edges
         return s, np.asarray(_watts_rates(c[e[:, 0]], c[e[:, 1]], alpha, bool(lazy)), dtype=np.float64)
-    s = _setup(model, eps, 1, lazy, None)
+    s = setup(model, eps, 1, lazy, None)
     return s, float(alpha) * s.u
 
 
@@ -183,7 +177,7 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
     """
     _check(alpha, inner_tol, watts, lazy)
     _check_sweeps(sweeps)
-    _check_stopping(tol, max_iter, check_every)
+    check_stopping(tol, max_iter, check_every)
     s, u = _serial_rates(model, eps, watts, alpha, lazy)
     c, e = model.capacities, model.edges
     table_u = np.where(s.mask, u[s.edge], 0.0)
@@ -191,28 +185,15 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
     m = int(sweeps) if sweeps is not None else inner_sweeps(float(np.max(beta)), float(inner_tol))
     nbr_table = neighbour_table(model)[0]
     tcoef = np.where(s.mask, table_u / c[nbr_table], 0.0)  # T_ij = u_ij / c_j
-    fair = c * ordered_total(model.loads)
-    loads = model.loads.copy()
-    flow = np.zeros(model.q)
-    n = 0
-    r = _residual(loads, fair)
-    yield GDAState(0, loads, flow, r, True)
-    if r <= tol:
-        return
-    while n < max_iter:
+
+    def step(loads: NDArray[np.float64], n: int) -> NDArray[np.float64]:
         y = loads
         for _ in range(m):
             y = (loads + ordered_row_sums(tcoef * y[nbr_table])) / beta
         h = y / c
-        x = u * (h[e[:, 0]] - h[e[:, 1]])
-        loads = loads - s.outflow(x)
-        flow = flow + x
-        n += 1
-        checked = n % check_every == 0 or n == max_iter
-        r = _residual(loads, fair)
-        yield GDAState(n, loads, flow, r, checked)
-        if checked and r <= tol:
-            return
+        return u * (h[e[:, 0]] - h[e[:, 1]])
+
+    yield from sweep_states(model, s, step, tol=tol, max_iter=max_iter, check_every=check_every)
 
 
 def _sweeps(model: Model, eps, watts, alpha, lazy, inner_tol, sweeps) -> int:
@@ -258,11 +239,8 @@ def implicit(model: Model, eps: str | float = "eps0", *, watts: bool = False, al
     _check_sweeps(sweeps)
     s, u = _serial_rates(model, eps, watts, alpha, lazy)
     m = _sweeps(model, s.eps, watts, alpha, lazy, inner_tol, sweeps)
-    state = None
-    for state in implicit_iter(model, s.eps, watts=watts, alpha=alpha, lazy=lazy, inner_tol=inner_tol, sweeps=sweeps,
-                               tol=tol, max_iter=max_iter, check_every=check_every):
-        pass
-    assert state is not None
+    state = final_state(implicit_iter(model, s.eps, watts=watts, alpha=alpha, lazy=lazy, inner_tol=inner_tol,
+                                      sweeps=sweeps, tol=tol, max_iter=max_iter, check_every=check_every))
     counters, times = sweep_counters(model, state.iteration, check_every, links, setup=(1,), exchanges=m + 1)
     factor = _outer_factor(model, u)
     return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tol, counters=counters,
@@ -315,40 +293,28 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
     w = np.asarray(weights, dtype=np.float64).ravel()
 
     def check_parameters() -> None:
-        _check_eps(eps)
+        check_eps(eps)
         _check(alpha, inner_tol, watts, lazy)
         _check_sweeps(sweeps)
-        _check_stopping(tol, max_iter, check_every)
+        check_stopping(tol, max_iter, check_every)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
     capacity, load = float(capacity), float(load)
-    u1, cj = local_edge_rates(nb, capacity, w, _check_eps(eps), 1 if not watts else 5, lazy=lazy)
+    u1, cj = local_edge_rates(nb, capacity, w, check_eps(eps), 1 if not watts else 5, lazy=lazy)
     u = np.asarray(_watts_rates(capacity, cj, alpha, bool(lazy)), dtype=np.float64) if watts else float(alpha) * u1
-    beta = 1.0 + _ordered_sum(u) / capacity
+    beta = 1.0 + ordered_sum(u) / capacity
     beta_max = float(nb.allreduce(beta, op="max"))
     m = int(sweeps) if sweeps is not None else inner_sweeps(beta_max, float(inner_tol))
     tcoef = u / cj
-    fair = capacity * total
-    flows = np.zeros(len(nb.neighbours))
 
-    def residual() -> float:
-        local = abs(load - fair) / fair if fair > 0 else 0.0
-        return float(nb.allreduce(local, op="max"))
-
-    n = 0
-    r = residual()
-    while r > tol and n < max_iter:
+    def step(load: float, n: int) -> NDArray[np.float64]:
         y = load
         for _ in range(m):
             yj = nb.exchange_scalar(y)
-            y = (load + _ordered_sum(tcoef * yj)) / beta
+            y = (load + ordered_sum(tcoef * yj)) / beta
         yj = nb.exchange_scalar(y)
-        x = u * (y / capacity - yj / cj)
-        load = load - _ordered_sum(x)
-        flows = flows + x
-        n += 1
-        if n % check_every == 0 or n == max_iter:
-            r = residual()
-    nb.counters.iterations = n
-    return LocalFlowResult(flows=flows, iterations=n, converged=r <= tol, counters=nb.counters,
-                           extra={"load": load, "residual": r, "sweeps": m})
+        return u * (y / capacity - yj / cj)
+
+    res = local_sweeps(nb, load, capacity * total, step, tol=tol, max_iter=max_iter, check_every=check_every)
+    res.extra["sweeps"] = m
+    return res

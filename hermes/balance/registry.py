@@ -171,6 +171,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "hermes.balance.practical",         # Jeannot–Vernier practical FOS
     "hermes.balance.gossip",            # Grapevine
     "hermes.balance.scotch",            # Scotch adaptive repartitioning
+    "hermes.balance.hybrid",            # auto: MPA / LPA / PCG chosen from the topology
 )
 
 

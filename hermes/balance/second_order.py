@@ -26,22 +26,25 @@ from numpy.typing import NDArray
 
 from hermes.balance.diffusion import (
     GDAState,
-    _check_eps,
-    _check_matrix,
-    _check_stopping,
-    _diagonal_report,
-    _ordered_sum,
-    _residual,
-    _resolve_eps,
-    _setup,
+    check_stopping,
+    final_state,
+    local_sweeps,
+    setup_words,
+    sweep_counters,
+    sweep_result,
+    sweep_states,
+)
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, validate_model
+from hermes.balance.matrices import (
+    check_eps,
+    check_matrix,
     convergence_factor,
-    diffusion_bounds,
     diffusion_matrix,
     edge_connectivity,
     local_edge_rates,
-    sweep_counters,
+    resolve_eps,
+    setup,
 )
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.model import Model
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
@@ -82,7 +85,7 @@ def omega_star(model: Model, eps: str | float = "eps0", *, lazy: bool = False) -
     w_min, Δ^w, c_min/c_max are global: the registry adapter computes ω* from the model.
     """
     validate_model(model)
-    e = _resolve_eps(model, eps)
+    e = resolve_eps(model, eps)
     if model.p < 2:
         return 1.0
     c = model.capacities
@@ -99,10 +102,10 @@ def omega_opt(model: Model, eps: str | float = "eps0", kind: int = 1, *, lazy: b
 
     Notes
     -----
-    Needs λ_M (:func:`~hermes.balance.diffusion.convergence_factor`, an eigenvalue problem): the
+    Needs λ_M (:func:`~hermes.balance.matrices.convergence_factor`, an eigenvalue problem): the
     thesis assumes it known; the registry adapter computes it from the global model.
     """
-    s = _setup(model, eps, kind, lazy, alpha)
+    s = setup(model, eps, kind, lazy, alpha)
     lam = convergence_factor(diffusion_matrix(model, s.eps, kind, lazy=lazy, alpha=s.alpha), model.capacities)
     return check_omega(2.0 / (1.0 + math.sqrt(max(1.0 - lam * lam, 0.0))))
 
@@ -157,31 +160,20 @@ def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "s
     ``ω M l⁽ᵏ⁾ + (1 − ω) l⁽ᵏ⁻¹⁾`` and keeps the flow consistent with the loads. With ω = 1 it is GDA
     bit for bit.
     """
-    s = _setup(model, eps, kind, lazy, alpha)
+    s = setup(model, eps, kind, lazy, alpha)
     w = _resolve_omega(model, omega, s.eps, kind, lazy, s.alpha)
-    _check_stopping(tol, max_iter, check_every)
+    check_stopping(tol, max_iter, check_every)
     c, e = model.capacities, model.edges
-    fair = c * ordered_total(model.loads)
-    loads = model.loads.copy()
-    flow = np.zeros(model.q)
     psi = np.zeros(model.q)
-    n = 0
-    r = _residual(loads, fair)
-    yield GDAState(0, loads, flow, r, True)
-    if r <= tol:
-        return
-    while n < max_iter:
+
+    def step(loads: NDArray[np.float64], n: int) -> NDArray[np.float64]:
+        nonlocal psi
         h = loads / c
         x = s.u * (h[e[:, 0]] - h[e[:, 1]])
         psi = x if n == 0 else w * x - (1.0 - w) * psi
-        loads = loads - s.outflow(psi)
-        flow = flow + psi
-        n += 1
-        checked = n % check_every == 0 or n == max_iter
-        r = _residual(loads, fair)
-        yield GDAState(n, loads, flow, r, checked)
-        if checked and r <= tol:
-            return
+        return psi
+
+    yield from sweep_states(model, s, step, tol=tol, max_iter=max_iter, check_every=check_every)
 
 
 def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None, *, kind: int = 1) -> Counters:
@@ -193,7 +185,7 @@ def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None
     ``collectives = {"allreduce": 1 + g + C}``, ``messages = 2q (1 + n)``,
     ``bytes = 16p + 32q + 24pg + 16qn + 8pC``).
     """
-    return sweep_counters(model, iterations, check_every, links, setup=(3,) if kind in (2, 3, 4) else ())[0]
+    return sweep_counters(model, iterations, check_every, links, setup=setup_words(kind))[0]
 
 
 def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star", kind: int = 1, lazy: bool = False,
@@ -209,7 +201,7 @@ def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star",
         If given, ``counters.time`` is the α-β time of the distributed form.
     compute_factor : bool
         Also report λ_M of the underlying matrix and the bounds of
-        :func:`~hermes.balance.diffusion.diffusion_bounds`.
+        :func:`~hermes.balance.matrices.diffusion_bounds`.
 
     Returns
     -------
@@ -220,25 +212,15 @@ def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star",
         ``loads``, ``rank_times``, ``min_diagonal``, ``nonnegative`` and, with ``compute_factor``,
         ``bounds`` and ``rate``.
     """
-    s = _setup(model, eps, kind, lazy, alpha)
+    s = setup(model, eps, kind, lazy, alpha)
     w = _resolve_omega(model, omega, s.eps, kind, lazy, s.alpha)
-    state = None
-    for state in sos_iter(model, s.eps, omega=w, kind=kind, lazy=lazy, alpha=s.alpha, tol=tol, max_iter=max_iter,
-                          check_every=check_every):
-        pass
-    assert state is not None
-    counters, times = sweep_counters(model, state.iteration, check_every, links,
-                                     setup=(3,) if kind in (2, 3, 4) else ())
-    extra = {"omega": w, "eps": s.eps, "kind": kind, "lazy": bool(lazy), "alpha": s.alpha,
-             "residual": state.residual, "loads": state.loads, "rank_times": times}
-    extra.update(_diagonal_report(model, s, kind))
-    factor = None
+    state = final_state(sos_iter(model, s.eps, omega=w, kind=kind, lazy=lazy, alpha=s.alpha, tol=tol,
+                                 max_iter=max_iter, check_every=check_every))
+    res = sweep_result(model, s, state, kind=kind, lazy=lazy, tol=tol, check_every=check_every, links=links,
+                       compute_factor=compute_factor, head={"omega": w})
     if compute_factor:
-        factor = convergence_factor(diffusion_matrix(model, s.eps, kind, lazy=lazy, alpha=s.alpha), model.capacities)
-        extra["bounds"] = diffusion_bounds(model, s.eps, kind, lazy=lazy, alpha=s.alpha)
-        extra["rate"] = _sos_rate(factor, w)
-    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tol,
-                      counters=counters, convergence_factor=factor, extra=extra)
+        res.extra["rate"] = _sos_rate(res.convergence_factor, w)
+    return res
 
 
 def _sos_rate(lam: float, w: float) -> float:
@@ -281,34 +263,22 @@ def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     w = np.asarray(weights, dtype=np.float64).ravel()
 
     def check_parameters() -> None:
-        _check_eps(eps)
+        check_eps(eps)
         check_omega(omega)
-        _check_matrix(kind, lazy, alpha, need_alpha=True)
-        _check_stopping(tol, max_iter, check_every)
+        check_matrix(kind, lazy, alpha, need_alpha=True)
+        check_stopping(tol, max_iter, check_every)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
     om = float(omega)
     capacity, load = float(capacity), float(load)
-    u, cj = local_edge_rates(nb, capacity, w, _check_eps(eps), kind, lazy=lazy, alpha=alpha)
-    fair = capacity * total
-    flows = np.zeros(len(nb.neighbours))
+    u, cj = local_edge_rates(nb, capacity, w, check_eps(eps), kind, lazy=lazy, alpha=alpha)
     psi = np.zeros(len(nb.neighbours))
 
-    def residual() -> float:
-        local = abs(load - fair) / fair if fair > 0 else 0.0
-        return float(nb.allreduce(local, op="max"))
-
-    n = 0
-    r = residual()
-    while r > tol and n < max_iter:
+    def step(load: float, n: int) -> NDArray[np.float64]:
+        nonlocal psi
         lj = nb.exchange_scalar(load)
         x = u * (load / capacity - lj / cj)
         psi = x if n == 0 else om * x - (1.0 - om) * psi
-        load = load - _ordered_sum(psi)
-        flows = flows + psi
-        n += 1
-        if n % check_every == 0 or n == max_iter:
-            r = residual()
-    nb.counters.iterations = n
-    return LocalFlowResult(flows=flows, iterations=n, converged=r <= tol, counters=nb.counters,
-                           extra={"load": load, "residual": r})
+        return psi
+
+    return local_sweeps(nb, load, capacity * total, step, tol=tol, max_iter=max_iter, check_every=check_every)

@@ -20,8 +20,10 @@ from hermes.balance.diffusion import (
     gda_iter,
     second_eigenvalue_bound,
 )
+from hermes.balance import diffusion, matrices
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.model import Model
+from hermes.balance.registry import check_params, get_balancer
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, disconnected_model, random_model, zero_capacity_model
@@ -258,3 +260,32 @@ def test_tree_flow_does_not_depend_on_eps():
     m = random_model("tree", 12, 11)
     for eps in ("eps0", 0.5, 2.0):
         assert flow_error(m, gda(m, eps, tol=1e-11, compute_factor=False).flow) < 1e-7
+
+
+# -- module layout and the registry entries gda0 / gda1 ----------------------------------------
+MOVED = ["MATRIX_KINDS", "edge_connectivity", "epsilon0", "elsasser_alpha", "diffusion_scalars", "edge_rates",
+         "diffusion_matrix", "gdm_defects", "diffusion_flow", "convergence_factor", "diffusion_bounds",
+         "second_eigenvalue_bound", "convergence_factor_bound", "local_edge_rates"]
+
+
+@pytest.mark.parametrize("name", MOVED)
+def test_matrix_names_stay_importable_from_diffusion(name):
+    assert name in diffusion.__all__ and name in matrices.__all__
+    assert getattr(diffusion, name) is getattr(matrices, name)
+
+
+@pytest.mark.parametrize("name,eps", [("gda0", "eps0"), ("gda1", 1.0)])
+def test_registry_gda0_gda1_take_lazy(name, eps):
+    info = get_balancer(name)
+    assert info.defaults["lazy"] is False
+    with pytest.raises(BalancerError, match="balancer.lazy"):
+        check_params(name, {"lazy": "yes"})
+    m = random_model("tree+", 9, 4)
+    plain = info.serial(m, **check_params(name, {"tolerance": 1e-9}))
+    lazy = info.serial(m, **check_params(name, {"tolerance": 1e-9, "lazy": True}))
+    ref = gda(m, eps, lazy=True, tol=1e-9)
+    assert lazy.extra["lazy"] and not plain.extra["lazy"]
+    assert np.array_equal(lazy.flow, ref.flow) and lazy.iterations == ref.iterations
+    assert lazy.convergence_factor == ref.convergence_factor != plain.convergence_factor
+    target = diffusion_flow(m, eps)  # the lazy matrix has the flow of M (u/2 has the same minimiser)
+    assert np.linalg.norm(lazy.flow - target) <= 1e-6 * np.linalg.norm(target)

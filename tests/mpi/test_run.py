@@ -30,7 +30,17 @@ def summary(out):
     return json.loads((Path(out) / "summary.json").read_text())
 
 
-@pytest.mark.parametrize("balancer", ["none", "pcg", "gda0", "gda1", "metis"])
+ALL_BALANCERS = ["none", "pcg", "gda0", "gda1", "gda2", "gda3", "gda4", "gda5", "gda6", "sos", "sos_opt", "implicit",
+                 "implicit_watts", "lps", "lpa", "mpa", "ada", "fos", "grapevine", "metis", "scotch", "auto"]
+
+
+def test_every_registered_balancer_is_exercised_here():
+    from hermes.balance.registry import BALANCERS
+
+    assert sorted(BALANCERS) == sorted(ALL_BALANCERS)
+
+
+@pytest.mark.parametrize("balancer", ALL_BALANCERS)
 def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, balancer):
     out = tmp_path / balancer
     res = hermes(4, out, "--set", f"balancer.algorithm={balancer}", "--no-pictures")

@@ -3,7 +3,7 @@
 Prints a Markdown table of the simulated total time (virtual clock, seconds) and the final imbalance
 for each balancer on the homogeneous and heterogeneous (Table 10.6 capacities) scenarios.
 
-    .venv/bin/python benchmarks/thesis_tables.py
+    .venv/bin/python benchmarks/thesis_tables.py [--all]
 """
 
 from __future__ import annotations
@@ -24,6 +24,12 @@ COLUMNS = [("No DLB", ["balancer.algorithm=none"]), ("GDA1", ["balancer.algorith
 
 
 def main() -> int:
+    import sys as _sys
+
+    if "--all" in _sys.argv:  # every balancer of the registry, one column each
+        from hermes.balance.registry import BALANCERS
+
+        COLUMNS[:] = [(n, [f"balancer.algorithm={n}"]) for n in sorted(BALANCERS)]
     print("| scenario | " + " | ".join(c for c, _ in COLUMNS) + " |")
     print("|---" * (len(COLUMNS) + 1) + "|")
     for scen in ("thesis-homogeneous", "thesis-heterogeneous"):

@@ -188,6 +188,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         cap_est = float("nan")
         counters = Counters()
         rounds = 0
+        infos: list[dict[str, Any]] = []  # what the balancer reported per round (e.g. AdA's case, auto's choice)
         if bal.name != "none":
             est = monitor(comm, clock, dom.neighbour_ranks, probe_work)
             cap_est = est.capacity
@@ -199,8 +200,9 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
                     est = monitor(comm, clock, dom.neighbour_ranks, probe_work)
                     model = _gather_model(comm, dom, est)
                 last = model.imbalance
-                dom, st, it = _balance_once(comm, clock, bal, params, sc.seed, dom, est, model, counters, k,
-                                            balancer_state)
+                dom, st, it, info = _balance_once(comm, clock, bal, params, sc.seed, dom, est, model, counters, k,
+                                                  balancer_state)
+                infos.append(_jsonable(info))
                 stats.add(st)
                 iters += it
                 rounds += 1
@@ -237,7 +239,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
             phases.append({"phase": k, "time": t_phase, **{f"{c}_time": v for c, v in mean.items()},
                            "imbalance_before": imb_before, "imbalance_after": imb_after, "migrated_cells": moved,
                            "migrated_weight": moved_w, "edge_cut": cut, "balance_iterations": iters, "balance_rounds": rounds,
-                           "balance_counters": counters.as_dict()})
+                           "balance_counters": counters.as_dict(), "balance_info": infos})
             own, wts, _ = gathered
             partitions[f"owner_{k:03d}"] = own.astype(np.int32)
             partitions[f"weight_{k:03d}"] = wts
@@ -296,7 +298,18 @@ def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, pha
                 for e, f, r in zip(model.edges.tolist(), decision.flow, realised):
                     if abs(f) > 1e-9 or r:
                         log.debug("phase %d edge %s flow %.3f realised %.3f", phase, e, f, r)
-    return dom, stats, decision.iterations
+    return dom, stats, decision.iterations, decision.info
+
+
+def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
+    """The scalar and string entries of a Decision's info (what summary.json can hold)."""
+    out = {}
+    for k, v in (info or {}).items():
+        if isinstance(v, (bool, int, float, str)) or v is None:
+            out[k] = v
+        elif isinstance(v, (np.integer, np.floating)):
+            out[k] = v.item()
+    return out
 
 
 def _max_op():

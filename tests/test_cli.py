@@ -79,3 +79,40 @@ def test_launcher_flags(monkeypatch):
     assert cmd[3:] == ["-n", "64", "/x/python", "-m", "mpi4py", "-m", "hermes", "run", "x.yaml"]
     monkeypatch.setattr("hermes.launch.mpi_flavour", lambda exe: "mpich")
     assert mpiexec_command(64, [], mpiexec="/x/mpiexec", python="/x/python")[1] == "-n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--graph", "path:4", "--capacities", "1,0,1,1", "--algorithm", "pcg"], "must be positive"),
+    (["--graph", "path:4", "--weights", "1,-1,1", "--algorithm", "gda0"], "must be positive"),
+    (["--graph", "path:6", "--algorithm", "sos", "--param", "omega=2.5"], "balancer.omega: must be a number in (0, 2)"),
+    (["--graph", "path:6", "--algorithm", "magic"], "unknown algorithm 'magic'; valid: "),
+    (["--graph", "DISC", "--algorithm", "pcg"], "disconnected"),
+    (["--graph", "ring:5", "--algorithm", "gda0", "--tol", "3"], "balancer.tolerance"),
+])
+def test_flow_lab_bad_parameters(tmp_path, args, message):
+    disc = tmp_path / "disc.txt"
+    disc.write_text("0 1\n2 3\n")
+    res = cli("flow", *[str(disc) if a == "DISC" else a for a in args])
+    assert res.returncode == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hermes: error:") and message in lines[0]
+
+
+def test_flow_json_and_gossip_json():
+    import json
+
+    res = cli("flow", "--graph", "torus:4x4", "--capacities", "hcuw", "--weights", "ijmod3", "--loads", "one",
+              "--algorithm", "lpa", "--json")
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    for key in ("algorithm", "p", "edges", "flow", "initial_loads", "fair_loads", "final_loads", "iterations",
+                "convergence_factor", "flow_error", "exchange_rounds", "collectives", "messages", "bytes", "time"):
+        assert key in d
+    assert d["p"] == 16 and d["iterations"] == 15 and d["convergence_factor"] is None
+    res = cli("gossip", "--ranks", "64", "--objects", "1000", "--mapped-ranks", "2", "--iterations", "6",
+              "--criterion", "modified", "--json")
+    assert res.returncode == 0, res.stderr
+    g = json.loads(res.stdout)
+    it = g["history"] if "history" in g else g["iterations"]
+    assert isinstance(it, list) and {"transfers", "rejected", "imbalance", "min", "max", "sigma"} <= set(it[-1])
+    assert it[-1]["imbalance"] < it[0]["imbalance"]

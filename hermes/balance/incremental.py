@@ -67,11 +67,21 @@ class AdARankState:
     case: str
 
 
+#: capacity changes below this relative size count as none: measured capacities differ from phase to
+#: phase by rounding alone, and applying such a change would only move the flow by the same relative amount
+CAPACITY_RTOL = 1e-12
+
+
 def ada_case(topology_changed: bool, loads_old, loads, caps_old, caps) -> str:
-    """Which branch of Alg. 16 applies (``recompute`` whenever the topology or the weights changed)."""
+    """Which branch of Alg. 16 applies (``recompute`` whenever the topology or the weights changed).
+
+    Capacities that changed by less than :data:`CAPACITY_RTOL` (relative) count as unchanged.
+    """
     if topology_changed:
         return "recompute"
-    return "reuse-capacities" if np.any(np.asarray(caps) != np.asarray(caps_old)) else "reuse-loads"
+    c, c0 = np.asarray(caps, dtype=float), np.asarray(caps_old, dtype=float)
+    changed = np.any(np.abs(c - c0) > CAPACITY_RTOL * np.abs(c0))
+    return "reuse-capacities" if changed else "reuse-loads"
 
 
 def ada_schedule(p: int, case: str, refine: int = 0) -> list:

@@ -68,6 +68,11 @@ def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, 
     assert s["jacobi_max_rel_error"] <= 1e-12
     rows = list(csv.DictReader((out / "phases.csv").open()))
     assert len(rows) == 16
+    if balancer == "ada":  # Θ is computed once, then reused while the subdomain graph stays the same
+        cases = [i["ada_case"] for ph in s["phases"] for i in ph["balance_info"]]
+        assert cases[0] == "recompute" and "reuse-loads" in cases[1:]
+    if balancer == "auto":
+        assert all(i["auto_choice"] in ("pcg", "lpa", "mpa") for ph in s["phases"] for i in ph["balance_info"])
     if balancer == "none":
         assert s["migrated_cells"] == 0
     else:

@@ -58,6 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="another balancer parameter (repeatable)")
     fl.add_argument("--json", action="store_true", help="print one JSON object")
 
+    me = sub.add_parser("mesh", help="mesh tools: describe a mesh file, generate a CFD mesh")
+    msub = me.add_subparsers(dest="mesh_command", required=True)
+    mi = msub.add_parser("info", help="counts, connectivity, degree, bounding box and validity problems")
+    mi.add_argument("file", help="a mesh or graph file (meshio formats, .graph/.chaco/.metis, .mtx)")
+    mi.add_argument("--units", choices=["cells", "nodes"], default="cells",
+                    help="work units: cells (dual graph, default) or nodes (nodal graph)")
+    mi.add_argument("--json", action="store_true", help="print one JSON object")
+    mg = msub.add_parser("generate", help="write a generated CFD mesh (grid, stufe, lshape, airfoil, 3elt, cylinder, "
+                         "large)")
+    mg.add_argument("name", help="generator name")
+    mg.add_argument("--size", type=int, help="approximate number of cells (default: the shipped mesh's size)")
+    mg.add_argument("--out", required=True, help="output file; the suffix picks the format (.vtu, .msh, ...)")
+
     fb = sub.add_parser("flow-bench", help="regenerate the published iteration/time figures (CSV + PNG)")
     fb.add_argument("--out", default="runs/flow-bench", help="output directory")
     fb.add_argument("--family", choices=["diffusion", "polynomial", "all"], default="all")
@@ -121,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_flow(args)
     if args.command == "gossip":
         return _cmd_gossip(args)
+    if args.command == "mesh":
+        return _cmd_mesh(args)
     if args.command == "flow-bench":
         from hermes.lab.bench import flow_bench
 
@@ -130,6 +145,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     build_parser().print_help()
     return EXIT_BAD_INPUT
+
+
+def _cmd_mesh(args) -> int:
+    import json
+
+    from hermes.errors import HermesError
+
+    try:
+        if args.mesh_command == "info":
+            from hermes.data.meshinfo import format_mesh_info, mesh_info_file
+
+            info = mesh_info_file(args.file, units=args.units)
+            print(json.dumps(info) if args.json else format_mesh_info(info))
+            return 0
+        from hermes.data.meshinfo import generate
+
+        mesh = generate(args.name, args.size, args.out)
+    except HermesError as err:
+        return _error(str(err))
+    print(f"{args.out}: {mesh.name}, {mesh.n_cells} cells, {mesh.n_edges} dual edges")
+    return 0
 
 
 def _parse_params(items: list[str]) -> dict:

@@ -8,7 +8,7 @@ rank receives its cells), then for each phase k = 1..n:
 3. **monitor** — capacities and link costs are measured (skipped by ``none``);
 4. **decide** — balance only if the measured imbalance exceeds ``balancer.trigger``;
 5. **balance** — the balancer computes a flow (or new destinations);
-6. **migrate** — cells move (gain selection, topological order of the flow);
+6. **migrate** — cells move (selection strategy gain, peel or wavefront; topological order of the flow);
 7. **compute** — ``application.iterations`` solver iterations (thesis Alg. 2);
 8. **record** — per-rank figures are gathered on rank 0.
 
@@ -35,6 +35,7 @@ from hermes.app.simulate import solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model, imbalance
 from hermes.balance.registry import BalanceContext, check_params, get_balancer
+from hermes.balance.selection import get_selection
 from hermes.clock import Links, make_clock
 from hermes.comm import Counters, NeighbourComm, agree, allreduce
 from hermes.data.adapt import adapt_weights, region_mask
@@ -42,6 +43,7 @@ from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.migrate import MigrationStats, migrate, realise_flow
 from hermes.errors import HermesError, MeshError, ScenarioError
 from hermes.extraload import CapacitySchedule
+from hermes.metrics import cell_bytes, partition_quality_local
 from hermes.monitor import monitor
 from hermes.results import write_atomic, write_csv, write_json, write_npz
 from hermes.scenario import Scenario
@@ -144,6 +146,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
                             f"ranks (run with mpiexec -n {sc.processors}, or --set processors={p})")
     bal = get_balancer(sc.balancer.algorithm)
     params = check_params(bal.name, sc.balancer.params)
+    select = get_selection(sc.balancer.selection)
     sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
     wall_start = time.perf_counter()
     say = progress if (progress is not None and rank == 0 and not quiet) else (lambda s: None)
@@ -164,6 +167,8 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     if rank == 0:
         partitions["owner_000"] = owner0.astype(np.int32)
         partitions["weight_000"] = mesh.weights.copy()
+        if sc.output.vtu:
+            partitions["u_000"] = initial_fields(mesh.coords)["u"]
     phases: list[dict[str, Any]] = []
     csv_rows: list[dict[str, Any]] = []
     total_moves = 0
@@ -179,6 +184,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         # adapt
         mask = region_mask(ad.region, dom.coords, dom.gid, k, sc.seed, bbox)
         dom = replace(dom, weight=adapt_weights(dom.weight, mask, ad.factor))
+        gid_before = dom.gid  # the cells this rank holds before balancing: the migration volume's reference
         loads = np.array(comm.allgather(dom.load))
         imb_before = imbalance(loads, caps)
 
@@ -201,7 +207,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
                     model = _gather_model(comm, dom, est)
                 last = model.imbalance
                 dom, st, it, info = _balance_once(comm, clock, bal, params, sc.seed, dom, est, model, counters, k,
-                                                  balancer_state)
+                                                  balancer_state, select)
                 infos.append(_jsonable(info))
                 stats.add(st)
                 iters += it
@@ -229,9 +235,11 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         rows = comm.gather(row, root=0)
         moved = comm.allreduce(stats.cells_sent)
         moved_w = comm.allreduce(stats.weight_sent)
-        cut = comm.allreduce(int(np.count_nonzero(dom.cut_mask))) // 2
+        quality = partition_quality_local(comm, dom, capacities=caps, prev_gid=gid_before,
+                                          bytes_per_cell=cell_bytes(dom))
+        cut = quality["edge_cut"]
         total_moves += moved
-        gathered = gather_to_root(comm, dom, n_cells)
+        gathered = gather_to_root(comm, dom, n_cells, extra=_vtu_fields(sc, dom))
         if rank == 0:
             csv_rows.extend(rows)
             mean = {c: float(np.mean([r[f"{c}_time"] for r in rows])) for c in ("compute", "comm", "sync",
@@ -239,10 +247,11 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
             phases.append({"phase": k, "time": t_phase, **{f"{c}_time": v for c, v in mean.items()},
                            "imbalance_before": imb_before, "imbalance_after": imb_after, "migrated_cells": moved,
                            "migrated_weight": moved_w, "edge_cut": cut, "balance_iterations": iters, "balance_rounds": rounds,
-                           "balance_counters": counters.as_dict(), "balance_info": infos})
-            own, wts, _ = gathered
+                           "balance_counters": counters.as_dict(), "balance_info": infos, "quality": quality})
+            own, wts, extra = gathered
             partitions[f"owner_{k:03d}"] = own.astype(np.int32)
             partitions[f"weight_{k:03d}"] = wts
+            partitions.update({f"{name}_{k:03d}": v for name, v in extra.items()})
         say(f"phase {k}/{ad.phases}: imbalance {imb_before:.3f} -> {imb_after:.3f}, moved {moved} cells, "
             f"time {t_phase:.4g} s")
 
@@ -277,7 +286,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     return summary
 
 
-def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, phase, state):
+def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, phase, state, select=None):
     """One decide-balance-migrate step (collective): returns (domain, migration stats, iterations)."""
     rank, p = comm.Get_rank(), comm.Get_size()
     nb = NeighbourComm(comm, est.neighbours, clock, counters)
@@ -293,12 +302,20 @@ def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, pha
         elif decision.flow is not None and np.any(decision.flow != 0):
             cost = _gather_costs(comm, p, est)
             levels = topological_order(model, decision.flow, 1e-12 * max(model.loads.sum(), 1.0))
-            dom, stats, realised = realise_flow(comm, dom, model.edges, decision.flow, cost, clock, levels=levels)
+            dom, stats, realised = realise_flow(comm, dom, model.edges, decision.flow, cost, clock, levels=levels,
+                                                select=select)
             if rank == 0 and log.isEnabledFor(logging.DEBUG):
                 for e, f, r in zip(model.edges.tolist(), decision.flow, realised):
                     if abs(f) > 1e-9 or r:
                         log.debug("phase %d edge %s flow %.3f realised %.3f", phase, e, f, r)
     return dom, stats, decision.iterations, decision.info
+
+
+def _vtu_fields(sc: Scenario, dom) -> dict[str, np.ndarray] | None:
+    """The per-cell fields recorded for ParaView each phase (the solution ``u``), when ``output.vtu``."""
+    if not sc.output.vtu:
+        return None
+    return {name: dom.fields[name] for name in ("u", "level") if name in dom.fields}
 
 
 def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
@@ -343,13 +360,20 @@ def _write_outputs(sc: Scenario, summary: dict, csv_rows: list[dict], partitions
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "scenario.yaml", yaml.safe_dump(sc.to_dict(), sort_keys=False))
     write_csv(out / "phases.csv", csv_rows, CSV_COLUMNS)
-    if sc.output.partitions or sc.output.pictures:
+    if sc.output.partitions or sc.output.pictures or sc.output.vtu:
         geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
         if mesh.has_polygons:
             geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)
         write_npz(out / "geometry.npz", **geo)
         write_npz(out / "partitions.npz", **partitions)
     write_json(out / "summary.json", dict(summary))
+    if sc.output.vtu:
+        from hermes.viz.vtu import write_run_vtu
+
+        try:
+            write_run_vtu(out)
+        except HermesError as err:  # like the pictures: report, keep the results
+            log.warning("VTU files not written: %s", err)
     if sc.output.pictures:
         from hermes.viz import plot_run
 

@@ -137,7 +137,9 @@ class BalancerSpec(_Strict):
     trigger: Annotated[float, Field(ge=1.0)] = Field(1.0, description="balance only if imbalance exceeds this")
     rounds: Annotated[int, Field(ge=1)] = Field(
         3, description="balancing rounds per phase: a round runs while it still lowers the imbalance")
-    selection: Literal["gain"] = "gain"
+    selection: Literal["gain", "peel", "wavefront"] = Field(
+        "gain", description="which cells realise a flow: gain (thesis §10.1), peel (BFS layers from the shared "
+        "boundary), wavefront (straight front)")
 
     @property
     def params(self) -> dict[str, Any]:
@@ -148,6 +150,8 @@ class OutputSpec(_Strict):
     dir: str | None = None
     pictures: bool = True
     partitions: bool = True
+    #: write vtu/phase-XXX.vtu per phase and partition.pvd (ParaView time series)
+    vtu: bool = False
 
 
 class Scenario(_Strict):

@@ -1,31 +1,63 @@
-"""Which cells realise a flow: the heterogeneous gain function of thesis §10.1.
+"""Which cells realise a flow: the gain function of thesis §10.1, boundary peeling, a wavefront.
 
-For a cell v in subdomain S_p and a target subdomain S_q,
+A *selection strategy* is a function ``select(dom, outflow, cost) -> dest`` run by one rank: given
+its :class:`~hermes.data.distributed.LocalDomain` and the weight ``outflow[q]`` it must send to each
+neighbouring rank q, it returns the destination rank of every local cell (``dom.rank`` = stays).
+Every strategy here is deterministic, keeps at least one cell home, offers a cell to q only where
+moving it brings q closer to its flow (``½ w(v) ≤`` what q still needs), and so serves every target
+within half the heaviest cell's weight of its flow wherever the boundary offers enough cells. They
+differ in *which* cells go:
 
-    g(v, q) = Σ_i |e_i(v)| (w̃_pi − w̃_qi),
+``gain`` (:func:`select_gain`, the default)
+    The heterogeneous gain function of thesis §10.1. For a cell v in subdomain S_p and a target
+    subdomain S_q,
 
-where ``e_i(v)`` are v's edges to cells in S_i and ``w̃`` is the p×p link-cost matrix (``w̃_ij`` the
-cost of the link {i, j} when i and j are adjacent in the subdomain graph, 0 otherwise; 0 on the
-diagonal). In the homogeneous case it reduces to ``|e_q(v)| − |e_p(v)|`` (plus terms for third
-subdomains), the classical edge-cut gain. The thesis defines ``w̃`` with the model's weights ``w_k``;
-hermes uses link *costs* here (relative per-byte time, ``bandwidth_max / bandwidth``), because the
-gain measures communication cost while the model's weights are conductances. On a uniform network
-both readings coincide.
+        g(v, q) = Σ_i |e_i(v)| (w̃_pi − w̃_qi),
 
-The boundary is peeled in rounds: each round ranks the current candidates (cells at home that touch
-S_q, counting cells already chosen for q as part of S_q) by decreasing gain (ties by global id, so the
-choice is deterministic) and takes them while the moved weight gets closer to the flow. Cells chosen
-for q expose new candidates for the next round.
+    where ``e_i(v)`` are v's edges to cells in S_i and ``w̃`` is the p×p link-cost matrix (``w̃_ij``
+    the cost of the link {i, j} when i and j are adjacent in the subdomain graph, 0 otherwise; 0 on
+    the diagonal). In the homogeneous case it reduces to ``|e_q(v)| − |e_p(v)|`` (plus terms for
+    third subdomains), the classical edge-cut gain. The thesis defines ``w̃`` with the model's
+    weights ``w_k``; hermes uses link *costs* here (relative per-byte time, ``bandwidth_max /
+    bandwidth``), because the gain measures communication cost while the model's weights are
+    conductances. On a uniform network both readings coincide. The boundary is peeled in rounds:
+    each round ranks the current candidates (cells at home that touch S_q, counting cells already
+    chosen for q as part of S_q) by decreasing gain (ties by global id) and takes them while the
+    moved weight gets closer to the flow. Cells chosen for q expose new candidates for the next round.
+    Where S_q shares only a short boundary with the rank, cells chosen for other targets can close
+    q's frontier, and q then gets less than its flow.
+``peel`` (:func:`select_peel`)
+    Layered boundary peeling: cells go layer by layer from the boundary shared with S_q inward, in
+    increasing BFS distance (:func:`layer_distance`) from S_q through the rank's own cells, ties by
+    global id. The cost matrix is not used.
+``wavefront`` (:func:`select_wavefront`)
+    A straight front perpendicular to the direction from the rank towards S_q sweeps inward from the
+    shared boundary; cells go in the order the front reaches them (:func:`front_key`), ties by
+    global id. The cost matrix is not used.
+
+:data:`SELECTIONS` maps the scenario names to the functions. :func:`realisation_report` compares a
+flow with the transfer a selection actually made (and its edge cut), and
+:func:`simulate_realisation` replays :func:`hermes.data.migrate.realise_flow` serially on a whole
+mesh, so strategies can be compared without MPI.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import NDArray
+from scipy.sparse.csgraph import dijkstra
 
 from hermes.data.distributed import LocalDomain
+from hermes.errors import BalancerError, GraphError
 
-__all__ = ["gain", "select_gain"]
+__all__ = ["gain", "select_gain", "layer_distance", "select_peel", "front_key", "select_wavefront",
+           "SELECTIONS", "get_selection", "realisation_report", "simulate_realisation", "Selection"]
+
+Selection = Callable[[LocalDomain, "dict[int, float]", NDArray[np.float64]], NDArray[np.int64]]
 
 
 def gain(dom: LocalDomain, owner_of_edge: NDArray[np.int64], cells: NDArray[np.int64], q: int,
@@ -101,3 +133,357 @@ def select_gain(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.fl
         if not progress:
             break
     return dest
+
+
+# -- shared machinery of the ordered strategies ------------------------------------------------------
+
+def _local_graph(dom: LocalDomain) -> sp.csr_array:
+    """The rank's own cells as a (directed, symmetric) CSR graph on local indices."""
+    li = dom.local_index
+    loc = li >= 0
+    return sp.csr_array((np.ones(int(loc.sum())), (dom.rows[loc], li[loc])), shape=(dom.n, dom.n))
+
+
+def layer_distance(dom: LocalDomain, targets) -> NDArray[np.float64]:
+    """BFS layer of every local cell counted from each target subdomain, through the rank's cells.
+
+    Parameters
+    ----------
+    dom : LocalDomain
+    targets : sequence of int
+        Neighbouring ranks q.
+
+    Returns
+    -------
+    ndarray of float64, shape (len(targets), dom.n)
+        ``1`` for a cell with a neighbour in S_q (the shared boundary), ``d + 1`` for a cell whose
+        nearest such cell is d edges away inside the rank's own subdomain, ``inf`` where no path
+        through the rank's cells leads to S_q.
+
+    Notes
+    -----
+    One multi-source shortest path per target (unit weights, :func:`scipy.sparse.csgraph.dijkstra`
+    from a virtual source linked to the boundary cells, so the paths never leave the subdomain).
+    """
+    targets = [int(q) for q in targets]
+    n, t = dom.n, len(targets)
+    if t == 0:
+        return np.zeros((0, n))
+    g = _local_graph(dom).tocoo()
+    cut = dom.local_index < 0
+    rows, cols = [g.row], [g.col]
+    for k, q in enumerate(targets):  # virtual source n + k -> boundary cells of q (one direction only)
+        b = np.unique(dom.rows[cut & (dom.nbr_owner == q)])
+        rows.append(np.full(b.size, n + k, dtype=np.int64))
+        cols.append(b)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    big = sp.csr_array((np.ones(r.size), (r, c)), shape=(n + t, n + t))
+    dist = dijkstra(big, directed=True, unweighted=True, indices=np.arange(n, n + t))
+    return np.asarray(dist, dtype=np.float64).reshape(t, n + t)[:, :n]
+
+
+def front_key(dom: LocalDomain, targets, reach: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """When the wavefront of each target reaches each local cell (smaller = earlier).
+
+    Parameters
+    ----------
+    dom : LocalDomain
+    targets : sequence of int
+    reach : (len(targets), dom.n) array, optional
+        :func:`layer_distance` of the same targets (computed if omitted); cells it marks ``inf``
+        are never reached.
+
+    Returns
+    -------
+    ndarray of float64, shape (len(targets), dom.n)
+        ``τ_q(v) = (c_B − x_v) · d̂``, the distance of cell v behind the straight front through
+        ``c_B`` perpendicular to ``d̂``, where ``c_B`` is the weight centroid of the rank's cells
+        on the boundary with S_q, ``c_p`` the weight centroid of all the rank's cells and
+        ``d̂ = (c_B − c_p) / ‖c_B − c_p‖`` the direction from the rank towards S_q. The front
+        starts at the shared boundary (the weighted mean of τ over the boundary cells is 0) and
+        moves against ``d̂``; all targets' fronts move at the same unit speed.
+
+    Notes
+    -----
+    A rank knows only its own cells' coordinates, so the direction between the two subdomains'
+    weight centroids is approximated by the direction from its own centroid to the centroid of the
+    shared boundary (the other subdomain lies beyond that boundary). Where ``‖c_B − c_p‖`` is below
+    ``10⁻⁹`` times the subdomain's extent (a boundary all around the rank), the front is a circle
+    growing from ``c_B``: ``τ_q(v) = ‖x_v − c_B‖``.
+    """
+    targets = [int(q) for q in targets]
+    if reach is None:
+        reach = layer_distance(dom, targets)
+    x, w = dom.coords, dom.weight
+    c_p = _centroid(x, w)
+    extent = float(np.ptp(x, axis=0).max()) if dom.n else 0.0
+    keys = np.full((len(targets), dom.n), np.inf)
+    for k in range(len(targets)):
+        b = reach[k] == 1
+        if not b.any():
+            continue
+        c_b = _centroid(x[b], w[b])
+        d = c_b - c_p
+        norm = float(np.linalg.norm(d))
+        tau = (c_b - x) @ (d / norm) if norm > 1e-9 * max(extent, 1e-300) else np.linalg.norm(x - c_b, axis=1)
+        keys[k] = np.where(np.isfinite(reach[k]), tau, np.inf)
+    return keys
+
+
+def _centroid(x: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Weight centroid of the points ``x`` (plain centroid when all weights are 0)."""
+    w = w if w.sum() > 0 else np.ones(w.size)
+    return (w[:, None] * x).sum(axis=0) / w.sum()
+
+
+def _serve_in_order(dom: LocalDomain, outflow: dict[int, float],
+                    keys: Callable[[LocalDomain, list[int]], NDArray[np.float64]],
+                    max_rounds: int) -> NDArray[np.int64]:
+    """Serve each target t from its cells in increasing ``keys(dom, targets)[t]`` (ties by global id).
+
+    Every round, each home cell with a finite key that fits an active target (``½ w ≤`` what the
+    target still needs) is offered to the fitting target with the smallest key — ties to the target
+    needing more, then to the lower rank — and each target takes its offered cells in (key, global
+    id) order while the moved weight gets closer to its flow. Cells a target does not take are
+    offered elsewhere in the next round. At least one cell stays home.
+    """
+    me = dom.rank
+    dest = np.full(dom.n, me, dtype=np.int64)
+    targets = np.array(sorted(outflow), dtype=np.int64)
+    if targets.size == 0 or dom.n == 0:
+        return dest
+    remaining = np.array([float(outflow[int(q)]) for q in targets], dtype=np.float64)
+    key = keys(dom, targets.tolist())
+    w = dom.weight
+    n_home = dom.n
+    for _ in range(max_rounds):
+        active = remaining > 0
+        if not active.any() or n_home <= 1:
+            break
+        home = dest == me
+        ok = active[:, None] & home[None, :] & np.isfinite(key) & (0.5 * w[None, :] <= remaining[:, None])
+        offered = ok.any(axis=0)
+        if not offered.any():
+            break
+        pref = np.lexsort((targets, -remaining))  # preference among ties: needs more, then lower rank
+        k_pref = np.where(ok, key, np.inf)[pref]
+        best = pref[np.argmin(k_pref, axis=0)]
+        progress = False
+        for t in np.flatnonzero(active):
+            cand = np.flatnonzero(offered & (best == t))
+            if cand.size == 0 or n_home <= 1:
+                continue
+            cand = cand[np.lexsort((dom.gid[cand], key[t, cand]))]
+            cum = np.cumsum(w[cand])
+            take = (cum - 0.5 * w[cand]) <= remaining[t]
+            k = int(np.argmin(take)) if not take.all() else take.size
+            k = min(k, n_home - 1)
+            if k <= 0:
+                continue
+            chosen = cand[:k]
+            dest[chosen] = targets[t]
+            remaining[t] -= float(w[chosen].sum())
+            n_home -= k
+            progress = True
+        if not progress:
+            break
+    return dest
+
+
+def select_peel(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.float64] | None = None,
+                *, max_rounds: int = 10_000) -> NDArray[np.int64]:
+    """Layered boundary peeling: cells leave layer by layer from the boundary with each target.
+
+    Parameters and result as :func:`select_gain` (``outflow[q]``: the weight to send to rank q;
+    ``dest``: one rank per local cell); ``cost`` is not used.
+
+    Notes
+    -----
+    The key of cell v for target q is its BFS layer :func:`layer_distance` (1 = touches S_q),
+    computed once on the subdomain as it is when the selection starts. Target q takes its cells in
+    increasing (layer, global id) — the whole first layer before any of the second, and so on —
+    while the moved weight gets closer to its flow; a cell equally deep for several targets goes to
+    the one needing more (see :func:`_serve_in_order`). Cells that cannot reach S_q through the
+    rank's own cells are never sent to q.
+    """
+    return _serve_in_order(dom, outflow, layer_distance, max_rounds)
+
+
+def select_wavefront(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.float64] | None = None,
+                     *, max_rounds: int = 10_000) -> NDArray[np.int64]:
+    """Wavefront selection: a straight front sweeps from each target's boundary into the subdomain.
+
+    Parameters and result as :func:`select_gain` (``outflow[q]``: the weight to send to rank q;
+    ``dest``: one rank per local cell); ``cost`` is not used.
+
+    Notes
+    -----
+    The key of cell v for target q is the front arrival ``τ_q(v) = (c_B − x_v)·d̂`` of
+    :func:`front_key`: the front is the line (plane) through the weight centroid ``c_B`` of the
+    boundary cells shared with S_q, perpendicular to the direction ``d̂`` from the rank's weight
+    centroid to ``c_B``, and it moves inward at unit speed. Target q takes cells in increasing
+    (τ, global id) while the moved weight gets closer to its flow, so the new boundary is a
+    straight cut rather than a copy of the old one; a cell reached by several fronts at the same
+    time goes to the target needing more. Only cells connected to S_q through the rank's own cells
+    are eligible.
+    """
+    return _serve_in_order(dom, outflow, front_key, max_rounds)
+
+
+SELECTIONS: dict[str, Selection] = {"gain": select_gain, "peel": select_peel, "wavefront": select_wavefront}
+
+
+def get_selection(name: str) -> Selection:
+    """The selection strategy called ``name`` in :data:`SELECTIONS`.
+
+    Raises
+    ------
+    BalancerError
+        If ``name`` is not a known strategy (the message lists the valid names).
+    """
+    try:
+        return SELECTIONS[name]
+    except (KeyError, TypeError):
+        raise BalancerError(f"unknown selection {name!r}; valid: {', '.join(sorted(SELECTIONS))}") from None
+
+
+# -- evaluation ---------------------------------------------------------------------------------------
+
+def realisation_report(xadj, adjncy, owner_before, owner_after, weights, edges, flow, *,
+                       realised=None, capacities=None) -> dict[str, Any]:
+    """How closely a change of ownership realises a flow, and what it does to the partition.
+
+    Parameters
+    ----------
+    xadj, adjncy : CSR adjacency of the whole mesh.
+    owner_before, owner_after : int arrays, one rank per cell.
+    weights : float array, one weight per cell.
+    edges : (q, 2) int array, flow : (q,) float array
+        The computed flow: ``flow[k] > 0`` moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
+    realised : (q,) array, optional
+        The weight moved along each edge hop by hop, as :func:`~hermes.data.migrate.realise_flow`
+        and :func:`simulate_realisation` count it. Default: the net transfer below.
+    capacities : (p,) array, optional
+        For the imbalances (default: equal).
+
+    Returns
+    -------
+    dict with
+        ``net_transfer`` (q,) weight of the cells owned by ``edges[k,0]`` before and by
+        ``edges[k,1]`` after, minus the reverse — equal to the hop-wise transfer unless a cell was
+        passed on through an intermediate rank; ``realised`` (q,) the ``realised`` argument or
+        ``net_transfer``; ``deviation`` (q,) ``|realised − flow|``;
+        ``relative_deviation`` ``Σ|realised − flow| / Σ|flow|`` (0 for a zero flow);
+        ``max_deviation``; ``off_graph_weight``, weight whose old and new owners are not adjacent
+        in the subdomain graph (cells passed on through an intermediate rank);
+        ``edge_cut_before/after``, ``boundary_cells_before/after``, ``migrated_cells``,
+        ``migrated_weight``, ``imbalance_before/after``.
+
+    Raises
+    ------
+    GraphError
+        On arrays of inconsistent lengths or ranks out of range.
+    """
+    from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
+
+    xadj, adjncy = np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64)
+    before, after = np.asarray(owner_before, dtype=np.int64), np.asarray(owner_after, dtype=np.int64)
+    w = np.asarray(weights, dtype=np.float64)
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    f = np.asarray(flow, dtype=np.float64).reshape(-1)
+    n = xadj.size - 1
+    if before.shape != (n,) or after.shape != (n,) or w.shape != (n,):
+        raise GraphError(f"realisation report: need {n} owners (before and after) and weights")
+    if f.shape != (len(e),):
+        raise GraphError(f"realisation report: {f.size} flow values for {len(e)} edges")
+    p = int(max(before.max(initial=0), after.max(initial=0), e.max(initial=-1)) + 1)
+    if n and min(before.min(), after.min()) < 0 or (len(e) and e.min() < 0):
+        raise GraphError("realisation report: negative rank")
+    moved = before != after
+    transfer = np.bincount(before[moved] * p + after[moved], weights=w[moved], minlength=p * p).reshape(p, p)
+    net = transfer[e[:, 0], e[:, 1]] - transfer[e[:, 1], e[:, 0]]
+    realised = net if realised is None else np.asarray(realised, dtype=np.float64).reshape(-1)
+    if realised.shape != f.shape:
+        raise GraphError(f"realisation report: {realised.size} realised values for {len(e)} edges")
+    on_graph = np.zeros((p, p), dtype=bool)
+    on_graph[e[:, 0], e[:, 1]] = on_graph[e[:, 1], e[:, 0]] = True
+    dev = np.abs(realised - f)
+    total = float(np.abs(f).sum())
+    cells, weight = migration_volume(before, after, w)
+    caps = np.ones(p) if capacities is None else np.asarray(capacities, dtype=np.float64)
+    return {
+        "edges": e, "flow": f, "net_transfer": net, "realised": realised, "deviation": dev,
+        "relative_deviation": float(dev.sum() / total) if total > 0 else 0.0,
+        "max_deviation": float(dev.max(initial=0.0)),
+        "off_graph_weight": float(transfer[~on_graph].sum()),
+        "edge_cut_before": edge_cut(xadj, adjncy, before), "edge_cut_after": edge_cut(xadj, adjncy, after),
+        "boundary_cells_before": boundary_cells(xadj, adjncy, before),
+        "boundary_cells_after": boundary_cells(xadj, adjncy, after),
+        "migrated_cells": cells, "migrated_weight": weight,
+        "imbalance_before": imbalance(np.bincount(before, weights=w, minlength=p), caps),
+        "imbalance_after": imbalance(np.bincount(after, weights=w, minlength=p), caps),
+    }
+
+
+def _local_view(xadj, adjncy, coords, weights, owner, rank: int) -> LocalDomain:
+    """The LocalDomain rank ``rank`` holds for a whole-mesh owner array, with exact ghost owners."""
+    idx = np.flatnonzero(owner == rank)
+    deg = np.diff(xadj)
+    ent = np.flatnonzero(np.repeat(owner == rank, deg))
+    return LocalDomain(rank=rank, size=int(owner.max()) + 1, gid=idx.astype(np.int64), weight=weights[idx],
+                       coords=coords[idx], xadj=np.concatenate(([0], np.cumsum(deg[idx]))).astype(np.int64),
+                       adjncy=adjncy[ent], nbr_owner=owner[adjncy[ent]])
+
+
+def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, select: Selection | str = "gain",
+                         cost: NDArray[np.float64] | None = None) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Serial replay of :func:`hermes.data.migrate.realise_flow` on a whole mesh.
+
+    Ranks act level by level in the topological order of the flow
+    (:func:`hermes.balance.flow.topological_order`); at each level every rank with an outflow runs
+    ``select`` on its current cells and the moves are applied together. Ghost owners are exact
+    here, whereas under MPI a rank may see stale owners of ghosts that moved between two other
+    ranks at an earlier level; otherwise the moves are the same.
+
+    Parameters
+    ----------
+    xadj, adjncy, coords, weights, owner : the whole mesh and its partition (owner per cell).
+    edges, flow : the flow on the subdomain graph.
+    select : a strategy or its name in :data:`SELECTIONS`.
+    cost : (p, p) link-cost matrix for the gain; default 1 on the edges of ``edges``.
+
+    Returns
+    -------
+    (owner, realised) : the owner of every cell afterwards, and the weight moved along each edge
+    (counted hop by hop, positive from ``edges[k, 0]`` to ``edges[k, 1]``).
+    """
+    from hermes.balance.flow import topological_order
+    from hermes.balance.model import Model
+
+    select = get_selection(select) if isinstance(select, str) else select
+    xadj, adjncy = np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64)
+    coords, weights = np.asarray(coords, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    owner = np.asarray(owner, dtype=np.int64).copy()
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    f = np.asarray(flow, dtype=np.float64).reshape(-1)
+    p = int(max(owner.max(), e.max(initial=-1)) + 1)
+    if cost is None:
+        cost = np.zeros((p, p))
+        cost[e[:, 0], e[:, 1]] = cost[e[:, 1], e[:, 0]] = 1.0
+    # topological_order reads only p, q and the edges, so the caller's edge order is kept
+    loads = np.bincount(owner, weights=weights, minlength=p)
+    model = Model(p=p, edges=e, loads=loads, capacities=np.full(p, 1.0 / p), weights=np.ones(len(e)))
+    realised = np.zeros(len(e))
+    for level in topological_order(model, f, 1e-12 * max(float(loads.sum()), 1.0)):
+        new = owner.copy()
+        for r in level.tolist():
+            out = {int(j): fk for (i, j), fk in zip(e.tolist(), f.tolist()) if i == r and fk > 0}
+            out.update({int(i): -fk for (i, j), fk in zip(e.tolist(), f.tolist()) if j == r and fk < 0})
+            if out:
+                dom = _local_view(xadj, adjncy, coords, weights, owner, r)
+                new[dom.gid] = select(dom, out, cost)
+        moved = new != owner
+        transfer = np.bincount(owner[moved] * p + new[moved], weights=weights[moved], minlength=p * p).reshape(p, p)
+        realised += transfer[e[:, 0], e[:, 1]] - transfer[e[:, 1], e[:, 0]]
+        owner = new
+    return owner, realised

@@ -1,0 +1,276 @@
+"""ParaView output of a run: the partitioned mesh of every phase as VTU, and a ``.pvd`` time series.
+
+:func:`write_run_vtu` turns a run directory into ``vtu/phase-000.vtu``, ``vtu/phase-001.vtu``, ... and
+``partition.pvd``; opening the ``.pvd`` in ParaView shows the whole run, one time step per phase.
+
+What is read (see ``docs/ARCHITECTURE.md``, "Run directory"):
+
+``geometry.npz``
+    ``coords`` (required; one point per unit) and, for cell meshes, ``points``, ``cell_ptr``,
+    ``cell_nodes`` (unit ``i`` is the polygon ``points[cell_nodes[cell_ptr[i]:cell_ptr[i+1]]]``).
+    A phase whose mesh differs from the initial one (refinement) may carry its own geometry:
+    ``coords_XXX``, ``points_XXX``, ``cell_ptr_XXX``, ``cell_nodes_XXX`` override the arrays above
+    for phase ``XXX``. ``xadj``/``adjncy`` (and ``xadj_XXX``/``adjncy_XXX``) draw the edges of pure
+    graphs.
+``partitions.npz``
+    ``owner_XXX`` (required, one per recorded phase), ``weight_XXX``, and any other array
+    ``NAME_XXX`` (``NAME`` an identifier, ``XXX`` the phase): a per-unit field of that phase, written
+    under ``NAME`` — e.g. ``u_XXX`` (the solution), ``level_XXX`` (the refinement level).
+    ``gid_XXX`` gives the units' persistent global ids (default ``0..n-1``; a refined mesh keeps a
+    cell's id while it lives and gives children new ones).
+    ``migrated_XXX``, when present, is the migrated flag of phase ``XXX``; otherwise the flag is
+    "owner differs from the previous recorded phase", matched by ``gid_XXX`` when both phases have one
+    (units new in this phase, e.g. children of a refinement, count as not migrated) or by index when
+    both phases have the same units (same count, no per-phase geometry); else it is left out.
+    Missing optional arrays are skipped.
+
+Cells become meshio cell blocks — ``triangle``, ``quad`` and one ``polygon`` block per larger node
+count, so mixed meshes work — with the cell data ``owner`` (rank), ``weight``, ``migrated`` (0/1),
+``gid`` (the unit's global id: blocks group cells by type, so the VTU order may differ from the id
+order on mixed meshes) and the extra fields. Pure graphs (no polygons) become ``vertex`` cells (plus
+``line`` cells for the edges) and the same arrays as point data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.errors import HermesError
+from hermes.results import write_atomic
+
+__all__ = ["write_run_vtu", "partition_mesh", "write_vtu", "write_pvd", "PVD_NAME", "VTU_DIR"]
+
+log = logging.getLogger(__name__)
+
+#: The time-series file in the run directory, and the folder of the per-phase VTU files.
+PVD_NAME = "partition.pvd"
+VTU_DIR = "vtu"
+
+_PHASE_ARRAY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*?)_(\d{3,})$")
+_GEOMETRY = ("coords", "points", "cell_ptr", "cell_nodes", "xadj", "adjncy")
+_BLOCK_TYPE = {3: "triangle", 4: "quad"}
+
+
+def write_run_vtu(run_dir: str | os.PathLike[str], *, graph_edges: bool = True) -> list[Path]:
+    """Write the partitioned mesh of every recorded phase of a run directory for ParaView.
+
+    Parameters
+    ----------
+    run_dir : path-like
+        A run directory with ``geometry.npz`` and ``partitions.npz`` (module docstring).
+    graph_edges : bool
+        For pure graphs, also write the edges as ``line`` cells (from ``xadj``/``adjncy``).
+
+    Returns
+    -------
+    list of pathlib.Path
+        ``vtu/phase-XXX.vtu`` in phase order, then ``partition.pvd`` (timestep = phase).
+
+    Raises
+    ------
+    HermesError
+        If a file or required array is missing or unreadable, or an array does not match its
+        phase's unit count. Every phase is checked before anything is written.
+
+    Notes
+    -----
+    Each file is written to a temporary file in the same directory and renamed, so a reader sees a
+    complete file or none.
+    """
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise HermesError(f"run directory not found: {run}")
+    geo = _read_npz(run / "geometry.npz")
+    parts = _read_npz(run / "partitions.npz")
+    if "coords" not in geo:
+        raise HermesError(f"cannot read {run / 'geometry.npz'}: no array 'coords'")
+    per_phase: dict[int, dict[str, NDArray]] = {}
+    for key, arr in parts.items():
+        if m := _PHASE_ARRAY.fullmatch(key):
+            per_phase.setdefault(int(m.group(2)), {})[m.group(1)] = arr
+    phases = sorted(k for k, arrays in per_phase.items() if "owner" in arrays)
+    if not phases:
+        raise HermesError(f"cannot read {run / 'partitions.npz'}: no owner_XXX arrays")
+
+    plans = []
+    prev: tuple[NDArray, bool, NDArray | None] | None = None
+    for k in phases:
+        g = {name: geo.get(f"{name}_{k:03d}", geo.get(name)) for name in _GEOMETRY}
+        own_geometry = any(f"{name}_{k:03d}" in geo for name in ("coords", "points", "cell_ptr", "cell_nodes"))
+        arrays = per_phase[k]
+        owner = np.asarray(arrays["owner"])
+        n = int(g["coords"].shape[0])
+        fields: dict[str, NDArray] = {"owner": owner.astype(np.int32)}
+        if "weight" in arrays:
+            fields["weight"] = arrays["weight"]
+        if "migrated" in arrays:
+            fields["migrated"] = arrays["migrated"]
+        elif prev is None:
+            fields["migrated"] = np.zeros(n, dtype=np.uint8)
+        elif prev[2] is not None and "gid" in arrays and arrays["gid"].shape == owner.shape:
+            fields["migrated"] = _moved_by_gid(prev[2], prev[0], arrays["gid"], owner, run, k)
+        elif prev[0].shape == owner.shape and not (own_geometry or prev[1]):
+            fields["migrated"] = (prev[0] != owner).astype(np.uint8)
+        else:
+            log.info("phase %d: units renumbered and no migrated_%03d recorded: no migrated flag", k, k)
+        fields.update({name: a for name, a in sorted(arrays.items()) if name not in fields})
+        fields.setdefault("gid", np.arange(n, dtype=np.int64))
+        for name, a in fields.items():
+            if a.ndim not in (1, 2) or a.shape[0] != n:
+                raise HermesError(f"cannot read {run / 'partitions.npz'}: {name}_{k:03d} has shape {a.shape} "
+                                  f"for {n} units")
+            if a.dtype.kind not in "biuf":
+                raise HermesError(f"cannot read {run / 'partitions.npz'}: {name}_{k:03d} is not numeric")
+        has_cells = all(g[name] is not None for name in ("points", "cell_ptr", "cell_nodes"))
+        _check_geometry(g, n, has_cells, run, k)
+        plans.append((k, g, has_cells, fields))
+        prev = (owner, own_geometry, arrays.get("gid"))
+
+    out = run / VTU_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for k, g, has_cells, fields in plans:
+        mesh = partition_mesh(
+            g["coords"], fields, points=g["points"] if has_cells else None,
+            cell_ptr=g["cell_ptr"] if has_cells else None, cell_nodes=g["cell_nodes"] if has_cells else None,
+            xadj=g["xadj"] if graph_edges else None, adjncy=g["adjncy"] if graph_edges else None,
+        )
+        written.append(write_vtu(out / f"phase-{k:03d}.vtu", mesh))
+    written.append(write_pvd(run / PVD_NAME, [(k, f"{VTU_DIR}/phase-{k:03d}.vtu") for k in phases]))
+    log.info("wrote %d VTU files and %s in %s", len(phases), PVD_NAME, run)
+    return written
+
+
+def partition_mesh(coords: NDArray[np.float64], fields: dict[str, NDArray], *,
+                   points: NDArray[np.float64] | None = None, cell_ptr: NDArray[np.int64] | None = None,
+                   cell_nodes: NDArray[np.int64] | None = None, xadj: NDArray[np.int64] | None = None,
+                   adjncy: NDArray[np.int64] | None = None):
+    """A :class:`meshio.Mesh` of the units with one value per unit of every field.
+
+    Parameters
+    ----------
+    coords : ndarray, shape (n, d)
+        A point per unit (d = 1, 2 or 3).
+    fields : dict of str to ndarray of shape (n,) or (n, k)
+        Per-unit values (booleans are written as uint8).
+    points, cell_ptr, cell_nodes : ndarray, optional
+        Cell polygons (module docstring). Given: the units are cells and ``fields`` become cell data;
+        cells are grouped in blocks by node count (3 → ``triangle``, 4 → ``quad``, k ≥ 5 →
+        ``polygon``), keeping the id order within a block.
+    xadj, adjncy : ndarray, optional
+        For pure graphs: the edges, written as ``line`` cells after the ``vertex`` cells.
+
+    Returns
+    -------
+    meshio.Mesh
+        Points padded to 3-D. Pure graphs: one ``vertex`` cell per unit and ``fields`` as point data.
+    """
+    import meshio
+
+    data = {name: (a.astype(np.uint8) if a.dtype == bool else a) for name, a in fields.items()}
+    if points is None:
+        n = coords.shape[0]
+        cells = [meshio.CellBlock("vertex", np.arange(n, dtype=np.int64)[:, None])]
+        if xadj is not None and adjncy is not None:
+            rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(xadj))
+            upper = rows < adjncy
+            if upper.any():
+                cells.append(meshio.CellBlock("line", np.column_stack([rows[upper], adjncy[upper]])))
+        return meshio.Mesh(_pad3(coords), cells, point_data=data)
+    sizes = np.diff(cell_ptr)
+    blocks, order = [], []
+    for k in np.unique(sizes):
+        idx = np.flatnonzero(sizes == k)
+        conn = cell_nodes[cell_ptr[idx][:, None] + np.arange(k)]
+        blocks.append(meshio.CellBlock(_BLOCK_TYPE.get(int(k), "polygon"), conn.astype(np.int64)))
+        order.append(idx)
+    cell_data = {name: [a[idx] for idx in order] for name, a in data.items()}
+    return meshio.Mesh(_pad3(points), blocks, cell_data=cell_data)
+
+
+def write_vtu(path: str | os.PathLike[str], mesh) -> Path:
+    """Write a meshio mesh as binary, zlib-compressed VTU, atomically (temporary file + rename)."""
+    import meshio
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        meshio.write(tmp, mesh, file_format="vtu")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_pvd(path: str | os.PathLike[str], entries: list[tuple[float, str]]) -> Path:
+    """Write a ParaView collection (``<VTKFile type="Collection">``) of ``(timestep, relative file)``.
+
+    ParaView's PVD reader opens it as a time series: one data set per timestep.
+    """
+    root = ET.Element("VTKFile", type="Collection", version="0.1", byte_order="LittleEndian")
+    coll = ET.SubElement(root, "Collection")
+    for t, file in entries:
+        ET.SubElement(coll, "DataSet", timestep=f"{t:g}", group="", part="0", file=str(file))
+    ET.indent(root)
+    return write_atomic(path, '<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode") + "\n")
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _pad3(x: NDArray) -> NDArray[np.float64]:
+    x = np.asarray(x, dtype=np.float64)
+    x = x.reshape(x.shape[0], -1)
+    return np.column_stack([x, np.zeros((x.shape[0], 3 - x.shape[1]))]) if x.shape[1] < 3 else x[:, :3]
+
+
+def _moved_by_gid(gid0: NDArray, owner0: NDArray, gid1: NDArray, owner1: NDArray, run: Path,
+                  k: int) -> NDArray[np.uint8]:
+    """1 where a unit of ``gid1`` existed in ``gid0`` with another owner (units new in ``gid1``: 0)."""
+    if gid0.shape != owner0.shape or np.unique(gid0).size != gid0.size or np.unique(gid1).size != gid1.size:
+        raise HermesError(f"cannot read {run / 'partitions.npz'}: gid arrays before phase {k} are not "
+                          f"unique ids, one per unit")
+    order = np.argsort(gid0)
+    pos = np.minimum(np.searchsorted(gid0, gid1, sorter=order), max(gid0.size - 1, 0))
+    found = gid0[order[pos]] == gid1 if gid0.size else np.zeros(gid1.size, bool)
+    return (found & (owner0[order[pos]] != owner1)).astype(np.uint8)
+
+
+def _check_geometry(g: dict[str, Any], n: int, has_cells: bool, run: Path, k: int) -> None:
+    where = f"cannot read {run / 'geometry.npz'} (phase {k})"
+    if g["coords"].ndim != 2 or not 1 <= g["coords"].shape[1] <= 3:
+        raise HermesError(f"{where}: coords has shape {g['coords'].shape}")
+    if has_cells:
+        ptr, nodes, pts = g["cell_ptr"], g["cell_nodes"], g["points"]
+        if ptr.shape != (n + 1,) or ptr[0] != 0 or ptr[-1] != nodes.size or np.any(np.diff(ptr) < 3):
+            raise HermesError(f"{where}: cell_ptr does not describe {n} polygons of 3 or more nodes")
+        if nodes.size and (nodes.min() < 0 or nodes.max() >= pts.shape[0]):
+            raise HermesError(f"{where}: cell node index out of range 0..{pts.shape[0] - 1}")
+    elif g["xadj"] is not None and g["adjncy"] is not None:
+        xadj, adjncy = g["xadj"], g["adjncy"]
+        if xadj.shape != (n + 1,) or xadj[-1] != adjncy.size or (adjncy.size and not 0 <= adjncy.min()
+                                                                    <= adjncy.max() < n):
+            raise HermesError(f"{where}: xadj/adjncy do not describe a graph on {n} units")
+
+
+def _read_npz(path: Path) -> dict[str, NDArray]:
+    if not path.is_file():
+        raise HermesError(f"missing {path.name} in run directory {path.parent}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except Exception as err:  # BadZipFile, ValueError, OSError: all mean "unreadable"
+        text = " ".join(str(err).split())
+        raise HermesError(f"cannot read {path}: {type(err).__name__}: {text}") from None

@@ -113,26 +113,36 @@ def select_gain(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.fl
             better = g > best_gain[cand]
             best_gain[cand[better]] = g[better]
             best_q[cand[better]] = t
-        progress = False
-        for t in np.flatnonzero(active):
-            cand = np.flatnonzero(best_q == t)
-            if cand.size == 0 or n_home <= 1:
-                continue
-            cand = cand[np.lexsort((dom.gid[cand], -best_gain[cand]))]
-            cum = np.cumsum(w[cand])
-            take = (cum - 0.5 * w[cand]) <= remaining[t]
-            k = int(np.argmin(take)) if not take.all() else take.size
-            k = min(k, n_home - 1)
-            if k <= 0:
-                continue
-            chosen = cand[:k]
-            dest[chosen] = targets[t]
-            remaining[t] -= float(w[chosen].sum())
-            n_home -= k
-            progress = True
-        if not progress:
+        order = np.broadcast_to(-best_gain, (targets.size, dom.n))  # decreasing gain
+        if _take_offers(dom, best_q, order, active, targets, remaining, dest, n_home) == 0:
             break
     return dest
+
+
+def _take_offers(dom: LocalDomain, offer: NDArray[np.int64], order: NDArray[np.float64], active: NDArray[np.bool_],
+                 targets: NDArray[np.int64], remaining: NDArray[np.float64], dest: NDArray[np.int64],
+                 n_home: int) -> int:
+    """One round of takes, shared by every strategy; returns the number of cells moved.
+
+    Each active target t takes the cells offered to it (``offer == t``) in increasing
+    (``order[t]``, global id) order while the moved weight gets closer to ``remaining[t]``, leaving
+    at least one of the ``n_home`` home cells home. ``dest`` and ``remaining`` are updated in place.
+    """
+    w = dom.weight
+    moved = 0
+    for t in np.flatnonzero(active):
+        cand = np.flatnonzero(offer == t)
+        left = n_home - moved
+        if cand.size == 0 or left <= 1:
+            continue
+        cand = cand[np.lexsort((dom.gid[cand], order[t, cand]))]
+        take = (np.cumsum(w[cand]) - 0.5 * w[cand]) <= remaining[t]
+        k = min(int(np.argmin(take)) if not take.all() else take.size, left - 1)
+        if k > 0:
+            dest[cand[:k]] = targets[t]
+            remaining[t] -= float(w[cand[:k]].sum())
+            moved += k
+    return moved
 
 
 # -- shared machinery of the ordered strategies ------------------------------------------------------
@@ -267,26 +277,11 @@ def _serve_in_order(dom: LocalDomain, outflow: dict[int, float],
             break
         pref = np.lexsort((targets, -remaining))  # preference among ties: needs more, then lower rank
         k_pref = np.where(ok, key, np.inf)[pref]
-        best = pref[np.argmin(k_pref, axis=0)]
-        progress = False
-        for t in np.flatnonzero(active):
-            cand = np.flatnonzero(offered & (best == t))
-            if cand.size == 0 or n_home <= 1:
-                continue
-            cand = cand[np.lexsort((dom.gid[cand], key[t, cand]))]
-            cum = np.cumsum(w[cand])
-            take = (cum - 0.5 * w[cand]) <= remaining[t]
-            k = int(np.argmin(take)) if not take.all() else take.size
-            k = min(k, n_home - 1)
-            if k <= 0:
-                continue
-            chosen = cand[:k]
-            dest[chosen] = targets[t]
-            remaining[t] -= float(w[chosen].sum())
-            n_home -= k
-            progress = True
-        if not progress:
+        best = np.where(offered, pref[np.argmin(k_pref, axis=0)], -1)
+        moved = _take_offers(dom, best, key, active, targets, remaining, dest, n_home)
+        if moved == 0:
             break
+        n_home -= moved
     return dest
 
 

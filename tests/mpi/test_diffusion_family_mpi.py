@@ -6,17 +6,11 @@ see diffusion_family_script.py.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).with_name("diffusion_family_script.py")
+from tests.mpi.harness import check_script
 
 
 @pytest.mark.parametrize("nranks,seed", [(4, 11)])
 def test_distributed_matches_serial(mpirun, nranks, seed):
-    proc = mpirun(nranks, [str(seed)], script=SCRIPT, timeout=240)
-    out = proc.stdout + proc.stderr
-    assert "FAIL" not in proc.stdout, out
-    assert proc.returncode == 0, out
-    assert f"OK diffusion-family {nranks}" in proc.stdout.splitlines(), out
+    check_script(mpirun, "diffusion_family_script.py", "diffusion-family", nranks, [seed], timeout=240)

@@ -124,9 +124,18 @@ class RegionSpec(_Strict):
 
 
 class AdaptationSpec(_Strict):
+    """How the work changes each phase: weights multiplied on a region, or the mesh refined there."""
+
     phases: Annotated[int, Field(ge=1)] = 7
-    factor: PosFloat = 2.0
+    kind: Literal["weights", "refine"] = Field(
+        "weights", description="weights: multiply the region's weights by factor; refine: bisect the region's "
+        "cells (newest-vertex bisection) and coarsen where the region has left")
+    factor: PosFloat = Field(2.0, description="weights: the multiplier (ignored by refine)")
     region: RegionSpec = RegionSpec(kind="random", fraction=0.2)
+    max_level: Annotated[int, Field(ge=1, le=30)] = Field(4, description="refine: bisections a cell may accumulate")
+    edges: Literal["all", "refinement"] = Field(
+        "all", description="refine: bisect all three edges of a marked cell (4 children) or its refinement edge (2)")
+    coarsen: bool = Field(True, description="refine: merge sibling pairs the region has left")
 
 
 class BalancerSpec(_Strict):
@@ -242,6 +251,8 @@ def parse_scenario(data: Any, *, base_dir: str | Path = ".", overrides: list[str
 
 
 def _check_files(sc: Scenario) -> None:
+    if sc.adaptation.kind == "refine" and sc.mesh.units != "cells":
+        raise ScenarioError("adaptation.kind: refine needs mesh.units: cells (it bisects the cell polygons)")
     if sc.mesh.file is not None and not sc.resolve(sc.mesh.file).is_file():
         raise ScenarioError(f"mesh.file: no such file: {sc.resolve(sc.mesh.file)}")
     for key, val in (("platform.capacities", sc.platform.capacities), ("platform.schedule", sc.platform.schedule)):

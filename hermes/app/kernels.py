@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from hermes.data.distributed import LocalDomain
 
-__all__ = ["KERNELS", "initial_fields", "source_term", "jacobi_sweep", "jacobi_serial", "SIGMA"]
+__all__ = ["KERNELS", "initial_fields", "source_term", "jacobi_sweep", "jacobi_serial", "jacobi_sweeps", "SIGMA"]
 
 SIGMA = 0.5
 KERNELS = ("synthetic", "jacobi")
@@ -71,8 +71,12 @@ def _row_sums(xadj: NDArray[np.int64], vals: NDArray[np.float64]) -> NDArray[np.
 
 def jacobi_serial(xadj, adjncy, coords, sweeps: int) -> NDArray[np.float64]:
     """The serial reference: ``sweeps`` Jacobi sweeps on the whole mesh from u = 0."""
-    f = source_term(coords)
-    u = np.zeros(xadj.size - 1)
+    return jacobi_sweeps(xadj, adjncy, source_term(coords), np.zeros(xadj.size - 1), sweeps)
+
+
+def jacobi_sweeps(xadj, adjncy, f: NDArray[np.float64], u: NDArray[np.float64], sweeps: int) -> NDArray[np.float64]:
+    """``sweeps`` serial Jacobi sweeps on the whole mesh from ``u`` with source ``f`` (the reference of a
+    refined run replays them phase by phase, with ``u`` and ``f`` transferred by each adaptation)."""
     deg = np.diff(xadj)
     for _ in range(sweeps):
         u = (f + _row_sums(xadj, u[adjncy])) / (SIGMA + deg)

@@ -3,6 +3,9 @@
 :func:`plot_run` turns a run directory (``geometry.npz``, ``partitions.npz``, ``summary.json``; see
 ``docs/ARCHITECTURE.md``, "Run directory") into ``partition-000.png``, ``partition-001.png``, ... and
 ``phases.png``. matplotlib is imported only when a picture is drawn; ``import hermes.viz`` is cheap.
+A phase whose mesh was refined carries its own geometry in ``geometry.npz`` (``coords_XXX``,
+``points_XXX``, ``cell_ptr_XXX``, ``cell_nodes_XXX``, optionally ``xadj_XXX``/``adjncy_XXX``; the names
+:mod:`hermes.viz.vtu` reads); it replaces the shared arrays for that phase's picture.
 """
 
 from __future__ import annotations
@@ -83,7 +86,6 @@ def plot_run(
             f"phase {missing[0]} not recorded in {run / 'partitions.npz'} (recorded: {_ranges(recorded)})"
         )
 
-    n = geo["coords"].shape[0]
     top = max(int(parts[f"owner_{p:03d}"].max(initial=-1)) for p in recorded) + 1
     try:
         procs = int(summary.get("processors") or 0)
@@ -91,24 +93,29 @@ def plot_run(
         procs = 0
     nparts = max(procs, top)
     entries = {p.get("phase"): p for p in summary.get("phases") or [] if isinstance(p, dict)}
-    has_cells = all(k in geo for k in ("points", "cell_ptr", "cell_nodes"))
 
-    written = []
+    plans = []
     for p in wanted:
+        g = _phase_geometry(geo, p)
+        n = g["coords"].shape[0]
         owner = parts[f"owner_{p:03d}"]
         if owner.shape != (n,):
             raise HermesError(
                 f"cannot read {run / 'partitions.npz'}: owner_{p:03d} has {owner.size} entries for {n} units"
             )
+        plans.append((p, g, owner))
+    written = []
+    for p, g, owner in plans:
+        has_cells = all(g.get(k) is not None for k in ("points", "cell_ptr", "cell_nodes"))
         path = plot_partition(
             run / f"partition-{p:03d}.png",
-            geo["coords"],
+            g["coords"],
             owner,
-            points=geo.get("points") if has_cells else None,
-            cell_ptr=geo.get("cell_ptr") if has_cells else None,
-            cell_nodes=geo.get("cell_nodes") if has_cells else None,
-            xadj=geo["xadj"],
-            adjncy=geo["adjncy"],
+            points=g["points"] if has_cells else None,
+            cell_ptr=g["cell_ptr"] if has_cells else None,
+            cell_nodes=g["cell_nodes"] if has_cells else None,
+            xadj=g.get("xadj"),
+            adjncy=g.get("adjncy"),
             weights=parts.get(f"weight_{p:03d}"),
             nparts=nparts,
             title=_partition_title(summary, p, entries.get(p)),
@@ -122,6 +129,21 @@ def plot_run(
 
 
 # ----------------------------------------------------------------------------------------- helpers
+_CELLS = ("coords", "points", "cell_ptr", "cell_nodes")
+
+
+def _phase_geometry(geo: dict[str, np.ndarray], phase: int) -> dict[str, np.ndarray | None]:
+    """The geometry of ``phase``: its own ``NAME_XXX`` arrays where recorded, else the shared ones.
+
+    A phase with its own cells does not inherit the shared graph (``xadj``/``adjncy`` describe other units).
+    """
+    tag = f"_{phase:03d}"
+    own = any(k + tag in geo for k in _CELLS)
+    out = {k: geo.get(k + tag, geo.get(k)) for k in _CELLS}
+    out.update({k: geo.get(k + tag, None if own else geo.get(k)) for k in ("xadj", "adjncy")})
+    return out
+
+
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split())
     return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -1,0 +1,93 @@
+"""Smoke tests of the comparison benchmarks on tiny inputs: they run, and their table and CSV say what they must."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hermes.launch import _LAUNCHER_ENV
+from tests.conftest import ROOT, SHARED_MESHES
+
+BENCH = ROOT / "benchmarks"
+
+
+def bench(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        res = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
+                             timeout=timeout, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"{script} timed out after {timeout}s\n{err.stderr}")
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def table(stdout: str) -> tuple[list[str], list[list[str]]]:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("|")]
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+    return cells[0], cells[2:]
+
+
+def test_partition_compare_tiny(tmp_path):
+    out = tmp_path / "c.csv"
+    res = bench("partition_compare.py", "--meshes", "grid20x19", "--ranks", "3", "--phases", "1",
+                "--iterations", "1", "--methods", "none,pcg+gain,metis", "--out", str(out))
+    head, rows = table(res.stdout)
+    assert head == ["mesh", "cells", "method", "imbalance", "edge cut", "migrated cells", "migrated weight",
+                    "balance (s)", "sim. time (s)"]
+    assert [r[2] for r in rows] == ["none", "pcg+gain", "metis"]
+    with out.open() as f:
+        data = list(csv.DictReader(f))
+    assert list(data[0]) == ["mesh", "cells", "cells_final", "method", "algorithm", "selection", "params",
+                             "final_imbalance", "edge_cut", "edge_cut_max", "boundary_cells", "neighbours_max",
+                             "migration_cells", "migration_weight", "migration_bytes", "moved_cells", "total_time",
+                             "balance_time", "migrate_time", "wall_seconds", "run_seconds"]
+    by = {r["method"]: r for r in data}
+    assert all(r["mesh"] == "grid20x19" and r["cells"] == "380" for r in data)
+    # no balancing: nothing moves and the imbalance stays; a balancer lowers it by moving cells
+    assert int(by["none"]["migration_cells"]) == 0 and float(by["none"]["migration_weight"]) == 0
+    for m in ("pcg+gain", "metis"):
+        assert float(by[m]["final_imbalance"]) < float(by["none"]["final_imbalance"])
+        assert int(by[m]["migration_cells"]) > 0 and int(by[m]["edge_cut"]) > 0
+    assert by["metis"]["params"] == "targets=fair" and by["pcg+gain"]["selection"] == "gain"
+
+
+def test_partition_compare_refine_reports_the_grown_mesh(tmp_path):
+    out = tmp_path / "r.csv"
+    res = bench("partition_compare.py", "--kind", "refine", "--meshes", "lshape", "--ranks", "2", "--phases", "1",
+                "--iterations", "1", "--methods", "pcg+gain", "--out", str(out))
+    head, rows = table(res.stdout)
+    assert head[:4] == ["mesh", "cells", "cells final", "method"]
+    with out.open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert int(row["cells_final"]) > int(row["cells"]) == 1536  # the front's cells were bisected
+    assert float(row["final_imbalance"]) < 1.1
+
+
+def test_partition_compare_rejects_unknown_method():
+    res = subprocess.run([sys.executable, str(BENCH / "partition_compare.py"), "--methods", "nosuch"],
+                         capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert res.returncode != 0 and "unknown nosuch" in res.stderr
+
+
+@pytest.mark.skipif(not (SHARED_MESHES / "hammond2.graph").is_file(), reason="../shared/meshes absent")
+def test_shared_meshes_tiny(tmp_path):
+    out = tmp_path / "s.csv"
+    res = bench("shared_meshes.py", "--meshes", "hammond2", "--balancers", "pcg+gain", "--ranks", "2",
+                "--phases", "1", "--iterations", "1", "--out", str(out))
+    head, rows = table(res.stdout)
+    assert head[:5] == ["mesh", "cells", "edges", "load (s)", "balancer"] and "edge cut" in head
+    assert rows[0][:3] == ["hammond2", "4,362", "12,624"]  # the counts of ../shared/meshes/README.md
+    with out.open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert float(row["final_imbalance"]) >= 1.0 and int(row["edge_cut"]) > 0 and float(row["load_seconds"]) > 0
+
+
+def test_shared_meshes_skips_cleanly_without_directory(tmp_path):
+    res = bench("shared_meshes.py", "--dir", str(tmp_path / "absent"))
+    assert "not found" in res.stdout and "skipped" in res.stdout

@@ -17,7 +17,7 @@ Wall clock
     arithmetic scaled by the rank's relative capacity ``1 / (p c_i)``, to emulate slower processors on
     a homogeneous cluster; exchanges and collectives are timed around the real MPI calls.
 
-Inside ``with clock.activity("balance")`` (or ``"migrate"``) every charge goes to that category.
+Inside ``with clock.activity("balance")`` (or ``"migrate"``, ``"adapt"``) every charge goes to that category.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 __all__ = ["CATEGORIES", "Links", "VirtualClock", "WallClock", "Clock", "make_clock"]
 
-CATEGORIES = ("compute", "comm", "sync", "balance", "migrate")
+CATEGORIES = ("compute", "comm", "sync", "balance", "migrate", "adapt")
 
 
 @dataclass(frozen=True)

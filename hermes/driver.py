@@ -4,8 +4,9 @@ Set-up (rank 0 reads and partitions the mesh with METIS, target fractions = the 
 rank receives its cells), then for each phase k = 1..n:
 
 1. **extra load** — the capacity schedule sets the processors' capacities for phase k;
-2. **adapt** — ``adaptation.kind: weights``: the region's cell weights are multiplied by the factor;
-   ``refine``: the mesh changes (below);
+2. **adapt** — the marking (a region, or the kernel's error indicator) changes the work:
+   ``adaptation.kind: weights`` multiplies the marked cells' weights by the factor, ``refine`` changes
+   the mesh (below; :mod:`hermes.adaptation`);
 3. **monitor** — capacities and link costs are measured (skipped by ``none``);
 4. **decide** — balance only if the measured imbalance exceeds ``balancer.trigger``;
 5. **balance** — the balancer computes a flow (or new destinations);
@@ -18,21 +19,11 @@ Rank 0 writes the run directory atomically at the end (and the pictures).
 Refinement (``adaptation.kind: refine``)
     Set-up turns the mesh into a :class:`~hermes.data.refine.TriMesh` (quadrilaterals become two
     triangles, each a work unit with its polygon's weight) and distributes it with its geometry
-    fields. Each phase first merges the sibling pairs the region has left (``coarsen``, one pass of
-    :func:`~hermes.data.refine_dist.coarsen_domain`), then bisects the region's cells below
-    ``max_level`` (:func:`~hermes.data.refine_dist.refine_domain`) — the two steps of
-    :func:`~hermes.data.refine_dist.adapt_domain`, called apart so each is accounted: the
-    bisections and merges and the weight they add (a copy of the parent's weight per bisection) or
-    remove (a merged parent gets its children's mean) are read back from the cells' lineage and
-    checked against the total weight and cell count (collectively; a mismatch raises). The region
-    is evaluated on the cell centroids, and a ``fraction`` thins it by a hash of the centroid (not
-    of the id, which depends on the distribution), so a serial replay marks the same cells. Ids
-    grow with gaps; balancers get a view numbered ``0..N−1`` contiguously by rank (ParMETIS'
-    ``vtxdist`` order) when there are gaps. With ``kernel: jacobi`` rank 0 replays the run serially
-    on the whole mesh (same marking, the serial refinement, the coarsening the ranks actually did —
-    a rank merges only families it holds whole and never removes a vertex on a rank boundary, so
-    the replay removes exactly the vertices the ranks removed — the same ``u``/``f`` transfer and
-    the same sweeps) and compares the solutions cell by cell, matched by their vertices.
+    fields. Each phase then unites split families, coarsens, refines and checks the accounting
+    (:class:`hermes.adaptation.Adapter`). Ids grow with gaps; balancers get a view numbered
+    ``0..N−1`` contiguously by rank (ParMETIS' ``vtxdist`` order) when there are gaps. With
+    ``kernel: jacobi`` rank 0 replays the run serially on the whole mesh and compares the solutions
+    cell by cell.
 """
 
 from __future__ import annotations
@@ -49,19 +40,19 @@ import numpy as np
 import yaml
 
 from hermes import __version__
+from hermes.adaptation import Adapter
 from hermes.app.kernels import initial_fields, jacobi_serial, jacobi_sweeps
 from hermes.app.simulate import solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model, imbalance
 from hermes.balance.registry import BalanceContext, check_params, get_balancer
 from hermes.balance.selection import get_selection
-from hermes.clock import Links, make_clock
+from hermes.clock import CATEGORIES, Links, make_clock
 from hermes.comm import Counters, NeighbourComm, agree, allreduce
-from hermes.data.adapt import adapt_weights, region_mask
 from hermes.data.distributed import gather_to_root, halo_plan, scatter_domain
 from hermes.data.migrate import MigrationStats, migrate, realise_flow
-from hermes.data.refine import Adaptation, TriMesh, from_mesh, merge_pairs, refine
-from hermes.data.refine_dist import coarsen_domain, gather_trimesh, refine_domain, scatter_trimesh
+from hermes.data.refine import TriMesh, from_mesh
+from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
 from hermes.errors import HermesError, MeshError, ScenarioError
 from hermes.extraload import CapacitySchedule
 from hermes.metrics import cell_bytes, partition_quality_local
@@ -74,10 +65,10 @@ __all__ = ["run", "load_mesh", "RunResult"]
 log = logging.getLogger(__name__)
 
 PHASE_KEYS = ("phase", "time", "compute_time", "comm_time", "sync_time", "balance_time", "migrate_time",
-              "imbalance_before", "imbalance_after", "migrated_cells", "migrated_weight", "edge_cut",
+              "adapt_time", "imbalance_before", "imbalance_after", "migrated_cells", "migrated_weight", "edge_cut",
               "balance_iterations")
 CSV_COLUMNS = ["phase", "rank", "cells", "load", "capacity", "fair_load", "capacity_estimate", "compute_time",
-               "comm_time", "sync_time", "balance_time", "migrate_time", "cells_sent", "cells_received",
+               "comm_time", "sync_time", "balance_time", "migrate_time", "adapt_time", "cells_sent", "cells_received",
                "weight_sent", "weight_received", "bytes_sent"]
 
 
@@ -195,7 +186,6 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
 
     partitions: dict[str, np.ndarray] = {}
     phase_geometry: dict[str, np.ndarray] = {}  # refined meshes: coords_XXX, points_XXX, ... (geometry.npz)
-    removed: list[np.ndarray] = []  # refined jacobi runs: the vertices coarsening removed, per phase (rank 0)
     if rank == 0:
         partitions["owner_000"] = owner0.astype(np.int32)
         partitions["weight_000"] = mesh.weights.copy()
@@ -208,9 +198,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     phases: list[dict[str, Any]] = []
     csv_rows: list[dict[str, Any]] = []
     total_moves = 0
-    adapted = {"refined": 0, "coarsened": 0, "weight": 0.0}  # bisections, merges and weight they added (all ranks)
-    adapt_walls: list[float] = []  # wall time of each phase's adaptation (max over ranks): not in the phases,
-    # which stay deterministic under the virtual clock
+    adapter = Adapter(comm, sc, bbox, clock)
     probe_work = pl.speed * 1e-3
     balancer_state: dict[str, Any] = {}  # the balancer's own per-rank memory across phases
 
@@ -221,21 +209,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         snap = clock.snapshot()
 
         # adapt
-        t_adapt = time.perf_counter()
-        if refining:
-            dom, change, gone_xy = _refine_phase(comm, sc, dom, k, bbox)
-            if app.kernel == "jacobi":
-                parts = comm.gather(gone_xy, root=0)
-                if rank == 0:
-                    removed.append(np.concatenate(parts))
-        else:
-            mask = region_mask(ad.region, dom.coords, dom.gid, k, sc.seed, bbox)
-            dom = replace(dom, weight=adapt_weights(dom.weight, mask, ad.factor))
-            change = {"refined": 0, "coarsened": 0}
-        for key in ("refined", "coarsened"):
-            adapted[key] += change[key]
-        adapted["weight"] += change.get("weight_refined", 0.0) + change.get("weight_coarsened", 0.0)
-        adapt_walls.append(comm.allreduce(time.perf_counter() - t_adapt, op=_max_op()))
+        dom, change = adapter.step(dom, k)
         dense = not refining or comm.allreduce(int(dom.gid.max(initial=-1)), op=_max_op()) + 1 == \
             comm.allreduce(dom.n)
         gid_before = dom.gid  # the cells this rank holds before balancing: the migration volume's reference
@@ -282,7 +256,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         delta = {c: clock.totals[c] - snap[c] for c in clock.totals}
         row = {"phase": k, "rank": rank, "cells": dom.n, "load": dom.load, "capacity": float(caps[rank]),
                "fair_load": float(caps[rank] * loads_after.sum()), "capacity_estimate": cap_est,
-               **{f"{c}_time": delta[c] for c in ("compute", "comm", "sync", "balance", "migrate")},
+               **{f"{c}_time": delta[c] for c in CATEGORIES},
                "cells_sent": stats.cells_sent, "cells_received": stats.cells_received,
                "weight_sent": stats.weight_sent, "weight_received": stats.weight_received,
                "bytes_sent": stats.bytes_sent}
@@ -298,8 +272,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         recorded = _record_phase(comm, sc, dom, k, n_cells, refining) if record else ({}, {})
         if rank == 0:
             csv_rows.extend(rows)
-            mean = {c: float(np.mean([r[f"{c}_time"] for r in rows])) for c in ("compute", "comm", "sync",
-                                                                              "balance", "migrate")}
+            mean = {c: float(np.mean([r[f"{c}_time"] for r in rows])) for c in CATEGORIES}
             phases.append({"phase": k, "time": t_phase, **{f"{c}_time": v for c, v in mean.items()},
                            "imbalance_before": imb_before, "imbalance_after": imb_after, "migrated_cells": moved,
                            "migrated_weight": moved_w, "edge_cut": cut, "balance_iterations": iters,
@@ -319,20 +292,14 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     total_time = comm.allreduce(clock.elapsed(), op=_max_op())
     u_err = None
     if app.kernel == "jacobi" and refining:
-        u_err = _jacobi_check_refined(comm, sc, dom, tm0, bbox, removed)
+        u_err = adapter.jacobi_error(dom, tm0)
     elif app.kernel == "jacobi":
         g = gather_to_root(comm, dom, n_cells, extra={"u": dom.fields["u"]})
         if rank == 0:
             ref = jacobi_serial(mesh.xadj, mesh.adjncy, mesh.coords, ad.phases * app.iterations)
             u_err = float(np.max(np.abs(g[2]["u"] - ref)) / max(np.max(np.abs(ref)), 1e-300))
-    # every cell and, for refinement, every unit of weight accounted for (same verdict on every rank)
-    refined, coarsened = adapted["refined"], adapted["coarsened"]
-    if cells_final != cells_initial + refined - coarsened:
-        raise RuntimeError(f"cells not accounted for: {cells_initial} + {refined} bisections - {coarsened} merges "
-                           f"!= {cells_final}")
-    if refining and abs(weight_final - weight_initial - adapted["weight"]) > 1e-10 * (weight_initial + weight_final):
-        raise RuntimeError(f"weight not accounted for: {weight_initial!r} + {adapted['weight']!r} from adaptation "
-                           f"!= {weight_final!r}")
+    adapter.check_totals(cells_initial, cells_final, weight_initial, weight_final)
+    refined, coarsened = adapter.totals["refined"], adapter.totals["coarsened"]
     if rank != 0:
         return None
 
@@ -343,7 +310,8 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         "adaptation": ad.kind, "cells_initial": cells_initial, "cells_final": cells_final,
         "cells_refined": refined, "cells_coarsened": coarsened, "weight_initial": weight_initial,
         "weight_final": weight_final, "migrated_cells": total_moves, "jacobi_max_rel_error": u_err,
-        "wall_seconds": time.perf_counter() - wall_start, "adapt_wall_seconds": adapt_walls, "phases": phases,
+        "replay_mismatches": adapter.mismatches,
+        "wall_seconds": time.perf_counter() - wall_start, "adapt_wall_seconds": adapter.walls, "phases": phases,
     })
     if write:
         out = _write_outputs(sc, summary, csv_rows, partitions, mesh, out_dir or sc.output.dir, phase_geometry)
@@ -379,89 +347,6 @@ def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, pha
                     if abs(f) > 1e-9 or r:
                         log.debug("phase %d edge %s flow %.3f realised %.3f", phase, e, f, r)
     return dom, stats, decision.iterations, decision.info
-
-
-def _position_key(coords: np.ndarray) -> np.ndarray:
-    """A uint64 per cell from the bits of its centroid: the same on every rank and in a serial replay."""
-    b = np.ascontiguousarray(coords[:, :2], dtype=np.float64).view(np.uint64)
-    with np.errstate(over="ignore"):
-        return b[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ b[:, 1]
-
-
-def _marker(sc: Scenario, coords: np.ndarray, phase: int, bbox) -> np.ndarray:
-    """The refinement region at ``phase`` on cell centroids (thinned by a position hash, not by id)."""
-    return region_mask(sc.adaptation.region, coords, _position_key(coords), phase, sc.seed, bbox)
-
-
-def _refine_phase(comm, sc: Scenario, dom, phase: int, bbox):
-    """Coarsen where the region has left, refine where it is (collective); check the accounting.
-
-    Returns the new domain, the phase's changes (``refined`` bisections, ``coarsened`` merges, and the
-    weight each added) and the coordinates of the vertices this rank's coarsening removed.
-    """
-    ad = sc.adaptation
-    start, bad = dom, False
-    merges, w_c, gone_xy = 0, 0.0, np.zeros((0, 2))
-    if ad.coarsen:
-        dom, cs = coarsen_domain(comm, dom, ~_marker(sc, dom.coords, phase, bbox), passes=1)
-        merges, w_c, ok = _coarsen_change(start, dom)
-        bad = not ok or merges != cs.merges
-        if sc.application.kernel == "jacobi":
-            gone_xy = _removed_vertices(start, dom)
-    mid = dom
-    want = _marker(sc, dom.coords, phase, bbox) & (dom.fields["level"] < ad.max_level)
-    dom, rs = refine_domain(comm, dom, want, edges=ad.edges)
-    bis, w_r, ok = _refine_change(mid, dom)
-    bad = bad or not ok or bis != rs.bisections
-    rows = np.array(comm.allgather((merges, bis, w_c, w_r, start.load, dom.load, float(bad))))
-    m, b, wc, wr, w0, w1, nbad = rows.sum(axis=0)  # same order on every rank: the same verdict
-    if nbad or abs(w1 - (w0 + wc + wr)) > 1e-10 * (w0 + abs(wc) + abs(wr)):
-        raise RuntimeError(f"phase {phase}: refinement accounting broken ({int(b)} bisections adding {wr:.17g}, "
-                           f"{int(m)} merges adding {wc:.17g}, weight {w0:.17g} -> {w1:.17g}, {int(nbad)} ranks "
-                           f"with inconsistent cells)")
-    change = {"refined": int(b), "coarsened": int(m), "weight_refined": float(wr), "weight_coarsened": float(wc)}
-    return dom, change, gone_xy
-
-
-def _refine_change(before, after) -> tuple[int, float, bool]:
-    """Bisections and added weight read from the cells: an old cell that vanished left ``d ≥ 2`` new
-    cells (its deepest old ancestor in their lineage), i.e. ``d − 1`` bisections each adding a copy
-    of its weight. Also whether the cells are consistent with that."""
-    gone = ~np.isin(before.gid, after.gid)
-    fresh = ~np.isin(after.gid, before.gid)
-    if not fresh.any():
-        return 0, 0.0, not gone.any()
-    lin = after.fields["lineage"][fresh]
-    hit = np.isin(lin, before.gid[gone])
-    anc = lin[np.arange(lin.shape[0]), np.argmax(hit, axis=1)]
-    d = np.bincount(np.searchsorted(before.gid, anc), minlength=before.n)
-    g = np.flatnonzero(gone)
-    ok = bool(np.all(hit.sum(axis=1) == 1) and np.all(d[g] >= 2) and d.sum() == d[g].sum())
-    return int((d[g] - 1).sum()), float(np.sum((d[g] - 1) * before.weight[g])), ok
-
-
-def _coarsen_change(before, after) -> tuple[int, float, bool]:
-    """Merges and added (negative) weight read from the cells: every new cell is a parent whose two
-    vanished children name it in their lineage; it weighs their mean."""
-    gone = np.flatnonzero(~np.isin(before.gid, after.gid))
-    fresh = np.flatnonzero(~np.isin(after.gid, before.gid))
-    if gone.size == 0:
-        return 0, 0.0, fresh.size == 0
-    lv = before.fields["level"][gone]
-    par = before.fields["lineage"][gone, np.maximum(lv - 1, 0)]
-    pos = np.minimum(np.searchsorted(after.gid, par), after.n - 1)
-    cnt = np.bincount(pos, minlength=after.n)
-    sums = np.bincount(pos, weights=before.weight[gone], minlength=after.n)
-    ok = bool(np.all(lv > 0) and np.all(after.gid[pos] == par) and np.all(cnt[fresh] == 2)
-              and cnt.sum() == cnt[fresh].sum())
-    return int(fresh.size), float(np.sum(sums[fresh] / 2.0 - sums[fresh])), ok
-
-
-def _removed_vertices(before, after) -> np.ndarray:
-    """Coordinates of the vertices this rank's cells used before and not after (coarsening removed them)."""
-    vid, first = np.unique(before.fields["nodes"].ravel(), return_index=True)
-    gone = ~np.isin(vid, after.fields["nodes"].ravel())
-    return before.fields["xy"].reshape(-1, 2)[first[gone]]
 
 
 def _dense_view(comm, dom, clock, counters):
@@ -502,61 +387,6 @@ def _record_phase(comm, sc: Scenario, dom, phase: int, n_cells: int, refining: b
     parts[f"gid_{tag}"] = alive
     return parts, {f"coords_{tag}": tm.centroids, f"points_{tag}": tm.points, f"cell_nodes_{tag}": tm.tris.ravel(),
                    f"cell_ptr_{tag}": np.arange(0, 3 * tm.n_cells + 1, 3, dtype=np.int64)}
-
-
-def _cell_rows(tm: TriMesh) -> tuple[np.ndarray, np.ndarray]:
-    """Each cell as a row (its vertices' coordinates in NVB order, its level) and the order sorting the
-    rows: two meshes with the same cells give the same sorted rows whatever their ids."""
-    r = np.column_stack([tm.points[tm.tris].reshape(-1, 6), tm.level])
-    return np.lexsort(r.T[::-1]), r
-
-
-def _coarsen_as(tm: TriMesh, mask: np.ndarray, removed_xy: np.ndarray) -> Adaptation:
-    """The serial coarsening pass removing only the vertices at ``removed_xy`` (what the ranks did)."""
-    xy = tm.points[:, 0] + 1j * tm.points[:, 1]
-    frozen = np.flatnonzero(~np.isin(xy, removed_xy[:, 0] + 1j * removed_xy[:, 1]))
-    tris, gid, level, lineage, transfer, merged, _ = merge_pairs(tm.tris, tm.gid, tm.level, tm.lineage, mask,
-                                                                 frozen)
-    used = np.zeros(tm.points.shape[0], dtype=bool)
-    used[tris.ravel()] = True
-    return Adaptation(TriMesh(tm.points[used], (np.cumsum(used) - 1)[tris], gid, level, lineage), transfer,
-                      merged, 1)
-
-
-def _replay_refined(sc: Scenario, tm: TriMesh, bbox, removed: list[np.ndarray]) -> tuple[TriMesh, np.ndarray]:
-    """Rank 0: the serial reference of a refined jacobi run (module docstring)."""
-    ad = sc.adaptation
-    fields = initial_fields(tm.centroids)
-    u, f = fields["u"], fields["f"]
-    for k in range(1, ad.phases + 1):
-        if ad.coarsen:
-            a = _coarsen_as(tm, ~_marker(sc, tm.centroids, k, bbox), removed[k - 1])
-            tm, u, f = a.mesh, a.apply(u), a.apply(f)
-        a = refine(tm, _marker(sc, tm.centroids, k, bbox) & (tm.level < ad.max_level), edges=ad.edges)
-        tm, u, f = a.mesh, a.apply(u), a.apply(f)
-        u = jacobi_sweeps(*tm.graph, f, u, sc.application.iterations)
-    return tm, u
-
-
-def _jacobi_check_refined(comm, sc: Scenario, dom, tm0: TriMesh | None, bbox, removed) -> float | None:
-    """max |u − u_serial| / max |u_serial| over the cells (matched by their vertices), on rank 0 (collective)."""
-    g = gather_trimesh(comm, dom)
-    us = comm.gather((dom.gid, dom.fields["u"]), root=0)
-    err, u_err = None, None
-    if comm.Get_rank() == 0:
-        gid = np.concatenate([a for a, _ in us])
-        u = np.concatenate([b for _, b in us])[np.argsort(gid, kind="stable")]
-        ref, ref_u = _replay_refined(sc, tm0, bbox, removed)
-        (oa, ra), (ob, rb) = _cell_rows(g), _cell_rows(ref)
-        if ra.shape != rb.shape or not np.array_equal(ra[oa], rb[ob]):
-            err = (f"the serial replay's mesh ({ref.n_cells} cells) differs from the distributed one "
-                   f"({g.n_cells} cells)")
-        else:
-            u_err = float(np.max(np.abs(u[oa] - ref_u[ob])) / max(np.max(np.abs(ref_u)), 1e-300))
-    err = comm.bcast(err, root=0)
-    if err:
-        raise RuntimeError(err)
-    return u_err
 
 
 def _vtu_fields(sc: Scenario, dom) -> dict[str, np.ndarray] | None:

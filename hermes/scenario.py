@@ -102,7 +102,10 @@ class ApplicationSpec(_Strict):
 
 
 class RegionSpec(_Strict):
-    kind: Literal["random", "box", "disc", "front"] = "random"
+    """Where the adaptation happens: a geometric region (``random``, ``box``, ``disc``, a moving
+    ``front``) or where the kernel's error indicator is large (``indicator``, :mod:`hermes.app.indicator`)."""
+
+    kind: Literal["random", "box", "disc", "front", "indicator"] = "random"
     fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
     box: tuple[float, float, float, float] | None = Field(None, description="xmin, ymin, xmax, ymax")
     center: tuple[float, float] | None = None
@@ -111,9 +114,18 @@ class RegionSpec(_Strict):
     speed: float | None = Field(None, description="front: x advance per phase")
     width: PosFloat | None = Field(None, description="front: band width")
     relative: bool = Field(True, description="coordinates are fractions of the mesh bounding box")
+    threshold: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.5, description="indicator: mark cells whose solution jump is at least this fraction of the maximum")
+    coarsen_threshold: Annotated[float, Field(ge=0, lt=1)] = Field(
+        0.1, description="indicator: coarsen cells whose jump is below this fraction of the maximum")
 
     @model_validator(mode="after")
     def _params(self):
+        extra = sorted({"threshold", "coarsen_threshold"} & self.model_fields_set)
+        if self.kind != "indicator" and extra:
+            raise ValueError(f"{', '.join(extra)} only apply to region kind 'indicator'")
+        if self.kind == "indicator" and self.coarsen_threshold >= self.threshold:
+            raise ValueError(f"coarsen_threshold {self.coarsen_threshold} must be below threshold {self.threshold}")
         need = {"box": ["box"], "disc": ["center", "radius"], "front": ["start", "speed", "width"]}.get(self.kind, [])
         missing = [k for k in need if getattr(self, k) is None]
         if missing:
@@ -136,6 +148,8 @@ class AdaptationSpec(_Strict):
     edges: Literal["all", "refinement"] = Field(
         "all", description="refine: bisect all three edges of a marked cell (4 children) or its refinement edge (2)")
     coarsen: bool = Field(True, description="refine: merge sibling pairs the region has left")
+    work_per_cell: NonNegFloat = Field(
+        1.0, description="refine: work units charged to the clock per cell bisected or merged")
 
 
 class BalancerSpec(_Strict):
@@ -253,6 +267,9 @@ def parse_scenario(data: Any, *, base_dir: str | Path = ".", overrides: list[str
 def _check_files(sc: Scenario) -> None:
     if sc.adaptation.kind == "refine" and sc.mesh.units != "cells":
         raise ScenarioError("adaptation.kind: refine needs mesh.units: cells (it bisects the cell polygons)")
+    if sc.adaptation.region.kind == "indicator" and sc.application.kernel != "jacobi":
+        raise ScenarioError("adaptation.region.kind: indicator needs application.kernel: jacobi (it marks where "
+                            "the solution jumps)")
     if sc.mesh.file is not None and not sc.resolve(sc.mesh.file).is_file():
         raise ScenarioError(f"mesh.file: no such file: {sc.resolve(sc.mesh.file)}")
     for key, val in (("platform.capacities", sc.platform.capacities), ("platform.schedule", sc.platform.schedule)):

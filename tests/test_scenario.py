@@ -39,6 +39,14 @@ def test_quickstart_file_matches_embedded():
         ({"application": {"kernel": "lbm"}}, "application.kernel"),
         ({"adaptation": {"region": {"kind": "box"}}}, "region kind 'box' needs box"),
         ({"platform": {"links": [{"ranks": [0, 9]}]}}, "platform.links.0.ranks"),
+        ({"adaptation": {"region": {"kind": "front", "start": 0, "speed": 0.1, "width": 0.1, "threshold": 0.3}}},
+         "threshold only apply to region kind 'indicator'"),
+        ({"adaptation": {"region": {"kind": "indicator", "threshold": 0.3, "coarsen_threshold": 0.3}}},
+         "coarsen_threshold 0.3 must be below threshold 0.3"),
+        ({"adaptation": {"region": {"kind": "indicator", "threshold": 1.5}}}, "adaptation.region.threshold"),
+        ({"application": {"kernel": "synthetic"}, "adaptation": {"region": {"kind": "indicator"}}},
+         "adaptation.region.kind: indicator needs application.kernel: jacobi"),
+        ({"adaptation": {"kind": "refine", "work_per_cell": -1}}, "adaptation.work_per_cell"),
     ],
 )
 def test_bad_values_give_one_line_with_key_path(patch, expected):

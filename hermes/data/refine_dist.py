@@ -27,10 +27,31 @@ The domain carries its geometry as per-cell fields (they migrate with the cells 
        the set of neighbouring ranks does not change.
 :func:`coarsen_domain` (collective)
     The serial pass, except that vertices on edges shared with another rank are frozen and a sibling
-    pair split over two ranks is left alone (a family is merged only where it is complete, as
-    p4est does); migrating the cells together lets a later pass merge them.
+    pair split over two ranks is left alone: a family is merged only where one rank holds it whole.
+:func:`unite_families` (collective, a migration: call it before :func:`coarsen_domain`)
+    Brings split families together, as p4est partitions a family onto one rank before coarsening.
+    The *merge patch* of a newest vertex ``m`` is the set of cells around ``m`` — two sibling pairs
+    inside the domain, one on its boundary; the serial pass removes ``m`` exactly when every cell
+    of the patch may be coarsened (in the mask, level > 0) and has ``m`` as newest vertex.
 
-No rank gathers the mesh: only neighbour messages, scans and allreduces of scalars.
+    1. One ghost exchange gives every rank the ``nodes`` and candidacy of the cells across its cut.
+       A local candidate is *good* when every edge neighbour containing its newest vertex ``m`` is a
+       candidate with newest vertex ``m`` as well.
+    2. Min/max propagation over the patches (ghost exchanges of ``(ok, lowest owner, highest
+       owner)`` between cells sharing ``m``, until an allreduce sees no change; a patch has at most
+       4 cells, so this takes 2 rounds plus the one that sees the fixpoint) gives every cell
+       whether its whole patch is good and the lowest and highest rank holding part of it.
+    3. Cells of good patches held by several ranks go to the lowest of those ranks; nothing else
+       moves. A rank that would be left empty vetoes its patches (they stay split) and step 2 runs
+       again. :func:`hermes.data.migrate.migrate` then moves the cells with all their fields.
+
+    Afterwards every mergeable patch lies on one rank, so ``coarsen_domain(passes=1)`` merges the
+    same pairs as the serial :func:`hermes.data.refine.coarsen` pass on the whole mesh. Later passes
+    of one ``coarsen_domain(passes>1)`` call may meet split parent patches again (unite once more
+    between single passes to follow the serial passes exactly).
+
+No rank gathers the mesh: only neighbour messages, scans and allreduces of scalars (and the
+all-to-alls of the migration's directory refresh).
 """
 
 from __future__ import annotations
@@ -41,14 +62,15 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from hermes.data.distributed import LocalDomain, scatter_domain
+from hermes.data.distributed import HaloPlan, LocalDomain, halo_plan, scatter_domain
+from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import (
     TriMesh, bisect_marked, edge_ends, edge_table, mark_edges, merge_pairs, nvb_closure, transfer_values,
 )
 from hermes.errors import MeshError
 
 __all__ = ["GEOMETRY_FIELDS", "AdaptStats", "geometry_fields", "scatter_trimesh", "refine_domain",
-           "coarsen_domain", "adapt_domain", "gather_trimesh"]
+           "coarsen_domain", "unite_families", "adapt_domain", "gather_trimesh"]
 
 GEOMETRY_FIELDS = ("nodes", "xy", "level", "lineage")
 _TAG = 2400
@@ -283,13 +305,108 @@ def coarsen_domain(comm, dom: LocalDomain, mask: NDArray[np.bool_], *,
     return out, AdaptStats(dom.n, out.n, 0, merged, 0, rounds)
 
 
+def _halo_values(comm, plan: HaloPlan, arrays: list[NDArray], tag: int) -> list[NDArray]:
+    """The values of the ghost cells (concatenated in ``plan.recv_gid`` order) for each local array."""
+    got = _exchange(comm, plan.ranks, [[a[i] for a in arrays] for i in plan.send_idx], tag)
+    return [np.concatenate([g[k] for g in got]) if got else a[:0] for k, a in enumerate(arrays)]
+
+
+def _fan(dom: LocalDomain, plan: HaloPlan, nodes_tab: NDArray[np.int64], cand_tab: NDArray[np.bool_]):
+    """Local part of step 1 (module docstring), pure: per adjacency entry the index of the neighbour in
+    the (local, ghost) table and whether it links the row to its patch; per cell whether it is good;
+    whether every neighbour was found in the table."""
+    tab_gid = np.concatenate([dom.gid, *plan.recv_gid])
+    order = np.argsort(tab_gid)
+    pos = order[np.minimum(np.searchsorted(tab_gid[order], dom.adjncy), tab_gid.size - 1)]
+    rows = dom.rows
+    m = nodes_tab[rows, 2]
+    shares = np.any(nodes_tab[pos] == m[:, None], axis=1)
+    same = cand_tab[pos] & (nodes_tab[pos, 2] == m)
+    good = cand_tab[:dom.n] & (np.bincount(rows[shares & ~same], minlength=dom.n) == 0)
+    return pos, shares & good[rows], good, bool(np.array_equal(tab_gid[pos], dom.adjncy))
+
+
+def _patches(comm, dom: LocalDomain, plan: HaloPlan, cand: NDArray[np.bool_]):
+    """Per local cell: whether its whole merge patch is good, the lowest and the highest rank holding a
+    cell of it (steps 1–2 of the module docstring; collective). Returns (ok, lo, hi, rounds)."""
+    nodes = dom.fields["nodes"]
+    g_nodes, g_cand = _halo_values(comm, plan, [nodes, cand], _TAG + 5)
+    n_ghost = sum(g.size for g in plan.recv_gid)
+    found = g_nodes.shape[0] == n_ghost == g_cand.shape[0]
+    if found:
+        pos, link, ok, found = _fan(dom, plan, np.concatenate([nodes, g_nodes]), np.concatenate([cand, g_cand]))
+    if comm.allreduce(int(not found)):
+        raise RuntimeError("unite: ghost cells do not match the halo plan (stale ghost owners?)")
+    src, dst = pos[link], dom.rows[link]
+    lo = np.full(dom.n, dom.rank, dtype=np.int64)
+    hi = lo.copy()
+    rounds = 0
+    while True:
+        g_ok, g_lo, g_hi = _halo_values(comm, plan, [ok, lo, hi], _TAG + 6)
+        t_ok, t_lo, t_hi = np.concatenate([ok, g_ok]), np.concatenate([lo, g_lo]), np.concatenate([hi, g_hi])
+        n_ok, n_lo, n_hi = ok.copy(), lo.copy(), hi.copy()
+        np.logical_and.at(n_ok, dst, t_ok[src])
+        np.minimum.at(n_lo, dst, t_lo[src])
+        np.maximum.at(n_hi, dst, t_hi[src])
+        changed = not (np.array_equal(n_ok, ok) and np.array_equal(n_lo, lo) and np.array_equal(n_hi, hi))
+        ok, lo, hi = n_ok, n_lo, n_hi
+        rounds += 1
+        if comm.allreduce(int(changed)) == 0:
+            return ok, lo, hi, rounds
+        if rounds > 8:  # a patch has at most 4 cells: 3 rounds reach the fixpoint
+            raise RuntimeError("unite: the patch propagation does not settle")
+
+
+def unite_families(comm, dom: LocalDomain, mask: NDArray[np.bool_],
+                   clock=None) -> tuple[LocalDomain, MigrationStats]:
+    """Move the cells of every mergeable patch split over several ranks to one of them (collective).
+
+    Parameters
+    ----------
+    dom : LocalDomain with the geometry fields (:data:`GEOMETRY_FIELDS`).
+    mask : bool array (dom.n,)
+        The cells that may be coarsened — the mask the following :func:`coarsen_domain` gets.
+    clock : optional clock charged for the migration (see :func:`hermes.data.migrate.migrate`).
+
+    Returns
+    -------
+    (domain, stats)
+        The migrated domain and this rank's :class:`~hermes.data.migrate.MigrationStats`; cells,
+        weights and fields are only moved. ``mask`` is indexed by the *old* cells: recompute it on
+        the new domain (from positions or ids, or carry it as a field) before coarsening.
+
+    Notes
+    -----
+    A patch (the cells around a newest vertex ``m``) moves when every cell of it is in ``mask``, has
+    level > 0 and newest vertex ``m`` — exactly when the serial pass would remove ``m`` — and more
+    than one rank holds its cells; its cells go to the lowest of those ranks (module docstring).
+    """
+    mask = _check(comm, dom, mask, "unite")
+    cand = mask & (dom.fields["level"] > 0)
+    plan = halo_plan(dom)
+    veto = False
+    while True:
+        ok, lo, hi, _ = _patches(comm, dom, plan, cand & (not veto))
+        move = ok & (lo != hi) & (lo != dom.rank)
+        empty = bool(dom.n and move.all())
+        if comm.allreduce(int(empty)) == 0:
+            break
+        veto = veto or empty  # this rank's patches stay split; the others keep theirs
+    return migrate(comm, dom, np.where(move, lo, dom.rank), clock)
+
+
 def adapt_domain(comm, dom: LocalDomain, marker, *, max_level: int, edges: str = "all",
-                 coarsen_passes: int | None = 1) -> tuple[LocalDomain, AdaptStats, AdaptStats]:
+                 coarsen_passes: int | None = 1, unite: bool = True,
+                 clock=None) -> tuple[LocalDomain, AdaptStats, AdaptStats]:
     """Follow a moving marking: coarsen the unmarked cells, then refine the marked ones below ``max_level``.
 
     ``marker(dom)`` returns one boolean per local cell (e.g. a region of
-    :func:`hermes.data.adapt.region_mask` on ``dom.coords``); it is called before each step.
+    :func:`hermes.data.adapt.region_mask` on ``dom.coords``); it is called before each step. With
+    ``unite`` the split families of the unmarked cells are first brought together
+    (:func:`unite_families`, charged to ``clock``), so the coarsening does not lag at rank boundaries.
     """
+    if unite:
+        dom, _ = unite_families(comm, dom, ~np.asarray(marker(dom), dtype=bool), clock)
     dom, cs = coarsen_domain(comm, dom, ~np.asarray(marker(dom), dtype=bool), passes=coarsen_passes)
     want = np.asarray(marker(dom), dtype=bool) & (dom.fields["level"] < max_level)
     dom, rs = refine_domain(comm, dom, want, edges=edges)

@@ -30,6 +30,7 @@ TIME_PARTS: tuple[tuple[str, str, str], ...] = (
     ("sync_time", "synchronisation", "tab:gray"),
     ("balance_time", "balancing", "tab:green"),
     ("migrate_time", "migration", "tab:red"),
+    ("adapt_time", "adaptation", "tab:purple"),
 )
 
 
@@ -89,7 +90,7 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
         bottom += t
     ax_t.set_ylabel(f"time per phase [{_unit(summary)}]")
     ax_t.set_xlabel("phase")
-    ax_t.legend(ncols=len(TIME_PARTS), fontsize="small", loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax_t.legend(ncols=3, fontsize="small", loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     ax_t.grid(True, axis="y", alpha=0.3)
     _integer_ticks(ax_t)
     return save_figure(fig, path)

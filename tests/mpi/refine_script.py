@@ -1,4 +1,5 @@
-"""Under mpiexec: distributed NVB refinement equals the serial one; coarsening stays conforming and in the forest.
+"""Under mpiexec: distributed NVB refinement equals the serial one; coarsening stays conforming and in the forest;
+uniting split families first makes one distributed coarsening pass equal the serial pass on the whole mesh.
 
 Usage: refine_script.py SEED KIND (KIND: lshape | delaunay). Prints "OK" on rank 0 when every check
 passes; raises (aborting the job) otherwise. Gathering to rank 0 happens here, for checking only.
@@ -17,7 +18,9 @@ from hermes.data.generators import lshape_triangles
 from hermes.data.migrate import migrate
 from hermes.data.partition import metis_partition
 from hermes.data.refine import coarsen, conformity_problems, dual_graph, nvb_mesh, refine
-from hermes.data.refine_dist import adapt_domain, coarsen_domain, gather_trimesh, refine_domain, scatter_trimesh
+from hermes.data.refine_dist import (
+    adapt_domain, coarsen_domain, gather_trimesh, refine_domain, scatter_trimesh, unite_families,
+)
 
 comm = MPI.COMM_WORLD
 rank, p = comm.Get_rank(), comm.Get_size()
@@ -96,6 +99,101 @@ for step, (frac, edges) in enumerate([(0.2, "all"), (0.25, "all"), (0.3, "refine
     dest = local_rng.integers(0, p, dom.n)
     dest[0] = rank
     dom, _ = migrate(comm, dom, dest)
+
+
+def cell_state(dom) -> dict | None:
+    """Everything the cells carry and their owner, gathered on rank 0 and sorted by id."""
+    parts = comm.gather((dom.gid, dom.weight, dom.coords, dom.fields, dom.n), root=0)
+    if rank != 0:
+        return None
+    gid = np.concatenate([q[0] for q in parts])
+    o = np.argsort(gid)
+    out = {"gid": gid[o], "owner": np.repeat(np.arange(p), [q[4] for q in parts])[o],
+           "weight": np.concatenate([q[1] for q in parts])[o], "coords": np.concatenate([q[2] for q in parts])[o]}
+    out.update({k: np.concatenate([q[3][k] for q in parts])[o] for k in parts[0][3]})
+    return out
+
+
+def unite_then_coarsen(dom, step: int, frac: float, what: str, skip=()):
+    """unite_families + one coarsening pass against the serial pass on the gathered mesh (where the cells ``skip``
+    may not be coarsened); returns the new domain, (serial merges, distributed merges without unite, cells moved)
+    on rank 0 and the local cell count after unite."""
+    def may(c):
+        return ~geometric_mark(c, step, frac)
+
+    g = gather_trimesh(comm, dom)
+    ref = coarsen(g, may(g.centroids) & ~np.isin(g.gid, skip), passes=1) if rank == 0 else None
+    _, plain = coarsen_domain(comm, dom, may(dom.coords), passes=1)  # without unite: split families stay
+    before = cell_state(dom)
+    united, ms = unite_families(comm, dom, may(dom.coords))
+    check_domain(united, f"{what}: unite")
+    after = cell_state(united)
+    again = unite_families(comm, united, may(united.coords))[1]  # nothing mergeable is split any more
+    assert comm.allreduce(again.cells_sent) == 0, what
+    n_united = united.n
+    dom, st = coarsen_domain(comm, united, may(united.coords), passes=1)
+    check_domain(dom, f"{what}: coarsen")
+    g2 = gather_trimesh(comm, dom)
+    sent, merges, plain_m = (comm.allreduce(x) for x in (ms.cells_sent, st.merges, plain.merges))
+    out = None
+    if rank == 0:
+        # a migration: every cell keeps everything it carries; only cells of merged (serial) pairs move
+        assert all(np.array_equal(before[k], after[k]) for k in before if k != "owner"), f"{what}: not conserved"
+        moved = before["gid"][before["owner"] != after["owner"]]
+        assert moved.size == sent and np.all(np.isin(moved, g.gid[~np.isin(g.gid, ref.mesh.gid)])), what
+        # the same cells (coordinates in NVB order, level) and ids as the serial pass on the whole mesh
+        assert np.array_equal(rows(g2), rows(ref.mesh)) and np.array_equal(g2.gid, ref.mesh.gid), what
+        assert merges == ref.changed and conformity_problems(g2.points, g2.tris) == [], what
+        out = (ref.changed, plain_m, sent)
+    return dom, out, n_united
+
+
+# unite split families, then one coarsening pass: equal to the serial pass; without unite strictly fewer merges
+for trial in range(2):
+    dest = local_rng.integers(0, p, dom.n)  # a random partition: families split everywhere
+    dest[0] = rank
+    dom, _ = migrate(comm, dom, dest)
+    dom, res, _ = unite_then_coarsen(dom, 50 + trial, 0.3, f"unite {trial}")
+    if rank == 0:
+        serial_m, plain_m, sent = res
+        print(f"unite {trial}: serial pass {serial_m} merges = unite + coarsen; coarsen alone {plain_m}; "
+              f"{sent} cells moved")
+        assert 0 < plain_m < serial_m and sent > 0
+
+# a contiguous (METIS) partition: families split only along the rank boundaries
+g = gather_trimesh(comm, dom)
+plan = None
+if rank == 0:
+    plan = np.full(int(g.gid.max()) + 1, -1)
+    plan[g.gid] = metis_partition(*g.graph, np.ones(g.n_cells), p, seed=seed)
+plan = comm.bcast(plan, root=0)
+dom, _ = migrate(comm, dom, plan[dom.gid])
+dom, res, _ = unite_then_coarsen(dom, 80, 0.3, "metis")
+if rank == 0:
+    print(f"metis: serial pass {res[0]} merges = unite + coarsen; coarsen alone {res[1]}; {res[2]} cells moved")
+    assert 0 < res[1] <= res[0]  # METIS cuts few families: unite may have nothing to do (it still must agree)
+
+# a rank that would be left empty keeps its cells: rank p-1 holds one cell of a mergeable patch, rank 0 the rest
+g = gather_trimesh(comm, dom)
+plan = patch = None
+if rank == 0:
+    ref = coarsen(g, ~geometric_mark(g.centroids, 70, 0.3), passes=1)
+    kids = np.flatnonzero(~np.isin(g.gid, ref.mesh.gid))
+    m = g.tris[kids, 2]
+    patch = g.gid[kids[m == m[np.argmax(np.bincount(np.searchsorted(np.unique(m), m)))]]]  # a largest patch
+    owner = np.random.default_rng(seed).integers(0, p - 1, g.n_cells)
+    owner[np.isin(g.gid, patch)] = 0
+    owner[g.gid == patch[0]] = p - 1
+    plan = np.full(int(g.gid.max()) + 1, -1)
+    plan[g.gid] = owner
+    lost = patch.size // 2
+plan = comm.bcast(plan, root=0)
+dom, _ = migrate(comm, dom, plan[dom.gid])
+dom, res, n_united = unite_then_coarsen(dom, 70, 0.3, "veto", skip=patch)  # serial: without the vetoed patch
+assert (n_united == 1) == (rank == p - 1)  # the vetoed patch stayed split
+if rank == 0:
+    assert res[0] > 0 and res[2] > 0
+    print(f"veto: serial {res[0]} merges, the vetoed patch's {lost} pairs left split")
 
 # coarsening: only complete local families merge, vertices on shared edges stay
 before = comm.allreduce(dom.n)

@@ -70,6 +70,10 @@ def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer
                for ph in phases)
     # the real kernel after refinement, coarsening and migration equals the serial replay on the whole mesh
     assert s["jacobi_max_rel_error"] <= 1e-12
+    # the ranks coarsened exactly what the serial pass coarsens (split families are united first) and
+    # refined exactly the cells the serial marking marks
+    assert s["replay_mismatches"] == {"refine": 0, "coarsen": 0}
+    assert sum(ph["united_cells"] for ph in phases) > 0
     assert s["final_imbalance"] < 1.1 and s["migrated_cells"] > 0
 
     geo, parts = np.load(out / "geometry.npz"), np.load(out / "partitions.npz")
@@ -116,6 +120,23 @@ def test_refined_run_quads_thinned_region_no_coarsening(tmp_path):
     assert all(ph["coarsened"] == 0 for ph in s["phases"])
     assert s["cells_final"] == s["cells_initial"] + sum(ph["refined"] for ph in s["phases"]) > s["cells_initial"]
     assert s["jacobi_max_rel_error"] <= 1e-12  # the thinning hashes positions, so the serial replay agrees
+
+
+def test_refined_run_marked_by_the_error_indicator(tmp_path):
+    """Marking from the Jacobi solution's jumps: nothing before the first solve, then refinement where the
+    jump is large and coarsening where it is small, identical to the serial marking of the replay."""
+    out, s = run(tmp_path, "gda0", "--set", "mesh.file=" + str(ROOT / "meshes" / "stufe.vtu"),
+                 "--set", "adaptation.region={kind: indicator, threshold: 0.7, coarsen_threshold: 0.3}",
+                 "--set", "adaptation.phases=4", "--set", "application.iterations=20",
+                 "--set", "output.pictures=false")
+    ph = s["phases"]
+    assert ph[0]["refined"] == 0 and ph[0]["adapt_time"] > 0  # u = 0 before the first solve: no jump
+    assert all(p["refined"] > 0 for p in ph[1:])
+    # local refinement, not everywhere: far fewer bisections than cells would need for one level
+    assert s["cells_final"] < 3 * s["cells_initial"]
+    assert s["replay_mismatches"] == {"refine": 0, "coarsen": 0}
+    assert s["jacobi_max_rel_error"] <= 1e-12
+    assert s["final_imbalance"] < 1.1
 
 
 def test_refinement_needs_cell_polygons(tmp_path):

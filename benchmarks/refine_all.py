@@ -10,7 +10,8 @@ For each (mesh, balancer) a front crosses the domain for ``--phases`` phases (``
 refine``, newest-vertex bisection up to ``--max-level``, coarsening behind the front) and the Jacobi
 kernel runs. The driver itself checks, every phase, that bisections and merges account exactly for the
 cells and the weight, and at the end that the distributed solution equals a serial replay on the same
-refined mesh. On top of that this script checks, on rank 0, every phase's gathered mesh
+refined mesh, re-marking every phase serially (``replay_mismatches`` must be 0: the ranks refined and
+coarsened exactly what the serial code does). On top of that this script checks, on rank 0, every phase's gathered mesh
 (``geometry.npz``): conforming and valid (:func:`hermes.data.refine.conformity_problems`), area
 unchanged, and owners covering every cell. A failed check raises, which ends the MPI job.
 
@@ -108,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                 if rank != 0:
                     continue
                 check_geometry(out, s, p)
+                if s["replay_mismatches"] != {"refine": 0, "coarsen": 0}:
+                    raise AssertionError(f"{mesh} / {name}: the ranks' marking or coarsening differs from the "
+                                         f"serial one: {s['replay_mismatches']}")
                 row = {"mesh": mesh, "balancer": name, "cells_initial": s["cells_initial"],
                        "cells_final": s["cells_final"], "bisections": s["cells_refined"],
                        "merges": s["cells_coarsened"],

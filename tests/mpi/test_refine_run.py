@@ -155,3 +155,24 @@ def test_refinement_needs_cell_polygons(tmp_path):
     lines = [line for line in res.stderr.splitlines() if line.startswith("hermes: error:")]
     assert res.returncode != 0 and len(lines) == 1 and "no cell polygons" in lines[0], res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("meshes, balancers", [("grid20x19", "all"),
+                                               ("grid20x19,lshape,stufe,airfoil,3elt,cylinder", "pcg")])
+def test_refine_matrix_every_balancer_and_every_shipped_mesh(tmp_path, meshes, balancers):
+    """benchmarks/refine_all.py (the whole matrix is its default) on a slice: conforming, accounted for,
+    equal to the serial replay and to its serial marking, for every balancer / every shipped mesh."""
+    out = tmp_path / "matrix.csv"
+    res = run_mpi(3, ["--meshes", meshes, "--balancers", balancers, "--phases", "2", "--out", str(out)],
+                  script=ROOT / "benchmarks" / "refine_all.py", timeout=400)
+    assert res.returncode == 0 and "OK:" in res.stdout, res.stderr[-2000:]
+    import csv
+
+    rows = list(csv.DictReader(out.open()))
+    from hermes.balance.registry import BALANCERS
+
+    want = len(BALANCERS) if balancers == "all" else 1
+    assert len(rows) == want * len(meshes.split(","))
+    for r in rows:
+        assert int(r["bisections"]) > 0 and float(r["jacobi_max_rel_error"]) <= 1e-12
+        assert int(r["cells_final"]) == int(r["cells_initial"]) + int(r["bisections"]) - int(r["merges"])

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes.balance.balancing_operator import _row_flows, operator_row_distributed, operator_rows
+from hermes.balance.charpoly import _allgather, _dot, _Graph, _ordered
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.model import Model
-from hermes.balance.polynomial import (_allgather, _check_refine, _dot, _Graph, _ordered, _row_flows,
-                                       operator_row_distributed, operator_rows, schedule_counters)
+from hermes.balance.polynomial import _check_refine, schedule_counters
 from hermes.balance.registry import BalancerInfo, flow_balancer
 from hermes.comm import NeighbourComm
 

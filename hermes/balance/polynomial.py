@@ -31,8 +31,9 @@ extend this to p = 12 (13); beyond, the errors reach O(1), and near p = 24 a_{p�
 minimal polynomial has a low degree d ≲ 6 (complete graphs, stars, hypercubes, homogeneous rings): its
 accuracy is governed by d, not p.
 
-The coefficient methods, Berlekamp–Massey and the Krylov kernels are in :mod:`hermes.balance.charpoly`
-(its public names are re-exported here).
+The coefficient methods, Berlekamp–Massey and the Krylov kernels are in :mod:`hermes.balance.charpoly`,
+LPA's rows of the balancing operator in :mod:`hermes.balance.balancing_operator` (the public names of both
+are re-exported here).
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.charpoly import (COEFFICIENT_METHODS, _allgather, _check_method, _dot, _Graph, _nb_apply,
-                                    _nb_krylov, _nonzero, _ordered, _potential, berlekamp_massey, charpoly_berkowitz,
-                                    charpoly_faddeev, charpoly_newton, generalized_laplacian, laplacian_polynomial)
-from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs, alpha_beta_time, ordered_total,
-                                 validate_model)
+from hermes.balance.balancing_operator import _refine_rows, _row_flows, operator_row_distributed, operator_rows
+from hermes.balance.charpoly import (COEFFICIENT_METHODS, _allgather, _check_method, _Graph, _nb_krylov, _ordered,
+                                    _potential, berlekamp_massey, charpoly_berkowitz, charpoly_faddeev, charpoly_newton,
+                                    generalized_laplacian, laplacian_polynomial)
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, alpha_beta_time, validate_model
 from hermes.balance.model import Model
 from hermes.balance.registry import BalancerInfo, flow_balancer
 from hermes.comm import Counters, NeighbourComm
@@ -204,53 +205,6 @@ def lps_distributed(nb: NeighbourComm, load: float, capacity: float, weights, co
 
 
 # -- LPA (thesis Alg. 11, 12, §9.4) -----------------------------------------------------------------------
-def operator_rows(model: Model, coefficients=None) -> Iterator[tuple[int, float, NDArray[np.float64] | None]]:
-    """LPA's parallel Faddeev–LeVerrier, serially: yields (k, a_k, None) per step, finally (p−1, a_{p−1}, Y).
-
-    ``Y = D⁻¹ U`` (row i: what rank i holds), so that the balancing operator is ``Θ = −W Aᵀ Y`` (Th. 23, 25).
-    Given ``coefficients`` ``[1, a_1, …]`` replace the traces. See :func:`operator_row_distributed`.
-    """
-    p, c, g = model.p, model.capacities, _Graph(model)
-    x = np.eye(p)
-    saved, a_k = x, 1.0
-    for k in range(1, p):
-        saved = x
-        ax = g.apply(x / c[:, None])
-        a_k = -ordered_total(np.diagonal(ax)) / k if coefficients is None else float(coefficients[k])
-        x = ax
-        x[np.arange(p), np.arange(p)] += a_k
-        yield k, a_k, None
-    yield p - 1, a_k, saved / _nonzero(a_k, "a_{p−1}") / c[:, None]
-
-
-def operator_row_distributed(nb: NeighbourComm, capacity: float, weights, coefficients=None) -> NDArray[np.float64]:
-    """Row ``Y_r = U_r / c_r`` of the balancing operator on rank r (LPA's loop, thesis Alg. 12 / Function 22).
-
-    Notes
-    -----
-    Faddeev–LeVerrier ``M_1 = I``, ``a_k = −tr(A M_k)/k``, ``M_{k+1} = A M_k + a_k I`` with rank r holding row
-    r: step k sends ``M_k[r] / c_r`` (p words), forms ``(A M_k)[r] = Σ_j w_rj (M_k[r]/c_r − M_k[j]/c_j)``
-    and allreduces its diagonal entry (``T = tr(A M_k)``); after p−1 steps
-    ``Y_r = M_{p−1}[r] / a_{p−1} / c_r``. Fixes of the printed Alg. 12: the product replaces the row (the
-    printed ``arr[i] = arr[i] + …`` adds the old row); the loop has p−1 steps (the printed p-th computes
-    ``T = tr(A M_p) = −p a_p = 0`` and divides by it); ``U = M_{p−1} / a_{p−1}``, i.e. the kept row times
-    ``−(p−1)/T_{p−1}``, and the potentials ``U l / c`` (the printed ``arrS / (T · Cap)`` drops the factor
-    ``−(p−1)``); ``M_k[j] / c_j`` is sent instead of dividing by the neighbours' capacities on receipt.
-    With ``coefficients`` given the allreduces are skipped.
-    """
-    p, r = nb.size, nb.rank
-    x = np.zeros(p)
-    x[r] = 1.0
-    saved, a_k = x, 1.0
-    for k in range(1, p):
-        saved = x
-        ax = _nb_apply(nb, x / capacity, weights)
-        a_k = -nb.allreduce(float(ax[r])) / k if coefficients is None else float(coefficients[k])
-        x = ax.copy()
-        x[r] += a_k
-    return saved / _nonzero(a_k, "a_{p−1}") / capacity
-
-
 def lpa_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterator[PolyState]:
     """LPA serially (thesis Alg. 12): yields the coefficients after every Faddeev step, the flow last.
 
@@ -323,16 +277,6 @@ def lpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *,
     flows = _row_flows(w, row, rows, _allgather(nb, float(load))[:, 0])
     flows = _refine_rows(nb, flows, w, row, rows, float(load) - float(capacity) * total, refine)
     return _local(nb, flows, p - 1, row=row, rows=rows)
-
-
-def _row_flows(w, row, rows, x) -> NDArray[np.float64]:
-    return np.array([-w[k] * _dot(row - rows[k], x) for k in range(len(w))])
-
-
-def _refine_rows(nb, flows, w, row, rows, b: float, refine: int):
-    for _ in range(refine):
-        flows = flows + _row_flows(w, row, rows, _allgather(nb, b - _ordered(flows))[:, 0])
-    return flows
 
 
 # -- MPA (thesis Alg. 13–15) ------------------------------------------------------------------------------

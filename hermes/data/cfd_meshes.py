@@ -15,8 +15,9 @@ redistributable, so hermes generates meshes *of the same kinds* with gmsh (PyPI 
 
 Every generator is deterministic and returns a :class:`~hermes.data.mesh.Mesh` whose work units are
 the cells (triangles; squares for ``grid``) with the dual graph (cells sharing an edge), centroids as
-coordinates, unit weights and counter-clockwise cell polygons. :func:`write_mesh` writes any such mesh
-with meshio (``.vtu``, ``.msh``, ...); :func:`hermes.data.io.read_mesh` reads it back identically.
+coordinates, unit weights and counter-clockwise cell polygons (:mod:`hermes.data.polygons`).
+:func:`write_mesh` (from :mod:`hermes.data.io`) writes any such mesh with meshio (``.vtu``, ``.msh``,
+...); :func:`hermes.data.io.read_mesh` reads it back identically.
 
 The ``size`` parameter is the approximate number of cells. For the gmsh meshes a global mesh-size
 factor is adjusted (``N ∝ factor⁻²``) until the count is within ``SIZE_TOLERANCE`` of the target.
@@ -26,16 +27,16 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
 from hermes.data.generators import grid, lshape_triangles
-from hermes.data.mesh import Mesh, validate_graph
+from hermes.data.io import write_mesh
+from hermes.data.mesh import Mesh
+from hermes.data.polygons import _csr, mesh_from_cells, mesh_from_polygons, polygon_areas, polygon_facets
 from hermes.errors import MeshError
 
 __all__ = [
@@ -64,225 +65,6 @@ SIZE_TOLERANCE = 0.1  # relative deviation of the cell count from the requested 
 _MIN_SIZE = 50
 _MAX_GMSH_SIZE = 500_000  # beyond this, gmsh takes minutes: use large()
 _MAX_ITER = 8
-
-
-# --------------------------------------------------------------------------------------------
-# cells → Mesh
-# --------------------------------------------------------------------------------------------
-
-
-def _next_positions(cell_ptr: NDArray[np.int64]) -> NDArray[np.int64]:
-    """For each position in ``cell_nodes``, the position of the next node of the same polygon."""
-    sizes = np.diff(cell_ptr)
-    nxt = np.arange(int(cell_ptr[-1]), dtype=np.int64) + 1
-    nonempty = sizes > 0
-    nxt[cell_ptr[1:][nonempty] - 1] = cell_ptr[:-1][nonempty]  # the last side closes the polygon
-    return nxt
-
-
-def polygon_facets(
-    cell_ptr: NDArray[np.int64], cell_nodes: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The sides (facets) of 2-D cell polygons.
-
-    Parameters
-    ----------
-    cell_ptr, cell_nodes : ndarray of int64
-        CSR polygons: cell ``i`` has nodes ``cell_nodes[cell_ptr[i]:cell_ptr[i+1]]`` in order.
-
-    Returns
-    -------
-    facets : ndarray of int64, shape (F, 2)
-        One row per polygon side, the node pair sorted (smaller first); ``F = len(cell_nodes)``.
-    owner : ndarray of int64, shape (F,)
-        The cell of each side.
-    """
-    owner = np.repeat(np.arange(cell_ptr.size - 1, dtype=np.int64), np.diff(cell_ptr))
-    nxt = _next_positions(cell_ptr)
-    return np.sort(np.column_stack([cell_nodes, cell_nodes[nxt]]), axis=1), owner
-
-
-def polygon_areas(
-    points: NDArray[np.float64], cell_ptr: NDArray[np.int64], cell_nodes: NDArray[np.int64]
-) -> NDArray[np.float64]:
-    """Signed area of each CSR polygon (shoelace formula); positive when counter-clockwise."""
-    nxt = _next_positions(cell_ptr)
-    x, y = points[cell_nodes, 0], points[cell_nodes, 1]
-    owner = np.repeat(np.arange(cell_ptr.size - 1, dtype=np.int64), np.diff(cell_ptr))
-    return 0.5 * np.bincount(owner, weights=x * y[nxt] - x[nxt] * y, minlength=cell_ptr.size - 1)
-
-
-def _csr(n: int, edges: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Symmetric CSR from undirected edges without self loops (duplicates merged), via 1-D keys.
-
-    Same result as :func:`hermes.data.mesh.csr_from_edges`, several times faster on 10⁶ edges.
-    """
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    keys = np.sort(np.concatenate([e[:, 0] * n + e[:, 1], e[:, 1] * n + e[:, 0]]))
-    if keys.size:  # np.sort + mask: np.unique hashes first and is ~30x slower on 3·10⁶ keys
-        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
-    xadj = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys // n, minlength=n), out=xadj[1:])
-    return xadj, keys % n
-
-
-def mesh_from_polygons(
-    points: NDArray[np.float64],
-    cell_ptr: NDArray[np.int64],
-    cell_nodes: NDArray[np.int64],
-    *,
-    name: str,
-    meta: dict | None = None,
-    check: bool = True,
-) -> Mesh:
-    """A cell mesh from CSR polygons: dual graph (cells sharing a side), vertex-average coordinates.
-
-    Parameters
-    ----------
-    points : ndarray, shape (N, 2)
-    cell_ptr, cell_nodes : ndarray of int64
-        Cell ``i`` is the polygon ``points[cell_nodes[cell_ptr[i]:cell_ptr[i+1]]]``.
-    name : str
-    meta : dict, optional
-    check : bool
-        Raise on a side shared by more than two cells and run
-        :func:`~hermes.data.mesh.validate_graph`. With ``check=False`` nothing is checked (node
-        indices must be in range): :mod:`hermes.data.meshinfo` builds broken meshes this way to
-        report their problems; the cells of a side shared ``k > 2`` times get ``k − 1`` edges.
-
-    Returns
-    -------
-    Mesh
-        Unit weights; the polygons as given.
-    """
-    pts = np.ascontiguousarray(np.asarray(points, dtype=np.float64)[:, :2])
-    cell_ptr = np.asarray(cell_ptr, dtype=np.int64)
-    cell_nodes = np.asarray(cell_nodes, dtype=np.int64)
-    n = cell_ptr.size - 1
-    facets, owner = polygon_facets(cell_ptr, cell_nodes)
-    keys = facets[:, 0] * pts.shape[0] + facets[:, 1]
-    order = np.argsort(keys, kind="stable")
-    ks = keys[order]
-    if check and ks.size > 2 and np.any(ks[2:] == ks[:-2]):
-        raise MeshError(f"mesh '{name}': non-manifold: an edge is shared by more than 2 cells")
-    same = np.flatnonzero(ks[1:] == ks[:-1])
-    xadj, adjncy = _csr(n, np.column_stack([owner[order[same]], owner[order[same + 1]]]))
-    sizes = np.diff(cell_ptr)
-    if n and np.all(sizes == sizes[0]):  # same arithmetic as the meshio reader: exact round trips
-        coords = pts[cell_nodes.reshape(n, int(sizes[0]))].mean(axis=1)
-    else:
-        coords = np.zeros((n, 2))
-        np.add.at(coords, owner, pts[cell_nodes])
-        coords /= np.maximum(sizes, 1)[:, None]
-    mesh = Mesh(name=name, xadj=xadj, adjncy=adjncy, weights=np.ones(n), coords=coords, points=pts,
-                cell_ptr=cell_ptr, cell_nodes=cell_nodes, meta=dict(meta or {}))
-    if check:
-        validate_graph(mesh)
-    return mesh
-
-
-def mesh_from_cells(
-    points: NDArray[np.float64],
-    cells: NDArray[np.int64],
-    *,
-    name: str,
-    meta: dict | None = None,
-) -> Mesh:
-    """A checked cell mesh from points and same-size cells, oriented counter-clockwise.
-
-    Parameters
-    ----------
-    points : ndarray, shape (N, 2) or (N, 3)
-        Only x and y are used; points no cell uses are removed.
-    cells : ndarray of int64, shape (T, k)
-        Triangles (k = 3) or quadrilaterals (k = 4). Clockwise cells are reversed.
-    name : str
-    meta : dict, optional
-
-    Returns
-    -------
-    Mesh
-        See :func:`mesh_from_polygons`; validated (symmetric, connected).
-
-    Raises
-    ------
-    MeshError
-        Out-of-range node, a side shared by more than two cells, a disconnected dual graph.
-    """
-    pts = np.asarray(points, dtype=np.float64)[:, :2]
-    c = np.asarray(cells, dtype=np.int64)
-    if c.ndim != 2 or c.shape[1] < 3 or c.size == 0:
-        raise MeshError(f"mesh '{name}': cells must be a non-empty (T, k ≥ 3) array")
-    if c.min() < 0 or c.max() >= pts.shape[0]:
-        raise MeshError(f"mesh '{name}': cell node index out of range 0..{pts.shape[0] - 1}")
-    used = np.unique(c)
-    if used.size != pts.shape[0]:
-        renum = np.full(pts.shape[0], -1, dtype=np.int64)
-        renum[used] = np.arange(used.size)
-        pts, c = pts[used], renum[c]
-    n, k = c.shape
-    cell_ptr = np.arange(0, k * n + 1, k, dtype=np.int64)
-    cw = polygon_areas(pts, cell_ptr, c.ravel()) < 0
-    if np.any(cw):
-        c = c.copy()
-        c[cw] = c[cw, ::-1]
-    return mesh_from_polygons(pts, cell_ptr, c.ravel(), name=name, meta=meta)
-
-
-_MESHIO_TYPES = {3: "triangle", 4: "quad"}
-
-
-def write_mesh(mesh: Mesh, path: str | os.PathLike) -> Path:
-    """Write a mesh with cell polygons through meshio; the format follows the suffix.
-
-    Parameters
-    ----------
-    mesh : Mesh
-        Must have polygons (``points``, ``cell_ptr``, ``cell_nodes``).
-    path : str or path-like
-        ``.vtu`` (binary, zlib-compressed), ``.msh`` (gmsh 2.2 binary) or any meshio format.
-
-    Returns
-    -------
-    Path
-
-    Notes
-    -----
-    Consecutive cells with the same number of nodes form one meshio block, so the cell order (the
-    global ids) survives a round trip through :func:`hermes.data.io.read_mesh`. Points are written
-    with a zero third coordinate, which the reader drops again.
-    """
-    import meshio
-
-    if not mesh.has_polygons or mesh.cell_nodes is None:
-        raise MeshError(f"mesh '{mesh.name}' has no cell polygons to write")
-    p = Path(path)
-    sizes = np.diff(mesh.cell_ptr)
-    breaks = np.flatnonzero(np.diff(sizes)) + 1
-    starts = np.concatenate([[0], breaks])
-    ends = np.concatenate([breaks, [sizes.size]])
-    blocks = []
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        k = int(sizes[s])
-        data = mesh.cell_nodes[mesh.cell_ptr[s] : mesh.cell_ptr[e]].reshape(e - s, k)
-        blocks.append((_MESHIO_TYPES.get(k, f"polygon{k}" if k > 4 else "polygon"), data))
-    pts = mesh.points
-    if pts.shape[1] == 2:
-        pts = np.column_stack([pts, np.zeros(pts.shape[0])])
-    out = meshio.Mesh(pts, blocks)
-    suffix = p.suffix.lower()
-    try:
-        if suffix == ".msh":  # gmsh wants physical / geometrical tags: one surface, tag 1
-            tags = [np.ones(len(data), dtype=np.int32) for _, data in blocks]
-            out.cell_data = {"gmsh:physical": tags, "gmsh:geometrical": tags}
-            meshio.write(p, out, file_format="gmsh22", binary=True)
-        elif suffix == ".vtu":
-            meshio.write(p, out, file_format="vtu", binary=True, compression="zlib")
-        else:
-            meshio.write(p, out)
-    except OSError as err:
-        raise MeshError(f"cannot write {p}: {err.strerror or err}") from err
-    return p
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Mesh and graph readers: meshio formats → dual graph, Chaco/METIS graphs, Matrix Market.
+"""Mesh and graph readers and the mesh writer: meshio formats → dual graph, dispatch by suffix.
 
 Every reader returns a :class:`~hermes.data.mesh.Mesh` whose work units are numbered ``0..n-1`` in
 file order, checked by :func:`~hermes.data.mesh.validate_graph` (symmetric, no self loops, positive
@@ -13,6 +13,9 @@ Formats
     Matrix Market sparsity pattern (:func:`read_matrix_market`), coordinates from ``<stem>_coord.mtx``.
 anything else
     Cell meshes read by meshio (``.msh``, ``.vtk``, ``.vtu``, ``.xdmf``, ...; :func:`read_meshio`).
+
+The two graph formats are read (and Chaco written) by :mod:`hermes.data.formats`, re-exported here;
+:func:`write_mesh` writes a mesh with cell polygons through meshio.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ import contextlib
 import io
 import logging
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from hermes.data.mesh import Mesh, csr_from_edges, validate_graph
+from hermes.data.formats import (GRAPH_SUFFIXES, _existing_file, _one_line, _planar, _validated, read_chaco,
+                                 read_matrix_market, write_chaco)
+from hermes.data.mesh import Mesh, csr_from_edges
 from hermes.errors import MeshError
 
 __all__ = [
@@ -38,11 +41,11 @@ __all__ = [
     "read_matrix_market",
     "read_meshio",
     "write_chaco",
+    "write_mesh",
 ]
 
 log = logging.getLogger(__name__)
 
-GRAPH_SUFFIXES = (".graph", ".chaco", ".metis")
 _UNITS = ("cells", "nodes")
 
 # Facets (edges in 2-D, faces in 3-D) and edges of the linear cells, by local corner index,
@@ -61,94 +64,6 @@ _EDGES_3D = {
     "wedge": [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3), (0, 3), (1, 4), (2, 5)],
     "pyramid": [(0, 1), (1, 2), (2, 3), (3, 0), (0, 4), (1, 4), (2, 4), (3, 4)],
 }
-
-
-# --------------------------------------------------------------------------------------------
-# helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _existing_file(path: str | os.PathLike) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise MeshError(f"mesh file not found: {p}")
-    if not p.is_file():
-        raise MeshError(f"mesh path is not a file: {p}")
-    return p
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise MeshError(f"cannot read mesh file {path}: {err.strerror or err}") from err
-
-
-def _one_line(text: object) -> str:
-    """The first non-blank line of ``text`` (messages from third-party code can span lines)."""
-    for line in str(text).splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
-def _parse_floats(blob: bytes) -> NDArray[np.float64] | None:
-    """All whitespace-separated numbers in ``blob``, or ``None`` if some token is not a number."""
-    if not blob.strip():
-        return np.zeros(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        try:
-            return np.fromstring(blob, dtype=np.float64, sep=" ")
-        except (ValueError, DeprecationWarning):
-            return None
-
-
-def _first_bad_line(lines: list[bytes]) -> int:
-    """Index of the first line holding a token that is not a number (slow path, errors only)."""
-    for i, line in enumerate(lines):
-        for token in line.split():
-            try:
-                float(token)
-            except ValueError:
-                return i
-    return 0
-
-
-def _content_lines(data: bytes) -> tuple[list[bytes], NDArray[np.int64]]:
-    """Lines of ``data`` without ``%`` comment lines, and their 1-based line numbers in the file."""
-    lines = data.split(b"\n")
-    if lines[-1] == b"":  # the newline ending the last line does not start another line
-        lines.pop()
-    if b"%" not in data:
-        return lines, np.arange(1, len(lines) + 1, dtype=np.int64)
-    keep = [not line.lstrip().startswith(b"%") for line in lines]
-    linenos = np.flatnonzero(keep) + 1
-    return [line for line, k in zip(lines, keep) if k], linenos
-
-
-def _planar(xyz: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Coordinates as 2 or 3 columns: pad one column with zeros, drop an all-zero third column."""
-    xyz = np.asarray(xyz, dtype=np.float64)
-    if xyz.shape[1] == 1:
-        xyz = np.column_stack([xyz, np.zeros(xyz.shape[0])])
-    if xyz.shape[1] == 3 and not np.any(xyz[:, 2]):
-        xyz = xyz[:, :2]
-    return np.ascontiguousarray(xyz)
-
-
-def _validated(mesh: Mesh, path: Path) -> Mesh:
-    """Run :func:`validate_graph`, restating its message with the file name."""
-    try:
-        validate_graph(mesh)
-    except MeshError as err:
-        msg = str(err).replace(f"mesh '{mesh.name}': ", "")
-        raise MeshError(f"{path}: {msg}") from err
-    return mesh
-
-
-def _graph_name(path: Path) -> str:
-    return path.stem
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,335 +101,6 @@ def read_mesh(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
     if suffix == ".mtx":
         return read_matrix_market(p)
     return read_meshio(p, units=units)
-
-
-# --------------------------------------------------------------------------------------------
-# Chaco / METIS
-# --------------------------------------------------------------------------------------------
-
-
-def _parse_header(line: bytes, path: Path, lineno: int) -> tuple[int, int, str, int]:
-    tokens = line.split()
-    where = f"{path}, line {lineno}"
-    if not 2 <= len(tokens) <= 4 or not all(t.isdigit() for t in tokens):
-        shown = line.decode("utf-8", "replace").strip()[:60]
-        raise MeshError(f"{where}: bad Chaco/METIS header {shown!r}: expected 'n m [fmt [ncon]]'")
-    n, m = int(tokens[0]), int(tokens[1])
-    fmt = tokens[2].decode() if len(tokens) > 2 else "0"
-    if len(fmt) > 3 or set(fmt) - {"0", "1"}:
-        raise MeshError(f"{where}: bad Chaco/METIS format code {fmt!r}: expected digits 0/1, e.g. 10 or 011")
-    ncon = int(tokens[3]) if len(tokens) > 3 else 1
-    if ncon < 1:
-        raise MeshError(f"{where}: number of vertex weights must be ≥ 1, got {ncon}")
-    if n < 1:
-        raise MeshError(f"{where}: graph has no vertices")
-    return n, m, fmt.zfill(3), ncon
-
-
-def read_chaco(path: str | os.PathLike) -> Mesh:
-    """Read a graph in Chaco/METIS format, with coordinates from a sibling file if one exists.
-
-    Parameters
-    ----------
-    path : str or path-like
-        The graph file. Header ``n m [fmt [ncon]]`` (``m`` counts undirected edges), then one line per
-        vertex: ``[size] [w_1 .. w_ncon] v_1 [e_1] v_2 [e_2] ...`` with 1-based neighbours ``v``.
-        ``fmt`` digits: 1 = edge weights ``e``, 10 = ``ncon`` vertex weights, 100 = vertex sizes.
-        Lines starting with ``%`` are comments.
-
-    Returns
-    -------
-    Mesh
-        ``weights`` = first vertex weight (1 without weights); ``edge_weights`` if ``fmt`` has them;
-        ``coords`` from ``<path>.xyz``, ``<stem>.xyz`` or ``<stem>.coords`` (first found; 1–3 numbers
-        per line, one line per vertex), else zeros with ``meta["has_coords"] = False``. ``meta`` holds
-        ``"vertex_weights_extra"`` (n × (ncon − 1)) for further constraints, ``"vertex_sizes"`` and
-        ``"zero_weights_replaced"`` (the number of zero first weights replaced by 1: METIS allows
-        weight 0 but a hermes work unit needs positive work).
-
-    Raises
-    ------
-    MeshError
-        Missing or unreadable file, bad header, non-numeric token, line count or edge count not
-        matching the header, neighbour out of range, self loop, duplicate or one-way edge,
-        non-positive edge weight, bad coordinate file, disconnected graph. The message names the
-        file and, where it can, the line.
-
-    Notes
-    -----
-    The body is tokenised in one pass (``np.fromstring`` on the joined lines); the only per-line
-    Python work is counting tokens, about 0.2 s per million vertices. A third coordinate column
-    that is all zero is dropped, so planar meshes stored as ``x y 0`` are 2-D.
-    """
-    path = _existing_file(path)
-    lines, linenos = _content_lines(_read_bytes(path))
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if first is None:
-        raise MeshError(f"{path}: empty graph file")
-    n, m, fmt, ncon = _parse_header(lines[first], path, int(linenos[first]))
-    has_vsize, has_vwgt, has_ewgt = (c == "1" for c in fmt)
-
-    body = lines[first + 1 :]
-    body_linenos = linenos[first + 1 :]
-    while len(body) > n and not body[-1].strip():
-        body.pop()
-    if len(body) < n:
-        raise MeshError(f"{path}: header announces {n} vertices but the file has {len(body)} vertex lines")
-    if len(body) > n:
-        raise MeshError(
-            f"{path}, line {body_linenos[n]}: more vertex lines than the {n} announced in the header"
-        )
-
-    counts = np.fromiter((len(line.split()) for line in body), dtype=np.int64, count=n)
-    values = _parse_floats(b" ".join(body))
-    if values is None or values.size != counts.sum():
-        bad = _first_bad_line(body)
-        raise MeshError(f"{path}, line {body_linenos[bad]}: not a number")
-    if not np.all(np.isfinite(values)):
-        bad = int(np.searchsorted(np.cumsum(counts), np.flatnonzero(~np.isfinite(values))[0], side="right"))
-        raise MeshError(f"{path}, line {body_linenos[bad]}: non-finite value")
-
-    prefix = int(has_vsize) + (ncon if has_vwgt else 0)
-    stride = 2 if has_ewgt else 1
-    rest = counts - prefix
-    bad_rows = np.flatnonzero((rest < 0) | (rest % stride != 0))
-    if bad_rows.size:
-        i = int(bad_rows[0])
-        what = f"{prefix} leading value(s)" + (" and neighbour/weight pairs" if has_ewgt else "")
-        raise MeshError(f"{path}, line {body_linenos[i]}: {counts[i]} values do not match format {fmt} ({what})")
-
-    line_start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=line_start[1:])
-    pos = np.arange(values.size, dtype=np.int64) - np.repeat(line_start[:-1], counts)
-    in_list = pos >= prefix
-    nbr_mask = in_list & ((pos - prefix) % stride == 0)
-    lead = values[~in_list].reshape(n, prefix)
-    nbr = values[nbr_mask]
-    line_of_nbr = np.repeat(np.arange(n), rest // stride)
-
-    def fail_at(mask: NDArray[np.bool_], msg: str) -> None:
-        if np.any(mask):
-            i = int(line_of_nbr[np.flatnonzero(mask)[0]])
-            raise MeshError(f"{path}, line {body_linenos[i]}: {msg}")
-
-    fail_at(nbr != np.round(nbr), "neighbour ids must be integers")
-    fail_at((nbr < 1) | (nbr > n), f"neighbour id out of range 1..{n}")
-    adjncy = nbr.astype(np.int64) - 1
-    fail_at(adjncy == line_of_nbr, "self loop (a vertex lists itself)")
-    xadj = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(rest // stride, out=xadj[1:])
-
-    edge_weights = None
-    if has_ewgt:
-        edge_weights = values[in_list & ((pos - prefix) % stride == 1)]
-        fail_at(edge_weights <= 0, "edge weights must be positive")
-
-    if adjncy.size != 2 * m:
-        raise MeshError(
-            f"{path}: header announces {m} edges but the adjacency lists hold {adjncy.size} entries "
-            f"({adjncy.size / 2:g} undirected edges)"
-        )
-    a = sp.csr_array((np.ones(adjncy.size), adjncy.copy(), xadj.copy()), shape=(n, n))
-    a.sum_duplicates()  # sorts the index arrays in place: hence the copies (file order is kept)
-    if a.nnz != adjncy.size:
-        entry = int(np.flatnonzero(a.data > 1)[0])
-        i = int(np.searchsorted(a.indptr, entry, side="right") - 1)
-        raise MeshError(f"{path}, line {body_linenos[i]}: duplicate neighbour")
-    asym = (a - a.T).tocoo()
-    asym.eliminate_zeros()
-    if asym.nnz:
-        k = int(np.argmin(asym.row * n + asym.col))
-        i, j = (int(asym.row[k]), int(asym.col[k])) if asym.data[k] > 0 else (int(asym.col[k]), int(asym.row[k]))
-        raise MeshError(
-            f"{path}, line {body_linenos[i]}: vertex {i + 1} lists {j + 1} but vertex {j + 1} does not list {i + 1}"
-        )
-    if edge_weights is not None:
-        w = sp.csr_array((edge_weights, adjncy, xadj), shape=(n, n))
-        diff = (w - w.T).tocoo()
-        diff.eliminate_zeros()
-        if diff.nnz:
-            i = int(diff.row.min())
-            raise MeshError(f"{path}, line {body_linenos[i]}: edge weights are not symmetric")
-
-    meta: dict = {"format": "chaco", "path": str(path)}
-    col = 0
-    if has_vsize:
-        meta["vertex_sizes"] = lead[:, 0].copy()
-        col = 1
-    weights = np.ones(n)
-    if has_vwgt:
-        vw = lead[:, col : col + ncon]
-        if np.any(vw < 0):
-            i = int(np.flatnonzero(np.any(vw < 0, axis=1))[0])
-            raise MeshError(f"{path}, line {body_linenos[i]}: vertex weights must be non-negative")
-        weights = vw[:, 0].copy()
-        if ncon > 1:
-            meta["vertex_weights_extra"] = vw[:, 1:].copy()
-        zero = weights == 0
-        if np.any(zero):
-            weights[zero] = 1.0
-            meta["zero_weights_replaced"] = int(zero.sum())
-            log.info("%s: %d zero vertex weights replaced by 1", path, int(zero.sum()))
-
-    coords, coord_path = _chaco_coords(path, n)
-    meta["has_coords"] = coord_path is not None
-    if coord_path is not None:
-        meta["coords_path"] = str(coord_path)
-    mesh = Mesh(
-        name=_graph_name(path),
-        xadj=xadj,
-        adjncy=adjncy,
-        weights=weights,
-        coords=coords,
-        edge_weights=edge_weights,
-        meta=meta,
-    )
-    return _validated(mesh, path)
-
-
-def _chaco_coords(path: Path, n: int) -> tuple[NDArray[np.float64], Path | None]:
-    """Coordinates from ``<path>.xyz``, ``<stem>.xyz`` or ``<stem>.coords``, else zeros."""
-    candidates = [path.with_name(path.name + ".xyz"), path.with_suffix(".xyz"), path.with_suffix(".coords")]
-    coord_path = next((c for c in candidates if c.is_file()), None)
-    if coord_path is None:
-        return np.zeros((n, 2)), None
-    lines, linenos = _content_lines(_read_bytes(coord_path))
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if len(lines) != n:
-        raise MeshError(f"{coord_path}: {len(lines)} coordinate lines for {n} vertices")
-    ncol = len(lines[0].split())
-    if not 1 <= ncol <= 3:
-        raise MeshError(f"{coord_path}, line {linenos[0]}: expected 1 to 3 coordinates per line, got {ncol}")
-    values = _parse_floats(b" ".join(lines))
-    if values is None:
-        bad = _first_bad_line(lines)
-        raise MeshError(f"{coord_path}, line {linenos[bad]}: not a number")
-    if values.size != n * ncol:
-        counts = np.fromiter((len(line.split()) for line in lines), dtype=np.int64, count=n)
-        bad = int(np.flatnonzero(counts != ncol)[0])
-        raise MeshError(f"{coord_path}, line {linenos[bad]}: expected {ncol} coordinates, got {counts[bad]}")
-    xyz = values.reshape(n, ncol)
-    if not np.all(np.isfinite(xyz)):
-        raise MeshError(f"{coord_path}: non-finite coordinates")
-    return _planar(xyz), coord_path
-
-
-def write_chaco(mesh: Mesh, path: str | os.PathLike, *, coords: bool = True) -> Path:
-    """Write ``mesh`` as a Chaco/METIS graph (and its coordinates as ``<path>.xyz``).
-
-    Parameters
-    ----------
-    mesh : Mesh
-    path : str or path-like
-        The graph file to write.
-    coords : bool
-        Also write ``<path>.xyz`` (one line of ``dim`` coordinates per vertex), which
-        :func:`read_chaco` picks up.
-
-    Returns
-    -------
-    Path
-        The graph file written.
-
-    Notes
-    -----
-    Vertex weights are written (format digit 10) unless all are 1, edge weights (digit 1) when the
-    mesh has them. Integral weights are written as integers, as METIS requires; other weights are
-    written exactly (``%.17g``), which :func:`read_chaco` reads back but METIS' own tools do not.
-    One Python line per vertex: meant for tests and small exports.
-    """
-    p = Path(path)
-    n = mesh.n_cells
-    has_vwgt = not np.all(mesh.weights == 1.0)
-    has_ewgt = mesh.edge_weights is not None
-    fmt = ("1" if has_vwgt else "0") + ("1" if has_ewgt else "0")
-
-    def num(x: float) -> str:
-        return str(int(x)) if float(x).is_integer() else f"{x:.17g}"
-
-    out = [f"{n} {mesh.n_edges}" + (f" {fmt}" if fmt != "00" else "")]
-    nbr = (mesh.adjncy + 1).tolist()
-    ew = mesh.edge_weights.tolist() if has_ewgt else None
-    w = mesh.weights.tolist()
-    xadj = mesh.xadj.tolist()
-    for i in range(n):
-        lo, hi = xadj[i], xadj[i + 1]
-        tokens = [num(w[i])] if has_vwgt else []
-        if has_ewgt:
-            for v, e in zip(nbr[lo:hi], ew[lo:hi]):
-                tokens += [str(v), num(e)]
-        else:
-            tokens += map(str, nbr[lo:hi])
-        out.append(" ".join(tokens))
-    try:
-        p.write_text("\n".join(out) + "\n")
-        if coords:
-            np.savetxt(p.with_name(p.name + ".xyz"), mesh.coords, fmt="%.17g")
-    except OSError as err:
-        raise MeshError(f"cannot write {p}: {err.strerror or err}") from err
-    return p
-
-
-# --------------------------------------------------------------------------------------------
-# Matrix Market
-# --------------------------------------------------------------------------------------------
-
-
-def _mmread(path: Path):
-    import scipy.io
-
-    try:
-        return scipy.io.mmread(str(path))
-    except Exception as err:  # scipy raises ValueError, OSError, IndexError, ... on bad input
-        raise MeshError(f"cannot read Matrix Market file {path}: {_one_line(err) or type(err).__name__}") from err
-
-
-def read_matrix_market(path: str | os.PathLike) -> Mesh:
-    """Read the sparsity pattern of a square Matrix Market matrix as a graph.
-
-    Parameters
-    ----------
-    path : str or path-like
-        A ``.mtx`` coordinate (sparse) matrix. Entry ``(i, j)``, ``i ≠ j``, is an edge; values are
-        ignored, the diagonal is dropped and the pattern is symmetrised.
-
-    Returns
-    -------
-    Mesh
-        Unit weights; ``coords`` from a sibling ``<stem>_coord.mtx`` (a dense n × 2 or n × 3 array)
-        if present, else zeros with ``meta["has_coords"] = False``.
-
-    Raises
-    ------
-    MeshError
-        Missing or unreadable file, a dense or non-square matrix, a coordinate array of the wrong
-        shape, a disconnected graph.
-    """
-    path = _existing_file(path)
-    a = _mmread(path)
-    if not sp.issparse(a):
-        raise MeshError(f"{path}: expected a sparse (coordinate) matrix, got a dense array")
-    if a.shape[0] != a.shape[1]:
-        raise MeshError(f"{path}: matrix is not square ({a.shape[0]} x {a.shape[1]})")
-    n = int(a.shape[0])
-    coo = sp.coo_array(a)
-    xadj, adjncy = csr_from_edges(n, np.column_stack([coo.row, coo.col]))
-
-    coord_path = path.with_name(path.stem + "_coord.mtx")
-    meta: dict = {"format": "matrix-market", "path": str(path), "has_coords": coord_path.is_file()}
-    coords = np.zeros((n, 2))
-    if coord_path.is_file():
-        xyz = _mmread(coord_path)
-        if sp.issparse(xyz):
-            xyz = xyz.toarray()
-        xyz = np.asarray(xyz, dtype=np.float64)
-        if xyz.ndim != 2 or xyz.shape[0] != n or not 1 <= xyz.shape[1] <= 3:
-            raise MeshError(f"{coord_path}: coordinate array of shape {xyz.shape} for {n} vertices")
-        coords = _planar(xyz)
-        meta["coords_path"] = str(coord_path)
-    mesh = Mesh(name=_graph_name(path), xadj=xadj, adjncy=adjncy, weights=np.ones(n), coords=coords, meta=meta)
-    return _validated(mesh, path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,3 +295,64 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
     mesh = Mesh(name=path.stem, xadj=xadj, adjncy=adjncy, weights=np.ones(n), coords=coords,
                 points=poly_points, cell_ptr=cell_ptr, cell_nodes=cell_nodes, meta=meta)
     return _validated(mesh, path)
+
+
+# --------------------------------------------------------------------------------------------
+# writing
+# --------------------------------------------------------------------------------------------
+
+
+_MESHIO_TYPES = {3: "triangle", 4: "quad"}
+
+
+def write_mesh(mesh: Mesh, path: str | os.PathLike) -> Path:
+    """Write a mesh with cell polygons through meshio; the format follows the suffix.
+
+    Parameters
+    ----------
+    mesh : Mesh
+        Must have polygons (``points``, ``cell_ptr``, ``cell_nodes``).
+    path : str or path-like
+        ``.vtu`` (binary, zlib-compressed), ``.msh`` (gmsh 2.2 binary) or any meshio format.
+
+    Returns
+    -------
+    Path
+
+    Notes
+    -----
+    Consecutive cells with the same number of nodes form one meshio block, so the cell order (the
+    global ids) survives a round trip through :func:`hermes.data.io.read_mesh`. Points are written
+    with a zero third coordinate, which the reader drops again.
+    """
+    import meshio
+
+    if not mesh.has_polygons or mesh.cell_nodes is None:
+        raise MeshError(f"mesh '{mesh.name}' has no cell polygons to write")
+    p = Path(path)
+    sizes = np.diff(mesh.cell_ptr)
+    breaks = np.flatnonzero(np.diff(sizes)) + 1
+    starts = np.concatenate([[0], breaks])
+    ends = np.concatenate([breaks, [sizes.size]])
+    blocks = []
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        k = int(sizes[s])
+        data = mesh.cell_nodes[mesh.cell_ptr[s] : mesh.cell_ptr[e]].reshape(e - s, k)
+        blocks.append((_MESHIO_TYPES.get(k, f"polygon{k}" if k > 4 else "polygon"), data))
+    pts = mesh.points
+    if pts.shape[1] == 2:
+        pts = np.column_stack([pts, np.zeros(pts.shape[0])])
+    out = meshio.Mesh(pts, blocks)
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".msh":  # gmsh wants physical / geometrical tags: one surface, tag 1
+            tags = [np.ones(len(data), dtype=np.int32) for _, data in blocks]
+            out.cell_data = {"gmsh:physical": tags, "gmsh:geometrical": tags}
+            meshio.write(p, out, file_format="gmsh22", binary=True)
+        elif suffix == ".vtu":
+            meshio.write(p, out, file_format="vtu", binary=True, compression="zlib")
+        else:
+            meshio.write(p, out)
+    except OSError as err:
+        raise MeshError(f"cannot write {p}: {err.strerror or err}") from err
+    return p

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.gossip import _check_params, grapevine
+from hermes.balance.gossip_serial import _check_params, grapevine
 from hermes.errors import BalancerError
 
 __all__ = ["iso_optimum", "make_objects", "gossip_lab", "format_gossip_report"]

@@ -8,15 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from hermes.balance.gossip import (
-    _bitrows,
-    _members,
-    _merge,
-    _pad_row,
-    _pick_targets,
-    grapevine,
-    grapevine_iter,
-)
+from hermes.balance.gossip import grapevine, grapevine_iter
+from hermes.balance.gossip_serial import _bitrows, _members, _merge, _pad_row, _pick_targets
 from hermes.lab.gossip import format_gossip_report, gossip_lab, iso_optimum, make_objects
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.errors import BalancerError

@@ -21,11 +21,28 @@ differ in *which* cells go:
     weights ``w_k``; hermes uses link *costs* here (relative per-byte time, ``bandwidth_max /
     bandwidth``), because the gain measures communication cost while the model's weights are
     conductances. On a uniform network both readings coincide. The boundary is peeled in rounds:
-    each round ranks the current candidates (cells at home that touch S_q, counting cells already
-    chosen for q as part of S_q) by decreasing gain (ties by global id) and takes them while the
-    moved weight gets closer to the flow. Cells chosen for q expose new candidates for the next round.
-    Where S_q shares only a short boundary with the rank, cells chosen for other targets can close
-    q's frontier, and q then gets less than its flow.
+    each round offers every home cell that touches a target still short of its flow (counting cells
+    already chosen for q as part of S_q) to the target it fits with the largest gain (ties to the
+    lower rank); each target takes its offers by decreasing gain (ties by global id) while the
+    moved weight gets closer to its flow. Cells chosen for q expose new candidates for the next round.
+
+    *Hand-on*, against starvation: where S_q shares only a short boundary with the rank, the cells
+    chosen for other targets can close q's frontier — no home cell touching S_q or the cells chosen
+    for q fits q any more — and plain peeling would leave q short for good. After each round's
+    takes, every target still short whose frontier is closed (in increasing rank, each on the state
+    the previous ones left) therefore takes cells already chosen for another target r that touch
+    its side and fit it, by decreasing g(v, q) (ties by global id) while it gets closer to its
+    flow; r's outstanding flow grows by their weight and r makes it up from its own frontier in the
+    next rounds (q's frontier continues through r's cells: an augmenting path of length two). A
+    hand-on stands only if every donor that then still needs weight keeps a fitting home cell on
+    its frontier, and a cell is handed on at most once, so the rounds end. Where no frontier
+    closes, the result is that of plain peeling.
+
+    *Behind heavy cells*: when a round moves nothing while a target is still short — every home cell
+    on its side is too heavy for what it still needs (weights up to 128 on 25 cells a rank, as in the
+    thesis' experiment) — the first such target takes the home cells nearest its side that fit,
+    by BFS layer through the home cells, then decreasing gain, then global id (what layered peeling
+    would take), and the rounds go on from there.
 ``peel`` (:func:`select_peel`)
     Layered boundary peeling: cells go layer by layer from the boundary shared with S_q inward, in
     increasing BFS distance (:func:`layer_distance`) from S_q through the rank's own cells, ties by
@@ -51,7 +68,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import dijkstra
 
-from hermes.data.distributed import LocalDomain
+from hermes.data.distributed import LocalDomain, _ranges
 from hermes.errors import BalancerError, GraphError
 
 __all__ = ["gain", "select_gain", "layer_distance", "select_peel", "front_key", "select_wavefront",
@@ -73,56 +90,208 @@ def select_gain(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.fl
                 *, max_rounds: int = 10_000) -> NDArray[np.int64]:
     """Destination rank of every local cell so that about ``outflow[q]`` weight goes to each q.
 
-    Every round, each home cell that touches a target still short of its flow is offered to its
-    *preferred* target — the one maximising the gain among the targets it fits (thesis §10.1, the
-    preference function ``f(v) = argmax_q g(v, q)``) — and each target takes its offered cells in decreasing gain order
-    while the moved weight gets closer to its flow. All targets are served in the same round, so a
-    large flow cannot starve a smaller one of its boundary cells. At least one cell stays home.
+    Parameters
+    ----------
+    dom : LocalDomain
+    outflow : dict
+        ``outflow[q]``: the weight to send to neighbouring rank q.
+    cost : (p, p) array
+        The link-cost matrix ``w̃`` of the gain function (see the module docstring).
+    max_rounds : int
+        Upper bound on the number of rounds.
 
     Returns
     -------
     dest : array of int64, one rank per local cell (``dom.rank`` = stays).
+
+    Notes
+    -----
+    The rounds and the hand-on rule are those of the module docstring (thesis §10.1: a cell goes to
+    its preferred target ``f(v) = argmax_q g(v, q)``). The peeling is incremental: a count matrix
+    holds ``|e_i(v)|`` for every cell v and every rank i that matters (home, neighbours, targets);
+    a round updates the counts and gains of the neighbours of the cells it moved only, and scans
+    only the frontier (home cells touching a target), so the work follows the moved cells' edges
+    and the frontiers rather than rounds × local edges. Gains are summed rank by rank
+    (``Σ_i count[v, i] (w̃_pi − w̃_qi)`` in increasing i), so cells with equal counts tie exactly;
+    :func:`gain` sums edge by edge, which for non-integer costs may differ in the last bit.
     """
-    me = dom.rank
-    dest = np.full(dom.n, me, dtype=np.int64)
-    li = dom.local_index
-    local_entry = li >= 0
-    w = dom.weight
+    me, n = dom.rank, dom.n
+    dest = np.full(n, me, dtype=np.int64)
     targets = np.array(sorted(outflow), dtype=np.int64)
-    remaining = np.array([float(outflow[q]) for q in targets])
+    if targets.size == 0 or n == 0:
+        return dest
+    remaining = np.array([float(outflow[int(q)]) for q in targets], dtype=np.float64)
+    counts = _EdgeCounts(dom, targets, np.asarray(cost, dtype=np.float64))
+    w, gid = dom.weight, dom.gid
+    handed = np.zeros(n, dtype=bool)
+    front = np.flatnonzero(counts.touches(np.arange(n)).any(axis=1))  # home cells touching a target
+    n_home, least = n, 0.5 * float(w.min())
     for _ in range(max_rounds):
-        active = remaining > 0
+        active = (remaining > 0) & (remaining >= least)  # not active: no cell could fit any more
         if not active.any():
             break
-        owner = dom.nbr_owner.copy()
-        owner[local_entry] = dest[li[local_entry]]
-        home = dest == me
-        n_home = int(home.sum())
-        # best gain of each home cell over the active targets it touches
-        best_gain = np.full(dom.n, -np.inf)
-        best_q = np.full(dom.n, -1, dtype=np.int64)
+        valid = counts.touches(front) & active & (0.5 * w[front, None] <= remaining)
+        offered = valid.any(axis=1)
+        val = np.where(valid, counts.gain[front], -np.inf)[offered]
+        cells, to = front[offered], np.argmax(val, axis=1)
+        key = -val[np.arange(cells.size), to]
+        moved = []
         for t in np.flatnonzero(active):
-            q = int(targets[t])
-            touches = np.zeros(dom.n, dtype=bool)
-            touches[dom.rows[owner == q]] = True
-            # offer a cell only where it fits: moving it must bring the target closer to its flow
-            cand = np.flatnonzero(touches & home & (0.5 * w <= remaining[t]))
-            if cand.size == 0:
+            mine = to == t
+            left = n_home - sum(c.size for c in moved)
+            if not mine.any() or left <= 1:
                 continue
-            g = gain(dom, owner, cand, q, cost)
-            better = g > best_gain[cand]
-            best_gain[cand[better]] = g[better]
-            best_q[cand[better]] = t
-        order = np.broadcast_to(-best_gain, (targets.size, dom.n))  # decreasing gain
-        if _take_offers(dom, best_q, order, active, targets, remaining, dest, n_home) == 0:
-            break
+            cand = cells[mine][np.lexsort((gid[cells[mine]], key[mine]))]
+            k = min(_fits(w[cand], remaining[t]), left - 1)
+            dest[cand[:k]] = targets[t]
+            remaining[t] -= float(w[cand[:k]].sum())
+            moved.append(cand[:k])
+        moved = np.concatenate(moved) if moved else np.zeros(0, dtype=np.int64)
+        n_home -= moved.size
+        if moved.size:
+            changed = counts.move(moved, np.full(moved.size, me), dest[moved])
+            front = np.union1d(front[dest[front] == me], changed[dest[changed] == me])
+        for t in range(targets.size):  # targets still short whose frontier is closed: hand on
+            if remaining[t] > 0 and remaining[t] >= least and not (
+                    (counts.count[front, counts.tcol[t]] > 0) & (0.5 * w[front] <= remaining[t])).any():
+                take, front = _hand_on(counts, t, remaining, dest, handed, front, w, gid, n_home > 1)
+                moved = np.concatenate((moved, take))
+        if moved.size == 0:  # closed by cells too heavy for what is left: look behind them
+            take = _behind_heavy(counts, remaining, dest, w, gid, n_home, least)
+            if take.size == 0:
+                break
+            n_home -= take.size
+            changed = counts.move(take, np.full(take.size, me), dest[take])
+            front = np.union1d(front[dest[front] == me], changed[dest[changed] == me])
     return dest
+
+
+def _behind_heavy(counts: _EdgeCounts, remaining: NDArray[np.float64], dest: NDArray[np.int64],
+                  w: NDArray[np.float64], gid: NDArray[np.int64], n_home: int, least: float) -> NDArray[np.int64]:
+    """The first short target (in increasing rank) whose frontier holds only cells too heavy for it
+    takes the home cells nearest its side that fit it, by BFS layer through the home cells, then
+    decreasing gain, then global id (a layered peel behind the heavy cells); returns the cells taken.
+    ``dest`` and ``remaining`` are updated in place; at least one cell stays home."""
+    dom, me = counts.dom, counts.dom.rank
+    home = dest == me
+    for t in range(counts.targets.size):
+        if not (remaining[t] > 0 and remaining[t] >= least) or n_home <= 1:
+            continue
+        src = np.flatnonzero(home & (counts.count[:, counts.tcol[t]] > 0))
+        if src.size == 0:
+            continue
+        g = _local_graph(dom)
+        keep = sp.diags_array(home.astype(np.float64))
+        dist = dijkstra(keep @ g @ keep, directed=True, unweighted=True, indices=src, min_only=True)
+        cand = np.flatnonzero(home & np.isfinite(dist) & (0.5 * w <= remaining[t]))
+        if cand.size == 0:
+            continue
+        cand = cand[np.lexsort((gid[cand], -counts.gain[cand, t], dist[cand]))]
+        k = min(_fits(w[cand], remaining[t]), n_home - 1)
+        if k > 0:
+            dest[cand[:k]] = counts.targets[t]
+            remaining[t] -= float(w[cand[:k]].sum())
+            return cand[:k]
+    return np.zeros(0, dtype=np.int64)
+
+
+def _hand_on(counts: _EdgeCounts, t: int, remaining: NDArray[np.float64], dest: NDArray[np.int64],
+             handed: NDArray[np.bool_], front: NDArray[np.int64], w: NDArray[np.float64],
+             gid: NDArray[np.int64], can_take: bool) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Hand cells chosen for other targets on to target t; returns (cells handed on, new frontier).
+
+    Candidates: cells chosen for another target r, never handed on before, with an edge to t's
+    side, that fit t; t takes them in decreasing ``g(v, t)`` (ties by global id) while it gets
+    closer to its flow. A source r must keep a way to make up its loss: if after the hand-on r
+    still needs weight (``remaining[r] > 0``) but no home cell on its frontier fits it (or
+    ``can_take`` is false: a single cell is left home), the hand-on is undone and retried without
+    r's cells. ``dest``, ``handed``, ``remaining`` and the counts are updated in place.
+    """
+    targets, me = counts.targets, counts.dom.rank
+    near = (counts.count[:, counts.tcol[t]] > 0) & ~handed & (dest != me) & (0.5 * w <= remaining[t])
+    donors = np.ones(targets.size, dtype=bool)
+    donors[t] = False
+    while donors.any():
+        cand = np.flatnonzero(near & np.isin(dest, targets[donors]))
+        cand = cand[np.lexsort((gid[cand], -counts.gain[cand, t]))]
+        take = cand[:_fits(w[cand], remaining[t])]
+        if take.size == 0:
+            break
+        src, before = np.searchsorted(targets, dest[take]), remaining.copy()
+        np.add.at(remaining, src, w[take])
+        remaining[t] -= float(w[take].sum())
+        dest[take] = targets[t]
+        changed = counts.move(take, targets[src], dest[take])
+        grown = np.union1d(front, changed[dest[changed] == me])
+        fits = counts.touches(grown) & (0.5 * w[grown, None] <= remaining)
+        can_grow = (fits.any(axis=0) & can_take) | (remaining <= 0)
+        closed = np.unique(src[~can_grow[src]])
+        if closed.size == 0:
+            handed[take] = True
+            return take, grown
+        dest[take] = targets[src]  # undo, and retry without the sources it would close
+        counts.move(take, np.full(take.size, targets[t]), targets[src])
+        remaining[:] = before
+        donors[closed] = False
+    return np.zeros(0, dtype=np.int64), front
+
+
+def _fits(w: NDArray[np.float64], need: float) -> int:
+    """How many of the cells of weights ``w`` (in order) to take so the moved weight gets closer to ``need``."""
+    take = (np.cumsum(w) - 0.5 * w) <= need
+    return take.size if take.all() else int(np.argmin(take))
+
+
+class _EdgeCounts:
+    """``|e_i(v)|`` of every local cell v to every rank i that matters, and the gains ``g(v, t)``.
+
+    Columns are the ranks ``ranks`` (sorted: home, ghost owners, targets); ``gain[v, t]`` is
+    ``Σ_i count[v, i] (w̃_pi − w̃_qi)`` for target ``q = targets[t]``.
+    """
+
+    def __init__(self, dom: LocalDomain, targets: NDArray[np.int64], cost: NDArray[np.float64]):
+        self.dom, self.deg, self.targets = dom, np.diff(dom.xadj), targets
+        owner = np.where(dom.local_index >= 0, dom.rank, dom.nbr_owner)
+        self.ranks = np.unique(np.concatenate((owner, targets, [dom.rank])))
+        m = self.ranks.size
+        self.tcol = np.searchsorted(self.ranks, targets)
+        self.diff = cost[dom.rank, self.ranks][None, :] - cost[np.ix_(targets, self.ranks)]  # (t, m)
+        col = np.searchsorted(self.ranks, owner)
+        self.count = np.bincount(dom.rows * m + col, minlength=dom.n * m).astype(np.int32).reshape(dom.n, m)
+        self.gain = self._gain(np.arange(dom.n))
+
+    def _gain(self, cells: NDArray[np.int64]) -> NDArray[np.float64]:
+        c = self.count[cells]
+        g = np.zeros((cells.size, self.tcol.size))
+        for i in range(self.ranks.size):  # a fixed order, whatever the subset of cells
+            g += c[:, i, None] * self.diff[None, :, i]
+        return g
+
+    def touches(self, cells: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """(len(cells), t) mask: the cell has an edge to target t's side (S_q or cells chosen for q)."""
+        return self.count[np.ix_(cells, self.tcol)] > 0
+
+    def move(self, cells: NDArray[np.int64], old: NDArray[np.int64], new: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Record that ``cells`` went from ranks ``old`` to ``new``; returns the cells whose counts changed."""
+        dom, m = self.dom, self.ranks.size
+        ent = _ranges(dom.xadj[cells], self.deg[cells])
+        nb = dom.local_index[ent]
+        keep = nb >= 0
+        nb = nb[keep]
+        src = np.repeat(np.searchsorted(self.ranks, old), self.deg[cells])[keep]
+        dst = np.repeat(np.searchsorted(self.ranks, new), self.deg[cells])[keep]
+        flat = self.count.reshape(-1)
+        np.add.at(flat, nb * m + src, -1)
+        np.add.at(flat, nb * m + dst, 1)
+        changed = np.unique(nb)
+        self.gain[changed] = self._gain(changed)
+        return changed
 
 
 def _take_offers(dom: LocalDomain, offer: NDArray[np.int64], order: NDArray[np.float64], active: NDArray[np.bool_],
                  targets: NDArray[np.int64], remaining: NDArray[np.float64], dest: NDArray[np.int64],
                  n_home: int) -> int:
-    """One round of takes, shared by every strategy; returns the number of cells moved.
+    """One round of takes of the ordered strategies; returns the number of cells moved.
 
     Each active target t takes the cells offered to it (``offer == t``) in increasing
     (``order[t]``, global id) order while the moved weight gets closer to ``remaining[t]``, leaving
@@ -136,8 +305,7 @@ def _take_offers(dom: LocalDomain, offer: NDArray[np.int64], order: NDArray[np.f
         if cand.size == 0 or left <= 1:
             continue
         cand = cand[np.lexsort((dom.gid[cand], order[t, cand]))]
-        take = (np.cumsum(w[cand]) - 0.5 * w[cand]) <= remaining[t]
-        k = min(int(np.argmin(take)) if not take.all() else take.size, left - 1)
+        k = min(_fits(w[cand], remaining[t]), left - 1)
         if k > 0:
             dest[cand[:k]] = targets[t]
             remaining[t] -= float(w[cand[:k]].sum())

@@ -157,9 +157,15 @@ def test_thesis_heterogeneous_fair_balancing_pays_off(tmp_path):
     assert times["pcg"] < 0.5 * times["none"], times
     assert times["pcg"] < 0.7 * times["metis"], times
     assert finals["pcg"] < finals["none"], finals
-    # after every balanced phase the distribution is fair within what 25 cells per rank allow
+    # after every balanced phase the distribution is fair within what 25 cells per rank allow: no rank
+    # exceeds its fair load by half the heaviest cell (what a selection can guarantee; weights reach 128)
+    rows = list(csv.DictReader((tmp_path / "pcg" / "phases.csv").open()))
+    parts = np.load(tmp_path / "pcg" / "partitions.npz")
+    for k in range(1, 8):
+        over = max(float(r["load"]) - float(r["fair_load"]) for r in rows if int(r["phase"]) == k)
+        assert over <= 0.5 * parts[f"weight_{k:03d}"].max(), (k, over)
     after = [p["imbalance_after"] for p in summary(tmp_path / "pcg")["phases"]]
-    assert max(after) < 1.15, after
+    assert max(after) < 1.2, after
 
 
 def test_thesis_homogeneous_balancing_pays_off(tmp_path):

@@ -205,7 +205,7 @@ class Adapter:
         vertices where that serial marking (the serial coarsening pass, the serial refinement marks)
         differs from what the ranks did — 0 when the distributed marking and coarsening are exact.
         """
-        ad, reg = self.sc.adaptation, self.sc.adaptation.region
+        ad = self.sc.adaptation
         fields = initial_fields(tm.centroids)
         u, f = fields["u"], fields["f"]
         self.mismatches = {"refine": 0, "coarsen": 0}

@@ -41,7 +41,7 @@ import yaml
 
 from hermes import __version__
 from hermes.adaptation import Adapter
-from hermes.app.kernels import initial_fields, jacobi_serial, jacobi_sweeps
+from hermes.app.kernels import initial_fields, jacobi_serial
 from hermes.app.simulate import solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model, imbalance
@@ -51,7 +51,7 @@ from hermes.clock import CATEGORIES, Links, make_clock
 from hermes.comm import Counters, NeighbourComm, agree, allreduce
 from hermes.data.distributed import gather_to_root, halo_plan, scatter_domain
 from hermes.data.migrate import MigrationStats, migrate, realise_flow
-from hermes.data.refine import TriMesh, from_mesh
+from hermes.data.refine import from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
 from hermes.errors import HermesError, MeshError, ScenarioError
 from hermes.extraload import CapacitySchedule

@@ -52,24 +52,20 @@ differ in *which* cells go:
     shared boundary; cells go in the order the front reaches them (:func:`front_key`), ties by
     global id. The cost matrix is not used.
 
-:data:`SELECTIONS` maps the scenario names to the functions. :func:`realisation_report` compares a
-flow with the transfer a selection actually made (and its edge cut), and
-:func:`simulate_realisation` replays :func:`hermes.data.migrate.realise_flow` serially on a whole
-mesh, so strategies can be compared without MPI.
+:data:`SELECTIONS` maps the scenario names to the functions; reports and the serial replay of a
+realisation are in :mod:`hermes.balance.realisation`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import dijkstra
 
 from hermes.data.distributed import LocalDomain, _ranges
-from hermes.errors import BalancerError, GraphError
+from hermes.errors import BalancerError
 
 __all__ = ["gain", "select_gain", "layer_distance", "select_peel", "front_key", "select_wavefront",
            "SELECTIONS", "get_selection", "realisation_report", "simulate_realisation", "Selection"]
@@ -106,14 +102,10 @@ def select_gain(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.fl
 
     Notes
     -----
-    The rounds and the hand-on rule are those of the module docstring (thesis §10.1: a cell goes to
-    its preferred target ``f(v) = argmax_q g(v, q)``). The peeling is incremental: a count matrix
-    holds ``|e_i(v)|`` for every cell v and every rank i that matters (home, neighbours, targets);
-    a round updates the counts and gains of the neighbours of the cells it moved only, and scans
-    only the frontier (home cells touching a target), so the work follows the moved cells' edges
-    and the frontiers rather than rounds × local edges. Gains are summed rank by rank
-    (``Σ_i count[v, i] (w̃_pi − w̃_qi)`` in increasing i), so cells with equal counts tie exactly;
-    :func:`gain` sums edge by edge, which for non-integer costs may differ in the last bit.
+    The rounds, the hand-on and the step behind heavy cells are those of the module docstring. The
+    peeling is incremental (:class:`_EdgeCounts`): a round updates the counts and gains of the
+    neighbours of the cells it moved only and scans only the frontier. Gains are summed rank by rank,
+    so cells with equal counts tie exactly (:func:`gain` sums edge by edge).
     """
     me, n = dom.rank, dom.n
     dest = np.full(n, me, dtype=np.int64)
@@ -512,141 +504,6 @@ def get_selection(name: str) -> Selection:
 
 # -- evaluation ---------------------------------------------------------------------------------------
 
-def realisation_report(xadj, adjncy, owner_before, owner_after, weights, edges, flow, *,
-                       realised=None, capacities=None) -> dict[str, Any]:
-    """How closely a change of ownership realises a flow, and what it does to the partition.
 
-    Parameters
-    ----------
-    xadj, adjncy : CSR adjacency of the whole mesh.
-    owner_before, owner_after : int arrays, one rank per cell.
-    weights : float array, one weight per cell.
-    edges : (q, 2) int array, flow : (q,) float array
-        The computed flow: ``flow[k] > 0`` moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
-    realised : (q,) array, optional
-        The weight moved along each edge hop by hop, as :func:`~hermes.data.migrate.realise_flow`
-        and :func:`simulate_realisation` count it. Default: the net transfer below.
-    capacities : (p,) array, optional
-        For the imbalances (default: equal).
-
-    Returns
-    -------
-    dict with
-        ``net_transfer`` (q,) weight of the cells owned by ``edges[k,0]`` before and by
-        ``edges[k,1]`` after, minus the reverse — equal to the hop-wise transfer unless a cell was
-        passed on through an intermediate rank; ``realised`` (q,) the ``realised`` argument or
-        ``net_transfer``; ``deviation`` (q,) ``|realised − flow|``;
-        ``relative_deviation`` ``Σ|realised − flow| / Σ|flow|`` (0 for a zero flow);
-        ``max_deviation``; ``off_graph_weight``, weight whose old and new owners are not adjacent
-        in the subdomain graph (cells passed on through an intermediate rank);
-        ``edge_cut_before/after``, ``boundary_cells_before/after``, ``migrated_cells``,
-        ``migrated_weight``, ``imbalance_before/after``.
-
-    Raises
-    ------
-    GraphError
-        On arrays of inconsistent lengths or ranks out of range.
-    """
-    from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
-
-    xadj, adjncy = np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64)
-    before, after = np.asarray(owner_before, dtype=np.int64), np.asarray(owner_after, dtype=np.int64)
-    w = np.asarray(weights, dtype=np.float64)
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    f = np.asarray(flow, dtype=np.float64).reshape(-1)
-    n = xadj.size - 1
-    if before.shape != (n,) or after.shape != (n,) or w.shape != (n,):
-        raise GraphError(f"realisation report: need {n} owners (before and after) and weights")
-    if f.shape != (len(e),):
-        raise GraphError(f"realisation report: {f.size} flow values for {len(e)} edges")
-    p = int(max(before.max(initial=0), after.max(initial=0), e.max(initial=-1)) + 1)
-    if n and min(before.min(), after.min()) < 0 or (len(e) and e.min() < 0):
-        raise GraphError("realisation report: negative rank")
-    moved = before != after
-    transfer = np.bincount(before[moved] * p + after[moved], weights=w[moved], minlength=p * p).reshape(p, p)
-    net = transfer[e[:, 0], e[:, 1]] - transfer[e[:, 1], e[:, 0]]
-    realised = net if realised is None else np.asarray(realised, dtype=np.float64).reshape(-1)
-    if realised.shape != f.shape:
-        raise GraphError(f"realisation report: {realised.size} realised values for {len(e)} edges")
-    on_graph = np.zeros((p, p), dtype=bool)
-    on_graph[e[:, 0], e[:, 1]] = on_graph[e[:, 1], e[:, 0]] = True
-    dev = np.abs(realised - f)
-    total = float(np.abs(f).sum())
-    cells, weight = migration_volume(before, after, w)
-    caps = np.ones(p) if capacities is None else np.asarray(capacities, dtype=np.float64)
-    return {
-        "edges": e, "flow": f, "net_transfer": net, "realised": realised, "deviation": dev,
-        "relative_deviation": float(dev.sum() / total) if total > 0 else 0.0,
-        "max_deviation": float(dev.max(initial=0.0)),
-        "off_graph_weight": float(transfer[~on_graph].sum()),
-        "edge_cut_before": edge_cut(xadj, adjncy, before), "edge_cut_after": edge_cut(xadj, adjncy, after),
-        "boundary_cells_before": boundary_cells(xadj, adjncy, before),
-        "boundary_cells_after": boundary_cells(xadj, adjncy, after),
-        "migrated_cells": cells, "migrated_weight": weight,
-        "imbalance_before": imbalance(np.bincount(before, weights=w, minlength=p), caps),
-        "imbalance_after": imbalance(np.bincount(after, weights=w, minlength=p), caps),
-    }
-
-
-def _local_view(xadj, adjncy, coords, weights, owner, rank: int) -> LocalDomain:
-    """The LocalDomain rank ``rank`` holds for a whole-mesh owner array, with exact ghost owners."""
-    idx = np.flatnonzero(owner == rank)
-    deg = np.diff(xadj)
-    ent = np.flatnonzero(np.repeat(owner == rank, deg))
-    return LocalDomain(rank=rank, size=int(owner.max()) + 1, gid=idx.astype(np.int64), weight=weights[idx],
-                       coords=coords[idx], xadj=np.concatenate(([0], np.cumsum(deg[idx]))).astype(np.int64),
-                       adjncy=adjncy[ent], nbr_owner=owner[adjncy[ent]])
-
-
-def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, select: Selection | str = "gain",
-                         cost: NDArray[np.float64] | None = None) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Serial replay of :func:`hermes.data.migrate.realise_flow` on a whole mesh.
-
-    Ranks act level by level in the topological order of the flow
-    (:func:`hermes.balance.flow.topological_order`); at each level every rank with an outflow runs
-    ``select`` on its current cells and the moves are applied together. Ghost owners are exact
-    here, whereas under MPI a rank may see stale owners of ghosts that moved between two other
-    ranks at an earlier level; otherwise the moves are the same.
-
-    Parameters
-    ----------
-    xadj, adjncy, coords, weights, owner : the whole mesh and its partition (owner per cell).
-    edges, flow : the flow on the subdomain graph.
-    select : a strategy or its name in :data:`SELECTIONS`.
-    cost : (p, p) link-cost matrix for the gain; default 1 on the edges of ``edges``.
-
-    Returns
-    -------
-    (owner, realised) : the owner of every cell afterwards, and the weight moved along each edge
-    (counted hop by hop, positive from ``edges[k, 0]`` to ``edges[k, 1]``).
-    """
-    from hermes.balance.flow import topological_order
-    from hermes.balance.model import Model
-
-    select = get_selection(select) if isinstance(select, str) else select
-    xadj, adjncy = np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64)
-    coords, weights = np.asarray(coords, dtype=np.float64), np.asarray(weights, dtype=np.float64)
-    owner = np.asarray(owner, dtype=np.int64).copy()
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    f = np.asarray(flow, dtype=np.float64).reshape(-1)
-    p = int(max(owner.max(), e.max(initial=-1)) + 1)
-    if cost is None:
-        cost = np.zeros((p, p))
-        cost[e[:, 0], e[:, 1]] = cost[e[:, 1], e[:, 0]] = 1.0
-    # topological_order reads only p, q and the edges, so the caller's edge order is kept
-    loads = np.bincount(owner, weights=weights, minlength=p)
-    model = Model(p=p, edges=e, loads=loads, capacities=np.full(p, 1.0 / p), weights=np.ones(len(e)))
-    realised = np.zeros(len(e))
-    for level in topological_order(model, f, 1e-12 * max(float(loads.sum()), 1.0)):
-        new = owner.copy()
-        for r in level.tolist():
-            out = {int(j): fk for (i, j), fk in zip(e.tolist(), f.tolist()) if i == r and fk > 0}
-            out.update({int(i): -fk for (i, j), fk in zip(e.tolist(), f.tolist()) if j == r and fk < 0})
-            if out:
-                dom = _local_view(xadj, adjncy, coords, weights, owner, r)
-                new[dom.gid] = select(dom, out, cost)
-        moved = new != owner
-        transfer = np.bincount(owner[moved] * p + new[moved], weights=weights[moved], minlength=p * p).reshape(p, p)
-        realised += transfer[e[:, 0], e[:, 1]] - transfer[e[:, 1], e[:, 0]]
-        owner = new
-    return owner, realised
+# the reports and the serial replay live in hermes.balance.realisation (re-exported here)
+from hermes.balance.realisation import realisation_report, simulate_realisation  # noqa: E402

@@ -337,7 +337,7 @@ def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, pha
     with clock.activity("migrate"):
         if decision.dest is not None:
             dom, stats = migrate(comm, dom, decision.dest, clock)
-        elif decision.flow is not None and np.any(decision.flow != 0):
+        elif decision.flow is not None and np.any(decision.flow != 0) and not _worsens(comm, model, decision):
             cost = _gather_costs(comm, p, est)
             levels = topological_order(model, decision.flow, 1e-12 * max(model.loads.sum(), 1.0))
             dom, stats, realised = realise_flow(comm, dom, model.edges, decision.flow, cost, clock, levels=levels,
@@ -347,6 +347,18 @@ def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, pha
                     if abs(f) > 1e-9 or r:
                         log.debug("phase %d edge %s flow %.3f realised %.3f", phase, e, f, r)
     return dom, stats, decision.iterations, decision.info
+
+
+def _worsens(comm, model: Model, decision) -> bool:
+    """Whether the flow would not lower the imbalance of the model (collective: one verdict for all
+    ranks). Such a flow — a numerically broken one, e.g. MPA far
+    beyond the sizes where its sequence is accurate (docs/BALANCERS.md) — is not applied, and the
+    decision's info says so."""
+    after = imbalance(model.apply_flow(decision.flow), model.capacities)
+    if not comm.allreduce(int(after >= model.imbalance), op=_max_op()):
+        return False
+    decision.info["rejected"] = f"the flow would not lower the imbalance ({model.imbalance:.4g} -> {after:.4g})"
+    return True
 
 
 def _dense_view(comm, dom, clock, counters):

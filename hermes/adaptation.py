@@ -36,6 +36,7 @@ Serial replay (``kernel: jacobi`` with refinement)
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -109,8 +110,6 @@ class Adapter:
     # -- the step --------------------------------------------------------------------------------
     def step(self, dom, phase: int):
         """Adapt ``dom`` for ``phase`` (collective). Returns the new domain and the phase's changes."""
-        import time
-
         t0 = time.perf_counter()
         with self.clock.activity("adapt"):
             ref, coarse = self.marks(dom, phase)
@@ -217,7 +216,7 @@ class Adapter:
                 a = _coarsen_as(tm, self.removed[k])
                 tm, u, f, ref = a.mesh, a.apply(u), a.apply(f), a.apply(ref.astype(np.float64)) > 0.5
             c = tm.centroids
-            mark = np.isin(c[:, 0] + 1j * c[:, 1], self.marked[k][:, 0] + 1j * self.marked[k][:, 1])
+            mark = _points_in(c, self.marked[k])
             self.mismatches["refine"] += int(np.count_nonzero(mark != (ref & (tm.level < ad.max_level))))
             a = refine(tm, mark, edges=ad.edges)
             tm, u, f = a.mesh, a.apply(u), a.apply(f)
@@ -242,14 +241,17 @@ class Adapter:
 
 def _removed_points(tm: TriMesh, kept: np.ndarray) -> np.ndarray:
     """The points of ``tm`` that are not in ``kept`` (vertices a coarsening removed)."""
-    z = tm.points[:, 0] + 1j * tm.points[:, 1]
-    return tm.points[~np.isin(z, kept[:, 0] + 1j * kept[:, 1])]
+    return tm.points[~_points_in(tm.points, kept)]
 
 
 def _xor_count(a: np.ndarray, b: np.ndarray) -> int:
     """Size of the symmetric difference of two point sets."""
-    za, zb = a[:, 0] + 1j * a[:, 1], b[:, 0] + 1j * b[:, 1]
-    return int(np.count_nonzero(~np.isin(za, zb)) + np.count_nonzero(~np.isin(zb, za)))
+    return int(np.count_nonzero(~_points_in(a, b)) + np.count_nonzero(~_points_in(b, a)))
+
+
+def _points_in(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each point (row x, y) of ``a``: whether ``b`` holds the same point, bit for bit."""
+    return np.isin(a[:, 0] + 1j * a[:, 1], b[:, 0] + 1j * b[:, 1])
 
 
 def _refine_change(before, after) -> tuple[int, float, bool]:
@@ -303,8 +305,7 @@ def _cell_rows(tm: TriMesh) -> tuple[np.ndarray, np.ndarray]:
 def _coarsen_as(tm: TriMesh, removed_xy: np.ndarray) -> Adaptation:
     """The serial coarsening pass removing exactly the vertices at ``removed_xy`` (what the ranks did):
     every other vertex is frozen, so the mask can be everything."""
-    xy = tm.points[:, 0] + 1j * tm.points[:, 1]
-    frozen = np.flatnonzero(~np.isin(xy, removed_xy[:, 0] + 1j * removed_xy[:, 1]))
+    frozen = np.flatnonzero(~_points_in(tm.points, removed_xy))
     mask = np.ones(tm.n_cells, dtype=bool)
     tris, gid, level, lineage, transfer, merged, _ = merge_pairs(tm.tris, tm.gid, tm.level, tm.lineage, mask,
                                                                  frozen)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes.app.kernels import neighbour_values
 from hermes.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, halo_plan
 
@@ -59,16 +60,10 @@ def gradient_jump(comm, dom: LocalDomain, clock, field: str = "u") -> NDArray[np
     nb = NeighbourComm(comm, plan.ranks, clock)
     recv = nb.exchange([u[idx] for idx in plan.send_idx],
                        recv_sizes=np.array([g.size for g in plan.recv_gid], dtype=np.int64))
-    li = dom.local_index
-    vals = np.empty(dom.adjncy.size)
-    loc = li >= 0
-    vals[loc] = u[li[loc]]
-    if (~loc).any():
-        ghost_gid = np.concatenate(plan.recv_gid)
-        ghost_u = np.concatenate(recv)
-        o = np.argsort(ghost_gid, kind="stable")
-        vals[~loc] = ghost_u[o][np.searchsorted(ghost_gid[o], dom.adjncy[~loc])]
-    return jump_indicator(dom.xadj, u, vals)
+    ghost_gid = np.concatenate(plan.recv_gid) if plan.recv_gid else np.zeros(0, np.int64)
+    ghost_u = np.concatenate(recv) if recv else np.zeros(0)
+    o = np.argsort(ghost_gid, kind="stable")
+    return jump_indicator(dom.xadj, u, neighbour_values(dom, u, ghost_gid[o], ghost_u[o]))
 
 
 def mark_max_strategy(comm, eta: NDArray[np.float64], refine_fraction: float, coarsen_fraction: float,

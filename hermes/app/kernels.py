@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from hermes.data.distributed import LocalDomain
 
-__all__ = ["KERNELS", "initial_fields", "source_term", "jacobi_sweep", "jacobi_serial", "jacobi_sweeps", "SIGMA"]
+__all__ = ["KERNELS", "initial_fields", "source_term", "jacobi_sweep", "jacobi_serial", "jacobi_sweeps", "neighbour_values", "SIGMA"]
 
 SIGMA = 0.5
 KERNELS = ("synthetic", "jacobi")
@@ -43,15 +43,22 @@ def initial_fields(coords: NDArray[np.float64]) -> dict[str, NDArray[np.float64]
 def jacobi_sweep(dom: LocalDomain, u: NDArray[np.float64], ghost_gid: NDArray[np.int64],
                  ghost_u: NDArray[np.float64]) -> NDArray[np.float64]:
     """One Jacobi sweep of the local values ``u`` given the ghost values (sorted by ghost gid)."""
+    s = _row_sums(dom.xadj, neighbour_values(dom, u, ghost_gid, ghost_u))
+    deg = np.diff(dom.xadj)
+    return (dom.fields["f"] + s) / (SIGMA + deg)
+
+
+def neighbour_values(dom: LocalDomain, u: NDArray[np.float64], ghost_gid: NDArray[np.int64],
+                     ghost_u: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The value of ``u`` at every adjacency entry: local neighbours from ``u``, ghosts from ``ghost_u``
+    (aligned with ``ghost_gid``, sorted)."""
     li = dom.local_index
     vals = np.empty(dom.adjncy.size)
     loc = li >= 0
     vals[loc] = u[li[loc]]
     if (~loc).any():
         vals[~loc] = ghost_u[np.searchsorted(ghost_gid, dom.adjncy[~loc])]
-    s = _row_sums(dom.xadj, vals)
-    deg = np.diff(dom.xadj)
-    return (dom.fields["f"] + s) / (SIGMA + deg)
+    return vals
 
 
 def _row_sums(xadj: NDArray[np.int64], vals: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -16,7 +16,6 @@ import argparse
 import os
 import resource
 import subprocess
-import sys
 import time
 
 
@@ -29,17 +28,18 @@ def run(cells: int, selection: str = "gain") -> None:
     from mpi4py import MPI
 
     from hermes.balance.flow import topological_order
-    from hermes.balance.model import Model, imbalance
+    from hermes.balance.model import Model
+    from hermes.balance.realisation import realise_flow
     from hermes.balance.registry import BALANCERS, BalanceContext, check_params
     from hermes.balance.selection import get_selection
     from hermes.clock import Links, VirtualClock
     from hermes.comm import Counters, NeighbourComm
     from hermes.data.adapt import region_mask
     from hermes.data.cfd_meshes import large
-    from hermes.data.migrate import realise_flow
     from hermes.data.partition import metis_partition
     from hermes.data.refine import from_mesh
     from hermes.data.refine_dist import adapt_domain, scatter_trimesh
+    from hermes.metrics import imbalance
     from hermes.scenario import RegionSpec
 
     comm = MPI.COMM_WORLD

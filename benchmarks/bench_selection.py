@@ -95,7 +95,8 @@ def main() -> int:
 
     from hermes.balance.flow import minimal_flow
     from hermes.balance.model import Model
-    from hermes.balance.selection import SELECTIONS, realisation_report, simulate_realisation
+    from hermes.balance.realisation import realisation_report, simulate_realisation
+    from hermes.balance.selection import SELECTIONS
     from hermes.data.cfd_meshes import large
     from hermes.data.partition import metis_partition
 

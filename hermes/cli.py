@@ -92,14 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args):
-    from hermes.balance.registry import check_params
     from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 
     if args.scenario:
         sc = load_scenario(args.scenario, args.overrides)
     else:
         sc = parse_scenario(QUICKSTART, overrides=args.overrides)
-    check_params(sc.balancer.algorithm, sc.balancer.params)  # unknown balancer or parameter: before any MPI
     return sc
 
 
@@ -201,8 +199,8 @@ def _cmd_flow(args) -> int:
 def _cmd_gossip(args) -> int:
     import json
 
-    from hermes.lab.gossip import format_gossip_report, gossip_lab
     from hermes.errors import HermesError
+    from hermes.lab.gossip import format_gossip_report, gossip_lab
 
     try:
         result = gossip_lab(args.ranks, args.objects, args.mapped_ranks, args.loads, args.iterations, args.rounds,
@@ -330,4 +328,3 @@ def _abort_on_uncaught(comm) -> None:
         comm.Abort(1)
 
     sys.excepthook = hook
-    os.environ.setdefault("HERMES_ABORT_ON_ERROR", "1")

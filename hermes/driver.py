@@ -44,18 +44,20 @@ from hermes.adaptation import Adapter
 from hermes.app.kernels import initial_fields, jacobi_serial
 from hermes.app.simulate import solve_phase
 from hermes.balance.flow import topological_order
-from hermes.balance.model import Model, imbalance
-from hermes.balance.registry import BalanceContext, check_params, get_balancer
+from hermes.balance.interface import BalanceContext
+from hermes.balance.model import Model
+from hermes.balance.realisation import realise_flow
+from hermes.balance.registry import get_balancer
 from hermes.balance.selection import get_selection
 from hermes.clock import CATEGORIES, Links, make_clock
 from hermes.comm import Counters, NeighbourComm, agree, allreduce
 from hermes.data.distributed import gather_to_root, halo_plan, scatter_domain
-from hermes.data.migrate import MigrationStats, migrate, realise_flow
+from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
 from hermes.errors import HermesError, MeshError, ScenarioError
 from hermes.extraload import CapacitySchedule
-from hermes.metrics import cell_bytes, partition_quality_local
+from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import monitor
 from hermes.results import write_atomic, write_csv, write_json, write_npz
 from hermes.scenario import Scenario
@@ -164,7 +166,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors but the job has {p} "
                             f"ranks (run with mpiexec -n {sc.processors}, or --set processors={p})")
     bal = get_balancer(sc.balancer.algorithm)
-    params = check_params(bal.name, sc.balancer.params)
+    params = sc.balancer.params
     select = get_selection(sc.balancer.selection)
     sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
     wall_start = time.perf_counter()

@@ -14,31 +14,31 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.model import imbalance
 from hermes.errors import HermesError
 
-__all__ = ["imbalance", "edge_cut", "part_loads", "boundary_cells", "migration_volume", "validate_partition",
-           "edge_cut_local", "QUALITY_KEYS", "partition_quality", "partition_quality_local", "cell_bytes"]
+__all__ = ["imbalance", "edge_cut", "boundary_cells", "migration_volume", "QUALITY_KEYS", "partition_quality",
+           "partition_quality_local", "cell_bytes"]
 
 #: The keys of :func:`partition_quality` and :func:`partition_quality_local`, in this order.
 QUALITY_KEYS = ("parts", "imbalance", "max_load", "edge_cut", "edge_cut_weight", "boundary_cells",
                 "neighbours_max", "neighbours_mean", "migration_cells", "migration_weight", "migration_bytes")
 
 
-def part_loads(owner: NDArray[np.int64], weights: NDArray[np.float64], p: int) -> NDArray[np.float64]:
-    """Σ of cell weights per part."""
-    return np.bincount(owner, weights=weights, minlength=p)
+def imbalance(loads: NDArray[np.float64], capacities: NDArray[np.float64]) -> float:
+    """The thesis' imbalance ``max_i l_i / l̄_i`` with ``l̄ = c Σ l`` (1.0 is perfectly fair)."""
+    loads = np.asarray(loads, dtype=np.float64)
+    c = np.asarray(capacities, dtype=np.float64)
+    c = c / c.sum()
+    total = loads.sum()
+    if total <= 0:
+        return 1.0
+    return float(np.max(loads / (c * total)))
 
 
 def edge_cut(xadj: NDArray[np.int64], adjncy: NDArray[np.int64], owner: NDArray[np.int64]) -> int:
     """Number of undirected edges whose ends lie in different parts."""
     rows = np.repeat(np.arange(xadj.size - 1), np.diff(xadj))
     return int(np.count_nonzero(owner[rows] != owner[adjncy]) // 2)
-
-
-def edge_cut_local(dom) -> int:
-    """This rank's cut adjacency entries; the global edge cut is the sum over ranks divided by 2."""
-    return int(np.count_nonzero(dom.cut_mask))
 
 
 def boundary_cells(xadj, adjncy, owner) -> int:
@@ -51,18 +51,6 @@ def migration_volume(old_owner, new_owner, weights) -> tuple[int, float]:
     """(cells, weight) whose owner changed."""
     moved = np.asarray(old_owner) != np.asarray(new_owner)
     return int(moved.sum()), float(np.asarray(weights)[moved].sum())
-
-
-def validate_partition(owner: NDArray[np.int64], n: int, p: int) -> None:
-    """Every cell on exactly one rank in 0..p-1 and no rank empty; raises ValueError otherwise."""
-    owner = np.asarray(owner)
-    if owner.shape != (n,):
-        raise ValueError(f"partition has {owner.size} entries for {n} cells")
-    if owner.size and (owner.min() < 0 or owner.max() >= p):
-        raise ValueError("partition assigns a cell to no rank or to a rank out of range")
-    empty = np.flatnonzero(np.bincount(owner, minlength=p) == 0)
-    if empty.size:
-        raise ValueError(f"rank {int(empty[0])} has no cells")
 
 
 # ------------------------------------------------------------------------------------ per-phase quality

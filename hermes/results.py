@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["write_atomic", "write_json", "write_csv", "write_npz", "read_json"]
+__all__ = ["write_atomic", "write_json", "write_csv", "write_npz"]
 
 
 def write_atomic(path: str | Path, data: bytes | str) -> Path:
@@ -53,10 +53,6 @@ def _default(o: Any):
 
 def write_json(path: str | Path, obj: Any) -> Path:
     return write_atomic(path, json.dumps(obj, indent=2, default=_default) + "\n")
-
-
-def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
 
 
 def write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> Path:

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hermes.errors import ScenarioError
+from hermes.errors import BalancerError, ScenarioError
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "QUICKSTART"]
 
@@ -153,20 +153,90 @@ class AdaptationSpec(_Strict):
 
 
 class BalancerSpec(_Strict):
-    """The balancer and its parameters (unknown parameter names are rejected by the balancer)."""
+    """The balancer and its parameters.
+
+    Parameters have a home per algorithm — ``balancer: {algorithm: pcg, pcg: {tolerance: 1e-8}, metis:
+    {targets: equal}}`` — so one scenario carries settings for several balancers and ``--set
+    balancer.algorithm=X`` always works. The flat form of earlier versions (``balancer: {algorithm: pcg,
+    tolerance: 1e-8}``) is still read: a flat key applies to the chosen algorithm if it is one of its
+    parameters, is ignored (and listed in :attr:`ignored`) if only other balancers know it, and is an error
+    if no balancer does. A per-algorithm key wins over the same flat key. Every section is validated
+    against its balancer's parameter model, so a typo fails before any work.
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    algorithm: str = "pcg"
-    trigger: Annotated[float, Field(ge=1.0)] = Field(1.0, description="balance only if imbalance exceeds this")
-    rounds: Annotated[int, Field(ge=1)] = Field(
+    algorithm: str = Field("pcg", description="a name of `hermes balancers`, or an import path 'pkg.module:Name'")
+    trigger: Annotated[float, Field(ge=1.0, le=1e6)] = Field(1.0, description="balance only if imbalance exceeds this")
+    rounds: Annotated[int, Field(ge=1, le=1000)] = Field(
         3, description="balancing rounds per phase: a round runs while it still lowers the imbalance")
     selection: Literal["gain", "peel", "wavefront"] = Field(
         "gain", description="which cells realise a flow: gain (thesis §10.1), peel (BFS layers from the shared "
         "boundary), wavefront (straight front)")
 
     @property
+    def sections(self) -> dict[str, dict[str, Any]]:
+        """The per-algorithm parameter sections, by balancer name."""
+        return {k: dict(v) for k, v in (self.model_extra or {}).items() if isinstance(v, dict)}
+
+    @property
+    def flat(self) -> dict[str, Any]:
+        """The parameters given directly under ``balancer:`` (the flat form)."""
+        return {k: v for k, v in (self.model_extra or {}).items() if not isinstance(v, dict)}
+
+    def _split(self) -> tuple[dict[str, Any], list[str], str]:
+        """(raw parameters of the chosen algorithm, ignored flat keys, error prefix)."""
+        from hermes.balance.registry import all_balancers, get_balancer
+
+        mine = set(get_balancer(self.algorithm).params.model_fields)
+        raw, ignored = {}, []
+        known = None
+        for key, value in self.flat.items():
+            if key in mine:
+                raw[key] = value
+                continue
+            known = known if known is not None else {k for b in all_balancers().values() for k in b.params.model_fields}
+            if key not in known:
+                valid = ", ".join(sorted(mine)) or "none"
+                raise BalancerError(f"balancer.{key}: unknown parameter for '{self.algorithm}' (valid: {valid})")
+            ignored.append(key)
+        section = self.sections.get(self.algorithm)
+        if section is not None:
+            raw.update(section)
+        return raw, ignored, f"balancer.{self.algorithm}." if section is not None else "balancer."
+
+    @property
+    def given(self) -> dict[str, Any]:
+        """The raw parameters that apply to the chosen algorithm (flat and its section)."""
+        return self._split()[0]
+
+    @property
+    def ignored(self) -> list[str]:
+        """Flat keys that belong to other balancers, not to the chosen one (ignored)."""
+        return self._split()[1]
+
+    @property
     def params(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
+        """The chosen algorithm's parameters, validated, with every default filled in."""
+        from hermes.balance.registry import get_balancer
+
+        raw, _, prefix = self._split()
+        return get_balancer(self.algorithm).check(raw, prefix=prefix)
+
+    @model_validator(mode="after")
+    def _validate_parameters(self):
+        from hermes.balance.registry import get_balancer
+
+        for name, section in self.sections.items():
+            if name == self.algorithm:
+                continue
+            try:
+                info = get_balancer(name)
+            except BalancerError:
+                raise BalancerError(f"balancer.{name}: not a balancer (a mapping under balancer: is the "
+                                    f"parameter section of the balancer it names)") from None
+            info.check(section, prefix=f"balancer.{name}.")
+        self.params  # noqa: B018  (raises BalancerError in one line)
+        return self
 
 
 class OutputSpec(_Strict):

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hermes.errors import ScenarioError
+from hermes.errors import HermesError, ScenarioError
 from hermes.scenario import QUICKSTART, apply_overrides, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,8 +61,11 @@ def test_overrides_set_nested_values_parsed_as_yaml():
     sc = parse_scenario(QUICKSTART, overrides=["balancer.algorithm=none", "seed=3", "balancer.targets=equal",
                                                "platform.capacities=[1, 1, 1, 2]"])
     assert sc.balancer.algorithm == "none" and sc.seed == 3
-    assert sc.balancer.params == {"targets": "equal"}
+    # a flat parameter of another balancer (metis) is ignored by 'none', not an error
+    assert sc.balancer.params == {} and sc.balancer.ignored == ["targets"]
     assert sc.platform.capacities == [1.0, 1.0, 1.0, 2.0]
+    sc = parse_scenario(QUICKSTART, overrides=["balancer.algorithm=metis", "balancer.targets=equal"])
+    assert sc.balancer.params == {"targets": "equal", "ufactor": 30} and sc.balancer.ignored == []
 
 
 @pytest.mark.parametrize("bad", ["noequals", "=3", "a..b=1"])
@@ -90,3 +93,51 @@ def test_relative_paths_resolve_against_scenario_dir(tmp_path):
     sc = load_scenario(p)
     assert sc.resolve("caps.txt") == tmp_path / "caps.txt"
     assert sc.name == "s"
+
+
+# -- balancer parameters: a home per algorithm ------------------------------------------------------------
+def _with_balancer(balancer: dict, overrides: list[str] | None = None):
+    return parse_scenario({**QUICKSTART, "balancer": balancer}, overrides=overrides)
+
+
+def test_per_algorithm_sections_let_the_algorithm_switch():
+    bal = {"algorithm": "pcg", "pcg": {"tolerance": 1e-6}, "metis": {"targets": "equal"}}
+    assert _with_balancer(bal).balancer.params == {"tolerance": 1e-6, "max_iterations": None}
+    sc = _with_balancer(bal, ["balancer.algorithm=metis"])
+    assert sc.balancer.params == {"targets": "equal", "ufactor": 30}
+    assert _with_balancer(bal, ["balancer.algorithm=gda0"]).balancer.params["tolerance"] == 1e-3  # its default
+
+
+def test_flat_form_still_read_and_other_balancers_keys_ignored():
+    flat = {"algorithm": "pcg", "tolerance": 1e-6}
+    assert _with_balancer(flat).balancer.params["tolerance"] == 1e-6
+    sc = _with_balancer(flat, ["balancer.algorithm=metis"])  # the YAML holds pcg's parameter: no error
+    assert sc.balancer.params == {"targets": "fair", "ufactor": 30} and sc.balancer.ignored == ["tolerance"]
+    # a section wins over the same flat key
+    both = {"algorithm": "pcg", "tolerance": 1e-6, "pcg": {"tolerance": 1e-4}}
+    assert _with_balancer(both).balancer.params["tolerance"] == 1e-4
+
+
+@pytest.mark.parametrize("balancer, message", [
+    ({"algorithm": "pcg", "bogus": 1}, "balancer.bogus: unknown parameter for 'pcg'"),
+    ({"algorithm": "pcg", "pcg": {"bogus": 1}}, "balancer.pcg.bogus: unknown parameter"),
+    ({"algorithm": "pcg", "pcg": {"tolerance": 3}}, "balancer.pcg.tolerance: must be less than 1, got 3"),
+    ({"algorithm": "pcg", "metis": {"targets": "fast"}}, "balancer.metis.targets: "),  # unused sections are checked
+    ({"algorithm": "pcg", "pcgg": {"tolerance": 0.1}}, "balancer.pcgg: not a balancer"),
+    ({"algorithm": "gda0", "lazy": "yes"}, "balancer.lazy: must be true or false"),
+    ({"algorithm": "magic"}, "unknown balancer 'magic'"),
+])
+def test_balancer_parameter_errors_name_the_key(balancer, message):
+    with pytest.raises(HermesError) as err:
+        _with_balancer(balancer)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_null_keeps_its_meaning_for_the_chosen_algorithm():
+    # fos: k null switches the cost/benefit gate off (it is not "use the default")
+    sc = _with_balancer({"algorithm": "fos", "fos": {"k": None}})
+    assert sc.balancer.params["k"] is None
+    sc = _with_balancer({"algorithm": "metis", "tolerance": None})
+    assert sc.balancer.params == {"targets": "fair", "ufactor": 30} and sc.balancer.ignored == ["tolerance"]
+    # null for a parameter without a null of its own means its default
+    assert _with_balancer({"algorithm": "pcg", "tolerance": None}).balancer.params["tolerance"] == 1e-8

@@ -3,8 +3,7 @@
 The generalized diffusion algorithm (thesis Alg. 3, ch. 5; JPDC Alg. 1, §3) iterates
 ``l ← M l`` with a generalized diffusion matrix ``M = I − A U Aᵀ D⁻¹`` (thesis §5.4, eq. 5.0.1) of
 edge rates ``u_k = m_ij c_j``. The six matrices of thesis §5.6 (eq. 5.6.1–5.6.6), their rates,
-spectrum and bounds are in :mod:`hermes.balance.matrices`; every public name there is re-exported
-here. ``lazy=True`` iterates with ½(I + M) (thesis ch. 6).
+spectrum and bounds are in :mod:`hermes.balance.matrices`. ``lazy=True`` iterates with ½(I + M) (thesis ch. 6).
 
 In flow form one iteration moves ``x_k = u_k (l_i/c_i − l_j/c_j)`` from i to j. The accumulated flow is
 the balancing flow minimal in ``‖·‖_{2,U^{-1/2}}`` (Lemma 7, Th. 14): :func:`diffusion_flow`, i.e.
@@ -18,72 +17,45 @@ analytic counters (:func:`sweep_counters`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, alpha_beta_time, ordered_total
+from hermes.balance.flow import (
+    FlowResult,
+    LocalFlowResult,
+    agree_local_inputs,
+    alpha_beta_time,
+    ordered_total,
+)
+from hermes.balance.interface import Count, Flag, NonNegative, Params, flow_balancer
 from hermes.balance.matrices import (
     GLOBAL_KINDS,
-    MATRIX_KINDS,
     Setup,
     check_eps,
     check_matrix,
-    convergence_factor,
-    convergence_factor_bound,
     diagonal_report,
     diffusion_bounds,
-    diffusion_flow,
     diffusion_matrix,
-    diffusion_scalars,
-    edge_connectivity,
-    edge_rates,
-    elsasser_alpha,
-    epsilon0,
-    gdm_defects,
     local_edge_rates,
-    second_eigenvalue_bound,
     setup,
 )
 from hermes.balance.model import Model
+from hermes.balance.registry import register
+from hermes.balance.spectral import (
+    convergence_factor,
+    epsilon0,
+)
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
-__all__ = [
-    # re-exported from hermes.balance.matrices
-    "MATRIX_KINDS",
-    "edge_connectivity",
-    "epsilon0",
-    "elsasser_alpha",
-    "diffusion_scalars",
-    "edge_rates",
-    "diffusion_matrix",
-    "gdm_defects",
-    "diffusion_flow",
-    "convergence_factor",
-    "diffusion_bounds",
-    "second_eigenvalue_bound",
-    "convergence_factor_bound",
-    "local_edge_rates",
-    # the iteration
-    "GDAState",
-    "check_stopping",
-    "residual",
-    "ordered_sum",
-    "setup_words",
-    "final_state",
-    "sweep_states",
-    "sweep_result",
-    "local_sweeps",
-    "gda_iter",
-    "gda",
-    "sweep_counters",
-    "gda_counters",
-    "gda_distributed",
-]
+__all__ = ["GDAState", "check_stopping", "residual", "ordered_sum", "setup_words", "final_state", "sweep_states",
+           "sweep_result", "local_sweeps", "gda_iter", "gda", "sweep_counters", "gda_counters", "gda_distributed"]
 
 
 # -- shared by the diffusion-type schemes (GDA, SOS, implicit) --------------------------------------
@@ -102,7 +74,7 @@ class GDAState:
         ``max_i |l_i − l̄_i| / l̄_i`` of ``loads``.
     checked : bool
         Whether the stopping rule was evaluated here (every ``check_every`` sweeps, at 0 and at
-        ``max_iter``): only then does the distributed form know the residual.
+        ``max_iterations``): only then does the distributed form know the residual.
     """
 
     iteration: int
@@ -112,15 +84,15 @@ class GDAState:
     checked: bool
 
 
-def check_stopping(tol: float, max_iter: int, check_every: int) -> None:
+def check_stopping(tolerance: float, max_iterations: int, check_every: int) -> None:
     """Validate the stopping rule of :func:`gda_iter`; BalancerError (one line) if a parameter is bad.
 
-    ``tol`` must be ≥ 0, ``max_iter`` an integer ≥ 0 and ``check_every`` an integer ≥ 1.
+    ``tolerance`` must be ≥ 0, ``max_iterations`` an integer ≥ 0 and ``check_every`` an integer ≥ 1.
     """
-    if not (math.isfinite(float(tol)) and tol >= 0):
-        raise BalancerError(f"tol must be ≥ 0, got {tol!r}")
-    if int(max_iter) != max_iter or max_iter < 0:
-        raise BalancerError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+    if not (math.isfinite(float(tolerance)) and tolerance >= 0):
+        raise BalancerError(f"tolerance must be ≥ 0, got {tolerance!r}")
+    if int(max_iterations) != max_iterations or max_iterations < 0:
+        raise BalancerError(f"max_iterations must be a non-negative integer, got {max_iterations!r}")
     if int(check_every) != check_every or check_every < 1:
         raise BalancerError(f"check_every must be a positive integer, got {check_every!r}")
 
@@ -159,7 +131,7 @@ def final_state(states: Iterable[GDAState]) -> GDAState:
 
 
 def sweep_states(model: Model, s: Setup, step: Callable[[NDArray[np.float64], int], NDArray[np.float64]], *,
-                 tol: float, max_iter: int, check_every: int) -> Iterator[GDAState]:
+                 tolerance: float, max_iterations: int, check_every: int) -> Iterator[GDAState]:
     """The loop of the serial diffusion-type generators (GDA, SOS, implicit), yielding every state.
 
     Parameters
@@ -169,14 +141,14 @@ def sweep_states(model: Model, s: Setup, step: Callable[[NDArray[np.float64], in
         Its :meth:`~hermes.balance.matrices.Setup.outflow` applies A to an edge flow.
     step : callable
         ``step(loads, n) -> x``: the edge flow (shape (q,)) of sweep ``n + 1`` from the current loads.
-    tol, max_iter, check_every
+    tolerance, max_iterations, check_every
         The stopping rule of :func:`gda_iter` (validated by the caller).
 
     Notes
     -----
     State 0 is the initial loads; each sweep does ``l ← l − A x``, ``f ← f + x``. The residual is
     evaluated after every sweep, but the loop stops only at a check (every ``check_every`` sweeps
-    and at ``max_iter``), as the distributed form (:func:`local_sweeps`) does.
+    and at ``max_iterations``), as the distributed form (:func:`local_sweeps`) does.
     """
     fair = model.capacities * ordered_total(model.loads)
     loads = model.loads.copy()
@@ -184,22 +156,22 @@ def sweep_states(model: Model, s: Setup, step: Callable[[NDArray[np.float64], in
     n = 0
     r = residual(loads, fair)
     yield GDAState(0, loads, flow, r, True)
-    if r <= tol:
+    if r <= tolerance:
         return
-    while n < max_iter:
+    while n < max_iterations:
         x = step(loads, n)
         loads = loads - s.outflow(x)
         flow = flow + x
         n += 1
-        checked = n % check_every == 0 or n == max_iter
+        checked = n % check_every == 0 or n == max_iterations
         r = residual(loads, fair)
         yield GDAState(n, loads, flow, r, checked)
-        if checked and r <= tol:
+        if checked and r <= tolerance:
             return
 
 
 def gda_iter(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = False,
-             alpha: float | None = None, tol: float = 1e-3, max_iter: int = 100000,
+             alpha: float | None = None, tolerance: float = 1e-3, max_iterations: int = 100000,
              check_every: int = 1) -> Iterator[GDAState]:
     """Run GDA with M^kind(ε) serially, yielding the state after every sweep.
 
@@ -214,12 +186,12 @@ def gda_iter(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bo
         Iterate with ½(I + M).
     alpha : float, optional
         α of M⁶ (default :func:`elsasser_alpha`).
-    tol : float
-        Stop when ``max_i |l_i − l̄_i| / l̄_i ≤ tol`` at a check.
-    max_iter : int
+    tolerance : float
+        Stop when ``max_i |l_i − l̄_i| / l̄_i ≤ tolerance`` at a check.
+    max_iterations : int
     check_every : int
         The residual is checked before the first sweep, after every ``check_every`` sweeps and
-        after sweep ``max_iter``.
+        after sweep ``max_iterations``.
 
     Yields
     ------
@@ -229,7 +201,7 @@ def gda_iter(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bo
     Raises
     ------
     BalancerError
-        Bad ε, kind, lazy, α, tol, max_iter or check_every. GraphError for an unusable model.
+        Bad ε, kind, lazy, α, tolerance, max_iterations or check_every. GraphError for an unusable model.
 
     Notes
     -----
@@ -239,14 +211,14 @@ def gda_iter(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bo
     in rank order, so the result matches :func:`gda_distributed` bit for bit.
     """
     s = setup(model, eps, kind, lazy, alpha)
-    check_stopping(tol, max_iter, check_every)
+    check_stopping(tolerance, max_iterations, check_every)
     c, e = model.capacities, model.edges
 
     def step(loads: NDArray[np.float64], n: int) -> NDArray[np.float64]:
         h = loads / c
         return s.u * (h[e[:, 0]] - h[e[:, 1]])
 
-    yield from sweep_states(model, s, step, tol=tol, max_iter=max_iter, check_every=check_every)
+    yield from sweep_states(model, s, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
 
 
 def sweep_counters(model: Model, iterations: int, check_every: int = 1, links=None, *,
@@ -315,7 +287,7 @@ def gda_counters(model: Model, iterations: int, check_every: int = 1, links=None
     return sweep_counters(model, iterations, check_every, links, setup=setup_words(kind))[0]
 
 
-def sweep_result(model: Model, s: Setup, state: GDAState, *, kind: int, lazy: bool, tol: float, check_every: int,
+def sweep_result(model: Model, s: Setup, state: GDAState, *, kind: int, lazy: bool, tolerance: float, check_every: int,
                  links, compute_factor: bool, head: dict | None = None) -> FlowResult:
     """The FlowResult of a serial scheme on M^kind (GDA, SOS) from its final state.
 
@@ -332,12 +304,12 @@ def sweep_result(model: Model, s: Setup, state: GDAState, *, kind: int, lazy: bo
     if compute_factor:
         factor = convergence_factor(diffusion_matrix(model, s.eps, kind, lazy=lazy, alpha=s.alpha), model.capacities)
         extra["bounds"] = diffusion_bounds(model, s.eps, kind, lazy=lazy, alpha=s.alpha)
-    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tol,
+    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tolerance,
                       counters=counters, convergence_factor=factor, extra=extra)
 
 
 def gda(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = False, alpha: float | None = None,
-        tol: float = 1e-3, max_iter: int = 100000, check_every: int = 1, links=None,
+        tolerance: float = 1e-3, max_iterations: int = 100000, check_every: int = 1, links=None,
         compute_factor: bool = True) -> FlowResult:
     """GDA with M^kind(ε) (thesis Alg. 3, eq. 5.6.1–5.6.6): the serial reference of :func:`gda_distributed`.
 
@@ -348,7 +320,7 @@ def gda(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = 
         ``"eps0"`` is ε₀ of thesis Cor. 2 (GDA0 with kind 1); 1.0 gives GDA1.
     kind, lazy, alpha
         The matrix, see :func:`gda_iter`.
-    tol, max_iter, check_every
+    tolerance, max_iterations, check_every
         Stopping rule, see :func:`gda_iter`.
     links : hermes.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
@@ -375,15 +347,15 @@ def gda(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = 
     See :func:`gda_iter` for the update rule and :func:`gda_counters` for the counters.
     """
     s = setup(model, eps, kind, lazy, alpha)
-    state = final_state(gda_iter(model, s.eps, kind=kind, lazy=lazy, alpha=s.alpha, tol=tol, max_iter=max_iter,
+    state = final_state(gda_iter(model, s.eps, kind=kind, lazy=lazy, alpha=s.alpha, tolerance=tolerance, max_iterations=max_iterations,
                                  check_every=check_every))
-    return sweep_result(model, s, state, kind=kind, lazy=lazy, tol=tol, check_every=check_every, links=links,
+    return sweep_result(model, s, state, kind=kind, lazy=lazy, tolerance=tolerance, check_every=check_every, links=links,
                         compute_factor=compute_factor)
 
 
 # -- distributed form -----------------------------------------------------------------------------
 def local_sweeps(nb: NeighbourComm, load: float, fair: float, step: Callable[[float, int], NDArray[np.float64]], *,
-                 tol: float, max_iter: int, check_every: int) -> LocalFlowResult:
+                 tolerance: float, max_iterations: int, check_every: int) -> LocalFlowResult:
     """The loop of the distributed diffusion-type forms (GDA, SOS, implicit) on one rank (collective).
 
     Parameters
@@ -394,7 +366,7 @@ def local_sweeps(nb: NeighbourComm, load: float, fair: float, step: Callable[[fl
         This rank's load l_i and its fair share ``l̄_i = c_i Σ l``.
     step : callable
         ``step(load, n) -> x``: the flows to ``nb.neighbours`` of sweep ``n + 1`` (it does the exchanges).
-    tol, max_iter, check_every
+    tolerance, max_iterations, check_every
         The stopping rule of :func:`gda_iter` (validated by the caller).
 
     Returns
@@ -405,7 +377,7 @@ def local_sweeps(nb: NeighbourComm, load: float, fair: float, step: Callable[[fl
     Notes
     -----
     Per sweep ``l_i ← l_i − Σ_j x_ij``, ``f_ij ← f_ij + x_ij``; one allreduce(max) of
-    ``|l_i − l̄_i| / l̄_i`` before the first sweep, every ``check_every`` sweeps and after ``max_iter``.
+    ``|l_i − l̄_i| / l̄_i`` before the first sweep, every ``check_every`` sweeps and after ``max_iterations``.
     """
     flows = np.zeros(len(nb.neighbours))
 
@@ -415,21 +387,21 @@ def local_sweeps(nb: NeighbourComm, load: float, fair: float, step: Callable[[fl
 
     n = 0
     r = global_residual(load)
-    while r > tol and n < max_iter:
+    while r > tolerance and n < max_iterations:
         x = step(load, n)
         load = load - ordered_sum(x)
         flows = flows + x
         n += 1
-        if n % check_every == 0 or n == max_iter:
+        if n % check_every == 0 or n == max_iterations:
             r = global_residual(load)
     nb.counters.iterations = n
-    return LocalFlowResult(flows=flows, iterations=n, converged=r <= tol, counters=nb.counters,
+    return LocalFlowResult(flows=flows, iterations=n, converged=r <= tolerance, counters=nb.counters,
                            extra={"load": load, "residual": r})
 
 
 def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
-                    *, kind: int = 1, lazy: bool = False, alpha: float | None = None, tol: float = 1e-3,
-                    max_iter: int = 100000, check_every: int = 1) -> LocalFlowResult:
+                    *, kind: int = 1, lazy: bool = False, alpha: float | None = None, tolerance: float = 1e-3,
+                    max_iterations: int = 100000, check_every: int = 1) -> LocalFlowResult:
     """GDA with M^kind(ε) on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
@@ -451,7 +423,7 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     alpha : float
         α of M⁶, required for kind 6 (the thesis assumes the spectrum of 𝓛 known; the registry
         adapter computes it with :func:`elsasser_alpha` from the global model).
-    tol, max_iter, check_every
+    tolerance, max_iterations, check_every
         Same stopping rule as :func:`gda_iter`.
 
     Returns
@@ -463,7 +435,7 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     Raises
     ------
     BalancerError, GraphError
-        On every rank, if any rank has a bad ε, kind, lazy, α, ``tol``, ``max_iter``,
+        On every rank, if any rank has a bad ε, kind, lazy, α, ``tolerance``, ``max_iterations``,
         ``check_every``, load, capacity or edge weight (agreed by :func:`agree_local_inputs`).
 
     Notes
@@ -472,7 +444,7 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     (l_i, error flag) for ``Σ l`` (and collective validation), the set-up of
     :func:`local_edge_rates`, then per sweep one exchange of l_i and ``x_ij = u_ij (l_i/c_i − l_j/c_j)``,
     ``l_i ← l_i − Σ_j x_ij``, ``f_ij ← f_ij + x_ij``; every ``check_every`` sweeps (and at 0 and
-    ``max_iter``) one allreduce(max) of ``|l_i − l̄_i| / l̄_i`` (:func:`local_sweeps`). Counters:
+    ``max_iterations``) one allreduce(max) of ``|l_i − l̄_i| / l̄_i`` (:func:`local_sweeps`). Counters:
     :func:`gda_counters`.
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
@@ -480,7 +452,7 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     def check_parameters() -> None:
         check_eps(eps)
         check_matrix(kind, lazy, alpha, need_alpha=True)
-        check_stopping(tol, max_iter, check_every)
+        check_stopping(tolerance, max_iterations, check_every)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
     capacity, load = float(capacity), float(load)
@@ -490,6 +462,22 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         lj = nb.exchange_scalar(load)
         return u * (load / capacity - lj / cj)
 
-    res = local_sweeps(nb, load, capacity * total, step, tol=tol, max_iter=max_iter, check_every=check_every)
+    res = local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
     res.extra["nonnegative"] = 1.0 - ordered_sum(u) / capacity >= -1e-12
     return res
+
+
+# -- registry ------------------------------------------------------------------------------------------
+class StopParams(Params):
+    """The stopping rule shared by the diffusion family (gda0 … gda6, sos, implicit schemes)."""
+
+    tolerance: NonNegative = Field(1e-3, lt=1, description="stop when max_i |l_i − l̄_i| / l̄_i ≤ tolerance")
+    max_iterations: Count = Field(100_000, description="sweep limit")
+    check_every: Count = Field(1, description="sweeps between two global residual checks (one allreduce each)")
+    lazy: Flag = Field(False, description="iterate with ½(I + M) (thesis ch. 6)")
+
+
+for _name, _eps, _doc in (("gda0", "eps0", "generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)"),
+                          ("gda1", 1.0, "generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)")):
+    register(_name, params=StopParams, doc=_doc, serial=functools.partial(gda, eps=_eps))(
+        flow_balancer(gda_distributed, eps=(lambda ctx: epsilon0(ctx.model)) if _eps == "eps0" else 1.0))

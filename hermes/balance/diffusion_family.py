@@ -5,7 +5,7 @@ distributed form adapted by :func:`~hermes.balance.registry.flow_balancer`. Quan
 assumes globally known are computed by the adapter from ``ctx.model`` on every rank (deterministic,
 so all ranks agree): ε₀ (Cor. 2: edge connectivity, w_min, c_min/c_max), α of M⁶ (spectrum of the
 generalized Laplacian), ω* (eq. 7.1.7) and ω_opt (λ_M). The entries ``gda0`` / ``gda1`` (M¹) live in
-:mod:`hermes.balance.registry`.
+:mod:`hermes.balance.diffusion`.
 
 ============== ============================================== =========================================
 name           method                                          parameters besides tolerance,
@@ -24,59 +24,60 @@ implicit_watts Watts et al.'s implicit scheme (Alg. 5)         alpha (1), inner_
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BeforeValidator, Field
 
-from hermes.balance.diffusion import elsasser_alpha, epsilon0, gda, gda_distributed
+from hermes.balance.diffusion import StopParams, gda, gda_distributed
 from hermes.balance.implicit import implicit, implicit_distributed
+from hermes.balance.interface import BalanceContext, Decision, Integer, Number, Positive, flow_balancer
 from hermes.balance.model import Model
-from hermes.balance.registry import BalanceContext, BalancerInfo, Decision, flow_balancer
+from hermes.balance.registry import register
 from hermes.balance.second_order import omega_opt, omega_star, sos, sos_distributed
-from hermes.errors import BalancerError
+from hermes.balance.spectral import elsasser_alpha, epsilon0
 
-__all__ = ["REGISTRY"]
-
-_STOP = {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1, "lazy": False}
+__all__ = ["SOSParams", "SOSOptParams", "ImplicitParams", "WattsParams"]
 
 
-# -- parameter checks (registry ``check`` hooks; one-line BalancerError) ---------------------------
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+# -- parameter models -----------------------------------------------------------------------------------
+def _eps(v: Any) -> Any:
+    if v == "eps0" or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+        return v
+    raise ValueError(f"must be 'eps0' or a number ≥ 0, got {v!r}")
 
 
-def _check_lazy(params: dict[str, Any]) -> None:
-    if not isinstance(params["lazy"], bool):
-        raise BalancerError(f"balancer.lazy: must be true or false, got {params['lazy']!r}")
+#: ε of M¹(ε): ``eps0`` (thesis Cor. 2) or a number ≥ 0
+Eps = Annotated[str | float, BeforeValidator(_eps)]
 
 
-def _check_eps(params: dict[str, Any]) -> None:
-    eps = params["eps"]
-    if not (eps == "eps0" or (_number(eps) and eps >= 0)):
-        raise BalancerError(f"balancer.eps: must be 'eps0' or a number ≥ 0, got {eps!r}")
+class SOSOptParams(StopParams):
+    """Parameters of ``sos_opt``."""
+
+    eps: Eps = Field("eps0", description="ε of M¹(ε): 'eps0' (thesis Cor. 2) or a number ≥ 0")
 
 
-def _check_sos(params: dict[str, Any]) -> None:
-    _check_lazy(params)
-    _check_eps(params)
-    om = params.get("omega")
-    if om is not None and not (_number(om) and 0 < om < 2):
-        raise BalancerError(f"balancer.omega: must be a number in (0, 2), got {om!r}")
+class SOSParams(SOSOptParams):
+    """Parameters of ``sos``."""
+
+    omega: Annotated[Number, Field(gt=0, lt=2)] | None = Field(None, description="ω in (0, 2) (null: ω*, eq. 7.1.7)")
 
 
-def _check_implicit(params: dict[str, Any]) -> None:
-    _check_lazy(params)
-    if "eps" in params:
-        _check_eps(params)
-    if not (_number(params["alpha"]) and params["alpha"] > 0):
-        raise BalancerError(f"balancer.alpha: must be a number > 0, got {params['alpha']!r}")
-    it = params["inner_tolerance"]
-    if not (_number(it) and 0 < it < 1):
-        raise BalancerError(f"balancer.inner_tolerance: must be a number in (0, 1), got {it!r}")
-    sw = params["sweeps"]
-    if sw is not None and not (isinstance(sw, int) and not isinstance(sw, bool) and sw >= 0):
-        raise BalancerError(f"balancer.sweeps: must be an integer ≥ 0 (or null: from inner_tolerance), got {sw!r}")
+class WattsParams(StopParams):
+    """Parameters of ``implicit_watts``."""
+
+    alpha: Positive = Field(1.0, description="implicit step α")
+    inner_tolerance: Annotated[Number, Field(gt=0, lt=1)] = Field(1e-2, description="inner Jacobi tolerance")
+    sweeps: Annotated[Integer, Field(ge=0)] | None = Field(
+        None, description="inner sweeps per step (null: from inner_tolerance)")
+
+
+class ImplicitParams(WattsParams):
+    """Parameters of ``implicit``."""
+
+    eps: Eps = Field("eps0", description="ε of M¹(ε): 'eps0' (thesis Cor. 2) or a number ≥ 0")
 
 
 def _eps_value(model: Model, eps) -> float:
@@ -90,48 +91,34 @@ def _m6_nonnegative(model: Model, alpha: float, lazy: bool) -> bool:
     return bool(np.min(0.5 * (1.0 + diag) if lazy else diag) >= -1e-12)
 
 
-def _gda_entry(kind: int, doc: str) -> BalancerInfo:
-    eps_kind = "eps0" if kind <= 4 else 0.0
-
-    def serial(model, *, tolerance=1e-3, max_iterations=100_000, check_every=1, lazy=False, links=None):
-        return gda(model, eps_kind, kind=kind, lazy=lazy, tol=tolerance, max_iter=max_iterations,
-                   check_every=check_every, links=links)
-
-    def dist(nb, load, capacity, weights, *, tolerance, max_iterations, check_every, lazy, eps=0.0, alpha=None):
-        return gda_distributed(nb, load, capacity, weights, eps, kind=kind, lazy=lazy, alpha=alpha, tol=tolerance,
-                               max_iter=max_iterations, check_every=check_every)
-
+def _register_gda(kind: int, doc: str) -> None:
     fixed: dict[str, Any] = {}
     if kind <= 4:
         fixed["eps"] = lambda ctx: epsilon0(ctx.model)
     if kind == 6:
         fixed["alpha"] = lambda ctx: elsasser_alpha(ctx.model)
-    run = flow_balancer(dist, **fixed)
-    if kind == 6:
-        inner = run
+    distributed = functools.partial(gda_distributed, kind=kind) if kind <= 4 else \
+        functools.partial(gda_distributed, kind=kind, eps=0.0)
+    inner = flow_balancer(distributed, **fixed)
 
-        def run(ctx: BalanceContext) -> Decision:
-            dec = inner(ctx)
+    def run(ctx: BalanceContext) -> Decision:
+        dec = inner(ctx)
+        if kind == 6:
             dec.info["nonnegative"] = _m6_nonnegative(ctx.model, dec.info["alpha"], ctx.params["lazy"])
-            return dec
+        return dec
 
-    return BalancerInfo(f"gda{kind}", run, dict(_STOP), doc, serial, _check_lazy)
+    serial = functools.partial(gda, eps="eps0" if kind <= 4 else 0.0, kind=kind)
+    register(f"gda{kind}", params=StopParams, doc=doc, serial=serial)(run)
 
 
 # -- SOS ---------------------------------------------------------------------------------------------
-def _sos_entry(name: str, optimal: bool, doc: str) -> BalancerInfo:
-    defaults = {**_STOP, "eps": "eps0"} if optimal else {**_STOP, "eps": "eps0", "omega": None}
-
-    def serial(model, *, tolerance=1e-3, max_iterations=100_000, check_every=1, lazy=False, eps="eps0",
-               omega=None, links=None):
+def _register_sos(name: str, optimal: bool, doc: str) -> None:
+    def serial(model, *, eps="eps0", omega=None, links=None, **stop):
         om = "opt" if optimal else ("star" if omega is None else omega)
-        return sos(model, eps, omega=om, lazy=lazy, tol=tolerance, max_iter=max_iterations,
-                   check_every=check_every, links=links)
+        return sos(model, eps, omega=om, links=links, **stop)
 
-    def dist(nb, load, capacity, weights, *, tolerance, max_iterations, check_every, lazy, eps, eps_value,
-             omega_value, omega=None):
-        return sos_distributed(nb, load, capacity, weights, eps_value, omega_value, lazy=lazy, tol=tolerance,
-                               max_iter=max_iterations, check_every=check_every)
+    def dist(nb, load, capacity, weights, *, eps, eps_value, omega_value, omega=None, **stop):
+        return sos_distributed(nb, load, capacity, weights, eps_value, omega_value, **stop)
 
     def omega_of(ctx: BalanceContext) -> float:
         eps = _eps_value(ctx.model, ctx.params["eps"])
@@ -141,40 +128,29 @@ def _sos_entry(name: str, optimal: bool, doc: str) -> BalancerInfo:
         return float(given) if given is not None else omega_star(ctx.model, eps, lazy=ctx.params["lazy"])
 
     run = flow_balancer(dist, eps_value=lambda ctx: _eps_value(ctx.model, ctx.params["eps"]), omega_value=omega_of)
-    return BalancerInfo(name, run, defaults, doc, serial, _check_sos)
+    register(name, params=SOSOptParams if optimal else SOSParams, doc=doc, serial=serial)(run)
 
 
 # -- implicit schemes ----------------------------------------------------------------------------------
-def _implicit_entry(name: str, watts: bool, doc: str) -> BalancerInfo:
-    defaults = {**_STOP, "alpha": 1.0, "inner_tolerance": 1e-2, "sweeps": None}
-    if not watts:
-        defaults["eps"] = "eps0"
+def _register_implicit(name: str, watts: bool, doc: str) -> None:
+    def serial(model, *, eps="eps0", links=None, **params):
+        return implicit(model, eps, watts=watts, links=links, **params)
 
-    def serial(model, *, tolerance=1e-3, max_iterations=100_000, check_every=1, lazy=False, eps="eps0", alpha=1.0,
-               inner_tolerance=1e-2, sweeps=None, links=None):
-        return implicit(model, eps, watts=watts, alpha=alpha, lazy=lazy, inner_tol=inner_tolerance, sweeps=sweeps,
-                        tol=tolerance, max_iter=max_iterations, check_every=check_every, links=links)
-
-    def dist(nb, load, capacity, weights, *, tolerance, max_iterations, check_every, lazy, alpha, inner_tolerance,
-             sweeps, eps_value, eps=None):
-        return implicit_distributed(nb, load, capacity, weights, eps_value, watts=watts, alpha=alpha, lazy=lazy,
-                                    inner_tol=inner_tolerance, sweeps=sweeps, tol=tolerance, max_iter=max_iterations,
-                                    check_every=check_every)
+    def dist(nb, load, capacity, weights, *, eps_value, eps=None, **params):
+        return implicit_distributed(nb, load, capacity, weights, eps_value, watts=watts, **params)
 
     eps_value = 0.0 if watts else (lambda ctx: _eps_value(ctx.model, ctx.params["eps"]))
-    return BalancerInfo(name, flow_balancer(dist, eps_value=eps_value), defaults, doc, serial, _check_implicit)
+    register(name, params=WattsParams if watts else ImplicitParams, doc=doc, serial=serial)(
+        flow_balancer(dist, eps_value=eps_value))
 
 
-REGISTRY: dict[str, BalancerInfo] = {
-    "gda2": _gda_entry(2, "generalized diffusion with M²(ε₀) (thesis eq. 5.6.2, JPDC eq. 4.2)"),
-    "gda3": _gda_entry(3, "generalized diffusion with M³(ε₀) (thesis eq. 5.6.3, JPDC eq. 4.3)"),
-    "gda4": _gda_entry(4, "generalized diffusion with M⁴(ε₀) (thesis eq. 5.6.4, JPDC eq. 4.4)"),
-    "gda5": _gda_entry(5, "generalized diffusion with M⁵, the 'bad example' (thesis eq. 5.6.5, JPDC eq. 4.5)"),
-    "gda6": _gda_entry(6, "generalized diffusion with M⁶ of Elsässer et al., α = 2/(μ₂+μ_p) "
-                          "(thesis eq. 5.6.6, JPDC eq. 4.6; may be negative, e.g. on stars)"),
-    "sos": _sos_entry("sos", False, "second-order scheme on M¹(ε) with ω* (thesis Alg. 4, eq. 7.1.7) or a given ω"),
-    "sos_opt": _sos_entry("sos_opt", True, "second-order scheme on M¹(ε) with ω_opt = 2/(1+√(1−λ²)) (thesis §7.1.2)"),
-    "implicit": _implicit_entry("implicit", False, "generalized implicit diffusion scheme (thesis Alg. 6, eq. 7.2.2)"),
-    "implicit_watts": _implicit_entry("implicit_watts", True,
-                                      "implicit diffusion of Watts et al., uniform links (thesis Alg. 5)"),
-}
+_register_gda(2, "generalized diffusion with M²(ε₀) (thesis eq. 5.6.2, JPDC eq. 4.2)")
+_register_gda(3, "generalized diffusion with M³(ε₀) (thesis eq. 5.6.3, JPDC eq. 4.3)")
+_register_gda(4, "generalized diffusion with M⁴(ε₀) (thesis eq. 5.6.4, JPDC eq. 4.4)")
+_register_gda(5, "generalized diffusion with M⁵, the 'bad example' (thesis eq. 5.6.5, JPDC eq. 4.5)")
+_register_gda(6, "generalized diffusion with M⁶ of Elsässer et al., α = 2/(μ₂+μ_p) "
+                 "(thesis eq. 5.6.6, JPDC eq. 4.6; may be negative, e.g. on stars)")
+_register_sos("sos", False, "second-order scheme on M¹(ε) with ω* (thesis Alg. 4, eq. 7.1.7) or a given ω")
+_register_sos("sos_opt", True, "second-order scheme on M¹(ε) with ω_opt = 2/(1+√(1−λ²)) (thesis §7.1.2)")
+_register_implicit("implicit", False, "generalized implicit diffusion scheme (thesis Alg. 6, eq. 7.2.2)")
+_register_implicit("implicit_watts", True, "implicit diffusion of Watts et al., uniform links (thesis Alg. 5)")

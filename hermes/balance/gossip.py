@@ -55,21 +55,38 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from pydantic import Field
 
 from hermes.balance.flow import ordered_total
-from hermes.balance.gossip_serial import (_ONE, CRITERIA, ENTRY_BYTES, GATHER_WORDS, GossipResult, GossipState,
-                                          _bitrows, _check_params, _members, _pad_row, _pick_targets, _record,
-                                          _sample_slots, _scan, _settled, _stats, grapevine, grapevine_iter)
-from hermes.balance.registry import BalanceContext, BalancerInfo, Decision
+from hermes.balance.gossip_serial import (
+    _ONE,
+    CRITERIA,
+    GossipResult,
+    GossipState,
+    _bitrows,
+    _check_params,
+    _members,
+    _pad_row,
+    _pick_targets,
+    _record,
+    _sample_slots,
+    _scan,
+    _settled,
+    _stats,
+    grapevine,
+    grapevine_iter,
+)
+from hermes.balance.interface import BalanceContext, Count, Decision, Integer, Number, Params
+from hermes.balance.registry import register
 from hermes.comm import Counters, gather_error
 from hermes.errors import BalancerError
 
 __all__ = ["CRITERIA", "GossipState", "GossipResult", "LocalGossipResult", "grapevine_iter",
-           "grapevine", "grapevine_distributed", "REGISTRY"]
+           "grapevine", "grapevine_distributed", "GrapevineParams"]
 
 _TAG = 311
 
@@ -287,15 +304,19 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
 
 
 # -- registry -----------------------------------------------------------------------------------
-_DEFAULTS = {"iterations": 4, "rounds": 4, "fanout": 4, "threshold": 1.0, "criterion": "modified", "seed": None}
+class GrapevineParams(Params):
+    """Parameters of ``grapevine`` (004 ch. 2)."""
+
+    iterations: Annotated[Integer, Field(ge=0)] = Field(4, description="inform + transfer iterations i")
+    rounds: Count = Field(4, description="gossip rounds k per iteration")
+    fanout: Count = Field(4, description="peers f informed per round")
+    threshold: Annotated[Number, Field(ge=1)] = Field(1.0, description="overload threshold T (transfer above T·L_ave)")
+    criterion: Literal["original", "modified"] = Field("modified", description="acceptance: 6 (original) or 6′")
+    seed: Annotated[Integer, Field(ge=0)] | None = Field(None, description="random streams (null: the scenario seed)")
 
 
-def _check_registry(params: dict[str, Any]) -> None:
-    seed = 0 if params["seed"] is None else params["seed"]
-    _check_params(params["iterations"], params["rounds"], params["fanout"], params["threshold"], params["criterion"],
-                  seed, prefix="balancer.")
-
-
+@register("grapevine", params=GrapevineParams,
+          doc="Grapevine gossip (inform + transfer, criterion 6 or 6'; Pébaÿ & Lifflander 2019) on cells, L/c compared")
 def _run(ctx: BalanceContext) -> Decision:
     """Grapevine on the rank's cells (objects = cells, loads = weights, speed = p · c_i).
 
@@ -315,11 +336,3 @@ def _run(ctx: BalanceContext) -> Decision:
     return Decision(dest=res.dest, iterations=res.iterations, converged=res.converged, counters=res.counters,
                     info={"criterion": prm["criterion"], "imbalance": last["imbalance"],
                           "transfers": sum(h["transfers"] for h in res.history)})
-
-
-REGISTRY: dict[str, BalancerInfo] = {
-    "grapevine": BalancerInfo(
-        "grapevine", _run, dict(_DEFAULTS),
-        "Grapevine gossip (inform + transfer, criterion 6 or 6'; Pébaÿ & Lifflander 2019) on cells, L/c compared",
-        serial=None, check=_check_registry),
-}

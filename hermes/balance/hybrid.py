@@ -20,15 +20,19 @@ The choice depends only on the global model, so every rank makes the same one wi
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import scipy.sparse.csgraph as csg
 
+import hermes.balance.polynomial  # noqa: F401  (registers the methods auto chooses from)
+import hermes.balance.potential  # noqa: F401
+from hermes.balance.interface import BalanceContext, Decision
 from hermes.balance.model import Model
-from hermes.balance.registry import BalanceContext, BalancerInfo, Decision
+from hermes.balance.registry import BALANCERS, register
 
-__all__ = ["choose", "graph_characteristics", "REGISTRY"]
+__all__ = ["choose", "graph_characteristics", "CHOSEN_PARAMS"]
 
 MPA_MIN_P, MPA_MAX_P = 4, 5
 LPA_MAX_P = 12
@@ -63,26 +67,19 @@ def choose(model: Model) -> tuple[str, str]:
 
 
 def _serial(model: Model, *, links=None, **params):
-    from hermes.balance.registry import BALANCERS
-
     name, why = choose(model)
     res = BALANCERS[name].serial(model, links=links, **CHOSEN_PARAMS[name])
     res.extra = {**(res.extra or {}), "auto_choice": name, "auto_reason": why}
     return res
 
 
+@register("auto", serial=_serial,
+          doc="hybrid: MPA, LPA or PCG chosen from p, diameter, degree and density (thesis §8.6, ch. 11; "
+              "thresholds measured, see docs/BALANCERS.md)")
 def _run(ctx: BalanceContext) -> Decision:
-    from hermes.balance.registry import BALANCERS, check_params
-
     name, why = choose(ctx.model)
     info = BALANCERS[name]
-    inner = BalanceContext(**{**ctx.__dict__, "params": check_params(name, CHOSEN_PARAMS[name])})
+    inner = replace(ctx, params=info.check(CHOSEN_PARAMS[name]))
     decision = info.run(inner)
     decision.info = {**decision.info, "auto_choice": name, "auto_reason": why}
     return decision
-
-
-REGISTRY: dict[str, BalancerInfo] = {
-    "auto": BalancerInfo("auto", _run, {}, "hybrid: MPA, LPA or PCG chosen from p, diameter, degree and density "
-                         "(thesis §8.6, ch. 11; thresholds measured, see docs/BALANCERS.md)", _serial),
-}

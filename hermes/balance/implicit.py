@@ -50,14 +50,14 @@ __all__ = ["implicit_rates", "implicit_flow", "inner_sweeps", "implicit_iter", "
            "implicit_distributed"]
 
 
-def _check(alpha, inner_tol, watts, lazy) -> None:
+def _check(alpha, inner_tolerance, watts, lazy) -> None:
     check_positive(alpha, "α (implicit time step)")
     try:
-        ok = 0.0 < float(inner_tol) < 1.0
+        ok = 0.0 < float(inner_tolerance) < 1.0
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        raise BalancerError(f"inner tolerance must be in (0, 1), got {inner_tol!r}")
+        raise BalancerError(f"inner tolerance must be in (0, 1), got {inner_tolerance!r}")
     if not isinstance(watts, (bool, np.bool_)) or not isinstance(lazy, (bool, np.bool_)):
         raise BalancerError(f"watts and lazy must be true or false, got {watts!r}, {lazy!r}")
 
@@ -95,14 +95,14 @@ def implicit_flow(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
     return minimal_flow(Model(model.p, model.edges, model.loads, model.capacities, u))
 
 
-def inner_sweeps(beta_max: float, inner_tol: float) -> int:
+def inner_sweeps(beta_max: float, inner_tolerance: float) -> int:
     """Number m of Jacobi sweeps per outer step: ``A γ^m ≤ τ`` with ``γ = 1 − 1/β_max``.
 
     Parameters
     ----------
     beta_max : float
         ``max_i β_i``, ``β_i = 1 + δ_i^u / c_i`` (one allreduce(max) in the distributed form).
-    inner_tol : float in (0, 1)
+    inner_tolerance : float in (0, 1)
         τ.
 
     Returns
@@ -127,7 +127,7 @@ def inner_sweeps(beta_max: float, inner_tol: float) -> int:
         return 1
     gamma = 1.0 - 1.0 / beta_max
     amp = max(1.0, 2.0 * (beta_max - 1.0) * math.sqrt(beta_max))
-    return max(1, math.ceil(math.log(inner_tol / amp) / math.log(gamma)))
+    return max(1, math.ceil(math.log(inner_tolerance / amp) / math.log(gamma)))
 
 
 def _check_sweeps(sweeps) -> None:
@@ -136,8 +136,8 @@ def _check_sweeps(sweeps) -> None:
 
 
 def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = False, alpha: float = 1.0,
-                  lazy: bool = False, inner_tol: float = 1e-2, sweeps: int | None = None, tol: float = 1e-3,
-                  max_iter: int = 100000, check_every: int = 1) -> Iterator[GDAState]:
+                  lazy: bool = False, inner_tolerance: float = 1e-2, sweeps: int | None = None, tolerance: float = 1e-3,
+                  max_iterations: int = 100000, check_every: int = 1) -> Iterator[GDAState]:
     """Run the implicit scheme serially, yielding the state after every outer step.
 
     Parameters
@@ -151,11 +151,11 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
         Implicit time step: U is multiplied by α.
     lazy : bool
         Halve U.
-    inner_tol : float in (0, 1)
+    inner_tolerance : float in (0, 1)
         Error reduction of the inner solve; sets the number of Jacobi sweeps (:func:`inner_sweeps`).
     sweeps : int ≥ 0, optional
         Force this number m of Jacobi sweeps instead (0: the explicit GDA step ``l ← M l``).
-    tol, max_iter, check_every
+    tolerance, max_iterations, check_every
         Stopping rule on the outer steps, as in :func:`hermes.balance.diffusion.gda_iter`.
 
     Yields
@@ -175,14 +175,14 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
     x lies in the range of ``U Aᵀ``, once the loads converge the flow is exactly the GDA flow
     (Th. 18) whatever m. The loads converge if m is large enough (:func:`inner_sweeps`).
     """
-    _check(alpha, inner_tol, watts, lazy)
+    _check(alpha, inner_tolerance, watts, lazy)
     _check_sweeps(sweeps)
-    check_stopping(tol, max_iter, check_every)
+    check_stopping(tolerance, max_iterations, check_every)
     s, u = _serial_rates(model, eps, watts, alpha, lazy)
     c, e = model.capacities, model.edges
     table_u = np.where(s.mask, u[s.edge], 0.0)
     beta = 1.0 + ordered_row_sums(table_u) / c  # β_i = 1 + δ_i^u / c_i
-    m = int(sweeps) if sweeps is not None else inner_sweeps(float(np.max(beta)), float(inner_tol))
+    m = int(sweeps) if sweeps is not None else inner_sweeps(float(np.max(beta)), float(inner_tolerance))
     nbr_table = neighbour_table(model)[0]
     tcoef = np.where(s.mask, table_u / c[nbr_table], 0.0)  # T_ij = u_ij / c_j
 
@@ -193,15 +193,15 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
         h = y / c
         return u * (h[e[:, 0]] - h[e[:, 1]])
 
-    yield from sweep_states(model, s, step, tol=tol, max_iter=max_iter, check_every=check_every)
+    yield from sweep_states(model, s, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
 
 
-def _sweeps(model: Model, eps, watts, alpha, lazy, inner_tol, sweeps) -> int:
+def _sweeps(model: Model, eps, watts, alpha, lazy, inner_tolerance, sweeps) -> int:
     if sweeps is not None:
         return int(sweeps)
     s, u = _serial_rates(model, eps, watts, alpha, lazy)
     beta = 1.0 + ordered_row_sums(np.where(s.mask, u[s.edge], 0.0)) / model.capacities
-    return inner_sweeps(float(np.max(beta)), float(inner_tol))
+    return inner_sweeps(float(np.max(beta)), float(inner_tolerance))
 
 
 def implicit_counters(model: Model, iterations: int, sweeps: int, check_every: int = 1, links=None) -> Counters:
@@ -219,7 +219,7 @@ def implicit_counters(model: Model, iterations: int, sweeps: int, check_every: i
 
 
 def implicit(model: Model, eps: str | float = "eps0", *, watts: bool = False, alpha: float = 1.0, lazy: bool = False,
-             inner_tol: float = 1e-2, sweeps: int | None = None, tol: float = 1e-3, max_iter: int = 100000,
+             inner_tolerance: float = 1e-2, sweeps: int | None = None, tolerance: float = 1e-3, max_iterations: int = 100000,
              check_every: int = 1, links=None) -> FlowResult:
     """Implicit diffusion (thesis Alg. 6, or Alg. 5 with ``watts``): serial reference of :func:`implicit_distributed`.
 
@@ -235,15 +235,15 @@ def implicit(model: Model, eps: str | float = "eps0", *, watts: bool = False, al
     BalancerError
         Bad ε, α, inner tolerance or stopping parameters. GraphError for an unusable model.
     """
-    _check(alpha, inner_tol, watts, lazy)
+    _check(alpha, inner_tolerance, watts, lazy)
     _check_sweeps(sweeps)
     s, u = _serial_rates(model, eps, watts, alpha, lazy)
-    m = _sweeps(model, s.eps, watts, alpha, lazy, inner_tol, sweeps)
-    state = final_state(implicit_iter(model, s.eps, watts=watts, alpha=alpha, lazy=lazy, inner_tol=inner_tol,
-                                      sweeps=sweeps, tol=tol, max_iter=max_iter, check_every=check_every))
+    m = _sweeps(model, s.eps, watts, alpha, lazy, inner_tolerance, sweeps)
+    state = final_state(implicit_iter(model, s.eps, watts=watts, alpha=alpha, lazy=lazy, inner_tolerance=inner_tolerance,
+                                      sweeps=sweeps, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every))
     counters, times = sweep_counters(model, state.iteration, check_every, links, setup=(1,), exchanges=m + 1)
     factor = _outer_factor(model, u)
-    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tol, counters=counters,
+    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tolerance, counters=counters,
                       convergence_factor=factor,
                       extra={"sweeps": m, "eps": None if watts else s.eps, "alpha": float(alpha), "watts": bool(watts),
                              "lazy": bool(lazy), "residual": state.residual, "loads": state.loads,
@@ -263,8 +263,8 @@ def _outer_factor(model: Model, u: NDArray[np.float64]) -> float | None:
 
 
 def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
-                         *, watts: bool = False, alpha: float = 1.0, lazy: bool = False, inner_tol: float = 1e-2,
-                         sweeps: int | None = None, tol: float = 1e-3, max_iter: int = 100000,
+                         *, watts: bool = False, alpha: float = 1.0, lazy: bool = False, inner_tolerance: float = 1e-2,
+                         sweeps: int | None = None, tolerance: float = 1e-3, max_iterations: int = 100000,
                          check_every: int = 1) -> LocalFlowResult:
     """The implicit scheme on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
@@ -274,7 +274,7 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
         As in :func:`hermes.balance.diffusion.gda_distributed`.
     eps : float
         ε ≥ 0 of the M¹(ε) scalars (ignored with ``watts``; the caller computes ε₀).
-    watts, alpha, lazy, inner_tol, sweeps, tol, max_iter, check_every
+    watts, alpha, lazy, inner_tolerance, sweeps, tolerance, max_iterations, check_every
         As in :func:`implicit_iter`.
 
     Returns
@@ -294,9 +294,9 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
 
     def check_parameters() -> None:
         check_eps(eps)
-        _check(alpha, inner_tol, watts, lazy)
+        _check(alpha, inner_tolerance, watts, lazy)
         _check_sweeps(sweeps)
-        check_stopping(tol, max_iter, check_every)
+        check_stopping(tolerance, max_iterations, check_every)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
     capacity, load = float(capacity), float(load)
@@ -304,7 +304,7 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
     u = np.asarray(_watts_rates(capacity, cj, alpha, bool(lazy)), dtype=np.float64) if watts else float(alpha) * u1
     beta = 1.0 + ordered_sum(u) / capacity
     beta_max = float(nb.allreduce(beta, op="max"))
-    m = int(sweeps) if sweeps is not None else inner_sweeps(beta_max, float(inner_tol))
+    m = int(sweeps) if sweeps is not None else inner_sweeps(beta_max, float(inner_tolerance))
     tcoef = u / cj
 
     def step(load: float, n: int) -> NDArray[np.float64]:
@@ -315,6 +315,6 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
         yj = nb.exchange_scalar(y)
         return u * (y / capacity - yj / cj)
 
-    res = local_sweeps(nb, load, capacity * total, step, tol=tol, max_iter=max_iter, check_every=check_every)
+    res = local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
     res.extra["sweeps"] = m
     return res

@@ -25,16 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
 from hermes.balance.balancing_operator import _row_flows, operator_row_distributed, operator_rows
 from hermes.balance.charpoly import _allgather, _dot, _Graph, _ordered
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.interface import Params, flow_balancer
 from hermes.balance.model import Model
-from hermes.balance.polynomial import _check_refine, schedule_counters
-from hermes.balance.registry import BalancerInfo, flow_balancer
+from hermes.balance.polynomial import Refine, _check_refine, schedule_counters
+from hermes.balance.registry import register
 from hermes.comm import NeighbourComm
 
-__all__ = ["AdAOperator", "AdARankState", "ada_case", "ada_schedule", "ada", "ada_distributed", "REGISTRY"]
+__all__ = ["AdAOperator", "AdARankState", "ada_case", "ada_schedule", "ada", "ada_distributed", "AdAParams"]
 
 CASES = ("reuse-loads", "reuse-capacities", "recompute")
 
@@ -225,19 +227,17 @@ def _dist(nb, load, capacity, weights, *, refine, store):
 _inner = flow_balancer(_dist, store=lambda ctx: ctx.state)
 
 
+class AdAParams(Params):
+    """Parameters of ``ada``."""
+
+    refine: Refine = Field(0, description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update")
+
+
+@register("ada", params=AdAParams, serial=_serial,
+          doc="incremental balancing operator AdA (thesis ch. 9, Alg. 16–17): Θ from LPA's Faddeev steps, reused "
+              "while only loads or capacities change")
 def _run(ctx):
     """hermes-run form: the rank's AdA state lives in ``ctx.state["ada"]`` from phase to phase."""
     decision = _inner(ctx)
     decision.info["ada_case"] = ctx.state["ada"].case
     return decision
-
-
-def _check(params: dict) -> None:
-    _check_refine(params.get("refine", 0), "balancer.refine:")
-
-
-REGISTRY: dict[str, BalancerInfo] = {
-    "ada": BalancerInfo("ada", _run, {"refine": 0},
-                        "incremental balancing operator AdA (thesis ch. 9, Alg. 16–17): Θ from LPA's Faddeev steps, "
-                        "reused while only loads or capacities change", _serial, _check),
-}

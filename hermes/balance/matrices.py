@@ -23,9 +23,9 @@ uses ½(I + M) = I − A (U/2) Aᵀ D⁻¹ (thesis ch. 6, Sinclair): all eigenva
 This module holds what depends on the matrix alone: the edge rates (serial, and per rank for the
 distributed forms), the matrix itself, the flow GDA converges to, the bounds of §5.2/§5.5, and the
 parameter checks shared by the diffusion-type schemes; the graph and spectral quantities e(G), ε₀
-(Cor. 2), α of M⁶ and λ_M are in :mod:`hermes.balance.spectral`, re-exported here. The iterations
-using these matrices are in :mod:`hermes.balance.diffusion` (GDA, which re-exports every public name
-here), :mod:`hermes.balance.second_order` (SOS) and :mod:`hermes.balance.implicit`.
+(Cor. 2), α of M⁶ and λ_M are in :mod:`hermes.balance.spectral`. The iterations using these matrices
+are in :mod:`hermes.balance.diffusion` (GDA), :mod:`hermes.balance.second_order` (SOS) and
+:mod:`hermes.balance.implicit`.
 """
 
 from __future__ import annotations
@@ -38,37 +38,27 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from hermes.balance.flow import minimal_flow, neighbour_table, ordered_row_sums, ordered_total, validate_model
+from hermes.balance.flow import (
+    minimal_flow,
+    neighbour_table,
+    ordered_row_sums,
+    ordered_total,
+    validate_model,
+)
 from hermes.balance.model import Model
-from hermes.balance.spectral import (DENSE_LIMIT, _diameter, convergence_factor, edge_connectivity, elsasser_alpha,
-                                     epsilon0)
+from hermes.balance.spectral import (
+    _diameter,
+    edge_connectivity,
+    elsasser_alpha,
+    epsilon0,
+)
 from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
-__all__ = [
-    "MATRIX_KINDS",
-    "GLOBAL_KINDS",
-    "edge_connectivity",
-    "epsilon0",
-    "check_eps",
-    "resolve_eps",
-    "check_positive",
-    "check_matrix",
-    "elsasser_alpha",
-    "diffusion_scalars",
-    "Setup",
-    "setup",
-    "edge_rates",
-    "local_edge_rates",
-    "diffusion_matrix",
-    "gdm_defects",
-    "diagonal_report",
-    "diffusion_flow",
-    "convergence_factor",
-    "diffusion_bounds",
-    "second_eigenvalue_bound",
-    "convergence_factor_bound",
-]
+__all__ = ["MATRIX_KINDS", "GLOBAL_KINDS", "check_eps", "resolve_eps", "check_positive", "check_matrix",
+           "diffusion_scalars", "Setup", "setup", "edge_rates", "local_edge_rates", "diffusion_matrix", "gdm_defects",
+           "diagonal_report", "diffusion_flow", "diffusion_bounds", "second_eigenvalue_bound",
+           "convergence_factor_bound"]
 
 logger = logging.getLogger(__name__)
 

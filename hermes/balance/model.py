@@ -20,19 +20,9 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from hermes.errors import GraphError
+from hermes.metrics import imbalance
 
-__all__ = ["Model", "imbalance"]
-
-
-def imbalance(loads: NDArray[np.float64], capacities: NDArray[np.float64]) -> float:
-    """The thesis' imbalance ``max_i l_i / l̄_i`` with ``l̄ = c Σ l`` (1.0 is perfectly fair)."""
-    loads = np.asarray(loads, dtype=np.float64)
-    c = np.asarray(capacities, dtype=np.float64)
-    c = c / c.sum()
-    total = loads.sum()
-    if total <= 0:
-        return 1.0
-    return float(np.max(loads / (c * total)))
+__all__ = ["Model"]
 
 
 @dataclass(frozen=True, eq=False)

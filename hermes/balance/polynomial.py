@@ -41,18 +41,32 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
 from hermes.balance.balancing_operator import _refine_rows, _row_flows, operator_row_distributed, operator_rows
-from hermes.balance.charpoly import (COEFFICIENT_METHODS, _allgather, _check_method, _Graph, _nb_krylov, _ordered,
-                                    _potential, berlekamp_massey, charpoly_berkowitz, charpoly_faddeev, charpoly_newton,
-                                    generalized_laplacian, laplacian_polynomial)
+from hermes.balance.charpoly import (
+    COEFFICIENT_METHODS,
+    _allgather,
+    _check_method,
+    _Graph,
+    _nb_krylov,
+    _ordered,
+    _potential,
+    berlekamp_massey,
+    charpoly_berkowitz,
+    charpoly_faddeev,
+    charpoly_newton,
+    generalized_laplacian,
+    laplacian_polynomial,
+)
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, alpha_beta_time, validate_model
+from hermes.balance.interface import Integer, Number, OptionalCount, Params, flow_balancer
 from hermes.balance.model import Model
-from hermes.balance.registry import BalancerInfo, flow_balancer
+from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
@@ -60,7 +74,7 @@ __all__ = ["COEFFICIENT_METHODS", "generalized_laplacian", "charpoly_faddeev", "
            "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey", "mpa_scale", "PolyState",
            "operator_rows", "operator_row_distributed", "schedule_counters", "lps_iter", "lps", "lps_schedule",
            "lps_distributed", "lpa_iter", "lpa", "lpa_schedule", "lpa_distributed", "mpa_iter", "mpa", "mpa_schedule",
-           "mpa_distributed", "REGISTRY"]
+           "mpa_distributed", "LPSParams", "MPAParams"]
 
 
 def mpa_scale(model: Model) -> float:
@@ -406,13 +420,25 @@ def mpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *,
 
 
 # -- registry -------------------------------------------------------------------------------------------
-def _check_params(params: dict) -> None:
-    """Registry check hook: one-line ``balancer.<key>: ...`` errors."""
-    if "coefficients" in params:
-        _check_method(params["coefficients"], "balancer.coefficients:")
-    _check_refine(params.get("refine", 0), "balancer.refine:")
-    if "max_degree" in params:
-        _check_mpa(params.get("tolerance", 0.0), params["max_degree"], "balancer.")
+#: refinement sweeps of the polynomial methods (0 = the thesis' algorithm as printed)
+Refine = Annotated[Integer, Field(ge=0, le=20)]
+
+
+class LPSParams(Params):
+    """Parameters of ``lps`` and ``lpa``."""
+
+    coefficients: Literal["faddeev", "newton", "berkowitz"] = Field(
+        "faddeev", description="how the Laplacian polynomial's coefficients are computed")
+    refine: Refine = Field(0, description="refinement sweeps f ← f + Θ̃ (l − l̄ − A f)")
+
+
+class MPAParams(Params):
+    """Parameters of ``mpa``."""
+
+    tolerance: Annotated[Number, Field(ge=0, lt=1)] = Field(
+        1e-13, description="Berlekamp–Massey: a discrepancy below this (relative) counts as zero")
+    max_degree: OptionalCount = Field(None, description="stop the minimal polynomial at this degree (null: 2p)")
+    refine: Refine = Field(0, description="refinement sweeps with the Krylov recurrence")
 
 
 def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, poly):
@@ -432,23 +458,14 @@ def _known(ctx):
     return None if method == "faddeev" else laplacian_polynomial(ctx.model, method)
 
 
-REGISTRY: dict[str, BalancerInfo] = {
-    "lps": BalancerInfo(
-        "lps", flow_balancer(_lps_dist, poly=lambda ctx: laplacian_polynomial(ctx.model, ctx.params["coefficients"])),
-        {"coefficients": "faddeev", "refine": 0},
-        "Laplacian-polynomial scheme (thesis Alg. 9): coefficients computed beforehand from the model "
-        "(faddeev | newton | berkowitz), p−1 neighbour phases, no collective but the input check",
-        lambda model, *, coefficients="faddeev", refine=0, links=None: lps(model, coefficients, refine=refine,
-                                                                            links=links), _check_params),
-    "lpa": BalancerInfo(
-        "lpa", flow_balancer(_lpa_dist, known=_known), {"coefficients": "faddeev", "refine": 0},
-        "improved Laplacian-polynomial algorithm (thesis Alg. 11–12): parallel Faddeev–LeVerrier, p−1 steps "
-        "with one allreduce each (none with coefficients newton | berkowitz), one allgather of the loads",
-        lambda model, *, coefficients="faddeev", refine=0, links=None: lpa(model, coefficients, refine=refine,
-                                                                            links=links), _check_params),
-    "mpa": BalancerInfo(
-        "mpa", flow_balancer(_mpa_dist, seed=lambda ctx: ctx.seed, scale=lambda ctx: mpa_scale(ctx.model)),
-        {"tolerance": 1e-13, "max_degree": None, "refine": 0},
-        "minimum-polynomial algorithm (thesis Alg. 13–15): 2p Krylov steps, one gather, Berlekamp–Massey",
-        mpa, _check_params),
-}
+register("lps", params=LPSParams, serial=lps,
+         doc="Laplacian-polynomial scheme (thesis Alg. 9): coefficients computed beforehand from the model "
+             "(faddeev | newton | berkowitz), p−1 neighbour phases, no collective but the input check")(
+    flow_balancer(_lps_dist, poly=lambda ctx: laplacian_polynomial(ctx.model, ctx.params["coefficients"])))
+register("lpa", params=LPSParams, serial=lpa,
+         doc="improved Laplacian-polynomial algorithm (thesis Alg. 11–12): parallel Faddeev–LeVerrier, p−1 steps "
+             "with one allreduce each (none with coefficients newton | berkowitz), one allgather of the loads")(
+    flow_balancer(_lpa_dist, known=_known))
+register("mpa", params=MPAParams, serial=mpa,
+         doc="minimum-polynomial algorithm (thesis Alg. 13–15): 2p Krylov steps, one gather, Berlekamp–Massey")(
+    flow_balancer(_mpa_dist, seed=lambda ctx: ctx.seed, scale=lambda ctx: mpa_scale(ctx.model)))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
 from hermes.balance.flow import (
     FlowResult,
@@ -26,11 +27,13 @@ from hermes.balance.flow import (
     ordered_total,
     validate_model,
 )
+from hermes.balance.interface import OptionalCount, Params, Tolerance, flow_balancer
 from hermes.balance.model import Model
+from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
-__all__ = ["PCGState", "pcg_iter", "pcg", "pcg_counters", "pcg_distributed"]
+__all__ = ["PCGState", "PCGParams", "pcg_iter", "pcg", "pcg_counters", "pcg_distributed"]
 
 
 @dataclass
@@ -48,7 +51,7 @@ class PCGState:
     residual : float
         ``√ρ / ‖b‖`` (relative residual norm; 0 when ``b = 0``).
     converged : bool
-        Whether the stopping test ``√ρ ≤ tol ‖b‖`` holds.
+        Whether the stopping test ``√ρ ≤ tolerance ‖b‖`` holds.
     """
 
     iteration: int
@@ -58,11 +61,11 @@ class PCGState:
     converged: bool
 
 
-def _check_params(tol: float, max_iter: int) -> None:
-    if not (math.isfinite(float(tol)) and tol >= 0):
-        raise BalancerError(f"tol must be ≥ 0, got {tol!r}")
-    if int(max_iter) != max_iter or max_iter < 0:
-        raise BalancerError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+def _check_params(tolerance: float, max_iterations: int) -> None:
+    if not (math.isfinite(float(tolerance)) and tolerance >= 0):
+        raise BalancerError(f"tolerance must be ≥ 0, got {tolerance!r}")
+    if int(max_iterations) != max_iterations or max_iterations < 0:
+        raise BalancerError(f"max_iterations must be a non-negative integer, got {max_iterations!r}")
 
 
 def _relres(rho: float, bnorm2: float) -> float:
@@ -75,22 +78,22 @@ def _relres(rho: float, bnorm2: float) -> float:
 BALANCED_FLOOR = 1e-12
 
 
-def _done(rho: float, bnorm2: float, tol: float, total: float = 0.0) -> bool:
-    """The stopping test of Alg. 8, ``√ρ ≤ tol √(bᵀb)``, or ``‖b‖ ≤ 1e-12 Σl`` (already balanced)."""
+def _done(rho: float, bnorm2: float, tolerance: float, total: float = 0.0) -> bool:
+    """The stopping test of Alg. 8, ``√ρ ≤ tolerance √(bᵀb)``, or ``‖b‖ ≤ 1e-12 Σl`` (already balanced)."""
     if math.sqrt(bnorm2) <= BALANCED_FLOOR * abs(total):
         return True
-    return math.sqrt(rho) <= tol * math.sqrt(bnorm2)
+    return math.sqrt(rho) <= tolerance * math.sqrt(bnorm2)
 
 
-def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -> Iterator[PCGState]:
+def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = None) -> Iterator[PCGState]:
     """Conjugate gradients on ``L x = l − l̄``, yielding the state after every iteration.
 
     Parameters
     ----------
     model : Model
-    tol : float
-        Stop when ``√ρ ≤ tol ‖b‖`` with ``b = l − l̄`` and ``ρ = ‖b − L x‖²``.
-    max_iter : int, optional
+    tolerance : float
+        Stop when ``√ρ ≤ tolerance ‖b‖`` with ``b = l − l̄`` and ``ρ = ‖b − L x‖²``.
+    max_iterations : int, optional
         Default ``10 p``.
 
     Yields
@@ -101,7 +104,7 @@ def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -
     Raises
     ------
     BalancerError
-        Bad ``tol`` or ``max_iter``. GraphError for an unusable model.
+        Bad ``tolerance`` or ``max_iterations``. GraphError for an unusable model.
 
     Notes
     -----
@@ -120,8 +123,8 @@ def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -
     :func:`pcg_distributed` bit for bit.
     """
     validate_model(model)
-    max_iter = 10 * model.p if max_iter is None else max_iter
-    _check_params(tol, max_iter)
+    max_iterations = 10 * model.p if max_iterations is None else max_iterations
+    _check_params(tolerance, max_iterations)
     nbr, edge, sign = neighbour_table(model)
     mask = sign != 0
     wt = np.where(mask, model.weights[edge], 0.0)
@@ -135,8 +138,8 @@ def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -
     rho0 = rho1
     u = r
     k = 0
-    yield PCGState(0, x, np.zeros(model.q), _relres(rho1, bnorm2), _done(rho1, bnorm2, tol, total))
-    while not _done(rho1, bnorm2, tol, total) and k < max_iter:
+    yield PCGState(0, x, np.zeros(model.q), _relres(rho1, bnorm2), _done(rho1, bnorm2, tolerance, total))
+    while not _done(rho1, bnorm2, tolerance, total) and k < max_iterations:
         k += 1
         u = r if k == 1 else r + (rho1 / rho0) * u
         w = ordered_row_sums(np.where(mask, wt * (u[:, None] - u[nbr]), 0.0))
@@ -147,7 +150,7 @@ def pcg_iter(model: Model, *, tol: float = 1e-10, max_iter: int | None = None) -
         r = r - alpha * w
         rho0 = rho1
         rho1 = ordered_total(r * r)
-        yield PCGState(k, x, wk * (x[e[:, 0]] - x[e[:, 1]]), _relres(rho1, bnorm2), _done(rho1, bnorm2, tol, total))
+        yield PCGState(k, x, wk * (x[e[:, 0]] - x[e[:, 1]]), _relres(rho1, bnorm2), _done(rho1, bnorm2, tolerance, total))
         if stalled:
             return
 
@@ -183,15 +186,15 @@ def pcg_counters(model: Model, iterations: int, links=None) -> Counters:
                     time=float(np.max(times)) if times is not None else 0.0)
 
 
-def pcg(model: Model, *, tol: float = 1e-10, max_iter: int | None = None, links=None) -> FlowResult:
+def pcg(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = None, links=None) -> FlowResult:
     """Minimal balancing flow by conjugate gradients (thesis Alg. 8): serial reference of :func:`pcg_distributed`.
 
     Parameters
     ----------
     model : Model
-    tol : float
-        Relative residual: stop when ``√ρ ≤ tol ‖l − l̄‖``.
-    max_iter : int, optional
+    tolerance : float
+        Relative residual: stop when ``√ρ ≤ tolerance ‖l − l̄‖``.
+    max_iterations : int, optional
         Default ``10 p``.
     links : hermes.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
@@ -204,7 +207,7 @@ def pcg(model: Model, *, tol: float = 1e-10, max_iter: int | None = None, links=
     Raises
     ------
     BalancerError
-        Bad ``tol`` or ``max_iter``.
+        Bad ``tolerance`` or ``max_iterations``.
     GraphError
         Disconnected graph, non-positive capacity or weight.
 
@@ -213,7 +216,7 @@ def pcg(model: Model, *, tol: float = 1e-10, max_iter: int | None = None, links=
     Update rule: :func:`pcg_iter`; counters: :func:`pcg_counters`.
     """
     state = None
-    for state in pcg_iter(model, tol=tol, max_iter=max_iter):
+    for state in pcg_iter(model, tolerance=tolerance, max_iterations=max_iterations):
         pass
     assert state is not None
     counters = pcg_counters(model, state.iteration)
@@ -232,7 +235,7 @@ def _ordered_sum(values) -> float:
 
 
 def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
-                    tol: float = 1e-10, max_iter: int | None = None) -> LocalFlowResult:
+                    tolerance: float = 1e-8, max_iterations: int | None = None) -> LocalFlowResult:
     """PCG (thesis Alg. 8) on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
@@ -244,9 +247,9 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         Normalised so that the capacities of all ranks sum to 1.
     weights : ndarray, shape (len(nb.neighbours),)
         Weight of the edge to each neighbour.
-    tol : float
+    tolerance : float
         Relative residual tolerance.
-    max_iter : int, optional
+    max_iterations : int, optional
         Default ``10 · nb.size``.
 
     Returns
@@ -258,7 +261,7 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     Raises
     ------
     BalancerError, GraphError
-        On every rank, if any rank has a bad ``tol``, ``max_iter``, load, capacity or edge weight
+        On every rank, if any rank has a bad ``tolerance``, ``max_iterations``, load, capacity or edge weight
         (agreed collectively by :func:`agree_local_inputs`).
 
     Notes
@@ -269,9 +272,9 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     ``r_i²``; finally one exchange of ``x_i``. Counters: :func:`pcg_counters`.
     """
     wt = np.asarray(weights, dtype=np.float64).ravel()
-    if max_iter is None:
-        max_iter = 10 * nb.size
-    total = agree_local_inputs(nb, load, capacity, wt, extra_checks=lambda: _check_params(tol, max_iter))
+    if max_iterations is None:
+        max_iterations = 10 * nb.size
+    total = agree_local_inputs(nb, load, capacity, wt, extra_checks=lambda: _check_params(tolerance, max_iterations))
     load, capacity = float(load), float(capacity)
     b = load - capacity * total
     bnorm2 = nb.allreduce(b * b)
@@ -281,7 +284,7 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     rho0 = rho1
     u = r
     k = 0
-    while not _done(rho1, bnorm2, tol, total) and k < max_iter:
+    while not _done(rho1, bnorm2, tolerance, total) and k < max_iterations:
         k += 1
         u = r if k == 1 else r + (rho1 / rho0) * u
         uj = nb.exchange_scalar(u)
@@ -298,5 +301,20 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     xj = nb.exchange_scalar(x)
     flows = wt * (x - xj)
     nb.counters.iterations = k
-    return LocalFlowResult(flows=flows, iterations=k, converged=_done(rho1, bnorm2, tol, total), counters=nb.counters,
+    return LocalFlowResult(flows=flows, iterations=k, converged=_done(rho1, bnorm2, tolerance, total), counters=nb.counters,
                            extra={"potential": x, "residual": _relres(rho1, bnorm2)})
+
+
+class PCGParams(Params):
+    """Parameters of ``pcg``."""
+
+    tolerance: Tolerance = Field(1e-8, description="relative residual: stop when √ρ ≤ tolerance ‖l − l̄‖")
+    max_iterations: OptionalCount = Field(None, description="iteration limit (null: 10 p)")
+
+
+def _distributed(nb, load, capacity, weights, *, p, **params):
+    return pcg_distributed(nb, load, capacity, weights, **params)
+
+
+register("pcg", params=PCGParams, serial=pcg, doc="method of potentials by conjugate gradients (thesis Alg. 8)")(
+    flow_balancer(_distributed, p=lambda ctx: ctx.model.p))

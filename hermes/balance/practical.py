@@ -13,7 +13,7 @@ over the neighbours j), with the paper's practical additions:
   happens (f_ij = 1) only if ``Cost(L) < k · Benefit(L)``, k constant, decremented (Fig. 4) or also halved
   when the iteration time grows (Fig. 5);
 * integer loads with the **shaker** (§3.3.1) and **spanning-tree convergence detection** (§3.3.2,
-  :mod:`hermes.balance.detection`, which also holds the counters and the α-β replay; re-exported here).
+  :mod:`hermes.balance.detection`, which also holds the counters and the α-β replay).
 
 How the α-β parameters enter: ``Cost(L) = α_ij + L · unit_bytes / B_ij`` (ExcCost; the application-dependent
 PreExcCost and PostExcCost are 0), with α_ij and B_ij the latency and bandwidth of the link (from
@@ -37,19 +37,31 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.detection import Tree, _build_tree, _TreeRounds, bfs_tree, fos_counters, graph_center
+from hermes.balance.detection import (
+    Tree,
+    _build_tree,
+    _TreeRounds,
+    graph_center,
+)
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs
+from hermes.balance.interface import BalanceContext, Decision, flow_from_local
 from hermes.balance.model import Model
-from hermes.balance.practical_serial import (_DEFAULTS, _NAMES, DEFAULT_KAPPA, FOSState, _benefit, _check_params,
-                                             _Config, _delta, _fos_amounts, fos, fos_iter, program_time,
-                                             relative_speed_matrix)
-from hermes.balance.registry import BalanceContext, BalancerInfo, Decision, flow_from_local
+from hermes.balance.practical_serial import (
+    DEFAULT_KAPPA,
+    FOSParams,
+    _benefit,
+    _check_params,
+    _Config,
+    _delta,
+    _fos_amounts,
+    fos,
+)
+from hermes.balance.registry import register
 from hermes.clock import Links
 from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError, GraphError
 
-__all__ = ["DEFAULT_KAPPA", "Tree", "relative_speed_matrix", "bfs_tree", "graph_center", "FOSState", "fos_iter",
-           "fos", "fos_counters", "fos_distributed", "program_time", "REGISTRY"]
+__all__ = ["fos_distributed"]
 
 
 # -- distributed form ------------------------------------------------------------------------------
@@ -179,17 +191,14 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
 
 
 # -- registry --------------------------------------------------------------------------------------
-def _check_entry(params: dict) -> None:
-    try:
-        _check_params(*(params[x] for x in _NAMES))
-    except BalancerError as err:
-        raise BalancerError(f"balancer.{err}") from None
-
-
 def _serial_entry(model: Model, *, links=None, **params) -> FlowResult:
     return fos(model, links=links, root=graph_center(model), **params)
 
 
+@register("fos", params=FOSParams, serial=_serial_entry,
+          doc="practical FOS of Jeannot & Vernier (001 §3): relative-speed matrix M_r (variant A|B), cost/benefit "
+              "gate (k, null = off; k_schedule constant|decrement|halving), integer loads + shaker (kappa), "
+              "spanning-tree detection; unit_bytes / unit_time price a load unit against the links' α-β")
 def _run_entry(ctx: BalanceContext) -> Decision:
     """hermes adapter: link α-β as measured by the monitor (else the configured links), root at a center of ``ctx.model``; the detection
     tree is built once and kept in ``ctx.state`` while the processor graph stays the same."""
@@ -207,13 +216,3 @@ def _run_entry(ctx: BalanceContext) -> Decision:
     flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
     return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters,
                     info={"root": key[0], "stop": res.extra["stop"]})
-
-
-REGISTRY: dict[str, BalancerInfo] = {
-    "fos": BalancerInfo(
-        "fos", _run_entry, dict(_DEFAULTS),
-        "practical FOS of Jeannot & Vernier (001 §3): relative-speed matrix M_r (variant A|B), cost/benefit gate "
-        "(k, null = off; k_schedule constant|decrement|halving), integer loads + shaker (kappa), spanning-tree "
-        "detection; unit_bytes / unit_time price a load unit against the links' α-β",
-        _serial_entry, _check_entry),
-}

@@ -1,8 +1,7 @@
 """The practical FOS of Jeannot & Vernier serially: relative-speed matrix, cost/benefit gate, shaker, detection.
 
 The serial reference of :func:`~hermes.balance.practical.fos_distributed` (the algorithm, its parameters and
-how the α-β link model enters are described in :mod:`hermes.balance.practical`, which re-exports every public
-name here): :func:`fos_iter` runs every rank at once on the processor graph with the same arithmetic and
+how the α-β link model enters are described in :mod:`hermes.balance.practical`): :func:`fos_iter` runs every rank at once on the processor graph with the same arithmetic and
 random streams (bit-identical flows), replaying the messages on per-rank α-β clocks when links are given;
 :func:`program_time` prices a run as 001 §4.2 does. The parameter checks, M_r and the gate are shared with
 the distributed form.
@@ -13,25 +12,53 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
+from pydantic import Field, model_validator
 
 from hermes.balance.detection import _edge_costs, _Replay, bfs_tree, fos_counters
 from hermes.balance.flow import FlowResult, neighbour_table, ordered_row_sums, ordered_total, validate_model
+from hermes.balance.interface import Flag, Integer, NonNegative, Number, Params, Positive
 from hermes.balance.model import Model
 from hermes.errors import BalancerError
 
-__all__ = ["DEFAULT_KAPPA", "relative_speed_matrix", "FOSState", "fos_iter", "fos", "program_time"]
+__all__ = ["DEFAULT_KAPPA", "FOSParams", "relative_speed_matrix", "FOSState", "fos_iter", "fos", "program_time"]
 
 #: κ = −ln(p)/τ for p = ½ at τ = 2 (001 §3.3.1's example; the printed ln(0.5)/2 has the wrong sign)
 DEFAULT_KAPPA = -math.log(0.5) / 2
 _SCHEDULES = ("constant", "decrement", "halving")
-_NAMES = ("variant", "k", "k_schedule", "integer", "shaker", "kappa", "detection", "tolerance", "max_iterations",
-          "seed", "unit_bytes", "unit_time")
-_DEFAULTS = dict(zip(_NAMES, ("B", 1000.0, "decrement", False, False, DEFAULT_KAPPA, True, 1e-3, 1000, 0, 64.0,
-                              1e-6)))
+
+
+class FOSParams(Params):
+    """Parameters of ``fos`` (001 §3; defaults: variant B, the decrement schedule, tree detection)."""
+
+    variant: Literal["A", "B"] = Field("B", description="relative-speed matrix M_r without (A) or with (B) self term")
+    k: Positive | None = Field(1000.0, description="cost/benefit factor (null: no gate)")
+    k_schedule: Literal["constant", "decrement", "halving"] = Field("decrement", description="how k changes")
+    integer: Flag = Field(False, description="integer loads")
+    shaker: Flag = Field(False, description="random unit moves against stalls (needs integer)")
+    kappa: Positive = Field(DEFAULT_KAPPA, description="shaker probability e^{−κU} (κ = −ln(p)/τ)")
+    detection: Flag = Field(True, description="spanning-tree convergence detection")
+    tolerance: Annotated[Number, Field(ge=0, lt=1)] = Field(1e-3, description="relative residual to stop at")
+    max_iterations: Annotated[Integer, Field(ge=0)] = Field(1000, description="iteration limit")
+    seed: Annotated[Integer, Field(ge=0)] = Field(0, description="shaker's random stream")
+    unit_bytes: NonNegative = Field(64.0, description="bytes one load unit costs to move")
+    unit_time: Positive = Field(1e-6, description="seconds one load unit costs to compute")
+
+    @model_validator(mode="after")
+    def _together(self):
+        if self.shaker and not self.integer:
+            raise ValueError("the shaker needs integer loads (integer: true)")
+        if self.k is not None and self.k_schedule == "halving" and not self.detection:
+            raise ValueError("k_schedule 'halving' needs detection (the iteration time travels on its tree)")
+        return self
+
+
+_NAMES = tuple(FOSParams.model_fields)
+_DEFAULTS = {name: f.default for name, f in FOSParams.model_fields.items()}
 
 
 def _check_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
@@ -292,7 +319,7 @@ def fos(model: Model, *, links=None, root: int = 0, build_tree: bool = True, com
     counters.time = float(np.max(state.times))
     factor = None
     if compute_factor:
-        from hermes.balance.diffusion import convergence_factor
+        from hermes.balance.spectral import convergence_factor
 
         factor = convergence_factor(relative_speed_matrix(model, o["variant"]).T, model.capacities)
     return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.stop == state.iteration,

@@ -1,25 +1,92 @@
-"""How closely a selection realised a flow, and a serial replay of the realisation on a whole mesh.
+"""Realising a balancing flow: which cells move where, in what order, and how closely the moves match the flow.
+
+:func:`realise_flow` turns a flow on the subdomain graph into cell moves (collective): the flow's
+orientation is acyclic (thesis Th. 21), so ranks act level by level in topological order
+(:func:`hermes.balance.flow.topological_order`) — a rank sends only once everything it must receive has
+arrived, and may pass on cells it has just received. Each sending rank chooses its cells with a
+selection strategy of :mod:`hermes.balance.selection` (the gain function of thesis §10.1 by default) and
+:func:`hermes.data.migrate.migrate` moves them.
 
 :func:`realisation_report` compares a flow with the transfer a selection actually made (and its edge
-cut); :func:`simulate_realisation` replays :func:`hermes.data.migrate.realise_flow` serially on a whole
-mesh, so the strategies of :mod:`hermes.balance.selection` can be compared without MPI. Both are
-re-exported by :mod:`hermes.balance.selection`.
+cut); :func:`simulate_realisation` replays :func:`realise_flow` serially on a whole mesh, so the
+strategies can be compared without MPI.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.data.distributed import LocalDomain
+from hermes.balance.flow import topological_order
+from hermes.balance.model import Model
+from hermes.balance.selection import Selection, get_selection, select_gain
+from hermes.comm import allreduce
+from hermes.data.distributed import LocalDomain, refresh_owners
+from hermes.data.migrate import MigrationStats, migrate
 from hermes.errors import GraphError
+from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
-if TYPE_CHECKING:  # pragma: no cover
-    from hermes.balance.selection import Selection
+__all__ = ["realise_flow", "realisation_report", "simulate_realisation"]
 
-__all__ = ["realisation_report", "simulate_realisation"]
+
+def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray[np.float64],
+                 cost: NDArray[np.float64], clock=None, *, levels: list[NDArray[np.int64]], select=None) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
+    """Move cells so that the load crossing each subdomain edge approximates ``flow`` (collective).
+
+    Parameters
+    ----------
+    edges, flow : the global flow on the subdomain graph (same on every rank); ``flow[k] > 0``
+        moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
+    cost : (p, p) array
+        The link cost matrix w̃ of the gain function (thesis §10.1), 0 off the subdomain graph.
+    levels : topological levels of the flow DAG (from :func:`hermes.balance.flow.topological_order`).
+    select : the selection strategy (default: :func:`hermes.balance.selection.select_gain`).
+
+    Returns
+    -------
+    (domain, stats, realised) where ``realised[k]`` is the weight actually moved along edge k.
+    """
+    select = select or select_gain
+    rank = comm.Get_rank()
+    stats = MigrationStats()
+    realised = np.zeros(len(edges))
+    for level in levels:
+        if not comm.allreduce(int(rank in set(level.tolist()) and _has_out(rank, edges, flow))):
+            continue
+        dest = np.full(dom.n, rank, dtype=np.int64)
+        if rank in set(level.tolist()):
+            out = _outflow(rank, edges, flow)
+            if out:
+                dest = select(dom, out, cost)
+        moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank}
+        dom, st = migrate(comm, dom, dest, clock, refresh=False)
+        stats.add(st)
+        for k, (i, j) in enumerate(edges):
+            if i == rank and j in moved_to:
+                realised[k] += moved_to[j]
+            elif j == rank and i in moved_to:
+                realised[k] -= moved_to[i]
+    dom = refresh_owners(comm, dom)
+    allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
+    # every rank knows its own part of `realised`; combine (each edge has exactly one sender)
+    realised = comm.allreduce(realised)
+    return dom, stats, realised
+
+
+def _has_out(rank: int, edges, flow) -> bool:
+    return bool(np.any((edges[:, 0] == rank) & (flow > 0)) or np.any((edges[:, 1] == rank) & (flow < 0)))
+
+
+def _outflow(rank: int, edges, flow) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for (i, j), f in zip(edges.tolist(), flow.tolist()):
+        if i == rank and f > 0:
+            out[j] = f
+        elif j == rank and f < 0:
+            out[i] = -f
+    return out
 
 
 def realisation_report(xadj, adjncy, owner_before, owner_after, weights, edges, flow, *,
@@ -34,7 +101,7 @@ def realisation_report(xadj, adjncy, owner_before, owner_after, weights, edges, 
     edges : (q, 2) int array, flow : (q,) float array
         The computed flow: ``flow[k] > 0`` moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
     realised : (q,) array, optional
-        The weight moved along each edge hop by hop, as :func:`~hermes.data.migrate.realise_flow`
+        The weight moved along each edge hop by hop, as :func:`realise_flow`
         and :func:`simulate_realisation` count it. Default: the net transfer below.
     capacities : (p,) array, optional
         For the imbalances (default: equal).
@@ -57,8 +124,6 @@ def realisation_report(xadj, adjncy, owner_before, owner_after, weights, edges, 
     GraphError
         On arrays of inconsistent lengths or ranks out of range.
     """
-    from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
-
     xadj, adjncy = np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64)
     before, after = np.asarray(owner_before, dtype=np.int64), np.asarray(owner_after, dtype=np.int64)
     w = np.asarray(weights, dtype=np.float64)
@@ -108,9 +173,9 @@ def _local_view(xadj, adjncy, coords, weights, owner, rank: int) -> LocalDomain:
                        adjncy=adjncy[ent], nbr_owner=owner[adjncy[ent]])
 
 
-def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, select: "Selection | str" = "gain",
+def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, select: Selection | str = "gain",
                          cost: NDArray[np.float64] | None = None) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Serial replay of :func:`hermes.data.migrate.realise_flow` on a whole mesh.
+    """Serial replay of :func:`realise_flow` on a whole mesh.
 
     Ranks act level by level in the topological order of the flow
     (:func:`hermes.balance.flow.topological_order`); at each level every rank with an outflow runs
@@ -130,11 +195,6 @@ def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, sele
     (owner, realised) : the owner of every cell afterwards, and the weight moved along each edge
     (counted hop by hop, positive from ``edges[k, 0]`` to ``edges[k, 1]``).
     """
-    from hermes.balance.flow import topological_order
-    from hermes.balance.model import Model
-
-    from hermes.balance.selection import get_selection
-
     select = get_selection(select) if isinstance(select, str) else select
     xadj, adjncy = np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64)
     coords, weights = np.asarray(coords, dtype=np.float64), np.asarray(weights, dtype=np.float64)

@@ -1,257 +1,194 @@
-"""The balancer interface and the registry of balancers by name.
+"""The registry of balancers by name, and how a user's own balancer plugs in.
 
-A balancer is called collectively on every rank with a :class:`BalanceContext` and returns a
-:class:`Decision`: either a *flow* on the subdomain graph (diffusion-type and potential methods; the
-data layer then selects cells with the gain function and migrates in topological order) or new
-*destinations* for the rank's cells (scratch-remap repartitioning). Adding a balancer means writing
-one function and one registry entry with its parameters and defaults.
+:data:`BALANCERS` is a plain mapping filled eagerly: every family module of :mod:`hermes.balance`
+registers its balancers when it is imported (``@register(...)`` or :meth:`Registry.add`), and
+``hermes.balance`` imports every family. Nothing here imports a family, so there is no cycle.
+
+A balancer defined outside hermes is found
+
+- by **import path**: ``balancer.algorithm: mypkg.mymodule:MyBalancer`` in a scenario (or
+  ``--set balancer.algorithm=...``), resolved by :func:`get_balancer`;
+- by **entry point**: a package declares ``[project.entry-points."hermes.balancers"] mydiff =
+  "mypkg.mymodule:MyBalancer"``; :func:`get_balancer` looks entry points up when a name is not built in,
+  and :func:`all_balancers` lists them beside the built-ins.
+
+The object behind the path or entry point is a :class:`~hermes.balance.interface.BalancerInfo`, a class
+with a ``run(self, ctx)`` method (instantiated without arguments; its ``Params`` attribute, if any, is the
+parameter model and its docstring's first line the description; an optional ``serial(self, model, *,
+links=None, **params)`` is its serial reference) or a plain function ``run(ctx) -> Decision`` without
+parameters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import importlib
+import inspect
+import logging
+from dataclasses import replace
+from collections.abc import Callable, Iterator, MutableMapping
+from importlib.metadata import entry_points
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
-from hermes.balance.model import Model
-from hermes.comm import Counters, NeighbourComm
+from hermes.balance.interface import BalanceContext, BalancerInfo, Decision, NoParams, Params
 from hermes.errors import BalancerError
 
-__all__ = ["BalanceContext", "Decision", "BalancerInfo", "BALANCERS", "get_balancer", "check_params",
-           "flow_from_local"]
+__all__ = ["Registry", "BALANCERS", "register", "get_balancer", "check_params", "all_balancers", "from_object",
+           "ENTRY_POINT_GROUP"]
+
+log = logging.getLogger(__name__)
+
+#: the entry-point group a package uses to offer balancers to hermes
+ENTRY_POINT_GROUP = "hermes.balancers"
 
 
-@dataclass
-class BalanceContext:
-    """What a balancer may use on this rank.
+class Registry(MutableMapping[str, BalancerInfo]):
+    """Balancers by name. :meth:`add` registers a new name (a name taken twice is a programming error);
+    ``BALANCERS[name] = info`` registers or replaces one entry, ``del BALANCERS[name]`` removes it."""
 
-    ``model`` is the global H = (G, l, c, w) (small: one entry per processor, gathered once per phase);
-    ``nb`` exchanges with the subdomain-graph neighbours ``nb.neighbours`` whose edge weights are
-    ``weights``; ``dom`` is the rank's cells (for repartitioning methods).
-    """
+    def __init__(self) -> None:
+        self._entries: dict[str, BalancerInfo] = {}
 
-    comm: Any
-    clock: Any
-    nb: NeighbourComm
-    model: Model
-    load: float
-    capacity: float
-    weights: NDArray[np.float64]
-    dom: Any
-    params: dict[str, Any]
-    seed: int = 0
-    #: the monitor's measured latency (s) and bandwidth (bytes/s) of the link to each neighbour
-    latency: NDArray[np.float64] | None = None
-    bandwidth: NDArray[np.float64] | None = None
-    #: per-rank state that persists from phase to phase for the whole run (e.g. AdA's operator Θ);
-    #: a balancer keeps what it needs under its own name
-    state: dict[str, Any] = field(default_factory=dict)
+    def add(self, info: BalancerInfo) -> BalancerInfo:
+        """Register ``info`` under ``info.name``.
 
+        Raises
+        ------
+        ValueError
+            If the name is taken (a programming error, not a user's).
+        """
+        if info.name in self._entries:
+            raise ValueError(f"balancer {info.name!r} registered twice")
+        self._entries[info.name] = info
+        return info
 
-@dataclass
-class Decision:
-    """A balancer's answer: a global ``flow`` on ``model.edges``, or local cell destinations ``dest``."""
+    def __setitem__(self, name: str, info: BalancerInfo) -> None:
+        if not isinstance(info, BalancerInfo):
+            raise TypeError(f"a registry entry is a BalancerInfo, got {type(info).__name__}")
+        self._entries[name] = info if info.name == name else replace(info, name=name)
 
-    flow: NDArray[np.float64] | None = None
-    dest: NDArray[np.int64] | None = None
-    iterations: int = 0
-    converged: bool = True
-    counters: Counters = field(default_factory=Counters)
-    info: dict[str, Any] = field(default_factory=dict)
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
 
+    def __getitem__(self, name: str) -> BalancerInfo:
+        return self._entries[name]
 
-@dataclass(frozen=True)
-class BalancerInfo:
-    """A registry entry.
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
 
-    ``run(ctx) -> Decision`` is the distributed form, called collectively inside ``hermes run``;
-    ``serial(model, **params) -> FlowResult`` is the serial reference on the whole processor graph
-    (the oracle of the tests and the engine of the offline lab ``hermes flow``), None for methods
-    that do not compute a flow (``metis``). ``defaults`` lists every accepted parameter.
-    """
-
-    name: str
-    run: Callable[[BalanceContext], Decision]
-    defaults: dict[str, Any]
-    doc: str
-    serial: Callable[..., Any] | None = None
-    #: optional extra validation of the merged parameters; raises BalancerError with one line
-    check: Callable[[dict[str, Any]], None] | None = None
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
-def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: NDArray[np.float64]) -> NDArray:
-    """Assemble the global flow on ``model.edges`` from every rank's per-neighbour flows (collective).
-
-    The flow of edge (i, j), i < j, is taken from rank i (positive: i sends to j).
-    """
-    me = comm.Get_rank()
-    mine = {(me, int(j)): float(f) for j, f in zip(neighbours, flows) if me < j}
-    allf: dict[tuple[int, int], float] = {}
-    for d in comm.allgather(mine):
-        allf.update(d)
-    return np.array([allf.get((int(i), int(j)), 0.0) for i, j in model.edges], dtype=np.float64)
+#: the built-in balancers (filled by the family modules as :mod:`hermes.balance` imports them)
+BALANCERS = Registry()
 
 
-def flow_balancer(distributed: Callable[..., Any], **fixed: Any) -> Callable[[BalanceContext], Decision]:
-    """Adapt ``distributed(nb, load, capacity, weights, **params) -> LocalFlowResult`` to a balancer.
+def register(name: str, *, params: type[Params] = NoParams, doc: str = "",
+             serial: Callable[..., Any] | None = None) -> Callable[[Callable[[BalanceContext], Decision]], Any]:
+    """Decorator: register ``run`` as the balancer ``name`` in :data:`BALANCERS` (returns ``run`` unchanged)."""
 
-    ``fixed`` are extra keyword arguments computed from the context (callables ``ctx -> value``),
-    e.g. ``eps=lambda ctx: epsilon0(ctx.model)`` for quantities the thesis assumes known globally.
-    """
+    def deco(run: Callable[[BalanceContext], Decision]):
+        BALANCERS.add(BalancerInfo(name, run, params, doc, serial))
+        return run
 
-    def run(ctx: BalanceContext) -> Decision:
-        extra = {k: (v(ctx) if callable(v) else v) for k, v in fixed.items()}
-        res = distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, **ctx.params, **extra)
-        flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
-        return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters,
-                        info={k: v for k, v in extra.items() if isinstance(v, (int, float, str))})
-
-    return run
+    return deco
 
 
-def _run_none(ctx: BalanceContext) -> Decision:
-    return Decision(flow=np.zeros(ctx.model.q), iterations=0, info={"skipped": True})
+def from_object(name: str, obj: Any) -> BalancerInfo:
+    """A :class:`BalancerInfo` from what an import path or entry point names (module docstring)."""
+    if isinstance(obj, BalancerInfo):
+        return obj
+    if inspect.isclass(obj):
+        try:
+            inst = obj()
+        except Exception as err:  # a user's class: say what went wrong in one line
+            raise BalancerError(f"balancer {name!r}: cannot instantiate {obj.__name__} ({err})") from None
+        run = getattr(inst, "run", None)
+        if not callable(run):
+            raise BalancerError(f"balancer {name!r}: {obj.__name__} has no run(ctx) method")
+        params = getattr(obj, "Params", NoParams)
+        if not (inspect.isclass(params) and issubclass(params, Params)):
+            raise BalancerError(f"balancer {name!r}: {obj.__name__}.Params must derive from hermes.balance.Params")
+        doc = (inspect.getdoc(obj) or "").strip().splitlines()[:1]
+        serial = getattr(inst, "serial", None)
+        return BalancerInfo(name, run, params, doc[0] if doc else "", serial if callable(serial) else None)
+    if callable(obj):
+        doc = (inspect.getdoc(obj) or "").strip().splitlines()[:1]
+        return BalancerInfo(name, obj, NoParams, doc[0] if doc else "")
+    raise BalancerError(f"balancer {name!r}: {type(obj).__name__} is neither a balancer class nor a function")
 
 
-def _run_metis(ctx: BalanceContext) -> Decision:
-    from hermes.balance.scratch import metis_scratch_remap
-
-    return metis_scratch_remap(ctx)
-
-
-def _core() -> dict[str, BalancerInfo]:
-    from hermes.balance.diffusion import epsilon0, gda, gda_distributed
-    from hermes.balance.potential import pcg, pcg_distributed
-
-    def pcg_serial(model, *, tolerance=1e-8, max_iterations=None, links=None):
-        return pcg(model, tol=tolerance, max_iter=max_iterations, links=links)
-
-    def pcg_dist(nb, load, capacity, weights, *, tolerance, max_iterations, p):
-        return pcg_distributed(nb, load, capacity, weights, tol=tolerance, max_iter=max_iterations or 10 * p)
-
-    def gda_entry(name, eps_kind, doc):
-        def serial(model, *, tolerance=1e-3, max_iterations=100_000, check_every=1, lazy=False, links=None):
-            eps = epsilon0(model) if eps_kind == "eps0" else 1.0
-            return gda(model, eps, lazy=lazy, tol=tolerance, max_iter=max_iterations, check_every=check_every,
-                       links=links)
-
-        def dist(nb, load, capacity, weights, *, tolerance, max_iterations, check_every, lazy, eps):
-            return gda_distributed(nb, load, capacity, weights, eps, lazy=lazy, tol=tolerance, max_iter=max_iterations,
-                                   check_every=check_every)
-
-        def check(params):
-            if not isinstance(params["lazy"], bool):
-                raise BalancerError(f"balancer.lazy: must be true or false, got {params['lazy']!r}")
-
-        eps = (lambda ctx: epsilon0(ctx.model)) if eps_kind == "eps0" else 1.0
-        return BalancerInfo(name, flow_balancer(dist, eps=eps),
-                            {"tolerance": 1e-3, "max_iterations": 100_000, "check_every": 1, "lazy": False}, doc,
-                            serial, check)
-
-    return {
-        "none": BalancerInfo("none", _run_none, {}, "no dynamic load balancing"),
-        "pcg": BalancerInfo("pcg", flow_balancer(pcg_dist, p=lambda ctx: ctx.model.p),
-                            {"tolerance": 1e-8, "max_iterations": None},
-                            "method of potentials by conjugate gradients (thesis Alg. 8)", pcg_serial),
-        "gda0": gda_entry("gda0", "eps0", "generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)"),
-        "gda1": gda_entry("gda1", "one", "generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)"),
-        "metis": BalancerInfo("metis", _run_metis, {"targets": "fair", "ufactor": 30},
-                              "METIS from scratch, remapped to keep cells home (targets fair | equal)"),
-    }
+def _import_path(path: str) -> BalancerInfo:
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise BalancerError(f"balancer {path!r}: an import path looks like 'package.module:Name'")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as err:
+        raise BalancerError(f"balancer {path!r}: cannot import {module} ({err})") from None
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise BalancerError(f"balancer {path!r}: {module} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return from_object(path, obj)
 
 
-#: modules that contribute a ``REGISTRY: dict[str, BalancerInfo]`` of their own balancers
-FAMILY_MODULES: tuple[str, ...] = (
-    "hermes.balance.diffusion_family",  # gda2..gda6, lazy variants, SOS, implicit schemes
-    "hermes.balance.polynomial",        # LPS / LPA, MPA
-    "hermes.balance.incremental",       # AdA
-    "hermes.balance.practical",         # Jeannot–Vernier practical FOS
-    "hermes.balance.gossip",            # Grapevine
-    "hermes.balance.scotch",            # Scotch adaptive repartitioning
-    "hermes.balance.hybrid",            # auto: MPA / LPA / PCG chosen from the topology
-)
+def _plugins() -> dict[str, Any]:
+    """The entry points of the group :data:`ENTRY_POINT_GROUP` by name (not loaded)."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def _build() -> dict[str, BalancerInfo]:
-    import importlib
-
-    out = _core()
-    for mod in FAMILY_MODULES:
-        reg = getattr(importlib.import_module(mod), "REGISTRY")
-        dup = set(reg) & set(out)
-        if dup:
-            raise RuntimeError(f"balancer names registered twice: {sorted(dup)}")
-        out.update(reg)
-    return out
-
-
-class _Registry(dict):
-    """``BALANCERS``: built on first use so that importing hermes stays cheap and cycle-free."""
-
-    def _fill(self) -> None:
-        if not super().__len__():
-            super().update(_build())
-
-    def __getitem__(self, k):
-        self._fill()
-        return super().__getitem__(k)
-
-    def __contains__(self, k):
-        self._fill()
-        return super().__contains__(k)
-
-    def __iter__(self):
-        self._fill()
-        return super().__iter__()
-
-    def __len__(self):
-        self._fill()
-        return super().__len__()
-
-    def items(self):
-        self._fill()
-        return super().items()
-
-    def keys(self):
-        self._fill()
-        return super().keys()
-
-    def values(self):
-        self._fill()
-        return super().values()
-
-
-BALANCERS: dict[str, BalancerInfo] = _Registry()
+def _load_plugin(name: str, ep) -> BalancerInfo:
+    try:
+        obj = ep.load()
+    except Exception as err:  # a broken plugin must not take hermes down with a traceback
+        raise BalancerError(f"balancer {name!r}: its entry point {ep.value} fails to load ({err})") from None
+    return from_object(name, obj)
 
 
 def get_balancer(name: str) -> BalancerInfo:
-    try:
+    """The balancer called ``name``: built in, an entry point, or an import path ``package.module:Name``.
+
+    Raises
+    ------
+    BalancerError
+        If there is no such balancer (the message lists the valid names) or the plug-in is broken.
+    """
+    if not isinstance(name, str):
+        raise BalancerError(f"balancer name must be a string, got {name!r}")
+    if name in BALANCERS:
         return BALANCERS[name]
-    except KeyError:
-        raise BalancerError(f"unknown balancer {name!r}; valid: {', '.join(sorted(BALANCERS))}") from None
+    if ":" in name:
+        return _import_path(name)
+    plugins = _plugins()
+    if name in plugins:
+        return _load_plugin(name, plugins[name])
+    valid = sorted({*BALANCERS, *plugins})
+    raise BalancerError(f"unknown balancer {name!r}; valid: {', '.join(valid)} (or an import path "
+                        f"'package.module:Name')")
 
 
-def check_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``params`` over the balancer's defaults; reject unknown or bad values (one line)."""
-    info = get_balancer(name)
-    unknown = sorted(set(params) - set(info.defaults))
-    if unknown:
-        valid = ", ".join(sorted(info.defaults)) or "none"
-        raise BalancerError(f"balancer.{unknown[0]}: unknown parameter for '{name}' (valid: {valid})")
-    out = {**info.defaults, **params}
-    if "tolerance" in out and not (isinstance(out["tolerance"], (int, float)) and 0 < out["tolerance"] < 1):
-        raise BalancerError(f"balancer.tolerance: must be a number in (0, 1), got {out['tolerance']!r}")
-    for key in ("max_iterations", "check_every"):
-        v = out.get(key)
-        if key in out and v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-            raise BalancerError(f"balancer.{key}: must be a positive integer, got {v!r}")
-    if "targets" in out and out["targets"] not in ("fair", "equal"):
-        raise BalancerError(f"balancer.targets: must be 'fair' or 'equal', got {out['targets']!r}")
-    if "ufactor" in out and not (isinstance(out["ufactor"], int) and 1 <= out["ufactor"] <= 1000):
-        raise BalancerError(f"balancer.ufactor: must be an integer in 1..1000, got {out['ufactor']!r}")
-    if info.check is not None:
-        info.check(out)
+def all_balancers() -> dict[str, BalancerInfo]:
+    """The built-ins and every installed plug-in by name (a broken plug-in is skipped with a warning)."""
+    out = dict(BALANCERS)
+    for name, ep in sorted(_plugins().items()):
+        if name in out:
+            log.warning("plug-in balancer %r ignored: a built-in has that name", name)
+            continue
+        try:
+            out[name] = _load_plugin(name, ep)
+        except BalancerError as err:
+            log.warning("%s", err)
     return out
+
+
+def check_params(name: str, params: dict[str, Any] | None = None, *, prefix: str = "balancer.") -> dict[str, Any]:
+    """Validate ``params`` for the balancer ``name``; the merged parameters (defaults filled in).
+
+    Raises
+    ------
+    BalancerError
+        Unknown balancer, unknown parameter or a bad value (one line naming the key).
+    """
+    return get_balancer(name).check(params, prefix=prefix)

@@ -37,17 +37,19 @@ import contextlib
 import io
 import math
 from ctypes import POINTER, byref, c_double
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from pydantic import BeforeValidator, Field, model_validator
 
-from hermes.balance.registry import BalanceContext, BalancerInfo, Decision
-from hermes.balance.scratch import gather_graph, scatter_destinations
+from hermes.balance.interface import BalanceContext, Decision, Integer, Params
+from hermes.balance.registry import register
+from hermes.balance.scratch import Targets, gather_graph, scatter_destinations
 from hermes.data.partition import metis_vertex_weights
 from hermes.errors import BalancerError, GraphError
 
-__all__ = ["REQUIREMENT", "scotch_library", "scotch_remap", "scotch_repartition", "REGISTRY"]
+__all__ = ["REQUIREMENT", "scotch_library", "scotch_remap", "scotch_repartition", "ScotchParams"]
 
 #: the requirement line of the binding (pyproject.toml); 7.0.6 and later need Python ≥ 3.12
 REQUIREMENT = "pyscotch==7.0.5"
@@ -86,12 +88,13 @@ def scotch_library():
 
 
 def _check_migration_cost(value) -> float:
+    """``value`` as Scotch's ``emraval``; ValueError (a one-line reason) if Scotch cannot take it."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise BalancerError(f"balancer.migration_cost: must be a number, got {value!r}")
+        raise ValueError(f"must be a number, got {value!r}")
     v = float(value)
     if not math.isfinite(v) or v < 0 or v > MAX_MIGRATION_COST or 0 < v < 0.01:
-        raise BalancerError(f"balancer.migration_cost: must be 0 or a number in [0.01, {MAX_MIGRATION_COST:g}] "
-                            f"(Scotch keeps hundredths), got {value!r}")
+        raise ValueError(f"must be 0 or a number in [0.01, {MAX_MIGRATION_COST:g}] (Scotch keeps hundredths), "
+                         f"got {value!r}")
     return v
 
 
@@ -174,7 +177,10 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
             tw = None
         else:
             shrink = float(nparts * t.min() / t.sum())  # smallest target / average target
-    emrat = _check_migration_cost(migration_cost)
+    try:
+        emrat = _check_migration_cost(migration_cost)
+    except ValueError as err:
+        raise BalancerError(f"migration_cost: {err}") from None
     if isinstance(imbalance, bool) or not (isinstance(imbalance, (int, float)) and 0 < imbalance < 1):
         raise BalancerError(f"Scotch imbalance must be in (0, 1), got {imbalance!r}")
     balrat = float(imbalance) * shrink
@@ -236,6 +242,24 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
 
 
 # -- the balancer (collective) ---------------------------------------------------------------------
+class ScotchParams(Params):
+    """Parameters of ``scotch``."""
+
+    targets: Targets = Field("fair", description="part sizes: the measured capacities (fair) or equal")
+    migration_cost: Annotated[float, BeforeValidator(_check_migration_cost)] = Field(
+        1.0, description="Scotch's emraval: the cost of moving a cell against an edge cut (0 or 0.01 … 1e6)")
+    ufactor: Annotated[Integer, Field(ge=1, le=1000)] = Field(30, description="allowed imbalance (1/1000)")
+
+    @model_validator(mode="after")
+    def _binding(self):
+        scotch_library()  # the binding must import on every rank before any collective (BalancerError)
+        return self
+
+
+# -- the balancer (collective) ---------------------------------------------------------------------
+@register("scotch", params=ScotchParams,
+          doc="Scotch adaptive repartitioning (SCOTCH_graphRemap from the current distribution; targets fair | "
+              "equal, migration_cost = Scotch's emraval)")
 def scotch_repartition(ctx: BalanceContext) -> Decision:
     """Remap the distributed graph with Scotch on rank 0 (collective): the ``scotch`` balancer.
 
@@ -273,17 +297,3 @@ def scotch_repartition(ctx: BalanceContext) -> Decision:
     dest = scatter_destinations(ctx, dest_parts, counters, nbytes)
     return Decision(dest=dest, iterations=1, counters=counters,
                     info={"targets": ctx.params["targets"], "migration_cost": ctx.params["migration_cost"]})
-
-
-def _check(params: dict[str, Any]) -> None:
-    """Registry check: a valid ``migration_cost``, and the binding importable (on every rank, before any collective)."""
-    _check_migration_cost(params["migration_cost"])
-    scotch_library()
-
-
-REGISTRY: dict[str, BalancerInfo] = {
-    "scotch": BalancerInfo(
-        "scotch", scotch_repartition, {"targets": "fair", "migration_cost": 1.0, "ufactor": 30},
-        "Scotch adaptive repartitioning (SCOTCH_graphRemap from the current distribution; targets fair | equal, "
-        "migration_cost = Scotch's emraval)", None, _check),
-}

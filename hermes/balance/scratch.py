@@ -10,15 +10,19 @@ costs; it is charged to the balancing time under the virtual clock.
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
-from hermes.balance.registry import BalanceContext, Decision
+from hermes.balance.interface import BalanceContext, Decision, Integer, Params
+from hermes.balance.registry import register
 from hermes.comm import Counters, allreduce
 from hermes.data.partition import metis_partition, remap
 from hermes.errors import BalancerError, HermesError
 
-__all__ = ["metis_scratch_remap", "gather_graph", "scatter_destinations"]
+__all__ = ["metis_scratch_remap", "gather_graph", "scatter_destinations", "Targets", "MetisParams"]
 
 
 def gather_graph(ctx: BalanceContext, counters: Counters):
@@ -72,6 +76,25 @@ def scatter_destinations(ctx: BalanceContext, dest_parts, counters: Counters, nb
     return np.asarray(dest, dtype=np.int64)
 
 
+#: the target fractions of a repartitioner: the capacities (fair) or 1/p each (equal, as the thesis' ParMETIS)
+Targets = Literal["fair", "equal"]
+
+
+class MetisParams(Params):
+    """Parameters of ``metis``."""
+
+    targets: Targets = Field("fair", description="part sizes: the measured capacities (fair) or equal")
+    ufactor: Annotated[Integer, Field(ge=1, le=1000)] = Field(30, description="METIS load imbalance (1/1000)")
+
+
+@register("none", doc="no dynamic load balancing")
+def no_balancing(ctx: BalanceContext) -> Decision:
+    """The null balancer: no flow."""
+    return Decision(flow=np.zeros(ctx.model.q), iterations=0, info={"skipped": True})
+
+
+@register("metis", params=MetisParams,
+          doc="METIS from scratch, remapped to keep cells home (targets fair | equal)")
 def metis_scratch_remap(ctx: BalanceContext) -> Decision:
     """Repartition with METIS on rank 0 and remap (collective)."""
     size = ctx.comm.Get_size()

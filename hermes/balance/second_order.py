@@ -35,17 +35,9 @@ from hermes.balance.diffusion import (
     sweep_states,
 )
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, validate_model
-from hermes.balance.matrices import (
-    check_eps,
-    check_matrix,
-    convergence_factor,
-    diffusion_matrix,
-    edge_connectivity,
-    local_edge_rates,
-    resolve_eps,
-    setup,
-)
+from hermes.balance.matrices import check_eps, check_matrix, diffusion_matrix, local_edge_rates, resolve_eps, setup
 from hermes.balance.model import Model
+from hermes.balance.spectral import convergence_factor, edge_connectivity
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
@@ -123,7 +115,7 @@ def _resolve_omega(model: Model, omega, eps, kind, lazy, alpha) -> float:
 
 
 def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "star", kind: int = 1,
-             lazy: bool = False, alpha: float | None = None, tol: float = 1e-3, max_iter: int = 100000,
+             lazy: bool = False, alpha: float | None = None, tolerance: float = 1e-3, max_iterations: int = 100000,
              check_every: int = 1) -> Iterator[GDAState]:
     """Run the second-order scheme serially, yielding the state after every step.
 
@@ -136,7 +128,7 @@ def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "s
         ω* (eq. 7.1.7, M¹ only), ω_opt, or an explicit value.
     kind, lazy, alpha
         The diffusion matrix, as in :func:`hermes.balance.diffusion.gda_iter`.
-    tol, max_iter, check_every
+    tolerance, max_iterations, check_every
         Stopping rule of :func:`hermes.balance.diffusion.gda_iter`.
 
     Yields
@@ -162,7 +154,7 @@ def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "s
     """
     s = setup(model, eps, kind, lazy, alpha)
     w = _resolve_omega(model, omega, s.eps, kind, lazy, s.alpha)
-    check_stopping(tol, max_iter, check_every)
+    check_stopping(tolerance, max_iterations, check_every)
     c, e = model.capacities, model.edges
     psi = np.zeros(model.q)
 
@@ -173,7 +165,7 @@ def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "s
         psi = x if n == 0 else w * x - (1.0 - w) * psi
         return psi
 
-    yield from sweep_states(model, s, step, tol=tol, max_iter=max_iter, check_every=check_every)
+    yield from sweep_states(model, s, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
 
 
 def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None, *, kind: int = 1) -> Counters:
@@ -189,13 +181,13 @@ def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None
 
 
 def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star", kind: int = 1, lazy: bool = False,
-        alpha: float | None = None, tol: float = 1e-3, max_iter: int = 100000, check_every: int = 1, links=None,
+        alpha: float | None = None, tolerance: float = 1e-3, max_iterations: int = 100000, check_every: int = 1, links=None,
         compute_factor: bool = True) -> FlowResult:
     """Second-order scheme (thesis Alg. 4, eq. 7.1.7): serial reference of :func:`sos_distributed`.
 
     Parameters
     ----------
-    model, eps, omega, kind, lazy, alpha, tol, max_iter, check_every
+    model, eps, omega, kind, lazy, alpha, tolerance, max_iterations, check_every
         See :func:`sos_iter`.
     links : hermes.clock.Links, optional
         If given, ``counters.time`` is the α-β time of the distributed form.
@@ -214,9 +206,9 @@ def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star",
     """
     s = setup(model, eps, kind, lazy, alpha)
     w = _resolve_omega(model, omega, s.eps, kind, lazy, s.alpha)
-    state = final_state(sos_iter(model, s.eps, omega=w, kind=kind, lazy=lazy, alpha=s.alpha, tol=tol,
-                                 max_iter=max_iter, check_every=check_every))
-    res = sweep_result(model, s, state, kind=kind, lazy=lazy, tol=tol, check_every=check_every, links=links,
+    state = final_state(sos_iter(model, s.eps, omega=w, kind=kind, lazy=lazy, alpha=s.alpha, tolerance=tolerance,
+                                 max_iterations=max_iterations, check_every=check_every))
+    res = sweep_result(model, s, state, kind=kind, lazy=lazy, tolerance=tolerance, check_every=check_every, links=links,
                        compute_factor=compute_factor, head={"omega": w})
     if compute_factor:
         res.extra["rate"] = _sos_rate(res.convergence_factor, w)
@@ -233,12 +225,12 @@ def _sos_rate(lam: float, w: float) -> float:
 
 def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
                     omega: float, *, kind: int = 1, lazy: bool = False, alpha: float | None = None,
-                    tol: float = 1e-3, max_iter: int = 100000, check_every: int = 1) -> LocalFlowResult:
+                    tolerance: float = 1e-3, max_iterations: int = 100000, check_every: int = 1) -> LocalFlowResult:
     """The second-order scheme on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
     ----------
-    nb, load, capacity, weights, eps, kind, lazy, alpha, tol, max_iter, check_every
+    nb, load, capacity, weights, eps, kind, lazy, alpha, tolerance, max_iterations, check_every
         As in :func:`hermes.balance.diffusion.gda_distributed`.
     omega : float in (0, 2)
         The caller computes ω* (:func:`omega_star`) or ω_opt (:func:`omega_opt`) from the global
@@ -266,7 +258,7 @@ def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         check_eps(eps)
         check_omega(omega)
         check_matrix(kind, lazy, alpha, need_alpha=True)
-        check_stopping(tol, max_iter, check_every)
+        check_stopping(tolerance, max_iterations, check_every)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
     om = float(omega)
@@ -281,4 +273,4 @@ def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         psi = x if n == 0 else om * x - (1.0 - om) * psi
         return psi
 
-    return local_sweeps(nb, load, capacity * total, step, tol=tol, max_iter=max_iter, check_every=check_every)
+    return local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)

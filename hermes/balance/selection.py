@@ -62,6 +62,7 @@ realisation are in :mod:`hermes.balance.realisation`.
 from __future__ import annotations
 
 from collections.abc import Callable
+
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
@@ -71,7 +72,7 @@ from hermes.data.distributed import LocalDomain, _ranges
 from hermes.errors import BalancerError
 
 __all__ = ["BEHIND_HEAVY_MIN", "gain", "select_gain", "layer_distance", "select_peel", "front_key", "select_wavefront",
-           "SELECTIONS", "get_selection", "realisation_report", "simulate_realisation", "Selection"]
+           "SELECTIONS", "get_selection", "Selection"]
 
 Selection = Callable[[LocalDomain, "dict[int, float]", NDArray[np.float64]], NDArray[np.int64]]
 
@@ -511,10 +512,3 @@ def get_selection(name: str) -> Selection:
         return SELECTIONS[name]
     except (KeyError, TypeError):
         raise BalancerError(f"unknown selection {name!r}; valid: {', '.join(sorted(SELECTIONS))}") from None
-
-
-# -- evaluation ---------------------------------------------------------------------------------------
-
-
-# the reports and the serial replay live in hermes.balance.realisation (re-exported here)
-from hermes.balance.realisation import realisation_report, simulate_realisation  # noqa: E402

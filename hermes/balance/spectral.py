@@ -3,8 +3,7 @@
 What needs the processor graph or the spectrum of a matrix but no edge rates: the edge connectivity
 e(G) and the ε₀ of thesis Cor. 2, the diameter of Th. 11, the step α = 2/(μ₂(𝓛) + μ_p(𝓛)) of M⁶
 (eq. 5.6.6) and the convergence factor λ_M of a generalized diffusion matrix (Th. 3). Eigenvalues are
-computed densely up to ``DENSE_LIMIT`` processors, by Lanczos above. :mod:`hermes.balance.matrices`
-(and through it :mod:`hermes.balance.diffusion`) re-exports every public name here.
+computed densely up to ``DENSE_LIMIT`` processors, by Lanczos above.
 """
 
 from __future__ import annotations

@@ -34,30 +34,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.data.generators import grid, lshape_triangles
-from hermes.data.io import write_mesh
 from hermes.data.mesh import Mesh
-from hermes.data.polygons import _csr, mesh_from_cells, mesh_from_polygons, polygon_areas, polygon_facets
+from hermes.data.polygons import (
+    _csr,
+    mesh_from_cells,
+)
 from hermes.errors import MeshError
 
-__all__ = [
-    "CFD_MESHES",
-    "SIZE_TOLERANCE",
-    "CfdMesh",
-    "get_generator",
-    "mesh_from_cells",
-    "mesh_from_polygons",
-    "polygon_areas",
-    "polygon_facets",
-    "write_mesh",
-    "naca4",
-    "grid_mesh",
-    "stufe",
-    "lshape",
-    "airfoil",
-    "three_element",
-    "cylinder",
-    "large",
-]
+__all__ = ["CFD_MESHES", "SIZE_TOLERANCE", "CfdMesh", "get_generator", "naca4", "grid_mesh", "stufe", "lshape",
+           "airfoil", "three_element", "cylinder", "large"]
 
 log = logging.getLogger(__name__)
 

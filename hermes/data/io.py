@@ -29,20 +29,19 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.data.formats import (GRAPH_SUFFIXES, _existing_file, _one_line, _planar, _validated, read_chaco,
-                                 read_matrix_market, write_chaco)
+from hermes.data.formats import (
+    GRAPH_SUFFIXES,
+    _existing_file,
+    _one_line,
+    _planar,
+    _validated,
+    read_chaco,
+    read_matrix_market,
+)
 from hermes.data.mesh import Mesh, csr_from_edges
 from hermes.errors import MeshError
 
-__all__ = [
-    "GRAPH_SUFFIXES",
-    "read_mesh",
-    "read_chaco",
-    "read_matrix_market",
-    "read_meshio",
-    "write_chaco",
-    "write_mesh",
-]
+__all__ = ["read_mesh", "read_meshio", "write_mesh"]
 
 log = logging.getLogger(__name__)
 

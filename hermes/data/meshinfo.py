@@ -19,8 +19,10 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from hermes.data.cfd_meshes import get_generator, mesh_from_polygons, polygon_areas, polygon_facets, write_mesh
+from hermes.data.cfd_meshes import get_generator
+from hermes.data.io import write_mesh
 from hermes.data.mesh import Mesh
+from hermes.data.polygons import mesh_from_polygons, polygon_areas, polygon_facets
 from hermes.errors import MeshError
 
 __all__ = ["PROBLEMS", "mesh_info", "mesh_info_file", "format_mesh_info", "generate"]
@@ -279,7 +281,8 @@ def mesh_info_file(path: str | os.PathLike, *, units: str = "cells") -> dict:
     problems are counted; any other failure raises the reader's one-line :class:`MeshError`.
     The dict gains ``path`` and ``units``.
     """
-    from hermes.data.io import GRAPH_SUFFIXES, read_mesh
+    from hermes.data.formats import GRAPH_SUFFIXES
+    from hermes.data.io import read_mesh
 
     p = Path(path)
     try:

@@ -1,12 +1,9 @@
-"""Cell migration over MPI, and the realisation of a balancing flow in topological order.
+"""Cell migration over MPI.
 
 :func:`migrate` moves every cell whose destination is another rank, with everything it carries
 (id, weight, coordinates, adjacency, neighbour owners, all fields), then refreshes the ghost owners
-through the directory. It conserves cells and weight exactly; a rank is never left empty.
-
-:func:`realise_flow` turns a flow on the subdomain graph into cell moves: the flow's orientation is
-acyclic (thesis Th. 21), so ranks act level by level in topological order — a rank sends only once
-everything it must receive has arrived, and may pass on cells it has just received.
+through the directory. It conserves cells and weight exactly; a rank is never left empty. How a
+balancing flow becomes destinations is :mod:`hermes.balance.realisation`.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from numpy.typing import NDArray
 from hermes.comm import allreduce
 from hermes.data.distributed import LocalDomain, assemble, refresh_owners
 
-__all__ = ["MigrationStats", "migrate", "realise_flow"]
+__all__ = ["MigrationStats", "migrate"]
 
 _TAG_MIGRATE = 211
 
@@ -122,63 +119,3 @@ class _null:
 
     def __exit__(self, *a):
         return False
-
-
-def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray[np.float64],
-                 cost: NDArray[np.float64], clock=None, *, levels: list[NDArray[np.int64]], select=None) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
-    """Move cells so that the load crossing each subdomain edge approximates ``flow`` (collective).
-
-    Parameters
-    ----------
-    edges, flow : the global flow on the subdomain graph (same on every rank); ``flow[k] > 0``
-        moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
-    cost : (p, p) array
-        The link cost matrix w̃ of the gain function (thesis §10.1), 0 off the subdomain graph.
-    levels : topological levels of the flow DAG (from :func:`hermes.balance.flow.topological_order`).
-    select : the selection function (default: :func:`hermes.balance.selection.select_gain`).
-
-    Returns
-    -------
-    (domain, stats, realised) where ``realised[k]`` is the weight actually moved along edge k.
-    """
-    from hermes.balance.selection import select_gain
-
-    select = select or select_gain
-    rank = comm.Get_rank()
-    stats = MigrationStats()
-    realised = np.zeros(len(edges))
-    for level in levels:
-        if not comm.allreduce(int(rank in set(level.tolist()) and _has_out(rank, edges, flow))):
-            continue
-        dest = np.full(dom.n, rank, dtype=np.int64)
-        if rank in set(level.tolist()):
-            out = _outflow(rank, edges, flow)
-            if out:
-                dest = select(dom, out, cost)
-        moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank}
-        dom, st = migrate(comm, dom, dest, clock, refresh=False)
-        stats.add(st)
-        for k, (i, j) in enumerate(edges):
-            if i == rank and j in moved_to:
-                realised[k] += moved_to[j]
-            elif j == rank and i in moved_to:
-                realised[k] -= moved_to[i]
-    dom = refresh_owners(comm, dom)
-    allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
-    # every rank knows its own part of `realised`; combine (each edge has exactly one sender)
-    realised = comm.allreduce(realised)
-    return dom, stats, realised
-
-
-def _has_out(rank: int, edges, flow) -> bool:
-    return bool(np.any((edges[:, 0] == rank) & (flow > 0)) or np.any((edges[:, 1] == rank) & (flow < 0)))
-
-
-def _outflow(rank: int, edges, flow) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for (i, j), f in zip(edges.tolist(), flow.tolist()):
-        if i == rank and f > 0:
-            out[j] = f
-        elif j == rank and f < 0:
-            out[i] = -f
-    return out

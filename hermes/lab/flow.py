@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from hermes.balance.flow import check_balancing, flow_error
-from hermes.balance.model import imbalance
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.errors import BalancerError
 from hermes.lab.specs import build_model, parse_graph
+from hermes.metrics import imbalance
 
 __all__ = ["flow_algorithms", "flow_lab", "format_flow_report"]
 

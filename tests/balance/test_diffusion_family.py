@@ -7,24 +7,19 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion import (
-    convergence_factor,
-    diffusion_bounds,
-    diffusion_flow,
-    diffusion_matrix,
-    edge_rates,
-    elsasser_alpha,
-    epsilon0,
-    gda,
-    gda_counters,
-    gdm_defects,
-)
-from hermes.balance.diffusion_family import REGISTRY
+from hermes.balance.diffusion import gda, gda_counters
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
+from hermes.balance.matrices import diffusion_bounds, diffusion_flow, diffusion_matrix, edge_rates, gdm_defects
 from hermes.balance.model import Model
+from hermes.balance.registry import BALANCERS
+from hermes.balance.spectral import convergence_factor, elsasser_alpha, epsilon0
 from hermes.clock import Links
 from hermes.errors import BalancerError
 from tests.balance.graphs import KINDS, random_model
+
+#: the balancers this family registers
+REGISTRY = {name: BALANCERS[name] for name in
+            ("gda2", "gda3", "gda4", "gda5", "gda6", "sos", "sos_opt", "implicit", "implicit_watts")}
 
 SMALL = [(k, p, s) for k in KINDS for p, s in [(5, 1), (12, 3)]]
 
@@ -105,7 +100,7 @@ def test_m6_alpha_and_spectrum(kind, p, seed):
     gamma = (mu[-1] - mu[1]) / (mu[-1] + mu[1])
     assert convergence_factor(M, m.capacities) == pytest.approx(gamma, rel=1e-10)  # ... and convergent
     nonneg = d["min_entry"] >= 0
-    res = gda(m, kind=6, tol=1e-9)
+    res = gda(m, kind=6, tolerance=1e-9)
     assert res.converged and res.extra["nonnegative"] == nonneg and res.extra["alpha"] == alpha
     assert rel(res.flow, minimal_flow(m)) < 1e-6  # u = α w ∝ w: the minimal flow of Th. 20
 
@@ -118,12 +113,12 @@ def test_m6_star_counter_example():
     M = diffusion_matrix(star, kind=6).toarray()
     assert np.allclose(M, expect, rtol=0, atol=1e-15)
     assert gdm_defects(M, star.capacities)["min_entry"] == pytest.approx(-0.2)
-    res = gda(star, kind=6, tol=1e-10)
+    res = gda(star, kind=6, tolerance=1e-10)
     assert res.converged and not res.extra["nonnegative"]
     assert res.extra["min_diagonal"] == pytest.approx(-0.2)
     assert res.convergence_factor == pytest.approx(0.6, rel=1e-12)  # (16 − 4)/(16 + 4)
     assert res.extra["bounds"]["lambda_p"] > 1  # Gershgorin gives no bound on a negative diagonal
-    lazy = gda(star, kind=6, lazy=True, tol=1e-10)  # ½(I + M⁶) is non-negative again
+    lazy = gda(star, kind=6, lazy=True, tolerance=1e-10)  # ½(I + M⁶) is non-negative again
     assert lazy.extra["nonnegative"] and lazy.convergence_factor == pytest.approx(0.8, rel=1e-12)
     info = REGISTRY["gda6"].serial(star, tolerance=1e-8)
     assert not info.extra["nonnegative"]
@@ -149,7 +144,7 @@ def test_table_5_3_ordering_on_heterogeneous_paths():
 def test_gda_converges_to_the_flow_of_its_matrix(kind, p, seed, mk):
     # Lemma 7 / Th. 14: the flow minimising Σ f² / u_k with u_k = m_ij c_j
     m = random_model(kind, p, seed)
-    res = gda(m, "eps0", kind=mk, tol=1e-10)
+    res = gda(m, "eps0", kind=mk, tolerance=1e-10)
     assert res.converged and res.extra["nonnegative"]
     ref = diffusion_flow(m, "eps0", mk)
     assert rel(res.flow, ref) < 1e-6
@@ -163,7 +158,7 @@ def test_gda_converges_to_the_flow_of_its_matrix(kind, p, seed, mk):
         assert rel(res.flow, minimal_flow(mc)) < 1e-6
     assert np.all(u > 0)
     # the lazy matrix ½(I + M): the same flow, λ = ½(1 + λ₂(M)), more iterations
-    lazy = gda(m, "eps0", kind=mk, lazy=True, tol=1e-10)
+    lazy = gda(m, "eps0", kind=mk, lazy=True, tolerance=1e-10)
     assert rel(lazy.flow, ref) < 1e-6 and lazy.iterations > res.iterations
     S = diffusion_matrix(m, "eps0", mk).toarray() * np.sqrt(m.capacities)[None, :] / np.sqrt(m.capacities)[:, None]
     lam2 = np.sort(np.linalg.eigvalsh(0.5 * (S + S.T)))[-2]
@@ -205,9 +200,9 @@ def test_m5_is_the_bad_example(topology, ratio):
     caps = rng.uniform(1, ratio, p)
     caps[0], caps[-1] = 1.0, ratio
     m = Model.create(p, edges, rng.uniform(0, 10, p), caps)
-    its = [gda(m, "eps0", kind=k, tol=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4, 5)]
+    its = [gda(m, "eps0", kind=k, tolerance=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4, 5)]
     assert its[0] == min(its) and its[4] == max(its) and its[4] > its[0]
-    one = [gda(m, 1.0, kind=k, tol=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4)]
+    one = [gda(m, 1.0, kind=k, tolerance=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4)]
     assert all(a < b for a, b in zip(its, one))
 
 
@@ -215,7 +210,7 @@ def test_m5_is_fastest_on_a_star():
     # thesis Tables 5.5/5.6, row "Star": M⁵ needs the fewest iterations (u = c_i c_j does not shrink with Δ)
     rng = np.random.default_rng(2)
     m = Model.create(16, [(0, i) for i in range(1, 16)], rng.uniform(0, 10, 16), rng.uniform(1, 5, 16))
-    its = [gda(m, "eps0", kind=k, tol=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4, 5)]
+    its = [gda(m, "eps0", kind=k, tolerance=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4, 5)]
     assert its[4] == min(its) and its[4] < its[0]
 
 
@@ -223,7 +218,7 @@ def test_counters_of_global_kinds():
     m = random_model("tree+", 10, 5)
     links = Links(latency=1e-4, bandwidth=1e8)
     for mk in (1, 2, 5, 6):
-        res = gda(m, "eps0", kind=mk, tol=1e-4, check_every=3, links=links, compute_factor=False)
+        res = gda(m, "eps0", kind=mk, tolerance=1e-4, check_every=3, links=links, compute_factor=False)
         n, g = res.iterations, 1 if mk in (2, 3, 4) else 0
         checks = 1 + -(-n // 3)
         cnt = res.counters
@@ -257,6 +252,7 @@ def test_registry_entries():
     ("sos", "omega", "fast"), ("sos_opt", "eps", -1.0), ("sos", "eps", "eps1"), ("implicit", "alpha", 0.0),
     ("implicit", "inner_tolerance", 1.0), ("implicit_watts", "alpha", float("inf")),
     ("implicit_watts", "inner_tolerance", 0), ("implicit", "sweeps", -1), ("implicit_watts", "sweeps", 2.0)])
+
 def test_registry_rejects_bad_parameters(name, key, bad):
     with pytest.raises(BalancerError, match=f"balancer.{key}"):
         params(name, **{key: bad})

@@ -7,10 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion import diffusion_flow, edge_rates, gda, gda_iter
+from hermes.balance.diffusion import gda, gda_iter
 from hermes.balance.flow import check_balancing, minimal_flow
-from hermes.balance.implicit import implicit, implicit_counters, implicit_flow, implicit_iter, implicit_rates, \
-    inner_sweeps
+from hermes.balance.implicit import (
+    implicit,
+    implicit_counters,
+    implicit_flow,
+    implicit_iter,
+    implicit_rates,
+    inner_sweeps,
+)
+from hermes.balance.matrices import diffusion_flow, edge_rates
 from hermes.balance.model import Model
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
@@ -35,7 +42,7 @@ def test_one_outer_step_solves_the_implicit_system(watts, alpha):
     m = random_model("tree+", 10, 4)
     u = implicit_rates(m, "eps0", watts=watts, alpha=alpha)
     y = np.linalg.solve(system(m, u), m.loads)  # backward Euler: (I + L D⁻¹) l¹ = l⁰
-    states = implicit_iter(m, "eps0", watts=watts, alpha=alpha, inner_tol=1e-14, tol=0.0, max_iter=1)
+    states = implicit_iter(m, "eps0", watts=watts, alpha=alpha, inner_tolerance=1e-14, tolerance=0.0, max_iterations=1)
     next(states)
     s1 = next(states)
     assert np.allclose(s1.loads, y, rtol=1e-12, atol=1e-12)
@@ -68,7 +75,7 @@ def test_rates_of_algorithms_5_and_6():
 def test_implicit_converges_to_the_gda_flow(kind, p, seed, watts, alpha, inner):
     # Th. 18: the flow of M = I − A U Aᵀ D⁻¹, whatever α and however inexact the inner solve
     m = random_model(kind, p, seed)
-    res = implicit(m, "eps0", watts=watts, alpha=alpha, inner_tol=inner, tol=1e-10)
+    res = implicit(m, "eps0", watts=watts, alpha=alpha, inner_tolerance=inner, tolerance=1e-10)
     assert res.converged and res.extra["residual"] <= 1e-10
     ref = implicit_flow(m, "eps0", watts=watts)
     if not watts:
@@ -86,7 +93,7 @@ def test_outer_rate_and_time_step():
     # eigenvalues of (I + L D⁻¹)⁻¹ are 1/(1 + μ_k) (eq. 7.2.3): a longer step α converges in fewer outer
     # steps but needs more Jacobi sweeps per step
     m = random_model("path", 16, 2)
-    small, large = implicit(m, alpha=1.0, tol=1e-6), implicit(m, alpha=20.0, tol=1e-6)
+    small, large = implicit(m, alpha=1.0, tolerance=1e-6), implicit(m, alpha=20.0, tolerance=1e-6)
     assert large.convergence_factor < small.convergence_factor < 1
     assert large.iterations < small.iterations and large.extra["sweeps"] > small.extra["sweeps"]
     D = np.diag(1 / np.sqrt(m.capacities))
@@ -94,7 +101,7 @@ def test_outer_rate_and_time_step():
     mu = np.linalg.eigvalsh(D @ Model(m.p, m.edges, m.loads, m.capacities, u).laplacian.toarray() @ D)
     assert large.convergence_factor == pytest.approx(1 / (1 + mu[1]), rel=1e-10)
     # with alpha = 1 the implicit step is never faster than the explicit GDA step (1/(1+μ) ≥ 1 − μ)
-    assert small.iterations >= gda(m, tol=1e-6, compute_factor=False).iterations
+    assert small.iterations >= gda(m, tolerance=1e-6, compute_factor=False).iterations
 
 
 def test_inner_sweeps():
@@ -108,7 +115,7 @@ def test_inner_sweeps():
     c = m.capacities
     printed = (u[0] / c[0] + u[1] / c[2]) / (1 + (u[0] + u[1]) / c[1])
     assert printed > 1
-    res = implicit(m, watts=True, alpha=10.0, inner_tol=1e-3, tol=1e-9)
+    res = implicit(m, watts=True, alpha=10.0, inner_tolerance=1e-3, tolerance=1e-9)
     beta_max = max(1 + (u[0] + u[1]) / c[1], 1 + u[0] / c[0], 1 + u[1] / c[2])
     assert res.extra["sweeps"] == inner_sweeps(beta_max, 1e-3) and res.converged
 
@@ -123,15 +130,15 @@ def test_thesis_sweep_count_can_diverge(kind, p, seed):
     beta_max = float(np.max(1 + (np.abs(a) @ u) / m.capacities))
     printed = math.ceil(math.log(0.3) / math.log(1 - 1 / beta_max))
     assert printed < inner_sweeps(beta_max, 0.3)
-    states = implicit_iter(m, alpha=8.0, sweeps=printed, tol=0.0, max_iter=200)
+    states = implicit_iter(m, alpha=8.0, sweeps=printed, tolerance=0.0, max_iterations=200)
     assert max(s.residual for s in states) > 1e3
-    res = implicit(m, alpha=8.0, inner_tol=0.3, tol=1e-9)
+    res = implicit(m, alpha=8.0, inner_tolerance=0.3, tolerance=1e-9)
     assert res.converged and rel(res.flow, diffusion_flow(m, "eps0")) < 1e-6
 
 
 def test_zero_sweeps_is_the_explicit_gda_step():
     m = random_model("tree+", 12, 2)
-    for s, g in zip(implicit_iter(m, sweeps=0, tol=1e-8), gda_iter(m, tol=1e-8), strict=True):
+    for s, g in zip(implicit_iter(m, sweeps=0, tolerance=1e-8), gda_iter(m, tolerance=1e-8), strict=True):
         assert s.iteration == g.iteration and np.array_equal(s.loads, g.loads) and np.array_equal(s.flow, g.flow)
 
 
@@ -139,7 +146,7 @@ def test_counters():
     m = random_model("tree+", 10, 5)
     links = Links(latency=1e-4, bandwidth=1e8)
     for watts, ce in ((False, 1), (True, 3)):
-        res = implicit(m, watts=watts, tol=1e-5, check_every=ce, links=links)
+        res = implicit(m, watts=watts, tolerance=1e-5, check_every=ce, links=links)
         n, s = res.iterations, res.extra["sweeps"]
         checks = 1 + -(-n // ce)
         cnt = res.counters
@@ -153,8 +160,8 @@ def test_counters():
 
 def test_errors_and_edge_cases():
     m = random_model("ring", 6, 0)
-    for kw, match in [({"alpha": 0.0}, "α"), ({"alpha": math.inf}, "α"), ({"inner_tol": 1.0}, "inner"),
-                      ({"inner_tol": 0.0}, "inner"), ({"lazy": "no"}, "lazy"), ({"check_every": 0}, "check_every"),
+    for kw, match in [({"alpha": 0.0}, "α"), ({"alpha": math.inf}, "α"), ({"inner_tolerance": 1.0}, "inner"),
+                      ({"inner_tolerance": 0.0}, "inner"), ({"lazy": "no"}, "lazy"), ({"check_every": 0}, "check_every"),
                       ({"sweeps": -1}, "sweeps"), ({"sweeps": 1.5}, "sweeps")]:
         with pytest.raises(BalancerError, match=match):
             implicit(m, **kw)
@@ -165,5 +172,5 @@ def test_errors_and_edge_cases():
     balanced = Model.create(3, [(0, 1), (1, 2)], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
     res = implicit(balanced, watts=True)
     assert res.iterations == 0 and res.converged and np.all(res.flow == 0)
-    lazy = implicit(m, lazy=True, tol=1e-9)
+    lazy = implicit(m, lazy=True, tolerance=1e-9)
     assert rel(lazy.flow, diffusion_flow(m, "eps0")) < 1e-6

@@ -27,7 +27,7 @@ CASES = [(k, p, s) for k in KINDS for p, s in [(5, 1), (12, 2), (30, 3), (64, 4)
 @pytest.mark.parametrize("kind,p,seed", CASES)
 def test_pcg_reproduces_the_minimal_flow(kind, p, seed):
     m = random_weighted_model(kind, p, seed)
-    res = pcg(m, tol=1e-12)
+    res = pcg(m, tolerance=1e-12)
     assert res.converged
     assert flow_error(m, res.flow) < 1e-8
     assert check_balancing(m, res.flow) < 1e-10
@@ -43,7 +43,7 @@ def test_pcg_reproduces_the_minimal_flow(kind, p, seed):
 def test_iterations_bounded_by_distinct_eigenvalues(kind, unit, p):
     # Golub & Van Loan; thesis §8.1: CG takes at most as many steps as L has distinct eigenvalues
     m = random_weighted_model(kind, p, p, unit_weights=unit)
-    res = pcg(m, tol=1e-10)
+    res = pcg(m, tolerance=1e-10)
     assert res.converged
     assert res.iterations <= distinct_nonzero_eigenvalues(m) + 2
     if kind == "star" and unit:  # eigenvalues 0, 1 (p−2 times), p
@@ -52,14 +52,14 @@ def test_iterations_bounded_by_distinct_eigenvalues(kind, unit, p):
 
 def test_star_with_unit_weights_takes_two_steps():
     m = Model.create(8, [(0, i) for i in range(1, 8)], np.arange(8.0), np.ones(8))
-    res = pcg(m, tol=1e-12)
+    res = pcg(m, tolerance=1e-12)
     assert res.iterations == 2
     assert flow_error(m, res.flow) < 1e-13
 
 
 def test_counters_and_generator():
     m = random_weighted_model("tree+", 14, 6)
-    res = pcg(m, tol=1e-10)
+    res = pcg(m, tolerance=1e-10)
     n, p, q = res.iterations, m.p, m.q
     cnt = res.counters
     assert cnt.iterations == n > 0
@@ -68,7 +68,7 @@ def test_counters_and_generator():
     assert cnt.messages == 2 * q * (n + 1)
     assert cnt.bytes == 32 * p + 16 * q * (n + 1) + 16 * p * n
     assert cnt.time == 0.0
-    states = list(pcg_iter(m, tol=1e-10))
+    states = list(pcg_iter(m, tolerance=1e-10))
     assert [s.iteration for s in states] == list(range(n + 1))
     assert states[-1].converged and not any(s.converged for s in states[:-1])
     assert np.array_equal(states[-1].flow, res.flow)
@@ -77,14 +77,14 @@ def test_counters_and_generator():
     a = links.latency + 8 / links.bandwidth
     ar = math.ceil(math.log2(p))
     expect = ar * (links.latency + 16 / links.bandwidth) + 2 * ar * a + n * (a + 2 * ar * a) + a
-    timed = pcg(m, tol=1e-10, links=links)
+    timed = pcg(m, tolerance=1e-10, links=links)
     assert timed.counters.time == pytest.approx(expect, rel=1e-12)
     assert pcg_counters(m, n, links).time == pytest.approx(expect, rel=1e-12)
 
 
 def test_max_iter_and_balanced_model():
     m = random_weighted_model("path", 30, 2)
-    res = pcg(m, tol=1e-14, max_iter=5)
+    res = pcg(m, tolerance=1e-14, max_iterations=5)
     assert res.iterations == 5 and not res.converged
     assert pcg(m).converged  # default max_iter = 10 p
     flat = Model.create(4, [(0, 1), (1, 2), (2, 3)], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
@@ -97,9 +97,9 @@ def test_max_iter_and_balanced_model():
 def test_errors():
     m = random_weighted_model("ring", 6, 0)
     with pytest.raises(BalancerError):
-        pcg(m, tol=-1.0)
+        pcg(m, tolerance=-1.0)
     with pytest.raises(BalancerError):
-        pcg(m, max_iter=-3)
+        pcg(m, max_iterations=-3)
     for bad, match in unusable_models():
         with pytest.raises(GraphError, match=match):
             pcg(bad)
@@ -107,6 +107,6 @@ def test_errors():
 
 def test_pcg_and_minimal_flow_agree_on_a_large_mesh():
     m = random_weighted_model("mesh", 400, 9)
-    res = pcg(m, tol=1e-12)
+    res = pcg(m, tolerance=1e-12)
     assert res.converged and flow_error(m, res.flow) < 1e-8
     assert np.linalg.norm(minimal_flow(m)) > 0

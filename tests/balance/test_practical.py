@@ -7,22 +7,19 @@ import math
 import numpy as np
 import pytest
 
+from hermes.balance.detection import bfs_tree, graph_center
 from hermes.balance.flow import alpha_beta_time, minimal_flow
-from hermes.balance.model import Model, imbalance
-from hermes.balance.practical import (
-    DEFAULT_KAPPA,
-    REGISTRY,
-    _benefit,
-    bfs_tree,
-    fos,
-    fos_iter,
-    graph_center,
-    program_time,
-    relative_speed_matrix,
-)
+from hermes.balance.model import Model
+from hermes.balance.practical_serial import DEFAULT_KAPPA, _benefit, fos, fos_iter, program_time, relative_speed_matrix
+from hermes.balance.registry import BALANCERS
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
+from hermes.metrics import imbalance
 from tests.balance.graphs import KINDS, random_model, unusable_models
+
+#: the balancers this family registers
+REGISTRY = {name: BALANCERS[name] for name in
+            ("fos",)}
 
 SMALL = [(k, p, s) for k in KINDS for p, s in [(6, 1), (12, 2)]]
 LAN = Links(latency=1.5e-4, bandwidth=100e6 / 8)  # 001 §4.2.1: 100 Mb/s, 0.15 ms
@@ -307,6 +304,7 @@ def test_registry_entry():
     assert set(info.defaults) == {"variant", "k", "k_schedule", "integer", "shaker", "kappa", "detection",
                                   "tolerance", "max_iterations", "seed", "unit_bytes", "unit_time"}
     info.check(dict(info.defaults))
+
     assert math.exp(-DEFAULT_KAPPA * 2) == pytest.approx(0.5)  # κ = −ln(0.5)/2: 50 % at U = 2
     with pytest.raises(BalancerError, match="balancer.variant"):
         info.check({**info.defaults, "variant": "Z"})

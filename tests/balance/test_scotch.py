@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import hermes.balance.scotch as scotch
-from hermes.balance.model import imbalance
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.balance.scotch import scotch_remap
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition, remap
 from hermes.errors import BalancerError, GraphError
+from hermes.metrics import imbalance
 
 P = 8
 

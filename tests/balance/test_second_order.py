@@ -7,17 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion import (
-    convergence_factor,
-    diffusion_flow,
-    diffusion_matrix,
-    edge_connectivity,
-    epsilon0,
-    gda,
-    gda_iter,
-)
+from hermes.balance.diffusion import gda, gda_iter
+from hermes.balance.matrices import diffusion_flow, diffusion_matrix
 from hermes.balance.model import Model
-from hermes.balance.second_order import omega_opt, omega_star, sos, sos_counters, sos_iter
+from hermes.balance.second_order import (
+    omega_opt,
+    omega_star,
+    sos,
+    sos_counters,
+    sos_iter,
+)
+from hermes.balance.spectral import convergence_factor, edge_connectivity, epsilon0
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, disconnected_model, random_model
@@ -40,7 +40,7 @@ def test_sos_is_the_second_order_recursion(mk, lazy, omega):
     # l¹ = M l⁰, lᵏ = ω M lᵏ⁻¹ + (1 − ω) lᵏ⁻² (thesis §7.1.2), with the flow consistent with the loads
     m = random_model("tree+", 10, 4)
     M = diffusion_matrix(m, "eps0", mk, lazy=lazy)
-    states = list(sos_iter(m, "eps0", omega=omega, kind=mk, lazy=lazy, tol=0.0, max_iter=6))
+    states = list(sos_iter(m, "eps0", omega=omega, kind=mk, lazy=lazy, tolerance=0.0, max_iterations=6))
     w = {"star": omega_star(m, lazy=lazy), "opt": omega_opt(m, "eps0", mk)}.get(omega, omega)
     prev, cur = m.loads, M @ m.loads
     assert np.allclose(states[1].loads, cur, rtol=1e-13, atol=1e-13)
@@ -53,7 +53,7 @@ def test_sos_is_the_second_order_recursion(mk, lazy, omega):
 
 def test_omega_one_is_gda_bit_for_bit():
     m = random_model("mesh", 12, 2)
-    for s, g in zip(sos_iter(m, "eps0", omega=1.0, tol=1e-8), gda_iter(m, "eps0", tol=1e-8), strict=True):
+    for s, g in zip(sos_iter(m, "eps0", omega=1.0, tolerance=1e-8), gda_iter(m, "eps0", tolerance=1e-8), strict=True):
         assert s.iteration == g.iteration and np.array_equal(s.loads, g.loads) and np.array_equal(s.flow, g.flow)
 
 
@@ -62,7 +62,7 @@ def test_omega_one_is_gda_bit_for_bit():
 def test_sos_converges_to_the_gda_flow(kind, p, seed, mk, omega):
     # Th. 17: every polynomial scheme on M produces the GDA flow of M
     m = random_model(kind, p, seed)
-    res = sos(m, "eps0", omega=omega, kind=mk, tol=1e-10)
+    res = sos(m, "eps0", omega=omega, kind=mk, tolerance=1e-10)
     assert res.converged and res.extra["residual"] <= 1e-10
     assert rel(res.flow, diffusion_flow(m, "eps0", mk)) < 1e-6
     assert np.allclose(m.apply_flow(res.flow), res.extra["loads"], rtol=1e-12, atol=1e-10)
@@ -85,7 +85,7 @@ def test_omega_star_and_omega_opt(kind, p, seed, eps):
     wo = omega_opt(m, eps)
     assert wo == pytest.approx(2 / (1 + math.sqrt(1 - lam**2)), rel=1e-12)
     assert ws >= wo - 1e-12  # 1 − K bounds λ_M (Cor. 2): ω* over-relaxes
-    res = sos(m, eps, omega="opt", tol=1e-3)
+    res = sos(m, eps, omega="opt", tolerance=1e-3)
     # at ω_opt the two roots coincide (discriminant 0 up to round-off, whose square root is ~1e-8)
     assert res.extra["rate"] == pytest.approx(math.sqrt(wo - 1), rel=1e-6) and res.extra["rate"] < lam
 
@@ -106,7 +106,7 @@ def test_sos_star_beats_gda_on_paths_and_rings(kind, p, seed, homogeneous):
     # thesis §7.3, Fig. 7.1: SOS with ω* needs fewer steps than GDA on the same matrix
     m = random_model(kind, p, seed, homogeneous=homogeneous)
     for eps in ("eps0", 1.0):
-        s, g = sos(m, eps, tol=1e-6, compute_factor=False), gda(m, eps, tol=1e-6, compute_factor=False)
+        s, g = sos(m, eps, tolerance=1e-6, compute_factor=False), gda(m, eps, tolerance=1e-6, compute_factor=False)
         assert s.converged and g.converged and s.iterations < g.iterations
 
 
@@ -118,7 +118,7 @@ def test_sos_star_beats_gda_on_4xk_meshes(k, heterogeneous):
     p = 4 * k
     caps = np.arange(p) % 4 + 1.0 if heterogeneous else np.ones(p)
     m = Model.create(p, mesh_edges(4, k), np.random.default_rng(k).uniform(0, 10, p), caps)
-    s, g = sos(m, tol=1e-4, compute_factor=False), gda(m, tol=1e-4, compute_factor=False)
+    s, g = sos(m, tolerance=1e-4, compute_factor=False), gda(m, tolerance=1e-4, compute_factor=False)
     assert s.iterations < g.iterations
 
 
@@ -127,14 +127,14 @@ def test_sos1_beats_gda1_on_the_trees_of_figures_7_2_to_7_4(tree):
     arity = {"binary": 2, "4-tree": 4, "star": 31}[tree]
     m = Model.create(32, [((i - 1) // arity, i) for i in range(1, 32)], np.random.default_rng(3).uniform(0, 10, 32),
                      np.ones(32))
-    s, g = sos(m, 1.0, tol=1e-4, compute_factor=False), gda(m, 1.0, tol=1e-4, compute_factor=False)
+    s, g = sos(m, 1.0, tolerance=1e-4, compute_factor=False), gda(m, 1.0, tolerance=1e-4, compute_factor=False)
     assert s.iterations < g.iterations
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_sos_opt_beats_gda_everywhere(kind):
     m = random_model(kind, 16, 3)
-    s, g = sos(m, omega="opt", tol=1e-6, compute_factor=False), gda(m, tol=1e-6, compute_factor=False)
+    s, g = sos(m, omega="opt", tolerance=1e-6, compute_factor=False), gda(m, tolerance=1e-6, compute_factor=False)
     assert s.iterations < g.iterations
 
 
@@ -142,7 +142,7 @@ def test_counters_are_those_of_gda():
     m = random_model("tree+", 10, 5)
     links = Links(latency=1e-4, bandwidth=1e8)
     for mk, ce in ((1, 1), (2, 3), (6, 4)):
-        res = sos(m, "eps0", omega="opt", kind=mk, tol=1e-5, check_every=ce, links=links, compute_factor=False)
+        res = sos(m, "eps0", omega="opt", kind=mk, tolerance=1e-5, check_every=ce, links=links, compute_factor=False)
         n, g = res.iterations, 1 if mk == 2 else 0
         checks = 1 + -(-n // ce)
         cnt = res.counters
@@ -150,7 +150,7 @@ def test_counters_are_those_of_gda():
         assert cnt.collectives == {"allreduce": 1 + g + checks}
         assert cnt.bytes == 16 * m.p + 32 * m.q + 24 * m.p * g + 16 * m.q * n + 8 * m.p * checks
         assert cnt.time == pytest.approx(sos_counters(m, n, ce, links, kind=mk).time, rel=1e-15) and cnt.time > 0
-    stopped = sos(m, omega=1.5, tol=1e-12, max_iter=10, check_every=4, compute_factor=False)
+    stopped = sos(m, omega=1.5, tolerance=1e-12, max_iterations=10, check_every=4, compute_factor=False)
     assert stopped.iterations == 10 and not stopped.converged
     assert stopped.counters.collectives == {"allreduce": 1 + 1 + 3}
 

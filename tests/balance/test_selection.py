@@ -5,8 +5,17 @@ import pytest
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.selection import (SELECTIONS, front_key, gain, get_selection, layer_distance, realisation_report,
-                                      select_gain, select_peel, select_wavefront, simulate_realisation)
+from hermes.balance.realisation import realisation_report, simulate_realisation
+from hermes.balance.selection import (
+    SELECTIONS,
+    front_key,
+    gain,
+    get_selection,
+    layer_distance,
+    select_gain,
+    select_peel,
+    select_wavefront,
+)
 from hermes.data.distributed import LocalDomain
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition

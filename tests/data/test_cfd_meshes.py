@@ -8,14 +8,13 @@ from hermes.data.cfd_meshes import (
     SIZE_TOLERANCE,
     get_generator,
     large,
-    mesh_from_cells,
     naca4,
-    write_mesh,
 )
 from hermes.data.generators import lshape_triangles
-from hermes.data.io import read_mesh
+from hermes.data.io import read_mesh, write_mesh
 from hermes.data.mesh import csr_from_edges, validate_graph
 from hermes.data.meshinfo import mesh_info
+from hermes.data.polygons import mesh_from_cells
 from hermes.errors import MeshError
 from tests.conftest import ROOT
 

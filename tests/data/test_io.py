@@ -9,8 +9,9 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
+from hermes.data.formats import read_chaco, read_matrix_market, write_chaco
 from hermes.data.generators import grid
-from hermes.data.io import read_chaco, read_matrix_market, read_mesh, read_meshio, write_chaco
+from hermes.data.io import read_mesh, read_meshio
 from hermes.errors import MeshError
 
 SHARED = Path(__file__).parents[2] / ".." / "shared" / "meshes"

@@ -7,10 +7,18 @@ import meshio
 import numpy as np
 import pytest
 
-from hermes.data.cfd_meshes import large, mesh_from_polygons
+from hermes.data.cfd_meshes import large
+from hermes.data.formats import write_chaco
 from hermes.data.generators import grid, lshape_triangles
-from hermes.data.io import read_mesh, write_chaco
-from hermes.data.meshinfo import PROBLEMS, format_mesh_info, generate, mesh_info, mesh_info_file
+from hermes.data.io import read_mesh
+from hermes.data.meshinfo import (
+    PROBLEMS,
+    format_mesh_info,
+    generate,
+    mesh_info,
+    mesh_info_file,
+)
+from hermes.data.polygons import mesh_from_polygons
 from hermes.errors import MeshError
 from tests.conftest import ROOT
 

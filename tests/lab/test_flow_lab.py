@@ -9,8 +9,9 @@ import pytest
 
 from hermes.balance.diffusion import gda_counters
 from hermes.balance.flow import FlowResult
+from hermes.balance.interface import BalancerInfo, NoParams, Params
 from hermes.balance.potential import pcg
-from hermes.balance.registry import BALANCERS, BalancerInfo
+from hermes.balance.registry import BALANCERS
 from hermes.clock import Links
 from hermes.comm import Counters
 from hermes.errors import BalancerError, GraphError, ScenarioError
@@ -78,7 +79,7 @@ def test_eq_is_balanced_on_a_homogeneous_system(algorithm):
 def test_links_give_the_alpha_beta_time():
     links = Links(latency=1e-5, bandwidth=1e9)
     r = flow_lab("ring:12", "hcuw", "ijmod3", "one", "pcg", tol=1e-10, links=links)
-    ref = pcg(parse_model("ring:12", "hcuw", "ijmod3", "one"), tol=1e-10, links=links)
+    ref = pcg(parse_model("ring:12", "hcuw", "ijmod3", "one"), tolerance=1e-10, links=links)
     assert r["time"] > 0 and r["time"] == ref.counters.time and r["iterations"] == ref.iterations
     assert flow_lab("ring:12", "hcuw", "ijmod3", "one", "pcg", tol=1e-10)["time"] == 0
 
@@ -90,9 +91,12 @@ def test_only_accepted_parameters_reach_the_serial_reference(monkeypatch):
         seen["tolerance"] = tolerance
         return FlowResult(np.zeros(model.q), 0, True, Counters())
 
-    monkeypatch.setitem(BALANCERS, "toy", BalancerInfo("toy", lambda ctx: None,
-                                                       {"tolerance": 0.5, "rounds": 3}, "toy", serial))
-    monkeypatch.setitem(BALANCERS, "exact", BalancerInfo("exact", lambda ctx: None, {}, "exact", serial))
+    class ToyParams(Params):
+        tolerance: float = 0.5
+        rounds: int = 3
+
+    monkeypatch.setitem(BALANCERS, "toy", BalancerInfo("toy", lambda ctx: None, ToyParams, "toy", serial))
+    monkeypatch.setitem(BALANCERS, "exact", BalancerInfo("exact", lambda ctx: None, NoParams, "exact", serial))
     r = flow_lab("path:3", "homo", "1", "one", "toy", tol=0.25, links=Links())
     assert seen == {"tolerance": 0.25} and r["params"] == {"tolerance": 0.25, "rounds": 3}
     assert "toy" in flow_algorithms() and "metis" not in flow_algorithms()

@@ -8,8 +8,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from hermes.data.formats import write_chaco
 from hermes.data.generators import grid
-from hermes.data.io import write_chaco
 from hermes.data.partition import metis_partition
 from hermes.errors import GraphError, ScenarioError
 from hermes.lab.specs import (

@@ -15,11 +15,20 @@ import sys
 
 from mpi4py import MPI
 
-from hermes.balance.diffusion import epsilon0, gda, gda_distributed
+from hermes.balance.diffusion import gda, gda_distributed
 from hermes.balance.flow import flow_error
 from hermes.balance.potential import pcg, pcg_distributed
+from hermes.balance.spectral import epsilon0
 from hermes.errors import BalancerError, GraphError
-from tests.mpi.harness import RankView, agree, finish, random_model, same_error, seed_arg, slow_first_edge
+from tests.mpi.harness import (
+    RankView,
+    agree,
+    finish,
+    random_model,
+    same_error,
+    seed_arg,
+    slow_first_edge,
+)
 
 
 def main(seed: int) -> int:
@@ -29,15 +38,15 @@ def main(seed: int) -> int:
     v = RankView.of(comm, model, links)
     eps0 = comm.bcast(epsilon0(model) if v.rank == 0 else None, root=0)  # networkx imported on rank 0 only
     cases = [  # name, distributed form, serial form
-        ("gda0", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, eps0, tol=1e-6, max_iter=20000,
+        ("gda0", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, eps0, tolerance=1e-6, max_iterations=20000,
                                             check_every=1),
-         lambda: gda(model, eps0, tol=1e-6, max_iter=20000, check_every=1, links=links)),
-        ("gda1", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0, tol=1e-6, max_iter=50, check_every=3),
-         lambda: gda(model, 1.0, tol=1e-6, max_iter=50, check_every=3, links=links)),
-        ("gda1-check4", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0, tol=1e-3, check_every=4),
-         lambda: gda(model, 1.0, tol=1e-3, check_every=4, links=links)),
-        ("pcg", lambda nb: pcg_distributed(nb, v.load, v.cap, v.weights, tol=1e-10),
-         lambda: pcg(model, tol=1e-10, links=links)),
+         lambda: gda(model, eps0, tolerance=1e-6, max_iterations=20000, check_every=1, links=links)),
+        ("gda1", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0, tolerance=1e-6, max_iterations=50, check_every=3),
+         lambda: gda(model, 1.0, tolerance=1e-6, max_iterations=50, check_every=3, links=links)),
+        ("gda1-check4", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0, tolerance=1e-3, check_every=4),
+         lambda: gda(model, 1.0, tolerance=1e-3, check_every=4, links=links)),
+        ("pcg", lambda nb: pcg_distributed(nb, v.load, v.cap, v.weights, tolerance=1e-10),
+         lambda: pcg(model, tolerance=1e-10, links=links)),
     ]
     failures: list[str] = []
     for name, run_dist, run_serial in cases:
@@ -48,7 +57,7 @@ def main(seed: int) -> int:
         if name == "pcg" and not flow_error(model, flow) <= 1e-8:
             failures.append(f"pcg: flow differs from the minimal flow by {flow_error(model, flow):.3e}")
         if name == "gda1" and ref.converged:
-            failures.append("gda1: expected to stop at max_iter=50 without converging")
+            failures.append("gda1: expected to stop at max_iterations=50 without converging")
         if ref.iterations == 0 and name != "gda1":
             failures.append(f"{name}: no iterations, the test model is already balanced")
 

@@ -20,13 +20,26 @@ import numpy as np
 from mpi4py import MPI
 
 from hermes.balance.diffusion import gda_distributed
-from hermes.balance.diffusion_family import REGISTRY
 from hermes.balance.implicit import implicit_distributed
 from hermes.balance.model import Model
+from hermes.balance.registry import BALANCERS
 from hermes.balance.second_order import sos_distributed
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
-from tests.mpi.harness import RankView, compare, finish, gather, random_model, same_error, seed_arg, slow_first_edge
+from tests.mpi.harness import (
+    RankView,
+    compare,
+    finish,
+    gather,
+    random_model,
+    same_error,
+    seed_arg,
+    slow_first_edge,
+)
+
+#: the balancers this family registers
+REGISTRY = {name: BALANCERS[name] for name in
+            ("gda2", "gda3", "gda4", "gda5", "gda6", "sos", "sos_opt", "implicit", "implicit_watts")}
 
 VARIANTS = [
     {"tolerance": 1e-6},
@@ -76,10 +89,11 @@ def error_cases(v: RankView, failures: list[str]) -> None:
         ("M6 without alpha", BalancerError, lambda nb: gda_distributed(nb, load, cap, w, 0.0, kind=6)),
         ("kind 7", BalancerError, lambda nb: gda_distributed(nb, load, cap, w, 0.0, kind=7)),
         ("inner tolerance on one rank", BalancerError,
-         lambda nb: implicit_distributed(nb, load, cap, w, 0.1, inner_tol=1.5 if last else 0.1)),
+         lambda nb: implicit_distributed(nb, load, cap, w, 0.1, inner_tolerance=1.5 if last else 0.1)),
         ("zero capacity", GraphError, lambda nb: sos_distributed(nb, load, 0.0 if last else cap, w, 0.1, 1.5)),
     ]:
         same_error(v.comm, name, expected, lambda: call(v.fresh()), failures)
+
 
 
 def main(seed: int) -> int:

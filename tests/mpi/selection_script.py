@@ -16,12 +16,13 @@ import numpy as np
 from mpi4py import MPI
 
 from hermes.balance.flow import minimal_flow, topological_order
-from hermes.balance.model import Model, imbalance
-from hermes.balance.selection import SELECTIONS, get_selection, realisation_report
+from hermes.balance.model import Model
+from hermes.balance.realisation import realisation_report, realise_flow
+from hermes.balance.selection import SELECTIONS, get_selection
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid
-from hermes.data.migrate import realise_flow
 from hermes.data.partition import metis_partition
+from hermes.metrics import imbalance
 
 comm = MPI.COMM_WORLD
 rank, p = comm.Get_rank(), comm.Get_size()

@@ -1,0 +1,243 @@
+"""What a balancer gets and what it returns — the interface every balancer, built in or plugged in, implements.
+
+A balancer is called collectively on every rank of a ``hermes run`` with a :class:`BalanceContext` and
+returns a :class:`Decision`:
+
+- a **flow** on the subdomain graph (diffusion, polynomial and potential methods): the driver checks that
+  it lowers the imbalance, then realises it — cells are selected by the gain function and migrated in the
+  topological order of the flow (:mod:`hermes.balance.realisation`);
+- or new **destinations** of the rank's own cells (scratch-remap repartitioning, gossip).
+
+Its parameters are declared once, as a pydantic model derived from :class:`Params` (defaults, bounds and a
+description per field): the scenario's ``balancer:`` section, ``--set balancer.<name>.<key>=…``,
+``hermes balancers`` and the generated documentation all read that model. :class:`BalancerInfo` ties a name,
+the SPMD ``run`` function, the parameter model, a one-line description and an optional serial reference
+together; :func:`hermes.balance.registry.register` files it under its name.
+
+Writing a balancer (see ``examples/custom_balancer`` for a complete one)::
+
+    from hermes.balance import BalanceContext, Decision, Params, flow_from_local
+
+    class MyDiffusion:
+        "Plain first-order diffusion for a fixed number of steps."
+
+        class Params(Params):
+            steps: int = Field(50, ge=1, description="neighbour steps")
+
+        def run(self, ctx: BalanceContext) -> Decision:
+            ...  # ctx.nb.exchange(...) with the neighbours, ctx.params["steps"], ctx.state for memory
+            return Decision(flow=flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, flows), info={...})
+
+It plugs in by import path (``balancer: {algorithm: mypkg.mymodule:MyDiffusion}``) or by an entry point
+in the group ``hermes.balancers`` of the package that defines it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, get_args
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from hermes.balance.model import Model
+from hermes.comm import Counters, NeighbourComm
+from hermes.errors import BalancerError
+
+__all__ = ["BalanceContext", "Decision", "Params", "NoParams", "BalancerInfo", "flow_from_local", "flow_balancer",
+           "Number", "Integer", "Tolerance", "Count", "OptionalCount", "Fraction", "NonNegative", "Positive", "Flag", "describe_params"]
+
+
+# -- parameter types shared by the families ----------------------------------------------------------------
+def _no_bool(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError(f"must be a number, got {v!r}")
+    return v
+
+
+def _finite(v: float) -> float:
+    if not math.isfinite(v):
+        raise ValueError(f"must be finite, got {v!r}")
+    return v
+
+
+def _strict_bool(v: Any) -> Any:
+    if not isinstance(v, bool):
+        raise ValueError(f"must be true or false, got {v!r}")
+    return v
+
+
+def _strict_int(v: Any) -> Any:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ValueError(f"must be an integer, got {v!r}")
+    return int(v)
+
+
+#: a finite float (not a bool)
+Number = Annotated[float, BeforeValidator(_no_bool), AfterValidator(_finite)]
+#: a convergence tolerance in (0, 1)
+Tolerance = Annotated[Number, Field(gt=0, lt=1)]
+#: an integer (not a bool, not a float)
+Integer = Annotated[int, BeforeValidator(_strict_int)]
+#: a positive integer (iteration counts, strides)
+Count = Annotated[Integer, Field(ge=1)]
+#: a positive integer or null (null: the method's own default, e.g. a bound in p)
+OptionalCount = Count | None
+#: a number in [0, 1]
+Fraction = Annotated[Number, Field(ge=0, le=1)]
+NonNegative = Annotated[Number, Field(ge=0)]
+Positive = Annotated[Number, Field(gt=0)]
+#: true or false, nothing else (YAML ``yes`` is read as true by the YAML parser, "yes" the string is refused)
+Flag = Annotated[bool, BeforeValidator(_strict_bool)]
+
+
+class Params(BaseModel):
+    """Base of a balancer's parameter model: one declaration of names, defaults, bounds and documentation.
+
+    Subclasses declare fields with ``pydantic.Field(default, ..., description=...)``; unknown keys are
+    rejected. :meth:`BalancerInfo.check` validates a raw mapping against the model and returns the merged
+    plain dict the balancer sees as ``ctx.params``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class NoParams(Params):
+    """A balancer without parameters."""
+
+
+def _format(err: ValidationError, prefix: str) -> str:
+    e = err.errors()[0]
+    loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and "[" in x))
+    if e["type"] == "extra_forbidden":
+        return f"{prefix}{loc}: unknown parameter"
+    msg = e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
+    got = "" if "got " in msg or "input" not in e else f", got {e['input']!r}"
+    return f"{prefix}{loc}: {msg}{got}"
+
+
+def _accepts_none(annotation: Any) -> bool:
+    return annotation is type(None) or any(_accepts_none(a) for a in get_args(annotation))
+
+
+def describe_params(model: type[Params]) -> list[tuple[str, Any, str]]:
+    """(name, default, description) of every parameter, in declaration order."""
+    return [(name, f.default, f.description or "") for name, f in model.model_fields.items()]
+
+
+@dataclass
+class BalanceContext:
+    """What a balancer may use on this rank.
+
+    ``model`` is the global H = (G, l, c, w) (small: one entry per processor, gathered once per round);
+    ``nb`` exchanges with the subdomain-graph neighbours ``nb.neighbours`` whose edge weights are
+    ``weights``; ``dom`` is the rank's cells (for methods that choose cells themselves); ``params`` the
+    validated parameters (a plain dict of the balancer's :class:`Params` model).
+    """
+
+    comm: Any
+    clock: Any
+    nb: NeighbourComm
+    model: Model
+    load: float
+    capacity: float
+    weights: NDArray[np.float64]
+    dom: Any
+    params: dict[str, Any]
+    seed: int = 0
+    #: the monitor's measured latency (s) and bandwidth (bytes/s) of the link to each neighbour
+    latency: NDArray[np.float64] | None = None
+    bandwidth: NDArray[np.float64] | None = None
+    #: per-rank state that persists from phase to phase for the whole run (e.g. AdA's operator Θ);
+    #: a balancer keeps what it needs under its own name
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Decision:
+    """A balancer's answer: a global ``flow`` on ``model.edges``, or local cell destinations ``dest``.
+
+    ``info`` lands in ``summary.json`` (``phases[k].balance_info``): scalars and strings only.
+    """
+
+    flow: NDArray[np.float64] | None = None
+    dest: NDArray[np.int64] | None = None
+    iterations: int = 0
+    converged: bool = True
+    counters: Counters = field(default_factory=Counters)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BalancerInfo:
+    """A registry entry.
+
+    ``run(ctx) -> Decision`` is the distributed form, called collectively inside ``hermes run``;
+    ``serial(model, *, links=None, **params) -> FlowResult`` is the serial reference on the whole
+    processor graph (the oracle of the tests and the engine of the offline lab ``hermes flow``), None for
+    methods that do not compute a flow (``metis``). ``params`` is the parameter model.
+    """
+
+    name: str
+    run: Callable[[BalanceContext], Decision]
+    params: type[Params] = NoParams
+    doc: str = ""
+    serial: Callable[..., Any] | None = None
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Every parameter with its default value."""
+        return {name: f.default for name, f in self.params.model_fields.items()}
+
+    def check(self, raw: dict[str, Any] | None = None, *, prefix: str = "balancer.") -> dict[str, Any]:
+        """Validate ``raw`` against the parameter model; the merged parameters as a plain dict.
+
+        Raises
+        ------
+        BalancerError
+            One line naming the key (``balancer.tolerance: must be less than 1, got 3``).
+        """
+        fields = self.params.model_fields
+        # null means "the default" for a parameter that has no null of its own (``--set balancer.x=null``)
+        given = {k: v for k, v in (raw or {}).items()
+                 if not (v is None and k in fields and not _accepts_none(fields[k].annotation))}
+        try:
+            return self.params.model_validate(given).model_dump()
+        except ValidationError as err:
+            raise BalancerError(_format(err, prefix)) from None
+
+
+def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: NDArray[np.float64]) -> NDArray:
+    """Assemble the global flow on ``model.edges`` from every rank's per-neighbour flows (collective).
+
+    The flow of edge (i, j), i < j, is taken from rank i (positive: i sends to j). The allgather is the
+    testbed's bookkeeping (it stands for the in-flows a rank learns from its neighbours before it sends):
+    it is not charged to the clock.
+    """
+    me = comm.Get_rank()
+    mine = {(me, int(j)): float(f) for j, f in zip(neighbours, flows) if me < j}
+    allf: dict[tuple[int, int], float] = {}
+    for d in comm.allgather(mine):
+        allf.update(d)
+    return np.array([allf.get((int(i), int(j)), 0.0) for i, j in model.edges], dtype=np.float64)
+
+
+def flow_balancer(distributed: Callable[..., Any], **fixed: Any) -> Callable[[BalanceContext], Decision]:
+    """Adapt ``distributed(nb, load, capacity, weights, **params, **fixed) -> LocalFlowResult`` to a balancer.
+
+    ``params`` are passed under their declared names. ``fixed`` are extra keyword arguments computed from
+    the context (callables ``ctx -> value``), e.g. ``eps=lambda ctx: epsilon0(ctx.model)`` for quantities
+    the thesis assumes known globally; their scalar values are reported in the decision's info.
+    """
+
+    def run(ctx: BalanceContext) -> Decision:
+        extra = {k: (v(ctx) if callable(v) else v) for k, v in fixed.items()}
+        res = distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, **ctx.params, **extra)
+        flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
+        return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters,
+                        info={k: v for k, v in extra.items() if isinstance(v, (int, float, str))})
+
+    return run

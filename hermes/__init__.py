@@ -9,5 +9,6 @@ by the phase driver (:mod:`hermes.driver`) and the command line (:mod:`hermes.cl
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from hermes.version import __version__
+
 __all__ = ["__version__"]

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.version:
-        from hermes import __version__
+        from hermes.version import __version__
 
         print(f"hermes {__version__}")
         return 0

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from hermes.clock import Clock
 
-__all__ = ["Comm", "Counters", "NeighbourComm", "agree", "gather_error"]
+__all__ = ["Comm", "Counters", "NeighbourComm", "allreduce", "agree", "gather_error", "ordered_sum", "Bookkeeping"]
 
 _TAG_EXCHANGE = 101
 
@@ -220,3 +220,45 @@ def agree(comm, fn, *args, **kwargs):
 
             raise getattr(he, m[0], HermesError)(m[1])
     return result
+
+
+def ordered_sum(values) -> float:
+    """``Σ values`` accumulated left to right (rank order): bit for bit what :func:`allreduce` returns."""
+    acc = 0.0
+    for v in values:
+        acc = acc + float(v)
+    return acc
+
+
+class Bookkeeping:
+    """The testbed's own collectives: what hermes needs to *observe and record* a run, not what the simulated
+    application or balancer would pay — never charged to the clock.
+
+    Every collective of the driver is either modelled (charged through :func:`allreduce`,
+    :class:`NeighbourComm` or the monitor) or bookkeeping through this class, so the split is visible where
+    it happens. Bookkeeping covers the per-phase records (loads for the imbalance, timings, quality
+    figures, per-cell arrays for the pictures), consistency checks (cells and weight conserved), and the
+    global view of the processor graph ``H = (G, l, c, w)`` that the thesis' methods assume known (ε₀, α,
+    the cost matrix of the gain function). Reductions of Python numbers use MPI's own order, as mpi4py
+    does.
+    """
+
+    def __init__(self, comm) -> None:
+        self.comm = comm
+
+    def sum(self, x):
+        return self.comm.allreduce(x)
+
+    def max(self, x):
+        from mpi4py import MPI
+
+        return self.comm.allreduce(x, op=MPI.MAX)
+
+    def allgather(self, x) -> list:
+        return self.comm.allgather(x)
+
+    def gather(self, x, root: int = 0):
+        return self.comm.gather(x, root=root)
+
+    def bcast(self, x, root: int = 0):
+        return self.comm.bcast(x, root=root)

@@ -1,20 +1,32 @@
 """The driver: runs an experiment's adaptation phases under MPI (HeRMeS, thesis Fig. 10.1–10.2).
 
-Set-up (rank 0 reads and partitions the mesh with METIS, target fractions = the capacities; every
-rank receives its cells), then for each phase k = 1..n:
+:func:`run` reads as the HeRMeS cycle. Set-up (:func:`start`: rank 0 reads and partitions the mesh with
+METIS, target fractions = the capacities; every rank receives its cells), then for each phase k:
 
-1. **extra load** — the capacity schedule sets the processors' capacities for phase k;
-2. **adapt** — the marking (a region, or the kernel's error indicator) changes the work:
-   ``adaptation.kind: weights`` multiplies the marked cells' weights by the factor, ``refine`` changes
-   the mesh (below; :mod:`hermes.adaptation`);
-3. **monitor** — capacities and link costs are measured (skipped by ``none``);
-4. **decide** — balance only if the measured imbalance exceeds ``balancer.trigger``;
-5. **balance** — the balancer computes a flow (or new destinations);
-6. **migrate** — cells move (selection strategy gain, peel or wavefront; topological order of the flow);
-7. **compute** — ``application.iterations`` solver iterations (thesis Alg. 2);
-8. **record** — per-rank figures are gathered on rank 0.
+1. :func:`extra_load` — the capacity schedule sets the processors' capacities for phase k;
+2. :func:`adapt` — the marking (a region, or the kernel's error indicator) changes the work:
+   ``adaptation.kind: weights`` multiplies the marked cells' weights, ``refine`` changes the mesh
+   (:mod:`hermes.adaptation`);
+3. :func:`monitor` — capacities and link costs are measured (not for ``none``);
+4. :func:`decide` — another balancing round runs while the measured imbalance exceeds
+   ``balancer.trigger``, rounds remain and the last round lowered it;
+5. :func:`balance` — the balancer computes a flow (or new destinations);
+6. :func:`realise` — a flow becomes cell destinations, level by level in its topological order, the
+   selection strategy choosing the cells (:mod:`hermes.balance.realisation`), and
+7. :func:`migrate` — the cells move, with all they carry (:mod:`hermes.data.migrate`); realise and
+   migrate alternate level by level, so they are one step in code;
+8. :func:`compute` — ``application.iterations`` solver iterations (thesis Alg. 2);
+9. :func:`record` — per-rank figures are gathered on rank 0.
 
-Rank 0 writes the run directory atomically at the end (and the pictures).
+Each step is a function over the run's state (:class:`RunState`, what a rank keeps across phases) and the
+phase's (:class:`PhaseState`); the records are dataclasses (:class:`PhaseRecord`, :class:`RankRecord`).
+Rank 0 writes the run directory at the end (:func:`hermes.results.write_run`).
+
+What costs simulated time and what does not: every collective below is either modelled — charged to the
+clock through :mod:`hermes.comm` (the monitor's probes, the balancer's own messages, the migration, the
+solver's halo exchanges and reduction, the end-of-phase synchronisation) — or the testbed's bookkeeping,
+through :class:`hermes.comm.Bookkeeping` and never charged (records, checks, the global model H that the
+thesis' methods assume known, the trigger's global imbalance).
 
 Refinement (``adaptation.kind: refine``)
     Set-up turns the mesh into a :class:`~hermes.data.refine.TriMesh` (quadrilaterals become two
@@ -28,58 +40,227 @@ Refinement (``adaptation.kind: refine``)
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import platform as _platform
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-import yaml
 
-from hermes import __version__
 from hermes.adaptation import Adapter
 from hermes.app.kernels import initial_fields, jacobi_serial
-from hermes.app.simulate import solve_phase
+from hermes.app.simulate import LoopStats, solve_phase
 from hermes.balance.flow import topological_order
-from hermes.balance.interface import BalanceContext
+from hermes.balance.interface import BalanceContext, BalancerInfo, Decision
 from hermes.balance.model import Model
 from hermes.balance.realisation import realise_flow
 from hermes.balance.registry import get_balancer
-from hermes.balance.selection import get_selection
-from hermes.clock import CATEGORIES, Links, make_clock
-from hermes.comm import Counters, NeighbourComm, agree, allreduce
-from hermes.data.distributed import gather_to_root, halo_plan, scatter_domain
+from hermes.balance.selection import Selection, get_selection
+from hermes.clock import CATEGORIES, Clock, Links, make_clock
+from hermes.comm import Bookkeeping, Counters, NeighbourComm, agree, allreduce
+from hermes.data.distributed import LocalDomain, gather_to_root, halo_plan, scatter_domain
 from hermes.data.migrate import MigrationStats, migrate
-from hermes.data.refine import from_mesh
+from hermes.data.refine import TriMesh, from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
 from hermes.errors import HermesError, MeshError, ScenarioError
 from hermes.extraload import CapacitySchedule
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
-from hermes.monitor import monitor
-from hermes.results import write_atomic, write_csv, write_json, write_npz
+from hermes.monitor import Estimates
+from hermes.monitor import monitor as measure
+from hermes.results import write_run
 from hermes.scenario import Scenario
+from hermes.version import __version__
 
-__all__ = ["run", "load_mesh", "RunResult"]
+__all__ = ["run", "load_mesh", "RunResult", "RunState", "PhaseState", "PhaseRecord", "RankRecord", "start",
+           "extra_load", "adapt", "monitor", "decide", "balance", "realise", "migrate_cells", "compute", "record",
+           "finish", "CSV_COLUMNS"]
 
 log = logging.getLogger(__name__)
 
-PHASE_KEYS = ("phase", "time", "compute_time", "comm_time", "sync_time", "balance_time", "migrate_time",
-              "adapt_time", "imbalance_before", "imbalance_after", "migrated_cells", "migrated_weight", "edge_cut",
-              "balance_iterations")
-CSV_COLUMNS = ["phase", "rank", "cells", "load", "capacity", "fair_load", "capacity_estimate", "compute_time",
-               "comm_time", "sync_time", "balance_time", "migrate_time", "adapt_time", "cells_sent", "cells_received",
-               "weight_sent", "weight_received", "bytes_sent"]
+
+# -- records -------------------------------------------------------------------------------------------------
+@dataclass
+class RankRecord:
+    """One row of ``phases.csv``: what rank ``rank`` did in ``phase`` (times are this rank's, per category)."""
+
+    phase: int
+    rank: int
+    cells: int
+    load: float
+    capacity: float
+    fair_load: float
+    capacity_estimate: float
+    compute_time: float
+    comm_time: float
+    sync_time: float
+    balance_time: float
+    migrate_time: float
+    adapt_time: float
+    cells_sent: int
+    cells_received: int
+    weight_sent: float
+    weight_received: float
+    bytes_sent: int
 
 
-class RunResult(dict):
-    """The summary (a dict, as written to summary.json) plus ``out_dir``; only on rank 0."""
-
-    out_dir: Path
+CSV_COLUMNS = list(RankRecord.__dataclass_fields__)
 
 
+@dataclass
+class PhaseRecord:
+    """One entry of ``summary.json``'s ``phases``: the phase as a whole (times are means over the ranks, so
+    the categories add up to ``time``, the slowest rank's)."""
+
+    phase: int
+    time: float
+    compute_time: float
+    comm_time: float
+    sync_time: float
+    balance_time: float
+    migrate_time: float
+    adapt_time: float
+    imbalance_before: float
+    imbalance_after: float
+    migrated_cells: int
+    migrated_weight: float
+    edge_cut: int
+    balance_iterations: int
+    balance_rounds: int
+    balance_counters: dict[str, Any]
+    balance_info: list[dict[str, Any]]
+    quality: dict[str, Any]
+    cells: int
+    weight: float
+    #: the adaptation's figures (``refined``, ``coarsened`` and, when refining, the weight they changed and
+    #: ``united_cells``)
+    change: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        return {**{k: v for k, v in out.items() if k != "change"}, **out["change"]}
+
+
+@dataclass
+class RunResult:
+    """What :func:`run` returns on rank 0: the summary (as written to ``summary.json``), the per-rank rows of
+    ``phases.csv`` and the run directory (None when nothing was written).
+
+    ``result["total_time"]`` reads the summary.
+    """
+
+    summary: dict[str, Any]
+    ranks: list[dict[str, Any]]
+    out_dir: Path | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self.summary[key]
+
+    @property
+    def phases(self) -> list[dict[str, Any]]:
+        return self.summary["phases"]
+
+    def to_pandas(self):
+        """(phases, ranks) as pandas DataFrames (needs pandas: ``pip install hermes-dlb[pandas]``)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise HermesError("to_pandas needs pandas (pip install pandas)") from None
+        return pd.json_normalize(self.phases), pd.DataFrame(self.ranks, columns=CSV_COLUMNS)
+
+
+# -- state ---------------------------------------------------------------------------------------------------
+@dataclass
+class Setup:
+    """What the set-up read: the whole mesh and the initial partition on rank 0 (None elsewhere)."""
+
+    mesh: Any
+    owner: np.ndarray | None
+    name: str
+    n_cells: int
+    bbox: tuple
+    trimesh: TriMesh | None
+
+
+@dataclass
+class RunState:
+    """What a rank keeps from phase to phase."""
+
+    comm: Any
+    sc: Scenario
+    book: Bookkeeping
+    balancer: BalancerInfo
+    params: dict[str, Any]
+    select: Selection
+    sched: CapacitySchedule
+    clock: Clock
+    adapter: Adapter
+    dom: LocalDomain
+    setup: Setup
+    cells_initial: int
+    weight_initial: float
+    say: Callable[[str], None]
+    wall_start: float
+    #: the balancer's own per-rank memory across phases (``BalanceContext.state``)
+    balancer_state: dict[str, Any] = field(default_factory=dict)
+    #: rank 0: the records so far
+    phases: list[PhaseRecord] = field(default_factory=list)
+    rows: list[RankRecord] = field(default_factory=list)
+    #: rank 0: per-cell arrays of every phase (partitions.npz) and refined geometry (geometry.npz)
+    partitions: dict[str, np.ndarray] = field(default_factory=dict)
+    geometry: dict[str, np.ndarray] = field(default_factory=dict)
+    total_moves: int = 0
+
+    @property
+    def rank(self) -> int:
+        return self.comm.Get_rank()
+
+    @property
+    def p(self) -> int:
+        return self.comm.Get_size()
+
+    @property
+    def refining(self) -> bool:
+        return self.sc.adaptation.kind == "refine"
+
+    @property
+    def probe_work(self) -> float:
+        """Work units of the monitor's capacity probe (1 ms of an average processor)."""
+        return self.sc.platform.speed * 1e-3
+
+
+@dataclass
+class PhaseState:
+    """One phase's working data."""
+
+    k: int
+    caps: np.ndarray
+    t_start: float
+    snap: dict[str, float]
+    change: dict[str, Any] = field(default_factory=dict)
+    #: ids are 0..N−1 without gaps (always, unless refinement left gaps)
+    dense: bool = True
+    gid_before: np.ndarray | None = None
+    #: every rank's load, as the bookkeeping last saw it
+    loads: np.ndarray | None = None
+    imbalance_before: float = 1.0
+    est: Estimates | None = None
+    model: Model | None = None
+    #: the model imbalance before the last round (a round must lower it)
+    last: float = np.inf
+    rounds: int = 0
+    moved_last_round: bool = True
+    stats: MigrationStats = field(default_factory=MigrationStats)
+    counters: Counters = field(default_factory=Counters)
+    iterations: int = 0
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    capacity_estimate: float = float("nan")
+    loop: LoopStats | None = None
+
+
+# -- set-up --------------------------------------------------------------------------------------------------
 def load_mesh(sc: Scenario):
     """Read or generate the scenario's mesh (serial; rank 0)."""
     from hermes.data.generators import grid, parse_grid_spec
@@ -95,7 +276,296 @@ def load_mesh(sc: Scenario):
     return mesh
 
 
-def _versions() -> dict[str, str]:
+def _read_and_partition(sc: Scenario, p: int):
+    """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields."""
+    from hermes.data.partition import metis_partition
+
+    mesh = load_mesh(sc)
+    if mesh.n_cells < p:
+        raise MeshError(f"more processors ({p}) than cells ({mesh.n_cells}) in mesh '{mesh.name}'")
+    sched = CapacitySchedule.from_scenario(sc, p)
+    tm = None
+    if sc.adaptation.kind == "refine":  # the work units become the triangles
+        tm, origin = from_mesh(mesh)
+        mesh = tm.to_mesh(name=mesh.name, weights=mesh.weights[origin])
+    owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, p, targets=sched.at(1), seed=sc.seed)
+    return mesh, owner, initial_fields(mesh.coords), tm
+
+
+def distribute(comm, sc: Scenario) -> tuple[LocalDomain, Setup]:
+    """Rank 0 reads and partitions the mesh, every rank receives its cells (collective; a bad mesh raises the
+    same error on every rank)."""
+    rank, p = comm.Get_rank(), comm.Get_size()
+    payload = agree(comm, _read_and_partition, sc, p) if rank == 0 else agree(comm, lambda: None)
+    mesh, owner, fields, tm = payload if rank == 0 else (None, None, None, None)
+    meta = (mesh.name, mesh.n_cells, (mesh.coords.min(axis=0), mesh.coords.max(axis=0))) if rank == 0 else None
+    name, n_cells, bbox = comm.bcast(meta, root=0)
+    if sc.adaptation.kind == "refine":
+        dom = scatter_trimesh(comm, tm, owner, fields, weights=None if mesh is None else mesh.weights)
+    else:
+        dom = scatter_domain(comm, mesh, owner, fields)
+    return dom, Setup(mesh, owner, name, n_cells, bbox, tm)
+
+
+def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) -> RunState:
+    """Set up a run on every rank (collective): balancer, schedule, mesh, clock, adapter."""
+    p = comm.Get_size()
+    if sc.processors is not None and sc.processors != p:
+        raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors but the job has {p} "
+                            f"ranks (run with mpiexec -n {sc.processors}, or --set processors={p})")
+    balancer = get_balancer(sc.balancer.algorithm)
+    params, select = sc.balancer.params, get_selection(sc.balancer.selection)
+    sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
+    wall_start = time.perf_counter()
+    dom, setup = distribute(comm, sc)
+    pl = sc.platform
+    links = Links(pl.latency, pl.bandwidth, {tuple(sorted(k.ranks)): (
+        k.latency if k.latency is not None else pl.latency, k.bandwidth if k.bandwidth is not None else pl.bandwidth)
+        for k in pl.links})
+    clock = make_clock(sc.clock, comm.Get_rank(), p, links, pl.speed, sched.at(1)[comm.Get_rank()])
+    book = Bookkeeping(comm)
+    weight_initial = book.sum(dom.load)
+    state = RunState(comm, sc, book, balancer, params, select, sched, clock, Adapter(comm, sc, setup.bbox, clock),
+                     dom, setup, cells_initial=book.sum(dom.n), weight_initial=weight_initial, say=say,
+                     wall_start=wall_start)
+    say(f"hermes: {setup.name} ({setup.n_cells} cells) on {p} ranks, balancer {balancer.name}, "
+        f"{sc.adaptation.phases} phases, clock {sc.clock}")
+    if state.rank == 0:
+        _record_initial(state)
+    return state
+
+
+def _record_initial(r: RunState) -> None:
+    """Rank 0: the initial partition's per-cell arrays (phase 000)."""
+    mesh, out = r.setup.mesh, r.partitions
+    out["owner_000"] = r.setup.owner.astype(np.int32)
+    out["weight_000"] = mesh.weights.copy()
+    if r.sc.output.vtu:
+        out["u_000"] = initial_fields(mesh.coords)["u"]
+    if r.refining:
+        out["gid_000"] = np.arange(mesh.n_cells, dtype=np.int64)
+        if r.sc.output.vtu:
+            out["level_000"] = np.zeros(mesh.n_cells, dtype=np.int64)
+
+
+# -- the steps of a phase -----------------------------------------------------------------------------------
+def extra_load(r: RunState, k: int) -> PhaseState:
+    """Step 1: the capacities of phase ``k`` from the schedule; the phase's clock references."""
+    caps = r.sched.at(k)
+    r.clock.set_capacity(caps[r.rank])
+    return PhaseState(k, caps, r.clock.elapsed(), r.clock.snapshot())
+
+
+def adapt(r: RunState, ph: PhaseState) -> None:
+    """Step 2: the adaptation (weights or refinement; collective), then the loads as the phase starts."""
+    r.dom, ph.change = r.adapter.step(r.dom, ph.k)
+    ph.dense = not r.refining or r.book.max(int(r.dom.gid.max(initial=-1))) + 1 == r.book.sum(r.dom.n)
+    ph.gid_before = r.dom.gid  # the cells this rank holds before balancing: the migration volume's reference
+    ph.loads = np.array(r.book.allgather(r.dom.load))
+    ph.imbalance_before = imbalance(ph.loads, ph.caps)
+
+
+def monitor(r: RunState, ph: PhaseState) -> None:
+    """Step 3: measure this rank's capacity and links (charged to ``balance``) and gather the model H."""
+    ph.est = measure(r.comm, r.clock, r.dom.neighbour_ranks, r.probe_work)
+    if ph.rounds == 0:
+        ph.capacity_estimate = ph.est.capacity
+    me, est = r.rank, ph.est
+    entry = (est.capacity, [(me, int(j), float(w)) for j, w in zip(est.neighbours, est.weights) if me < j])
+    allent = r.book.allgather(entry)
+    edges = [(i, j) for _, es in allent for i, j, _ in es]
+    weights = [w for _, es in allent for _, _, w in es]
+    ph.model = Model.create(r.p, np.array(edges, dtype=np.int64).reshape(-1, 2), list(ph.loads),
+                            [a[0] for a in allent], weights)
+
+
+def decide(r: RunState, ph: PhaseState) -> bool:
+    """Step 4: whether another balancing round runs: rounds remain, the last one moved cells and lowered the
+    imbalance, and the measured imbalance exceeds the trigger (and rounding noise)."""
+    return (ph.moved_last_round and ph.rounds < r.sc.balancer.rounds
+            and max(r.sc.balancer.trigger, 1 + 1e-9) < ph.model.imbalance < ph.last)
+
+
+def balance(r: RunState, ph: PhaseState) -> Decision:
+    """Step 5: the balancer's decision (collective; charged to ``balance``)."""
+    ph.last = ph.model.imbalance
+    nb = NeighbourComm(r.comm, ph.est.neighbours, r.clock, ph.counters)
+    est = ph.est
+    with r.clock.activity("balance"):
+        view = r.dom if ph.dense else _dense_view(r.comm, r.dom, r.clock, ph.counters)
+        ctx = BalanceContext(comm=r.comm, clock=r.clock, nb=nb, model=ph.model, load=r.dom.load,
+                             capacity=est.capacity, weights=est.weights, dom=view, params=r.params, seed=r.sc.seed,
+                             state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth)
+        decision = agree(r.comm, r.balancer.run, ctx)
+    ph.iterations += decision.iterations
+    return decision
+
+
+def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
+    """Steps 6–7: cells move — to the balancer's destinations, or realising its flow level by level in
+    topological order (the selection strategy picks the cells; charged to ``migrate``). A flow that would not
+    lower the imbalance is refused (:func:`_worsens`)."""
+    stats = MigrationStats()
+    with r.clock.activity("migrate"):
+        if decision.dest is not None:
+            r.dom, stats = migrate(r.comm, r.dom, decision.dest, r.clock)
+        elif decision.flow is not None and np.any(decision.flow != 0) and not _worsens(r.comm, ph.model, decision):
+            # the realisation acts on the global flow: its levels are the topological order of the whole flow DAG
+            cost = _gather_costs(r.book, r.p, ph.est)
+            flow, model = decision.flow, ph.model
+            levels = topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0))
+            r.dom, stats, realised = realise_flow(r.comm, r.dom, model.edges, flow, cost, r.clock, levels=levels,
+                                                  select=r.select)
+            if r.rank == 0 and log.isEnabledFor(logging.DEBUG):
+                for e, f, done in zip(model.edges.tolist(), flow, realised):
+                    if abs(f) > 1e-9 or done:
+                        log.debug("phase %d edge %s flow %.3f realised %.3f", ph.k, e, f, done)
+    return stats
+
+
+migrate_cells = realise  # the HeRMeS cycle names them apart; they alternate level by level in one step
+
+
+def balance_rounds(r: RunState, ph: PhaseState) -> None:
+    """Steps 3–7: monitor, then balancing rounds while :func:`decide` says so."""
+    if r.balancer.name == "none":
+        return
+    monitor(r, ph)
+    while decide(r, ph):
+        if ph.rounds:  # the subdomain graph changed: measure the new links
+            monitor(r, ph)
+        decision = balance(r, ph)
+        st = realise(r, ph, decision)
+        ph.infos.append(_jsonable(decision.info))  # after the realisation, which may add 'rejected'
+        ph.stats.add(st)
+        ph.rounds += 1
+        ph.moved_last_round = r.book.sum(st.cells_sent) != 0
+        if ph.moved_last_round:
+            ph.loads = np.array(r.book.allgather(r.dom.load))
+            ph.model = ph.model.with_loads(list(ph.loads))
+
+
+def compute(r: RunState, ph: PhaseState) -> None:
+    """Step 8: the solver's iterations (thesis Alg. 2), then every rank synchronised (charged)."""
+    app = r.sc.application
+    r.dom, ph.loop = solve_phase(r.comm, r.dom, r.clock, kernel=app.kernel, iterations=app.iterations,
+                                 work_per_weight=app.work_per_weight, bytes_per_edge=app.bytes_per_edge)
+    allreduce(r.comm, 0.0, r.clock)
+
+
+def record(r: RunState, ph: PhaseState) -> None:
+    """Step 9: the phase's records, gathered on rank 0 (bookkeeping)."""
+    book, clock, dom, st = r.book, r.clock, r.dom, ph.stats
+    t_phase = book.max(clock.elapsed() - ph.t_start)
+    delta = {c: clock.totals[c] - ph.snap[c] for c in clock.totals}
+    row = RankRecord(ph.k, r.rank, dom.n, dom.load, float(ph.caps[r.rank]), float(ph.caps[r.rank] * ph.loads.sum()),
+                     ph.capacity_estimate, *(delta[c] for c in CATEGORIES), st.cells_sent, st.cells_received,
+                     st.weight_sent, st.weight_received, st.bytes_sent)
+    rows = book.gather(row)
+    moved, moved_w = book.sum(st.cells_sent), book.sum(st.weight_sent)
+    quality = partition_quality_local(r.comm, dom, capacities=ph.caps, prev_gid=ph.gid_before,
+                                      bytes_per_cell=cell_bytes(dom))
+    r.total_moves += moved
+    cells_now, weight_now = book.sum(dom.n), book.sum(dom.load)
+    arrays = _phase_arrays(r, ph.k) if r.sc.output.partitions or r.sc.output.pictures or r.sc.output.vtu else ({}, {})
+    imb_after = imbalance(ph.loads, ph.caps)
+    if r.rank == 0:
+        r.rows.extend(rows)
+        mean = {c: float(np.mean([getattr(x, f"{c}_time") for x in rows])) for c in CATEGORIES}
+        r.phases.append(PhaseRecord(ph.k, t_phase, *mean.values(), ph.imbalance_before, imb_after, moved, moved_w,
+                                    quality["edge_cut"], ph.iterations, ph.rounds, ph.counters.as_dict(), ph.infos,
+                                    quality, cells_now, weight_now, ph.change))
+        r.partitions.update(arrays[0])
+        r.geometry.update(arrays[1])
+    r.say(f"phase {ph.k}/{r.sc.adaptation.phases}: imbalance {ph.imbalance_before:.3f} -> {imb_after:.3f}, "
+          f"moved {moved} cells, time {t_phase:.4g} s")
+
+
+# -- the run -------------------------------------------------------------------------------------------------
+def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = False,
+        progress: Callable[[str], None] | None = None, write: bool = True) -> RunResult | None:
+    """Run the scenario on ``comm`` (collective). Returns the result on rank 0, None elsewhere.
+
+    Raises
+    ------
+    HermesError
+        On every rank, with the same one-line message, for bad input found at any rank.
+    """
+    say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
+    r = start(comm, sc, say=say)
+    for k in range(1, sc.adaptation.phases + 1):
+        ph = extra_load(r, k)
+        adapt(r, ph)
+        balance_rounds(r, ph)  # monitor → decide → balance → realise → migrate, per round
+        compute(r, ph)
+        record(r, ph)
+    return finish(r, out_dir=out_dir, write=write)
+
+
+def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True) -> RunResult | None:
+    """The final checks (nothing lost), the summary and, on rank 0, the run directory (collective)."""
+    book, sc, dom = r.book, r.sc, r.dom
+    cells_final, weight_final = book.sum(dom.n), book.sum(dom.load)
+    final_imb = imbalance(np.array(book.allgather(dom.load)), r.sched.at(sc.adaptation.phases))
+    total_time = book.max(r.clock.elapsed())
+    u_err = _jacobi_error(r)
+    r.adapter.check_totals(r.cells_initial, cells_final, r.weight_initial, weight_final)
+    if r.rank != 0:
+        return None
+    summary = {
+        "scenario": sc.name, "processors": r.p, "balancer": r.balancer.name, "balancer_params": r.params,
+        "clock": sc.clock, "seed": sc.seed, "versions": versions(), "mesh": r.setup.name,
+        "kernel": sc.application.kernel, "total_time": total_time, "final_imbalance": final_imb,
+        "adaptation": sc.adaptation.kind, "cells_initial": r.cells_initial, "cells_final": cells_final,
+        "cells_refined": r.adapter.totals["refined"], "cells_coarsened": r.adapter.totals["coarsened"],
+        "weight_initial": r.weight_initial, "weight_final": weight_final, "migrated_cells": r.total_moves,
+        "jacobi_max_rel_error": u_err, "replay_mismatches": r.adapter.mismatches,
+        "wall_seconds": time.perf_counter() - r.wall_start, "adapt_wall_seconds": r.adapter.walls,
+        "phases": [ph.as_dict() for ph in r.phases],
+    }
+    result = RunResult(summary, [asdict(x) for x in r.rows])
+    if write:
+        result.out_dir = write_run(sc, summary, result.ranks, CSV_COLUMNS, r.partitions, r.setup.mesh,
+                                   out_dir or sc.output.dir, r.geometry)
+        draw(result.out_dir, sc)
+    return result
+
+
+def draw(out: Path, sc: Scenario) -> None:
+    """The run's VTU files and pictures, as the scenario asks (a failure is reported, the results are kept)."""
+    if sc.output.vtu:
+        from hermes.viz.vtu import write_run_vtu
+
+        try:
+            write_run_vtu(out)
+        except HermesError as err:
+            log.warning("VTU files not written: %s", err)
+    if sc.output.pictures:
+        from hermes.viz import plot_run
+
+        try:
+            plot_run(out)
+        except HermesError as err:
+            log.warning("pictures not written: %s", err)
+
+
+def _jacobi_error(r: RunState) -> float | None:
+    """max |u − u_serial| / max |u_serial| of a jacobi run, on rank 0 (collective)."""
+    app, sc = r.sc.application, r.sc
+    if app.kernel != "jacobi":
+        return None
+    if r.refining:
+        return r.adapter.jacobi_error(r.dom, r.setup.trimesh)
+    g = gather_to_root(r.comm, r.dom, r.setup.n_cells, extra={"u": r.dom.fields["u"]})
+    if r.rank != 0:
+        return None
+    mesh = r.setup.mesh
+    ref = jacobi_serial(mesh.xadj, mesh.adjncy, mesh.coords, sc.adaptation.phases * app.iterations)
+    return float(np.max(np.abs(g[2]["u"] - ref)) / max(np.max(np.abs(ref)), 1e-300))
+
+
+def versions() -> dict[str, str]:
+    """The versions of hermes and of what it ran on (summary.json's ``versions``)."""
     import mpi4py
     import scipy
     from mpi4py import MPI
@@ -112,252 +582,14 @@ def _versions() -> dict[str, str]:
     return {k: str(v) for k, v in out.items()}
 
 
-def _setup(comm, sc: Scenario, p: int):
-    """Rank 0: mesh, initial partition, fields; broadcast any error so all ranks stop together."""
-    from hermes.data.partition import metis_partition
-
-    err, payload = None, None
-    if comm.Get_rank() == 0:
-        try:
-            mesh = load_mesh(sc)
-            if mesh.n_cells < p:
-                raise MeshError(f"more processors ({p}) than cells ({mesh.n_cells}) in mesh '{mesh.name}'")
-            sched = CapacitySchedule.from_scenario(sc, p)
-            tm = None
-            if sc.adaptation.kind == "refine":  # the work units become the triangles
-                tm, origin = from_mesh(mesh)
-                mesh = tm.to_mesh(name=mesh.name, weights=mesh.weights[origin])
-            owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, p, targets=sched.at(1), seed=sc.seed)
-            fields = initial_fields(mesh.coords)
-            lo, hi = mesh.coords.min(axis=0), mesh.coords.max(axis=0)
-            payload = (mesh, owner, fields, (lo, hi), tm)
-        except HermesError as e:
-            err = (type(e).__name__, str(e))
-    err = comm.bcast(err, root=0)
-    if err is not None:
-        import hermes.errors as he
-
-        raise getattr(he, err[0], HermesError)(err[1])
-    if comm.Get_rank() == 0:
-        mesh, owner, fields, bbox, tm = payload
-        meta = (mesh.name, mesh.n_cells, bbox)
-    else:
-        mesh = owner = fields = tm = None
-        meta = None
-    name, n_cells, bbox = comm.bcast(meta, root=0)
-    if sc.adaptation.kind == "refine":
-        dom = scatter_trimesh(comm, tm, owner, fields, weights=None if mesh is None else mesh.weights)
-    else:
-        dom = scatter_domain(comm, mesh, owner, fields)
-    return dom, mesh, owner, name, n_cells, bbox, tm
-
-
-def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = False,
-        progress: Callable[[str], None] | None = None, write: bool = True) -> RunResult | None:
-    """Run the scenario on ``comm`` (collective). Returns the summary on rank 0, None elsewhere.
-
-    Raises
-    ------
-    HermesError
-        On every rank, with the same one-line message, for bad input found at any rank.
-    """
-    rank, p = comm.Get_rank(), comm.Get_size()
-    if sc.processors is not None and sc.processors != p:
-        raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors but the job has {p} "
-                            f"ranks (run with mpiexec -n {sc.processors}, or --set processors={p})")
-    bal = get_balancer(sc.balancer.algorithm)
-    params = sc.balancer.params
-    select = get_selection(sc.balancer.selection)
-    sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
-    wall_start = time.perf_counter()
-    say = progress if (progress is not None and rank == 0 and not quiet) else (lambda s: None)
-
-    dom, mesh, owner0, mesh_name, n_cells, bbox, tm0 = _setup(comm, sc, p)
-    pl = sc.platform
-    links = Links(pl.latency, pl.bandwidth, {tuple(sorted(l.ranks)): (l.latency if l.latency is not None else
-                  pl.latency, l.bandwidth if l.bandwidth is not None else pl.bandwidth) for l in pl.links})
-    clock = make_clock(sc.clock, rank, p, links, pl.speed, sched.at(1)[rank])
-    app = sc.application
-    ad = sc.adaptation
-    refining = ad.kind == "refine"
-    record = sc.output.partitions or sc.output.pictures or sc.output.vtu  # per-phase arrays gathered on rank 0
-    weight_initial = comm.allreduce(dom.load)
-    cells_initial = comm.allreduce(dom.n)
-    say(f"hermes: {mesh_name} ({n_cells} cells) on {p} ranks, balancer {bal.name}, {ad.phases} phases, "
-        f"clock {sc.clock}")
-
-    partitions: dict[str, np.ndarray] = {}
-    phase_geometry: dict[str, np.ndarray] = {}  # refined meshes: coords_XXX, points_XXX, ... (geometry.npz)
-    if rank == 0:
-        partitions["owner_000"] = owner0.astype(np.int32)
-        partitions["weight_000"] = mesh.weights.copy()
-        if sc.output.vtu:
-            partitions["u_000"] = initial_fields(mesh.coords)["u"]
-        if refining:
-            partitions["gid_000"] = np.arange(mesh.n_cells, dtype=np.int64)
-            if sc.output.vtu:
-                partitions["level_000"] = np.zeros(mesh.n_cells, dtype=np.int64)
-    phases: list[dict[str, Any]] = []
-    csv_rows: list[dict[str, Any]] = []
-    total_moves = 0
-    adapter = Adapter(comm, sc, bbox, clock)
-    probe_work = pl.speed * 1e-3
-    balancer_state: dict[str, Any] = {}  # the balancer's own per-rank memory across phases
-
-    for k in range(1, ad.phases + 1):
-        caps = sched.at(k)
-        clock.set_capacity(caps[rank])
-        t_start = clock.elapsed()
-        snap = clock.snapshot()
-
-        # adapt
-        dom, change = adapter.step(dom, k)
-        dense = not refining or comm.allreduce(int(dom.gid.max(initial=-1)), op=_max_op()) + 1 == \
-            comm.allreduce(dom.n)
-        gid_before = dom.gid  # the cells this rank holds before balancing: the migration volume's reference
-        loads = np.array(comm.allgather(dom.load))
-        imb_before = imbalance(loads, caps)
-
-        # monitor, decide, balance, migrate
-        stats = MigrationStats()
-        iters = 0
-        cap_est = float("nan")
-        counters = Counters()
-        rounds = 0
-        infos: list[dict[str, Any]] = []  # what the balancer reported per round (e.g. AdA's case, auto's choice)
-        if bal.name != "none":
-            est = monitor(comm, clock, dom.neighbour_ranks, probe_work)
-            cap_est = est.capacity
-            model = _gather_model(comm, dom, est)
-            last = np.inf
-            # a round runs while the imbalance exceeds the trigger (and rounding noise) and still drops
-            while rounds < sc.balancer.rounds and max(sc.balancer.trigger, 1 + 1e-9) < model.imbalance < last:
-                if rounds:  # the subdomain graph changed: measure the new links
-                    est = monitor(comm, clock, dom.neighbour_ranks, probe_work)
-                    model = _gather_model(comm, dom, est)
-                last = model.imbalance
-                dom, st, it, info = _balance_once(comm, clock, bal, params, sc.seed, dom, est, model, counters, k,
-                                                  balancer_state, select, dense)
-                infos.append(_jsonable(info))
-                stats.add(st)
-                iters += it
-                rounds += 1
-                if comm.allreduce(st.cells_sent) == 0:
-                    break
-                model = model.with_loads(comm.allgather(dom.load))
-        loads_after = np.array(comm.allgather(dom.load))
-        imb_after = imbalance(loads_after, caps)
-
-        # compute
-        dom, loop = solve_phase(comm, dom, clock, kernel=app.kernel, iterations=app.iterations,
-                                work_per_weight=app.work_per_weight, bytes_per_edge=app.bytes_per_edge)
-        allreduce(comm, 0.0, clock)  # end of phase: every rank synchronised
-
-        # record
-        t_phase = comm.allreduce(clock.elapsed() - t_start, op=_max_op())
-        delta = {c: clock.totals[c] - snap[c] for c in clock.totals}
-        row = {"phase": k, "rank": rank, "cells": dom.n, "load": dom.load, "capacity": float(caps[rank]),
-               "fair_load": float(caps[rank] * loads_after.sum()), "capacity_estimate": cap_est,
-               **{f"{c}_time": delta[c] for c in CATEGORIES},
-               "cells_sent": stats.cells_sent, "cells_received": stats.cells_received,
-               "weight_sent": stats.weight_sent, "weight_received": stats.weight_received,
-               "bytes_sent": stats.bytes_sent}
-        rows = comm.gather(row, root=0)
-        moved = comm.allreduce(stats.cells_sent)
-        moved_w = comm.allreduce(stats.weight_sent)
-        quality = partition_quality_local(comm, dom, capacities=caps, prev_gid=gid_before,
-                                          bytes_per_cell=cell_bytes(dom))
-        cut = quality["edge_cut"]
-        total_moves += moved
-        cells_now = comm.allreduce(dom.n)
-        weight_now = comm.allreduce(dom.load)
-        recorded = _record_phase(comm, sc, dom, k, n_cells, refining) if record else ({}, {})
-        if rank == 0:
-            csv_rows.extend(rows)
-            mean = {c: float(np.mean([r[f"{c}_time"] for r in rows])) for c in CATEGORIES}
-            phases.append({"phase": k, "time": t_phase, **{f"{c}_time": v for c, v in mean.items()},
-                           "imbalance_before": imb_before, "imbalance_after": imb_after, "migrated_cells": moved,
-                           "migrated_weight": moved_w, "edge_cut": cut, "balance_iterations": iters,
-                           "balance_rounds": rounds,
-                           "balance_counters": counters.as_dict(), "balance_info": infos, "quality": quality,
-                           "cells": cells_now, "weight": weight_now, **change})
-            partitions.update(recorded[0])
-            phase_geometry.update(recorded[1])
-        say(f"phase {k}/{ad.phases}: imbalance {imb_before:.3f} -> {imb_after:.3f}, moved {moved} cells, "
-            f"time {t_phase:.4g} s")
-
-    # final checks: nothing lost
-    cells_final = comm.allreduce(dom.n)
-    weight_final = comm.allreduce(dom.load)
-    final_loads = np.array(comm.allgather(dom.load))
-    final_imb = imbalance(final_loads, sched.at(ad.phases))
-    total_time = comm.allreduce(clock.elapsed(), op=_max_op())
-    u_err = None
-    if app.kernel == "jacobi" and refining:
-        u_err = adapter.jacobi_error(dom, tm0)
-    elif app.kernel == "jacobi":
-        g = gather_to_root(comm, dom, n_cells, extra={"u": dom.fields["u"]})
-        if rank == 0:
-            ref = jacobi_serial(mesh.xadj, mesh.adjncy, mesh.coords, ad.phases * app.iterations)
-            u_err = float(np.max(np.abs(g[2]["u"] - ref)) / max(np.max(np.abs(ref)), 1e-300))
-    adapter.check_totals(cells_initial, cells_final, weight_initial, weight_final)
-    refined, coarsened = adapter.totals["refined"], adapter.totals["coarsened"]
-    if rank != 0:
-        return None
-
-    summary = RunResult({
-        "scenario": sc.name, "processors": p, "balancer": bal.name, "balancer_params": params,
-        "clock": sc.clock, "seed": sc.seed, "versions": _versions(), "mesh": mesh_name,
-        "kernel": app.kernel, "total_time": total_time, "final_imbalance": final_imb,
-        "adaptation": ad.kind, "cells_initial": cells_initial, "cells_final": cells_final,
-        "cells_refined": refined, "cells_coarsened": coarsened, "weight_initial": weight_initial,
-        "weight_final": weight_final, "migrated_cells": total_moves, "jacobi_max_rel_error": u_err,
-        "replay_mismatches": adapter.mismatches,
-        "wall_seconds": time.perf_counter() - wall_start, "adapt_wall_seconds": adapter.walls, "phases": phases,
-    })
-    if write:
-        out = _write_outputs(sc, summary, csv_rows, partitions, mesh, out_dir or sc.output.dir, phase_geometry)
-        summary.out_dir = out
-    return summary
-
-
-def _balance_once(comm, clock, bal, params, seed, dom, est, model, counters, phase, state, select=None,
-                  dense=True):
-    """One decide-balance-migrate step (collective): returns (domain, migration stats, iterations).
-
-    ``dense=False`` (ids with gaps, after refinement): the balancer sees :func:`_dense_view`.
-    """
-    rank, p = comm.Get_rank(), comm.Get_size()
-    nb = NeighbourComm(comm, est.neighbours, clock, counters)
-    with clock.activity("balance"):
-        view = dom if dense else _dense_view(comm, dom, clock, counters)
-        ctx = BalanceContext(comm=comm, clock=clock, nb=nb, model=model, load=dom.load, capacity=est.capacity,
-                             weights=est.weights, dom=view, params=params, seed=seed, state=state,
-                             latency=est.latency, bandwidth=est.bandwidth)
-        decision = agree(comm, bal.run, ctx)
-    stats = MigrationStats()
-    with clock.activity("migrate"):
-        if decision.dest is not None:
-            dom, stats = migrate(comm, dom, decision.dest, clock)
-        elif decision.flow is not None and np.any(decision.flow != 0) and not _worsens(comm, model, decision):
-            cost = _gather_costs(comm, p, est)
-            levels = topological_order(model, decision.flow, 1e-12 * max(model.loads.sum(), 1.0))
-            dom, stats, realised = realise_flow(comm, dom, model.edges, decision.flow, cost, clock, levels=levels,
-                                                select=select)
-            if rank == 0 and log.isEnabledFor(logging.DEBUG):
-                for e, f, r in zip(model.edges.tolist(), decision.flow, realised):
-                    if abs(f) > 1e-9 or r:
-                        log.debug("phase %d edge %s flow %.3f realised %.3f", phase, e, f, r)
-    return dom, stats, decision.iterations, decision.info
-
-
+# -- helpers of the steps ------------------------------------------------------------------------------------
 def _worsens(comm, model: Model, decision) -> bool:
     """Whether the flow would not lower the imbalance of the model (collective: one verdict for all
     ranks). Such a flow — a numerically broken one, e.g. MPA far
     beyond the sizes where its sequence is accurate (docs/BALANCERS.md) — is not applied, and the
     decision's info says so."""
     after = imbalance(model.apply_flow(decision.flow), model.capacities)
-    if not comm.allreduce(int(after >= model.imbalance), op=_max_op()):
+    if not Bookkeeping(comm).max(int(after >= model.imbalance)):
         return False
     decision.info["rejected"] = f"the flow would not lower the imbalance ({model.imbalance:.4g} -> {after:.4g})"
     return True
@@ -383,31 +615,25 @@ def _dense_view(comm, dom, clock, counters):
     return replace(dom, gid=new, adjncy=adj)
 
 
-def _record_phase(comm, sc: Scenario, dom, phase: int, n_cells: int, refining: bool):
+def _phase_arrays(r: RunState, phase: int):
     """Rank 0: the phase's per-cell arrays for partitions.npz and, for a refined mesh, its geometry for
     geometry.npz (``coords_XXX``, ...); ({}, {}) elsewhere (collective)."""
-    tag = f"{phase:03d}"
-    n = n_cells if not refining else comm.allreduce(int(dom.gid.max(initial=-1)), op=_max_op()) + 1
-    g = gather_to_root(comm, dom, n, extra=_vtu_fields(sc, dom))
-    tm = gather_trimesh(comm, dom) if refining else None
-    if comm.Get_rank() != 0:
+    tag, comm, dom = f"{phase:03d}", r.comm, r.dom
+    n = r.setup.n_cells if not r.refining else r.book.max(int(dom.gid.max(initial=-1))) + 1
+    extra = {name: dom.fields[name] for name in ("u", "level") if name in dom.fields} if r.sc.output.vtu else None
+    g = gather_to_root(comm, dom, n, extra=extra)
+    tm = gather_trimesh(comm, dom) if r.refining else None
+    if r.rank != 0:
         return {}, {}
-    own, wts, extra = g
-    alive = np.flatnonzero(own >= 0) if refining else slice(None)
+    own, wts, fields = g
+    alive = np.flatnonzero(own >= 0) if r.refining else slice(None)
     parts = {f"owner_{tag}": own[alive].astype(np.int32), f"weight_{tag}": wts[alive],
-             **{f"{name}_{tag}": v[alive] for name, v in extra.items()}}
-    if not refining:
+             **{f"{name}_{tag}": v[alive] for name, v in fields.items()}}
+    if not r.refining:
         return parts, {}
     parts[f"gid_{tag}"] = alive
     return parts, {f"coords_{tag}": tm.centroids, f"points_{tag}": tm.points, f"cell_nodes_{tag}": tm.tris.ravel(),
                    f"cell_ptr_{tag}": np.arange(0, 3 * tm.n_cells + 1, 3, dtype=np.int64)}
-
-
-def _vtu_fields(sc: Scenario, dom) -> dict[str, np.ndarray] | None:
-    """The per-cell fields recorded for ParaView each phase (the solution ``u``), when ``output.vtu``."""
-    if not sc.output.vtu:
-        return None
-    return {name: dom.fields[name] for name in ("u", "level") if name in dom.fields}
 
 
 def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
@@ -421,57 +647,9 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _max_op():
-    from mpi4py import MPI
-
-    return MPI.MAX
-
-
-def _gather_model(comm, dom, est) -> Model:
-    """The global H = (G, l, c, w), identical on every rank (one allgather of per-rank entries)."""
-    me = comm.Get_rank()
-    entry = (dom.load, est.capacity, [(me, int(j), float(w)) for j, w in zip(est.neighbours, est.weights) if me < j])
-    allent = comm.allgather(entry)
-    edges = [(i, j) for _, _, es in allent for i, j, _ in es]
-    weights = [w for _, _, es in allent for _, _, w in es]
-    return Model.create(len(allent), np.array(edges, dtype=np.int64).reshape(-1, 2), [a[0] for a in allent],
-                        [a[1] for a in allent], weights)
-
-
-def _gather_costs(comm, p: int, est) -> np.ndarray:
+def _gather_costs(book: Bookkeeping, p: int, est: Estimates) -> np.ndarray:
     """The p×p link-cost matrix w̃ of the gain function (0 off the subdomain graph)."""
     cost = np.zeros((p, p))
-    for i, (nbrs, cs) in enumerate(comm.allgather((est.neighbours.tolist(), est.costs.tolist()))):
+    for i, (nbrs, cs) in enumerate(book.allgather((est.neighbours.tolist(), est.costs.tolist()))):
         cost[i, nbrs] = cs
     return cost
-
-
-def _write_outputs(sc: Scenario, summary: dict, csv_rows: list[dict], partitions: dict, mesh,
-                   out_dir: str | Path | None, phase_geometry: dict | None = None) -> Path:
-    out = Path(out_dir) if out_dir is not None else Path("runs") / f"{sc.name}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "scenario.yaml", yaml.safe_dump(sc.to_dict(), sort_keys=False))
-    write_csv(out / "phases.csv", csv_rows, CSV_COLUMNS)
-    if sc.output.partitions or sc.output.pictures or sc.output.vtu:
-        geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
-        if mesh.has_polygons:
-            geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)
-        geo.update(phase_geometry or {})
-        write_npz(out / "geometry.npz", **geo)
-        write_npz(out / "partitions.npz", **partitions)
-    write_json(out / "summary.json", dict(summary))
-    if sc.output.vtu:
-        from hermes.viz.vtu import write_run_vtu
-
-        try:
-            write_run_vtu(out)
-        except HermesError as err:  # like the pictures: report, keep the results
-            log.warning("VTU files not written: %s", err)
-    if sc.output.pictures:
-        from hermes.viz import plot_run
-
-        try:
-            plot_run(out)
-        except HermesError as err:  # pictures are a convenience: report, keep the results
-            log.warning("pictures not written: %s", err)
-    return out

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["write_atomic", "write_json", "write_csv", "write_npz"]
+__all__ = ["write_atomic", "write_json", "write_csv", "write_npz", "write_run"]
 
 
 def write_atomic(path: str | Path, data: bytes | str) -> Path:
@@ -69,3 +69,29 @@ def write_npz(path: str | Path, **arrays) -> Path:
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return write_atomic(path, buf.getvalue())
+
+
+def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partitions: dict, mesh,
+              out_dir: str | Path | None, geometry: dict | None = None) -> Path:
+    """Write a run directory (rank 0): scenario.yaml, phases.csv, geometry.npz and partitions.npz (when the
+    scenario records them) and summary.json, each atomically. Returns the directory.
+
+    The default directory is ``runs/<scenario>-<timestamp>``.
+    """
+    import datetime as _dt
+
+    import yaml
+
+    out = Path(out_dir) if out_dir is not None else Path("runs") / f"{sc.name}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "scenario.yaml", yaml.safe_dump(sc.to_dict(), sort_keys=False))
+    write_csv(out / "phases.csv", rows, columns)
+    if sc.output.partitions or sc.output.pictures or sc.output.vtu:
+        geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
+        if mesh.has_polygons:
+            geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)
+        geo.update(geometry or {})
+        write_npz(out / "geometry.npz", **geo)
+        write_npz(out / "partitions.npz", **partitions)
+    write_json(out / "summary.json", dict(summary))
+    return out

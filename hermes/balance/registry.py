@@ -24,8 +24,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from dataclasses import replace
 from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import replace
 from importlib.metadata import entry_points
 from typing import Any
 

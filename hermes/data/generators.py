@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-
 from numpy.typing import NDArray
 
 from hermes.data.mesh import Mesh, csr_from_edges, validate_graph

@@ -65,7 +65,14 @@ from numpy.typing import NDArray
 from hermes.data.distributed import HaloPlan, LocalDomain, halo_plan, scatter_domain
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import (
-    TriMesh, bisect_marked, edge_ends, edge_table, mark_edges, merge_pairs, nvb_closure, transfer_values,
+    TriMesh,
+    bisect_marked,
+    edge_ends,
+    edge_table,
+    mark_edges,
+    merge_pairs,
+    nvb_closure,
+    transfer_values,
 )
 from hermes.errors import MeshError
 

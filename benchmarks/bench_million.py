@@ -125,7 +125,7 @@ def run(cells: int, selection: str = "gain") -> None:
               f"{state['moved']:,} cells migrated; cells conserved by migration: {total == cells_after}")
         print(f"cells per rank after distribution: {min(n_local):,} .. {max(n_local):,}; "
               f"after migration: {min(n_final):,} .. {max(n_final):,}")
-        print(f"| step | wall s (max over ranks) | peak RSS rank 0 MB | peak RSS other ranks MB (min .. max) |")
+        print("| step | wall s (max over ranks) | peak RSS rank 0 MB | peak RSS other ranks MB (min .. max) |")
         print("|---|---|---|---|")
         for name, dt, mem in rows:
             print(f"| {name} | {dt:.2f} | {mem[0]:.0f} | {min(mem[1:]):.0f} .. {max(mem[1:]):.0f} |")

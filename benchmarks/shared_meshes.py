@@ -28,8 +28,16 @@ from typing import Any
 from hermes.data.io import read_mesh
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared runner, also when imported as a module
-from partition_compare import (DEFAULT_REGION, METHODS, capacities, markdown_table,  # noqa: E402
-                               run_hermes, run_row, scenario, write_csv)
+from partition_compare import (  # noqa: E402
+    DEFAULT_REGION,
+    METHODS,
+    capacities,
+    markdown_table,
+    run_hermes,
+    run_row,
+    scenario,
+    write_csv,
+)
 
 __all__ = ["SHARED", "MESH_FILES", "load", "main"]
 

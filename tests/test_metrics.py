@@ -15,8 +15,7 @@ import pytest
 
 from hermes.data.mesh import csr_from_edges
 from hermes.errors import HermesError
-from hermes.metrics import (QUALITY_KEYS, boundary_cells, cell_bytes, edge_cut, migration_volume,
-                            partition_quality)
+from hermes.metrics import QUALITY_KEYS, boundary_cells, cell_bytes, edge_cut, migration_volume, partition_quality
 
 # A 4 × 2 grid of cells, c = 4 j + i:     4 5 6 7     owners:  0 2 2 3
 #                                          0 1 2 3              0 0 1 1

@@ -2,10 +2,10 @@
 
 The detection tree is a BFS spanning tree (:func:`bfs_tree`; in hermes rooted at a centre of the graph,
 :func:`graph_center`, so that its height h is the radius), built on the ranks by a distributed BFS
-(:func:`_build_tree`); once per FOS iteration every rank exchanges one word with its tree neighbours
-(:class:`_TreeRounds`), and all ranks stop ``2h − 1`` rounds after the first iteration without transfers.
+(:func:`build_tree_rounds`); once per FOS iteration every rank exchanges one word with its tree neighbours
+(:class:`TreeRounds`), and all ranks stop ``2h − 1`` rounds after the first iteration without transfers.
 Also here: what :func:`~hermes.balance.practical.fos_distributed` communicates, analytically
-(:func:`fos_counters`) and replayed on per-rank α-β clocks for the serial reference (:class:`_Replay`).
+(:func:`fos_counters`) and replayed on per-rank α-β clocks for the serial reference (:class:`Replay`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def graph_center(model: Model) -> int:
     return int(np.argmin(sp.csgraph.shortest_path(adj, directed=False, unweighted=True).max(axis=1)))
 
 
-def _build_tree(nb: NeighbourComm, root: int) -> Tree:
+def build_tree_rounds(nb: NeighbourComm, root: int) -> Tree:
     """Distributed BFS from ``root`` (collective): rounds of distance exchanges until an allreduce(max)
     of the distances is finite (it is then the height), then one exchange of parent flags."""
     dist, parent = (0.0 if nb.rank == root else math.inf), -1
@@ -73,7 +73,7 @@ def _build_tree(nb: NeighbourComm, root: int) -> Tree:
     return Tree(int(dist), parent, children, int(top))
 
 
-class _TreeRounds:
+class TreeRounds:
     """One rank's side of the synchronous detection of 001 §3.3.2 (one tree exchange per iteration).
 
     In round t a rank at depth d sends its parent ``A(t) = s(t − h + d) ∧ A_children(t − 1)`` (s: no
@@ -150,7 +150,7 @@ def fos_counters(model: Model, iterations: int, *, detection: bool = True, shake
     return counters, bld * 2 * q * (h + 1) + d * 2 * (p - 1) * n
 
 
-def _edge_costs(model: Model, links) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def edge_costs(model: Model, links) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Latency (s) and bandwidth (bytes/s) of every edge (see :mod:`hermes.balance.practical`)."""
     if links is None:
         return np.full(model.q, Links().latency), Links().bandwidth * model.weights
@@ -158,14 +158,14 @@ def _edge_costs(model: Model, links) -> tuple[NDArray[np.float64], NDArray[np.fl
     return par.reshape(-1, 2)[:, 0].copy(), par.reshape(-1, 2)[:, 1].copy()
 
 
-class _Replay:
+class Replay:
     """Per-rank α-β clocks of the schedule, charged as :class:`~hermes.clock.VirtualClock` does."""
 
     def __init__(self, model: Model, links):
         e = model.edges
         self.p, self.links = model.p, links
         self.src, self.dst = np.concatenate([e[:, 0], e[:, 1]]), np.concatenate([e[:, 1], e[:, 0]])
-        lat, bw = _edge_costs(model, links)
+        lat, bw = edge_costs(model, links)
         self.alpha, self.bw = np.concatenate([lat, lat]), np.concatenate([bw, bw])
         self.t = np.zeros(model.p)
 

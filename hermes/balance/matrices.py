@@ -47,10 +47,10 @@ from hermes.balance.flow import (
 )
 from hermes.balance.model import Model
 from hermes.balance.spectral import (
-    _diameter,
     edge_connectivity,
     elsasser_alpha,
     epsilon0,
+    graph_diameter,
 )
 from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
@@ -385,7 +385,7 @@ def diffusion_bounds(model: Model, eps: str | float = "eps0", kind: int = 1, *, 
     theta = float(np.min(s.u))
     p = model.p
     cor1 = 1.0 - 4.0 * edge_connectivity(model) * theta / model.capacities.max() * math.sin(math.pi / (2 * p)) ** 2
-    th11 = 1.0 - theta / _diameter(model)
+    th11 = 1.0 - theta / graph_diameter(model)
     if kind == 1 and not lazy:
         dmax = float(model.weighted_degree.max())
         lam_p = 1.0 - 2.0 * s.eps / (dmax + s.eps)

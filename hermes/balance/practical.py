@@ -39,8 +39,8 @@ from numpy.typing import NDArray
 
 from hermes.balance.detection import (
     Tree,
-    _build_tree,
-    _TreeRounds,
+    TreeRounds,
+    build_tree_rounds,
     graph_center,
 )
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs
@@ -48,13 +48,13 @@ from hermes.balance.interface import BalanceContext, Decision, flow_from_local
 from hermes.balance.model import Model
 from hermes.balance.practical_serial import (
     DEFAULT_KAPPA,
+    FOSConfig,
     FOSParams,
-    _benefit,
-    _check_params,
-    _Config,
-    _delta,
-    _fos_amounts,
+    benefit,
+    check_fos_params,
     fos,
+    fos_amounts,
+    fos_delta,
 )
 from hermes.balance.registry import register
 from hermes.clock import Links
@@ -113,7 +113,7 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     The steps and arithmetic of :func:`fos_iter`: bit-identical flows and the same random draws (this rank
     uses stream ``rank`` of ``SeedSequence(seed).spawn(p)``). "halving" needs the synchronous iteration
     time T(t), which 001's application measures for free; here it rides on the detection tree
-    (:class:`~hermes.balance.detection._TreeRounds`). All ranks stop ``2h − 1`` rounds after the first iteration
+    (:class:`~hermes.balance.detection.TreeRounds`). All ranks stop ``2h − 1`` rounds after the first iteration
     without transfers, h = ecc(root) (the radius when the root is a center). Counters:
     :func:`~hermes.balance.detection.fos_counters`.
     """
@@ -124,7 +124,7 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     bw = Links().bandwidth * w if bandwidth is None else np.asarray(bandwidth, dtype=np.float64).ravel()
 
     def check() -> None:
-        _check_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
+        check_fos_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
                       unit_bytes, unit_time)
         if not (isinstance(root, (int, np.integer)) and 0 <= root < p):
             raise BalancerError(f"root must be a rank in 0..{p - 1}, got {root!r}")
@@ -135,16 +135,16 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check)
     load, ci = float(load), float(capacity)
-    cfg = _Config(bool(integer), k is not None, tolerance / max(p - 1, 1) * total, float(unit_bytes))
+    cfg = FOSConfig(bool(integer), k is not None, tolerance / max(p - 1, 1) * total, float(unit_bytes))
     halving = cfg.gate and k_schedule == "halving"
     cj = nb.exchange_scalar(ci)  # M_r handshake (Alg. 1): the speed C_i, not the load, then δ_i
-    delta = _delta(_ordered_sum(cj / (ci + cj)), variant)
+    delta = fos_delta(_ordered_sum(cj / (ci + cj)), variant)
     m = np.minimum(delta, nb.exchange_scalar(delta))
     m_out, m_in = m * (cj / (ci + cj)), m * (ci / (ci + cj))
     gi, gj = unit_time / (p * ci), unit_time / (p * cj)
     built = detection and tree is None
-    tree = _build_tree(nb, root) if built else tree
-    det = _TreeRounds(nb, tree, halving) if detection else None
+    tree = build_tree_rounds(nb, root) if built else tree
+    det = TreeRounds(nb, tree, halving) if detection else None
     lag = tree.height + max(tree.height - 1, 0) if detection else 0
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(p)[nb.rank]) if shaker else None
     kk = float(k) if k is not None else math.inf
@@ -157,10 +157,10 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         send = lij > 0
         ws, wr, gs, gr = (np.where(send, load, wj), np.where(send, wj, load), np.where(send, gi, gj),
                           np.where(send, gj, gi))
-        x = _fos_amounts(np.abs(lij), ws, wr, np.where(send, ci, cj), np.where(send, cj, ci), gs, gr, kk, lat, bw,
+        x = fos_amounts(np.abs(lij), ws, wr, np.where(send, ci, cj), np.where(send, cj, ci), gs, gr, kk, lat, bw,
                          cfg)
         if shaker:
-            unbal = (np.abs(lij) > 0) & (_benefit(ws, wr, gs, gr, 1.0) >= 0)
+            unbal = (np.abs(lij) > 0) & (benefit(ws, wr, gs, gr, 1.0) >= 0)
             U = np.where(x > 0, 0.0, np.where(unbal, U + 1.0, 0.0))
             out = np.where(send, x, 0.0)
             rem = load - _ordered_sum(out)

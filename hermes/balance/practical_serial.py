@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
 
-from hermes.balance.detection import _edge_costs, _Replay, bfs_tree, fos_counters
+from hermes.balance.detection import Replay, bfs_tree, edge_costs, fos_counters
 from hermes.balance.flow import FlowResult, neighbour_table, ordered_row_sums, ordered_total, validate_model
 from hermes.balance.interface import Flag, Integer, NonNegative, Number, Params, Positive
 from hermes.balance.model import Model
@@ -61,7 +61,7 @@ _NAMES = tuple(FOSParams.model_fields)
 _DEFAULTS = {name: f.default for name, f in FOSParams.model_fields.items()}
 
 
-def _check_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
+def check_fos_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
                   unit_bytes, unit_time) -> None:
     def num(x) -> bool:
         return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
@@ -93,7 +93,7 @@ def _check_params(variant, k, k_schedule, integer, shaker, kappa, detection, tol
 
 
 @dataclass(frozen=True)
-class _Config:
+class FOSConfig:
     """What both ends of a pair need to evaluate its FOS transfer identically."""
 
     integer: bool
@@ -102,20 +102,20 @@ class _Config:
     unit_bytes: float
 
 
-def _benefit(ws, wr, gs, gr, amount):
+def benefit(ws, wr, gs, gr, amount):
     """001 eq. (4), single form: ``max(Cmp_s(w_s), Cmp_r(w_r)) − max(Cmp_s(w_s − L), Cmp_r(w_r + L))``."""
     return np.maximum(ws * gs, wr * gr) - np.maximum((ws - amount) * gs, (wr + amount) * gr)
 
 
-def _fos_amounts(amount, ws, wr, cs, cr, gs, gr, k: float, lat, bw, cfg: _Config):
+def fos_amounts(amount, ws, wr, cs, cr, gs, gr, k: float, lat, bw, cfg: FOSConfig):
     """FOS transfer sender → receiver of each pair, evaluated from the sender's side at both ends."""
     x = np.floor(amount) if cfg.integer else np.where(ws / cs - wr / cr > cfg.thresh, amount, 0.0)
     if cfg.gate:
-        x = np.where(lat + x * cfg.unit_bytes / bw < k * _benefit(ws, wr, gs, gr, x), x, 0.0)
+        x = np.where(lat + x * cfg.unit_bytes / bw < k * benefit(ws, wr, gs, gr, x), x, 0.0)
     return x
 
 
-def _delta(cr_sum: float, variant: str) -> float:
+def fos_delta(cr_sum: float, variant: str) -> float:
     s = cr_sum + 0.5 if variant == "B" else cr_sum
     return 1.0 / s if s > 0 else math.inf
 
@@ -125,7 +125,7 @@ def _mr_edges(model: Model, variant: str) -> tuple[NDArray[np.float64], NDArray[
     nbr, _, sign = neighbour_table(model)
     c = model.capacities
     crsum = ordered_row_sums(np.where(sign != 0, c[nbr] / (c[:, None] + c[nbr]), 0.0))
-    delta = np.array([_delta(float(s), variant) for s in crsum])
+    delta = np.array([fos_delta(float(s), variant) for s in crsum])
     a, b = model.edges[:, 0], model.edges[:, 1]
     m = np.minimum(delta[a], delta[b])
     return m * (c[b] / (c[a] + c[b])), m * (c[a] / (c[a] + c[b]))
@@ -202,7 +202,7 @@ def fos_iter(model: Model, *, variant: str = "B", k: float | None = 1000.0, k_sc
     -----
     Iteration (001 §3.1–3.3; eq. 3 with f_ij ∈ {0, 1}), every pair {i, j}: ``L = Mr_ij w_i − Mr_ji w_j``;
     the sender s (``L > 0``) moves ``x = ⌊L⌋`` (integer) or L (real, outside the dead band) to r iff
-    ``α_sr + x·unit_bytes/B_sr < k·Benefit(x)``, Benefit in the single form of :func:`_benefit` (the
+    ``α_sr + x·unit_bytes/B_sr < k·Benefit(x)``, Benefit in the single form of :func:`benefit` (the
     printed L < 0 case has a sign error). Shaker: ``U_ij`` counts successive iterations in which the
     pair was unbalanced (moving one unit from s does not raise the pair's larger Cmp) and FOS did not
     move; s then draws ``alea`` from its own stream (``SeedSequence(seed).spawn(p)[s]``) and moves one
@@ -212,26 +212,26 @@ def fos_iter(model: Model, *, variant: str = "B", k: float | None = 1000.0, k_sc
     iteration ``t_s + 2h − 1`` (``t_s`` if h = 0); see :func:`fos_distributed`.
     """
     validate_model(model)
-    _check_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
+    check_fos_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
                   unit_bytes, unit_time)
     p, e, c = model.p, model.edges, model.capacities
     if not (isinstance(root, (int, np.integer)) and 0 <= root < p):
         raise BalancerError(f"root must be a rank in 0..{p - 1}, got {root!r}")
     if integer and not np.all(model.loads == np.floor(model.loads)):
         raise BalancerError("integer mode needs integral loads")
-    cfg = _Config(bool(integer), k is not None, tolerance / max(p - 1, 1) * ordered_total(model.loads),
+    cfg = FOSConfig(bool(integer), k is not None, tolerance / max(p - 1, 1) * ordered_total(model.loads),
                   float(unit_bytes))
     halving = cfg.gate and k_schedule == "halving"
     mab, mba = _mr_edges(model, variant)
     g = unit_time / (p * c)
-    lat, bw = _edge_costs(model, links)
+    lat, bw = edge_costs(model, links)
     nbr, edge, sign = neighbour_table(model)
     mask = sign != 0
     a, b = e[:, 0], e[:, 1]
     parent, depth = bfs_tree(model, int(root))
     h = int(depth.max())
     tree = (parent[b] == a) | (parent[a] == b)
-    rep = _Replay(model, links) if links is not None else None
+    rep = Replay(model, links) if links is not None else None
     if rep is not None:
         rep.allreduce(2)
         rep.exchange(), rep.exchange()
@@ -255,9 +255,9 @@ def fos_iter(model: Model, *, variant: str = "B", k: float | None = 1000.0, k_sc
         fwd = lab > 0
         s, r = np.where(fwd, a, b), np.where(fwd, b, a)
         amount = np.abs(lab)
-        x = _fos_amounts(amount, loads[s], loads[r], c[s], c[r], g[s], g[r], kk, lat, bw, cfg)
+        x = fos_amounts(amount, loads[s], loads[r], c[s], c[r], g[s], g[r], kk, lat, bw, cfg)
         if shaker:
-            unbal = (amount > 0) & (_benefit(loads[s], loads[r], g[s], g[r], 1.0) >= 0)
+            unbal = (amount > 0) & (benefit(loads[s], loads[r], g[s], g[r], 1.0) >= 0)
             U = np.where(x > 0, 0.0, np.where(unbal, U + 1.0, 0.0))
             rem = loads - np.bincount(s, weights=x, minlength=p)
             for i in range(p):  # rank i's draws, in its sorted neighbour order
@@ -338,7 +338,7 @@ def program_time(model: Model, states: Iterable[FOSState], app_iterations: int, 
     and N application iterations, the s-th after balancing step s (one step per program iteration, as
     in the paper). The gain of an algorithm 2 over an algorithm 1 is ``(T1 − T2)/T1``.
     """
-    lat, bw = _edge_costs(model, links)
+    lat, bw = edge_costs(model, links)
     g = unit_time / (model.p * model.capacities)
     total, n, last = 0.0, 0, None
     for last in states:

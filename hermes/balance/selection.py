@@ -68,7 +68,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import dijkstra
 
-from hermes.data.distributed import LocalDomain, _ranges
+from hermes.data.distributed import LocalDomain, csr_ranges
 from hermes.errors import BalancerError
 
 __all__ = ["BEHIND_HEAVY_MIN", "gain", "select_gain", "layer_distance", "select_peel", "front_key", "select_wavefront",
@@ -274,7 +274,7 @@ class _EdgeCounts:
     def move(self, cells: NDArray[np.int64], old: NDArray[np.int64], new: NDArray[np.int64]) -> NDArray[np.int64]:
         """Record that ``cells`` went from ranks ``old`` to ``new``; returns the cells whose counts changed."""
         dom, m = self.dom, self.ranks.size
-        ent = _ranges(dom.xadj[cells], self.deg[cells])
+        ent = csr_ranges(dom.xadj[cells], self.deg[cells])
         nb = dom.local_index[ent]
         keep = nb >= 0
         nb = nb[keep]

@@ -53,7 +53,7 @@ def epsilon0(model: Model) -> float:
                  * math.sin(math.pi / (2 * model.p)) ** 2)
 
 
-def _diameter(model: Model) -> int:
+def graph_diameter(model: Model) -> int:
     if model.p < 2:
         return 0
     e = model.edges

@@ -34,9 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.data.generators import grid, lshape_triangles
-from hermes.data.mesh import Mesh
+from hermes.data.mesh import Mesh, csr_from_edges
 from hermes.data.polygons import (
-    _csr,
     mesh_from_cells,
 )
 from hermes.errors import MeshError
@@ -368,7 +367,7 @@ def large(n_cells: int = 1_000_000) -> Mesh:
         np.column_stack([low[right], up[right] + 2]),
     ])
     n = tris.shape[0]
-    xadj, adjncy = _csr(n, edges)
+    xadj, adjncy = csr_from_edges(n, edges)
     mesh = Mesh(
         name="large",
         xadj=xadj,

@@ -89,7 +89,7 @@ class LocalDomain:
         idx = np.flatnonzero(mask)
         deg = np.diff(self.xadj)[idx]
         starts = self.xadj[idx]
-        ent = _ranges(starts, deg)
+        ent = csr_ranges(starts, deg)
         return {
             "gid": self.gid[idx], "weight": self.weight[idx], "coords": self.coords[idx], "deg": deg,
             "adjncy": self.adjncy[ent], "nbr_owner": self.nbr_owner[ent],
@@ -97,7 +97,7 @@ class LocalDomain:
         }
 
 
-def _ranges(starts: NDArray[np.int64], lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+def csr_ranges(starts: NDArray[np.int64], lengths: NDArray[np.int64]) -> NDArray[np.int64]:
     """Concatenation of ``arange(s, s+l)`` for each (s, l), vectorised."""
     total = int(lengths.sum())
     if total == 0:
@@ -117,7 +117,7 @@ def assemble(rank: int, size: int, packs: list[dict[str, NDArray]], field_names:
     adj = np.concatenate([p["adjncy"] for p in packs])
     own = np.concatenate([p["nbr_owner"] for p in packs])
     old_xadj = np.concatenate(([0], np.cumsum(deg)))
-    ent = _ranges(old_xadj[:-1][order], deg[order])
+    ent = csr_ranges(old_xadj[:-1][order], deg[order])
     xadj = np.concatenate(([0], np.cumsum(deg[order]))).astype(np.int64)
     fields = {k: np.concatenate([p[f"f:{k}"] for p in packs])[order] for k in field_names}
     return LocalDomain(
@@ -148,7 +148,7 @@ def scatter_domain(comm, mesh=None, owner=None, fields: dict[str, NDArray] | Non
         packs = []
         for r in range(size):
             idx = np.flatnonzero(owner == r)
-            ent = _ranges(mesh.xadj[idx], deg[idx])
+            ent = csr_ranges(mesh.xadj[idx], deg[idx])
             pk = {k: (v[idx] if k not in ("adjncy", "nbr_owner") else v[ent]) for k, v in full.items()}
             pk.update({f"f:{k}": fields[k][idx] for k in names})
             packs.append(pk)

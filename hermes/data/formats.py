@@ -46,7 +46,7 @@ GRAPH_SUFFIXES = (".graph", ".chaco", ".metis")
 # --------------------------------------------------------------------------------------------
 
 
-def _existing_file(path: str | os.PathLike) -> Path:
+def existing_file(path: str | os.PathLike) -> Path:
     p = Path(path)
     if not p.exists():
         raise MeshError(f"mesh file not found: {p}")
@@ -62,7 +62,7 @@ def _read_bytes(path: Path) -> bytes:
         raise MeshError(f"cannot read mesh file {path}: {err.strerror or err}") from err
 
 
-def _one_line(text: object) -> str:
+def one_line(text: object) -> str:
     """The first non-blank line of ``text`` (messages from third-party code can span lines)."""
     for line in str(text).splitlines():
         if line.strip():
@@ -105,7 +105,7 @@ def _content_lines(data: bytes) -> tuple[list[bytes], NDArray[np.int64]]:
     return [line for line, k in zip(lines, keep) if k], linenos
 
 
-def _planar(xyz: NDArray[np.float64]) -> NDArray[np.float64]:
+def planar_coords(xyz: NDArray[np.float64]) -> NDArray[np.float64]:
     """Coordinates as 2 or 3 columns: pad one column with zeros, drop an all-zero third column."""
     xyz = np.asarray(xyz, dtype=np.float64)
     if xyz.shape[1] == 1:
@@ -115,7 +115,7 @@ def _planar(xyz: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.ascontiguousarray(xyz)
 
 
-def _validated(mesh: Mesh, path: Path) -> Mesh:
+def validated_mesh(mesh: Mesh, path: Path) -> Mesh:
     """Run :func:`validate_graph`, restating its message with the file name."""
     try:
         validate_graph(mesh)
@@ -187,7 +187,7 @@ def read_chaco(path: str | os.PathLike) -> Mesh:
     Python work is counting tokens, about 0.2 s per million vertices. A third coordinate column
     that is all zero is dropped, so planar meshes stored as ``x y 0`` are 2-D.
     """
-    path = _existing_file(path)
+    path = existing_file(path)
     lines, linenos = _content_lines(_read_bytes(path))
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is None:
@@ -310,7 +310,7 @@ def read_chaco(path: str | os.PathLike) -> Mesh:
         edge_weights=edge_weights,
         meta=meta,
     )
-    return _validated(mesh, path)
+    return validated_mesh(mesh, path)
 
 
 def _chaco_coords(path: Path, n: int) -> tuple[NDArray[np.float64], Path | None]:
@@ -338,7 +338,7 @@ def _chaco_coords(path: Path, n: int) -> tuple[NDArray[np.float64], Path | None]
     xyz = values.reshape(n, ncol)
     if not np.all(np.isfinite(xyz)):
         raise MeshError(f"{coord_path}: non-finite coordinates")
-    return _planar(xyz), coord_path
+    return planar_coords(xyz), coord_path
 
 
 def write_chaco(mesh: Mesh, path: str | os.PathLike, *, coords: bool = True) -> Path:
@@ -408,7 +408,7 @@ def _mmread(path: Path):
     try:
         return scipy.io.mmread(str(path))
     except Exception as err:  # scipy raises ValueError, OSError, IndexError, ... on bad input
-        raise MeshError(f"cannot read Matrix Market file {path}: {_one_line(err) or type(err).__name__}") from err
+        raise MeshError(f"cannot read Matrix Market file {path}: {one_line(err) or type(err).__name__}") from err
 
 
 def read_matrix_market(path: str | os.PathLike) -> Mesh:
@@ -432,7 +432,7 @@ def read_matrix_market(path: str | os.PathLike) -> Mesh:
         Missing or unreadable file, a dense or non-square matrix, a coordinate array of the wrong
         shape, a disconnected graph.
     """
-    path = _existing_file(path)
+    path = existing_file(path)
     a = _mmread(path)
     if not sp.issparse(a):
         raise MeshError(f"{path}: expected a sparse (coordinate) matrix, got a dense array")
@@ -452,7 +452,7 @@ def read_matrix_market(path: str | os.PathLike) -> Mesh:
         xyz = np.asarray(xyz, dtype=np.float64)
         if xyz.ndim != 2 or xyz.shape[0] != n or not 1 <= xyz.shape[1] <= 3:
             raise MeshError(f"{coord_path}: coordinate array of shape {xyz.shape} for {n} vertices")
-        coords = _planar(xyz)
+        coords = planar_coords(xyz)
         meta["coords_path"] = str(coord_path)
     mesh = Mesh(name=_graph_name(path), xadj=xadj, adjncy=adjncy, weights=np.ones(n), coords=coords, meta=meta)
-    return _validated(mesh, path)
+    return validated_mesh(mesh, path)

@@ -31,12 +31,12 @@ from numpy.typing import NDArray
 
 from hermes.data.formats import (
     GRAPH_SUFFIXES,
-    _existing_file,
-    _one_line,
-    _planar,
-    _validated,
+    existing_file,
+    one_line,
+    planar_coords,
     read_chaco,
     read_matrix_market,
+    validated_mesh,
 )
 from hermes.data.mesh import Mesh, csr_from_edges
 from hermes.errors import MeshError
@@ -107,7 +107,7 @@ def read_mesh(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
 # --------------------------------------------------------------------------------------------
 
 
-def _meshio_read(path: Path):
+def meshio_read(path: Path):
     """``meshio.read`` with its console output captured and every failure turned into MeshError.
 
     meshio 5.3 prints to the console and calls ``sys.exit(1)`` when no reader accepts a file, so
@@ -122,7 +122,7 @@ def _meshio_read(path: Path):
     except (Exception, SystemExit) as err:
         printed = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]
         reason = next((line for line in printed if not line.startswith("Error:")), "")
-        reason = reason or (_one_line(err) if not isinstance(err, SystemExit) else "")
+        reason = reason or (one_line(err) if not isinstance(err, SystemExit) else "")
         reason = reason or (printed[0] if printed else type(err).__name__)
         if "deduce file format" in reason or "Unknown file format" in reason:
             raise MeshError(f"unsupported mesh format '{path.suffix}' of {path}") from None
@@ -252,12 +252,12 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
     """
     if units not in _UNITS:
         raise MeshError(f"unknown work units {units!r}: expected one of {', '.join(_UNITS)}")
-    path = _existing_file(path)
-    raw = _meshio_read(path)
+    path = existing_file(path)
+    raw = meshio_read(path)
     points = np.asarray(raw.points, dtype=np.float64)
     if points.ndim != 2 or points.shape[0] == 0 or not 1 <= points.shape[1] <= 3:
         raise MeshError(f"{path}: no usable points")
-    points = _planar(points)
+    points = planar_coords(points)
     dim, blocks = _blocks(raw, path)
     all_nodes = np.concatenate([data.ravel() for _, data in blocks])
     if all_nodes.min() < 0 or all_nodes.max() >= points.shape[0]:
@@ -279,7 +279,7 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
             meta["node_ids"] = used
         mesh = Mesh(name=path.stem, xadj=xadj, adjncy=adjncy, weights=np.ones(used.size),
                     coords=points[used], meta=meta)
-        return _validated(mesh, path)
+        return validated_mesh(mesh, path)
 
     n = sum(data.shape[0] for _, data in blocks)
     xadj, adjncy = csr_from_edges(n, _dual_edges(blocks, dim, path))
@@ -293,7 +293,7 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
         poly_points = points
     mesh = Mesh(name=path.stem, xadj=xadj, adjncy=adjncy, weights=np.ones(n), coords=coords,
                 points=poly_points, cell_ptr=cell_ptr, cell_nodes=cell_nodes, meta=meta)
-    return _validated(mesh, path)
+    return validated_mesh(mesh, path)
 
 
 # --------------------------------------------------------------------------------------------

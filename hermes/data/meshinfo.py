@@ -255,9 +255,9 @@ def mesh_info(mesh: Mesh) -> dict:
 
 def _lenient_meshio(path: Path) -> Mesh | None:
     """A 2-D cell mesh read without checks (None if the file has no usable 2-D cells)."""
-    from hermes.data.io import _meshio_read
+    from hermes.data.io import meshio_read
 
-    raw = _meshio_read(path)
+    raw = meshio_read(path)
     pts = np.asarray(raw.points, dtype=np.float64)
     blocks = [np.asarray(b.data, dtype=np.int64) for b in raw.cells
               if b.type in ("triangle", "quad") or b.type.startswith("polygon")]

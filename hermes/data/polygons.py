@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.data.mesh import Mesh, validate_graph
+from hermes.data.mesh import Mesh, csr_from_edges, validate_graph
 from hermes.errors import MeshError
 
 __all__ = [
@@ -66,20 +66,6 @@ def polygon_areas(
     return 0.5 * np.bincount(owner, weights=x * y[nxt] - x[nxt] * y, minlength=cell_ptr.size - 1)
 
 
-def _csr(n: int, edges: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Symmetric CSR from undirected edges without self loops (duplicates merged), via 1-D keys.
-
-    Same result as :func:`hermes.data.mesh.csr_from_edges`, several times faster on 10⁶ edges.
-    """
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    keys = np.sort(np.concatenate([e[:, 0] * n + e[:, 1], e[:, 1] * n + e[:, 0]]))
-    if keys.size:  # np.sort + mask: np.unique hashes first and is ~30x slower on 3·10⁶ keys
-        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
-    xadj = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys // n, minlength=n), out=xadj[1:])
-    return xadj, keys % n
-
-
 def mesh_from_polygons(
     points: NDArray[np.float64],
     cell_ptr: NDArray[np.int64],
@@ -120,7 +106,7 @@ def mesh_from_polygons(
     if check and ks.size > 2 and np.any(ks[2:] == ks[:-2]):
         raise MeshError(f"mesh '{name}': non-manifold: an edge is shared by more than 2 cells")
     same = np.flatnonzero(ks[1:] == ks[:-1])
-    xadj, adjncy = _csr(n, np.column_stack([owner[order[same]], owner[order[same + 1]]]))
+    xadj, adjncy = csr_from_edges(n, np.column_stack([owner[order[same]], owner[order[same + 1]]]))
     sizes = np.diff(cell_ptr)
     if n and np.all(sizes == sizes[0]):  # same arithmetic as the meshio reader: exact round trips
         coords = pts[cell_nodes.reshape(n, int(sizes[0]))].mean(axis=1)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from hermes.balance.spectral import graph_diameter
 from hermes.clock import Links
 from hermes.lab.specs import parse_model
 from hermes.results import write_csv
@@ -105,19 +106,12 @@ def polynomial_family(ps: Iterable[int], *, topologies=TABLE_8_7, algorithms=POL
                 c = res.counters
                 deg = model.degree
                 rows.append({"family": "polynomial", "topology": topo, "graph": graph, "p": model.p,
-                             "diameter": _diameter(model), "max_degree": int(deg.max()),
+                             "diameter": graph_diameter(model), "max_degree": int(deg.max()),
                              "connectivity": 2 * model.q / (model.p * (model.p - 1)), "algorithm": alg,
                              "iterations": res.iterations, "exchange_rounds": c.exchange_rounds,
                              "collectives": int(sum(c.collectives.values())), "messages": c.messages,
                              "bytes": c.bytes, "time": c.time, "wall_seconds": wall})
     return rows
-
-
-def _diameter(model) -> int:
-    import scipy.sparse.csgraph as csg
-
-    d = csg.shortest_path(model.laplacian != 0, unweighted=True, directed=False)
-    return int(d.max())
 
 
 def _plot_diffusion(rows, out: Path) -> list[Path]:

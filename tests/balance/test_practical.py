@@ -10,7 +10,7 @@ import pytest
 from hermes.balance.detection import bfs_tree, graph_center
 from hermes.balance.flow import alpha_beta_time, minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.practical_serial import DEFAULT_KAPPA, _benefit, fos, fos_iter, program_time, relative_speed_matrix
+from hermes.balance.practical_serial import DEFAULT_KAPPA, benefit, fos, fos_iter, program_time, relative_speed_matrix
 from hermes.balance.registry import BALANCERS
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
@@ -145,16 +145,16 @@ def test_every_transfer_passes_the_gate():
                 if x != 0:
                     s, r = e if x > 0 else e[::-1]
                     cost = DSL.latency + abs(x) * ub / DSL.bandwidth
-                    assert cost < k * _benefit(prev.loads[s], prev.loads[r], g[s], g[r], abs(x))
+                    assert cost < k * benefit(prev.loads[s], prev.loads[r], g[s], g[r], abs(x))
         prev = st
 
 
 def test_benefit_single_form():
     # L > 0 from i to j and the same exchange seen as L < 0 from j to i give the same benefit
-    assert _benefit(10.0, 2.0, 1.0, 1.0, 3.0) == pytest.approx(3.0)
-    assert _benefit(2.0, 10.0, 1.0, 1.0, -3.0) == pytest.approx(3.0)
-    assert _benefit(11.0, 10.0, 1.0, 1.0, 1.0) == 0.0  # 001 §3.1: [11, 10] → [10, 11] has no benefit
-    assert _benefit(10.0, 2.0, 1.0, 1.0, 9.0) == pytest.approx(-1.0)  # overshoot: 10, 2 → 1, 11
+    assert benefit(10.0, 2.0, 1.0, 1.0, 3.0) == pytest.approx(3.0)
+    assert benefit(2.0, 10.0, 1.0, 1.0, -3.0) == pytest.approx(3.0)
+    assert benefit(11.0, 10.0, 1.0, 1.0, 1.0) == 0.0  # 001 §3.1: [11, 10] → [10, 11] has no benefit
+    assert benefit(10.0, 2.0, 1.0, 1.0, 9.0) == pytest.approx(-1.0)  # overshoot: 10, 2 → 1, 11
 
 
 def test_gate_stops_useless_balancing_on_a_slow_network():

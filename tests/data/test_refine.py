@@ -9,7 +9,14 @@ from scipy.spatial import Delaunay
 from hermes.data.generators import grid, lshape_triangles
 from hermes.data.mesh import validate_graph
 from hermes.data.refine import (
-    TriMesh, coarsen, conformity_problems, edge_table, from_mesh, min_angles, nvb_mesh, refine,
+    TriMesh,
+    coarsen,
+    conformity_problems,
+    edge_table,
+    from_mesh,
+    min_angles,
+    nvb_mesh,
+    refine,
 )
 from hermes.errors import MeshError
 

@@ -19,7 +19,12 @@ from hermes.data.migrate import migrate
 from hermes.data.partition import metis_partition
 from hermes.data.refine import coarsen, conformity_problems, dual_graph, nvb_mesh, refine
 from hermes.data.refine_dist import (
-    adapt_domain, coarsen_domain, gather_trimesh, refine_domain, scatter_trimesh, unite_families,
+    adapt_domain,
+    coarsen_domain,
+    gather_trimesh,
+    refine_domain,
+    scatter_trimesh,
+    unite_families,
 )
 
 comm = MPI.COMM_WORLD

@@ -27,6 +27,7 @@ def run(cells: int, selection: str = "gain") -> None:
     import numpy as np
     from mpi4py import MPI
 
+    from hermes.adaptation import adapt_mesh
     from hermes.balance.flow import topological_order
     from hermes.balance.model import Model
     from hermes.balance.realisation import realise_flow
@@ -38,7 +39,7 @@ def run(cells: int, selection: str = "gain") -> None:
     from hermes.data.cfd_meshes import large
     from hermes.data.partition import metis_partition
     from hermes.data.refine import from_mesh
-    from hermes.data.refine_dist import adapt_domain, scatter_trimesh
+    from hermes.data.refine_dist import scatter_trimesh
     from hermes.metrics import imbalance
     from hermes.scenario import RegionSpec
 
@@ -81,9 +82,8 @@ def run(cells: int, selection: str = "gain") -> None:
     ext = np.array(comm.allgather((dom.coords.min(axis=0), dom.coords.max(axis=0))))
     bbox = (ext[:, 0].min(axis=0), ext[:, 1].max(axis=0))
     region = RegionSpec(kind="disc", center=(0.3, 0.3), radius=0.25)
-    dom, _, rs = step("refine (disc, 1 level)",
-                      lambda: adapt_domain(comm, dom, lambda d: region_mask(region, d.coords, d.gid, 1, 0, bbox),
-                                           max_level=1))
+    marked = region_mask(region, dom.coords, dom.gid, 1, 0, bbox)
+    dom = step("refine (disc, 1 level)", lambda: adapt_mesh(comm, dom, marked, ~marked, max_level=1)).dom
     cells_after = comm.allreduce(dom.n)
     loads = np.array(comm.allgather(dom.load))
     imb_before = imbalance(loads, np.full(p, 1.0 / p))

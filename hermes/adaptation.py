@@ -37,19 +37,21 @@ Serial replay (``kernel: jacobi`` with refinement)
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from hermes.app.indicator import gradient_jump, jump_indicator_serial, mark_max_strategy
 from hermes.app.kernels import initial_fields, jacobi_sweeps
+from hermes.comm import Bookkeeping
 from hermes.data.adapt import adapt_weights, region_mask, uniform_hash
+from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats
 from hermes.data.refine import Adaptation, TriMesh, coarsen, merge_pairs, refine
 from hermes.data.refine_dist import coarsen_domain, gather_trimesh, refine_domain, unite_families
 from hermes.scenario import Scenario
 
-__all__ = ["Adapter", "position_key"]
+__all__ = ["Adapter", "adapt_mesh", "MeshAdaptation", "position_key"]
 
 # temporary per-cell fields carrying the marks through the family migration and the merges
 _REFINE, _COARSEN = "_refine_mark", "_coarsen_mark"
@@ -62,10 +64,56 @@ def position_key(coords: np.ndarray) -> np.ndarray:
         return b[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ b[:, 1]
 
 
-def _max_op():
-    from mpi4py import MPI
+@dataclass
+class MeshAdaptation:
+    """What :func:`adapt_mesh` did on this rank."""
 
-    return MPI.MAX
+    dom: LocalDomain
+    #: sibling pairs merged and cells bisected here, and the weight they changed
+    merges: int
+    bisections: int
+    weight_coarsened: float
+    weight_refined: float
+    #: the load after uniting the families (before the merges): the accounting's reference
+    load_before: float
+    #: the cells moved to unite split families
+    united: MigrationStats
+    #: coordinates of the vertices the merges removed and of the cells marked for bisection (serial replay)
+    removed_xy: np.ndarray
+    marked_xy: np.ndarray
+    #: a local inconsistency between the counts and the cells (the caller agrees on it)
+    bad: bool
+
+
+def adapt_mesh(comm, dom: LocalDomain, refine_mask, coarsen_mask, *, max_level: int, edges: str = "all",
+               coarsen: bool = True, clock=None) -> MeshAdaptation:
+    """One adaptation of a distributed triangle mesh: unite split families, coarsen, refine (collective).
+
+    ``refine_mask`` and ``coarsen_mask`` mark the local cells once; the marks travel with the cells through
+    the family migration (:func:`~hermes.data.refine_dist.unite_families`, charged to ``clock``) and the
+    merges (a merged parent is never marked for refinement: both its children were marked for coarsening).
+    Cells marked for refinement are bisected below ``max_level`` (newest-vertex bisection, conforming across
+    ranks). This is the adapt step of :class:`Adapter`; tests and benchmarks call it directly.
+    """
+    dom = replace(dom, fields={**dom.fields, _REFINE: np.asarray(refine_mask, dtype=np.float64),
+                               _COARSEN: np.asarray(coarsen_mask, dtype=np.float64)})
+    united, bad = MigrationStats(), False
+    merges, w_c, gone_xy = 0, 0.0, np.zeros((0, 2))
+    if coarsen:
+        dom, united = unite_families(comm, dom, dom.fields[_COARSEN] > 0.5, clock=clock)
+    start = dom
+    if coarsen:
+        dom, cs = coarsen_domain(comm, dom, dom.fields[_COARSEN] > 0.5, passes=1)
+        merges, w_c, ok = _coarsen_change(start, dom)
+        bad = not ok or merges != cs.merges
+        gone_xy = _removed_vertices(start, dom)
+    mid = dom
+    want = (dom.fields[_REFINE] > 0.5) & (dom.fields["level"] < max_level)
+    dom, rs = refine_domain(comm, dom, want, edges=edges)
+    bis, w_r, ok = _refine_change(mid, dom)
+    bad = bad or not ok or bis != rs.bisections
+    dom = replace(dom, fields={k: v for k, v in dom.fields.items() if k not in (_REFINE, _COARSEN)})
+    return MeshAdaptation(dom, merges, bis, w_c, w_r, start.load, united, gone_xy, mid.coords[want, :2], bad)
 
 
 class Adapter:
@@ -121,46 +169,30 @@ class Adapter:
         for key in ("refined", "coarsened"):
             self.totals[key] += change[key]
         self.totals["weight"] += change.get("weight_refined", 0.0) + change.get("weight_coarsened", 0.0)
-        self.walls.append(self.comm.allreduce(time.perf_counter() - t0, op=_max_op()))
+        self.walls.append(Bookkeeping(self.comm).max(time.perf_counter() - t0))
         return dom, change
 
     def _refine(self, dom, phase: int, ref, coarse):
-        """Unite, coarsen, refine; check the accounting (collective)."""
+        """Unite, coarsen, refine (:func:`adapt_mesh`); charge the work; check the accounting (collective)."""
         comm, ad = self.comm, self.sc.adaptation
-        # the marks travel with the cells through the family migration and the merges (a merged parent
-        # is never marked for refinement: both its children were marked for coarsening)
-        dom = replace(dom, fields={**dom.fields, _REFINE: ref.astype(np.float64), _COARSEN: coarse.astype(np.float64)})
-        united = MigrationStats()
-        bad = False
-        merges, w_c, gone_xy = 0, 0.0, np.zeros((0, 2))
-        if ad.coarsen:
-            dom, united = unite_families(comm, dom, dom.fields[_COARSEN] > 0.5, clock=self.clock)
-        start = dom
-        if ad.coarsen:
-            dom, cs = coarsen_domain(comm, dom, dom.fields[_COARSEN] > 0.5, passes=1)
-            merges, w_c, ok = _coarsen_change(start, dom)
-            bad = not ok or merges != cs.merges
-            gone_xy = _removed_vertices(start, dom)
-        mid = dom
-        want = (dom.fields[_REFINE] > 0.5) & (dom.fields["level"] < ad.max_level)
-        dom, rs = refine_domain(comm, dom, want, edges=ad.edges)
-        bis, w_r, ok = _refine_change(mid, dom)
-        bad = bad or not ok or bis != rs.bisections
-        self.clock.compute(ad.work_per_cell * (2 * merges + bis))
-        dom = replace(dom, fields={k: v for k, v in dom.fields.items() if k not in (_REFINE, _COARSEN)})
-        rows = np.array(comm.allgather((merges, bis, w_c, w_r, start.load, dom.load, float(bad))))
+        res = adapt_mesh(comm, dom, ref, coarse, max_level=ad.max_level, edges=ad.edges, coarsen=ad.coarsen,
+                         clock=self.clock)
+        dom = res.dom
+        self.clock.compute(ad.work_per_cell * (2 * res.merges + res.bisections))
+        rows = np.array(comm.allgather((res.merges, res.bisections, res.weight_coarsened, res.weight_refined,
+                                        res.load_before, dom.load, float(res.bad))))
         m, b, wc, wr, w0, w1, nbad = rows.sum(axis=0)  # same order on every rank: the same verdict
         if nbad or abs(w1 - (w0 + wc + wr)) > 1e-10 * (w0 + abs(wc) + abs(wr)):
             raise RuntimeError(f"phase {phase}: refinement accounting broken ({int(b)} bisections adding "
                                f"{wr:.17g}, {int(m)} merges adding {wc:.17g}, weight {w0:.17g} -> {w1:.17g}, "
                                f"{int(nbad)} ranks with inconsistent cells)")
         if self._replay:
-            parts = comm.gather((gone_xy, mid.coords[want, :2]), root=0)
+            parts = comm.gather((res.removed_xy, res.marked_xy), root=0)
             if comm.Get_rank() == 0:
                 self.removed.append(np.concatenate([g for g, _ in parts]))
                 self.marked.append(np.concatenate([c for _, c in parts]))
         return dom, {"refined": int(b), "coarsened": int(m), "weight_refined": float(wr),
-                     "weight_coarsened": float(wc), "united_cells": int(comm.allreduce(united.cells_sent))}
+                     "weight_coarsened": float(wc), "united_cells": int(comm.allreduce(res.united.cells_sent))}
 
     # -- checks ----------------------------------------------------------------------------------
     def check_totals(self, cells_initial: int, cells_final: int, weight_initial: float, weight_final: float) -> None:

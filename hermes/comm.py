@@ -19,7 +19,8 @@ from numpy.typing import NDArray
 
 from hermes.clock import Clock
 
-__all__ = ["Comm", "Counters", "NeighbourComm", "allreduce", "agree", "gather_error", "ordered_sum", "Bookkeeping"]
+__all__ = ["Comm", "Counters", "NeighbourComm", "allreduce", "agree", "gather_error", "ordered_sum", "Bookkeeping",
+           "exchange_objects", "sparse_exchange"]
 
 _TAG_EXCHANGE = 101
 
@@ -190,6 +191,36 @@ def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters:
         counters.count_collective(kind)
         counters.bytes += 8 * v.size
     return float(out[0]) if scalar else out
+
+
+def exchange_objects(comm, ranks, payloads: list, tag: int) -> list:
+    """Send ``payloads[k]`` (any picklable object) to ``ranks[k]`` and receive one object from each, in the
+    order of ``ranks`` (collective over symmetric neighbours: every rank in ``ranks`` lists this one). The
+    caller charges the clock, if the exchange is part of the model."""
+    from mpi4py import MPI
+
+    reqs = [comm.isend(pl, dest=int(r), tag=tag) for r, pl in zip(ranks, payloads)]
+    got = [comm.recv(source=int(r), tag=tag) for r in ranks]
+    MPI.Request.Waitall(reqs)
+    return got
+
+
+def sparse_exchange(comm, sends: dict[int, Any], tag: int) -> dict[int, Any]:
+    """Send ``sends[r]`` to each rank r it lists; receive from every rank that sends here (collective).
+
+    Who sends to whom is found with one all-to-all of flags (bookkeeping, not charged); the messages
+    themselves are point to point. Returns the received objects by source rank, in increasing rank order.
+    """
+    from mpi4py import MPI
+
+    flags = [0] * comm.Get_size()
+    for r in sends:
+        flags[int(r)] = 1
+    incoming = comm.alltoall(flags)
+    reqs = [comm.isend(obj, dest=int(r), tag=tag) for r, obj in sorted(sends.items())]
+    got = {r: comm.recv(source=r, tag=tag) for r, f in enumerate(incoming) if f}
+    MPI.Request.Waitall(reqs)
+    return got
 
 
 def gather_error(comm, message: str | None) -> str | None:

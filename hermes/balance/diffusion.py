@@ -51,10 +51,10 @@ from hermes.balance.spectral import (
     convergence_factor,
     epsilon0,
 )
-from hermes.comm import Counters, NeighbourComm
+from hermes.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
-__all__ = ["GDAState", "check_stopping", "residual", "ordered_sum", "setup_words", "final_state", "sweep_states",
+__all__ = ["GDAState", "check_stopping", "residual", "setup_words", "final_state", "sweep_states",
            "sweep_result", "local_sweeps", "gda_iter", "gda", "sweep_counters", "gda_counters", "gda_distributed"]
 
 
@@ -102,18 +102,6 @@ def residual(loads: NDArray[np.float64], fair: NDArray[np.float64]) -> float:
     if not np.all(fair > 0):  # zero total load: nothing to balance
         return 0.0
     return float(np.max(np.abs(loads - fair) / fair))
-
-
-def ordered_sum(values: Iterable[float]) -> float:
-    """``Σ values`` accumulated left to right in Python floats: a rank's sum over its sorted neighbours.
-
-    The serial forms sum in the same order (:func:`~hermes.balance.flow.ordered_row_sums`), so both
-    forms agree bit for bit.
-    """
-    acc = 0.0
-    for v in values:
-        acc = acc + float(v)
-    return acc
 
 
 def setup_words(kind: int) -> tuple[int, ...]:
@@ -347,9 +335,11 @@ def gda(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = 
     See :func:`gda_iter` for the update rule and :func:`gda_counters` for the counters.
     """
     s = setup(model, eps, kind, lazy, alpha)
-    state = final_state(gda_iter(model, s.eps, kind=kind, lazy=lazy, alpha=s.alpha, tolerance=tolerance, max_iterations=max_iterations,
+    state = final_state(gda_iter(model, s.eps, kind=kind, lazy=lazy, alpha=s.alpha, tolerance=tolerance,
+                                 max_iterations=max_iterations,
                                  check_every=check_every))
-    return sweep_result(model, s, state, kind=kind, lazy=lazy, tolerance=tolerance, check_every=check_every, links=links,
+    return sweep_result(model, s, state, kind=kind, lazy=lazy, tolerance=tolerance, check_every=check_every,
+                        links=links,
                         compute_factor=compute_factor)
 
 
@@ -462,7 +452,8 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         lj = nb.exchange_scalar(load)
         return u * (load / capacity - lj / cj)
 
-    res = local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
+    res = local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations,
+                       check_every=check_every)
     res.extra["nonnegative"] = 1.0 - ordered_sum(u) / capacity >= -1e-12
     return res
 

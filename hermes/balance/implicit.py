@@ -29,7 +29,6 @@ from hermes.balance.diffusion import (
     check_stopping,
     final_state,
     local_sweeps,
-    ordered_sum,
     sweep_counters,
     sweep_states,
 )
@@ -43,7 +42,7 @@ from hermes.balance.flow import (
 )
 from hermes.balance.matrices import check_eps, check_positive, local_edge_rates, setup
 from hermes.balance.model import Model
-from hermes.comm import Counters, NeighbourComm
+from hermes.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["implicit_rates", "implicit_flow", "inner_sweeps", "implicit_iter", "implicit", "implicit_counters",
@@ -219,7 +218,8 @@ def implicit_counters(model: Model, iterations: int, sweeps: int, check_every: i
 
 
 def implicit(model: Model, eps: str | float = "eps0", *, watts: bool = False, alpha: float = 1.0, lazy: bool = False,
-             inner_tolerance: float = 1e-2, sweeps: int | None = None, tolerance: float = 1e-3, max_iterations: int = 100000,
+             inner_tolerance: float = 1e-2, sweeps: int | None = None, tolerance: float = 1e-3,
+             max_iterations: int = 100000,
              check_every: int = 1, links=None) -> FlowResult:
     """Implicit diffusion (thesis Alg. 6, or Alg. 5 with ``watts``): serial reference of :func:`implicit_distributed`.
 
@@ -239,11 +239,13 @@ def implicit(model: Model, eps: str | float = "eps0", *, watts: bool = False, al
     _check_sweeps(sweeps)
     s, u = _serial_rates(model, eps, watts, alpha, lazy)
     m = _sweeps(model, s.eps, watts, alpha, lazy, inner_tolerance, sweeps)
-    state = final_state(implicit_iter(model, s.eps, watts=watts, alpha=alpha, lazy=lazy, inner_tolerance=inner_tolerance,
-                                      sweeps=sweeps, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every))
+    state = final_state(implicit_iter(model, s.eps, watts=watts, alpha=alpha, lazy=lazy,
+                                      inner_tolerance=inner_tolerance, sweeps=sweeps, tolerance=tolerance,
+                                      max_iterations=max_iterations, check_every=check_every))
     counters, times = sweep_counters(model, state.iteration, check_every, links, setup=(1,), exchanges=m + 1)
     factor = _outer_factor(model, u)
-    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tolerance, counters=counters,
+    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tolerance,
+                      counters=counters,
                       convergence_factor=factor,
                       extra={"sweeps": m, "eps": None if watts else s.eps, "alpha": float(alpha), "watts": bool(watts),
                              "lazy": bool(lazy), "residual": state.residual, "loads": state.loads,
@@ -315,6 +317,7 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
         yj = nb.exchange_scalar(y)
         return u * (y / capacity - yj / cj)
 
-    res = local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
+    res = local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations,
+                       check_every=check_every)
     res.extra["sweeps"] = m
     return res

@@ -48,7 +48,8 @@ from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["BalanceContext", "Decision", "Params", "NoParams", "BalancerInfo", "flow_from_local", "flow_balancer",
-           "Number", "Integer", "Tolerance", "Count", "OptionalCount", "Fraction", "NonNegative", "Positive", "Flag", "describe_params"]
+           "Number", "Integer", "Tolerance", "Count", "OptionalCount", "Fraction", "NonNegative", "Positive", "Flag",
+           "describe_params"]
 
 
 # -- parameter types shared by the families ----------------------------------------------------------------

@@ -30,7 +30,7 @@ from hermes.balance.flow import (
 from hermes.balance.interface import OptionalCount, Params, Tolerance, flow_balancer
 from hermes.balance.model import Model
 from hermes.balance.registry import register
-from hermes.comm import Counters, NeighbourComm
+from hermes.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["PCGState", "PCGParams", "pcg_iter", "pcg", "pcg_counters", "pcg_distributed"]
@@ -150,7 +150,8 @@ def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | Non
         r = r - alpha * w
         rho0 = rho1
         rho1 = ordered_total(r * r)
-        yield PCGState(k, x, wk * (x[e[:, 0]] - x[e[:, 1]]), _relres(rho1, bnorm2), _done(rho1, bnorm2, tolerance, total))
+        yield PCGState(k, x, wk * (x[e[:, 0]] - x[e[:, 1]]), _relres(rho1, bnorm2),
+                       _done(rho1, bnorm2, tolerance, total))
         if stalled:
             return
 
@@ -227,13 +228,6 @@ def pcg(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = N
                       extra={"residual": state.residual, "potential": state.potential, "rank_times": times})
 
 
-def _ordered_sum(values) -> float:
-    acc = 0.0
-    for v in values:
-        acc = acc + float(v)
-    return acc
-
-
 def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
                     tolerance: float = 1e-8, max_iterations: int | None = None) -> LocalFlowResult:
     """PCG (thesis Alg. 8) on one rank (SPMD; every rank of ``nb.comm`` must call it).
@@ -288,7 +282,7 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         k += 1
         u = r if k == 1 else r + (rho1 / rho0) * u
         uj = nb.exchange_scalar(u)
-        w = _ordered_sum(wt * (u - uj))
+        w = ordered_sum(wt * (u - uj))
         dotp = nb.allreduce(u * w)
         stalled = not dotp > 0
         alpha = 0.0 if stalled else rho1 / dotp
@@ -301,7 +295,8 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     xj = nb.exchange_scalar(x)
     flows = wt * (x - xj)
     nb.counters.iterations = k
-    return LocalFlowResult(flows=flows, iterations=k, converged=_done(rho1, bnorm2, tolerance, total), counters=nb.counters,
+    return LocalFlowResult(flows=flows, iterations=k, converged=_done(rho1, bnorm2, tolerance, total),
+                           counters=nb.counters,
                            extra={"potential": x, "residual": _relres(rho1, bnorm2)})
 
 

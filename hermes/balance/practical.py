@@ -58,20 +58,13 @@ from hermes.balance.practical_serial import (
 )
 from hermes.balance.registry import register
 from hermes.clock import Links
-from hermes.comm import NeighbourComm
+from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError, GraphError
 
 __all__ = ["fos_distributed"]
 
 
 # -- distributed form ------------------------------------------------------------------------------
-def _ordered_sum(values) -> float:
-    acc = 0.0
-    for v in values:
-        acc = acc + float(v)
-    return acc
-
-
 def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
                     variant: str = "B", k: float | None = 1000.0, k_schedule: str = "decrement",
                     integer: bool = False, shaker: bool = False, kappa: float = DEFAULT_KAPPA,
@@ -138,7 +131,7 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     cfg = FOSConfig(bool(integer), k is not None, tolerance / max(p - 1, 1) * total, float(unit_bytes))
     halving = cfg.gate and k_schedule == "halving"
     cj = nb.exchange_scalar(ci)  # M_r handshake (Alg. 1): the speed C_i, not the load, then δ_i
-    delta = fos_delta(_ordered_sum(cj / (ci + cj)), variant)
+    delta = fos_delta(ordered_sum(cj / (ci + cj)), variant)
     m = np.minimum(delta, nb.exchange_scalar(delta))
     m_out, m_in = m * (cj / (ci + cj)), m * (ci / (ci + cj))
     gi, gj = unit_time / (p * ci), unit_time / (p * cj)
@@ -163,7 +156,7 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
             unbal = (np.abs(lij) > 0) & (benefit(ws, wr, gs, gr, 1.0) >= 0)
             U = np.where(x > 0, 0.0, np.where(unbal, U + 1.0, 0.0))
             out = np.where(send, x, 0.0)
-            rem = load - _ordered_sum(out)
+            rem = load - ordered_sum(out)
             for t in range(deg):
                 if send[t] and x[t] == 0 and unbal[t] and rng.random() < math.exp(-kappa * U[t]) \
                         and (wj[t] + 1.0) * gj[t] <= rem * gi:
@@ -171,7 +164,7 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
             net = out - np.array([v[0] for v in nb.exchange(out, recv_sizes=np.ones(deg))], dtype=np.float64)
         else:
             net = np.where(send, x, np.where(lij < 0, -x, 0.0))
-        load = load - _ordered_sum(net)
+        load = load - ordered_sum(net)
         flows = flows + net
         moved = net != 0
         if cfg.gate and k_schedule != "constant":
@@ -200,7 +193,8 @@ def _serial_entry(model: Model, *, links=None, **params) -> FlowResult:
               "gate (k, null = off; k_schedule constant|decrement|halving), integer loads + shaker (kappa), "
               "spanning-tree detection; unit_bytes / unit_time price a load unit against the links' α-β")
 def _run_entry(ctx: BalanceContext) -> Decision:
-    """hermes adapter: link α-β as measured by the monitor (else the configured links), root at a center of ``ctx.model``; the detection
+    """hermes adapter: link α-β as measured by the monitor (else the configured links), root at a center of
+    ``ctx.model``; the detection
     tree is built once and kept in ``ctx.state`` while the processor graph stays the same."""
     if ctx.latency is not None and ctx.bandwidth is not None:  # the monitor's measurements
         par = np.column_stack([ctx.latency, ctx.bandwidth]).astype(float).reshape(-1, 2)

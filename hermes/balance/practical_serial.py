@@ -1,7 +1,8 @@
 """The practical FOS of Jeannot & Vernier serially: relative-speed matrix, cost/benefit gate, shaker, detection.
 
 The serial reference of :func:`~hermes.balance.practical.fos_distributed` (the algorithm, its parameters and
-how the α-β link model enters are described in :mod:`hermes.balance.practical`): :func:`fos_iter` runs every rank at once on the processor graph with the same arithmetic and
+how the α-β link model enters are described in :mod:`hermes.balance.practical`): :func:`fos_iter` runs every
+rank at once on the processor graph with the same arithmetic and
 random streams (bit-identical flows), replaying the messages on per-rank α-β clocks when links are given;
 :func:`program_time` prices a run as 001 §4.2 does. The parameter checks, M_r and the gate are shared with
 the distributed form.

@@ -32,7 +32,8 @@ __all__ = ["realise_flow", "realisation_report", "simulate_realisation"]
 
 
 def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray[np.float64],
-                 cost: NDArray[np.float64], clock=None, *, levels: list[NDArray[np.int64]], select=None) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
+                 cost: NDArray[np.float64], clock=None, *, levels: list[NDArray[np.int64]],
+                 select=None) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
     """Move cells so that the load crossing each subdomain edge approximates ``flow`` (collective).
 
     Parameters

@@ -181,7 +181,8 @@ def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None
 
 
 def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star", kind: int = 1, lazy: bool = False,
-        alpha: float | None = None, tolerance: float = 1e-3, max_iterations: int = 100000, check_every: int = 1, links=None,
+        alpha: float | None = None, tolerance: float = 1e-3, max_iterations: int = 100000, check_every: int = 1,
+        links=None,
         compute_factor: bool = True) -> FlowResult:
     """Second-order scheme (thesis Alg. 4, eq. 7.1.7): serial reference of :func:`sos_distributed`.
 
@@ -273,4 +274,5 @@ def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         psi = x if n == 0 else om * x - (1.0 - om) * psi
         return psi
 
-    return local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
+    return local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations,
+                        check_every=check_every)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.comm import allreduce
+from hermes.comm import allreduce, sparse_exchange
 from hermes.data.distributed import LocalDomain, assemble, refresh_owners
 
 __all__ = ["MigrationStats", "migrate"]
@@ -58,16 +58,11 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
         raise ValueError("migration destinations must be one rank per local cell")
     moving = dest != rank
     stats = MigrationStats()
-    # who sends to whom (small): counts matrix row for this rank
-    counts = np.bincount(dest[moving], minlength=size) if moving.any() else np.zeros(size, dtype=np.int64)
-    incoming = np.array(comm.alltoall(counts.tolist()), dtype=np.int64)
     stamp = clock.stamp() if clock is not None else 0.0
-    from mpi4py import MPI
-
-    sends, reqs, send_costs = [], [], []
+    sends, send_costs = {}, []
     ctx = clock.measure("migrate") if clock is not None else _null()
     with ctx:
-        for r in np.flatnonzero(counts):
+        for r in np.unique(dest[moving]):
             pack = dom.take(dest == r)
             nbytes = _nbytes(pack)
             stats.cells_sent += int(pack["gid"].size)
@@ -75,18 +70,14 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
             stats.bytes_sent += nbytes
             if clock is not None:
                 send_costs.append(clock.links.cost(rank, int(r), nbytes))
-            msg = (stamp, nbytes, pack)
-            sends.append(msg)
-            reqs.append(comm.isend(msg, dest=int(r), tag=_TAG_MIGRATE))
+            sends[int(r)] = (stamp, nbytes, pack)
         received, arrivals = [], []
-        for r in np.flatnonzero(incoming):
-            t_sent, nbytes, pack = comm.recv(source=int(r), tag=_TAG_MIGRATE)
+        for r, (t_sent, nbytes, pack) in sparse_exchange(comm, sends, _TAG_MIGRATE).items():
             received.append(pack)
             stats.cells_received += int(pack["gid"].size)
             stats.weight_received += float(pack["weight"].sum())
             if clock is not None:
                 arrivals.append(t_sent + clock.links.cost(int(r), rank, nbytes))
-        MPI.Request.Waitall(reqs)
     if clock is not None:
         clock.exchanged(np.array(send_costs), np.array(arrivals))
     # what this rank knows: cells it sent now live at their destination, cells it received live here

@@ -62,6 +62,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from hermes.comm import Bookkeeping, agree, exchange_objects
 from hermes.data.distributed import HaloPlan, LocalDomain, halo_plan, scatter_domain
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import (
@@ -77,7 +78,7 @@ from hermes.data.refine import (
 from hermes.errors import MeshError
 
 __all__ = ["GEOMETRY_FIELDS", "AdaptStats", "geometry_fields", "scatter_trimesh", "refine_domain",
-           "coarsen_domain", "unite_families", "adapt_domain", "gather_trimesh"]
+           "coarsen_domain", "unite_families", "gather_trimesh"]
 
 GEOMETRY_FIELDS = ("nodes", "xy", "level", "lineage")
 _TAG = 2400
@@ -104,28 +105,16 @@ def scatter_trimesh(comm, tm: TriMesh | None, owner: NDArray[np.int64] | None,
                     fields: dict[str, NDArray] | None = None,
                     weights: NDArray[np.float64] | None = None) -> LocalDomain:
     """Distribute an initial triangle mesh (ids 0..T−1) from rank 0 with its geometry fields (collective)."""
-    mesh = allf = None
-    err = None
-    if comm.Get_rank() == 0:
+
+    def prepare():
+        if comm.Get_rank() != 0:
+            return None, None
         if not np.array_equal(tm.gid, np.arange(tm.n_cells)):
-            err = "scatter_trimesh: cell ids must be 0..T-1 (an initial or renumbered mesh)"
-        else:
-            mesh = tm.to_mesh(weights=weights)
-            allf = {**geometry_fields(tm), **(fields or {})}
-    err = comm.bcast(err, root=0)
-    if err:
-        raise MeshError(err)
+            raise MeshError("scatter_trimesh: cell ids must be 0..T-1 (an initial or renumbered mesh)")
+        return tm.to_mesh(weights=weights), {**geometry_fields(tm), **(fields or {})}
+
+    mesh, allf = agree(comm, prepare)
     return scatter_domain(comm, mesh, owner, allf)
-
-
-def _exchange(comm, ranks: NDArray[np.int64], payloads: list, tag: int) -> list:
-    """Send ``payloads[k]`` to ``ranks[k]`` and receive one message from each (symmetric neighbours)."""
-    from mpi4py import MPI
-
-    reqs = [comm.isend(pl, dest=int(r), tag=tag) for r, pl in zip(ranks, payloads)]
-    got = [comm.recv(source=int(r), tag=tag) for r in ranks]
-    MPI.Request.Waitall(reqs)
-    return got
 
 
 def _touching(dom: LocalDomain) -> NDArray[np.bool_]:
@@ -153,7 +142,7 @@ def _match_boundary(comm, ranks, touch, tris, gid, tag):
     partner = np.full(keys.size, -1, dtype=np.int64)
     partner_gid = np.full(keys.size, -1, dtype=np.int64)
     clash = False
-    for r, (k, g) in zip(ranks, _exchange(comm, ranks, payloads, tag)):
+    for r, (k, g) in zip(ranks, exchange_objects(comm, ranks, payloads, tag)):
         if k.size == 0 or keys.size == 0:
             continue
         pos = np.minimum(np.searchsorted(keys, k), keys.size - 1)
@@ -188,16 +177,10 @@ def _vertex_table(nodes, xy):
 
 
 def _sync_lineage(comm, level, lineage):
-    width = int(comm.allreduce(int(level.max(initial=0)), op=_max()))
+    width = int(Bookkeeping(comm).max(int(level.max(initial=0))))
     if lineage.shape[1] >= width:
         return lineage[:, :width]
     return np.concatenate([lineage, np.full((lineage.shape[0], width - lineage.shape[1]), -1, np.int64)], axis=1)
-
-
-def _max():
-    from mpi4py import MPI
-
-    return MPI.MAX
 
 
 def _check(comm, dom: LocalDomain, mask, what: str) -> NDArray[np.bool_]:
@@ -240,7 +223,7 @@ def refine_domain(comm, dom: LocalDomain, marked: NDArray[np.bool_], *,
         em, _ = nvb_closure(t2e, em)
         fresh = em & (partner >= 0) & ~sent
         sent |= fresh
-        got = _exchange(comm, ranks, [keys[fresh & (partner == r)] for r in ranks], _TAG + 1)
+        got = exchange_objects(comm, ranks, [keys[fresh & (partner == r)] for r in ranks], _TAG + 1)
         new = 0
         for k in got:
             pos = np.searchsorted(keys, k)
@@ -253,18 +236,17 @@ def refine_domain(comm, dom: LocalDomain, marked: NDArray[np.bool_], *,
     # vertex ids: the lower rank of an edge numbers it
     owned = em & ((partner < 0) | (partner > rank))
     n_own = int(owned.sum())
-    next_vid = comm.allreduce(int(nodes.max(initial=-1)), op=_max()) + 1
+    next_vid = Bookkeeping(comm).max(int(nodes.max(initial=-1))) + 1
     vid_e = np.full(keys.size, -1, dtype=np.int64)
     vid_e[owned] = next_vid + comm.scan(n_own) - n_own + np.arange(n_own, dtype=np.int64)
     give = [em & owned & (partner == r) if r > rank else np.zeros(keys.size, bool) for r in ranks]
-    for k, v in _exchange(comm, ranks, [(keys[g], vid_e[g]) for g in give], _TAG + 2):
+    for k, v in exchange_objects(comm, ranks, [(keys[g], vid_e[g]) for g in give], _TAG + 2):
         vid_e[np.searchsorted(keys, k)] = v
     if comm.allreduce(int(np.any(vid_e[em] < 0))):
         raise RuntimeError("refinement: a marked shared edge got no vertex id from its owner")
     # bisection with ids from an exclusive scan
     n_bis = int(em[t2e].sum())
-    next_gid = comm.allreduce(int(max(dom.gid.max(initial=-1), dom.fields["lineage"].max(initial=-1))),
-                              op=_max()) + 1
+    next_gid = Bookkeeping(comm).max(int(max(dom.gid.max(initial=-1), dom.fields["lineage"].max(initial=-1)))) + 1
     base = next_gid + comm.scan(2 * n_bis) - 2 * n_bis
     mid_keys, mid_vid = keys[em], vid_e[em]
     tris, gid, level, lineage, src, done, _ = bisect_marked(nodes, dom.gid, dom.fields["level"],
@@ -314,7 +296,7 @@ def coarsen_domain(comm, dom: LocalDomain, mask: NDArray[np.bool_], *,
 
 def _halo_values(comm, plan: HaloPlan, arrays: list[NDArray], tag: int) -> list[NDArray]:
     """The values of the ghost cells (concatenated in ``plan.recv_gid`` order) for each local array."""
-    got = _exchange(comm, plan.ranks, [[a[i] for a in arrays] for i in plan.send_idx], tag)
+    got = exchange_objects(comm, plan.ranks, [[a[i] for a in arrays] for i in plan.send_idx], tag)
     return [np.concatenate([g[k] for g in got]) if got else a[:0] for k, a in enumerate(arrays)]
 
 
@@ -400,24 +382,6 @@ def unite_families(comm, dom: LocalDomain, mask: NDArray[np.bool_],
             break
         veto = veto or empty  # this rank's patches stay split; the others keep theirs
     return migrate(comm, dom, np.where(move, lo, dom.rank), clock)
-
-
-def adapt_domain(comm, dom: LocalDomain, marker, *, max_level: int, edges: str = "all",
-                 coarsen_passes: int | None = 1, unite: bool = True,
-                 clock=None) -> tuple[LocalDomain, AdaptStats, AdaptStats]:
-    """Follow a moving marking: coarsen the unmarked cells, then refine the marked ones below ``max_level``.
-
-    ``marker(dom)`` returns one boolean per local cell (e.g. a region of
-    :func:`hermes.data.adapt.region_mask` on ``dom.coords``); it is called before each step. With
-    ``unite`` the split families of the unmarked cells are first brought together
-    (:func:`unite_families`, charged to ``clock``), so the coarsening does not lag at rank boundaries.
-    """
-    if unite:
-        dom, _ = unite_families(comm, dom, ~np.asarray(marker(dom), dtype=bool), clock)
-    dom, cs = coarsen_domain(comm, dom, ~np.asarray(marker(dom), dtype=bool), passes=coarsen_passes)
-    want = np.asarray(marker(dom), dtype=bool) & (dom.fields["level"] < max_level)
-    dom, rs = refine_domain(comm, dom, want, edges=edges)
-    return dom, cs, rs
 
 
 def gather_trimesh(comm, dom: LocalDomain, root: int = 0) -> TriMesh | None:

@@ -13,13 +13,13 @@ import numpy as np
 from mpi4py import MPI
 from scipy.spatial import Delaunay
 
+from hermes.adaptation import adapt_mesh
 from hermes.data.adapt import uniform_hash
 from hermes.data.generators import lshape_triangles
 from hermes.data.migrate import migrate
 from hermes.data.partition import metis_partition
 from hermes.data.refine import coarsen, conformity_problems, dual_graph, nvb_mesh, refine
 from hermes.data.refine_dist import (
-    adapt_domain,
     coarsen_domain,
     gather_trimesh,
     refine_domain,
@@ -214,8 +214,10 @@ if rank == 0:
 # a moving front: coarsen behind it, refine inside it
 for phase in range(3):
     x0 = 0.2 + 0.3 * phase
-    dom, cs, rs = adapt_domain(comm, dom, lambda d: np.abs(d.coords[:, 0] - x0) < 0.1, max_level=4)
+    front = np.abs(dom.coords[:, 0] - x0) < 0.1
+    res = adapt_mesh(comm, dom, front, ~front, max_level=4)
+    dom = res.dom
     check_domain(dom, f"front {phase}")
-    assert comm.allreduce(rs.bisections) > 0
+    assert comm.allreduce(res.bisections) > 0 and comm.allreduce(int(res.bad)) == 0
 if rank == 0:
     print("OK")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["write_atomic", "write_json", "write_csv", "write_npz", "write_run"]
+__all__ = ["write_atomic", "write_json", "write_csv", "write_npz", "write_run", "default_run_dir"]
 
 
 def write_atomic(path: str | Path, data: bytes | str) -> Path:
@@ -71,6 +71,13 @@ def write_npz(path: str | Path, **arrays) -> Path:
     return write_atomic(path, buf.getvalue())
 
 
+def default_run_dir(name: str) -> Path:
+    """``runs/<name>-<timestamp>`` (relative to the current directory)."""
+    import datetime as _dt
+
+    return Path("runs") / f"{name}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+
+
 def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partitions: dict, mesh,
               out_dir: str | Path | None, geometry: dict | None = None) -> Path:
     """Write a run directory (rank 0): scenario.yaml, phases.csv, geometry.npz and partitions.npz (when the
@@ -78,11 +85,9 @@ def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partition
 
     The default directory is ``runs/<scenario>-<timestamp>``.
     """
-    import datetime as _dt
-
     import yaml
 
-    out = Path(out_dir) if out_dir is not None else Path("runs") / f"{sc.name}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
+    out = Path(out_dir) if out_dir is not None else default_run_dir(sc.name)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "scenario.yaml", yaml.safe_dump(sc.to_dict(), sort_keys=False))
     write_csv(out / "phases.csv", rows, columns)

@@ -121,7 +121,9 @@ class RegionSpec(_Strict):
 
     @model_validator(mode="after")
     def _params(self):
-        extra = sorted({"threshold", "coarsen_threshold"} & self.model_fields_set)
+        # (a default value is allowed anywhere, so a dumped scenario reads back)
+        extra = sorted(k for k in ("threshold", "coarsen_threshold")
+                       if k in self.model_fields_set and getattr(self, k) != type(self).model_fields[k].default)
         if self.kind != "indicator" and extra:
             raise ValueError(f"{', '.join(extra)} only apply to region kind 'indicator'")
         if self.kind == "indicator" and self.coarsen_threshold >= self.threshold:

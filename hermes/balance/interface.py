@@ -34,6 +34,7 @@ in the group ``hermes.balancers`` of the package that defines it.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from hermes.errors import BalancerError
 
 __all__ = ["BalanceContext", "Decision", "Params", "NoParams", "BalancerInfo", "flow_from_local", "flow_balancer",
            "Number", "Integer", "Tolerance", "Count", "OptionalCount", "Fraction", "NonNegative", "Positive", "Flag",
-           "describe_params"]
+           "describe_params", "serial_kwargs"]
 
 
 # -- parameter types shared by the families ----------------------------------------------------------------
@@ -193,6 +194,18 @@ class BalancerInfo:
         """Every parameter with its default value."""
         return {name: f.default for name, f in self.params.model_fields.items()}
 
+    def flow(self, model: Model, *, links=None, **params: Any):
+        """The serial reference on ``model`` with ``params`` validated (defaults filled in).
+
+        Raises
+        ------
+        BalancerError
+            If the balancer computes no flow (no serial reference) or a parameter is bad.
+        """
+        if self.serial is None:
+            raise BalancerError(f"balancer {self.name!r} computes no flow (it has no serial reference)")
+        return self.serial(model, **serial_kwargs(self.serial, self.check(params, prefix=""), links))
+
     def check(self, raw: dict[str, Any] | None = None, *, prefix: str = "balancer.") -> dict[str, Any]:
         """Validate ``raw`` against the parameter model; the merged parameters as a plain dict.
 
@@ -209,6 +222,18 @@ class BalancerInfo:
             return self.params.model_validate(given).model_dump()
         except ValidationError as err:
             raise BalancerError(_format(err, prefix)) from None
+
+
+def serial_kwargs(serial: Callable[..., Any], params: dict[str, Any], links=None) -> dict[str, Any]:
+    """The parameters a serial reference accepts (all of them if it takes ``**kwargs``), plus ``links`` if it
+    takes them. Every built-in accepts all its parameters (a test checks it); a plug-in's reference may take
+    fewer."""
+    sig = inspect.signature(serial).parameters
+    var = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.values())
+    kw = dict(params) if var else {k: v for k, v in params.items() if k in sig}
+    if links is not None and ("links" in sig or var):
+        kw["links"] = links
+    return kw
 
 
 def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: NDArray[np.float64]) -> NDArray:

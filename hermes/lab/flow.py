@@ -11,7 +11,6 @@ distributed form would report. :func:`flow_lab` returns a JSON-ready dict (``her
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from hermes.balance.flow import check_balancing, flow_error
+from hermes.balance.interface import serial_kwargs
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.errors import BalancerError
 from hermes.lab.specs import build_model, parse_graph
@@ -50,18 +50,6 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (float, np.floating)):
         return float(x) if math.isfinite(x) else None
     return x
-
-
-def _serial_kwargs(serial, params: dict[str, Any], links) -> dict[str, Any]:
-    """The merged parameters the serial reference accepts (all of them if it takes ``**kwargs``)."""
-    sig = inspect.signature(serial).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.values()):
-        kw = dict(params)
-    else:
-        kw = {k: v for k, v in params.items() if k in sig}
-    if links is not None and ("links" in sig or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.values())):
-        kw["links"] = links
-    return kw
 
 
 def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | None = None,
@@ -122,7 +110,7 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     merged = check_params(algorithm, given)
     pg = parse_graph(graph)
     model = build_model(pg, capacities, weights, loads)
-    kw = _serial_kwargs(info.serial, merged, links)
+    kw = serial_kwargs(info.serial, merged, links)
     start = time.perf_counter()
     res = info.serial(model, **kw)
     wall = time.perf_counter() - start

@@ -1,0 +1,172 @@
+"""The public Python API: a few verbs at the top of the package, everything else one import away.
+
+``hermes.run`` runs an experiment (launching ``mpiexec`` itself when needed) and returns its
+:class:`~hermes.driver.RunResult`; ``hermes.load_run`` reads a run directory back; ``hermes.balance``
+computes a balancing flow on a processor graph (:class:`hermes.Model`) with any balancer's serial reference;
+``hermes.read_mesh`` and ``hermes.partition`` read and partition meshes. The command line is a thin layer
+over the same functions.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from numpy.typing import ArrayLike, NDArray
+
+from hermes.data.io import read_mesh
+from hermes.data.mesh import Mesh
+from hermes.driver import RunResult
+from hermes.errors import HermesError
+from hermes.results import default_run_dir
+from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
+
+__all__ = ["run", "load_run", "read_mesh", "partition", "scenario"]
+
+
+def _overrides(overrides: dict[str, Any]) -> list[str]:
+    """``{"balancer.algorithm": "metis", "adaptation__phases": 3}`` → ``--set`` items (``__`` reads as ``.``)."""
+    def text(value: Any) -> str:
+        return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+    return [f"{key.replace('__', '.')}={text(value)}" for key, value in overrides.items()]
+
+
+def scenario(source: str | os.PathLike | dict | Scenario | None = None, **overrides: Any) -> Scenario:
+    """A validated :class:`~hermes.scenario.Scenario` from a file, a raw mapping, a Scenario, or the embedded
+    quickstart (``None``), with ``--set``-style overrides given as keywords.
+
+    Raises
+    ------
+    ScenarioError, BalancerError
+        One line naming the key.
+    """
+    sets = _overrides(overrides)
+    if source is None:
+        return parse_scenario(QUICKSTART, overrides=sets)
+    if isinstance(source, Scenario):
+        return parse_scenario(source.to_dict(), base_dir=source.base_dir, overrides=sets) if sets else source
+    if isinstance(source, dict):
+        return parse_scenario(source, overrides=sets)
+    return load_scenario(source, overrides=sets)
+
+
+def run(source: str | os.PathLike | dict | Scenario | None = None, processors: int | None = None, *,
+        out: str | os.PathLike | None = None, quiet: bool = True, **overrides: Any) -> RunResult:
+    """Run an experiment and return its result (summary, per-phase and per-rank records).
+
+    Parameters
+    ----------
+    source : path, dict, Scenario or None
+        A scenario file, a raw scenario mapping, a :class:`~hermes.scenario.Scenario`, or None for the
+        embedded quickstart.
+    processors : int, optional
+        The number of MPI ranks (default: the scenario's ``processors``, else 4).
+    out : path, optional
+        The run directory (default ``runs/<scenario>-<timestamp>``).
+    quiet : bool
+        No progress lines.
+    **overrides
+        Scenario keys to override, dotted (``**{"balancer.algorithm": "metis"}``) or with ``__`` for ``.``
+        (``balancer__algorithm="metis"``); values as in ``--set``.
+
+    Returns
+    -------
+    RunResult
+        ``result.summary`` (as in summary.json), ``result.phases``, ``result.ranks`` (the rows of
+        phases.csv), ``result.out_dir``, ``result.to_pandas()``.
+
+    Notes
+    -----
+    Called outside MPI with more than one processor, hermes starts ``mpiexec`` itself (as ``hermes run``
+    does) and reads the run directory back; called inside an MPI job, it runs on ``COMM_WORLD``, every rank
+    taking part (the result is returned on rank 0, None elsewhere).
+    """
+    from hermes.launch import mpiexec_command, under_mpi_launcher
+
+    sc = scenario(source, **overrides)
+    if processors is not None:
+        sc = sc.model_copy(update={"processors": int(processors)})
+    n = sc.processors or 4
+    if under_mpi_launcher() or n == 1:
+        from mpi4py import MPI
+
+        from hermes.driver import run as run_here
+
+        comm = MPI.COMM_WORLD if under_mpi_launcher() else MPI.COMM_SELF
+        return run_here(sc, comm, out_dir=out, quiet=quiet, progress=None if quiet else print)
+    with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
+        spec = Path(tmp) / f"{sc.name}.yaml"
+        spec.write_text(yaml.safe_dump(_absolute(sc).to_dict(), sort_keys=False))
+        out_dir = Path(out if out is not None else sc.output.dir or default_run_dir(sc.name)).resolve()
+        args = ["run", str(spec), "--no-launch", "--set", f"processors={n}", "--out", str(out_dir)]
+        cmd = mpiexec_command(n, [*args, *(["--quiet"] if quiet else [])])
+        res = subprocess.run(cmd, stdout=None if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+        if res.returncode != 0:
+            lines = [ln for ln in res.stderr.splitlines() if ln.startswith("hermes: error:")]
+            raise HermesError(lines[0].removeprefix("hermes: error: ") if lines else
+                              f"mpiexec exited with {res.returncode}: {res.stderr.strip()[-500:]}")
+        return load_run(out_dir)
+
+
+def _absolute(sc: Scenario) -> Scenario:
+    """The scenario with every file path made absolute (so it can be written anywhere)."""
+    mesh = sc.mesh
+    if mesh.file is not None:
+        mesh = mesh.model_copy(update={"file": str(sc.resolve(mesh.file).resolve())})
+    pl = sc.platform
+    upd = {}
+    for key in ("capacities", "schedule"):
+        val = getattr(pl, key)
+        if isinstance(val, str) and val != "homo":
+            upd[key] = str(sc.resolve(val).resolve())
+    return sc.model_copy(update={"mesh": mesh, "platform": pl.model_copy(update=upd)})
+
+
+def load_run(run_dir: str | os.PathLike) -> RunResult:
+    """A run directory read back: its summary, per-phase and per-rank records.
+
+    Raises
+    ------
+    HermesError
+        If the directory holds no readable hermes run (one line).
+    """
+    d = Path(run_dir)
+    try:
+        summary = json.loads((d / "summary.json").read_text())
+        with open(d / "phases.csv", newline="") as fh:
+            rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+    except FileNotFoundError as err:
+        raise HermesError(f"{d}: not a hermes run directory ({Path(err.filename).name} is missing)") from None
+    except (OSError, ValueError) as err:
+        raise HermesError(f"{d}: cannot read the run ({type(err).__name__})") from None
+    if not isinstance(summary, dict) or "phases" not in summary:
+        raise HermesError(f"{d}: summary.json is not a hermes summary")
+    return RunResult(summary, rows, d)
+
+
+def _number(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def partition(mesh: Mesh, parts: int, *, targets: ArrayLike | None = None, seed: int = 0,
+              ufactor: int = 30) -> NDArray[np.int64]:
+    """The part of every work unit of ``mesh`` (METIS, part weights ∝ ``targets``; default equal)."""
+    from hermes.data.partition import metis_partition
+
+    return metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, parts, targets=targets, seed=seed,
+                           ufactor=ufactor)
+

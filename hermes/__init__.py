@@ -25,7 +25,7 @@ from __future__ import annotations
 from hermes import balance  # noqa: F401  (the subpackage is callable: hermes.balance(model, "pcg"))
 from hermes.api import load_run, partition, read_mesh, run, scenario
 from hermes.balance.model import Model
-from hermes.driver import RunResult
+from hermes.records import RunResult
 from hermes.version import __version__
 
 __all__ = ["__version__", "run", "load_run", "scenario", "balance", "Model", "RunResult", "read_mesh", "partition"]

@@ -23,8 +23,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
-from hermes.driver import RunResult
 from hermes.errors import HermesError
+from hermes.records import RunResult
 from hermes.results import default_run_dir
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
 

@@ -44,7 +44,7 @@ import logging
 import platform as _platform
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ from hermes.balance.registry import get_balancer
 from hermes.balance.selection import Selection, get_selection
 from hermes.clock import CATEGORIES, Clock, Links, make_clock
 from hermes.comm import Bookkeeping, Counters, NeighbourComm, agree, allreduce
-from hermes.data.distributed import LocalDomain, gather_to_root, halo_plan, scatter_domain
+from hermes.data.distributed import LocalDomain, dense_view, gather_to_root, scatter_domain
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import TriMesh, from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
@@ -70,105 +70,15 @@ from hermes.extraload import CapacitySchedule
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
+from hermes.records import CSV_COLUMNS, PhaseRecord, RankRecord, RunResult
 from hermes.results import write_run
 from hermes.scenario import Scenario
 from hermes.version import __version__
 
-__all__ = ["run", "load_mesh", "RunResult", "RunState", "PhaseState", "PhaseRecord", "RankRecord", "start",
-           "extra_load", "adapt", "monitor", "decide", "balance", "realise", "migrate_cells", "compute", "record",
-           "finish", "CSV_COLUMNS"]
+__all__ = ["run", "load_mesh", "RunState", "PhaseState", "start", "extra_load", "adapt", "monitor", "decide",
+           "balance", "realise", "migrate_cells", "compute", "record", "finish", "versions"]
 
 log = logging.getLogger(__name__)
-
-
-# -- records -------------------------------------------------------------------------------------------------
-@dataclass
-class RankRecord:
-    """One row of ``phases.csv``: what rank ``rank`` did in ``phase`` (times are this rank's, per category)."""
-
-    phase: int
-    rank: int
-    cells: int
-    load: float
-    capacity: float
-    fair_load: float
-    capacity_estimate: float
-    compute_time: float
-    comm_time: float
-    sync_time: float
-    balance_time: float
-    migrate_time: float
-    adapt_time: float
-    cells_sent: int
-    cells_received: int
-    weight_sent: float
-    weight_received: float
-    bytes_sent: int
-
-
-CSV_COLUMNS = list(RankRecord.__dataclass_fields__)
-
-
-@dataclass
-class PhaseRecord:
-    """One entry of ``summary.json``'s ``phases``: the phase as a whole (times are means over the ranks, so
-    the categories add up to ``time``, the slowest rank's)."""
-
-    phase: int
-    time: float
-    compute_time: float
-    comm_time: float
-    sync_time: float
-    balance_time: float
-    migrate_time: float
-    adapt_time: float
-    imbalance_before: float
-    imbalance_after: float
-    migrated_cells: int
-    migrated_weight: float
-    edge_cut: int
-    balance_iterations: int
-    balance_rounds: int
-    balance_counters: dict[str, Any]
-    balance_info: list[dict[str, Any]]
-    quality: dict[str, Any]
-    cells: int
-    weight: float
-    #: the adaptation's figures (``refined``, ``coarsened`` and, when refining, the weight they changed and
-    #: ``united_cells``)
-    change: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        return {**{k: v for k, v in out.items() if k != "change"}, **out["change"]}
-
-
-@dataclass
-class RunResult:
-    """What :func:`run` returns on rank 0: the summary (as written to ``summary.json``), the per-rank rows of
-    ``phases.csv`` and the run directory (None when nothing was written).
-
-    ``result["total_time"]`` reads the summary.
-    """
-
-    summary: dict[str, Any]
-    ranks: list[dict[str, Any]]
-    out_dir: Path | None = None
-
-    def __getitem__(self, key: str) -> Any:
-        return self.summary[key]
-
-    @property
-    def phases(self) -> list[dict[str, Any]]:
-        return self.summary["phases"]
-
-    def to_pandas(self):
-        """(phases, ranks) as pandas DataFrames (needs pandas: ``pip install hermes-dlb[pandas]``)."""
-        try:
-            import pandas as pd
-        except ImportError:
-            raise HermesError("to_pandas needs pandas (pip install pandas)") from None
-        return pd.json_normalize(self.phases), pd.DataFrame(self.ranks, columns=CSV_COLUMNS)
 
 
 # -- state ---------------------------------------------------------------------------------------------------
@@ -392,7 +302,7 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
     nb = NeighbourComm(r.comm, ph.est.neighbours, r.clock, ph.counters)
     est = ph.est
     with r.clock.activity("balance"):
-        view = r.dom if ph.dense else _dense_view(r.comm, r.dom, r.clock, ph.counters)
+        view = r.dom if ph.dense else dense_view(r.comm, r.dom, r.clock, ph.counters)
         ctx = BalanceContext(comm=r.comm, clock=r.clock, nb=nb, model=ph.model, load=r.dom.load,
                              capacity=est.capacity, weights=est.weights, dom=view, params=r.params, seed=r.sc.seed,
                              state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth)
@@ -593,26 +503,6 @@ def _worsens(comm, model: Model, decision) -> bool:
         return False
     decision.info["rejected"] = f"the flow would not lower the imbalance ({model.imbalance:.4g} -> {after:.4g})"
     return True
-
-
-def _dense_view(comm, dom, clock, counters):
-    """The domain with ids ``0..N−1``, contiguous by rank (ParMETIS' ``vtxdist`` numbering), for balancers
-    that index arrays by id (collective: an exclusive scan and one ghost exchange)."""
-    off = comm.exscan(dom.n) or 0
-    new = off + np.arange(dom.n, dtype=np.int64)
-    plan = halo_plan(dom)
-    nb = NeighbourComm(comm, plan.ranks, clock, counters)
-    got = nb.exchange([new[i].astype(np.float64) for i in plan.send_idx],
-                      recv_sizes=np.array([g.size for g in plan.recv_gid], dtype=np.int64))
-    old_g = np.concatenate(plan.recv_gid) if plan.recv_gid else np.zeros(0, np.int64)
-    new_g = np.concatenate(got).astype(np.int64) if got else np.zeros(0, np.int64)
-    o = np.argsort(old_g)
-    li = dom.local_index
-    loc = li >= 0
-    adj = np.empty_like(dom.adjncy)
-    adj[loc] = new[li[loc]]
-    adj[~loc] = new_g[o][np.searchsorted(old_g[o], dom.adjncy[~loc])]
-    return replace(dom, gid=new, adjncy=adj)
 
 
 def _phase_arrays(r: RunState, phase: int):

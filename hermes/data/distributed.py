@@ -17,9 +17,10 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes.comm import NeighbourComm
 from hermes.errors import HermesError
 
-__all__ = ["LocalDomain", "scatter_domain", "refresh_owners", "gather_to_root", "halo_plan", "HaloPlan"]
+__all__ = ["LocalDomain", "scatter_domain", "refresh_owners", "gather_to_root", "halo_plan", "HaloPlan", "dense_view"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,3 +246,23 @@ def halo_plan(dom: LocalDomain) -> HaloPlan:
         send_idx.append(np.unique(rows[m]))  # gid-sorted because local cells are gid-sorted
         recv_gid.append(np.unique(gids[m]))
     return HaloPlan(dom.neighbour_ranks, send_idx, recv_gid, dom.boundary_lengths)
+
+
+def dense_view(comm, dom: LocalDomain, clock, counters=None) -> LocalDomain:
+    """The domain with ids ``0..N−1``, contiguous by rank (ParMETIS' ``vtxdist`` numbering), for balancers
+    that index arrays by id (collective: an exclusive scan and one ghost exchange)."""
+    off = comm.exscan(dom.n) or 0
+    new = off + np.arange(dom.n, dtype=np.int64)
+    plan = halo_plan(dom)
+    nb = NeighbourComm(comm, plan.ranks, clock, counters)
+    got = nb.exchange([new[i].astype(np.float64) for i in plan.send_idx],
+                      recv_sizes=np.array([g.size for g in plan.recv_gid], dtype=np.int64))
+    old_g = np.concatenate(plan.recv_gid) if plan.recv_gid else np.zeros(0, np.int64)
+    new_g = np.concatenate(got).astype(np.int64) if got else np.zeros(0, np.int64)
+    o = np.argsort(old_g)
+    li = dom.local_index
+    loc = li >= 0
+    adj = np.empty_like(dom.adjncy)
+    adj[loc] = new[li[loc]]
+    adj[~loc] = new_g[o][np.searchsorted(old_g[o], dom.adjncy[~loc])]
+    return replace(dom, gid=new, adjncy=adj)

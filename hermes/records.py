@@ -1,0 +1,102 @@
+"""The records of a run: one row per rank and phase (``phases.csv``), one entry per phase (``summary.json``'s
+``phases``), and the :class:`RunResult` that :func:`hermes.run` returns and :func:`hermes.load_run` reads back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermes.errors import HermesError
+
+__all__ = ["RankRecord", "PhaseRecord", "RunResult", "CSV_COLUMNS"]
+
+
+@dataclass
+class RankRecord:
+    """One row of ``phases.csv``: what rank ``rank`` did in ``phase`` (times are this rank's, per category)."""
+
+    phase: int
+    rank: int
+    cells: int
+    load: float
+    capacity: float
+    fair_load: float
+    capacity_estimate: float
+    compute_time: float
+    comm_time: float
+    sync_time: float
+    balance_time: float
+    migrate_time: float
+    adapt_time: float
+    cells_sent: int
+    cells_received: int
+    weight_sent: float
+    weight_received: float
+    bytes_sent: int
+
+
+CSV_COLUMNS = list(RankRecord.__dataclass_fields__)
+
+
+@dataclass
+class PhaseRecord:
+    """One entry of ``summary.json``'s ``phases``: the phase as a whole (times are means over the ranks, so
+    the categories add up to ``time``, the slowest rank's)."""
+
+    phase: int
+    time: float
+    compute_time: float
+    comm_time: float
+    sync_time: float
+    balance_time: float
+    migrate_time: float
+    adapt_time: float
+    imbalance_before: float
+    imbalance_after: float
+    migrated_cells: int
+    migrated_weight: float
+    edge_cut: int
+    balance_iterations: int
+    balance_rounds: int
+    balance_counters: dict[str, Any]
+    balance_info: list[dict[str, Any]]
+    quality: dict[str, Any]
+    cells: int
+    weight: float
+    #: the adaptation's figures (``refined``, ``coarsened`` and, when refining, the weight they changed and
+    #: ``united_cells``)
+    change: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        return {**{k: v for k, v in out.items() if k != "change"}, **out["change"]}
+
+
+@dataclass
+class RunResult:
+    """What :func:`run` returns on rank 0: the summary (as written to ``summary.json``), the per-rank rows of
+    ``phases.csv`` and the run directory (None when nothing was written).
+
+    ``result["total_time"]`` reads the summary.
+    """
+
+    summary: dict[str, Any]
+    ranks: list[dict[str, Any]]
+    out_dir: Path | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self.summary[key]
+
+    @property
+    def phases(self) -> list[dict[str, Any]]:
+        return self.summary["phases"]
+
+    def to_pandas(self):
+        """(phases, ranks) as pandas DataFrames (needs pandas: ``pip install hermes-dlb[pandas]``)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise HermesError("to_pandas needs pandas (pip install pandas)") from None
+        return pd.json_normalize(self.phases), pd.DataFrame(self.ranks, columns=CSV_COLUMNS)

@@ -61,9 +61,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.balance.flow import ordered_total
-from hermes.balance.gossip_serial import (_ONE, CRITERIA, ENTRY_BYTES, GATHER_WORDS, GossipResult, GossipState,
-                                          _bitrows, _check_params, _members, _pad_row, _pick_targets, _record,
-                                          _sample_slots, _scan, _settled, _stats, grapevine, grapevine_iter)
+from hermes.balance.gossip_serial import (_ONE, CRITERIA, HEADER_WORDS, MOVE_BYTES, SOURCE_LOADS, GossipResult,
+                                          GossipState, _bitrows, _check_params, _cmf, _coordinator, _members,
+                                          _pad_row, _pick_targets, _record, _row_bits, _settled, _stats, _turn,
+                                          grapevine, grapevine_iter)
 from hermes.balance.registry import BalanceContext, BalancerInfo, Decision
 from hermes.comm import Counters, gather_error
 from hermes.errors import BalancerError
@@ -147,6 +148,28 @@ def _allgather(comm, clock, cnt: Counters, values: list[float]) -> NDArray[np.fl
     return recv[:, 1:]
 
 
+def _bcast(comm, clock, cnt: Counters, root: int, buf: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Broadcast ``buf`` from ``root`` (every rank passes an array of the same size); charges ``clock``
+    (the receivers wait for the root's stamp) and counts one collective, the bytes once (at the root)."""
+    me, p = comm.Get_rank(), comm.Get_size()
+    send = np.empty(buf.size + 1)
+    if me == root:
+        send[0] = clock.stamp() if clock is not None else 0.0
+        send[1:] = buf
+    if clock is not None:
+        t0 = clock.now
+        with clock.measure("sync"):
+            comm.Bcast(send, root=root)
+        clock.synchronised(send[:1], clock.links.collective_cost(p, 8.0 * buf.size))
+        cnt.time += clock.now - t0 if clock.kind == "virtual" else 0.0
+    else:
+        comm.Bcast(send, root=root)
+    cnt.count_collective("bcast")
+    if me == root:
+        cnt.bytes += 8 * buf.size
+    return send[1:]
+
+
 def _local_load(ell: NDArray[np.float64]) -> float:
     """Σ ℓ in id order, accumulated as ``np.bincount`` does in the serial form (bit for bit)."""
     return float(np.bincount(np.zeros(ell.size, dtype=np.intp), weights=ell, minlength=1)[0])
@@ -154,15 +177,15 @@ def _local_load(ell: NDArray[np.float64]) -> float:
 
 def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: float = 1.0, clock=None,
                           counters: Counters | None = None, iterations: int = 4, rounds: int = 4, fanout: int = 4,
-                          threshold: float = 1.0, criterion: str = "modified",
-                          seed: int | Sequence[int] = 0) -> LocalGossipResult:
+                          threshold: float = 1.0, criterion: str = "modified", seed: int | Sequence[int] = 0,
+                          source_load: str = "turn") -> LocalGossipResult:
     """Grapevine with real MPI messages between random peers (SPMD; every rank of ``comm`` calls it).
 
     Parameters
     ----------
     comm : mpi4py.MPI.Comm
     gid : array of int
-        Global ids of this rank's objects (unique over all ranks; proposals go in id order).
+        Global ids of this rank's objects (unique over all ranks; a source scans its objects in id order).
     loads : array of float
         Their loads ℓ ≥ 0.
     speed : float
@@ -171,7 +194,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         Charged for every collective and message.
     counters : Counters, optional
         Updated in place (a fresh one by default).
-    iterations, rounds, fanout, threshold, criterion, seed
+    iterations, rounds, fanout, threshold, criterion, seed, source_load
         As in :func:`grapevine_iter`.
 
     Returns
@@ -186,16 +209,20 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     Notes
     -----
     Gossip goes to random peers anywhere in ``comm`` (not to subdomain neighbours), as sparse
-    exchanges: an ``Alltoall`` of message sizes, then ``Isend``/``Irecv`` to the peers. Messages carry
-    (rank, load, speed) per known rank; transfers carry (id, load, home) per object; a final exchange
-    tells each home rank where its objects went. One ``Allgather`` per iteration (and one at the start)
-    gives every rank L, s and the transfer counts: the ``F(D) ≤ 0`` test and the history. Same seed
-    ⇒ same final assignment as :func:`grapevine` with objects numbered by ``gid``.
+    exchanges: an ``Alltoall`` of message sizes, then ``Isend``/``Irecv`` to the peers; messages carry
+    (rank, load, speed) per known rank. The transfer stage is sequential, as in the report: every
+    rank keeps the current load of every rank; in the turn order (drawn from a stream all ranks
+    share) each rank above ``T x̄`` runs its turn locally on those loads and broadcasts a header
+    (transfers, rejections, ignored) and, if it moved objects, the moves (id, load, home,
+    destination); every rank replays them (destinations take the objects, homes note where their
+    objects went). One ``Allgather`` per iteration (and one at the start) gives every rank L and s:
+    the ``F(D) ≤ 0`` test and the history. Same seed ⇒ same final assignment, history and counters
+    as :func:`grapevine` with objects numbered by ``gid``.
     """
-    _check_params(iterations, rounds, fanout, threshold, criterion, seed)
+    _check_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     me, p = comm.Get_rank(), comm.Get_size()
     cnt = counters if counters is not None else Counters()
-    f, modified = int(fanout), criterion == "modified"
+    f, modified, frozen = int(fanout), criterion == "modified", source_load == "turn"
     gid_in = np.asarray(gid).ravel()
     error = None
     try:
@@ -211,7 +238,9 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     order = np.argsort(gid_in, kind="stable")
     gid0 = gid_in[order].astype(np.int64)
     gid, ell, home = gid0.copy(), ell_in[order], np.full(gid0.size, me, dtype=np.int64)
+    dest0 = np.full(gid0.size, me, dtype=np.int64)  # where this rank's own objects are
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(p)[me])
+    coord = _coordinator(seed, p)
     nwords = (p + 63) // 64
     pad, selfrow = _pad_row(p, nwords), _bitrows(np.array([me]), nwords)
     load = _local_load(ell)
@@ -219,7 +248,9 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     if rows[:, 5].any():
         raise BalancerError(gather_error(comm, error) or "invalid gossip input on another rank")
     s = rows[:, 1].copy()
+    s_list = s.tolist()
     x_ave = ordered_total(rows[:, 0]) / ordered_total(s)
+    limit = threshold * x_ave
     history = [_record(0, 0, 0, 0, _stats(rows[:, 0], s, x_ave))]
     settled = _settled(rows[:, 0], s, x_ave, threshold)
     done = 0
@@ -227,7 +258,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         if settled:
             break
         done = it
-        block = rng.random(rounds * f + ell.size)
+        block = rng.random(rounds * f)
         known = np.zeros((1, nwords), dtype=np.uint64)
         lk, sk = np.zeros(p), np.ones(p)
         sending = load / speed < x_ave
@@ -248,39 +279,51 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
                 ids = tri[:, 0].astype(np.int64)
                 np.bitwise_or.at(known[0], ids >> 6, _ONE << (ids & 63).astype(np.uint64))
                 lk[ids], sk[ids] = tri[:, 1], tri[:, 2]
-        out, ntr, nrej, ignored = {}, 0, 0, 0  # transfer stage
-        if load / speed > threshold * x_ave:
-            ids = _members(known, p)[1]
-            if ids.size == 0:
-                ignored = 1
+        # transfer stage: turns in the shared order, on current loads
+        cum = _cmf(1.0 - (lk / sk) / x_ave, _row_bits(known[0], p), me)
+        live = rows[:, 0].tolist()
+        ntr = nrej = ignored = 0
+        for r in coord.permutation(p).tolist():
+            if live[r] / s_list[r] <= limit:
+                continue
+            header = np.zeros(HEADER_WORDS)
+            if r == me:
+                if cum[-1] > 0:
+                    pos, dest, rej = _turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen)
+                    header[:2] = pos.size, rej
+                else:
+                    header[2] = 1
+            header = _bcast(comm, clock, cnt, r, header)
+            n = int(header[0])
+            ntr, nrej, ignored = ntr + n, nrej + int(header[1]), ignored + int(header[2])
+            if n == 0:
+                continue
+            if r == me:
+                mv = _bcast(comm, clock, cnt, r, np.column_stack([gid[pos], ell[pos], home[pos], dest]).ravel())
+                keep = np.ones(gid.size, dtype=bool)
+                keep[pos] = False
+                gid, ell, home = gid[keep], ell[keep], home[keep]
             else:
-                weights = 1.0 - (lk[ids] / sk[ids]) / x_ave
-                slot = _sample_slots(weights, block[rounds * f:])
-                acc, ntr, nrej = _scan(ell, slot, np.zeros(1, np.int64), np.array([ell.size]), [load],
-                                       np.array([speed]), lk[ids], sk[ids], x_ave, threshold, modified)
-                dest = ids[slot[acc]]
-                moved = np.flatnonzero(acc)
-                out = {int(d): np.column_stack([gid[moved[dest == d]], ell[moved[dest == d]],
-                                                home[moved[dest == d]]]) for d in np.unique(dest)}
-                gid, ell, home = gid[~acc], ell[~acc], home[~acc]
-        got = _sparse_exchange(comm, clock, cnt, out)
-        if got:
-            tri = np.concatenate([gid[:, None] * 1.0, ell[:, None], home[:, None] * 1.0], axis=1)
-            tri = np.concatenate([tri] + [g.reshape(-1, 3) for g in got.values()])
-            tri = tri[np.argsort(tri[:, 0], kind="stable")]
-            gid, ell, home = tri[:, 0].astype(np.int64), tri[:, 1].copy(), tri[:, 2].astype(np.int64)
+                mv = _bcast(comm, clock, cnt, r, np.empty(n * MOVE_BYTES // 8))
+                for _, e, _, d in mv.reshape(n, 4).tolist():  # the source's live updates, in its order
+                    live[int(d)] += e
+                    live[r] -= e
+            mv = mv.reshape(n, 4)
+            ids, dst = mv[:, 0].astype(np.int64), mv[:, 3].astype(np.int64)
+            mine = mv[:, 2].astype(np.int64) == me
+            dest0[np.searchsorted(gid0, ids[mine])] = dst[mine]
+            arrive = dst == me
+            if arrive.any():
+                gid = np.concatenate([gid, ids[arrive]])
+                ell = np.concatenate([ell, mv[arrive, 1]])
+                home = np.concatenate([home, mv[arrive, 2].astype(np.int64)])
+                o = np.argsort(gid, kind="stable")
+                gid, ell, home = gid[o], ell[o], home[o]
         load = _local_load(ell)
         cnt.iterations += 1
-        rows = _allgather(comm, clock, cnt, [load, float(speed), float(ntr), float(nrej), float(ignored), 0.0])
+        rows = _allgather(comm, clock, cnt, [load, float(speed), 0.0, 0.0, 0.0, 0.0])
         settled = _settled(rows[:, 0], s, x_ave, threshold)
-        history.append(_record(it, int(rows[:, 2].sum()), int(rows[:, 3].sum()), int(rows[:, 4].sum()),
-                               _stats(rows[:, 0], s, x_ave)))
-    # tell every home rank where its objects are
-    away = home != me
-    got = _sparse_exchange(comm, clock, cnt, {int(h): gid[away & (home == h)] for h in np.unique(home[away])})
-    dest0 = np.full(gid0.size, me, dtype=np.int64)
-    for holder, ids in got.items():
-        dest0[np.searchsorted(gid0, ids.astype(np.int64))] = holder
+        history.append(_record(it, ntr, nrej, ignored, _stats(rows[:, 0], s, x_ave)))
     dest = np.empty_like(dest0)
     dest[order] = dest0
     return LocalGossipResult(dest, history, done, settled, cnt)

@@ -1,53 +1,76 @@
 """Grapevine gossip balancing of objects (inform + transfer): serial reference and distributed form.
 
 Grapevine (Menon & Kalé, SC'13) as analysed by Pébaÿ & Lifflander, *Some Results About Distributed
-Load Balancing*, Sandia report 2019 (seed 004, ch. 2–4). Objects with loads ℓ live on ranks; rank i
-carries ``L_i = Σ ℓ`` and has relative speed ``s_i`` (1 by default); its relative load is
-``x_i = L_i / s_i`` and the fair value ``x̄ = Σ L / Σ s`` (``L_ave`` of the report when ``s ≡ 1``).
-Each of at most ``iterations`` outer iterations has two stages.
+Load Balancing*, Sandia report 2019 (seed 004, ch. 2–4), whose tables were computed with their
+NodeGossiper simulator (the ancestor of LBAF); hermes follows that simulator's conventions, read from
+its source (ANCHORS.md, LBAF). Objects with loads ℓ live on ranks; rank i carries ``L_i = Σ ℓ`` and
+has relative speed ``s_i`` (1 by default); its relative load is ``x_i = L_i / s_i`` and the fair value
+``x̄ = Σ L / Σ s`` (``L_ave`` of the report when ``s ≡ 1``). Each of at most ``iterations`` outer
+iterations has two stages.
 
-**Inform** (the report leaves the protocol implicit; this is its NodeGossiper/LBAF runtime, see
-ALGORITHMS.md). Round 1: every underloaded rank (``x_i < x̄``) sends (itself, its load, its speed)
-to ``fanout`` distinct ranks drawn uniformly among the others. Rounds 2..k: every rank that received
-a message in the previous round forwards all it knows to ``fanout`` distinct ranks drawn uniformly
-among those it does not know yet (neither itself nor a known underloaded rank). Knowledge merges by
-union; a round's messages are snapshots. ``rounds = k`` counts the first push.
+**Inform** (the report leaves the protocol implicit; this is the simulator's). Round 1: every
+underloaded rank (``x_i < x̄``) sends (itself, its load, its speed) to ``fanout`` distinct ranks drawn
+uniformly among the others. Rounds 2..k: every rank that received a message in the previous round
+forwards all it knows to ``fanout`` distinct ranks drawn uniformly among those it does not know yet
+(neither itself nor a known underloaded rank). Knowledge merges by union; a round's messages are
+snapshots. ``rounds = k`` counts the first push.
 
-**Transfer** (report Alg. 2 lines 4–6, §2.1). Every overloaded rank (``x_i > T x̄``) that knows an
-underloaded rank proposes its objects in ascending id order, one proposal each, while it is still
-overloaded. The destination X is drawn among the known underloaded ranks with probability
-∝ ``1 − x_X / x̄`` (cumulative distribution fixed for the stage, Grapevine's Alg. 2); it accepts if
+**Transfer** (report Alg. 2 lines 4–6, §2.1). The ranks take turns, one after the other, in a random
+order drawn once per run (the simulator iterates one Python set of ranks, in the same order every
+iteration: with an order drawn afresh each iteration the report's transfer counts are not
+matched, with the rank-id order the loaded ranks act first and their receivers pass a third more
+objects on within the first iteration). At its turn a rank above ``T x̄`` that knows an underloaded rank
+offloads (:func:`~hermes.balance.gossip_serial._turn`): it scans its objects (those it holds now,
+received ones included) in ascending id order; each proposal draws a destination X among the known
+underloaded ranks with probability ∝ ``1 − x_X / x̄`` (the CMF, from the gossiped loads, fixed for
+the stage) and is accepted if
 
-    criterion 6 (``original``):  (L̂_X + ℓ) / s_X < x̄
-    criterion 6' (``modified``): (L̂_X + ℓ) / s_X < L_i / s_i
+    criterion 6 (``original``):  (L_X + ℓ) / s_X < x̄
+    criterion 6' (``modified``): (L_X + ℓ) / s_X < L_i / s_i
 
-with L̂_X what the source knows of X (gossiped load plus its own accepted transfers to X) and L_i
-the source's current load. With ``s ≡ 1`` these are the report's lines 6 and 6' literally. For
-heterogeneous processors hermes compares L/s (relative loads): Lemma 1 carries over, since
-``max((L_i − ℓ)/s_i, (L_X + ℓ)/s_X) < L_i/s_i ⟺ (L_X + ℓ)/s_X < L_i/s_i``.
+with L_X the destination's **current** load (earlier turns' and this turn's transfers included) and
+L_i the source's load when its turn started (``source_load="turn"``, the simulator's test; variant
+``"current"``: its load after its earlier transfers of the turn). After an acceptance the scan
+restarts at the first remaining object, after a rejection it goes on with the next; the turn ends
+when ``x_i ≤ T x̄`` or a full scan finds nothing to move. With ``s ≡ 1`` the tests are the report's
+lines 6 and 6' literally. For heterogeneous processors hermes compares L/s (relative loads).
+
+**Lemma 1** (§2.1.2): a transfer with ``ℓ < L_i − L_X`` gives ``max(L_i − ℓ, L_X + ℓ) < L_i``, so
+the maximum load (F(D) = L_max/L_ave − T) never rises. With ``source_load="current"`` every transfer
+meets the lemma's hypothesis, and L_max never rises from one transfer to the next. With the
+simulator's test (``"turn"``, L_i frozen at the turn's start) the lemma applies to a whole turn:
+every destination ends below the source's load at the start of its turn, which is at most the
+maximum then, and the source only sheds load; so L_max never rises from one turn to the next (nor
+between iterations), though inside a turn a destination may end above the source's reduced load.
+Relative loads: ``(L_X + ℓ)/s_X < L_i/s_i`` and ``(L_i − ℓ)/s_i < L_i/s_i``.
 
 **Stopping**: before each iteration, stop when ``F(D) = max_i x_i / x̄ − T ≤ 0``. Imbalance
 ``I = max x / x̄ − 1``; at the iso-load optimum ``I* = (|P| − r)/|O|`` with ``r = |O| mod |P| ≠ 0``
 (report §3.2.1; 0 when r = 0).
 
-Randomness: rank r draws from ``default_rng(SeedSequence(seed).spawn(p)[r])``, at the start of every
-iteration one block of ``rounds·fanout + n_r`` uniforms (n_r: its objects then) — ``fanout`` per
-gossip round, then one per transfer proposal. :func:`grapevine` draws the same blocks rank by rank,
-so the serial and distributed forms give the same assignment bit for bit.
+Randomness: rank r draws from ``default_rng(SeedSequence(seed).spawn(p)[r])``: at the start of every
+iteration ``rounds·fanout`` uniforms (``fanout`` per gossip round), then in its turn ``max(16, n)``
+uniforms at a time (n: objects it still holds), one per proposal. The turn order is
+``permutation(p)`` of child p of the same ``SeedSequence`` (a stream all ranks share), drawn once.
+:func:`grapevine` draws the same numbers rank by rank, so the serial and distributed forms give the
+same assignment, history and counters bit for bit.
 
 The serial reference :func:`grapevine` and the kernels both forms share (bitsets of known ranks, the
-transfer scan, parameter checks) are in :mod:`hermes.balance.gossip_serial`, re-exported here.
+turn, parameter checks) are in :mod:`hermes.balance.gossip_serial`, re-exported here.
 
 Seed text fixed / deviations
 ----------------------------
 * §2.1.1 prints the stopping criterion as "F(D) ≥ 0" and "L_max ≤ T L_ave ⟺ I_D < T − 1"; the loop
   ``while L_i > T L_ave`` ends when ``F(D) = L_max / L_ave − T ≤ 0``, i.e. ``I_D ≤ T − 1``.
 * Lemma 2 says "transferred from p_X to p_i": the object moves from p_i to p_X.
-* The NodeGossiper rescans a rank's objects after every accepted transfer and lets ranks act one
-  after the other on live loads (an object may move twice per stage: the report counts more
-  transfers than objects). hermes proposes each object at most once per stage and uses what a
-  distributed rank can know (stage-start loads plus its own transfers), so its transfer and
-  rejection counts are not those of the report's tables; the imbalance trends are.
+* The simulator iterates Python sets (ranks, objects) in hash order; hermes uses a seeded random
+  turn order (fixed for the run, like a set's) and ascending object ids. Its gossip messages are references to the senders' live sets
+  (a receiver may pass on, within a round, what it learnt in that round) and its first push may
+  pick the sender itself; hermes' rounds are synchronous snapshots and never pick the sender. A
+  rank that became overloaded by receiving may draw itself from its CMF in the simulator (a no-op
+  move counted as a transfer); hermes leaves the source out of its CMF.
+* The distributed form realises the sequential stage with one broadcast (two when objects move) per
+  turn of a rank above ``T x̄``: every rank learns every move, as the simulator's shared state does.
 """
 
 from __future__ import annotations
@@ -69,7 +92,7 @@ from hermes.balance.registry import BalanceContext, BalancerInfo, Decision
 from hermes.comm import Counters, gather_error
 from hermes.errors import BalancerError
 
-__all__ = ["CRITERIA", "GossipState", "GossipResult", "LocalGossipResult", "grapevine_iter",
+__all__ = ["CRITERIA", "SOURCE_LOADS", "GossipState", "GossipResult", "LocalGossipResult", "grapevine_iter",
            "grapevine", "grapevine_distributed", "REGISTRY"]
 
 _TAG = 311
@@ -253,6 +276,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     limit = threshold * x_ave
     history = [_record(0, 0, 0, 0, _stats(rows[:, 0], s, x_ave))]
     settled = _settled(rows[:, 0], s, x_ave, threshold)
+    turns = coord.permutation(p).tolist()  # the same order in every iteration
     done = 0
     for it in range(1, iterations + 1):
         if settled:
@@ -283,7 +307,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         cum = _cmf(1.0 - (lk / sk) / x_ave, _row_bits(known[0], p), me)
         live = rows[:, 0].tolist()
         ntr = nrej = ignored = 0
-        for r in coord.permutation(p).tolist():
+        for r in turns:
             if live[r] / s_list[r] <= limit:
                 continue
             header = np.zeros(HEADER_WORDS)

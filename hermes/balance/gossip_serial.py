@@ -5,7 +5,7 @@ the deviations from the seed text are described in :mod:`hermes.balance.gossip`,
 distributed form and the registry entry and re-exports every public name here.
 :func:`grapevine_iter` runs all ranks at once: the ranks a rank knows are a bitset (one row of
 ⌈p/64⌉ uint64 words per rank) and a gossip round is a synchronous merge of rows (vectorised); the
-transfer stage is the report's — sources take turns in a random order, each offloading against the
+transfer stage is the report's — sources take turns in a fixed random order, each offloading against the
 *current* loads of its destinations (:func:`_turn`, the one sequential kernel, shared with the
 distributed form). It is the oracle of the MPI tests (same seed ⇒ same assignment, history and
 counters as :func:`~hermes.balance.gossip.grapevine_distributed`) and the engine of the offline lab
@@ -329,8 +329,8 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     criterion : {"original", "modified"}
         Report criterion 6 or 6' (§2.1).
     seed : int or sequence of int
-        Entropy of ``SeedSequence``; rank r uses child r of ``spawn(n_ranks + 1)``, the turn order child
-        ``n_ranks``.
+        Entropy of ``SeedSequence``; rank r uses child r of ``spawn(n_ranks + 1)``, the turn order (drawn
+        once, kept for every iteration) child ``n_ranks``.
     speeds : array of float, shape (n_ranks,), optional
         Relative processor speeds s (capacities up to a factor); default 1.
     source_load : {"turn", "current"}
@@ -387,6 +387,7 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     yield GossipState(0, owner.copy(), loads, x_ave, _record(0, 0, 0, 0, _stats(loads, s, x_ave)), settled, cnt)
     order = np.argsort(owner, kind="stable")
     held = [list(a) for a in np.split(order, np.cumsum(np.bincount(owner, minlength=p))[:-1])]
+    turns = coord.permutation(p).tolist()  # the same order in every iteration (the simulator's)
     for it in range(1, iterations + 1):
         if settled:
             return
@@ -409,13 +410,13 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
             news = ~np.all(known[dst] == full, axis=1)  # a rank that knows every underloaded one learns nothing
             known = _merge(known, src[news], dst[news])
             senders = np.unique(dst)
-        # transfer stage: turns in a random order, on current loads
+        # transfer stage: turns in the run's order, on current loads
         weight = 1.0 - x / x_ave  # the CMF weight of a known (underloaded) rank, from its gossiped load
         live = loads.tolist()
         full_bits, cum_full = _row_bits(full, p), None
         ntr = nrej = ignored = 0
         moves: list[NDArray[np.int64]] = []
-        for r in coord.permutation(p).tolist():
+        for r in turns:
             if live[r] / s_list[r] <= limit:
                 continue
             if np.array_equal(known[r], full) and not full_bits[r]:  # most sources know every underloaded rank

@@ -354,13 +354,14 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
 
 
 # -- registry -----------------------------------------------------------------------------------
-_DEFAULTS = {"iterations": 4, "rounds": 4, "fanout": 4, "threshold": 1.0, "criterion": "modified", "seed": None}
+_DEFAULTS = {"iterations": 4, "rounds": 4, "fanout": 4, "threshold": 1.0, "criterion": "modified", "seed": None,
+             "source_load": "turn"}
 
 
 def _check_registry(params: dict[str, Any]) -> None:
     seed = 0 if params["seed"] is None else params["seed"]
     _check_params(params["iterations"], params["rounds"], params["fanout"], params["threshold"], params["criterion"],
-                  seed, prefix="balancer.")
+                  seed, prefix="balancer.", source_load=params["source_load"])
 
 
 def _run(ctx: BalanceContext) -> Decision:
@@ -377,7 +378,7 @@ def _run(ctx: BalanceContext) -> Decision:
     res = grapevine_distributed(ctx.comm, ctx.dom.gid, ctx.dom.weight, speed=speed, clock=ctx.clock,
                                 counters=ctx.nb.counters, iterations=prm["iterations"], rounds=prm["rounds"],
                                 fanout=prm["fanout"], threshold=prm["threshold"], criterion=prm["criterion"],
-                                seed=seed)
+                                seed=seed, source_load=prm["source_load"])
     last = res.history[-1]
     return Decision(dest=res.dest, iterations=res.iterations, converged=res.converged, counters=res.counters,
                     info={"criterion": prm["criterion"], "imbalance": last["imbalance"],

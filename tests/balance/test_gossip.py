@@ -395,6 +395,10 @@ def test_lab_is_json_ready_and_reported():
     assert again["iso_optimum"] is None and again["counters"]["iterations"] == 3
     text = format_gossip_report(res)
     assert "criterion 6 (original)" in text and len(text.splitlines()) == 2 + 4 + 1
+    cur = gossip_lab(64, 500, 4, "uniform:0.5,1.5", 3, 2, 3, 1.0, "modified", 7, source_load="current")
+    assert cur["source_load"] == "current" and "L_i current" in format_gossip_report(cur)
+    with pytest.raises(BalancerError, match="source_load"):
+        gossip_lab(64, 500, 4, "iso", 3, 2, 3, 1.0, "modified", 7, source_load="x")
 
 
 def test_make_objects():
@@ -414,12 +418,15 @@ def test_make_objects():
 def test_registry_entry_and_checks():
     info = BALANCERS["grapevine"]
     assert info.serial is None and set(info.defaults) == {"iterations", "rounds", "fanout", "threshold",
-                                                          "criterion", "seed"}
+                                                          "criterion", "seed", "source_load"}
+    assert info.defaults["source_load"] == "turn"
     assert check_params("grapevine", {"criterion": "original", "seed": 3})["fanout"] == 4
     with pytest.raises(BalancerError, match="balancer.fanout"):
         check_params("grapevine", {"fanout": 0})
     with pytest.raises(BalancerError, match="balancer.criterion"):
         check_params("grapevine", {"criterion": "tempered"})
+    with pytest.raises(BalancerError, match="balancer.source_load"):
+        check_params("grapevine", {"source_load": "stale"})
 
 
 # -- LBAF LBDatafile traces (hermes.lab.lbaf) ---------------------------------------------------

@@ -407,19 +407,20 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
             src, dst = senders[row], targets[row, col]
             sizes = _popcount(known[senders]).sum(axis=1)
             exchange_phase(dst.size, ENTRY_BYTES * int(sizes[row].sum()))
-            news = ~np.all(known[dst] == full, axis=1)  # a rank that knows every underloaded one learns nothing
+            news = ~np.all(known == full, axis=1)[dst]  # a rank that knows every underloaded one learns nothing
             known = _merge(known, src[news], dst[news])
             senders = np.unique(dst)
         # transfer stage: turns in the run's order, on current loads
         weight = 1.0 - x / x_ave  # the CMF weight of a known (underloaded) rank, from its gossiped load
         live = loads.tolist()
         full_bits, cum_full = _row_bits(full, p), None
+        knows_all = (np.all(known == full, axis=1) & (full_bits == 0)).tolist()  # most sources, late in the gossip
         ntr = nrej = ignored = 0
         moves: list[NDArray[np.int64]] = []
         for r in turns:
             if live[r] / s_list[r] <= limit:
                 continue
-            if np.array_equal(known[r], full) and not full_bits[r]:  # most sources know every underloaded rank
+            if knows_all[r]:
                 if cum_full is None:
                     cum_full = _cmf(weight, full_bits, r)
                 cum = cum_full

@@ -170,7 +170,8 @@ def _turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live: list[f
 
     ``live`` is updated in place (destination += ℓ, then source −= ℓ, move by move: the operations
     every rank of the distributed form replays). Uniforms are drawn ``max(CHUNK, n)`` at a time
-    (n: objects still held), the destinations of a chunk at once.
+    (n: objects still held), the destinations of a chunk at once. The scan itself is a Python loop
+    over proposals: each decision depends on the loads the previous acceptance changed.
 
     Returns
     -------

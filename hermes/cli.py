@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("--fanout", type=int, default=4)
     gp.add_argument("--threshold", type=float, default=1.0)
     gp.add_argument("--criterion", choices=["original", "modified"], default="modified")
+    gp.add_argument("--source-load", choices=["turn", "current"], default="turn",
+                    help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
     gp.add_argument("--seed", type=int, default=0)
     gp.add_argument("--json", action="store_true")
     return ap
@@ -278,7 +280,7 @@ def _cmd_gossip(args) -> int:
 
     try:
         result = gossip_lab(args.ranks, args.objects, args.mapped_ranks, args.loads, args.iterations, args.rounds,
-                            args.fanout, args.threshold, args.criterion, args.seed)
+                            args.fanout, args.threshold, args.criterion, args.seed, args.source_load)
     except HermesError as err:
         return _error(str(err))
     print(json.dumps(result) if args.json else format_gossip_report(result))

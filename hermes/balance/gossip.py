@@ -1,53 +1,76 @@
 """Grapevine gossip balancing of objects (inform + transfer): serial reference and distributed form.
 
 Grapevine (Menon & Kalé, SC'13) as analysed by Pébaÿ & Lifflander, *Some Results About Distributed
-Load Balancing*, Sandia report 2019 (seed 004, ch. 2–4). Objects with loads ℓ live on ranks; rank i
-carries ``L_i = Σ ℓ`` and has relative speed ``s_i`` (1 by default); its relative load is
-``x_i = L_i / s_i`` and the fair value ``x̄ = Σ L / Σ s`` (``L_ave`` of the report when ``s ≡ 1``).
-Each of at most ``iterations`` outer iterations has two stages.
+Load Balancing*, Sandia report 2019 (seed 004, ch. 2–4), whose tables were computed with their
+NodeGossiper simulator (the ancestor of LBAF); hermes follows that simulator's conventions, read from
+its source (ANCHORS.md, LBAF). Objects with loads ℓ live on ranks; rank i carries ``L_i = Σ ℓ`` and
+has relative speed ``s_i`` (1 by default); its relative load is ``x_i = L_i / s_i`` and the fair value
+``x̄ = Σ L / Σ s`` (``L_ave`` of the report when ``s ≡ 1``). Each of at most ``iterations`` outer
+iterations has two stages.
 
-**Inform** (the report leaves the protocol implicit; this is its NodeGossiper/LBAF runtime, see
-ALGORITHMS.md). Round 1: every underloaded rank (``x_i < x̄``) sends (itself, its load, its speed)
-to ``fanout`` distinct ranks drawn uniformly among the others. Rounds 2..k: every rank that received
-a message in the previous round forwards all it knows to ``fanout`` distinct ranks drawn uniformly
-among those it does not know yet (neither itself nor a known underloaded rank). Knowledge merges by
-union; a round's messages are snapshots. ``rounds = k`` counts the first push.
+**Inform** (the report leaves the protocol implicit; this is the simulator's). Round 1: every
+underloaded rank (``x_i < x̄``) sends (itself, its load, its speed) to ``fanout`` distinct ranks drawn
+uniformly among the others. Rounds 2..k: every rank that received a message in the previous round
+forwards all it knows to ``fanout`` distinct ranks drawn uniformly among those it does not know yet
+(neither itself nor a known underloaded rank). Knowledge merges by union; a round's messages are
+snapshots. ``rounds = k`` counts the first push.
 
-**Transfer** (report Alg. 2 lines 4–6, §2.1). Every overloaded rank (``x_i > T x̄``) that knows an
-underloaded rank proposes its objects in ascending id order, one proposal each, while it is still
-overloaded. The destination X is drawn among the known underloaded ranks with probability
-∝ ``1 − x_X / x̄`` (cumulative distribution fixed for the stage, Grapevine's Alg. 2); it accepts if
+**Transfer** (report Alg. 2 lines 4–6, §2.1). The ranks take turns, one after the other, in a random
+order drawn once per run (the simulator iterates one Python set of ranks, in the same order every
+iteration: with an order drawn afresh each iteration the report's transfer counts are not
+matched, with the rank-id order the loaded ranks act first and their receivers pass a third more
+objects on within the first iteration). At its turn a rank above ``T x̄`` that knows an underloaded rank
+offloads (:func:`~hermes.balance.gossip_serial._turn`): it scans its objects (those it holds now,
+received ones included) in ascending id order; each proposal draws a destination X among the known
+underloaded ranks with probability ∝ ``1 − x_X / x̄`` (the CMF, from the gossiped loads, fixed for
+the stage) and is accepted if
 
-    criterion 6 (``original``):  (L̂_X + ℓ) / s_X < x̄
-    criterion 6' (``modified``): (L̂_X + ℓ) / s_X < L_i / s_i
+    criterion 6 (``original``):  (L_X + ℓ) / s_X < x̄
+    criterion 6' (``modified``): (L_X + ℓ) / s_X < L_i / s_i
 
-with L̂_X what the source knows of X (gossiped load plus its own accepted transfers to X) and L_i
-the source's current load. With ``s ≡ 1`` these are the report's lines 6 and 6' literally. For
-heterogeneous processors hermes compares L/s (relative loads): Lemma 1 carries over, since
-``max((L_i − ℓ)/s_i, (L_X + ℓ)/s_X) < L_i/s_i ⟺ (L_X + ℓ)/s_X < L_i/s_i``.
+with L_X the destination's **current** load (earlier turns' and this turn's transfers included) and
+L_i the source's load when its turn started (``source_load="turn"``, the simulator's test; variant
+``"current"``: its load after its earlier transfers of the turn). After an acceptance the scan
+restarts at the first remaining object, after a rejection it goes on with the next; the turn ends
+when ``x_i ≤ T x̄`` or a full scan finds nothing to move. With ``s ≡ 1`` the tests are the report's
+lines 6 and 6' literally. For heterogeneous processors hermes compares L/s (relative loads).
+
+**Lemma 1** (§2.1.2): a transfer with ``ℓ < L_i − L_X`` gives ``max(L_i − ℓ, L_X + ℓ) < L_i``, so
+the maximum load (F(D) = L_max/L_ave − T) never rises. With ``source_load="current"`` every transfer
+meets the lemma's hypothesis, and L_max never rises from one transfer to the next. With the
+simulator's test (``"turn"``, L_i frozen at the turn's start) the lemma applies to a whole turn:
+every destination ends below the source's load at the start of its turn, which is at most the
+maximum then, and the source only sheds load; so L_max never rises from one turn to the next (nor
+between iterations), though inside a turn a destination may end above the source's reduced load.
+Relative loads: ``(L_X + ℓ)/s_X < L_i/s_i`` and ``(L_i − ℓ)/s_i < L_i/s_i``.
 
 **Stopping**: before each iteration, stop when ``F(D) = max_i x_i / x̄ − T ≤ 0``. Imbalance
 ``I = max x / x̄ − 1``; at the iso-load optimum ``I* = (|P| − r)/|O|`` with ``r = |O| mod |P| ≠ 0``
 (report §3.2.1; 0 when r = 0).
 
-Randomness: rank r draws from ``default_rng(SeedSequence(seed).spawn(p)[r])``, at the start of every
-iteration one block of ``rounds·fanout + n_r`` uniforms (n_r: its objects then) — ``fanout`` per
-gossip round, then one per transfer proposal. :func:`grapevine` draws the same blocks rank by rank,
-so the serial and distributed forms give the same assignment bit for bit.
+Randomness: rank r draws from ``default_rng(SeedSequence(seed).spawn(p)[r])``: at the start of every
+iteration ``rounds·fanout`` uniforms (``fanout`` per gossip round), then in its turn ``max(16, n)``
+uniforms at a time (n: objects it still holds), one per proposal. The turn order is
+``permutation(p)`` of child p of the same ``SeedSequence`` (a stream all ranks share), drawn once.
+:func:`grapevine` draws the same numbers rank by rank, so the serial and distributed forms give the
+same assignment, history and counters bit for bit.
 
 The serial reference :func:`grapevine` and the kernels both forms share (bitsets of known ranks, the
-transfer scan, parameter checks) are in :mod:`hermes.balance.gossip_serial`, re-exported here.
+turn, parameter checks) are in :mod:`hermes.balance.gossip_serial`, re-exported here.
 
 Seed text fixed / deviations
 ----------------------------
 * §2.1.1 prints the stopping criterion as "F(D) ≥ 0" and "L_max ≤ T L_ave ⟺ I_D < T − 1"; the loop
   ``while L_i > T L_ave`` ends when ``F(D) = L_max / L_ave − T ≤ 0``, i.e. ``I_D ≤ T − 1``.
 * Lemma 2 says "transferred from p_X to p_i": the object moves from p_i to p_X.
-* The NodeGossiper rescans a rank's objects after every accepted transfer and lets ranks act one
-  after the other on live loads (an object may move twice per stage: the report counts more
-  transfers than objects). hermes proposes each object at most once per stage and uses what a
-  distributed rank can know (stage-start loads plus its own transfers), so its transfer and
-  rejection counts are not those of the report's tables; the imbalance trends are.
+* The simulator iterates Python sets (ranks, objects) in hash order; hermes uses a seeded random
+  turn order (fixed for the run, like a set's) and ascending object ids. Its gossip messages are references to the senders' live sets
+  (a receiver may pass on, within a round, what it learnt in that round) and its first push may
+  pick the sender itself; hermes' rounds are synchronous snapshots and never pick the sender. A
+  rank that became overloaded by receiving may draw itself from its CMF in the simulator (a no-op
+  move counted as a transfer); hermes leaves the source out of its CMF.
+* The distributed form realises the sequential stage with one broadcast (two when objects move) per
+  turn of a rank above ``T x̄``: every rank learns every move, as the simulator's shared state does.
 """
 
 from __future__ import annotations
@@ -62,31 +85,15 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field
 
 from hermes.balance.flow import ordered_total
-from hermes.balance.gossip_serial import (
-    _ONE,
-    CRITERIA,
-    GossipResult,
-    GossipState,
-    _bitrows,
-    _check_params,
-    _members,
-    _pad_row,
-    _pick_targets,
-    _record,
-    _sample_slots,
-    _scan,
-    _settled,
-    _stats,
-    grapevine,
-    grapevine_iter,
-)
+from hermes.balance.gossip_serial import (_ONE, HEADER_WORDS, MOVE_BYTES, _bitrows,
+                                          _check_params, _cmf, _coordinator, _members, _pad_row, _pick_targets,
+                                          _record, _row_bits, _settled, _stats, _turn)
 from hermes.balance.interface import BalanceContext, Count, Decision, Integer, Number, Params
 from hermes.balance.registry import register
 from hermes.comm import Counters, gather_error
 from hermes.errors import BalancerError
 
-__all__ = ["CRITERIA", "GossipState", "GossipResult", "LocalGossipResult", "grapevine_iter",
-           "grapevine", "grapevine_distributed", "GrapevineParams"]
+__all__ = ["LocalGossipResult", "grapevine_distributed", "GrapevineParams"]
 
 _TAG = 311
 
@@ -164,6 +171,28 @@ def _allgather(comm, clock, cnt: Counters, values: list[float]) -> NDArray[np.fl
     return recv[:, 1:]
 
 
+def _bcast(comm, clock, cnt: Counters, root: int, buf: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Broadcast ``buf`` from ``root`` (every rank passes an array of the same size); charges ``clock``
+    (the receivers wait for the root's stamp) and counts one collective, the bytes once (at the root)."""
+    me, p = comm.Get_rank(), comm.Get_size()
+    send = np.empty(buf.size + 1)
+    if me == root:
+        send[0] = clock.stamp() if clock is not None else 0.0
+        send[1:] = buf
+    if clock is not None:
+        t0 = clock.now
+        with clock.measure("sync"):
+            comm.Bcast(send, root=root)
+        clock.synchronised(send[:1], clock.links.collective_cost(p, 8.0 * buf.size))
+        cnt.time += clock.now - t0 if clock.kind == "virtual" else 0.0
+    else:
+        comm.Bcast(send, root=root)
+    cnt.count_collective("bcast")
+    if me == root:
+        cnt.bytes += 8 * buf.size
+    return send[1:]
+
+
 def _local_load(ell: NDArray[np.float64]) -> float:
     """Σ ℓ in id order, accumulated as ``np.bincount`` does in the serial form (bit for bit)."""
     return float(np.bincount(np.zeros(ell.size, dtype=np.intp), weights=ell, minlength=1)[0])
@@ -171,15 +200,15 @@ def _local_load(ell: NDArray[np.float64]) -> float:
 
 def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: float = 1.0, clock=None,
                           counters: Counters | None = None, iterations: int = 4, rounds: int = 4, fanout: int = 4,
-                          threshold: float = 1.0, criterion: str = "modified",
-                          seed: int | Sequence[int] = 0) -> LocalGossipResult:
+                          threshold: float = 1.0, criterion: str = "modified", seed: int | Sequence[int] = 0,
+                          source_load: str = "turn") -> LocalGossipResult:
     """Grapevine with real MPI messages between random peers (SPMD; every rank of ``comm`` calls it).
 
     Parameters
     ----------
     comm : mpi4py.MPI.Comm
     gid : array of int
-        Global ids of this rank's objects (unique over all ranks; proposals go in id order).
+        Global ids of this rank's objects (unique over all ranks; a source scans its objects in id order).
     loads : array of float
         Their loads ℓ ≥ 0.
     speed : float
@@ -188,7 +217,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         Charged for every collective and message.
     counters : Counters, optional
         Updated in place (a fresh one by default).
-    iterations, rounds, fanout, threshold, criterion, seed
+    iterations, rounds, fanout, threshold, criterion, seed, source_load
         As in :func:`grapevine_iter`.
 
     Returns
@@ -203,16 +232,20 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     Notes
     -----
     Gossip goes to random peers anywhere in ``comm`` (not to subdomain neighbours), as sparse
-    exchanges: an ``Alltoall`` of message sizes, then ``Isend``/``Irecv`` to the peers. Messages carry
-    (rank, load, speed) per known rank; transfers carry (id, load, home) per object; a final exchange
-    tells each home rank where its objects went. One ``Allgather`` per iteration (and one at the start)
-    gives every rank L, s and the transfer counts: the ``F(D) ≤ 0`` test and the history. Same seed
-    ⇒ same final assignment as :func:`grapevine` with objects numbered by ``gid``.
+    exchanges: an ``Alltoall`` of message sizes, then ``Isend``/``Irecv`` to the peers; messages carry
+    (rank, load, speed) per known rank. The transfer stage is sequential, as in the report: every
+    rank keeps the current load of every rank; in the turn order (drawn from a stream all ranks
+    share) each rank above ``T x̄`` runs its turn locally on those loads and broadcasts a header
+    (transfers, rejections, ignored) and, if it moved objects, the moves (id, load, home,
+    destination); every rank replays them (destinations take the objects, homes note where their
+    objects went). One ``Allgather`` per iteration (and one at the start) gives every rank L and s:
+    the ``F(D) ≤ 0`` test and the history. Same seed ⇒ same final assignment, history and counters
+    as :func:`grapevine` with objects numbered by ``gid``.
     """
-    _check_params(iterations, rounds, fanout, threshold, criterion, seed)
+    _check_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     me, p = comm.Get_rank(), comm.Get_size()
     cnt = counters if counters is not None else Counters()
-    f, modified = int(fanout), criterion == "modified"
+    f, modified, frozen = int(fanout), criterion == "modified", source_load == "turn"
     gid_in = np.asarray(gid).ravel()
     error = None
     try:
@@ -228,7 +261,9 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     order = np.argsort(gid_in, kind="stable")
     gid0 = gid_in[order].astype(np.int64)
     gid, ell, home = gid0.copy(), ell_in[order], np.full(gid0.size, me, dtype=np.int64)
+    dest0 = np.full(gid0.size, me, dtype=np.int64)  # where this rank's own objects are
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(p)[me])
+    coord = _coordinator(seed, p)
     nwords = (p + 63) // 64
     pad, selfrow = _pad_row(p, nwords), _bitrows(np.array([me]), nwords)
     load = _local_load(ell)
@@ -236,15 +271,18 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     if rows[:, 5].any():
         raise BalancerError(gather_error(comm, error) or "invalid gossip input on another rank")
     s = rows[:, 1].copy()
+    s_list = s.tolist()
     x_ave = ordered_total(rows[:, 0]) / ordered_total(s)
+    limit = threshold * x_ave
     history = [_record(0, 0, 0, 0, _stats(rows[:, 0], s, x_ave))]
     settled = _settled(rows[:, 0], s, x_ave, threshold)
+    turns = coord.permutation(p).tolist()  # the same order in every iteration
     done = 0
     for it in range(1, iterations + 1):
         if settled:
             break
         done = it
-        block = rng.random(rounds * f + ell.size)
+        block = rng.random(rounds * f)
         known = np.zeros((1, nwords), dtype=np.uint64)
         lk, sk = np.zeros(p), np.ones(p)
         sending = load / speed < x_ave
@@ -265,39 +303,51 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
                 ids = tri[:, 0].astype(np.int64)
                 np.bitwise_or.at(known[0], ids >> 6, _ONE << (ids & 63).astype(np.uint64))
                 lk[ids], sk[ids] = tri[:, 1], tri[:, 2]
-        out, ntr, nrej, ignored = {}, 0, 0, 0  # transfer stage
-        if load / speed > threshold * x_ave:
-            ids = _members(known, p)[1]
-            if ids.size == 0:
-                ignored = 1
+        # transfer stage: turns in the shared order, on current loads
+        cum = _cmf(1.0 - (lk / sk) / x_ave, _row_bits(known[0], p), me)
+        live = rows[:, 0].tolist()
+        ntr = nrej = ignored = 0
+        for r in turns:
+            if live[r] / s_list[r] <= limit:
+                continue
+            header = np.zeros(HEADER_WORDS)
+            if r == me:
+                if cum[-1] > 0:
+                    pos, dest, rej = _turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen)
+                    header[:2] = pos.size, rej
+                else:
+                    header[2] = 1
+            header = _bcast(comm, clock, cnt, r, header)
+            n = int(header[0])
+            ntr, nrej, ignored = ntr + n, nrej + int(header[1]), ignored + int(header[2])
+            if n == 0:
+                continue
+            if r == me:
+                mv = _bcast(comm, clock, cnt, r, np.column_stack([gid[pos], ell[pos], home[pos], dest]).ravel())
+                keep = np.ones(gid.size, dtype=bool)
+                keep[pos] = False
+                gid, ell, home = gid[keep], ell[keep], home[keep]
             else:
-                weights = 1.0 - (lk[ids] / sk[ids]) / x_ave
-                slot = _sample_slots(weights, block[rounds * f:])
-                acc, ntr, nrej = _scan(ell, slot, np.zeros(1, np.int64), np.array([ell.size]), [load],
-                                       np.array([speed]), lk[ids], sk[ids], x_ave, threshold, modified)
-                dest = ids[slot[acc]]
-                moved = np.flatnonzero(acc)
-                out = {int(d): np.column_stack([gid[moved[dest == d]], ell[moved[dest == d]],
-                                                home[moved[dest == d]]]) for d in np.unique(dest)}
-                gid, ell, home = gid[~acc], ell[~acc], home[~acc]
-        got = _sparse_exchange(comm, clock, cnt, out)
-        if got:
-            tri = np.concatenate([gid[:, None] * 1.0, ell[:, None], home[:, None] * 1.0], axis=1)
-            tri = np.concatenate([tri] + [g.reshape(-1, 3) for g in got.values()])
-            tri = tri[np.argsort(tri[:, 0], kind="stable")]
-            gid, ell, home = tri[:, 0].astype(np.int64), tri[:, 1].copy(), tri[:, 2].astype(np.int64)
+                mv = _bcast(comm, clock, cnt, r, np.empty(n * MOVE_BYTES // 8))
+                for _, e, _, d in mv.reshape(n, 4).tolist():  # the source's live updates, in its order
+                    live[int(d)] += e
+                    live[r] -= e
+            mv = mv.reshape(n, 4)
+            ids, dst = mv[:, 0].astype(np.int64), mv[:, 3].astype(np.int64)
+            mine = mv[:, 2].astype(np.int64) == me
+            dest0[np.searchsorted(gid0, ids[mine])] = dst[mine]
+            arrive = dst == me
+            if arrive.any():
+                gid = np.concatenate([gid, ids[arrive]])
+                ell = np.concatenate([ell, mv[arrive, 1]])
+                home = np.concatenate([home, mv[arrive, 2].astype(np.int64)])
+                o = np.argsort(gid, kind="stable")
+                gid, ell, home = gid[o], ell[o], home[o]
         load = _local_load(ell)
         cnt.iterations += 1
-        rows = _allgather(comm, clock, cnt, [load, float(speed), float(ntr), float(nrej), float(ignored), 0.0])
+        rows = _allgather(comm, clock, cnt, [load, float(speed), 0.0, 0.0, 0.0, 0.0])
         settled = _settled(rows[:, 0], s, x_ave, threshold)
-        history.append(_record(it, int(rows[:, 2].sum()), int(rows[:, 3].sum()), int(rows[:, 4].sum()),
-                               _stats(rows[:, 0], s, x_ave)))
-    # tell every home rank where its objects are
-    away = home != me
-    got = _sparse_exchange(comm, clock, cnt, {int(h): gid[away & (home == h)] for h in np.unique(home[away])})
-    dest0 = np.full(gid0.size, me, dtype=np.int64)
-    for holder, ids in got.items():
-        dest0[np.searchsorted(gid0, ids.astype(np.int64))] = holder
+        history.append(_record(it, ntr, nrej, ignored, _stats(rows[:, 0], s, x_ave)))
     dest = np.empty_like(dest0)
     dest[order] = dest0
     return LocalGossipResult(dest, history, done, settled, cnt)
@@ -313,6 +363,9 @@ class GrapevineParams(Params):
     threshold: Annotated[Number, Field(ge=1)] = Field(1.0, description="overload threshold T (transfer above T·L_ave)")
     criterion: Literal["original", "modified"] = Field("modified", description="acceptance: 6 (original) or 6′")
     seed: Annotated[Integer, Field(ge=0)] | None = Field(None, description="random streams (null: the scenario seed)")
+    source_load: Literal["turn", "current"] = Field(
+        "turn", description="L_i in criterion 6′: the source's load when its turn starts (the report's) or its "
+        "current load (a variant where every single transfer keeps Lemma 1)")
 
 
 @register("grapevine", params=GrapevineParams,
@@ -331,7 +384,7 @@ def _run(ctx: BalanceContext) -> Decision:
     res = grapevine_distributed(ctx.comm, ctx.dom.gid, ctx.dom.weight, speed=speed, clock=ctx.clock,
                                 counters=ctx.nb.counters, iterations=prm["iterations"], rounds=prm["rounds"],
                                 fanout=prm["fanout"], threshold=prm["threshold"], criterion=prm["criterion"],
-                                seed=seed)
+                                seed=seed, source_load=prm["source_load"])
     last = res.history[-1]
     return Decision(dest=res.dest, iterations=res.iterations, converged=res.converged, counters=res.counters,
                     info={"criterion": prm["criterion"], "imbalance": last["imbalance"],

@@ -3,10 +3,12 @@
 The algorithm (inform + transfer stages, criteria 6 and 6', stopping rule), its random streams and
 the deviations from the seed text are described in :mod:`hermes.balance.gossip`, which holds the
 distributed form and the registry entry and re-exports every public name here.
-:func:`grapevine_iter` runs all ranks at once on arrays: the ranks a rank knows are a bitset (one row
-of ⌈p/64⌉ uint64 words per rank), a gossip round is a synchronous merge of rows, and in the transfer
-stage the overloaded ranks propose in lockstep. It is the oracle of the MPI tests (same seed ⇒ same
-assignment as :func:`~hermes.balance.gossip.grapevine_distributed`) and the engine of the offline lab
+:func:`grapevine_iter` runs all ranks at once: the ranks a rank knows are a bitset (one row of
+⌈p/64⌉ uint64 words per rank) and a gossip round is a synchronous merge of rows (vectorised); the
+transfer stage is the report's — sources take turns in a fixed random order, each offloading against the
+*current* loads of its destinations (:func:`_turn`, the one sequential kernel, shared with the
+distributed form). It is the oracle of the MPI tests (same seed ⇒ same assignment, history and
+counters as :func:`~hermes.balance.gossip.grapevine_distributed`) and the engine of the offline lab
 ``hermes gossip`` (:mod:`hermes.lab.gossip`).
 """
 
@@ -24,13 +26,22 @@ from hermes.balance.flow import ordered_total
 from hermes.comm import Counters
 from hermes.errors import BalancerError
 
-__all__ = ["CRITERIA", "GossipState", "GossipResult", "grapevine_iter", "grapevine"]
+__all__ = ["CRITERIA", "SOURCE_LOADS", "GossipState", "GossipResult", "grapevine_iter", "grapevine"]
 
 CRITERIA = ("original", "modified")
-#: bytes of one entry of a gossip message (rank id, load, speed) or of a moved object (id, load, home)
+#: what L_i is in criterion 6': the source's load when its turn starts (the report's simulator), or
+#: its load after its earlier transfers of the turn
+SOURCE_LOADS = ("turn", "current")
+#: bytes of one entry of a gossip message (rank id, load, speed)
 ENTRY_BYTES = 24
+#: bytes of one broadcast move (object id, load, home, destination)
+MOVE_BYTES = 32
+#: floats of a turn's header broadcast (transfers, rejections, ignored)
+HEADER_WORDS = 3
 #: floats every rank contributes to the per-iteration allgather (L_i, s_i, transfers, rejected, ignored, error)
 GATHER_WORDS = 6
+#: uniforms a source draws at least at a time in its turn (then as many as it holds objects)
+CHUNK = 16
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
 _ONE = np.uint64(1)
 #: _SELECT[v, k]: position of the k-th set bit of the byte v (−1 if v has fewer)
@@ -118,35 +129,90 @@ def _merge(known: NDArray[np.uint64], src: NDArray[np.int64], dst: NDArray[np.in
 
 
 # -- the transfer stage (shared by both forms) --------------------------------------------------
-def _sample_slots(weights: NDArray[np.float64], u: NDArray[np.float64]) -> NDArray[np.int64]:
-    """Inverse-CDF draws: index k with probability ∝ ``weights[k]`` for each uniform."""
-    c = np.cumsum(weights)
-    return np.minimum(np.searchsorted(c, u * c[-1], side="right"), weights.size - 1).astype(np.int64)
+def _row_bits(row: NDArray[np.uint64], p: int) -> NDArray[np.uint8]:
+    """The bits 0..p−1 of one bitset row as 0/1 bytes."""
+    return np.unpackbits(np.ascontiguousarray(row, dtype="<u8").view(np.uint8), count=p, bitorder="little")
 
 
-def _scan(load, slot, starts, counts, l_src, s_src, l_hat, s_known, x_ave, threshold, modified):
-    """Sources propose in lockstep (proposal t of every still-overloaded source at step t).
+def _cmf(weights: NDArray[np.float64], bits: NDArray[np.uint8], src: int) -> NDArray[np.float64]:
+    """Cumulative CMF weights over ranks 0..p−1: ``weights`` where ``bits`` is set, except ``src``.
 
-    ``l_hat`` (the sources' views of their known ranks, indexed by ``slot``) is updated in place.
-    Returns the accepted mask over the proposals, and the numbers of transfers and rejections.
+    The report's CMF (§2.1; Grapevine Alg. 2) draws a known underloaded rank X with probability
+    ∝ ``1 − x_X / x̄`` (its gossiped load); dense over all ranks (zeros elsewhere), which sums the
+    same floats as the list of known ranks would.
     """
-    lsrc = np.array(l_src, dtype=np.float64)
+    w = weights * bits
+    w[src] = 0.0
+    return np.cumsum(w)
+
+
+def _draw(cum: NDArray[np.float64], u: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Inverse-CDF draws: the rank k with ``cum[k−1] ≤ u·cum[−1] < cum[k]`` for each uniform."""
+    top = np.searchsorted(cum, cum[-1], side="left")  # the last rank of positive weight
+    return np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), top).astype(np.int64)
+
+
+def _turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live: list[float], speeds: list[float],
+          src: int, rng: np.random.Generator, x_ave: float, threshold: float, modified: bool,
+          frozen: bool) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    """One source's informed transfer (report Alg. 2 lines 4–6 with criterion 6 or 6', §2.1).
+
+    The source scans its objects in the given order; each proposal draws a destination X from the
+    CMF ``cum`` (:func:`_cmf`) and is accepted when
+
+        criterion 6:   (L_X + ℓ) / s_X < x̄
+        criterion 6':  (L_X + ℓ) / s_X < L_i / s_i
+
+    with L_X the destination's *current* load (``live``) and L_i the source's load at the start of
+    the turn (``frozen``) or its current one. After an accepted transfer the scan restarts at the
+    first remaining object (the report's simulator), after a rejection it goes on with the next;
+    the turn ends when ``L_i / s_i ≤ T x̄`` or a scan passes every object without an acceptance.
+
+    ``live`` is updated in place (destination += ℓ, then source −= ℓ, move by move: the operations
+    every rank of the distributed form replays). Uniforms are drawn ``max(CHUNK, n)`` at a time
+    (n: objects still held), the destinations of a chunk at once. The scan itself is a Python loop
+    over proposals: each decision depends on the loads the previous acceptance changed.
+
+    Returns
+    -------
+    moved : int array
+        Positions (in ``obj_loads``) of the transferred objects, in the order of the transfers.
+    dest : int array
+        Their destinations.
+    rejected : int
+        Proposals declined.
+    """
+    ells = np.asarray(obj_loads, dtype=np.float64).tolist()
+    remaining = list(range(len(ells)))
     limit = threshold * x_ave
-    acc = np.zeros(load.size, dtype=bool)
-    active = np.flatnonzero((counts > 0) & (lsrc / s_src > limit))
-    t = transfers = rejected = 0
-    while active.size:
-        k = starts[active] + t
-        ell, sl = load[k], slot[k]
-        ok = (l_hat[sl] + ell) / s_known[sl] < (lsrc[active] / s_src[active] if modified else x_ave)
-        acc[k[ok]] = True
-        l_hat[sl[ok]] += ell[ok]
-        lsrc[active[ok]] -= ell[ok]
-        n_ok = int(np.count_nonzero(ok))
-        transfers, rejected = transfers + n_ok, rejected + ok.size - n_ok
-        t += 1
-        active = active[(t < counts[active]) & (lsrc[active] / s_src[active] > limit)]
-    return acc, transfers, rejected
+    s_src = speeds[src]
+    lsrc = live[src]
+    bound = lsrc / s_src if modified else x_ave
+    moved: list[int] = []
+    dest: list[int] = []
+    rejected = pos = 0
+    while lsrc / s_src > limit and pos < len(remaining):
+        for d in _draw(cum, rng.random(max(CHUNK, len(remaining)))).tolist():
+            k = remaining[pos]
+            ell = ells[k]
+            if (live[d] + ell) / speeds[d] < bound:
+                live[d] += ell
+                lsrc -= ell
+                moved.append(k)
+                dest.append(d)
+                del remaining[pos]
+                pos = 0
+                if modified and not frozen:
+                    bound = lsrc / s_src
+                if lsrc / s_src <= limit or not remaining:
+                    break
+            else:
+                rejected += 1
+                pos += 1
+                if pos >= len(remaining):
+                    break
+    live[src] = lsrc
+    return np.array(moved, dtype=np.int64), np.array(dest, dtype=np.int64), rejected
 
 
 def _stats(loads: NDArray[np.float64], speeds: NDArray[np.float64], x_ave: float) -> dict[str, float]:
@@ -166,7 +232,14 @@ def _settled(loads, speeds, x_ave: float, threshold: float) -> bool:
     return bool(np.max(loads / speeds) <= threshold * x_ave)
 
 
-def _check_params(iterations, rounds, fanout, threshold, criterion, seed, prefix: str = "") -> None:
+def _coordinator(seed: int | Sequence[int], p: int) -> np.random.Generator:
+    """The stream every rank draws the turn order from: child p of ``SeedSequence(seed)`` (ranks use 0..p−1)."""
+    root = np.random.SeedSequence(seed)
+    return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(p,)))
+
+
+def _check_params(iterations, rounds, fanout, threshold, criterion, seed, prefix: str = "",
+                  source_load: str = "turn") -> None:
     def positive_int(name, v, low):
         if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low):
             raise BalancerError(f"{prefix}{name}: must be an integer ≥ {low}, got {v!r}")
@@ -179,6 +252,8 @@ def _check_params(iterations, rounds, fanout, threshold, criterion, seed, prefix
         raise BalancerError(f"{prefix}threshold: must be a number ≥ 1, got {threshold!r}")
     if criterion not in CRITERIA:
         raise BalancerError(f"{prefix}criterion: must be 'original' (6) or 'modified' (6'), got {criterion!r}")
+    if source_load not in SOURCE_LOADS:
+        raise BalancerError(f"{prefix}source_load: must be 'turn' or 'current', got {source_load!r}")
     words = seed if isinstance(seed, (list, tuple)) else [seed]
     if not words or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in words):
         raise BalancerError(f"{prefix}seed: must be a non-negative integer, got {seed!r}")
@@ -206,8 +281,9 @@ def _check_objects(loads, owner, p: int, speeds) -> tuple[NDArray, NDArray, NDAr
 class GossipState:
     """One iteration of :func:`grapevine_iter` (iteration 0: the initial state).
 
-    ``counters`` is cumulative: what the distributed form has counted so far, before its final
-    return exchange.
+    ``moves`` lists the iteration's transfers in the order they happened, one row (object, source,
+    destination) each — replaying them from the previous state's loads gives every intermediate
+    distribution. ``counters`` is cumulative: what the distributed form has counted so far.
     """
 
     iteration: int
@@ -217,6 +293,7 @@ class GossipState:
     record: dict[str, Any]
     settled: bool
     counters: Counters
+    moves: NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
 
 
 @dataclass
@@ -235,13 +312,14 @@ class GossipResult:
 
 def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int, *, iterations: int = 4,
                    rounds: int = 4, fanout: int = 4, threshold: float = 1.0, criterion: str = "modified",
-                   seed: int | Sequence[int] = 0, speeds: ArrayLike | None = None) -> Iterator[GossipState]:
+                   seed: int | Sequence[int] = 0, speeds: ArrayLike | None = None,
+                   source_load: str = "turn") -> Iterator[GossipState]:
     """Grapevine on the whole system, one state per iteration (see :mod:`hermes.balance.gossip`).
 
     Parameters
     ----------
     object_loads : array of float, shape (n,)
-        ℓ ≥ 0 of objects 0..n−1 (the index is the object id: proposals go in index order).
+        ℓ ≥ 0 of objects 0..n−1 (the index is the object id: a source scans its objects in id order).
     object_rank : array of int, shape (n,)
         Initial rank of every object (its home).
     n_ranks : int
@@ -252,9 +330,13 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     criterion : {"original", "modified"}
         Report criterion 6 or 6' (§2.1).
     seed : int or sequence of int
-        Entropy of ``SeedSequence``; rank r uses child r of ``spawn(n_ranks)``.
+        Entropy of ``SeedSequence``; rank r uses child r of ``spawn(n_ranks + 1)``, the turn order (drawn
+        once, kept for every iteration) child ``n_ranks``.
     speeds : array of float, shape (n_ranks,), optional
         Relative processor speeds s (capacities up to a factor); default 1.
+    source_load : {"turn", "current"}
+        L_i in criterion 6': the source's load when its turn starts (default, the report's
+        simulator) or its current load (variant ``current``).
 
     Yields
     ------
@@ -267,18 +349,22 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
 
     Notes
     -----
-    Counters are the distributed form's: per iteration one allgather (48 bytes per rank; plus one
-    at the start) and ``rounds + 1`` sparse exchanges, each an alltoall of counts (8p bytes per rank)
-    plus one message per (sender, receiver) pair: gossip ``24·|known|`` bytes, transfers ``24`` bytes
-    per object. Messages and bytes are summed over ranks; rounds and collectives are per rank.
+    Counters are the distributed form's. Per iteration: ``rounds`` sparse exchanges (an alltoall of
+    counts, 8p bytes per rank, plus one message of ``24·|known|`` bytes per (sender, receiver) pair);
+    one broadcast of a 24-byte header per turn of a rank above ``T x̄``, and one more of 32 bytes per
+    transferred object when it moved any; one allgather (48 bytes per rank; plus one at the start).
+    Messages and bytes are summed over ranks (a broadcast counts its bytes once, no message);
+    rounds and collectives are per rank.
     """
-    _check_params(iterations, rounds, fanout, threshold, criterion, seed)
+    _check_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     ell, owner, s = _check_objects(object_loads, object_rank, n_ranks, speeds)
-    p, n, f, modified = int(n_ranks), ell.size, int(fanout), criterion == "modified"
+    p, f, modified, frozen = int(n_ranks), int(fanout), criterion == "modified", source_load == "turn"
     rngs = [np.random.default_rng(c) for c in np.random.SeedSequence(seed).spawn(p)]
+    coord = _coordinator(seed, p)
     nwords = (p + 63) // 64
     pad = _pad_row(p, nwords)
     cnt = Counters()
+    s_list = s.tolist()
 
     def exchange_phase(pairs: int, payload: int) -> None:
         cnt.exchange_rounds += 1
@@ -290,28 +376,30 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
         cnt.count_collective("allgather")
         cnt.bytes += 8 * GATHER_WORDS * p
 
+    def bcast(words: int) -> None:
+        cnt.count_collective("bcast")
+        cnt.bytes += 8 * words
+
     loads = np.bincount(owner, weights=ell, minlength=p)
     x_ave = ordered_total(loads) / ordered_total(s)
+    limit = threshold * x_ave
     gather_phase()
     settled = _settled(loads, s, x_ave, threshold)
     yield GossipState(0, owner.copy(), loads, x_ave, _record(0, 0, 0, 0, _stats(loads, s, x_ave)), settled, cnt)
+    order = np.argsort(owner, kind="stable")
+    held = [list(a) for a in np.split(order, np.cumsum(np.bincount(owner, minlength=p))[:-1])]
+    turns = coord.permutation(p).tolist()  # the same order in every iteration (the simulator's)
     for it in range(1, iterations + 1):
         if settled:
             return
         cnt.iterations += 1
-        order = np.argsort(owner, kind="stable")
-        nper = np.bincount(owner, minlength=p)
-        starts = np.concatenate(([0], np.cumsum(nper)[:-1]))
-        gossip_u, prop_u = np.empty((p, rounds * f)), np.empty(n)
-        for r in range(p):  # each rank's own stream, as in the distributed form
-            block = rngs[r].random(rounds * f + nper[r])
-            gossip_u[r] = block[: rounds * f]
-            prop_u[starts[r]: starts[r] + nper[r]] = block[rounds * f:]
+        gossip_u = np.array([rngs[r].random(rounds * f) for r in range(p)]).reshape(p, rounds * f)
         # inform stage
         x = loads / s
         under = np.flatnonzero(x < x_ave)
         known = np.zeros((p, nwords), dtype=np.uint64)
         known[under] = _bitrows(under, nwords)
+        full = np.bitwise_or.reduce(known[under], axis=0) if under.size else np.zeros(nwords, dtype=np.uint64)
         senders = under
         for rd in range(rounds):
             excl = known[senders] | _bitrows(senders, nwords) | pad
@@ -320,48 +408,57 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
             src, dst = senders[row], targets[row, col]
             sizes = _popcount(known[senders]).sum(axis=1)
             exchange_phase(dst.size, ENTRY_BYTES * int(sizes[row].sum()))
-            known = _merge(known, src, dst)
+            news = ~np.all(known == full, axis=1)[dst]  # a rank that knows every underloaded one learns nothing
+            known = _merge(known, src[news], dst[news])
             senders = np.unique(dst)
-        # transfer stage
-        over = np.flatnonzero(x > threshold * x_ave)
-        krow, kid = _members(known[over], p)
-        kptr = np.concatenate(([0], np.cumsum(np.bincount(krow, minlength=over.size))))
-        weights = 1.0 - (loads[kid] / s[kid]) / x_ave
-        has = np.flatnonzero(kptr[1:] > kptr[:-1])
-        srcs = over[has]
-        objs = [order[starts[r]: starts[r] + nper[r]] for r in srcs]
-        slots = [kptr[j] + _sample_slots(weights[kptr[j]: kptr[j + 1]], prop_u[starts[r]: starts[r] + nper[r]])
-                 for j, r in zip(has, srcs)]
-        prop = np.concatenate(objs) if objs else np.zeros(0, np.int64)
-        slot = np.concatenate(slots) if slots else np.zeros(0, np.int64)
-        counts = nper[srcs]
-        acc, ntr, nrej = _scan(ell[prop], slot, np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64),
-                               counts, loads[srcs], s[srcs], loads[kid], s[kid], x_ave, threshold, modified)
-        dest = kid[slot[acc]]
-        pairs = np.unique(np.repeat(srcs, counts)[acc] * p + dest).size
-        owner[prop[acc]] = dest
-        exchange_phase(pairs, ENTRY_BYTES * ntr)
+        # transfer stage: turns in the run's order, on current loads
+        weight = 1.0 - x / x_ave  # the CMF weight of a known (underloaded) rank, from its gossiped load
+        live = loads.tolist()
+        full_bits, cum_full = _row_bits(full, p), None
+        knows_all = (np.all(known == full, axis=1) & (full_bits == 0)).tolist()  # most sources, late in the gossip
+        ntr = nrej = ignored = 0
+        moves: list[NDArray[np.int64]] = []
+        for r in turns:
+            if live[r] / s_list[r] <= limit:
+                continue
+            if knows_all[r]:
+                if cum_full is None:
+                    cum_full = _cmf(weight, full_bits, r)
+                cum = cum_full
+            else:
+                cum = _cmf(weight, _row_bits(known[r], p), r)
+            bcast(HEADER_WORDS)
+            if not cum[-1] > 0:
+                ignored += 1
+                continue
+            mine = np.sort(np.array(held[r], dtype=np.int64))
+            pos, dest, rej = _turn(ell[mine], cum, live, s_list, r, rngs[r], x_ave, threshold, modified, frozen)
+            nrej += rej
+            if pos.size == 0:
+                continue
+            ntr += pos.size
+            bcast(MOVE_BYTES // 8 * pos.size)
+            obj = mine[pos]
+            owner[obj] = dest
+            moves.append(np.column_stack([obj, np.full(obj.size, r), dest]))
+            keep = np.ones(mine.size, dtype=bool)
+            keep[pos] = False
+            held[r] = mine[keep].tolist()
+            for o, d in zip(obj.tolist(), dest.tolist()):
+                held[d].append(o)
         loads = np.bincount(owner, weights=ell, minlength=p)
         gather_phase()
         settled = _settled(loads, s, x_ave, threshold)
-        rec = _record(it, ntr, nrej, over.size - has.size, _stats(loads, s, x_ave))
-        yield GossipState(it, owner.copy(), loads, x_ave, rec, settled, cnt)
+        rec = _record(it, ntr, nrej, ignored, _stats(loads, s, x_ave))
+        mv = np.concatenate(moves) if moves else np.zeros((0, 3), dtype=np.int64)
+        yield GossipState(it, owner.copy(), loads, x_ave, rec, settled, cnt, mv)
 
 
 def grapevine(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int, **kwargs) -> GossipResult:
-    """Run :func:`grapevine_iter` to the end; add the final return exchange to the counters.
-
-    The distributed form ends by telling every object's home rank where the object went: one
-    sparse exchange with a message per (holder, home) pair and 8 bytes per moved object.
-    """
-    home = np.asarray(object_rank).ravel()
-    states = list(grapevine_iter(object_loads, object_rank, n_ranks, **kwargs))
-    last = states[-1]
-    cnt = last.counters
-    away = last.object_rank != home
-    cnt.exchange_rounds += 1
-    cnt.count_collective("alltoall")
-    cnt.messages += np.unique(last.object_rank[away] * n_ranks + home[away]).size
-    cnt.bytes += 8 * n_ranks * n_ranks + 8 * int(away.sum())
-    return GossipResult(last.object_rank, [st.record for st in states], cnt.iterations, last.settled, cnt,
+    """Run :func:`grapevine_iter` to the end (same keyword arguments); the final state as a result."""
+    last = None
+    history = []
+    for last in grapevine_iter(object_loads, object_rank, n_ranks, **kwargs):
+        history.append(last.record)
+    return GossipResult(last.object_rank, history, last.counters.iterations, last.settled, last.counters,
                         last.average)

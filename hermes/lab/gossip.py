@@ -76,8 +76,11 @@ def make_objects(ranks: int, objects: int, mapped_ranks: int | None, loads_spec:
 
 
 def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: str, iterations: int, rounds: int,
-               fanout: int, threshold: float, criterion: str, seed: int) -> dict[str, Any]:
+               fanout: int, threshold: float, criterion: str, seed: int, source_load: str = "turn") -> dict[str, Any]:
     """Grapevine offline on generated objects (the engine of ``hermes gossip``); JSON-ready summary.
+
+    ``source_load`` is L_i of criterion 6' (:func:`hermes.balance.gossip.grapevine_iter`): ``turn``
+    (the report's simulator, default) or ``current``.
 
     Returns
     -------
@@ -90,13 +93,14 @@ def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: s
     t0 = time.perf_counter()
     if not (isinstance(ranks, (int, np.integer)) and ranks >= 1):
         raise BalancerError(f"ranks must be a positive integer, got {ranks!r}")
-    _check_params(iterations, rounds, fanout, threshold, criterion, seed)
+    _check_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     loads, owner = make_objects(ranks, objects, mapped_ranks, loads_spec, seed)
     res = grapevine(loads, owner, ranks, iterations=iterations, rounds=rounds, fanout=fanout, threshold=threshold,
-                    criterion=criterion, seed=seed)
+                    criterion=criterion, seed=seed, source_load=source_load)
     return {"ranks": int(ranks), "objects": int(loads.size), "mapped_ranks": mapped_ranks, "loads": loads_spec,
             "iterations": int(iterations), "rounds": int(rounds), "fanout": int(fanout),
-            "threshold": float(threshold), "criterion": criterion, "seed": seed, "average": float(res.average),
+            "threshold": float(threshold), "criterion": criterion, "source_load": source_load, "seed": seed,
+            "average": float(res.average),
             "iso_optimum": iso_optimum(ranks, loads.size) if loads_spec == "iso" else None,
             "converged": bool(res.converged), "iterations_run": int(res.iterations), "history": res.history,
             "counters": res.counters.as_dict(), "seconds": time.perf_counter() - t0}
@@ -106,6 +110,8 @@ def format_gossip_report(result: dict[str, Any]) -> str:
     """The lab summary as a table like the report's (§2.1, Tables 3.x)."""
     r = result
     crit = "6' (modified)" if r["criterion"] == "modified" else "6 (original)"
+    if r["criterion"] == "modified" and r.get("source_load", "turn") != "turn":
+        crit += f", L_i {r['source_load']}"
     lines = [f"Grapevine, criterion {crit}: |P| = {r['ranks']}, |O| = {r['objects']} ({r['loads']}"
              + (f", on the first {r['mapped_ranks']} ranks" if r["mapped_ranks"] else "") + f"), i = {r['iterations']},"
              f" k = {r['rounds']}, f = {r['fanout']}, T = {r['threshold']}, seed {r['seed']}",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from hermes.balance.gossip import grapevine, grapevine_iter
-from hermes.balance.gossip_serial import _bitrows, _members, _merge, _pad_row, _pick_targets
+from hermes.balance.gossip_serial import grapevine, grapevine_iter
+from hermes.balance.gossip_serial import _bitrows, _coordinator, _members, _merge, _pad_row, _pick_targets, _turn
 from hermes.lab.gossip import format_gossip_report, gossip_lab, iso_optimum, make_objects
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.errors import BalancerError
@@ -66,13 +67,30 @@ def random_case(seed: int, p: int = 40, n: int = 600, mapped: int = 5):
     return rng.lognormal(0.0, 1.0, n), rng.integers(0, mapped, n), p
 
 
+def replay(states, loads, speeds=None):
+    """Every intermediate relative-load vector: after each transfer of each iteration, in order."""
+    p = states[0].loads.size
+    s = np.ones(p) if speeds is None else np.asarray(speeds, dtype=float)
+    for a, b in zip(states, states[1:]):
+        owner, cur = a.object_rank.copy(), a.loads.copy()
+        for obj, src, dst in b.moves.tolist():
+            assert owner[obj] == src
+            before = cur / s
+            cur[src] -= loads[obj]
+            cur[dst] += loads[obj]
+            owner[obj] = dst
+            yield b.iteration, before, cur / s, src, dst
+        assert np.array_equal(owner, b.object_rank)
+
+
 @pytest.mark.parametrize("criterion", ["original", "modified"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_each_iteration_moves_exactly_its_transfers(criterion, seed):
+def test_each_iteration_is_its_list_of_moves(criterion, seed):
     loads, owner, p = random_case(seed)
     states = list(grapevine_iter(loads, owner, p, iterations=6, rounds=3, fanout=3, criterion=criterion, seed=seed))
+    assert sum(1 for _ in replay(states, loads)) == sum(st.record["transfers"] for st in states) > 0
     for a, b in zip(states, states[1:]):
-        assert np.count_nonzero(a.object_rank != b.object_rank) == b.record["transfers"]
+        assert len(b.moves) == b.record["transfers"]
         assert np.allclose(b.loads, np.bincount(b.object_rank, weights=loads, minlength=p))
         x = b.loads
         assert b.record["imbalance"] == pytest.approx(x.max() / (loads.sum() / p) - 1)
@@ -91,16 +109,145 @@ def test_seeded_and_reproducible():
     assert not np.array_equal(a.object_rank, c.object_rank)
 
 
+def test_turn_order_stream_is_child_p():
+    ss = np.random.SeedSequence([4, 1])
+    assert np.array_equal(_coordinator([4, 1], 9).random(5), np.random.default_rng(ss.spawn(10)[9]).random(5))
+
+
+def test_turn_scans_in_order_restarts_after_an_acceptance_and_tests_current_loads():
+    # source 0 (load 10) and one destination, rank 1 (load 0): ℓ = 4, 3, 2, 1 in scan order, x̄ = 5;
+    # 6' accepts while L_1 + ℓ < 10 (L_i frozen at the turn's start): 4, then 3 (L_0 = 3 ≤ T x̄: done)
+    live = [10.0, 0.0]
+    cum = np.array([0.0, 1.0])
+    pos, dest, rej = _turn(np.array([4.0, 3.0, 2.0, 1.0]), cum, live, [1.0, 1.0], 0, np.random.default_rng(0),
+                           5.0, 1.0, True, True)
+    assert pos.tolist() == [0, 1] and dest.tolist() == [1, 1] and rej == 0 and live == [3.0, 7.0]
+    # a destination already at 8 (its current load, not the gossiped 0): 8 + ℓ < 10 only for ℓ = 1;
+    # proposals 0, 1, 2 are declined, 3 accepted, then the scan restarts and declines 0, 1, 2 again
+    live = [10.0, 8.0]
+    pos, dest, rej = _turn(np.array([4.0, 3.0, 2.0, 1.0]), cum, live, [1.0, 1.0], 0, np.random.default_rng(0),
+                           5.0, 1.0, True, True)
+    assert pos.tolist() == [3] and rej == 6 and live == [9.0, 9.0]
+    # criterion 6 compares with x̄ = 5 instead: nothing fits on rank 1 (8 + ℓ ≥ 5), a single scan
+    live = [10.0, 8.0]
+    pos, dest, rej = _turn(np.array([4.0, 3.0, 2.0, 1.0]), cum, live, [1.0, 1.0], 0, np.random.default_rng(0),
+                           5.0, 1.0, False, True)
+    assert pos.size == 0 and rej == 4 and live == [10.0, 8.0]
+    # the 'current' variant compares with L_i after its earlier transfers: 4 (L_1 = 4 < 10, L_0 = 6),
+    # then 3 and 2 are declined (7, 6 ≥ L_0 = 6), 1 accepted (5 < 6; L_0 = 5 ≤ T x̄: done)
+    live = [10.0, 0.0]
+    pos, dest, rej = _turn(np.array([4.0, 3.0, 2.0, 1.0]), cum, live, [1.0, 1.0], 0, np.random.default_rng(0),
+                           5.0, 1.0, True, False)
+    assert pos.tolist() == [0, 3] and rej == 2 and live == [5.0, 5.0]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_single_source_first_iteration_obeys_the_criteria(seed):
-    # with one overloaded rank its view of the receivers is exact: criterion 6 keeps every receiver
-    # below L_ave; criterion 6' never raises the maximum (report Lemma 1)
-    loads, owner, p = random_case(seed, p=30, n=300, mapped=1)
+def test_criterion_6_keeps_every_receiver_below_the_average(seed):
+    # destinations are tested on their current loads, so no two sources overfill one (report §2.1)
+    loads, owner, p = random_case(seed, p=30, n=300, mapped=3)
     ave = loads.sum() / p
-    orig = list(grapevine_iter(loads, owner, p, iterations=1, criterion="original", seed=seed))[-1]
-    assert orig.record["transfers"] > 0 and np.all(orig.loads[1:] < ave)
-    mod = list(grapevine_iter(loads, owner, p, iterations=1, criterion="modified", seed=seed))[-1]
-    assert mod.record["transfers"] > 0 and mod.loads.max() < loads.sum()
+    states = list(grapevine_iter(loads, owner, p, iterations=3, criterion="original", seed=seed))
+    steps = list(replay(states, loads))
+    assert steps and all(after[dst] < ave for _, _, after, _, dst in steps)
+
+
+# -- Lemma 1 (§2.1.2): under 6' the maximum load never rises -----------------------------------
+def lemma_1_holds(states, loads, speeds=None, per: str = "transfer") -> bool:
+    """Lemma 1's conclusion, F(D') ≤ F(D), checked on the relative loads at every step: after each
+    transfer (``per="transfer"``: the lemma's hypothesis ℓ < L_i − L_X holds for each transfer) or
+    after each turn (``per="turn"``: the simulator's test with L_i frozen at the turn's start). In
+    both cases each destination ends strictly below the maximum before the step, and the maximum
+    never rises from one iteration to the next."""
+    steps = list(replay(states, loads, speeds))
+    start = 0
+    while start < len(steps):
+        it, before, _, src, _ = steps[start]
+        stop = start + 1
+        if per == "turn":
+            while stop < len(steps) and steps[stop][0] == it and steps[stop][3] == src:
+                stop += 1
+        after = steps[stop - 1][2]
+        if not (after.max() <= before.max() and all(st[2][st[4]] < before.max() for st in steps[start:stop])):
+            return False
+        start = stop
+    maxima = [st.record["max"] for st in states]
+    return all(b <= a for a, b in zip(maxima, maxima[1:]))
+
+
+@pytest.mark.parametrize("source_load,per", [("turn", "turn"), ("current", "transfer")])
+def test_lemma_1_over_many_seeds(source_load, per):
+    # 120 random cases (lognormal and uniform loads, 1–8 loaded ranks, speeds), 6 iterations each
+    for seed in range(120):
+        rng = np.random.default_rng([seed, 41])
+        p = int(rng.integers(8, 60))
+        n = int(rng.integers(p, 12 * p))
+        loads = rng.lognormal(0, 1.2, n) if seed % 2 else rng.uniform(1e-5, 0.1, n)
+        owner = rng.integers(0, int(rng.integers(1, 9)), n)
+        speeds = rng.uniform(0.5, 2.0, p) if seed % 3 == 0 else None
+        states = list(grapevine_iter(loads, owner, p, iterations=6, rounds=int(rng.integers(1, 5)),
+                                     fanout=int(rng.integers(1, 7)), criterion="modified", seed=seed, speeds=speeds,
+                                     source_load=source_load))
+        assert sum(st.record["transfers"] for st in states) > 0
+        assert lemma_1_holds(states, loads, speeds, per), f"seed {seed}"
+
+
+def test_the_simulators_test_can_raise_the_maximum_inside_a_turn():
+    # L_i frozen at the turn's start: a destination may end above the source's reduced load, so the
+    # per-transfer form of Lemma 1 fails on some seeds (while the per-turn form above holds)
+    fails = 0
+    for seed in range(40):
+        loads, owner, p = random_case(seed, p=12, n=120, mapped=2)
+        states = list(grapevine_iter(loads, owner, p, iterations=3, rounds=2, seed=seed))
+        fails += not lemma_1_holds(states, loads, per="transfer")
+    assert fails > 0
+
+
+@pytest.mark.slow
+def test_lemma_1_on_the_reports_4096_rank_case():
+    # §2.1.3: 4,096 ranks, 10⁴ objects U(10⁻⁵, 10⁻¹) on 16 ranks, i = k = 10, f = 6, T = 1 (the case
+    # where the lockstep transfer of hermes ≤ 2025 raised the maximum in 8 of 10 seeds)
+    for seed in range(4):
+        loads, owner = make_objects(4096, 10_000, 16, "uniform:0.00001,0.1", seed)
+        states = list(grapevine_iter(loads, owner, 4096, iterations=10, rounds=10, fanout=6, seed=seed))
+        assert lemma_1_holds(states, loads, per="turn")
+        assert states[-1].record["imbalance"] < 0.8
+
+
+def test_lemma_1_check_detects_a_rise():
+    loads, owner, p = random_case(0)
+    states = list(grapevine_iter(loads, owner, p, iterations=2, seed=0))
+    assert lemma_1_holds(states, loads, per="turn")
+    # forge one more move: the largest object not on the most loaded rank goes onto it
+    top = int(np.argmax(states[1].loads))
+    away = np.flatnonzero(states[1].object_rank != top)
+    obj = int(away[np.argmax(loads[away])])
+    bad = np.vstack([states[1].moves, [obj, states[1].object_rank[obj], top]])
+    owner1 = states[1].object_rank.copy()
+    owner1[obj] = top
+    forged = [states[0], replace(states[1], moves=bad, object_rank=owner1)]
+    assert not lemma_1_holds(forged, loads, per="turn")
+
+
+def test_the_simulators_test_can_raise_the_maximum_inside_a_turn():
+    # L_i frozen at the turn's start: a destination may end above the source's reduced load, so the
+    # per-transfer form of Lemma 1 fails on some seeds (while the per-turn form above holds)
+    fails = 0
+    for seed in range(40):
+        loads, owner, p = random_case(seed, p=12, n=120, mapped=2)
+        states = list(grapevine_iter(loads, owner, p, iterations=3, rounds=2, seed=seed))
+        fails += not lemma_1_holds(states, loads, per="transfer")
+    assert fails > 0
+
+
+@pytest.mark.slow
+def test_lemma_1_on_the_reports_4096_rank_case():
+    # §2.1.3: 4,096 ranks, 10⁴ objects U(10⁻⁵, 10⁻¹) on 16 ranks, i = k = 10, f = 6, T = 1 (the case
+    # where the lockstep transfer of hermes ≤ 2025 raised the maximum in 8 of 10 seeds)
+    for seed in range(4):
+        loads, owner = make_objects(4096, 10_000, 16, "uniform:0.00001,0.1", seed)
+        states = list(grapevine_iter(loads, owner, 4096, iterations=10, rounds=10, fanout=6, seed=seed))
+        assert lemma_1_holds(states, loads, per="turn")
+        assert states[-1].record["imbalance"] < 0.8
 
 
 @pytest.mark.parametrize("criterion", ["original", "modified"])
@@ -142,22 +289,26 @@ def test_stopping_criterion_and_degenerate_inputs():
 def test_counters_follow_the_message_pattern():
     loads, owner, p = random_case(5)
     rounds = 3
-    res = grapevine(loads, owner, p, iterations=5, rounds=rounds, fanout=2, seed=0)
-    it = res.iterations
-    assert it == 5 and res.counters.iterations == it
-    assert res.counters.exchange_rounds == it * (rounds + 1) + 1
-    assert res.counters.collectives == {"allgather": it + 1, "alltoall": it * (rounds + 1) + 1}
-    away = int(np.count_nonzero(res.object_rank != owner))
-    payload = res.counters.bytes - 48 * p * (it + 1) - 8 * p * p * (it * (rounds + 1) + 1) - 8 * away
-    transfers = sum(h["transfers"] for h in res.history)
-    assert payload % 24 == 0 and payload > 24 * transfers
-    assert res.counters.messages > it * 2  # at least the fanout of one underloaded rank per round
+    states = list(grapevine_iter(loads, owner, p, iterations=5, rounds=rounds, fanout=2, seed=0))
+    cnt = states[-1].counters
+    it = cnt.iterations
+    assert it == 5 and len(states) == it + 1
+    moving = sum(len(np.unique(st.moves[:, 1])) for st in states[1:])  # turns that moved something
+    turns = cnt.collectives["bcast"] - moving
+    transfers = sum(st.record["transfers"] for st in states)
+    assert cnt.exchange_rounds == it * rounds
+    assert cnt.collectives == {"allgather": it + 1, "alltoall": it * rounds, "bcast": turns + moving}
+    assert turns >= moving > 0 and turns >= sum(st.record["ignored"] for st in states)
+    payload = cnt.bytes - 48 * p * (it + 1) - 8 * p * p * it * rounds - 24 * turns - 32 * transfers
+    assert payload % 24 == 0 and payload > 0  # the gossip entries
+    assert cnt.messages > it * 2  # at least the fanout of one underloaded rank per round
 
 
 @pytest.mark.parametrize("kwargs,match", [
     ({"fanout": 0}, "fanout"), ({"rounds": 0}, "rounds"), ({"iterations": -1}, "iterations"),
     ({"threshold": 0.5}, "threshold"), ({"threshold": float("nan")}, "threshold"), ({"criterion": "6"}, "criterion"),
     ({"seed": None}, "seed"), ({"seed": -3}, "seed"), ({"speeds": [1.0, 0.0, 1.0]}, "speeds"),
+    ({"source_load": "stale"}, "source_load"),
 ])
 def test_bad_parameters(kwargs, match):
     with pytest.raises(BalancerError, match=match):
@@ -174,17 +325,48 @@ def test_bad_objects(loads, owner, p, match):
 
 
 # -- the report's results (seed 004 §2.1, §3.2.1) ----------------------------------------------
-@pytest.mark.parametrize("seed", [0, 1])
-def test_iso_load_optimum_with_criterion_6_prime_only(seed):
-    # Table 3.2 set-up: |P| = 16², |O| = 10⁴ unit objects placed at random, k = f = 4, T = 1;
-    # optimum q = 39, r = 16: min 39, max 40, σ = 0.2421, I = (|P| − r)/|O| = 0.024
+@pytest.mark.parametrize("p,optimum", [(100, 0.0), (256, 0.024)])
+def test_iso_load_optimum_by_iteration_4(p, optimum):
+    # Tables 3.1 / 3.2: |O| = 10⁴ unit objects placed at random on |P| = 10² / 16² ranks, i = k = f = 4,
+    # T = 1. 6' ends iteration 4 at the optimum I = (|P| − r)/|O| (0 when r = 0) for every seed:
+    # min/max 100/100 and 39/40, σ 0 and 0.2421; criterion 6 stalls above it with every proposal declined
+    n = 10_000
+    reached = []
+    for seed in range(12):
+        owner = make_objects(p, n, None, "iso", seed)[1]
+        mod = grapevine(np.ones(n), owner, p, iterations=4, criterion="modified", seed=seed).history
+        reached.append(next(h["iteration"] for h in mod if h["imbalance"] == pytest.approx(optimum, abs=1e-12)))
+        assert mod[-1]["imbalance"] == pytest.approx(iso_optimum(p, n)) == pytest.approx(optimum)
+        assert (mod[-1]["min"], mod[-1]["max"]) == ((100.0, 100.0) if p == 100 else (39.0, 40.0))
+        assert mod[-1]["sigma"] == pytest.approx(0.0 if p == 100 else 0.2421, abs=1e-4)
+        if seed < 4:
+            orig = grapevine(np.ones(n), owner, p, iterations=4, criterion="original", seed=seed).history
+            assert orig[-1]["imbalance"] > optimum + 0.05 and orig[-1]["rejection_rate"] == 1.0
+    assert max(reached) <= 4 and min(reached) >= 2
+
+
+def test_criterion_6_locks_in_where_6_prime_goes_on():
+    # Table 3.2's set-up: after its first iteration criterion 6 moves (almost) nothing more and stays
+    # far from the optimum; 6' keeps moving and reaches it
     n, p = 10_000, 256
-    owner = np.random.default_rng(seed).integers(0, p, n)
-    mod = grapevine(np.ones(n), owner, p, iterations=10, criterion="modified", seed=seed).history[-1]
-    assert mod["imbalance"] == pytest.approx(iso_optimum(p, n)) == pytest.approx(0.024)
-    assert (mod["min"], mod["max"]) == (39.0, 40.0) and mod["sigma"] == pytest.approx(0.2421, abs=1e-4)
-    orig = grapevine(np.ones(n), owner, p, iterations=10, criterion="original", seed=seed).history
-    assert orig[-1]["imbalance"] > 0.1 and orig[-1]["rejection_rate"] == 1.0 and orig[-1]["transfers"] == 0
+    owner = make_objects(p, n, None, "iso", 5)[1]
+    orig = grapevine(np.ones(n), owner, p, iterations=6, criterion="original", seed=5).history
+    mod = grapevine(np.ones(n), owner, p, iterations=6, criterion="modified", seed=5).history
+    assert sum(h["transfers"] for h in orig[2:]) < 0.02 * orig[1]["transfers"]
+    assert orig[-1]["imbalance"] > 0.1 and orig[-1]["imbalance"] > 0.8 * orig[1]["imbalance"]
+    assert mod[2]["transfers"] > 0 and mod[-1]["imbalance"] == pytest.approx(0.024)
+
+
+@pytest.mark.slow
+def test_criterion_6_locks_in_on_the_reports_4096_rank_case():
+    # §2.1.1 / §2.1.3 (i = k = 10, f = 6, T = 1): criterion 6 goes 280 → 187 in its first iteration and
+    # then ≈ 182; 6' goes on to ≈ 0.62
+    loads, owner = make_objects(4096, 10_000, 16, "uniform:0.00001,0.1", 0)
+    orig = grapevine(loads, owner, 4096, iterations=5, rounds=10, fanout=6, criterion="original", seed=0).history
+    mod = grapevine(loads, owner, 4096, iterations=5, rounds=10, fanout=6, criterion="modified", seed=0).history
+    assert 150 < orig[1]["imbalance"] < 220 and orig[-1]["imbalance"] > 0.95 * orig[1]["imbalance"]
+    assert orig[1]["rejection_rate"] > 0.9 and all(h["rejection_rate"] > 0.99 for h in orig[2:])
+    assert mod[1]["imbalance"] < 5 and mod[-1]["imbalance"] < 0.9
 
 
 def test_mapped_ranks_on_4096_ranks_in_seconds():
@@ -213,6 +395,10 @@ def test_lab_is_json_ready_and_reported():
     assert again["iso_optimum"] is None and again["counters"]["iterations"] == 3
     text = format_gossip_report(res)
     assert "criterion 6 (original)" in text and len(text.splitlines()) == 2 + 4 + 1
+    cur = gossip_lab(64, 500, 4, "uniform:0.5,1.5", 3, 2, 3, 1.0, "modified", 7, source_load="current")
+    assert cur["source_load"] == "current" and "L_i current" in format_gossip_report(cur)
+    with pytest.raises(BalancerError, match="source_load"):
+        gossip_lab(64, 500, 4, "iso", 3, 2, 3, 1.0, "modified", 7, source_load="x")
 
 
 def test_make_objects():
@@ -232,12 +418,15 @@ def test_make_objects():
 def test_registry_entry_and_checks():
     info = BALANCERS["grapevine"]
     assert info.serial is None and set(info.defaults) == {"iterations", "rounds", "fanout", "threshold",
-                                                          "criterion", "seed"}
+                                                          "criterion", "seed", "source_load"}
+    assert info.defaults["source_load"] == "turn"
     assert check_params("grapevine", {"criterion": "original", "seed": 3})["fanout"] == 4
     with pytest.raises(BalancerError, match="balancer.fanout"):
         check_params("grapevine", {"fanout": 0})
     with pytest.raises(BalancerError, match="balancer.criterion"):
         check_params("grapevine", {"criterion": "tempered"})
+    with pytest.raises(BalancerError, match="balancer.source_load"):
+        check_params("grapevine", {"source_load": "stale"})
 
 
 # -- LBAF LBDatafile traces (hermes.lab.lbaf) ---------------------------------------------------

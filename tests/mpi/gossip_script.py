@@ -18,7 +18,8 @@ from types import SimpleNamespace
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.gossip import grapevine, grapevine_distributed
+from hermes.balance.gossip import grapevine_distributed
+from hermes.balance.gossip_serial import grapevine
 from hermes.balance.model import Model
 from hermes.balance.registry import BalanceContext, check_params, get_balancer
 from hermes.clock import Links, VirtualClock, WallClock
@@ -45,6 +46,8 @@ def main(seed: int) -> int:
          dict(iterations=8, rounds=2, fanout=5, threshold=1.0), "wall"),
         ("uniform-T1.2", rng.uniform(0.1, 1.0, 250), rng.integers(0, p // 2, 250), None, "modified",
          dict(iterations=10, rounds=1, fanout=1, threshold=1.2), "virtual"),
+        ("uniform-6'-current", rng.uniform(1e-5, 0.1, 300), rng.integers(0, 2, 300), None, "modified",
+         dict(iterations=5, rounds=2, fanout=2, source_load="current"), "virtual"),
     ]
     for name, loads, owner, speeds, crit, kw, kind in cases:
         ref = grapevine(loads, owner, p, criterion=crit, seed=[seed, 1], speeds=speeds, **kw) if me == 0 else None

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from hermes.clock import Clock
 
 __all__ = ["Comm", "Counters", "NeighbourComm", "allreduce", "agree", "gather_error", "ordered_sum", "Bookkeeping",
-           "exchange_objects", "sparse_exchange"]
+           "exchange_objects", "sparse_exchange", "allgather", "bcast", "exchange_arrays"]
 
 _TAG_EXCHANGE = 101
 
@@ -154,14 +154,14 @@ class NeighbourComm:
         return allreduce(self.comm, x, self.clock, op=op, counters=self.counters, kind=kind)
 
 
-def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters: Counters | None = None,
-              kind: str = "allreduce"):
-    """Allreduce by Allgather + ordered local reduction; charges ``clock`` and ``counters``.
+def allgather(comm, x, clock: Clock | None = None, *, counters: Counters | None = None,
+              kind: str = "allgather") -> NDArray[np.float64]:
+    """Every rank's ``x`` (a scalar or a fixed-size float vector) as rows in rank order: one ``Allgather``,
+    charged to ``clock`` as a tree collective of ``8·len(x)`` bytes and counted as ``kind``.
 
-    The time stamp of every rank travels in the same message, so the virtual clock synchronises
-    all ranks to the slowest one.
+    The time stamp of every rank travels in the same message, so the virtual clock synchronises all ranks
+    to the slowest one.
     """
-    scalar = np.ndim(x) == 0
     v = np.atleast_1d(np.asarray(x, dtype=np.float64)).ravel()
     size = comm.Get_size()
     send = np.concatenate(([clock.stamp() if clock is not None else 0.0], v))
@@ -169,12 +169,30 @@ def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters:
     if clock is not None:
         with clock.measure("sync"):
             comm.Allgather(send, recv)
+        t0 = clock.now
+        clock.synchronised(recv[:, 0], clock.links.collective_cost(size, 8.0 * v.size))
+        if counters is not None and clock.kind == "virtual":
+            counters.time += clock.now - t0
     else:
         comm.Allgather(send, recv)
-    vals = recv[:, 1:]
+    if counters is not None:
+        counters.count_collective(kind)
+        counters.bytes += 8 * v.size
+    return recv[:, 1:]
+
+
+def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters: Counters | None = None,
+              kind: str = "allreduce"):
+    """Allreduce by :func:`allgather` + ordered local reduction; charges ``clock`` and ``counters``.
+
+    The reduction runs in rank order on every rank, so the result is bitwise identical everywhere and
+    between runs (MPI's own reduction order may vary).
+    """
+    scalar = np.ndim(x) == 0
+    vals = allgather(comm, x, clock, counters=counters, kind=kind)
     if op == "sum":
-        out = np.zeros(v.size)
-        for r in range(size):  # fixed order: identical on every rank
+        out = np.zeros(vals.shape[1])
+        for r in range(vals.shape[0]):  # fixed order: identical on every rank
             out = out + vals[r]
     elif op == "max":
         out = vals.max(axis=0)
@@ -182,15 +200,75 @@ def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters:
         out = vals.min(axis=0)
     else:
         raise ValueError(f"unknown reduction {op!r}")
+    return float(out[0]) if scalar else out
+
+
+def bcast(comm, buf, root: int, clock: Clock | None = None, *, counters: Counters | None = None) -> NDArray[np.float64]:
+    """Broadcast the float array ``buf`` from ``root`` (every rank passes an array of the same size); charged
+    as a tree collective (the receivers wait for the root's stamp), counted once, its bytes at the root."""
+    me, p = comm.Get_rank(), comm.Get_size()
+    buf = np.asarray(buf, dtype=np.float64).ravel()
+    send = np.empty(buf.size + 1)
+    if me == root:
+        send[0] = clock.stamp() if clock is not None else 0.0
+        send[1:] = buf
     if clock is not None:
         t0 = clock.now
-        clock.synchronised(recv[:, 0], clock.links.collective_cost(size, 8.0 * v.size))
+        with clock.measure("sync"):
+            comm.Bcast(send, root=root)
+        clock.synchronised(send[:1], clock.links.collective_cost(p, 8.0 * buf.size))
         if counters is not None and clock.kind == "virtual":
             counters.time += clock.now - t0
+    else:
+        comm.Bcast(send, root=root)
     if counters is not None:
-        counters.count_collective(kind)
-        counters.bytes += 8 * v.size
-    return float(out[0]) if scalar else out
+        counters.count_collective("bcast")
+        if me == root:
+            counters.bytes += 8 * buf.size
+    return send[1:]
+
+
+def exchange_arrays(comm, out: dict[int, NDArray], clock: Clock | None = None, *, counters: Counters | None = None,
+                    tag: int = _TAG_EXCHANGE + 2) -> dict[int, NDArray[np.float64]]:
+    """Send the float array ``out[d]`` to rank d, receive from whoever sends (collective): an ``Alltoall`` of
+    (stamp, size) headers, charged as a collective, then point-to-point messages carrying the virtual send
+    time, charged α + β·bytes each. Empty arrays are not sent. Returns the received arrays by source rank."""
+    from mpi4py import MPI
+
+    me, p = comm.Get_rank(), comm.Get_size()
+    out = {int(d): np.asarray(a, dtype=np.float64).ravel() for d, a in out.items() if np.size(a)}
+    head = np.zeros((p, 2))
+    head[:, 0] = clock.stamp() if clock is not None else 0.0
+    for d, a in out.items():
+        head[d, 1] = a.size
+    rhead = np.empty_like(head)
+    t0 = clock.now if clock is not None else 0.0
+    if clock is not None:
+        with clock.measure("sync"):
+            comm.Alltoall(head, rhead)
+        clock.synchronised(rhead[:, 0], clock.links.collective_cost(p, 8.0 * p))
+    else:
+        comm.Alltoall(head, rhead)
+    stamp = clock.stamp() if clock is not None else 0.0
+    bufs = {int(r): np.empty(int(rhead[r, 1]) + 1) for r in np.flatnonzero(rhead[:, 1] > 0)}
+    sends = {d: np.concatenate(([stamp], a)) for d, a in out.items()}
+    reqs = [comm.Irecv(b, source=r, tag=tag) for r, b in bufs.items()]
+    reqs += [comm.Isend(b, dest=d, tag=tag) for d, b in sends.items()]
+    if clock is not None:
+        with clock.measure("comm"):
+            MPI.Request.Waitall(reqs)
+        links = clock.links
+        clock.exchanged(np.array([links.cost(me, d, 8.0 * a.size) for d, a in out.items()]),
+                        np.array([b[0] + links.cost(r, me, 8.0 * (b.size - 1)) for r, b in bufs.items()]))
+    else:
+        MPI.Request.Waitall(reqs)
+    if counters is not None:
+        counters.count_collective("alltoall")
+        counters.time += clock.now - t0 if clock is not None and clock.kind == "virtual" else 0.0
+        counters.exchange_rounds += 1
+        counters.messages += len(out)
+        counters.bytes += 8 * p + sum(8 * a.size for a in out.values())
+    return {r: b[1:] for r, b in bufs.items()}
 
 
 def exchange_objects(comm, ranks, payloads: list, tag: int) -> list:

@@ -90,7 +90,7 @@ from hermes.balance.gossip_serial import (_ONE, HEADER_WORDS, MOVE_BYTES, _bitro
                                           _record, _row_bits, _settled, _stats, _turn)
 from hermes.balance.interface import BalanceContext, Count, Decision, Integer, Number, Params
 from hermes.balance.registry import register
-from hermes.comm import Counters, gather_error
+from hermes.comm import Counters, allgather, bcast, exchange_arrays, gather_error
 from hermes.errors import BalancerError
 
 __all__ = ["LocalGossipResult", "grapevine_distributed", "GrapevineParams"]
@@ -112,85 +112,6 @@ class LocalGossipResult:
     iterations: int
     converged: bool
     counters: Counters
-
-
-def _sparse_exchange(comm, clock, cnt: Counters, out: dict[int, NDArray[np.float64]]) -> dict[int, NDArray]:
-    """Send ``out[d]`` to rank d, receive from whoever sends (collective): alltoall of counts, then
-    point-to-point messages carrying the virtual send time. Charges ``clock`` and counts."""
-    from mpi4py import MPI
-
-    me, p = comm.Get_rank(), comm.Get_size()
-    out = {int(d): np.asarray(a, dtype=np.float64).ravel() for d, a in out.items() if np.size(a)}
-    head = np.zeros((p, 2))
-    head[:, 0] = clock.stamp() if clock is not None else 0.0
-    for d, a in out.items():
-        head[d, 1] = a.size
-    rhead = np.empty_like(head)
-    t0 = clock.now if clock is not None else 0.0
-    if clock is not None:
-        with clock.measure("sync"):
-            comm.Alltoall(head, rhead)
-        clock.synchronised(rhead[:, 0], clock.links.collective_cost(p, 8.0 * p))
-    else:
-        comm.Alltoall(head, rhead)
-    cnt.count_collective("alltoall")
-    stamp = clock.stamp() if clock is not None else 0.0
-    bufs = {int(r): np.empty(int(rhead[r, 1]) + 1) for r in np.flatnonzero(rhead[:, 1] > 0)}
-    sends = {d: np.concatenate(([stamp], a)) for d, a in out.items()}
-    reqs = [comm.Irecv(b, source=r, tag=_TAG) for r, b in bufs.items()]
-    reqs += [comm.Isend(b, dest=d, tag=_TAG) for d, b in sends.items()]
-    if clock is not None:
-        with clock.measure("comm"):
-            MPI.Request.Waitall(reqs)
-        links = clock.links
-        clock.exchanged(np.array([links.cost(me, d, 8.0 * a.size) for d, a in out.items()]),
-                        np.array([b[0] + links.cost(r, me, 8.0 * (b.size - 1)) for r, b in bufs.items()]))
-        cnt.time += clock.now - t0 if clock.kind == "virtual" else 0.0
-    else:
-        MPI.Request.Waitall(reqs)
-    cnt.exchange_rounds += 1
-    cnt.messages += len(out)
-    cnt.bytes += 8 * p + sum(8 * a.size for a in out.values())
-    return {r: b[1:] for r, b in bufs.items()}
-
-
-def _allgather(comm, clock, cnt: Counters, values: list[float]) -> NDArray[np.float64]:
-    p = comm.Get_size()
-    send = np.array([clock.stamp() if clock is not None else 0.0, *values], dtype=np.float64)
-    recv = np.empty((p, send.size))
-    if clock is not None:
-        t0 = clock.now
-        with clock.measure("sync"):
-            comm.Allgather(send, recv)
-        clock.synchronised(recv[:, 0], clock.links.collective_cost(p, 8.0 * len(values)))
-        cnt.time += clock.now - t0 if clock.kind == "virtual" else 0.0
-    else:
-        comm.Allgather(send, recv)
-    cnt.count_collective("allgather")
-    cnt.bytes += 8 * len(values)
-    return recv[:, 1:]
-
-
-def _bcast(comm, clock, cnt: Counters, root: int, buf: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Broadcast ``buf`` from ``root`` (every rank passes an array of the same size); charges ``clock``
-    (the receivers wait for the root's stamp) and counts one collective, the bytes once (at the root)."""
-    me, p = comm.Get_rank(), comm.Get_size()
-    send = np.empty(buf.size + 1)
-    if me == root:
-        send[0] = clock.stamp() if clock is not None else 0.0
-        send[1:] = buf
-    if clock is not None:
-        t0 = clock.now
-        with clock.measure("sync"):
-            comm.Bcast(send, root=root)
-        clock.synchronised(send[:1], clock.links.collective_cost(p, 8.0 * buf.size))
-        cnt.time += clock.now - t0 if clock.kind == "virtual" else 0.0
-    else:
-        comm.Bcast(send, root=root)
-    cnt.count_collective("bcast")
-    if me == root:
-        cnt.bytes += 8 * buf.size
-    return send[1:]
 
 
 def _local_load(ell: NDArray[np.float64]) -> float:
@@ -267,7 +188,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     nwords = (p + 63) // 64
     pad, selfrow = _pad_row(p, nwords), _bitrows(np.array([me]), nwords)
     load = _local_load(ell)
-    rows = _allgather(comm, clock, cnt, [load, float(speed), 0.0, 0.0, 0.0, float(error is not None)])
+    rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, float(error is not None)], clock, counters=cnt)
     if rows[:, 5].any():
         raise BalancerError(gather_error(comm, error) or "invalid gossip input on another rank")
     s = rows[:, 1].copy()
@@ -296,7 +217,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
                 ids = _members(known, p)[1]
                 msg = np.column_stack([ids, lk[ids], sk[ids]]).ravel()
                 out = {int(t): msg for t in targets[targets >= 0]}
-            got = _sparse_exchange(comm, clock, cnt, out)
+            got = exchange_arrays(comm, out, clock, counters=cnt, tag=_TAG)
             sending = bool(got)
             for tri in got.values():
                 tri = tri.reshape(-1, 3)
@@ -317,18 +238,19 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
                     header[:2] = pos.size, rej
                 else:
                     header[2] = 1
-            header = _bcast(comm, clock, cnt, r, header)
+            header = bcast(comm, header, r, clock, counters=cnt)
             n = int(header[0])
             ntr, nrej, ignored = ntr + n, nrej + int(header[1]), ignored + int(header[2])
             if n == 0:
                 continue
             if r == me:
-                mv = _bcast(comm, clock, cnt, r, np.column_stack([gid[pos], ell[pos], home[pos], dest]).ravel())
+                moves = np.column_stack([gid[pos], ell[pos], home[pos], dest]).ravel()
+                mv = bcast(comm, moves, r, clock, counters=cnt)
                 keep = np.ones(gid.size, dtype=bool)
                 keep[pos] = False
                 gid, ell, home = gid[keep], ell[keep], home[keep]
             else:
-                mv = _bcast(comm, clock, cnt, r, np.empty(n * MOVE_BYTES // 8))
+                mv = bcast(comm, np.empty(n * MOVE_BYTES // 8), r, clock, counters=cnt)
                 for _, e, _, d in mv.reshape(n, 4).tolist():  # the source's live updates, in its order
                     live[int(d)] += e
                     live[r] -= e
@@ -345,7 +267,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
                 gid, ell, home = gid[o], ell[o], home[o]
         load = _local_load(ell)
         cnt.iterations += 1
-        rows = _allgather(comm, clock, cnt, [load, float(speed), 0.0, 0.0, 0.0, 0.0])
+        rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, 0.0], clock, counters=cnt)
         settled = _settled(rows[:, 0], s, x_ave, threshold)
         history.append(_record(it, ntr, nrej, ignored, _stats(rows[:, 0], s, x_ave)))
     dest = np.empty_like(dest0)

@@ -47,8 +47,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.balance.balancing_operator import _refine_rows, _row_flows, operator_row_distributed, operator_rows
-from hermes.balance.charpoly import (COEFFICIENT_METHODS, _allgather, _check_method, _Graph, _nb_krylov, _ordered,
-                                    _potential, berlekamp_massey, charpoly_berkowitz, charpoly_faddeev, charpoly_newton,
+from hermes.balance.charpoly import (COEFFICIENT_METHODS, _allgather, _check_method, _check_refine, _Graph, _nb_krylov,
+                                    _ordered, _potential, schedule_counters, berlekamp_massey, charpoly_berkowitz, charpoly_faddeev, charpoly_newton,
                                     generalized_laplacian, laplacian_polynomial)
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, alpha_beta_time, validate_model
 from hermes.balance.model import Model
@@ -85,35 +85,6 @@ class PolyState:
     value: NDArray[np.float64]
     flow: NDArray[np.float64] | None = None
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def schedule_counters(model: Model, iterations: int, schedule: list, links=None) -> tuple[Counters, Any]:
-    """Counters of a communication ``schedule`` ``[(repeat, [(kind, words), …]), …]`` and per-rank α-β times.
-
-    ``kind`` is ``exchange`` (one message of ``words`` float64 per edge direction) or a collective
-    (``allreduce``, ``allgather``: ``words`` per rank). Messages and bytes are summed over the ranks.
-    """
-    p, q = model.p, model.q
-    cnt = Counters(iterations=int(iterations))
-    for repeat, block in schedule:
-        for kind, words in block:
-            if kind == "exchange":
-                cnt.exchange_rounds += repeat
-                cnt.messages += 2 * q * repeat
-                cnt.bytes += 16 * q * words * repeat
-            else:
-                cnt.collectives[kind] = cnt.collectives.get(kind, 0) + repeat
-                cnt.bytes += 8 * p * words * repeat
-    cnt.collectives = {k: v for k, v in cnt.collectives.items() if v}
-    times = alpha_beta_time(model, links, schedule) if links is not None else None
-    cnt.time = float(np.max(times)) if times is not None else 0.0
-    return cnt, times
-
-
-def _check_refine(refine, name: str = "refine") -> int:
-    if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or not 0 <= refine <= 20:
-        raise BalancerError(f"{name} must be an integer in 0..20, got {refine!r}")
-    return int(refine)
 
 
 def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:

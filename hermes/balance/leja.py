@@ -56,7 +56,8 @@ from hermes.errors import BalancerError
 
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes", "leja_order",
            "log_amplification", "SpectralPlan", "spectral_plan", "LejaState", "leja_iter", "leja_flow",
-           "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed"]
+           "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed", "plan_key", "cached_plan",
+           "resolve_refine"]
 
 #: largest p whose dense spectrum is computed (eigvalsh: O(p³), ~1 min at 8000)
 SPECTRUM_LIMIT = 8000
@@ -406,3 +407,34 @@ def leja_row_distributed(nb: NeighbourComm, capacity: float, weights, nodes) -> 
         u = u + row / mu
         row = row - _nb_apply(nb, row / capacity, weights) / mu
     return -u / capacity
+
+
+# -- reuse across phases and the refinement choice ---------------------------------------------------------
+def cached_plan(model: Model, state: dict) -> SpectralPlan:
+    """The Leja plan of ``model``, kept in ``state["spectral_plan"]`` and reused while the graph, capacities
+    and weights are unchanged (the loads do not enter it) — as AdA reuses Θ (thesis ch. 9)."""
+    key = plan_key(model)
+    saved = state.get("spectral_plan")
+    if saved is None or saved[0] != key:
+        saved = (key, spectral_plan(model))
+        state["spectral_plan"] = saved
+    return saved[1]
+
+
+#: ``refine: auto`` takes the fewest sweeps whose predicted error is at most this
+AUTO_REFINE_TARGET = 1e-10
+#: and at most this many
+AUTO_REFINE_MAX = 3
+
+
+def resolve_refine(plan: SpectralPlan, refine) -> int:
+    """``refine`` itself, or for ``"auto"`` the fewest sweeps r ≤ 3 with predicted error ≤ 1e-10 (3 if none;
+    0 if one sweep's predicted error is ≥ 1, where refinement diverges)."""
+    if refine != "auto":
+        return _check_refine(refine)
+    if plan.predicted_error >= 1.0:
+        return 0  # refinement cannot contract an error of order one
+    for r in range(AUTO_REFINE_MAX + 1):
+        if plan.predicted_error_after(r) <= AUTO_REFINE_TARGET:
+            return r
+    return AUTO_REFINE_MAX

@@ -50,17 +50,26 @@ from hermes.balance.balancing_operator import _refine_rows, _row_flows, operator
 from hermes.balance.charpoly import (COEFFICIENT_METHODS, _allgather, _check_method, _check_refine, _Graph, _nb_krylov,
                                     _ordered, _potential, schedule_counters, berlekamp_massey, charpoly_berkowitz, charpoly_faddeev, charpoly_newton,
                                     generalized_laplacian, laplacian_polynomial)
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, alpha_beta_time, validate_model
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.leja import (SpectralPlan, cached_plan, leja_distributed, leja_iter, leja_row_distributed,
+                                 leja_rows, leja_schedule, resolve_refine, spectral_plan)
+from hermes.balance.chebyshev import REGISTRY as CHEBYSHEV_REGISTRY
 from hermes.balance.model import Model
 from hermes.balance.registry import BalancerInfo, flow_balancer
-from hermes.comm import Counters, NeighbourComm
+from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["COEFFICIENT_METHODS", "generalized_laplacian", "charpoly_faddeev", "charpoly_newton",
            "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey", "mpa_scale", "PolyState",
            "operator_rows", "operator_row_distributed", "schedule_counters", "lps_iter", "lps", "lps_schedule",
            "lps_distributed", "lpa_iter", "lpa", "lpa_schedule", "lpa_distributed", "mpa_iter", "mpa", "mpa_schedule",
-           "mpa_distributed", "REGISTRY"]
+           "mpa_distributed", "FORMS", "POLYNOMIALS", "REGISTRY"]
+
+#: the coefficient forms of LPS and LPA: ``eigen`` (product form over the distinct eigenvalues in Leja
+#: order, :mod:`hermes.balance.leja`; the default) or the thesis' coefficient algorithms
+FORMS = ("eigen",) + COEFFICIENT_METHODS
+#: how MPA obtains its minimal polynomial: from the spectrum (default) or by Berlekamp–Massey (Alg. 13–15)
+POLYNOMIALS = ("spectrum", "berlekamp-massey")
 
 
 def mpa_scale(model: Model) -> float:
@@ -87,10 +96,39 @@ class PolyState:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def _check_form(coefficients, name: str = "coefficients") -> None:
+    if isinstance(coefficients, str) and coefficients not in FORMS:
+        raise BalancerError(f"{name} must be one of {', '.join(FORMS)}, got {coefficients!r}")
+
+
+def _check_eigen_refine(refine, name: str = "refine"):
+    """``refine``: an integer 0..20, or ``"auto"`` (eigen forms: :func:`hermes.balance.leja.resolve_refine`)."""
+    return refine if refine == "auto" else _check_refine(refine, name)
+
+
+def _literal_refine(refine) -> int:
+    """The thesis' monomial forms take ``refine: auto`` as 0 (the literal algorithm, no refinement)."""
+    return 0 if refine == "auto" else _check_refine(refine)
+
+
+def _plan_extra(plan: SpectralPlan, refine: int) -> dict[str, Any]:
+    """What an eigen-form result reports: the plan's info with the error predicted after ``refine`` sweeps."""
+    return {**plan.info(), "refine": refine, "predicted_error": plan.predicted_error_after(refine)}
+
+
+def _eigen_result(model, plan: SpectralPlan, refine, links, schedule_of) -> tuple[FlowResult, int]:
+    """Run the vector product form serially; ``schedule_of(steps, refine)`` gives its communication."""
+    r = resolve_refine(plan, refine)
+    *_, last = leja_iter(model, plan, refine=r)
+    res = _result(model, last.flow, last.iteration, schedule_of(plan.steps, r), links, **_plan_extra(plan, r))
+    return res, r
+
+
 def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
+    """``converged``: the flow is finite and, for the eigen forms, its predicted error is below 1."""
     cnt, times = schedule_counters(model, iterations, schedule, links)
-    return FlowResult(flow=flow, iterations=iterations, converged=bool(np.all(np.isfinite(flow))), counters=cnt,
-                      extra={**extra, "rank_times": times})
+    ok = bool(np.all(np.isfinite(flow))) and extra.get("predicted_error", 0.0) < 1.0
+    return FlowResult(flow=flow, iterations=iterations, converged=ok, counters=cnt, extra={**extra, "rank_times": times})
 
 
 def _local(nb, flows, iterations, **extra) -> LocalFlowResult:
@@ -104,17 +142,20 @@ def _lps_coef(a, p: int):
     return [a[p - 2 - t] for t in range(p - 1)]
 
 
-def lps_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterator[PolyState]:
+def lps_iter(model: Model, coefficients="eigen", *, refine=0) -> Iterator[PolyState]:
     """LPS serially (thesis Alg. 9): yields the Krylov vector of every neighbour step, the flow last.
 
     Parameters
     ----------
     model : Model
-    coefficients : {"faddeev", "newton", "berkowitz"} or array
-        How the Laplacian-polynomial coefficients are computed (:func:`laplacian_polynomial`), or
-        ``[1, a_1, …]`` themselves.
-    refine : int
-        Refinement sweeps: the polynomial applied again to the local balance defects.
+    coefficients : {"eigen", "faddeev", "newton", "berkowitz"} or array
+        ``eigen``: the product form over the distinct eigenvalues in Leja order
+        (:func:`hermes.balance.leja.leja_iter`; ``value`` is the remaining imbalance ``x_k``). Otherwise
+        the thesis' monomial form with the Laplacian-polynomial coefficients computed by that method
+        (:func:`laplacian_polynomial`), or ``[1, a_1, …]`` themselves.
+    refine : int or "auto"
+        Refinement sweeps: the polynomial applied again to the local balance defects (``auto``: eigen
+        form only, from the predicted error).
 
     Notes
     -----
@@ -124,7 +165,16 @@ def lps_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterat
     The printed loop sends ``s^{(p−2)}`` once more although ``s^{(p−1)}`` is never used: p−2 steps suffice.
     """
     validate_model(model)
-    refine = _check_refine(refine)
+    _check_form(coefficients)
+    if isinstance(coefficients, str) and coefficients == "eigen":
+        plan = spectral_plan(model)
+        r = resolve_refine(plan, _check_eigen_refine(refine))
+        last = None
+        for last in leja_iter(model, plan, refine=r):
+            yield PolyState(last.iteration, last.residual)
+        yield PolyState(last.iteration, last.residual, last.flow, {"plan": plan, "refine": r})
+        return
+    refine = _literal_refine(refine)
     a = laplacian_polynomial(model, coefficients) if isinstance(coefficients, str) else np.asarray(coefficients)
     p, c, g = model.p, model.capacities, _Graph(model)
     flow = np.zeros(model.q)
@@ -141,15 +191,24 @@ def lps_schedule(p: int, refine: int = 0) -> list:
     return [(1, [("allreduce", 2)]), ((refine + 1) * (p - 1), [("exchange", 1)])]
 
 
-def lps(model: Model, coefficients="faddeev", *, refine: int = 0, links=None) -> FlowResult:
+def lps(model: Model, coefficients="eigen", *, refine=0, links=None) -> FlowResult:
     """Laplacian-polynomial scheme LPS (thesis Alg. 9): serial reference of :func:`lps_distributed`.
 
     Returns
     -------
     FlowResult
-        ``iterations = p − 2`` (neighbour steps of the polynomial). Counters: ``{"allreduce": 1}`` (input
-        check), ``exchange_rounds = (refine + 1)(p − 1)`` of one word: the thesis' p−1 communication phases.
+        Monomial forms: ``iterations = p − 2`` (neighbour steps of the polynomial). Counters:
+        ``{"allreduce": 1}`` (input check), ``exchange_rounds = (refine + 1)(p − 1)`` of one word: the
+        thesis' p−1 communication phases. ``eigen``: ``iterations = exchange_rounds = (refine + 1) n``
+        (n distinct non-zero eigenvalues, ≤ p − 1; :func:`hermes.balance.leja.leja_flow`), ``extra`` the
+        plan's steps, amplification and predicted error.
     """
+    _check_form(coefficients)
+    if isinstance(coefficients, str) and coefficients == "eigen":
+        validate_model(model)
+        return _eigen_result(model, spectral_plan(model), _check_eigen_refine(refine), links,
+                             lambda n, r: leja_schedule(model.p, n, r))[0]
+    refine = _literal_refine(refine)
     *_, last = lps_iter(model, coefficients, refine=refine)
     return _result(model, last.flow, max(model.p - 2, 0), lps_schedule(model.p, refine), links,
                    coefficients=last.info["coefficients"])
@@ -176,23 +235,31 @@ def lps_distributed(nb: NeighbourComm, load: float, capacity: float, weights, co
 
 
 # -- LPA (thesis Alg. 11, 12, §9.4) -----------------------------------------------------------------------
-def lpa_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterator[PolyState]:
+def lpa_iter(model: Model, coefficients="eigen", *, refine=0) -> Iterator[PolyState]:
     """LPA serially (thesis Alg. 12): yields the coefficients after every Faddeev step, the flow last.
 
     Parameters
     ----------
-    coefficients : {"faddeev", "newton", "berkowitz"}
-        ``faddeev``: the traces are allreduced step by step (Alg. 12); otherwise the Laplacian-polynomial
-        coefficients are computed beforehand by that method and the allreduces are skipped.
-    refine : int
-        Refinement sweeps ``f ← f + Θ̃ (l − l̄ − A f)`` with the rows held (one allgather each).
+    coefficients : {"eigen", "faddeev", "newton", "berkowitz"}
+        ``eigen`` (default): the rows ``Y_r`` from the product form over the distinct eigenvalues in Leja
+        order (:func:`hermes.balance.leja.leja_rows`; one step per node, ``value`` the nodes so far), and
+        the centred loads ``l − c Σl`` allgathered. ``faddeev``: the traces are allreduced step by step
+        (Alg. 12); otherwise the Laplacian-polynomial coefficients are computed beforehand by that method
+        and the allreduces are skipped.
+    refine : int or "auto"
+        Refinement sweeps ``f ← f + Θ̃ (l − l̄ − A f)`` with the rows held (one allgather each); ``auto``
+        (eigen only) from the predicted error.
 
     Notes
     -----
     ``f_ij = −w_ij Σ_k (Y_ik − Y_jk) l_k``: the rows are exchanged, the loads allgathered (Alg. 12's end).
     """
     validate_model(model)
-    refine = _check_refine(refine)
+    _check_form(coefficients)
+    if coefficients == "eigen":
+        yield from _lpa_eigen_iter(model, spectral_plan(model), _check_eigen_refine(refine))
+        return
+    refine = _literal_refine(refine)
     _check_method(coefficients)
     known = None if coefficients == "faddeev" else laplacian_polynomial(model, coefficients)
     g, a, rows = _Graph(model), [1.0], None
@@ -207,6 +274,28 @@ def lpa_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterat
     yield PolyState(model.p - 1, np.array(a), flow, {"rows": rows})
 
 
+def _lpa_eigen_iter(model: Model, plan: SpectralPlan, refine) -> Iterator[PolyState]:
+    r = resolve_refine(plan, refine)
+    for k in range(plan.steps):
+        yield PolyState(k + 1, plan.nodes[:k + 1].copy())
+    g = _Graph(model)
+    rows = leja_rows(model, plan.nodes)
+    flow = g.operator_flow(rows, model.loads - model.capacities * ordered_total(model.loads)) if model.p > 1 \
+        else np.zeros(0)
+    for _ in range(r if model.p > 1 else 0):
+        flow = flow + g.operator_flow(rows, g.defect(flow))
+    yield PolyState(plan.steps, plan.nodes.copy(), flow, {"rows": rows, "plan": plan, "refine": r})
+
+
+def lpa_eigen_schedule(p: int, steps: int, refine: int = 0) -> list:
+    """Input check; ``steps`` exchanges of the p-word rows; the row exchange and the allgather of the centred
+    loads; one allgather per refinement sweep."""
+    if p < 2:
+        return [(1, [("allreduce", 2)])]
+    return [(1, [("allreduce", 2)]), (steps, [("exchange", p)]), (1, [("exchange", p), ("allgather", p)]),
+            (refine, [("allgather", p)])]
+
+
 def lpa_schedule(p: int, refine: int = 0, known: bool = False) -> list:
     if p < 2:
         return [(1, [("allreduce", 2)])]
@@ -215,7 +304,7 @@ def lpa_schedule(p: int, refine: int = 0, known: bool = False) -> list:
             (refine, [("allgather", p)])]
 
 
-def lpa(model: Model, coefficients="faddeev", *, refine: int = 0, links=None) -> FlowResult:
+def lpa(model: Model, coefficients="eigen", *, refine=0, links=None) -> FlowResult:
     """Improved Laplacian-polynomial algorithm LPA (thesis Alg. 12): serial reference of :func:`lpa_distributed`.
 
     Returns
@@ -224,30 +313,43 @@ def lpa(model: Model, coefficients="faddeev", *, refine: int = 0, links=None) ->
         ``iterations = p − 1`` Faddeev steps. Counters: ``exchange_rounds = p`` (the steps and the row
         exchange, p words each), collectives ``{"allreduce": p, "allgather": 1 + refine}`` (input check and
         p−1 traces — ``allreduce: 1`` with known coefficients —, the loads, the refinement defects), the
-        collectives of the thesis' estimate ``T^gcomm = p T^ar + T^ag`` (§8.6).
+        collectives of the thesis' estimate ``T^gcomm = p T^ar + T^ag`` (§8.6). ``eigen``: n steps (the
+        distinct non-zero eigenvalues), ``exchange_rounds = n + 1``, ``{"allreduce": 1, "allgather":
+        1 + refine}``; ``extra`` the plan's amplification and predicted error.
     """
     *_, last = lpa_iter(model, coefficients, refine=refine)
-    return _result(model, last.flow, max(model.p - 1, 0), lpa_schedule(model.p, refine, coefficients != "faddeev"),
+    if coefficients == "eigen":
+        plan, r = last.info["plan"], last.info["refine"]
+        return _result(model, last.flow, plan.steps if model.p > 1 else 0,
+                       lpa_eigen_schedule(model.p, plan.steps, r), links, **_plan_extra(plan, r))
+    return _result(model, last.flow, max(model.p - 1, 0),
+                   lpa_schedule(model.p, _literal_refine(refine), coefficients != "faddeev"),
                    links, coefficients=last.value)
 
 
 def lpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *, coefficients=None,
-                    refine: int = 0) -> LocalFlowResult:
+                    nodes=None, refine: int = 0) -> LocalFlowResult:
     """LPA on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
-    ``coefficients`` ``[1, a_1, …]`` known on every rank skip the trace allreduces (None: Alg. 12).
-    ``extra`` holds ``row`` (``Y_r``) and ``rows`` (the neighbours' rows).
+    ``nodes`` (the plan's :attr:`~hermes.balance.leja.SpectralPlan.nodes`, the same on every rank) select
+    the eigen form: the rows by :func:`hermes.balance.leja.leja_row_distributed` and the centred loads
+    ``l_r − c_r Σl`` allgathered. Otherwise ``coefficients`` ``[1, a_1, …]`` known on every rank skip the
+    trace allreduces (None: Alg. 12). ``extra`` holds ``row`` (``Y_r``) and ``rows`` (the neighbours' rows).
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: _check_refine(refine))
     p = nb.size
     if p == 1:
         return _local(nb, np.zeros(0), 0)
-    row = operator_row_distributed(nb, float(capacity), w, coefficients)
+    fair = float(load) - float(capacity) * total
+    if nodes is not None:
+        row, x, steps = leja_row_distributed(nb, float(capacity), w, nodes), fair, len(nodes)
+    else:
+        row, x, steps = operator_row_distributed(nb, float(capacity), w, coefficients), float(load), p - 1
     rows = np.array(nb.exchange([row] * len(w), recv_sizes=np.full(len(w), p)))
-    flows = _row_flows(w, row, rows, _allgather(nb, float(load))[:, 0])
-    flows = _refine_rows(nb, flows, w, row, rows, float(load) - float(capacity) * total, refine)
-    return _local(nb, flows, p - 1, row=row, rows=rows)
+    flows = _row_flows(w, row, rows, _allgather(nb, x)[:, 0])
+    flows = _refine_rows(nb, flows, w, row, rows, fair, refine)
+    return _local(nb, flows, steps, row=row, rows=rows)
 
 
 # -- MPA (thesis Alg. 13–15) ------------------------------------------------------------------------------
@@ -255,8 +357,10 @@ def _mpa_steps(p: int, max_degree) -> int:
     return 2 * (p if max_degree is None else min(p, int(max_degree)))
 
 
-def _check_mpa(tolerance, max_degree, prefix: str = "") -> None:
+def _check_mpa(tolerance, max_degree, prefix: str = "", polynomial: str = "berlekamp-massey") -> None:
     sep = ":" if prefix else ""
+    if polynomial not in POLYNOMIALS:
+        raise BalancerError(f"{prefix}polynomial{sep} must be one of {', '.join(POLYNOMIALS)}, got {polynomial!r}")
     if isinstance(tolerance, bool) or not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 1):
         raise BalancerError(f"{prefix}tolerance{sep} must be a number in [0, 1), got {tolerance!r}")
     if max_degree is not None and (isinstance(max_degree, bool) or not isinstance(max_degree, (int, np.integer))
@@ -270,12 +374,18 @@ def _mpa_coef(alpha) -> tuple[list, float]:
     return [alpha[d - 2 - t] for t in range(d - 1)], (alpha[d - 1] if d >= 1 else 1.0)
 
 
-def mpa_iter(model: Model, *, tolerance: float = 1e-13, max_degree: int | None = None, seed: int = 0,
-             scale: float | None = None, refine: int = 0) -> Iterator[PolyState]:
+def mpa_iter(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13, max_degree: int | None = None,
+             seed: int = 0, scale: float | None = None, refine=0) -> Iterator[PolyState]:
     """MPA serially (thesis Alg. 15): yields every Krylov vector, the flow last.
 
     Parameters
     ----------
+    polynomial : {"spectrum", "berlekamp-massey"}
+        ``spectrum`` (default): the minimal polynomial of A from its distinct eigenvalues, applied in Leja
+        product form (:func:`hermes.balance.leja.leja_iter`; for generic l and u Wiedemann's sequence finds
+        exactly this polynomial, so the scheme coincides with LPS's eigen form; ``value`` is the remaining
+        imbalance and ``tolerance``, ``max_degree``, ``seed``, ``scale`` are unused). ``berlekamp-massey``:
+        the thesis' Krylov sequence and Berlekamp–Massey (Alg. 13–15), below.
     tolerance : float
         Relative zero threshold of Berlekamp–Massey's discrepancy (:func:`berlekamp_massey`).
     max_degree : int, optional
@@ -298,8 +408,11 @@ def mpa_iter(model: Model, *, tolerance: float = 1e-13, max_degree: int | None =
     ``info["degree"]`` is d, the number of distinct eigenvalues of A excited by l and u.
     """
     validate_model(model)
-    _check_mpa(tolerance, max_degree)
-    refine = _check_refine(refine)
+    _check_mpa(tolerance, max_degree, polynomial=polynomial)
+    if polynomial == "spectrum":
+        yield from lps_iter(model, "eigen", refine=refine)
+        return
+    refine = _literal_refine(refine)
     p, c, g = model.p, model.capacities, _Graph(model)
     if p == 1:
         yield PolyState(0, model.loads, np.zeros(0), {"degree": 0})
@@ -323,8 +436,8 @@ def mpa_schedule(p: int, steps: int, degree: int, refine: int = 0) -> list:
             (refine * (max(degree - 2, 0) + 1), [("exchange", 1)])]
 
 
-def mpa(model: Model, *, tolerance: float = 1e-13, max_degree: int | None = None, seed: int = 0,
-        scale: float | None = None, refine: int = 0, links=None) -> FlowResult:
+def mpa(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13, max_degree: int | None = None,
+        seed: int = 0, scale: float | None = None, refine=0, links=None) -> FlowResult:
     """Minimum-polynomial algorithm MPA (thesis Alg. 15): serial reference of :func:`mpa_distributed`.
 
     Returns
@@ -333,12 +446,21 @@ def mpa(model: Model, *, tolerance: float = 1e-13, max_degree: int | None = None
         ``iterations = 2p`` Krylov steps (2·max_degree if smaller), ``extra["degree"]``. Counters:
         ``exchange_rounds = 2p + 1`` (+ ``refine (max(d−2, 0) + 1)``), collectives
         ``{"allreduce": 1, "allgather": 1}`` (input check; the gather of ``u_i v_i[0..2p]``): the thesis'
-        estimate, (2p+1) local phases and ``T^gs`` (§8.6).
+        estimate, (2p+1) local phases and ``T^gs`` (§8.6). ``spectrum``: as :func:`lps` with ``eigen``
+        (n = d − 1 steps of one word, ``{"allreduce": 1}``), ``extra["degree"] = d``.
     """
-    *_, last = mpa_iter(model, tolerance=tolerance, max_degree=max_degree, seed=seed, scale=scale, refine=refine)
+    _check_mpa(tolerance, max_degree, polynomial=polynomial)
+    if polynomial == "spectrum":
+        validate_model(model)
+        res, _ = _eigen_result(model, spectral_plan(model), _check_eigen_refine(refine), links,
+                               lambda n, r: leja_schedule(model.p, n, r))
+        res.extra["degree"] = res.extra["steps"] + 1 if model.p > 1 else 0
+        return res
+    *_, last = mpa_iter(model, polynomial=polynomial, tolerance=tolerance, max_degree=max_degree, seed=seed,
+                        scale=scale, refine=refine)
     d = last.info["degree"]
     n = _mpa_steps(model.p, max_degree) if model.p > 1 else 0
-    return _result(model, last.flow, n, mpa_schedule(model.p, n, d, refine), links, degree=d,
+    return _result(model, last.flow, n, mpa_schedule(model.p, n, d, _literal_refine(refine)), links, degree=d,
                    alpha=last.info.get("alpha"))
 
 
@@ -380,46 +502,93 @@ def mpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *,
 def _check_params(params: dict) -> None:
     """Registry check hook: one-line ``balancer.<key>: ...`` errors."""
     if "coefficients" in params:
-        _check_method(params["coefficients"], "balancer.coefficients:")
-    _check_refine(params.get("refine", 0), "balancer.refine:")
-    if "max_degree" in params:
-        _check_mpa(params.get("tolerance", 0.0), params["max_degree"], "balancer.")
+        _check_form(params["coefficients"], "balancer.coefficients:")
+    if "polynomial" in params:
+        _check_mpa(params.get("tolerance", 0.0), params["max_degree"], "balancer.", params["polynomial"])
+    _check_eigen_refine(params.get("refine", 0), "balancer.refine:")
 
 
-def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, poly):
-    return lps_distributed(nb, load, capacity, weights, poly, refine=refine)
+def _eigen(ctx) -> bool:
+    return ctx.params.get("coefficients", ctx.params.get("polynomial")) in ("eigen", "spectrum")
 
 
-def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, known):
-    return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=refine)
+def _plan_refine(ctx) -> tuple[SpectralPlan | None, Any]:
+    """The cached Leja plan (``ctx.state``) and the resolved refinement of an eigen-form run."""
+    if not _eigen(ctx):
+        return None, ctx.params.get("refine", 0)
+    plan = cached_plan(ctx.model, ctx.state)
+    return plan, resolve_refine(plan, ctx.params.get("refine", 0))
 
 
-def _mpa_dist(nb, load, capacity, weights, *, seed, scale, **params):
-    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, **params)
+def _with_plan_info(run):
+    def wrapped(ctx):
+        decision = run(ctx)
+        if _eigen(ctx):
+            plan, r = _plan_refine(ctx)
+            decision.info = {**decision.info, **_plan_extra(plan, r)}
+        return decision
+
+    return wrapped
+
+
+def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, poly, plan):
+    if plan[0] is not None:
+        return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
+    return lps_distributed(nb, load, capacity, weights, poly, refine=_literal_refine(refine))
+
+
+def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, known, plan):
+    if plan[0] is not None:
+        return lpa_distributed(nb, load, capacity, weights, nodes=plan[0].nodes, refine=plan[1])
+    return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=_literal_refine(refine))
+
+
+def _mpa_dist(nb, load, capacity, weights, *, seed, scale, plan, polynomial, refine, **params):
+    if plan[0] is not None:
+        return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
+    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, refine=_literal_refine(refine),
+                           **params)
 
 
 def _known(ctx):
     method = ctx.params.get("coefficients", "faddeev")
-    return None if method == "faddeev" else laplacian_polynomial(ctx.model, method)
+    return None if method in ("faddeev", "eigen") else laplacian_polynomial(ctx.model, method)
 
 
+def _poly(ctx):
+    method = ctx.params["coefficients"]
+    return None if method == "eigen" else laplacian_polynomial(ctx.model, method)
+
+
+def _lps_serial(model, *, coefficients="eigen", refine=0, links=None):
+    return lps(model, coefficients, refine=refine, links=links)
+
+
+def _lpa_serial(model, *, coefficients="eigen", refine=0, links=None):
+    return lpa(model, coefficients, refine=refine, links=links)
+
+
+_EIGEN_DOC = ("; coefficients eigen (default): product form over the distinct eigenvalues in Leja order, plan "
+              "reused while the graph is unchanged, refine auto from the predicted error")
 REGISTRY: dict[str, BalancerInfo] = {
     "lps": BalancerInfo(
-        "lps", flow_balancer(_lps_dist, poly=lambda ctx: laplacian_polynomial(ctx.model, ctx.params["coefficients"])),
-        {"coefficients": "faddeev", "refine": 0},
-        "Laplacian-polynomial scheme (thesis Alg. 9): coefficients computed beforehand from the model "
-        "(faddeev | newton | berkowitz), p−1 neighbour phases, no collective but the input check",
-        lambda model, *, coefficients="faddeev", refine=0, links=None: lps(model, coefficients, refine=refine,
-                                                                            links=links), _check_params),
+        "lps", _with_plan_info(flow_balancer(_lps_dist, poly=_poly, plan=_plan_refine)),
+        {"coefficients": "eigen", "refine": "auto"},
+        "Laplacian-polynomial scheme (thesis Alg. 9): neighbour steps only, no collective but the input check; "
+        "coefficients faddeev | newton | berkowitz: the thesis' monomial form (accurate to p ≈ 10)" + _EIGEN_DOC,
+        _lps_serial, _check_params),
     "lpa": BalancerInfo(
-        "lpa", flow_balancer(_lpa_dist, known=_known), {"coefficients": "faddeev", "refine": 0},
-        "improved Laplacian-polynomial algorithm (thesis Alg. 11–12): parallel Faddeev–LeVerrier, p−1 steps "
-        "with one allreduce each (none with coefficients newton | berkowitz), one allgather of the loads",
-        lambda model, *, coefficients="faddeev", refine=0, links=None: lpa(model, coefficients, refine=refine,
-                                                                            links=links), _check_params),
+        "lpa", _with_plan_info(flow_balancer(_lpa_dist, known=_known, plan=_plan_refine)),
+        {"coefficients": "eigen", "refine": "auto"},
+        "improved Laplacian-polynomial algorithm (thesis Alg. 11–12): rows of the balancing operator, one "
+        "allgather of the loads; coefficients faddeev: parallel Faddeev–LeVerrier with one allreduce per step "
+        "(newton | berkowitz: none; accurate to p ≈ 12)" + _EIGEN_DOC, _lpa_serial, _check_params),
     "mpa": BalancerInfo(
-        "mpa", flow_balancer(_mpa_dist, seed=lambda ctx: ctx.seed, scale=lambda ctx: mpa_scale(ctx.model)),
-        {"tolerance": 1e-13, "max_degree": None, "refine": 0},
-        "minimum-polynomial algorithm (thesis Alg. 13–15): 2p Krylov steps, one gather, Berlekamp–Massey",
-        mpa, _check_params),
+        "mpa", _with_plan_info(flow_balancer(_mpa_dist, seed=lambda ctx: ctx.seed,
+                                             scale=lambda ctx: mpa_scale(ctx.model), plan=_plan_refine)),
+        {"polynomial": "spectrum", "tolerance": 1e-13, "max_degree": None, "refine": "auto"},
+        "minimum-polynomial algorithm (thesis Alg. 13–15); polynomial spectrum (default): the minimal polynomial "
+        "from the distinct eigenvalues in Leja product form (= lps eigen); berlekamp-massey: 2p Krylov steps, one "
+        "gather, Berlekamp–Massey (accurate to p ≈ 5)", mpa, _check_params),
+    **CHEBYSHEV_REGISTRY,
 }

@@ -21,7 +21,16 @@ get the polynomial and apply it:
   exchange of y.
 
 Every flow equals :func:`~hermes.balance.flow.minimal_flow` in exact arithmetic. In double precision the
-monomial basis limits them. Measured (largest relative flow error over random trees, paths, rings, meshes
+monomial basis limits the thesis' forms; the default forms are therefore the **eigen** ones
+(``coefficients="eigen"`` for LPS and LPA, ``polynomial="spectrum"`` for MPA): the same polynomial applied
+as the product ``Π_k (I − A/μ_k)`` over the distinct non-zero eigenvalues of the generalized Laplacian in
+Leja order (:mod:`hermes.balance.leja`; A is diagonalizable, so the Laplacian polynomial's repeated roots
+add nothing and LPS, MPA coincide: n ≤ p − 1 steps of one word; LPA keeps its rows of the balancing
+operator and one allgather). Their accuracy is predicted from the amplification Γ of the node order
+(``extra["predicted_error"]``), ``refine: auto`` adds the sweeps it needs, and they stay accurate to
+p ≥ 128 on homogeneous paths, rings, meshes, tori, stars and random geometric graphs
+(``benchmarks/poly_accuracy.py``, docs/BALANCERS.md). The thesis' forms below remain available by
+parameter as the faithful reference. Measured (largest relative flow error over random trees, paths, rings, meshes
 and stars, capacities in [0.5, 3), weights in [0.2, 1), 5 seeds each): LPS and LPA stay below 1e-8 up to
 p = 9 (p = 10 without stars) with every coefficient method — exact rational coefficients give errors of
 the same size: evaluating the polynomial is itself ill-conditioned. Two ``refine`` sweeps of iterative

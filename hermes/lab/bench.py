@@ -155,8 +155,8 @@ def _table101_graph(name: str, p: int) -> str | None:
     return spec
 
 
-def table101_family(p: int = 16, *, environments=("HOMO", "HCUW"), methods=tuple(TABLE_10_1_METHODS),
-                    links: Links | None = None) -> list[dict[str, Any]]:
+def table101_family(p: int = 16, *, topologies=tuple(TABLE_10_1), environments=("HOMO", "HCUW"),
+                    methods=tuple(TABLE_10_1_METHODS), links: Links | None = None) -> list[dict[str, Any]]:
     """One row per (topology, environment, method) of thesis Table 10.1: α-β time, counts and flow error.
 
     The GDA flow is compared with the minimal flow too, although GDA1 converges to the flow of its own
@@ -167,7 +167,7 @@ def table101_family(p: int = 16, *, environments=("HOMO", "HCUW"), methods=tuple
 
     links = links or Links()
     rows = []
-    for topo in TABLE_10_1:
+    for topo in topologies:
         graph = _table101_graph(topo, p)
         if graph is None:
             continue

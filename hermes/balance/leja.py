@@ -55,7 +55,7 @@ from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes", "leja_order",
-           "log_amplification", "SpectralPlan", "spectral_plan", "LejaState", "leja_iter", "leja_flow",
+           "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState", "leja_iter", "leja_flow",
            "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed", "plan_key", "cached_plan",
            "resolve_refine"]
 
@@ -162,6 +162,26 @@ def log_amplification(order: NDArray[np.float64], mu: NDArray[np.float64]) -> fl
     return float(best) / math.log(10.0)
 
 
+def log_lower_bound(nodes: NDArray[np.float64]) -> float:
+    """``log10 √(max_m Λ_m)``, ``Λ_m = Π_{j≠m} |1 − μ_m/μ_j|``: a lower bound on Γ for *every* order of ``nodes``.
+
+    Notes
+    -----
+    Whatever the order, the component of μ_m is multiplied by the factors of the nodes taken before μ_m
+    (its growth, products from step 0) and a rounding error made when μ_m is taken by those of the nodes
+    after it; the two products multiply to Λ_m, so one of them is ≥ √Λ_m, and both are terms of Γ. The
+    quantity ``Π|1 − μ_j/μ_k|`` of issue 10: beyond 10¹⁶ for Λ, i.e. 10⁸ for the bound, no ordering of
+    these nodes keeps the error of one sweep below ε Γ ≈ 10⁻⁸.
+    """
+    nodes = np.asarray(nodes, dtype=np.float64)
+    if len(nodes) < 2:
+        return 0.0
+    with np.errstate(divide="ignore"):
+        lg = np.log10(np.abs(1.0 - nodes[:, None] / nodes[None, :]))
+    np.fill_diagonal(lg, 0.0)
+    return 0.5 * float(np.max(np.sum(lg, axis=1)))
+
+
 @dataclass(frozen=True)
 class SpectralPlan:
     """The nodes of the product form and what double precision makes of them.
@@ -185,6 +205,11 @@ class SpectralPlan:
     merge_tol: float
     log10_amplification: float
     order: str
+
+    @cached_property
+    def log10_lower_bound(self) -> float:
+        """:func:`log_lower_bound` of the nodes: no order of them has a smaller ``log10 Γ``."""
+        return log_lower_bound(self.nodes)
 
     @property
     def steps(self) -> int:
@@ -228,6 +253,7 @@ class SpectralPlan:
     def info(self) -> dict[str, Any]:
         """Scalars for reports: steps, amplification, predicted error, merged eigenvalues, condition."""
         return {"steps": self.steps, "log10_amplification": round(self.log10_amplification, 3),
+                "log10_amplification_any_order": round(self.log10_lower_bound, 3),
                 "predicted_error": self.predicted_error, "merged": int(len(self.eigenvalues) - 1 - self.steps),
                 "condition": self.condition, "order": self.order}
 

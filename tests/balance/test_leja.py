@@ -16,7 +16,7 @@ import pytest
 from hermes.balance import leja
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.leja import (cached_plan, distinct_nodes, laplacian_spectrum, leja_flow, leja_iter, leja_order,
-                                 leja_rows, log_amplification, resolve_refine, spectral_plan)
+                                 leja_rows, log_amplification, log_lower_bound, resolve_refine, spectral_plan)
 from hermes.balance.model import Model
 from hermes.balance.polynomial import lpa, lps, mpa
 from hermes.clock import Links
@@ -63,6 +63,20 @@ def test_log_amplification_is_the_largest_partial_product():
     # order (1, 100) on μ ∈ {1, 50}: μ = 1 dies at the first step (products through it are 0, the later
     # factor 0.99 < 1), μ = 50 grows by |1 − 50| = 49 first: Γ = 49
     assert log_amplification(np.array([1.0, 100.0]), np.array([1.0, 50.0])) == pytest.approx(math.log10(49.0))
+
+
+def test_lower_bound_holds_for_every_order():
+    import itertools
+
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        nodes = np.sort(rng.uniform(0.1, 30.0, 6))
+        bound = log_lower_bound(nodes)
+        best = min(log_amplification(np.array(o), nodes) for o in itertools.permutations(nodes))
+        assert bound <= best + 1e-12
+    # heterogeneous 8 × 8 mesh: no order of its eigenvalues gets below 10¹⁵ (issue 10's Π|1 − μ_j/μ_k| > 10¹⁶)
+    plan = spectral_plan(parse_model("mesh:8x8", "hcuw", "1", "one"))
+    assert 15 < plan.log10_lower_bound <= plan.log10_amplification
 
 
 def test_leja_order_keeps_the_amplification_small_on_paths():

@@ -44,7 +44,7 @@ from hermes.balance.registry import BalancerInfo, Decision, flow_from_local
 from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
-__all__ = ["BOUNDS", "spectral_bounds", "chebyshev_steps", "ChebyshevState", "chebyshev_iter", "chebyshev",
+__all__ = ["BOUNDS", "spectral_bounds", "bounds_from_spectrum", "chebyshev_steps", "ChebyshevState", "chebyshev_iter", "chebyshev",
            "chebyshev_schedule", "chebyshev_distributed", "REGISTRY"]
 
 BOUNDS = ("exact", "cheap")
@@ -68,8 +68,7 @@ def spectral_bounds(model: Model, kind: str = "exact") -> tuple[float, float]:
     if kind == "exact":
         from hermes.balance.leja import laplacian_spectrum
 
-        mu = laplacian_spectrum(model)
-        return float(mu[1]) * (1.0 - _MARGIN), float(mu[-1]) * (1.0 + _MARGIN)
+        return bounds_from_spectrum(laplacian_spectrum(model))
     import scipy.sparse.csgraph as csg
 
     diam = int(np.max(csg.shortest_path(model.laplacian != 0, unweighted=True, directed=False)))
@@ -77,6 +76,11 @@ def spectral_bounds(model: Model, kind: str = "exact") -> tuple[float, float]:
     a = 4.0 * float(model.weights.min()) / (model.p * diam) / float(c.max())
     b = float(np.max(2.0 * model.weighted_degree / c))
     return a, b
+
+
+def bounds_from_spectrum(mu: NDArray[np.float64]) -> tuple[float, float]:
+    """``(μ_2, μ_p)`` of an ascending spectrum of 𝓛, widened by the relative margin 10⁻⁹."""
+    return float(mu[1]) * (1.0 - _MARGIN), float(mu[-1]) * (1.0 + _MARGIN)
 
 
 def chebyshev_steps(a: float, b: float, tol: float, weight_ratio: float = 1.0) -> int:

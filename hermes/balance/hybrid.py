@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse.csgraph as csg
 
-from hermes.balance.chebyshev import chebyshev_steps, spectral_bounds
+from hermes.balance.chebyshev import bounds_from_spectrum, chebyshev_steps
 from hermes.balance.leja import SPECTRUM_LIMIT, SpectralPlan, cached_plan, resolve_refine, spectral_plan
 from hermes.balance.model import Model
 from hermes.balance.registry import BalanceContext, BalancerInfo, Decision
@@ -76,7 +76,7 @@ def choice(model: Model, plan: SpectralPlan | None = None) -> Choice:
     plan = spectral_plan(model) if plan is None else plan
     ar = math.ceil(math.log2(p))
     n = plan.steps
-    a, b = spectral_bounds(model, "exact")
+    a, b = bounds_from_spectrum(plan.eigenvalues)  # what chebyshev's exact bounds compute
     w = model.weights
     k = chebyshev_steps(a, b, AUTO_TOLERANCE, float(w.max() / w.min()))
     costs: dict[str, float] = {}

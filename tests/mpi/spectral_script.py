@@ -48,7 +48,7 @@ def main(seed: int) -> int:
         if got is not None and not flow_error(model, got[1]) <= bound:
             failures.append(f"{name}: flow error {flow_error(model, got[1]):.3e} above the bound {bound:.3e}")
     state: dict = {}
-    for name in ("lps", "lpa", "mpa", "chebyshev"):
+    for name in ("lps", "lpa", "mpa", "chebyshev", "auto"):
         info = get_balancer(name)
         full = check_params(name, {})
         decision = info.run(v.context(full, seed=seed, state=state))

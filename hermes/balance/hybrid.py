@@ -5,38 +5,40 @@ The thesis concludes (§8.6, ch. 11) that the topology decides among the fast me
 Laplacian at hand (:mod:`hermes.balance.leja`, reused while the graph is unchanged) ``auto`` decides
 with what it costs and what double precision allows:
 
-* ``lps`` (eigen form, Leja order): n neighbour steps (n distinct non-zero eigenvalues), times
-  (r + 1) with r refinement sweeps; a candidate only if its predicted flow error
+* ``lps`` and ``lpa`` (eigen forms, Leja order): n neighbour steps (n distinct non-zero eigenvalues);
+  ``lps`` repeats them for each of its r refinement sweeps, ``lpa`` exchanges rows of p words and
+  refines with one allgather per sweep; candidates only if the predicted flow error
   ``SpectralPlan.predicted_error_after(r)`` is ≤ 1e-10 for some r ≤ 3 (``refine: auto``) — not on
   heterogeneous meshes and long heterogeneous paths, where the amplification Γ of any order of the
   eigenvalues exceeds what double precision absorbs;
 * ``chebyshev`` (exact bounds): ``k = ⌈acosh(1/τ)/acosh(σ)⌉`` neighbour steps, τ = 1e-10 (always accurate);
-* ``pcg``: at most min(n, k) iterations (CG needs no more iterations than distinct eigenvalues, and its
-  error bound is Chebyshev's), each one exchange and two allreduces, plus 3 allreduces and 1 exchange.
+* ``pcg``: min(n, k) iterations (CG needs no more iterations than distinct eigenvalues, and its
+  error bound is Chebyshev's; CG often converges sooner), each one exchange and two allreduces.
 
-Cost in units of one latency α (the default links are latency-bound for these 1-word messages): an
-exchange costs 1, an allreduce ⌈log2 p⌉ (:func:`hermes.balance.flow.alpha_beta_time`). PCG's count is
-its worst-case bound (CG often converges sooner: 70 iterations on a 16 × 16 mesh where the bound says
-128), but each of its iterations costs 1 + 2⌈log2 p⌉, which decides at p ≥ 16. The fewest cost wins; on
-ties the order above. Above ``SPECTRUM_LIMIT`` processors (no dense spectrum) ``auto`` runs PCG. The choice depends only
+The cost is the α-β time of each method's communication schedule on uniform default links
+(:class:`hermes.clock.Links`: α = 100 µs, 100 MB/s; an exchange of w words costs α + 8w/bw, a
+collective ⌈log2 p⌉ (α + 8w/bw), as :func:`hermes.balance.flow.alpha_beta_time` charges them). The
+fewest wins; on ties the order above. Above ``SPECTRUM_LIMIT`` processors (no dense spectrum) ``auto``
+runs PCG. The choice depends only
 on the global model, so every rank makes the same one without communicating.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse.csgraph as csg
 
-from hermes.balance.chebyshev import bounds_from_spectrum, chebyshev_steps
-from hermes.balance.leja import SPECTRUM_LIMIT, SpectralPlan, cached_plan, resolve_refine, spectral_plan
+from hermes.balance.chebyshev import bounds_from_spectrum, chebyshev_schedule, chebyshev_steps
+from hermes.balance.leja import (SPECTRUM_LIMIT, SpectralPlan, cached_plan, leja_schedule, resolve_refine,
+                                 spectral_plan)
 from hermes.balance.model import Model
 from hermes.balance.registry import BalanceContext, BalancerInfo, Decision
+from hermes.clock import Links
 
-__all__ = ["Choice", "choice", "choose", "graph_characteristics", "CHOSEN_PARAMS", "REGISTRY"]
+__all__ = ["Choice", "choice", "choose", "schedule_time", "graph_characteristics", "CHOSEN_PARAMS", "REGISTRY"]
 
 #: the flow accuracy ``auto`` asks of Chebyshev (and the polynomial scheme's refinement target)
 AUTO_TOLERANCE = 1e-10
@@ -66,6 +68,22 @@ def graph_characteristics(model: Model) -> dict[str, Any]:
             "density": 2.0 * model.q / (p * (p - 1))}
 
 
+def schedule_time(p: int, schedule: list, links: Links | None = None) -> float:
+    """α-β time of a communication ``schedule`` ``[(repeat, [(kind, words), …]), …]`` on uniform links."""
+    links = links or Links()
+    total = 0.0
+    for repeat, block in schedule:
+        for kind, words in block:
+            one = links.latency + 8.0 * words / links.bandwidth
+            total += repeat * (one if kind == "exchange" else links.collective_cost(p, 8.0 * words))
+    return total
+
+
+def _pcg_schedule(iterations: int) -> list:
+    return [(1, [("allreduce", 2), ("allreduce", 1), ("allreduce", 1)]),
+            (iterations, [("exchange", 1), ("allreduce", 1), ("allreduce", 1)]), (1, [("exchange", 1)])]
+
+
 def choice(model: Model, plan: SpectralPlan | None = None) -> Choice:
     """The method ``auto`` runs on ``model`` (see the module docstring); ``plan`` if already computed."""
     p = model.p
@@ -74,7 +92,8 @@ def choice(model: Model, plan: SpectralPlan | None = None) -> Choice:
     if p > SPECTRUM_LIMIT:
         return Choice("pcg", CHOSEN_PARAMS["pcg"], f"p = {p} > {SPECTRUM_LIMIT}: no dense spectrum")
     plan = spectral_plan(model) if plan is None else plan
-    ar = math.ceil(math.log2(p))
+    from hermes.balance.polynomial import lpa_eigen_schedule
+
     n = plan.steps
     a, b = bounds_from_spectrum(plan.eigenvalues)  # what chebyshev's exact bounds compute
     w = model.weights
@@ -83,13 +102,15 @@ def choice(model: Model, plan: SpectralPlan | None = None) -> Choice:
     r = resolve_refine(plan, "auto")
     err = plan.predicted_error_after(r)
     if err <= AUTO_TOLERANCE:
-        costs["lps"] = (r + 1) * n + ar
-    costs["chebyshev"] = k + ar
+        costs["lps"] = schedule_time(p, leja_schedule(p, n, r))
+        costs["lpa"] = schedule_time(p, lpa_eigen_schedule(p, n, r))
+    costs["chebyshev"] = schedule_time(p, chebyshev_schedule(p, k))
     n_cg = min(n, k)
-    costs["pcg"] = n_cg * (1 + 2 * ar) + 3 * ar + 1
+    costs["pcg"] = schedule_time(p, _pcg_schedule(n_cg))
     name = min(costs, key=lambda m: (costs[m], list(costs).index(m)))
-    params = {"coefficients": "eigen", "refine": r} if name == "lps" else CHOSEN_PARAMS[name]
+    params = {"coefficients": "eigen", "refine": r} if name in ("lps", "lpa") else CHOSEN_PARAMS[name]
     why = {"lps": f"Leja product form accurate (predicted error {err:.1e} with refine {r}): {(r + 1) * n} steps",
+           "lpa": f"Leja rows accurate (predicted error {err:.1e} with refine {r}): {n} steps, {r + 1} allgathers",
            "chebyshev": f"Chebyshev diffusion, κ = {b / a:.3g}: {k} steps without reductions",
            "pcg": f"PCG: ≤ {n_cg} iterations of 1 exchange + 2 allreduces"}[name]
     if "lps" not in costs:

@@ -12,7 +12,7 @@ from hermes.lab.specs import parse_model
 
 @pytest.mark.parametrize("graph, caps, expected", [
     ("complete:9", "homo", "lps"), ("path:22", "homo", "lps"), ("ring:8", "hcuw", "lps"), ("star:16", "homo", "lps"),
-    ("mesh-file:meshes/airfoil.vtu:16", "hcuw", "lps"), ("path:64", "hcuw", "chebyshev"),
+    ("path:22", "hcuw", "lpa"), ("mesh-file:meshes/airfoil.vtu:16", "hcuw", "lpa"), ("path:64", "hcuw", "chebyshev"),
     ("mesh:8x8", "hcuw", "chebyshev"), ("mesh:16x16", "homo", "chebyshev"),
 ])
 def test_rule(graph, caps, expected):
@@ -20,6 +20,19 @@ def test_rule(graph, caps, expected):
     assert c.name == expected and c.costs[expected] == min(c.costs.values())
     # the polynomial scheme is a candidate exactly when its predicted error is within the target
     assert ("lps" in c.costs) == ("inaccurate" not in c.reason)
+
+
+def test_costs_are_the_modelled_times_of_the_schedules():
+    # auto's cost of a method is the α-β time its serial reference reports under the default links
+    from hermes.balance.registry import BALANCERS, check_params
+    from hermes.clock import Links
+
+    m = parse_model("path:22", "hcuw", "1", "one")
+    c = choice(m)
+    for name in ("lps", "lpa", "chebyshev"):
+        params = c.params if name in ("lps", "lpa") else hybrid.CHOSEN_PARAMS[name]
+        res = BALANCERS[name].serial(m, **check_params(name, params), links=Links())
+        assert c.costs[name] == pytest.approx(res.counters.time, rel=1e-12)
 
 
 def test_rule_above_the_spectrum_limit(monkeypatch):
@@ -43,6 +56,6 @@ def test_auto_reproduces_the_minimal_flow(graph, seed):
     # PCG runs to 1e-10 relative residual: 1e-8 leaves the margin of ‖L⁺‖-conditioning (κ ≤ 10⁴ here)
     model = parse_model(graph, "hcuw", "ijmod3", f"random:{seed}")
     res = BALANCERS["auto"].serial(model)
-    assert res.extra["auto_choice"] in ("pcg", "lps", "chebyshev")
+    assert res.extra["auto_choice"] in ("pcg", "lps", "lpa", "chebyshev")
     assert flow_error(model, res.flow) < 1e-8
     assert np.allclose(model.apply_flow(res.flow), model.fair_loads, rtol=1e-8)

@@ -11,18 +11,20 @@ polynomials of A serially (one rank's arithmetic, in the same order, for every r
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.flow import alpha_beta_time, neighbour_table, ordered_total, validate_model
+from hermes.balance.flow import (FlowResult, LocalFlowResult, alpha_beta_time, neighbour_table, ordered_total,
+                                 validate_model)
 from hermes.balance.model import Model
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["COEFFICIENT_METHODS", "generalized_laplacian", "charpoly_faddeev", "charpoly_newton",
-           "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey", "schedule_counters"]
+           "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey", "schedule_counters", "PolyState"]
 COEFFICIENT_METHODS = ("faddeev", "newton", "berkowitz")
 
 
@@ -296,3 +298,42 @@ def _check_refine(refine, name: str = "refine") -> int:
     if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or not 0 <= refine <= 20:
         raise BalancerError(f"{name} must be an integer in 0..20, got {refine!r}")
     return int(refine)
+
+
+# -- what the polynomial schemes share: the generator state and the result builders -----------------------
+@dataclass
+class PolyState:
+    """One step of a polynomial scheme's serial generator.
+
+    ``iteration`` counts neighbour steps; ``value`` is the Krylov vector ``b_k`` (LPS, MPA), the
+    coefficients ``a_0..a_k`` found so far (LPA), the remaining imbalance (eigen forms of LPS and MPA) or
+    the nodes taken so far (eigen LPA). ``flow`` is set on the last state only.
+    """
+
+    iteration: int
+    value: NDArray[np.float64]
+    flow: NDArray[np.float64] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_eigen_refine(refine, name: str = "refine"):
+    """``refine``: an integer 0..20, or ``"auto"`` (eigen forms: :func:`hermes.balance.leja.resolve_refine`)."""
+    return refine if refine == "auto" else _check_refine(refine, name)
+
+
+def _literal_refine(refine) -> int:
+    """The thesis' monomial forms take ``refine: auto`` as 0 (the literal algorithm, no refinement)."""
+    return 0 if refine == "auto" else _check_refine(refine)
+
+
+def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
+    """``converged``: the flow is finite and, for the eigen forms, its predicted error is below 1."""
+    cnt, times = schedule_counters(model, iterations, schedule, links)
+    ok = bool(np.all(np.isfinite(flow))) and extra.get("predicted_error", 0.0) < 1.0
+    return FlowResult(flow=flow, iterations=iterations, converged=ok, counters=cnt, extra={**extra, "rank_times": times})
+
+
+def _local(nb, flows, iterations, **extra) -> LocalFlowResult:
+    nb.counters.iterations = iterations
+    return LocalFlowResult(flows=np.asarray(flows, dtype=np.float64), iterations=iterations,
+                           converged=bool(np.all(np.isfinite(flows))), counters=nb.counters, extra=extra)

@@ -250,6 +250,10 @@ class SpectralPlan:
         floor = PREDICT_FACTOR * _EPS * (len(self.eigenvalues) + self.condition)
         return max(floor, e ** (int(refine) + 1))
 
+    def report(self, refine: int) -> dict[str, Any]:
+        """:meth:`info` with ``refine`` and the error predicted after that many sweeps (what results report)."""
+        return {**self.info(), "refine": int(refine), "predicted_error": self.predicted_error_after(refine)}
+
     def info(self) -> dict[str, Any]:
         """Scalars for reports: steps, amplification, predicted error, merged eigenvalues, condition."""
         return {"steps": self.steps, "log10_amplification": round(self.log10_amplification, 3),
@@ -352,24 +356,33 @@ def leja_schedule(p: int, steps: int, refine: int = 0) -> list:
     return [(1, [("allreduce", 2)]), ((refine + 1) * steps if p > 1 else 0, [("exchange", 1)])]
 
 
-def leja_flow(model: Model, *, order: str = "leja", refine: int = 0, plan: SpectralPlan | None = None,
+def leja_flow(model: Model, *, order: str = "leja", refine=0, plan: SpectralPlan | None = None,
               links=None) -> FlowResult:
     """Minimal flow by the product form over the distinct eigenvalues: serial reference of :func:`leja_distributed`.
+
+    Parameters
+    ----------
+    refine : int or "auto"
+        Refinement sweeps, or ``auto`` (:func:`resolve_refine`).
 
     Returns
     -------
     FlowResult
         ``iterations = (refine + 1) · n`` neighbour steps (n distinct non-zero eigenvalues); counters
         ``exchange_rounds`` the same, ``collectives {"allreduce": 1}`` (the input check); ``extra``: the
-        plan's :meth:`SpectralPlan.info` (steps, log10 amplification, predicted error, merged, condition).
+        plan's :meth:`SpectralPlan.report` (steps, log10 amplification, predicted error, merged, condition,
+        refine). ``converged``: the flow is finite and its predicted error below 1.
     """
+    validate_model(model)
     plan = spectral_plan(model, order) if plan is None else plan
-    *_, last = leja_iter(model, plan, refine=refine)
+    r = resolve_refine(plan, refine)
+    *_, last = leja_iter(model, plan, refine=r)
     n = last.iteration
-    cnt, times = schedule_counters(model, n, leja_schedule(model.p, plan.steps, refine), links)
-    return FlowResult(flow=last.flow, iterations=n, converged=bool(np.all(np.isfinite(last.flow))), counters=cnt,
-                      extra={**plan.info(), "predicted_error": plan.predicted_error_after(refine),
-                             "rank_times": times})
+    cnt, times = schedule_counters(model, n, leja_schedule(model.p, plan.steps, r), links)
+    report = plan.report(r)
+    ok = bool(np.all(np.isfinite(last.flow))) and report["predicted_error"] < 1.0
+    return FlowResult(flow=last.flow, iterations=n, converged=ok, counters=cnt,
+                      extra={**report, "rank_times": times})
 
 
 def leja_distributed(nb: NeighbourComm, load: float, capacity: float, weights, nodes, *,

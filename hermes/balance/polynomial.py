@@ -1,4 +1,4 @@
-"""Polynomial balancing schemes: LPS, LPA (Laplacian polynomial) and MPA (minimum polynomial), thesis §8.2–8.5.
+"""Laplacian-polynomial balancing schemes LPS and LPA (thesis §8.2–8.4), and the registry of LPS, LPA, MPA.
 
 With ``A = L D⁻¹`` (similar to the generalized Laplacian 𝓛 = D^{-1/2} L D^{-1/2}, same characteristic
 polynomial ``χ(μ) = Σ_k a_k μ^{p−k}``, ``a_0 = 1``, ``a_p = 0``) Cayley–Hamilton gives the minimal flow as a
@@ -6,8 +6,8 @@ polynomial in A (thesis eq. 8.2.4, Lemma 14, Th. 22–23)::
 
     φ = −W Aᵀ D⁻¹ U l,    U = (A^{p−2} + a_1 A^{p−3} + … + a_{p−2} I) / a_{p−1},
 
-i.e. ``φ_ij = −w_ij (y_i − y_j)`` with potentials ``y = D⁻¹ U l``. The three schemes differ in how they
-get the polynomial and apply it:
+i.e. ``φ_ij = −w_ij (y_i − y_j)`` with potentials ``y = D⁻¹ U l``. The schemes differ in how they get the
+polynomial and apply it:
 
 * **LPS** (Alg. 9): coefficients known beforehand (Faddeev–LeVerrier Alg. 11, Newton's identities
   Alg. 10, or division-free Berkowitz, §8.2.1); ``u = Σ_t a_{p−2−t} Aᵗ l`` by p−2 neighbour steps,
@@ -15,30 +15,25 @@ get the polynomial and apply it:
 * **LPA** (Alg. 12): Faddeev–LeVerrier run in parallel, rank r holding row r of the iterate
   ``M_{k+1} = A M_k + a_k I``, ``a_k = −tr(A M_k)/k`` (one allreduce of the trace per step): p−1 neighbour
   steps, then one exchange of the rows ``Y_r = U_r / c_r`` and one allgather of the loads.
-* **MPA** (Alg. 13–15, Wiedemann): 2p Krylov steps ``b_k = A b_{k−1}``, one gather of the projections
-  ``S_k = uᵀ b_k`` (random u), Berlekamp–Massey (Alg. 14) for the minimal generating polynomial
-  ``α_0 x^d + … + α_d`` (``α_d = 0``), ``y = D⁻¹ (α_0 b_{d−2} + … + α_{d−2} b_0) / α_{d−1}``, one
-  exchange of y.
+* **MPA** (Alg. 13–15): the minimal polynomial, :mod:`hermes.balance.mpa`.
 
 Every flow equals :func:`~hermes.balance.flow.minimal_flow` in exact arithmetic. In double precision the
 monomial basis limits the thesis' forms; the default forms are therefore the **eigen** ones
-(``coefficients="eigen"`` for LPS and LPA, ``polynomial="spectrum"`` for MPA): the same polynomial applied
-as the product ``Π_k (I − A/μ_k)`` over the distinct non-zero eigenvalues of the generalized Laplacian in
-Leja order (:mod:`hermes.balance.leja`; A is diagonalizable, so the Laplacian polynomial's repeated roots
-add nothing and LPS, MPA coincide: n ≤ p − 1 steps of one word; LPA keeps its rows of the balancing
-operator and one allgather). Their accuracy is predicted from the amplification Γ of the node order
+(``coefficients="eigen"``; MPA: ``polynomial="spectrum"``): the same polynomial applied as the product
+``Π_k (I − A/μ_k)`` over the distinct non-zero eigenvalues of the generalized Laplacian in Leja order
+(:mod:`hermes.balance.leja`; A is diagonalizable, so the Laplacian polynomial's repeated roots add nothing
+and LPS, MPA coincide: n ≤ p − 1 steps of one word; LPA keeps its rows of the balancing operator and one
+allgather). Their accuracy is predicted from the amplification Γ of the node order
 (``extra["predicted_error"]``), ``refine: auto`` adds the sweeps it needs, and they stay accurate to
 p ≥ 128 on homogeneous paths, rings, meshes, tori, stars and random geometric graphs
-(``benchmarks/poly_accuracy.py``, docs/BALANCERS.md). The thesis' forms below remain available by
-parameter as the faithful reference. Measured (largest relative flow error over random trees, paths, rings, meshes
-and stars, capacities in [0.5, 3), weights in [0.2, 1), 5 seeds each): LPS and LPA stay below 1e-8 up to
-p = 9 (p = 10 without stars) with every coefficient method — exact rational coefficients give errors of
-the same size: evaluating the polynomial is itself ill-conditioned. Two ``refine`` sweeps of iterative
-refinement ``f ← f + Θ̃ (l − l̄ − A f)`` (the computed operator applied to the local balance defects)
-extend this to p = 12 (13); beyond, the errors reach O(1), and near p = 24 a_{p−1} itself rounds to 0
-(BalancerError). MPA stays below 1e-8 up to p = 4 (5 with refine) on these graphs, but at any p when the
-minimal polynomial has a low degree d ≲ 6 (complete graphs, stars, hypercubes, homogeneous rings): its
-accuracy is governed by d, not p.
+(``benchmarks/poly_accuracy.py``, docs/BALANCERS.md). The thesis' forms remain available by parameter
+as the faithful reference. Measured for them (largest relative flow error over random trees, paths,
+rings, meshes and stars, capacities in [0.5, 3), weights in [0.2, 1), 5 seeds each): LPS and LPA stay
+below 1e-8 up to p = 9 (p = 10 without stars) with every coefficient method — exact rational
+coefficients give errors of the same size: evaluating the polynomial is itself ill-conditioned. Two
+``refine`` sweeps of iterative refinement ``f ← f + Θ̃ (l − l̄ − A f)`` (the computed operator applied to
+the local balance defects) extend this to p = 12 (13); beyond, the errors reach O(1), and near p = 24
+a_{p−1} itself rounds to 0 (BalancerError).
 
 The coefficient methods, Berlekamp–Massey and the Krylov kernels are in :mod:`hermes.balance.charpoly`,
 LPA's rows of the balancing operator in :mod:`hermes.balance.balancing_operator` (the public names of both
@@ -47,103 +42,40 @@ are re-exported here).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from hermes.balance.balancing_operator import _refine_rows, _row_flows, operator_row_distributed, operator_rows
-from hermes.balance.charpoly import (COEFFICIENT_METHODS, _allgather, _check_method, _check_refine, _Graph, _nb_krylov,
-                                    _ordered, _potential, schedule_counters, berlekamp_massey, charpoly_berkowitz, charpoly_faddeev, charpoly_newton,
-                                    generalized_laplacian, laplacian_polynomial)
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.leja import (SpectralPlan, cached_plan, leja_distributed, leja_iter, leja_row_distributed,
-                                 leja_rows, leja_schedule, resolve_refine, spectral_plan)
 from hermes.balance.chebyshev import REGISTRY as CHEBYSHEV_REGISTRY
+from hermes.balance.charpoly import (COEFFICIENT_METHODS, PolyState, _allgather, _check_eigen_refine, _check_method,
+                                    _check_refine, _Graph, _literal_refine, _local, _nb_krylov, _ordered, _potential,
+                                    _result, berlekamp_massey, charpoly_berkowitz, charpoly_faddeev, charpoly_newton,
+                                    generalized_laplacian, laplacian_polynomial, schedule_counters)
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.leja import (SpectralPlan, cached_plan, leja_distributed, leja_flow, leja_iter,
+                                 leja_row_distributed, leja_rows, resolve_refine, spectral_plan)
 from hermes.balance.model import Model
+from hermes.balance.mpa import _check_mpa, mpa, mpa_distributed, mpa_scale
 from hermes.balance.registry import BalancerInfo, flow_balancer
 from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["COEFFICIENT_METHODS", "generalized_laplacian", "charpoly_faddeev", "charpoly_newton",
-           "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey", "mpa_scale", "PolyState",
-           "operator_rows", "operator_row_distributed", "schedule_counters", "lps_iter", "lps", "lps_schedule",
-           "lps_distributed", "lpa_iter", "lpa", "lpa_schedule", "lpa_distributed", "mpa_iter", "mpa", "mpa_schedule",
-           "mpa_distributed", "FORMS", "POLYNOMIALS", "REGISTRY"]
+           "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey", "PolyState", "operator_rows",
+           "operator_row_distributed", "schedule_counters", "lps_iter", "lps", "lps_schedule", "lps_distributed",
+           "lpa_iter", "lpa", "lpa_eigen_schedule", "lpa_schedule", "lpa_distributed", "FORMS", "REGISTRY"]
 
 #: the coefficient forms of LPS and LPA: ``eigen`` (product form over the distinct eigenvalues in Leja
 #: order, :mod:`hermes.balance.leja`; the default) or the thesis' coefficient algorithms
 FORMS = ("eigen",) + COEFFICIENT_METHODS
-#: how MPA obtains its minimal polynomial: from the spectrum (default) or by Berlekamp–Massey (Alg. 13–15)
-POLYNOMIALS = ("spectrum", "berlekamp-massey")
-
-
-def mpa_scale(model: Model) -> float:
-    """Power of two ≥ the Gershgorin bound ``max_i 2 δ_i^w / c_i`` on the eigenvalues of ``L D⁻¹``.
-
-    MPA divides every Krylov step by it (exact in binary arithmetic) so that ``(L D⁻¹)^{2p} l`` cannot overflow.
-    """
-    g = float(np.max(2.0 * model.weighted_degree / model.capacities)) if model.q else 1.0
-    return float(2.0 ** math.ceil(math.log2(g))) if g > 0 else 1.0
-
-
-# -- shared state and counters (the Krylov kernels are in hermes.balance.charpoly) -------------------------
-@dataclass
-class PolyState:
-    """One step of a polynomial scheme's serial generator.
-
-    ``iteration`` counts neighbour steps; ``value`` is the Krylov vector ``b_k`` (LPS, MPA) or the
-    coefficients ``a_0..a_k`` found so far (LPA). ``flow`` is set on the last state only.
-    """
-
-    iteration: int
-    value: NDArray[np.float64]
-    flow: NDArray[np.float64] | None = None
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def _check_form(coefficients, name: str = "coefficients") -> None:
     if isinstance(coefficients, str) and coefficients not in FORMS:
         raise BalancerError(f"{name} must be one of {', '.join(FORMS)}, got {coefficients!r}")
 
-
-def _check_eigen_refine(refine, name: str = "refine"):
-    """``refine``: an integer 0..20, or ``"auto"`` (eigen forms: :func:`hermes.balance.leja.resolve_refine`)."""
-    return refine if refine == "auto" else _check_refine(refine, name)
-
-
-def _literal_refine(refine) -> int:
-    """The thesis' monomial forms take ``refine: auto`` as 0 (the literal algorithm, no refinement)."""
-    return 0 if refine == "auto" else _check_refine(refine)
-
-
-def _plan_extra(plan: SpectralPlan, refine: int) -> dict[str, Any]:
-    """What an eigen-form result reports: the plan's info with the error predicted after ``refine`` sweeps."""
-    return {**plan.info(), "refine": refine, "predicted_error": plan.predicted_error_after(refine)}
-
-
-def _eigen_result(model, plan: SpectralPlan, refine, links, schedule_of) -> tuple[FlowResult, int]:
-    """Run the vector product form serially; ``schedule_of(steps, refine)`` gives its communication."""
-    r = resolve_refine(plan, refine)
-    *_, last = leja_iter(model, plan, refine=r)
-    res = _result(model, last.flow, last.iteration, schedule_of(plan.steps, r), links, **_plan_extra(plan, r))
-    return res, r
-
-
-def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
-    """``converged``: the flow is finite and, for the eigen forms, its predicted error is below 1."""
-    cnt, times = schedule_counters(model, iterations, schedule, links)
-    ok = bool(np.all(np.isfinite(flow))) and extra.get("predicted_error", 0.0) < 1.0
-    return FlowResult(flow=flow, iterations=iterations, converged=ok, counters=cnt, extra={**extra, "rank_times": times})
-
-
-def _local(nb, flows, iterations, **extra) -> LocalFlowResult:
-    nb.counters.iterations = iterations
-    return LocalFlowResult(flows=np.asarray(flows, dtype=np.float64), iterations=iterations,
-                           converged=bool(np.all(np.isfinite(flows))), counters=nb.counters, extra=extra)
 
 
 # -- LPS (thesis Alg. 9) ----------------------------------------------------------------------------------
@@ -214,9 +146,7 @@ def lps(model: Model, coefficients="eigen", *, refine=0, links=None) -> FlowResu
     """
     _check_form(coefficients)
     if isinstance(coefficients, str) and coefficients == "eigen":
-        validate_model(model)
-        return _eigen_result(model, spectral_plan(model), _check_eigen_refine(refine), links,
-                             lambda n, r: leja_schedule(model.p, n, r))[0]
+        return leja_flow(model, refine=_check_eigen_refine(refine), links=links)
     refine = _literal_refine(refine)
     *_, last = lps_iter(model, coefficients, refine=refine)
     return _result(model, last.flow, max(model.p - 2, 0), lps_schedule(model.p, refine), links,
@@ -330,7 +260,7 @@ def lpa(model: Model, coefficients="eigen", *, refine=0, links=None) -> FlowResu
     if coefficients == "eigen":
         plan, r = last.info["plan"], last.info["refine"]
         return _result(model, last.flow, plan.steps if model.p > 1 else 0,
-                       lpa_eigen_schedule(model.p, plan.steps, r), links, **_plan_extra(plan, r))
+                       lpa_eigen_schedule(model.p, plan.steps, r), links, **plan.report(r))
     return _result(model, last.flow, max(model.p - 1, 0),
                    lpa_schedule(model.p, _literal_refine(refine), coefficients != "faddeev"),
                    links, coefficients=last.value)
@@ -361,152 +291,6 @@ def lpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *,
     return _local(nb, flows, steps, row=row, rows=rows)
 
 
-# -- MPA (thesis Alg. 13–15) ------------------------------------------------------------------------------
-def _mpa_steps(p: int, max_degree) -> int:
-    return 2 * (p if max_degree is None else min(p, int(max_degree)))
-
-
-def _check_mpa(tolerance, max_degree, prefix: str = "", polynomial: str = "berlekamp-massey") -> None:
-    sep = ":" if prefix else ""
-    if polynomial not in POLYNOMIALS:
-        raise BalancerError(f"{prefix}polynomial{sep} must be one of {', '.join(POLYNOMIALS)}, got {polynomial!r}")
-    if isinstance(tolerance, bool) or not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 1):
-        raise BalancerError(f"{prefix}tolerance{sep} must be a number in [0, 1), got {tolerance!r}")
-    if max_degree is not None and (isinstance(max_degree, bool) or not isinstance(max_degree, (int, np.integer))
-                                   or max_degree < 1):
-        raise BalancerError(f"{prefix}max_degree{sep} must be a positive integer, got {max_degree!r}")
-
-
-def _mpa_coef(alpha) -> tuple[list, float]:
-    """Terms of ``y`` in ``b_0, b_1, …``: ``α_{d−2−t}``, t = 0..d−2, and the divisor ``α_{d−1}``."""
-    d = len(alpha) - 1
-    return [alpha[d - 2 - t] for t in range(d - 1)], (alpha[d - 1] if d >= 1 else 1.0)
-
-
-def mpa_iter(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13, max_degree: int | None = None,
-             seed: int = 0, scale: float | None = None, refine=0) -> Iterator[PolyState]:
-    """MPA serially (thesis Alg. 15): yields every Krylov vector, the flow last.
-
-    Parameters
-    ----------
-    polynomial : {"spectrum", "berlekamp-massey"}
-        ``spectrum`` (default): the minimal polynomial of A from its distinct eigenvalues, applied in Leja
-        product form (:func:`hermes.balance.leja.leja_iter`; for generic l and u Wiedemann's sequence finds
-        exactly this polynomial, so the scheme coincides with LPS's eigen form; ``value`` is the remaining
-        imbalance and ``tolerance``, ``max_degree``, ``seed``, ``scale`` are unused). ``berlekamp-massey``:
-        the thesis' Krylov sequence and Berlekamp–Massey (Alg. 13–15), below.
-    tolerance : float
-        Relative zero threshold of Berlekamp–Massey's discrepancy (:func:`berlekamp_massey`).
-    max_degree : int, optional
-        A known bound d on the degree of the minimal polynomial: 2d Krylov steps instead of 2p (an
-        underestimate gives a wrong flow).
-    seed : int
-        The random projection ``u`` (standard normal, the same on every rank).
-    scale : float, optional
-        Divides every Krylov step (default :func:`mpa_scale`, a power of two: no rounding).
-    refine : int
-        Sweeps applying the polynomial found to the local balance defects (d−2 steps, one exchange).
-
-    Notes
-    -----
-    Alg. 15 read with k from 1 and j over the neighbours: ``b_k = A b_{k−1} / s`` for k = 1..2p (rank i
-    holds ``v[k] = (b_k)_i``); one gather of ``u_i v[0..2p]`` gives ``S_k = uᵀ b_k``; Berlekamp–Massey on S
-    gives ``α_0 x^d + … + α_d`` (``α_d ≈ 0``: the eigenvalue 0); ``y = (α_0 b_{d−2} + … + α_{d−2} b_0) /
-    (α_{d−1} s c)`` and ``f_ij = −w_ij (y_i − y_j)``. With ``B = A/s`` and ``g = s c y``:
-    ``B g = q(B) l / α_{d−1} − l = (eᵀl) c − l`` (thesis §8.5), so f is a balancing flow.
-    ``info["degree"]`` is d, the number of distinct eigenvalues of A excited by l and u.
-    """
-    validate_model(model)
-    _check_mpa(tolerance, max_degree, polynomial=polynomial)
-    if polynomial == "spectrum":
-        yield from lps_iter(model, "eigen", refine=refine)
-        return
-    refine = _literal_refine(refine)
-    p, c, g = model.p, model.capacities, _Graph(model)
-    if p == 1:
-        yield PolyState(0, model.loads, np.zeros(0), {"degree": 0})
-        return
-    s = mpa_scale(model) if scale is None else float(scale)
-    vs = g.krylov(model.loads, _mpa_steps(p, max_degree), s)
-    yield from (PolyState(k, v) for k, v in enumerate(vs))
-    u = np.random.default_rng(seed).standard_normal(p)
-    alpha = berlekamp_massey(np.cumsum(u[None, :] * np.array(vs), axis=1)[:, -1], tolerance, stop_after=2)
-    coef, div = _mpa_coef(alpha)
-    flow = g.potential_flow(_potential(coef, vs, div * s, c))
-    for _ in range(refine):
-        flow = flow + g.potential_flow(_potential(coef, g.krylov(g.defect(flow), len(coef) - 1, s), div * s, c))
-    yield PolyState(len(vs) - 1, vs[-1], flow, {"degree": len(alpha) - 1, "alpha": alpha, "scale": s})
-
-
-def mpa_schedule(p: int, steps: int, degree: int, refine: int = 0) -> list:
-    if p < 2:
-        return [(1, [("allreduce", 2)])]
-    return [(1, [("allreduce", 2)]), (steps, [("exchange", 1)]), (1, [("allgather", steps + 1), ("exchange", 1)]),
-            (refine * (max(degree - 2, 0) + 1), [("exchange", 1)])]
-
-
-def mpa(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13, max_degree: int | None = None,
-        seed: int = 0, scale: float | None = None, refine=0, links=None) -> FlowResult:
-    """Minimum-polynomial algorithm MPA (thesis Alg. 15): serial reference of :func:`mpa_distributed`.
-
-    Returns
-    -------
-    FlowResult
-        ``iterations = 2p`` Krylov steps (2·max_degree if smaller), ``extra["degree"]``. Counters:
-        ``exchange_rounds = 2p + 1`` (+ ``refine (max(d−2, 0) + 1)``), collectives
-        ``{"allreduce": 1, "allgather": 1}`` (input check; the gather of ``u_i v_i[0..2p]``): the thesis'
-        estimate, (2p+1) local phases and ``T^gs`` (§8.6). ``spectrum``: as :func:`lps` with ``eigen``
-        (n = d − 1 steps of one word, ``{"allreduce": 1}``), ``extra["degree"] = d``.
-    """
-    _check_mpa(tolerance, max_degree, polynomial=polynomial)
-    if polynomial == "spectrum":
-        validate_model(model)
-        res, _ = _eigen_result(model, spectral_plan(model), _check_eigen_refine(refine), links,
-                               lambda n, r: leja_schedule(model.p, n, r))
-        res.extra["degree"] = res.extra["steps"] + 1 if model.p > 1 else 0
-        return res
-    *_, last = mpa_iter(model, polynomial=polynomial, tolerance=tolerance, max_degree=max_degree, seed=seed,
-                        scale=scale, refine=refine)
-    d = last.info["degree"]
-    n = _mpa_steps(model.p, max_degree) if model.p > 1 else 0
-    return _result(model, last.flow, n, mpa_schedule(model.p, n, d, _literal_refine(refine)), links, degree=d,
-                   alpha=last.info.get("alpha"))
-
-
-def mpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *, tolerance: float = 1e-13,
-                    max_degree: int | None = None, seed: int = 0, scale: float = 1.0,
-                    refine: int = 0) -> LocalFlowResult:
-    """MPA on one rank (SPMD). ``scale`` must be the same on every rank (the registry passes :func:`mpa_scale`).
-
-    Notes
-    -----
-    See :func:`mpa_iter`. Alg. 15's gather is one collective of the 2p+1 products ``u_i v_i[k]``, summed in
-    rank order (every rank then runs the same Berlekamp–Massey). ``extra["degree"]``.
-    """
-    w = np.asarray(weights, dtype=np.float64).ravel()
-
-    def check() -> None:
-        _check_mpa(tolerance, max_degree)
-        _check_refine(refine)
-
-    total = agree_local_inputs(nb, load, capacity, w, extra_checks=check)
-    p, capacity, s = nb.size, float(capacity), float(scale)
-    if p == 1:
-        return _local(nb, np.zeros(0), 0, degree=0)
-    n = _mpa_steps(p, max_degree)
-    vs = _nb_krylov(nb, float(load), n, capacity, w, s)
-    u = np.random.default_rng(seed).standard_normal(p)
-    alpha = berlekamp_massey(nb.allreduce(u[nb.rank] * np.array(vs), kind="allgather"), tolerance, stop_after=2)
-    coef, div = _mpa_coef(alpha)
-    y = _potential(coef, vs, div * s, capacity)
-    flows = -w * (y - nb.exchange_scalar(y))
-    for _ in range(refine):
-        x0 = (float(load) - capacity * total) - _ordered(flows)
-        y = _potential(coef, _nb_krylov(nb, x0, len(coef) - 1, capacity, w, s), div * s, capacity)
-        flows = flows - w * (y - nb.exchange_scalar(y))
-    return _local(nb, flows, n, degree=len(alpha) - 1)
-
-
 # -- registry -------------------------------------------------------------------------------------------
 def _check_params(params: dict) -> None:
     """Registry check hook: one-line ``balancer.<key>: ...`` errors."""
@@ -534,7 +318,7 @@ def _with_plan_info(run):
         decision = run(ctx)
         if _eigen(ctx):
             plan, r = _plan_refine(ctx)
-            decision.info = {**decision.info, **_plan_extra(plan, r)}
+            decision.info = {**decision.info, **plan.report(r)}
         return decision
 
     return wrapped

@@ -18,7 +18,8 @@ from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.leja import (cached_plan, distinct_nodes, laplacian_spectrum, leja_flow, leja_iter, leja_order,
                                  leja_rows, log_amplification, log_lower_bound, resolve_refine, spectral_plan)
 from hermes.balance.model import Model
-from hermes.balance.polynomial import lpa, lps, mpa
+from hermes.balance.mpa import mpa
+from hermes.balance.polynomial import lpa, lps
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import parse_model

@@ -10,10 +10,10 @@ import pytest
 
 from hermes.balance.flow import check_balancing, flow_error
 from hermes.balance.model import Model
+from hermes.balance.mpa import mpa, mpa_iter
 from hermes.balance.polynomial import (COEFFICIENT_METHODS, REGISTRY, berlekamp_massey, charpoly_berkowitz,
                                        charpoly_faddeev, charpoly_newton, generalized_laplacian,
-                                       laplacian_polynomial, lpa, lpa_iter, lps, lps_iter, mpa, mpa_iter,
-                                       operator_rows)
+                                       laplacian_polynomial, lpa, lpa_iter, lps, lps_iter, operator_rows)
 from hermes.balance.registry import check_params
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError

@@ -20,8 +20,8 @@ from mpi4py import MPI
 from hermes.balance.flow import flow_error
 from hermes.balance.incremental import ada, ada_distributed
 from hermes.balance.model import Model
-from hermes.balance.polynomial import (laplacian_polynomial, lpa, lpa_distributed, lps, lps_distributed, mpa,
-                                       mpa_distributed, mpa_scale)
+from hermes.balance.mpa import mpa, mpa_distributed, mpa_scale
+from hermes.balance.polynomial import laplacian_polynomial, lpa, lpa_distributed, lps, lps_distributed
 from hermes.balance.registry import check_params, get_balancer
 from hermes.errors import BalancerError
 from tests.mpi.harness import RankView, agree, finish, random_model, same_error, seed_arg, slow_first_edge

@@ -19,11 +19,12 @@ eigenvalue μ_m is multiplied by ``Π_{i<j≤k} (1 − μ_m / μ_j)`` up to step
 product over i ≤ k and m, :func:`log_amplification`, is the scheme's amplification Γ. In ascending or
 descending order Γ grows like 10^{p/2} on paths (Reichel 1991: Richardson iteration needs a Leja
 ordering); the Leja order (each next node maximises the product of its distances to the nodes taken)
-keeps it at 10^3–10^6 on homogeneous paths, rings and meshes of hundreds of processors. It cannot help
+keeps it at 10^2–10^6 on homogeneous paths, rings, meshes and tori up to 128 processors. It cannot help
 when the spectrum itself is badly spread: heterogeneous capacities produce clusters of tiny eigenvalues
 next to large ones, and on heterogeneous paths of 48 processors Γ ≈ 10^13, on a heterogeneous 8 × 8 mesh
-10^31 — beyond what double precision can absorb in any order (``predicted_error`` says so and ``auto``
-then avoids this scheme).
+10^31. No order does much better: every order has ``Γ ≥ √(max_m Π_{j≠m} |1 − μ_m/μ_j|)``
+(:func:`log_lower_bound`), 10^15.8 for that mesh — beyond what double precision can absorb
+(``predicted_error`` says so and ``auto`` then avoids this scheme).
 
 Eigenvalues closer than the accuracy of the symmetric eigensolver are merged (:func:`distinct_nodes`):
 ``eigvalsh`` is backward stable, each computed eigenvalue is within ``‖E‖₂ ≲ c p ε ‖𝓛‖₂`` of an exact one

@@ -1,6 +1,6 @@
 """flow-bench: regenerate the families of the published figures with the serial references.
 
-Two families:
+Three families:
 
 ``diffusion``
     Iterations versus p of GDA0, GDA1, GDA6 and SOS on paths, 2-D meshes (4 × p/4), 2-D tori

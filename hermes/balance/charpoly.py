@@ -330,7 +330,8 @@ def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
     """``converged``: the flow is finite and, for the eigen forms, its predicted error is below 1."""
     cnt, times = schedule_counters(model, iterations, schedule, links)
     ok = bool(np.all(np.isfinite(flow))) and extra.get("predicted_error", 0.0) < 1.0
-    return FlowResult(flow=flow, iterations=iterations, converged=ok, counters=cnt, extra={**extra, "rank_times": times})
+    return FlowResult(flow=flow, iterations=iterations, converged=ok, counters=cnt,
+                      extra={**extra, "rank_times": times})
 
 
 def _local(nb, flows, iterations, **extra) -> LocalFlowResult:

@@ -44,7 +44,8 @@ from hermes.balance.registry import BalancerInfo, Decision, flow_from_local
 from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
-__all__ = ["BOUNDS", "spectral_bounds", "bounds_from_spectrum", "chebyshev_steps", "ChebyshevState", "chebyshev_iter", "chebyshev",
+__all__ = ["BOUNDS", "spectral_bounds", "bounds_from_spectrum", "chebyshev_steps", "ChebyshevState", "chebyshev_iter",
+           "chebyshev",
            "chebyshev_schedule", "chebyshev_distributed", "REGISTRY"]
 
 BOUNDS = ("exact", "cheap")

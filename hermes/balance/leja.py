@@ -55,10 +55,10 @@ from hermes.balance.model import Model
 from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
-__all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes", "leja_order",
-           "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState", "leja_iter", "leja_flow",
-           "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed", "plan_key", "cached_plan",
-           "resolve_refine"]
+__all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",
+           "leja_order", "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState",
+           "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed",
+           "plan_key", "cached_plan", "resolve_refine"]
 
 #: largest p whose dense spectrum is computed (eigvalsh: O(p³), ~1 min at 8000)
 SPECTRUM_LIMIT = 8000
@@ -67,7 +67,8 @@ MERGE_FACTOR = 16.0
 #: the node orders :func:`spectral_plan` accepts; "leja" is the stable one, the others are for study
 ORDERS = ("leja", "ascending", "descending")
 _EPS = float(np.finfo(np.float64).eps)
-#: C in the error estimate C ε (p Γ + κ) (:attr:`SpectralPlan.predicted_error`): 3 × the largest ratio measured with C = 10
+#: C in the error estimate C ε (p Γ + κ) (:attr:`SpectralPlan.predicted_error`): 3 × the largest ratio
+#: measured with C = 10
 PREDICT_FACTOR = 30.0
 #: log of a factor that is exactly zero (the step that annihilates a component): cuts every product through it
 _LOG_ZERO = -1e6

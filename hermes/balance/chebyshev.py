@@ -45,8 +45,7 @@ from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["BOUNDS", "spectral_bounds", "bounds_from_spectrum", "chebyshev_steps", "ChebyshevState", "chebyshev_iter",
-           "chebyshev",
-           "chebyshev_schedule", "chebyshev_distributed", "REGISTRY"]
+           "chebyshev", "chebyshev_schedule", "chebyshev_distributed", "REGISTRY"]
 
 BOUNDS = ("exact", "cheap")
 #: the exact bounds are widened by this relative margin (the eigensolver's accuracy, 16 p ε, made generous)

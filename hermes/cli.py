@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fb = sub.add_parser("flow-bench", help="regenerate the published iteration/time figures (CSV + PNG)")
     fb.add_argument("--out", default="runs/flow-bench", help="output directory")
-    fb.add_argument("--family", choices=["diffusion", "polynomial", "all"], default="all")
+    fb.add_argument("--family", choices=["diffusion", "polynomial", "table10.1", "all"], default="all")
     fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
 
     gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
@@ -156,7 +156,7 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "flow-bench":
         from hermes.lab.bench import flow_bench
 
-        fams = ("diffusion", "polynomial") if args.family == "all" else (args.family,)
+        fams = ("diffusion", "polynomial", "table10.1") if args.family == "all" else (args.family,)
         for path in flow_bench(args.out, quick=args.quick, families=fams):
             print(path)
         return 0

@@ -102,7 +102,7 @@ def test_flow_json_and_gossip_json():
     import json
 
     res = cli("flow", "--graph", "torus:4x4", "--capacities", "hcuw", "--weights", "ijmod3", "--loads", "one",
-              "--algorithm", "lpa", "--json")
+              "--algorithm", "lpa", "--param", "coefficients=faddeev", "--json")
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
     for key in ("algorithm", "p", "edges", "flow", "initial_loads", "fair_loads", "final_loads", "iterations",

@@ -12,6 +12,7 @@ import sys
 import types
 
 from hermes.balance import (  # noqa: F401  (the families register their balancers on import)
+    chebyshev,
     diffusion,
     diffusion_family,
     gossip,

@@ -11,17 +11,26 @@ polynomials of A serially (one rank's arithmetic, in the same order, for every r
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.flow import neighbour_table, ordered_total, validate_model
+from hermes.balance.flow import (
+    FlowResult,
+    LocalFlowResult,
+    alpha_beta_time,
+    neighbour_table,
+    ordered_total,
+    validate_model,
+)
 from hermes.balance.model import Model
-from hermes.comm import NeighbourComm
+from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["COEFFICIENT_METHODS", "generalized_laplacian", "charpoly_faddeev", "charpoly_newton",
-           "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey"]
+           "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey", "schedule_counters", "PolyState"]
 COEFFICIENT_METHODS = ("faddeev", "newton", "berkowitz")
 
 
@@ -265,3 +274,73 @@ def _allgather(nb: NeighbourComm, value) -> NDArray[np.float64]:
     buf = np.zeros((nb.size, v.size))
     buf[nb.rank] = v
     return nb.allreduce(buf.ravel(), kind="allgather").reshape(nb.size, v.size)
+
+
+# -- counters of a known communication schedule (shared by the polynomial schemes) -------------------------
+def schedule_counters(model: Model, iterations: int, schedule: list, links=None) -> tuple[Counters, Any]:
+    """Counters of a communication ``schedule`` ``[(repeat, [(kind, words), …]), …]`` and per-rank α-β times.
+
+    ``kind`` is ``exchange`` (one message of ``words`` float64 per edge direction) or a collective
+    (``allreduce``, ``allgather``: ``words`` per rank). Messages and bytes are summed over the ranks.
+    """
+    p, q = model.p, model.q
+    cnt = Counters(iterations=int(iterations))
+    for repeat, block in schedule:
+        for kind, words in block:
+            if kind == "exchange":
+                cnt.exchange_rounds += repeat
+                cnt.messages += 2 * q * repeat
+                cnt.bytes += 16 * q * words * repeat
+            else:
+                cnt.collectives[kind] = cnt.collectives.get(kind, 0) + repeat
+                cnt.bytes += 8 * p * words * repeat
+    cnt.collectives = {k: v for k, v in cnt.collectives.items() if v}
+    times = alpha_beta_time(model, links, schedule) if links is not None else None
+    cnt.time = float(np.max(times)) if times is not None else 0.0
+    return cnt, times
+
+
+def _check_refine(refine, name: str = "refine") -> int:
+    if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or not 0 <= refine <= 20:
+        raise BalancerError(f"{name} must be an integer in 0..20, got {refine!r}")
+    return int(refine)
+
+
+# -- what the polynomial schemes share: the generator state and the result builders -----------------------
+@dataclass
+class PolyState:
+    """One step of a polynomial scheme's serial generator.
+
+    ``iteration`` counts neighbour steps; ``value`` is the Krylov vector ``b_k`` (LPS, MPA), the
+    coefficients ``a_0..a_k`` found so far (LPA), the remaining imbalance (eigen forms of LPS and MPA) or
+    the nodes taken so far (eigen LPA). ``flow`` is set on the last state only.
+    """
+
+    iteration: int
+    value: NDArray[np.float64]
+    flow: NDArray[np.float64] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_eigen_refine(refine, name: str = "refine"):
+    """``refine``: an integer 0..20, or ``"auto"`` (eigen forms: :func:`hermes.balance.leja.resolve_refine`)."""
+    return refine if refine == "auto" else _check_refine(refine, name)
+
+
+def _literal_refine(refine) -> int:
+    """The thesis' monomial forms take ``refine: auto`` as 0 (the literal algorithm, no refinement)."""
+    return 0 if refine == "auto" else _check_refine(refine)
+
+
+def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
+    """``converged``: the flow is finite and, for the eigen forms, its predicted error is below 1."""
+    cnt, times = schedule_counters(model, iterations, schedule, links)
+    ok = bool(np.all(np.isfinite(flow))) and extra.get("predicted_error", 0.0) < 1.0
+    return FlowResult(flow=flow, iterations=iterations, converged=ok, counters=cnt,
+                      extra={**extra, "rank_times": times})
+
+
+def _local(nb, flows, iterations, **extra) -> LocalFlowResult:
+    nb.counters.iterations = iterations
+    return LocalFlowResult(flows=np.asarray(flows, dtype=np.float64), iterations=iterations,
+                           converged=bool(np.all(np.isfinite(flows))), counters=nb.counters, extra=extra)

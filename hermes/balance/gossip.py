@@ -85,9 +85,23 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field
 
 from hermes.balance.flow import ordered_total
-from hermes.balance.gossip_serial import (_ONE, HEADER_WORDS, MOVE_BYTES, _bitrows,
-                                          _check_params, _cmf, _coordinator, _members, _pad_row, _pick_targets,
-                                          _record, _row_bits, _settled, _stats, _turn)
+from hermes.balance.gossip_serial import (
+    _ONE,
+    HEADER_WORDS,
+    MOVE_BYTES,
+    _bitrows,
+    _check_params,
+    _cmf,
+    _coordinator,
+    _members,
+    _pad_row,
+    _pick_targets,
+    _record,
+    _row_bits,
+    _settled,
+    _stats,
+    _turn,
+)
 from hermes.balance.interface import BalanceContext, Count, Decision, Integer, Number, Params
 from hermes.balance.registry import register
 from hermes.comm import Counters, allgather, bcast, exchange_arrays, gather_error

@@ -1,44 +1,63 @@
-"""``auto``: pick MPA, LPA or PCG from the subdomain graph's size, diameter, degree and density.
+"""``auto``: pick the product-form polynomial scheme, Chebyshev diffusion or PCG from the spectrum.
 
-The thesis concludes (§8.6, ch. 11) that the topology decides among the fast methods: MPA for low
-degree and large diameter, LPA in between, PCG for dense graphs of small diameter. hermes' measurements
-(``docs/BALANCERS.md``, produced by ``benchmarks/auto_rule.py``) refine this with what double
-precision allows: the polynomial methods evaluate a degree-p polynomial of the Laplacian and lose
-accuracy as p grows — even with two refinement steps, MPA beyond p = 5 and LPA beyond p ≈ 12
-on general graphs — while PCG stays exact.
-The rule, with p processors, diameter D, maximum degree Δ and density γ = 2|E| / (p (p − 1)):
+The thesis concludes (§8.6, ch. 11) that the topology decides among the fast methods: few messages
+(MPA, LPA) on sparse graphs, PCG on dense graphs of small diameter. With the spectrum of the generalized
+Laplacian at hand (:mod:`hermes.balance.leja`, reused while the graph is unchanged) ``auto`` decides
+with what it costs and what double precision allows:
 
-1. ``D == 1`` (complete graph) → PCG (2 iterations);
-2. ``D ≤ 2`` and (``Δ ≥ p / 2`` or ``γ ≥ 0.5``) → PCG (star-like or dense: few distinct eigenvalues);
-3. ``4 ≤ p ≤ 5`` → MPA (fewest messages; with two refinement steps its worst relative flow error
-   over 180 random instances per size was 1e-15 at p = 4, 5 but 1.0 at p = 3 and 4e6 at p = 6);
-4. ``p ≤ 12`` → LPA (with two refinement steps);
-5. otherwise → PCG.
+* ``lps`` and ``lpa`` (eigen forms, Leja order): n neighbour steps (n distinct non-zero eigenvalues);
+  ``lps`` repeats them for each of its r refinement sweeps, ``lpa`` exchanges rows of p words and
+  refines with one allgather per sweep; candidates only if the predicted flow error
+  ``SpectralPlan.predicted_error_after(r)`` is ≤ 1e-10 for some r ≤ 3 (``refine: auto``) — not on
+  heterogeneous meshes and long heterogeneous paths, where the amplification Γ of any order of the
+  eigenvalues exceeds what double precision absorbs;
+* ``chebyshev`` (exact bounds): ``k = ⌈acosh(1/τ)/acosh(σ)⌉`` neighbour steps, τ = 1e-10 (always accurate);
+* ``pcg``: min(n, k) iterations (CG needs no more iterations than distinct eigenvalues, and its
+  error bound is Chebyshev's; CG often converges sooner), each one exchange and two allreduces.
 
-The choice depends only on the global model, so every rank makes the same one without communicating.
+The cost is the α-β time of each method's communication schedule on uniform default links
+(:class:`hermes.clock.Links`: α = 100 µs, 100 MB/s; an exchange of w words costs α + 8w/bw, a
+collective ⌈log2 p⌉ (α + 8w/bw), as :func:`hermes.balance.flow.alpha_beta_time` charges them). The
+fewest wins; on ties the order above. Above ``SPECTRUM_LIMIT`` processors (no dense spectrum) ``auto``
+runs PCG. The choice depends only
+on the global model, so every rank makes the same one without communicating.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import scipy.sparse.csgraph as csg
 
-import hermes.balance.polynomial  # noqa: F401  (registers the methods auto chooses from)
-import hermes.balance.potential  # noqa: F401
+import hermes.balance.potential  # noqa: F401  (registers pcg, which auto may choose)
+from hermes.balance.chebyshev import bounds_from_spectrum, chebyshev_schedule, chebyshev_steps
 from hermes.balance.interface import BalanceContext, Decision
+from hermes.balance.leja import SPECTRUM_LIMIT, SpectralPlan, cached_plan, leja_schedule, resolve_refine, spectral_plan
 from hermes.balance.model import Model
+from hermes.balance.polynomial import lpa_eigen_schedule
 from hermes.balance.registry import BALANCERS, register
+from hermes.clock import Links
 
-__all__ = ["choose", "graph_characteristics", "CHOSEN_PARAMS"]
+__all__ = ["Choice", "choice", "choose", "schedule_time", "graph_characteristics", "CHOSEN_PARAMS"]
 
-MPA_MIN_P, MPA_MAX_P = 4, 5
-LPA_MAX_P = 12
-#: parameters of the chosen method: two steps of iterative refinement keep LPA / MPA at ~1e-15 up to
-#: their thresholds (one is not enough for LPA at p = 10–11: errors ~1e-7)
-CHOSEN_PARAMS: dict[str, dict[str, Any]] = {"pcg": {}, "lpa": {"refine": 2}, "mpa": {"refine": 2}}
+#: the flow accuracy ``auto`` asks of Chebyshev (and the polynomial scheme's refinement target)
+AUTO_TOLERANCE = 1e-10
+#: parameters of each method when ``auto`` runs it (``lps``'s refine is set per model)
+CHOSEN_PARAMS: dict[str, dict[str, Any]] = {"pcg": {"tolerance": AUTO_TOLERANCE}, "lps": {"refine": "auto"},
+                                            "lpa": {"refine": "auto"}, "mpa": {"refine": "auto"},
+                                            "chebyshev": {"tolerance": AUTO_TOLERANCE}}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``auto`` runs: the balancer ``name`` with ``params``, why, and the estimated cost of each candidate."""
+
+    name: str
+    params: dict[str, Any]
+    reason: str
+    costs: dict[str, float] = field(default_factory=dict)
 
 
 def graph_characteristics(model: Model) -> dict[str, Any]:
@@ -51,35 +70,75 @@ def graph_characteristics(model: Model) -> dict[str, Any]:
             "density": 2.0 * model.q / (p * (p - 1))}
 
 
+def schedule_time(p: int, schedule: list, links: Links | None = None) -> float:
+    """α-β time of a communication ``schedule`` ``[(repeat, [(kind, words), …]), …]`` on uniform links."""
+    links = links or Links()
+    total = 0.0
+    for repeat, block in schedule:
+        for kind, words in block:
+            one = links.latency + 8.0 * words / links.bandwidth
+            total += repeat * (one if kind == "exchange" else links.collective_cost(p, 8.0 * words))
+    return total
+
+
+def _pcg_schedule(iterations: int) -> list:
+    return [(1, [("allreduce", 2), ("allreduce", 1), ("allreduce", 1)]),
+            (iterations, [("exchange", 1), ("allreduce", 1), ("allreduce", 1)]), (1, [("exchange", 1)])]
+
+
+def choice(model: Model, plan: SpectralPlan | None = None) -> Choice:
+    """The method ``auto`` runs on ``model`` (see the module docstring); ``plan`` if already computed."""
+    p = model.p
+    if p == 1:
+        return Choice("pcg", CHOSEN_PARAMS["pcg"], "one processor")
+    if p > SPECTRUM_LIMIT:
+        return Choice("pcg", CHOSEN_PARAMS["pcg"], f"p = {p} > {SPECTRUM_LIMIT}: no dense spectrum")
+    plan = spectral_plan(model) if plan is None else plan
+
+    n = plan.steps
+    a, b = bounds_from_spectrum(plan.eigenvalues)  # what chebyshev's exact bounds compute
+    w = model.weights
+    k = chebyshev_steps(a, b, AUTO_TOLERANCE, float(w.max() / w.min()))
+    costs: dict[str, float] = {}
+    r = resolve_refine(plan, "auto")
+    err = plan.predicted_error_after(r)
+    if err <= AUTO_TOLERANCE:
+        costs["lps"] = schedule_time(p, leja_schedule(p, n, r))
+        costs["lpa"] = schedule_time(p, lpa_eigen_schedule(p, n, r))
+    costs["chebyshev"] = schedule_time(p, chebyshev_schedule(p, k))
+    n_cg = min(n, k)
+    costs["pcg"] = schedule_time(p, _pcg_schedule(n_cg))
+    name = min(costs, key=lambda m: (costs[m], list(costs).index(m)))
+    params = {"coefficients": "eigen", "refine": r} if name in ("lps", "lpa") else CHOSEN_PARAMS[name]
+    why = {"lps": f"Leja product form accurate (predicted error {err:.1e} with refine {r}): {(r + 1) * n} steps",
+           "lpa": f"Leja rows accurate (predicted error {err:.1e} with refine {r}): {n} steps, {r + 1} allgathers",
+           "chebyshev": f"Chebyshev diffusion, κ = {b / a:.3g}: {k} steps without reductions",
+           "pcg": f"PCG: ≤ {n_cg} iterations of 1 exchange + 2 allreduces"}[name]
+    if "lps" not in costs:
+        why += f" (polynomial scheme inaccurate: predicted error {err:.1e}, log10 Γ = " \
+               f"{plan.log10_amplification:.1f})"
+    return Choice(name, params, why, costs)
+
+
 def choose(model: Model) -> tuple[str, str]:
-    """The method ``auto`` runs on ``model`` and the rule that chose it (see module docstring)."""
-    g = graph_characteristics(model)
-    p, d, dmax, gamma = g["p"], g["diameter"], g["max_degree"], g["density"]
-    if d <= 1:
-        return "pcg", "complete graph"
-    if d <= 2 and (dmax >= p / 2 or gamma >= 0.5):
-        return "pcg", f"small diameter {d} and dense (Δ = {dmax}, γ = {gamma:.2f})"
-    if MPA_MIN_P <= p <= MPA_MAX_P:
-        return "mpa", f"sparse, {MPA_MIN_P} ≤ p = {p} ≤ {MPA_MAX_P}"
-    if p <= LPA_MAX_P:
-        return "lpa", f"sparse, p = {p} ≤ {LPA_MAX_P}"
-    return "pcg", f"p = {p} > {LPA_MAX_P}: polynomial methods lose accuracy"
+    """``(name, reason)`` of :func:`choice`."""
+    c = choice(model)
+    return c.name, c.reason
 
 
 def _serial(model: Model, *, links=None, **params):
-    name, why = choose(model)
-    res = BALANCERS[name].serial(model, links=links, **CHOSEN_PARAMS[name])
-    res.extra = {**(res.extra or {}), "auto_choice": name, "auto_reason": why}
+    c = choice(model)
+    res = BALANCERS[c.name].flow(model, links=links, **c.params)
+    res.extra = {**(res.extra or {}), "auto_choice": c.name, "auto_reason": c.reason, "auto_costs": c.costs}
     return res
 
 
 @register("auto", serial=_serial,
-          doc="hybrid: MPA, LPA or PCG chosen from p, diameter, degree and density (thesis §8.6, ch. 11; "
-              "thresholds measured, see docs/BALANCERS.md)")
+          doc="hybrid: Leja polynomial scheme, Chebyshev diffusion or PCG, the cheapest accurate one by the spectrum "
+              "(docs/BALANCERS.md)")
 def _run(ctx: BalanceContext) -> Decision:
-    name, why = choose(ctx.model)
-    info = BALANCERS[name]
-    inner = replace(ctx, params=info.check(CHOSEN_PARAMS[name]))
-    decision = info.run(inner)
-    decision.info = {**decision.info, "auto_choice": name, "auto_reason": why}
+    c = choice(ctx.model, cached_plan(ctx.model, ctx.state) if 1 < ctx.model.p <= SPECTRUM_LIMIT else None)
+    info = BALANCERS[c.name]
+    decision = info.run(replace(ctx, params=info.check(c.params)))
+    decision.info = {**decision.info, "auto_choice": c.name, "auto_reason": c.reason}
     return decision

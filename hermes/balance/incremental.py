@@ -22,17 +22,17 @@ it in ``BalanceContext.state["ada"]`` from phase to phase. The case is ``extra["
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
 from hermes.balance.balancing_operator import _row_flows, operator_row_distributed, operator_rows
-from hermes.balance.charpoly import _allgather, _dot, _Graph, _ordered
+from hermes.balance.charpoly import _allgather, _check_refine, _dot, _Graph, _ordered, schedule_counters
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.interface import Params, flow_balancer
+from hermes.balance.interface import Integer, Params, flow_balancer
 from hermes.balance.model import Model
-from hermes.balance.polynomial import Refine, _check_refine, schedule_counters
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm
 
@@ -230,7 +230,8 @@ _inner = flow_balancer(_dist, store=lambda ctx: ctx.state)
 class AdAParams(Params):
     """Parameters of ``ada``."""
 
-    refine: Refine = Field(0, description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update")
+    refine: Annotated[Integer, Field(ge=0, le=20)] = Field(
+        0, description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update")
 
 
 @register("ada", params=AdAParams, serial=_serial,

@@ -1,4 +1,4 @@
-"""Polynomial balancing schemes: LPS, LPA (Laplacian polynomial) and MPA (minimum polynomial), thesis §8.2–8.5.
+"""Laplacian-polynomial balancing schemes LPS and LPA (thesis §8.2–8.4), and the registry of LPS, LPA, MPA.
 
 With ``A = L D⁻¹`` (similar to the generalized Laplacian 𝓛 = D^{-1/2} L D^{-1/2}, same characteristic
 polynomial ``χ(μ) = Σ_k a_k μ^{p−k}``, ``a_0 = 1``, ``a_p = 0``) Cayley–Hamilton gives the minimal flow as a
@@ -6,8 +6,8 @@ polynomial in A (thesis eq. 8.2.4, Lemma 14, Th. 22–23)::
 
     φ = −W Aᵀ D⁻¹ U l,    U = (A^{p−2} + a_1 A^{p−3} + … + a_{p−2} I) / a_{p−1},
 
-i.e. ``φ_ij = −w_ij (y_i − y_j)`` with potentials ``y = D⁻¹ U l``. The three schemes differ in how they
-get the polynomial and apply it:
+i.e. ``φ_ij = −w_ij (y_i − y_j)`` with potentials ``y = D⁻¹ U l``. The schemes differ in how they get the
+polynomial and apply it:
 
 * **LPS** (Alg. 9): coefficients known beforehand (Faddeev–LeVerrier Alg. 11, Newton's identities
   Alg. 10, or division-free Berkowitz, §8.2.1); ``u = Σ_t a_{p−2−t} Aᵗ l`` by p−2 neighbour steps,
@@ -15,21 +15,25 @@ get the polynomial and apply it:
 * **LPA** (Alg. 12): Faddeev–LeVerrier run in parallel, rank r holding row r of the iterate
   ``M_{k+1} = A M_k + a_k I``, ``a_k = −tr(A M_k)/k`` (one allreduce of the trace per step): p−1 neighbour
   steps, then one exchange of the rows ``Y_r = U_r / c_r`` and one allgather of the loads.
-* **MPA** (Alg. 13–15, Wiedemann): 2p Krylov steps ``b_k = A b_{k−1}``, one gather of the projections
-  ``S_k = uᵀ b_k`` (random u), Berlekamp–Massey (Alg. 14) for the minimal generating polynomial
-  ``α_0 x^d + … + α_d`` (``α_d = 0``), ``y = D⁻¹ (α_0 b_{d−2} + … + α_{d−2} b_0) / α_{d−1}``, one
-  exchange of y.
+* **MPA** (Alg. 13–15): the minimal polynomial, :mod:`hermes.balance.mpa`.
 
 Every flow equals :func:`~hermes.balance.flow.minimal_flow` in exact arithmetic. In double precision the
-monomial basis limits them. Measured (largest relative flow error over random trees, paths, rings, meshes
-and stars, capacities in [0.5, 3), weights in [0.2, 1), 5 seeds each): LPS and LPA stay below 1e-8 up to
-p = 9 (p = 10 without stars) with every coefficient method — exact rational coefficients give errors of
-the same size: evaluating the polynomial is itself ill-conditioned. Two ``refine`` sweeps of iterative
-refinement ``f ← f + Θ̃ (l − l̄ − A f)`` (the computed operator applied to the local balance defects)
-extend this to p = 12 (13); beyond, the errors reach O(1), and near p = 24 a_{p−1} itself rounds to 0
-(BalancerError). MPA stays below 1e-8 up to p = 4 (5 with refine) on these graphs, but at any p when the
-minimal polynomial has a low degree d ≲ 6 (complete graphs, stars, hypercubes, homogeneous rings): its
-accuracy is governed by d, not p.
+monomial basis limits the thesis' forms; the default forms are therefore the **eigen** ones
+(``coefficients="eigen"``; MPA: ``polynomial="spectrum"``): the same polynomial applied as the product
+``Π_k (I − A/μ_k)`` over the distinct non-zero eigenvalues of the generalized Laplacian in Leja order
+(:mod:`hermes.balance.leja`; A is diagonalizable, so the Laplacian polynomial's repeated roots add nothing
+and LPS, MPA coincide: n ≤ p − 1 steps of one word; LPA keeps its rows of the balancing operator and one
+allgather). Their accuracy is predicted from the amplification Γ of the node order
+(``extra["predicted_error"]``), ``refine: auto`` adds the sweeps it needs, and they stay accurate to
+p ≥ 128 on homogeneous paths, rings, meshes, tori, stars and random geometric graphs
+(``benchmarks/poly_accuracy.py``, docs/BALANCERS.md). The thesis' forms remain available by parameter
+as the faithful reference. Measured for them (largest relative flow error over random trees, paths,
+rings, meshes and stars, capacities in [0.5, 3), weights in [0.2, 1), 5 seeds each): LPS and LPA stay
+below 1e-8 up to p = 9 (p = 10 without stars) with every coefficient method — exact rational
+coefficients give errors of the same size: evaluating the polynomial is itself ill-conditioned. Two
+``refine`` sweeps of iterative refinement ``f ← f + Θ̃ (l − l̄ − A f)`` (the computed operator applied to
+the local balance defects) extend this to p = 12 (13); beyond, the errors reach O(1), and near p = 24
+a_{p−1} itself rounds to 0 (BalancerError).
 
 The coefficient methods, Berlekamp–Massey and the Krylov kernels are in :mod:`hermes.balance.charpoly`,
 LPA's rows of the balancing operator in :mod:`hermes.balance.balancing_operator` (the public names of both
@@ -38,108 +42,60 @@ are re-exported here).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from numpy.typing import NDArray
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from hermes.balance.balancing_operator import _refine_rows, _row_flows, operator_row_distributed, operator_rows
 from hermes.balance.charpoly import (
     COEFFICIENT_METHODS,
+    PolyState,
     _allgather,
+    _check_eigen_refine,
     _check_method,
+    _check_refine,
     _Graph,
+    _literal_refine,
+    _local,
     _nb_krylov,
     _ordered,
     _potential,
-    berlekamp_massey,
-    charpoly_berkowitz,
-    charpoly_faddeev,
-    charpoly_newton,
-    generalized_laplacian,
+    _result,
     laplacian_polynomial,
 )
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, alpha_beta_time, validate_model
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.interface import Integer, Number, OptionalCount, Params, flow_balancer
+from hermes.balance.leja import (
+    SpectralPlan,
+    cached_plan,
+    leja_distributed,
+    leja_flow,
+    leja_iter,
+    leja_row_distributed,
+    leja_rows,
+    resolve_refine,
+    spectral_plan,
+)
 from hermes.balance.model import Model
+from hermes.balance.mpa import mpa, mpa_distributed, mpa_scale
 from hermes.balance.registry import register
-from hermes.comm import Counters, NeighbourComm
+from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
-__all__ = ["COEFFICIENT_METHODS", "generalized_laplacian", "charpoly_faddeev", "charpoly_newton",
-           "charpoly_berkowitz", "laplacian_polynomial", "berlekamp_massey", "mpa_scale", "PolyState",
-           "operator_rows", "operator_row_distributed", "schedule_counters", "lps_iter", "lps", "lps_schedule",
-           "lps_distributed", "lpa_iter", "lpa", "lpa_schedule", "lpa_distributed", "mpa_iter", "mpa", "mpa_schedule",
-           "mpa_distributed", "LPSParams", "MPAParams"]
+__all__ = ["lps_iter", "lps", "lps_schedule", "lps_distributed", "lpa_iter", "lpa", "lpa_eigen_schedule",
+           "lpa_schedule", "lpa_distributed", "FORMS", "LPSParams", "MPAParams"]
+
+#: the coefficient forms of LPS and LPA: ``eigen`` (product form over the distinct eigenvalues in Leja
+#: order, :mod:`hermes.balance.leja`; the default) or the thesis' coefficient algorithms
+FORMS = ("eigen",) + COEFFICIENT_METHODS
 
 
-def mpa_scale(model: Model) -> float:
-    """Power of two ≥ the Gershgorin bound ``max_i 2 δ_i^w / c_i`` on the eigenvalues of ``L D⁻¹``.
+def _check_form(coefficients, name: str = "coefficients") -> None:
+    if isinstance(coefficients, str) and coefficients not in FORMS:
+        raise BalancerError(f"{name} must be one of {', '.join(FORMS)}, got {coefficients!r}")
 
-    MPA divides every Krylov step by it (exact in binary arithmetic) so that ``(L D⁻¹)^{2p} l`` cannot overflow.
-    """
-    g = float(np.max(2.0 * model.weighted_degree / model.capacities)) if model.q else 1.0
-    return float(2.0 ** math.ceil(math.log2(g))) if g > 0 else 1.0
-
-
-# -- shared state and counters (the Krylov kernels are in hermes.balance.charpoly) -------------------------
-@dataclass
-class PolyState:
-    """One step of a polynomial scheme's serial generator.
-
-    ``iteration`` counts neighbour steps; ``value`` is the Krylov vector ``b_k`` (LPS, MPA) or the
-    coefficients ``a_0..a_k`` found so far (LPA). ``flow`` is set on the last state only.
-    """
-
-    iteration: int
-    value: NDArray[np.float64]
-    flow: NDArray[np.float64] | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def schedule_counters(model: Model, iterations: int, schedule: list, links=None) -> tuple[Counters, Any]:
-    """Counters of a communication ``schedule`` ``[(repeat, [(kind, words), …]), …]`` and per-rank α-β times.
-
-    ``kind`` is ``exchange`` (one message of ``words`` float64 per edge direction) or a collective
-    (``allreduce``, ``allgather``: ``words`` per rank). Messages and bytes are summed over the ranks.
-    """
-    p, q = model.p, model.q
-    cnt = Counters(iterations=int(iterations))
-    for repeat, block in schedule:
-        for kind, words in block:
-            if kind == "exchange":
-                cnt.exchange_rounds += repeat
-                cnt.messages += 2 * q * repeat
-                cnt.bytes += 16 * q * words * repeat
-            else:
-                cnt.collectives[kind] = cnt.collectives.get(kind, 0) + repeat
-                cnt.bytes += 8 * p * words * repeat
-    cnt.collectives = {k: v for k, v in cnt.collectives.items() if v}
-    times = alpha_beta_time(model, links, schedule) if links is not None else None
-    cnt.time = float(np.max(times)) if times is not None else 0.0
-    return cnt, times
-
-
-def _check_refine(refine, name: str = "refine") -> int:
-    if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or not 0 <= refine <= 20:
-        raise BalancerError(f"{name} must be an integer in 0..20, got {refine!r}")
-    return int(refine)
-
-
-def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
-    cnt, times = schedule_counters(model, iterations, schedule, links)
-    return FlowResult(flow=flow, iterations=iterations, converged=bool(np.all(np.isfinite(flow))), counters=cnt,
-                      extra={**extra, "rank_times": times})
-
-
-def _local(nb, flows, iterations, **extra) -> LocalFlowResult:
-    nb.counters.iterations = iterations
-    return LocalFlowResult(flows=np.asarray(flows, dtype=np.float64), iterations=iterations,
-                           converged=bool(np.all(np.isfinite(flows))), counters=nb.counters, extra=extra)
 
 
 # -- LPS (thesis Alg. 9) ----------------------------------------------------------------------------------
@@ -147,17 +103,20 @@ def _lps_coef(a, p: int):
     return [a[p - 2 - t] for t in range(p - 1)]
 
 
-def lps_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterator[PolyState]:
+def lps_iter(model: Model, coefficients="eigen", *, refine="auto") -> Iterator[PolyState]:
     """LPS serially (thesis Alg. 9): yields the Krylov vector of every neighbour step, the flow last.
 
     Parameters
     ----------
     model : Model
-    coefficients : {"faddeev", "newton", "berkowitz"} or array
-        How the Laplacian-polynomial coefficients are computed (:func:`laplacian_polynomial`), or
-        ``[1, a_1, …]`` themselves.
-    refine : int
-        Refinement sweeps: the polynomial applied again to the local balance defects.
+    coefficients : {"eigen", "faddeev", "newton", "berkowitz"} or array
+        ``eigen``: the product form over the distinct eigenvalues in Leja order
+        (:func:`hermes.balance.leja.leja_iter`; ``value`` is the remaining imbalance ``x_k``). Otherwise
+        the thesis' monomial form with the Laplacian-polynomial coefficients computed by that method
+        (:func:`laplacian_polynomial`), or ``[1, a_1, …]`` themselves.
+    refine : int or "auto"
+        Refinement sweeps: the polynomial applied again to the local balance defects (``auto``: eigen
+        form only, from the predicted error).
 
     Notes
     -----
@@ -167,7 +126,16 @@ def lps_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterat
     The printed loop sends ``s^{(p−2)}`` once more although ``s^{(p−1)}`` is never used: p−2 steps suffice.
     """
     validate_model(model)
-    refine = _check_refine(refine)
+    _check_form(coefficients)
+    if isinstance(coefficients, str) and coefficients == "eigen":
+        plan = spectral_plan(model)
+        r = resolve_refine(plan, _check_eigen_refine(refine))
+        last = None
+        for last in leja_iter(model, plan, refine=r):
+            yield PolyState(last.iteration, last.residual)
+        yield PolyState(last.iteration, last.residual, last.flow, {"plan": plan, "refine": r})
+        return
+    refine = _literal_refine(refine)
     a = laplacian_polynomial(model, coefficients) if isinstance(coefficients, str) else np.asarray(coefficients)
     p, c, g = model.p, model.capacities, _Graph(model)
     flow = np.zeros(model.q)
@@ -184,15 +152,22 @@ def lps_schedule(p: int, refine: int = 0) -> list:
     return [(1, [("allreduce", 2)]), ((refine + 1) * (p - 1), [("exchange", 1)])]
 
 
-def lps(model: Model, coefficients="faddeev", *, refine: int = 0, links=None) -> FlowResult:
+def lps(model: Model, coefficients="eigen", *, refine="auto", links=None) -> FlowResult:
     """Laplacian-polynomial scheme LPS (thesis Alg. 9): serial reference of :func:`lps_distributed`.
 
     Returns
     -------
     FlowResult
-        ``iterations = p − 2`` (neighbour steps of the polynomial). Counters: ``{"allreduce": 1}`` (input
-        check), ``exchange_rounds = (refine + 1)(p − 1)`` of one word: the thesis' p−1 communication phases.
+        Monomial forms: ``iterations = p − 2`` (neighbour steps of the polynomial). Counters:
+        ``{"allreduce": 1}`` (input check), ``exchange_rounds = (refine + 1)(p − 1)`` of one word: the
+        thesis' p−1 communication phases. ``eigen``: ``iterations = exchange_rounds = (refine + 1) n``
+        (n distinct non-zero eigenvalues, ≤ p − 1; :func:`hermes.balance.leja.leja_flow`), ``extra`` the
+        plan's steps, amplification and predicted error.
     """
+    _check_form(coefficients)
+    if isinstance(coefficients, str) and coefficients == "eigen":
+        return leja_flow(model, refine=_check_eigen_refine(refine), links=links)
+    refine = _literal_refine(refine)
     *_, last = lps_iter(model, coefficients, refine=refine)
     return _result(model, last.flow, max(model.p - 2, 0), lps_schedule(model.p, refine), links,
                    coefficients=last.info["coefficients"])
@@ -219,23 +194,31 @@ def lps_distributed(nb: NeighbourComm, load: float, capacity: float, weights, co
 
 
 # -- LPA (thesis Alg. 11, 12, §9.4) -----------------------------------------------------------------------
-def lpa_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterator[PolyState]:
+def lpa_iter(model: Model, coefficients="eigen", *, refine="auto") -> Iterator[PolyState]:
     """LPA serially (thesis Alg. 12): yields the coefficients after every Faddeev step, the flow last.
 
     Parameters
     ----------
-    coefficients : {"faddeev", "newton", "berkowitz"}
-        ``faddeev``: the traces are allreduced step by step (Alg. 12); otherwise the Laplacian-polynomial
-        coefficients are computed beforehand by that method and the allreduces are skipped.
-    refine : int
-        Refinement sweeps ``f ← f + Θ̃ (l − l̄ − A f)`` with the rows held (one allgather each).
+    coefficients : {"eigen", "faddeev", "newton", "berkowitz"}
+        ``eigen`` (default): the rows ``Y_r`` from the product form over the distinct eigenvalues in Leja
+        order (:func:`hermes.balance.leja.leja_rows`; one step per node, ``value`` the nodes so far), and
+        the centred loads ``l − c Σl`` allgathered. ``faddeev``: the traces are allreduced step by step
+        (Alg. 12); otherwise the Laplacian-polynomial coefficients are computed beforehand by that method
+        and the allreduces are skipped.
+    refine : int or "auto"
+        Refinement sweeps ``f ← f + Θ̃ (l − l̄ − A f)`` with the rows held (one allgather each); ``auto``
+        (eigen only) from the predicted error.
 
     Notes
     -----
     ``f_ij = −w_ij Σ_k (Y_ik − Y_jk) l_k``: the rows are exchanged, the loads allgathered (Alg. 12's end).
     """
     validate_model(model)
-    refine = _check_refine(refine)
+    _check_form(coefficients)
+    if coefficients == "eigen":
+        yield from _lpa_eigen_iter(model, spectral_plan(model), _check_eigen_refine(refine))
+        return
+    refine = _literal_refine(refine)
     _check_method(coefficients)
     known = None if coefficients == "faddeev" else laplacian_polynomial(model, coefficients)
     g, a, rows = _Graph(model), [1.0], None
@@ -250,6 +233,28 @@ def lpa_iter(model: Model, coefficients="faddeev", *, refine: int = 0) -> Iterat
     yield PolyState(model.p - 1, np.array(a), flow, {"rows": rows})
 
 
+def _lpa_eigen_iter(model: Model, plan: SpectralPlan, refine) -> Iterator[PolyState]:
+    r = resolve_refine(plan, refine)
+    for k in range(plan.steps):
+        yield PolyState(k + 1, plan.nodes[:k + 1].copy())
+    g = _Graph(model)
+    rows = leja_rows(model, plan.nodes)
+    flow = g.operator_flow(rows, model.loads - model.capacities * ordered_total(model.loads)) if model.p > 1 \
+        else np.zeros(0)
+    for _ in range(r if model.p > 1 else 0):
+        flow = flow + g.operator_flow(rows, g.defect(flow))
+    yield PolyState(plan.steps, plan.nodes.copy(), flow, {"rows": rows, "plan": plan, "refine": r})
+
+
+def lpa_eigen_schedule(p: int, steps: int, refine: int = 0) -> list:
+    """Input check; ``steps`` exchanges of the p-word rows; the row exchange and the allgather of the centred
+    loads; one allgather per refinement sweep."""
+    if p < 2:
+        return [(1, [("allreduce", 2)])]
+    return [(1, [("allreduce", 2)]), (steps, [("exchange", p)]), (1, [("exchange", p), ("allgather", p)]),
+            (refine, [("allgather", p)])]
+
+
 def lpa_schedule(p: int, refine: int = 0, known: bool = False) -> list:
     if p < 2:
         return [(1, [("allreduce", 2)])]
@@ -258,7 +263,7 @@ def lpa_schedule(p: int, refine: int = 0, known: bool = False) -> list:
             (refine, [("allgather", p)])]
 
 
-def lpa(model: Model, coefficients="faddeev", *, refine: int = 0, links=None) -> FlowResult:
+def lpa(model: Model, coefficients="eigen", *, refine="auto", links=None) -> FlowResult:
     """Improved Laplacian-polynomial algorithm LPA (thesis Alg. 12): serial reference of :func:`lpa_distributed`.
 
     Returns
@@ -267,205 +272,146 @@ def lpa(model: Model, coefficients="faddeev", *, refine: int = 0, links=None) ->
         ``iterations = p − 1`` Faddeev steps. Counters: ``exchange_rounds = p`` (the steps and the row
         exchange, p words each), collectives ``{"allreduce": p, "allgather": 1 + refine}`` (input check and
         p−1 traces — ``allreduce: 1`` with known coefficients —, the loads, the refinement defects), the
-        collectives of the thesis' estimate ``T^gcomm = p T^ar + T^ag`` (§8.6).
+        collectives of the thesis' estimate ``T^gcomm = p T^ar + T^ag`` (§8.6). ``eigen``: n steps (the
+        distinct non-zero eigenvalues), ``exchange_rounds = n + 1``, ``{"allreduce": 1, "allgather":
+        1 + refine}``; ``extra`` the plan's amplification and predicted error.
     """
     *_, last = lpa_iter(model, coefficients, refine=refine)
-    return _result(model, last.flow, max(model.p - 1, 0), lpa_schedule(model.p, refine, coefficients != "faddeev"),
+    if coefficients == "eigen":
+        plan, r = last.info["plan"], last.info["refine"]
+        return _result(model, last.flow, plan.steps if model.p > 1 else 0,
+                       lpa_eigen_schedule(model.p, plan.steps, r), links, **plan.report(r))
+    return _result(model, last.flow, max(model.p - 1, 0),
+                   lpa_schedule(model.p, _literal_refine(refine), coefficients != "faddeev"),
                    links, coefficients=last.value)
 
 
 def lpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *, coefficients=None,
-                    refine: int = 0) -> LocalFlowResult:
+                    nodes=None, refine: int = 0) -> LocalFlowResult:
     """LPA on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
-    ``coefficients`` ``[1, a_1, …]`` known on every rank skip the trace allreduces (None: Alg. 12).
-    ``extra`` holds ``row`` (``Y_r``) and ``rows`` (the neighbours' rows).
+    ``nodes`` (the plan's :attr:`~hermes.balance.leja.SpectralPlan.nodes`, the same on every rank) select
+    the eigen form: the rows by :func:`hermes.balance.leja.leja_row_distributed` and the centred loads
+    ``l_r − c_r Σl`` allgathered. Otherwise ``coefficients`` ``[1, a_1, …]`` known on every rank skip the
+    trace allreduces (None: Alg. 12). ``extra`` holds ``row`` (``Y_r``) and ``rows`` (the neighbours' rows).
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: _check_refine(refine))
     p = nb.size
     if p == 1:
         return _local(nb, np.zeros(0), 0)
-    row = operator_row_distributed(nb, float(capacity), w, coefficients)
+    fair = float(load) - float(capacity) * total
+    if nodes is not None:
+        row, x, steps = leja_row_distributed(nb, float(capacity), w, nodes), fair, len(nodes)
+    else:
+        row, x, steps = operator_row_distributed(nb, float(capacity), w, coefficients), float(load), p - 1
     rows = np.array(nb.exchange([row] * len(w), recv_sizes=np.full(len(w), p)))
-    flows = _row_flows(w, row, rows, _allgather(nb, float(load))[:, 0])
-    flows = _refine_rows(nb, flows, w, row, rows, float(load) - float(capacity) * total, refine)
-    return _local(nb, flows, p - 1, row=row, rows=rows)
-
-
-# -- MPA (thesis Alg. 13–15) ------------------------------------------------------------------------------
-def _mpa_steps(p: int, max_degree) -> int:
-    return 2 * (p if max_degree is None else min(p, int(max_degree)))
-
-
-def _check_mpa(tolerance, max_degree, prefix: str = "") -> None:
-    sep = ":" if prefix else ""
-    if isinstance(tolerance, bool) or not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 1):
-        raise BalancerError(f"{prefix}tolerance{sep} must be a number in [0, 1), got {tolerance!r}")
-    if max_degree is not None and (isinstance(max_degree, bool) or not isinstance(max_degree, (int, np.integer))
-                                   or max_degree < 1):
-        raise BalancerError(f"{prefix}max_degree{sep} must be a positive integer, got {max_degree!r}")
-
-
-def _mpa_coef(alpha) -> tuple[list, float]:
-    """Terms of ``y`` in ``b_0, b_1, …``: ``α_{d−2−t}``, t = 0..d−2, and the divisor ``α_{d−1}``."""
-    d = len(alpha) - 1
-    return [alpha[d - 2 - t] for t in range(d - 1)], (alpha[d - 1] if d >= 1 else 1.0)
-
-
-def mpa_iter(model: Model, *, tolerance: float = 1e-13, max_degree: int | None = None, seed: int = 0,
-             scale: float | None = None, refine: int = 0) -> Iterator[PolyState]:
-    """MPA serially (thesis Alg. 15): yields every Krylov vector, the flow last.
-
-    Parameters
-    ----------
-    tolerance : float
-        Relative zero threshold of Berlekamp–Massey's discrepancy (:func:`berlekamp_massey`).
-    max_degree : int, optional
-        A known bound d on the degree of the minimal polynomial: 2d Krylov steps instead of 2p (an
-        underestimate gives a wrong flow).
-    seed : int
-        The random projection ``u`` (standard normal, the same on every rank).
-    scale : float, optional
-        Divides every Krylov step (default :func:`mpa_scale`, a power of two: no rounding).
-    refine : int
-        Sweeps applying the polynomial found to the local balance defects (d−2 steps, one exchange).
-
-    Notes
-    -----
-    Alg. 15 read with k from 1 and j over the neighbours: ``b_k = A b_{k−1} / s`` for k = 1..2p (rank i
-    holds ``v[k] = (b_k)_i``); one gather of ``u_i v[0..2p]`` gives ``S_k = uᵀ b_k``; Berlekamp–Massey on S
-    gives ``α_0 x^d + … + α_d`` (``α_d ≈ 0``: the eigenvalue 0); ``y = (α_0 b_{d−2} + … + α_{d−2} b_0) /
-    (α_{d−1} s c)`` and ``f_ij = −w_ij (y_i − y_j)``. With ``B = A/s`` and ``g = s c y``:
-    ``B g = q(B) l / α_{d−1} − l = (eᵀl) c − l`` (thesis §8.5), so f is a balancing flow.
-    ``info["degree"]`` is d, the number of distinct eigenvalues of A excited by l and u.
-    """
-    validate_model(model)
-    _check_mpa(tolerance, max_degree)
-    refine = _check_refine(refine)
-    p, c, g = model.p, model.capacities, _Graph(model)
-    if p == 1:
-        yield PolyState(0, model.loads, np.zeros(0), {"degree": 0})
-        return
-    s = mpa_scale(model) if scale is None else float(scale)
-    vs = g.krylov(model.loads, _mpa_steps(p, max_degree), s)
-    yield from (PolyState(k, v) for k, v in enumerate(vs))
-    u = np.random.default_rng(seed).standard_normal(p)
-    alpha = berlekamp_massey(np.cumsum(u[None, :] * np.array(vs), axis=1)[:, -1], tolerance, stop_after=2)
-    coef, div = _mpa_coef(alpha)
-    flow = g.potential_flow(_potential(coef, vs, div * s, c))
-    for _ in range(refine):
-        flow = flow + g.potential_flow(_potential(coef, g.krylov(g.defect(flow), len(coef) - 1, s), div * s, c))
-    yield PolyState(len(vs) - 1, vs[-1], flow, {"degree": len(alpha) - 1, "alpha": alpha, "scale": s})
-
-
-def mpa_schedule(p: int, steps: int, degree: int, refine: int = 0) -> list:
-    if p < 2:
-        return [(1, [("allreduce", 2)])]
-    return [(1, [("allreduce", 2)]), (steps, [("exchange", 1)]), (1, [("allgather", steps + 1), ("exchange", 1)]),
-            (refine * (max(degree - 2, 0) + 1), [("exchange", 1)])]
-
-
-def mpa(model: Model, *, tolerance: float = 1e-13, max_degree: int | None = None, seed: int = 0,
-        scale: float | None = None, refine: int = 0, links=None) -> FlowResult:
-    """Minimum-polynomial algorithm MPA (thesis Alg. 15): serial reference of :func:`mpa_distributed`.
-
-    Returns
-    -------
-    FlowResult
-        ``iterations = 2p`` Krylov steps (2·max_degree if smaller), ``extra["degree"]``. Counters:
-        ``exchange_rounds = 2p + 1`` (+ ``refine (max(d−2, 0) + 1)``), collectives
-        ``{"allreduce": 1, "allgather": 1}`` (input check; the gather of ``u_i v_i[0..2p]``): the thesis'
-        estimate, (2p+1) local phases and ``T^gs`` (§8.6).
-    """
-    *_, last = mpa_iter(model, tolerance=tolerance, max_degree=max_degree, seed=seed, scale=scale, refine=refine)
-    d = last.info["degree"]
-    n = _mpa_steps(model.p, max_degree) if model.p > 1 else 0
-    return _result(model, last.flow, n, mpa_schedule(model.p, n, d, refine), links, degree=d,
-                   alpha=last.info.get("alpha"))
-
-
-def mpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *, tolerance: float = 1e-13,
-                    max_degree: int | None = None, seed: int = 0, scale: float = 1.0,
-                    refine: int = 0) -> LocalFlowResult:
-    """MPA on one rank (SPMD). ``scale`` must be the same on every rank (the registry passes :func:`mpa_scale`).
-
-    Notes
-    -----
-    See :func:`mpa_iter`. Alg. 15's gather is one collective of the 2p+1 products ``u_i v_i[k]``, summed in
-    rank order (every rank then runs the same Berlekamp–Massey). ``extra["degree"]``.
-    """
-    w = np.asarray(weights, dtype=np.float64).ravel()
-
-    def check() -> None:
-        _check_mpa(tolerance, max_degree)
-        _check_refine(refine)
-
-    total = agree_local_inputs(nb, load, capacity, w, extra_checks=check)
-    p, capacity, s = nb.size, float(capacity), float(scale)
-    if p == 1:
-        return _local(nb, np.zeros(0), 0, degree=0)
-    n = _mpa_steps(p, max_degree)
-    vs = _nb_krylov(nb, float(load), n, capacity, w, s)
-    u = np.random.default_rng(seed).standard_normal(p)
-    alpha = berlekamp_massey(nb.allreduce(u[nb.rank] * np.array(vs), kind="allgather"), tolerance, stop_after=2)
-    coef, div = _mpa_coef(alpha)
-    y = _potential(coef, vs, div * s, capacity)
-    flows = -w * (y - nb.exchange_scalar(y))
-    for _ in range(refine):
-        x0 = (float(load) - capacity * total) - _ordered(flows)
-        y = _potential(coef, _nb_krylov(nb, x0, len(coef) - 1, capacity, w, s), div * s, capacity)
-        flows = flows - w * (y - nb.exchange_scalar(y))
-    return _local(nb, flows, n, degree=len(alpha) - 1)
+    flows = _row_flows(w, row, rows, _allgather(nb, x)[:, 0])
+    flows = _refine_rows(nb, flows, w, row, rows, fair, refine)
+    return _local(nb, flows, steps, row=row, rows=rows)
 
 
 # -- registry -------------------------------------------------------------------------------------------
-#: refinement sweeps of the polynomial methods (0 = the thesis' algorithm as printed)
-Refine = Annotated[Integer, Field(ge=0, le=20)]
+def _refine_value(v: Any) -> Any:
+    if v == "auto":
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 20:
+        raise ValueError(f"must be an integer in 0..20 or 'auto', got {v!r}")
+    return int(v)
+
+
+#: refinement sweeps: an integer 0..20, or ``auto`` (the eigen forms refine until the predicted error is
+#: ≤ 1e-10, at most 3 sweeps; the thesis' monomial forms read auto as 0)
+Refine = Annotated[Literal["auto"] | Integer, BeforeValidator(_refine_value)]
 
 
 class LPSParams(Params):
     """Parameters of ``lps`` and ``lpa``."""
 
-    coefficients: Literal["faddeev", "newton", "berkowitz"] = Field(
-        "faddeev", description="how the Laplacian polynomial's coefficients are computed")
-    refine: Refine = Field(0, description="refinement sweeps f ← f + Θ̃ (l − l̄ − A f)")
+    coefficients: Literal["eigen", "faddeev", "newton", "berkowitz"] = Field(
+        "eigen", description="eigen: product form over the distinct eigenvalues in Leja order; or the thesis' "
+        "coefficient algorithms (monomial form, accurate to p ≈ 10–12)")
+    refine: Refine = Field("auto", description="refinement sweeps f ← f + Θ̃ (l − l̄ − A f): 0..20 or auto")
 
 
 class MPAParams(Params):
     """Parameters of ``mpa``."""
 
+    polynomial: Literal["spectrum", "berlekamp-massey"] = Field(
+        "spectrum", description="the minimal polynomial from the distinct eigenvalues (Leja product form) or by "
+        "Berlekamp–Massey on 2p Krylov steps (the thesis' Alg. 14, accurate to p ≈ 5)")
     tolerance: Annotated[Number, Field(ge=0, lt=1)] = Field(
         1e-13, description="Berlekamp–Massey: a discrepancy below this (relative) counts as zero")
     max_degree: OptionalCount = Field(None, description="stop the minimal polynomial at this degree (null: 2p)")
-    refine: Refine = Field(0, description="refinement sweeps with the Krylov recurrence")
+    refine: Refine = Field("auto", description="refinement sweeps: 0..20 or auto")
 
 
-def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, poly):
-    return lps_distributed(nb, load, capacity, weights, poly, refine=refine)
+def _eigen(ctx) -> bool:
+    return ctx.params.get("coefficients", ctx.params.get("polynomial")) in ("eigen", "spectrum")
 
 
-def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, known):
-    return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=refine)
+def _plan_refine(ctx) -> tuple[SpectralPlan | None, Any]:
+    """The cached Leja plan (``ctx.state``) and the resolved refinement of an eigen-form run."""
+    if not _eigen(ctx):
+        return None, ctx.params.get("refine", 0)
+    plan = cached_plan(ctx.model, ctx.state)
+    return plan, resolve_refine(plan, ctx.params.get("refine", 0))
 
 
-def _mpa_dist(nb, load, capacity, weights, *, seed, scale, **params):
-    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, **params)
+def _with_plan_info(run):
+    def wrapped(ctx):
+        decision = run(ctx)
+        if _eigen(ctx):
+            plan, r = _plan_refine(ctx)
+            decision.info = {**decision.info, **plan.report(r)}
+        return decision
+
+    return wrapped
+
+
+def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, poly, plan):
+    if plan[0] is not None:
+        return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
+    return lps_distributed(nb, load, capacity, weights, poly, refine=_literal_refine(refine))
+
+
+def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, known, plan):
+    if plan[0] is not None:
+        return lpa_distributed(nb, load, capacity, weights, nodes=plan[0].nodes, refine=plan[1])
+    return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=_literal_refine(refine))
+
+
+def _mpa_dist(nb, load, capacity, weights, *, seed, scale, plan, polynomial, refine, **params):
+    if plan[0] is not None:
+        return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
+    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, refine=_literal_refine(refine),
+                           **params)
 
 
 def _known(ctx):
     method = ctx.params.get("coefficients", "faddeev")
-    return None if method == "faddeev" else laplacian_polynomial(ctx.model, method)
+    return None if method in ("faddeev", "eigen") else laplacian_polynomial(ctx.model, method)
 
 
+def _poly(ctx):
+    method = ctx.params["coefficients"]
+    return None if method == "eigen" else laplacian_polynomial(ctx.model, method)
+
+
+_EIGEN_DOC = ("; coefficients eigen (default): product form over the distinct eigenvalues in Leja order, plan "
+              "reused while the graph is unchanged, refine auto from the predicted error")
 register("lps", params=LPSParams, serial=lps,
-         doc="Laplacian-polynomial scheme (thesis Alg. 9): coefficients computed beforehand from the model "
-             "(faddeev | newton | berkowitz), p−1 neighbour phases, no collective but the input check")(
-    flow_balancer(_lps_dist, poly=lambda ctx: laplacian_polynomial(ctx.model, ctx.params["coefficients"])))
+         doc="Laplacian-polynomial scheme (thesis Alg. 9): neighbour steps only, no collective but the input check; "
+             "coefficients faddeev | newton | berkowitz: the thesis' monomial form (accurate to p ≈ 10)" + _EIGEN_DOC)(
+    _with_plan_info(flow_balancer(_lps_dist, poly=_poly, plan=_plan_refine)))
 register("lpa", params=LPSParams, serial=lpa,
-         doc="improved Laplacian-polynomial algorithm (thesis Alg. 11–12): parallel Faddeev–LeVerrier, p−1 steps "
-             "with one allreduce each (none with coefficients newton | berkowitz), one allgather of the loads")(
-    flow_balancer(_lpa_dist, known=_known))
+         doc="improved Laplacian-polynomial algorithm (thesis Alg. 11–12): rows of the balancing operator, one "
+             "allgather of the loads; coefficients faddeev: parallel Faddeev–LeVerrier with one allreduce per step "
+             "(newton | berkowitz: none; accurate to p ≈ 12)" + _EIGEN_DOC)(
+    _with_plan_info(flow_balancer(_lpa_dist, known=_known, plan=_plan_refine)))
 register("mpa", params=MPAParams, serial=mpa,
-         doc="minimum-polynomial algorithm (thesis Alg. 13–15): 2p Krylov steps, one gather, Berlekamp–Massey")(
-    flow_balancer(_mpa_dist, seed=lambda ctx: ctx.seed, scale=lambda ctx: mpa_scale(ctx.model)))
+         doc="minimum-polynomial algorithm (thesis Alg. 13–15); polynomial spectrum (default): the minimal "
+             "polynomial from the distinct eigenvalues in Leja product form (= lps eigen); berlekamp-massey: 2p "
+             "Krylov steps, one gather, Berlekamp–Massey (accurate to p ≈ 5)")(
+    _with_plan_info(flow_balancer(_mpa_dist, seed=lambda ctx: ctx.seed, scale=lambda ctx: mpa_scale(ctx.model),
+                                  plan=_plan_refine)))

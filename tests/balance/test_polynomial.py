@@ -8,9 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.flow import check_balancing, flow_error
-from hermes.balance.model import Model
-from hermes.balance.polynomial import (
+from hermes.balance.balancing_operator import operator_rows
+from hermes.balance.charpoly import (
     COEFFICIENT_METHODS,
     berlekamp_massey,
     charpoly_berkowitz,
@@ -18,14 +17,11 @@ from hermes.balance.polynomial import (
     charpoly_newton,
     generalized_laplacian,
     laplacian_polynomial,
-    lpa,
-    lpa_iter,
-    lps,
-    lps_iter,
-    mpa,
-    mpa_iter,
-    operator_rows,
 )
+from hermes.balance.flow import check_balancing, flow_error
+from hermes.balance.model import Model
+from hermes.balance.mpa import mpa, mpa_iter
+from hermes.balance.polynomial import lpa, lpa_iter, lps, lps_iter
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
@@ -33,7 +29,7 @@ from tests.balance.graphs import KINDS, random_model, unusable_models
 
 #: the balancers this family registers
 REGISTRY = {name: BALANCERS[name] for name in
-            ("lps", "lpa", "mpa")}
+            ("lps", "lpa", "mpa", "chebyshev")}
 
 CHARPOLY = {"faddeev": charpoly_faddeev, "newton": charpoly_newton, "berkowitz": charpoly_berkowitz}
 
@@ -57,7 +53,12 @@ def test_coefficients_agree_with_numpy_poly(method, kind, p):
     ref = np.poly(generalized_laplacian(m))
     assert a.shape == (p + 1,) and a[0] == 1.0
     assert np.allclose(a[:p], ref[:p], rtol=1e-9, atol=0)
-    assert abs(a[p]) <= 1e-9 * np.max(np.abs(ref))  # a_p = μ_1 ⋯ μ_p = 0, up to rounding
+    # a_p = μ_1 ⋯ μ_p = 0, up to rounding: Newton's identity p a_p = −(s_p + a_1 s_{p−1} + … + a_{p−1} s_1)
+    # cancels terms of size Σ |a_i s_{p−i}| (s_k = tr 𝓛^k), so the bound is 4p ε times that sum over p
+    lap = generalized_laplacian(m)
+    s = [np.trace(np.linalg.matrix_power(lap, k)) for k in range(p + 1)]
+    scale = sum(abs(ref[i] * s[p - i]) for i in range(p)) / p
+    assert abs(a[p]) <= max(1e-9 * np.max(np.abs(ref)), 4 * p * np.finfo(float).eps * scale)
     assert np.all(a[1:p] * (-1.0) ** np.arange(1, p) > 0)  # a_k = (−1)^k e_k(μ) ≠ 0 for k < p
 
 
@@ -136,7 +137,7 @@ def test_printed_alg12_update_is_not_faddeev():
 def test_mpa_minimal_polynomial_identity():
     # thesis §8.5: α_d = 0, α_{d−1} ≠ 0 and α_0 b_{d−1} + … + α_{d−1} b_0 = α_{d−1} (eᵀl) c
     m = random_model("mesh", 4, 8)
-    *states, last = mpa_iter(m, scale=1.0)
+    *states, last = mpa_iter(m, polynomial="berlekamp-massey", scale=1.0)
     alpha, d = last.info["alpha"], last.info["degree"]
     assert d == distinct_eigenvalues(m) == 4
     assert abs(alpha[d]) <= 1e-9 * np.abs(alpha).max() and abs(alpha[d - 1]) > 1e-3 * np.abs(alpha).max()
@@ -161,8 +162,8 @@ def test_refinement_extends_the_accurate_range(kind):
     # p = 12: the monomial basis loses up to 8 digits; two sweeps with the computed operator recover them
     for seed in range(2):
         m = random_model(kind, 12, 3000 + seed)
-        plain = flow_error(m, lpa(m).flow)
-        for res in (lpa(m, refine=2), lps(m, refine=2)):
+        plain = flow_error(m, lpa(m, "faddeev").flow)
+        for res in (lpa(m, "faddeev", refine=2), lps(m, "faddeev", refine=2)):
             assert flow_error(m, res.flow) < 1e-8
             assert flow_error(m, res.flow) < plain
 
@@ -170,11 +171,11 @@ def test_refinement_extends_the_accurate_range(kind):
 @pytest.mark.parametrize("kind,p", [(k, p) for k in KINDS for p in (2, 3, 4)])
 def test_mpa_gives_the_minimal_flow(kind, p):
     m = random_model(kind, p, 200 + p)
-    res = mpa(m, seed=p)
+    res = mpa(m, polynomial="berlekamp-massey", seed=p)
     assert flow_error(m, res.flow) < 1e-9
     assert res.extra["degree"] == distinct_eigenvalues(m)
     m5 = random_model(kind, 5, 300 + p)
-    assert flow_error(m5, mpa(m5, seed=p, refine=1).flow) < 1e-8
+    assert flow_error(m5, mpa(m5, polynomial="berlekamp-massey", seed=p, refine=1).flow) < 1e-8
 
 
 def _hypercube(d: int) -> list[tuple[int, int]]:
@@ -193,10 +194,10 @@ def test_mpa_on_symmetric_topologies(name, p, edges):
     m = Model.create(p, edges, np.random.default_rng(p).uniform(0, 10, p), np.ones(p))
     d = distinct_eigenvalues(m)
     assert d == {"complete": 2, "star": 3, "hypercube": 5, "ring": 5}[name]
-    full = mpa(m, seed=1)
+    full = mpa(m, polynomial="berlekamp-massey", seed=1)
     assert full.extra["degree"] == d and full.iterations == 2 * p
     assert flow_error(m, full.flow) < 1e-9
-    short = mpa(m, seed=1, max_degree=d)
+    short = mpa(m, polynomial="berlekamp-massey", seed=1, max_degree=d)
     assert short.iterations == 2 * d and short.counters.exchange_rounds == 2 * d + 1
     assert flow_error(m, short.flow) < 1e-9
 
@@ -212,40 +213,40 @@ def test_single_processor():
 def test_counters():
     m = random_model("tree+", 9, 6)
     p, q = m.p, m.q
-    c = lps(m).counters
+    c = lps(m, "faddeev").counters
     assert (c.iterations, c.exchange_rounds, c.collectives) == (p - 2, p - 1, {"allreduce": 1})
     assert (c.messages, c.bytes) == (2 * q * (p - 1), 16 * p + 16 * q * (p - 1))
-    assert lps(m, refine=2).counters.exchange_rounds == 3 * (p - 1)
-    c = lpa(m).counters
+    assert lps(m, "faddeev", refine=2).counters.exchange_rounds == 3 * (p - 1)
+    c = lpa(m, "faddeev").counters
     assert (c.iterations, c.exchange_rounds, c.collectives) == (p - 1, p, {"allreduce": p, "allgather": 1})
     assert c.bytes == 16 * p + (p - 1) * (16 * q * p + 8 * p) + 16 * q * p + 8 * p * p
     assert lpa(m, "newton", refine=2).counters.collectives == {"allreduce": 1, "allgather": 3}
-    res = mpa(m)
+    res = mpa(m, polynomial="berlekamp-massey")
     c, d = res.counters, res.extra["degree"]
     assert (c.iterations, c.exchange_rounds, c.collectives) == (2 * p, 2 * p + 1, {"allreduce": 1, "allgather": 1})
     assert c.bytes == 16 * p + 16 * q * (2 * p + 1) + 8 * p * (2 * p + 1)
-    assert mpa(m, refine=1).counters.exchange_rounds == 2 * p + 1 + max(d - 2, 0) + 1
+    assert mpa(m, polynomial="berlekamp-massey", refine=1).counters.exchange_rounds == 2 * p + 1 + max(d - 2, 0) + 1
     # α-β time with uniform links: every exchange α + 8w/bw, every collective ⌈log2 p⌉ (α + 8w/bw)
     links = Links(latency=1e-4, bandwidth=1e8)
     ar = math.ceil(math.log2(p))
     hop = links.latency + 8 / links.bandwidth
     expect = ar * (links.latency + 16 / links.bandwidth) + (p - 1) * hop
-    assert lps(m, links=links).counters.time == pytest.approx(expect, rel=1e-12)
+    assert lps(m, "faddeev", links=links).counters.time == pytest.approx(expect, rel=1e-12)
 
 
 def test_generators():
     m = random_model("mesh", 6, 2)
     mat = lap_d(m)
-    states = list(lps_iter(m))
+    states = list(lps_iter(m, "faddeev"))
     assert [s.iteration for s in states[:-1]] == list(range(m.p - 1))
     for s in states[:-1]:
         assert np.allclose(s.value, np.linalg.matrix_power(mat, s.iteration) @ m.loads, rtol=1e-12)
-    assert np.array_equal(states[-1].flow, lps(m).flow) and all(s.flow is None for s in states[:-1])
-    states = list(lpa_iter(m))
+    assert np.array_equal(states[-1].flow, lps(m, "faddeev").flow) and all(s.flow is None for s in states[:-1])
+    states = list(lpa_iter(m, "faddeev"))
     assert len(states) == m.p and np.allclose(states[-2].value, np.poly(mat)[:m.p], rtol=1e-10)
-    assert np.array_equal(states[-1].flow, lpa(m).flow)
-    states = list(mpa_iter(m))
-    assert len(states) == 2 * m.p + 2 and np.array_equal(states[-1].flow, mpa(m).flow)
+    assert np.array_equal(states[-1].flow, lpa(m, "faddeev").flow)
+    states = list(mpa_iter(m, polynomial="berlekamp-massey"))
+    assert len(states) == 2 * m.p + 2 and np.array_equal(states[-1].flow, mpa(m, polynomial="berlekamp-massey").flow)
 
 
 # -- errors and registry -------------------------------------------------------------------------------
@@ -280,7 +281,7 @@ def test_numerical_breakdown_is_an_error():
 
 def test_registry_serial_forms():
     m = random_model("ring", 6, 9)
-    assert set(REGISTRY) == {"lps", "lpa", "mpa"}
+    assert set(REGISTRY) == {"lps", "lpa", "mpa", "chebyshev"}
     assert np.array_equal(REGISTRY["lps"].serial(m, **check_params("lps", {"coefficients": "newton"})).flow,
                           lps(m, "newton").flow)
 

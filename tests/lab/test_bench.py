@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import csv
 
-from hermes.lab.bench import diffusion_family, polynomial_family
+import pytest
+
+from hermes.lab.bench import diffusion_family, polynomial_family, table101_family
 from tests.test_cli import cli
 
 
@@ -30,3 +32,28 @@ def test_flow_bench_cli_quick_writes_csv_and_plots(tmp_path):
     rows = list(csv.DictReader((tmp_path / "polynomial.csv").open()))
     assert {r["algorithm"] for r in rows} == {"pcg", "lpa", "mpa"}
     assert (tmp_path / "polynomial-table-8.7.png").stat().st_size > 20_000
+
+
+def test_table101_family_reproduces_the_thesis_ordering():
+    # thesis Table 10.1 (16 processors): LPA and MPA fastest, PCG close, GDA 5–60× slower; the eigen forms
+    # are accurate (their predicted error ≤ 1e-10 is checked first), the thesis' MPA is not at p = 16
+    rows = table101_family(16, topologies=("path", "ring", "SD_grid20x19"), environments=("HCUW",),
+                           methods=("GDA", "PCG", "LPA", "MPA", "MPA thesis"))
+    by = {(r["topology"], r["method"]): r for r in rows}
+    for topo in ("path", "ring", "SD_grid20x19"):
+        t = {m: by[(topo, m)]["time"] for m in ("GDA", "PCG", "LPA", "MPA")}
+        assert max(t["LPA"], t["MPA"]) < t["PCG"] < t["GDA"] and t["GDA"] > 5 * min(t["LPA"], t["MPA"])
+        for m in ("LPA", "MPA"):
+            assert by[(topo, m)]["predicted_error"] <= 1e-10 and by[(topo, m)]["flow_error"] <= 1e-8
+        assert by[(topo, "PCG")]["flow_error"] <= 1e-8
+    assert by[("path", "MPA thesis")]["flow_error"] > 1e-2
+
+
+@pytest.mark.slow
+def test_flow_bench_cli_table101_writes_csv_and_plot(tmp_path):
+    res = cli("flow-bench", "--quick", "--family", "table10.1", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.DictReader((tmp_path / "table-10.1.csv").open()))
+    assert {r["method"] for r in rows} >= {"GDA", "PCG", "LPA", "MPA"} and {r["environment"] for r in rows} == {"HCUW"}
+    assert {r["topology"] for r in rows} >= {"path", "ring", "star", "SD_airfoil", "SD_grid20x19"}
+    assert (tmp_path / "table-10.1.png").stat().st_size > 20_000

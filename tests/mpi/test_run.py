@@ -31,7 +31,7 @@ def summary(out):
 
 
 ALL_BALANCERS = ["none", "pcg", "gda0", "gda1", "gda2", "gda3", "gda4", "gda5", "gda6", "sos", "sos_opt", "implicit",
-                 "implicit_watts", "lps", "lpa", "mpa", "ada", "fos", "grapevine", "metis", "scotch", "auto"]
+                 "implicit_watts", "lps", "lpa", "mpa", "ada", "fos", "grapevine", "metis", "scotch", "auto", "chebyshev"]
 
 
 def test_every_registered_balancer_is_exercised_here():
@@ -72,7 +72,7 @@ def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, 
         cases = [i["ada_case"] for ph in s["phases"] for i in ph["balance_info"]]
         assert cases[0] == "recompute" and "reuse-loads" in cases[1:]
     if balancer == "auto":
-        assert all(i["auto_choice"] in ("pcg", "lpa", "mpa") for ph in s["phases"] for i in ph["balance_info"])
+        assert all(i["auto_choice"] in ("pcg", "lps", "lpa", "chebyshev") for ph in s["phases"] for i in ph["balance_info"])
     if balancer == "none":
         assert s["migrated_cells"] == 0
     else:

@@ -1,0 +1,258 @@
+"""Chebyshev-accelerated diffusion: neighbour steps only, a step count known beforehand from spectral bounds.
+
+With ``A = L D⁻¹`` (spectrum of 𝓛 = D^{-1/2} L D^{-1/2}, non-zero part in ``[a, b]``) the loads follow the
+shifted and scaled Chebyshev polynomial ``x_k = T_k((θ − A)/δ) x_0 / T_k(θ/δ)``, ``θ = (b+a)/2``,
+``δ = (b−a)/2``, ``x_0 = l − l̄`` — the optimal polynomial on ``[a, b]`` with value 1 at 0 (Golub–Varga's
+semi-iterative method; second-order diffusion with the optimal varying ω, thesis ch. 6). Saad's stable
+three-term form (Iterative Methods for Sparse Linear Systems, 2nd ed., Alg. 12.1) applied to ``A z = x_0``::
+
+    d_0 = x_0 / θ,  ρ_0 = δ/θ;   repeat:  g = W Aᵀ D⁻¹ d  (per edge w_ij (d_i/c_i − d_j/c_j)),
+    f ← f + g,  x ← x − A g,  ρ' = 1 / (2θ/δ − ρ),  d ← ρ' ρ d + (2ρ'/δ) x,  ρ ← ρ'.
+
+One exchange of the scalar ``d_i / c_i`` per step and no collective: ``x`` is the remaining imbalance,
+``f`` a sum of potential flows, hence the minimal flow in the limit. With ``σ = θ/δ`` the energy norm
+of the remaining flow (``Σ_k f_k²/w_k`` of the minimal flow of ``x_k``) is at most ``1/T_k(σ)`` times
+that of the whole flow, because it equals ``Σ_m p_k(μ_m)² v_m² / μ_m`` in the eigenbasis (v = D^{-1/2}x_0).
+So ``k = ⌈acosh(1/τ) / acosh(σ)⌉ ≈ ½ √κ ln(2/τ)`` steps (κ = b/a) give a relative energy error ≤ τ, and
+every rank knows k beforehand: no global convergence test, no reduction per step. The Euclidean flow
+error is at most ``√(w_max / w_min)`` times the energy error; :func:`chebyshev_steps` asks for
+``τ = tol / √(w_max/w_min)``.
+
+Bounds (:func:`spectral_bounds`):
+
+* ``exact``: ``a = μ_2``, ``b = μ_p`` from the dense spectrum of 𝓛 (:func:`hermes.balance.leja.laplacian_spectrum`,
+  reused while the graph, capacities and weights do not change);
+* ``cheap``: Gershgorin ``b = max_i 2 δ_i^w / c_i`` (the column sums of |A|) and Mohar's
+  ``λ_2(L) ≥ 4 w_min / (p D)`` (D the diameter; B. Mohar, "Eigenvalues, diameter, and mean distance in
+  graphs", Graphs Combin. 7 (1991)) with ``μ_2(𝓛) ≥ λ_2(L) / c_max`` (Rayleigh quotient with
+  ``Σ c_i u_i = 0``): no eigensolver, but a pessimistic κ and many more steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field
+
+from hermes.balance.charpoly import _Graph, _ordered, schedule_counters
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.interface import Decision, OptionalCount, Params, Tolerance, flow_from_local
+from hermes.balance.model import Model
+from hermes.balance.registry import register
+from hermes.comm import NeighbourComm
+from hermes.errors import BalancerError
+
+__all__ = ["BOUNDS", "spectral_bounds", "bounds_from_spectrum", "chebyshev_steps", "ChebyshevState", "chebyshev_iter",
+           "chebyshev", "chebyshev_schedule", "chebyshev_distributed", "ChebyshevParams"]
+
+BOUNDS = ("exact", "cheap")
+#: the exact bounds are widened by this relative margin (the eigensolver's accuracy, 16 p ε, made generous)
+_MARGIN = 1e-9
+
+
+def spectral_bounds(model: Model, kind: str = "exact") -> tuple[float, float]:
+    """``(a, b)`` with the non-zero eigenvalues of 𝓛 inside ``[a, b]`` (see the module docstring).
+
+    Raises
+    ------
+    BalancerError
+        Unknown ``kind``.
+    """
+    if kind not in BOUNDS:
+        raise BalancerError(f"bounds must be one of {', '.join(BOUNDS)}, got {kind!r}")
+    validate_model(model)
+    if model.p < 2:
+        return 1.0, 1.0
+    if kind == "exact":
+        from hermes.balance.leja import laplacian_spectrum
+
+        return bounds_from_spectrum(laplacian_spectrum(model))
+    import scipy.sparse.csgraph as csg
+
+    diam = int(np.max(csg.shortest_path(model.laplacian != 0, unweighted=True, directed=False)))
+    c = model.capacities
+    a = 4.0 * float(model.weights.min()) / (model.p * diam) / float(c.max())
+    b = float(np.max(2.0 * model.weighted_degree / c))
+    return a, b
+
+
+def bounds_from_spectrum(mu: NDArray[np.float64]) -> tuple[float, float]:
+    """``(μ_2, μ_p)`` of an ascending spectrum of 𝓛, widened by the relative margin 10⁻⁹."""
+    return float(mu[1]) * (1.0 - _MARGIN), float(mu[-1]) * (1.0 + _MARGIN)
+
+
+def chebyshev_steps(a: float, b: float, tol: float, weight_ratio: float = 1.0) -> int:
+    """Steps k with ``1/T_k(σ) ≤ tol / √weight_ratio``, ``σ = (b+a)/(b−a)`` (0 if ``a ≥ b``: one eigenvalue).
+
+    With ``a = b`` the first step ``x ← x − A x / a`` already balances exactly; 1 step is returned.
+    """
+    if not (0 < a <= b and math.isfinite(b)):
+        raise BalancerError(f"spectral bounds must satisfy 0 < a ≤ b, got a = {a!r}, b = {b!r}")
+    tau = tol / math.sqrt(max(weight_ratio, 1.0))
+    if b - a <= 1e-12 * b:
+        return 1
+    sigma = (b + a) / (b - a)
+    return max(1, math.ceil(math.acosh(1.0 / tau) / math.acosh(sigma)))
+
+
+def _check(tol, bounds, max_iterations=None) -> None:
+    if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and 0 < tol < 1):
+        raise BalancerError(f"tolerance must be a number in (0, 1), got {tol!r}")
+    if bounds not in BOUNDS:
+        raise BalancerError(f"bounds must be one of {', '.join(BOUNDS)}, got {bounds!r}")
+    if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(max_iterations, int)
+                                       or max_iterations < 1):
+        raise BalancerError(f"max_iterations must be a positive integer, got {max_iterations!r}")
+
+
+@dataclass
+class ChebyshevState:
+    """One step of :func:`chebyshev_iter`: the remaining imbalance ``residual`` and the flow so far."""
+
+    iteration: int
+    residual: NDArray[np.float64]
+    flow: NDArray[np.float64]
+
+
+def chebyshev_iter(model: Model, a: float, b: float, steps: int) -> Iterator[ChebyshevState]:
+    """The Chebyshev scheme serially for ``steps`` steps on bounds ``[a, b]``, yielding every state.
+
+    Notes
+    -----
+    Rank i's arithmetic of :func:`chebyshev_distributed` (sums over the sorted neighbours): the two agree
+    bit for bit.
+    """
+    validate_model(model)
+    g, c, e, w = _Graph(model), model.capacities, model.edges, model.weights
+    x = model.loads - c * ordered_total(model.loads)
+    flow = np.zeros(model.q)
+    yield ChebyshevState(0, x, flow)
+    if model.p < 2:
+        return
+    theta, delta = 0.5 * (b + a), 0.5 * (b - a)
+    d, rho = x / theta, delta / theta
+    for k in range(1, steps + 1):
+        z = d / c
+        flow = flow + w * (z[e[:, 0]] - z[e[:, 1]])
+        x = x - g.apply(z)
+        rho_new = 1.0 / (2.0 * theta / delta - rho) if delta > 0 else 0.0
+        d = rho_new * rho * d + (2.0 * rho_new / delta if delta > 0 else 1.0 / theta) * x
+        rho = rho_new
+        yield ChebyshevState(k, x, flow)
+
+
+def chebyshev_schedule(p: int, steps: int) -> list:
+    return [(1, [("allreduce", 2)]), (steps if p > 1 else 0, [("exchange", 1)])]
+
+
+def chebyshev(model: Model, *, tolerance: float = 1e-10, bounds: str = "exact", max_iterations: int | None = None,
+              links=None) -> FlowResult:
+    """Minimal flow by Chebyshev-accelerated diffusion: serial reference of :func:`chebyshev_distributed`.
+
+    Parameters
+    ----------
+    tolerance : float
+        Target relative flow error (Euclidean), guaranteed by the step count for bounds that hold.
+    bounds : {"exact", "cheap"}
+    max_iterations : int, optional
+        Cap on the step count (the guarantee is then lost; ``converged`` says whether it held).
+
+    Returns
+    -------
+    FlowResult
+        ``iterations`` = k; counters: k exchanges of one word, ``{"allreduce": 1}`` (input check);
+        ``extra``: bounds, κ = b/a, the planned steps.
+    """
+    _check(tolerance, bounds, max_iterations)
+    a, b = spectral_bounds(model, bounds)
+    k_plan = chebyshev_steps(a, b, tolerance, _weight_ratio(model.weights)) if model.p > 1 else 0
+    k = k_plan if max_iterations is None else min(k_plan, max_iterations)
+    *_, last = chebyshev_iter(model, a, b, k)
+    cnt, times = schedule_counters(model, k, chebyshev_schedule(model.p, k), links)
+    return FlowResult(flow=last.flow, iterations=k, converged=k == k_plan and bool(np.all(np.isfinite(last.flow))),
+                      counters=cnt, extra={"a": a, "b": b, "kappa": b / a, "planned_steps": k_plan,
+                                           "rank_times": times})
+
+
+def _weight_ratio(w) -> float:
+    w = np.asarray(w, dtype=np.float64)
+    return float(w.max() / w.min()) if w.size else 1.0
+
+
+def chebyshev_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *, a: float, b: float,
+                          steps: int) -> LocalFlowResult:
+    """Chebyshev diffusion on one rank (SPMD): bounds ``a, b`` and ``steps`` the same on every rank.
+
+    Notes
+    -----
+    See :func:`chebyshev_iter`. Communication: the input-check allreduce, then ``steps`` exchanges of
+    ``d_i / c_i``. ``extra["residual"]`` is the rank's remaining imbalance ``x_i``.
+    """
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    total = agree_local_inputs(nb, load, capacity, w)
+    capacity = float(capacity)
+    x = float(load) - capacity * total
+    flows = np.zeros(len(w))
+    if nb.size > 1:
+        theta, delta = 0.5 * (b + a), 0.5 * (b - a)
+        d, rho = x / theta, delta / theta
+        for _ in range(steps):
+            z = d / capacity
+            zj = nb.exchange_scalar(z)
+            flows = flows + w * (z - zj)
+            acc = 0.0
+            for t in range(len(zj)):
+                acc = acc + w[t] * (z - zj[t])
+            x = x - acc
+            rho_new = 1.0 / (2.0 * theta / delta - rho) if delta > 0 else 0.0
+            d = rho_new * rho * d + (2.0 * rho_new / delta if delta > 0 else 1.0 / theta) * x
+            rho = rho_new
+    n = steps if nb.size > 1 else 0
+    nb.counters.iterations = n
+    return LocalFlowResult(flows=flows, iterations=n, converged=bool(np.all(np.isfinite(flows))),
+                           counters=nb.counters, extra={"residual": x, "defect": float(load) - capacity * total
+                                                        - _ordered(flows)})
+
+
+# -- registry -------------------------------------------------------------------------------------------
+def _plan(ctx) -> tuple[float, float, int]:
+    """Bounds and steps, computed once per graph / capacities / weights and kept in ``ctx.state``."""
+    from hermes.balance.leja import plan_key
+
+    params = ctx.params
+    key = (plan_key(ctx.model), params["bounds"], params["tolerance"], params["max_iterations"])
+    saved = ctx.state.get("chebyshev")
+    if saved is None or saved[0] != key:
+        a, b = spectral_bounds(ctx.model, params["bounds"])
+        k = chebyshev_steps(a, b, params["tolerance"], _weight_ratio(ctx.model.weights)) if ctx.model.p > 1 else 0
+        if params["max_iterations"] is not None:
+            k = min(k, params["max_iterations"])
+        saved = (key, (a, b, k))
+        ctx.state["chebyshev"] = saved
+    return saved[1]
+
+
+class ChebyshevParams(Params):
+    """Parameters of ``chebyshev``."""
+
+    tolerance: Tolerance = Field(1e-10, description="relative flow error the step count guarantees")
+    bounds: Literal["exact", "cheap"] = Field(
+        "exact", description="spectral bounds from the eigenvalues (exact) or Gershgorin / Mohar (cheap)")
+    max_iterations: OptionalCount = Field(None, description="step limit (null: none)")
+
+
+@register("chebyshev", params=ChebyshevParams, serial=chebyshev,
+          doc="Chebyshev-accelerated diffusion: ⌈acosh(1/τ)/acosh(σ)⌉ neighbour steps from spectral bounds "
+              "(exact | cheap), no reduction per step")
+def _run(ctx) -> Decision:
+    _check(ctx.params["tolerance"], ctx.params["bounds"], ctx.params["max_iterations"])
+    a, b, k = _plan(ctx)
+    res = chebyshev_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, a=a, b=b, steps=k)
+    flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
+    return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters,
+                    info={"a": a, "b": b, "kappa": b / a, "steps": k})

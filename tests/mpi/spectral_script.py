@@ -1,0 +1,71 @@
+"""Distributed eigen-form LPS / LPA / MPA and Chebyshev diffusion against their serial references.
+
+Run by tests/mpi/test_spectral_mpi.py: ``mpiexec -n P python -m mpi4py tests/mpi/spectral_script.py [seed]``.
+Every rank builds the same random model, computes the same spectral plan (the graph is global) and runs
+the distributed forms; rank 0 compares flows (bit for bit), iterations, counters and α-β times with the
+serial forms (:func:`tests.mpi.harness.agree`) and the flows with the minimal flow within the bound the
+plan predicts (``SpectralPlan.predicted_error_after``; Chebyshev: its tolerance). The registry forms
+(``hermes run``) must give the serial registry flow and keep the plan in ``ctx.state``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+from hermes.balance.chebyshev import chebyshev, chebyshev_distributed, chebyshev_steps, spectral_bounds
+from hermes.balance.flow import flow_error
+from hermes.balance.leja import leja_distributed, leja_flow, spectral_plan
+from hermes.balance.polynomial import lpa, lpa_distributed
+from hermes.balance.registry import check_params, get_balancer
+from hermes.errors import BalancerError
+from tests.mpi.harness import RankView, agree, finish, random_model, same_error, seed_arg, slow_first_edge
+
+
+def main(seed: int) -> int:
+    comm = MPI.COMM_WORLD
+    model = random_model(comm.Get_size(), seed)
+    links = slow_first_edge(model)
+    v = RankView.of(comm, model, links)
+    plan = spectral_plan(model)
+    a, b = spectral_bounds(model)
+    k = chebyshev_steps(a, b, 1e-10, float(model.weights.max() / model.weights.min()))
+    cases = [  # name, distributed form, serial form, flow-error bound
+        ("leja", lambda nb: leja_distributed(nb, v.load, v.cap, v.weights, plan.nodes),
+         lambda: leja_flow(model, plan=plan, links=links), plan.predicted_error_after(0)),
+        ("leja-refine", lambda nb: leja_distributed(nb, v.load, v.cap, v.weights, plan.nodes, refine=1),
+         lambda: leja_flow(model, plan=plan, refine=1, links=links), plan.predicted_error_after(1)),
+        ("lpa-eigen", lambda nb: lpa_distributed(nb, v.load, v.cap, v.weights, nodes=plan.nodes, refine=1),
+         lambda: lpa(model, "eigen", refine=1, links=links), plan.predicted_error_after(1)),
+        ("chebyshev", lambda nb: chebyshev_distributed(nb, v.load, v.cap, v.weights, a=a, b=b, steps=k),
+         lambda: chebyshev(model, tolerance=1e-10, links=links), 1e-10),
+    ]
+    failures: list[str] = []
+    for name, run_dist, run_serial, bound in cases:
+        got = agree(v, name, run_dist, run_serial, failures)
+        if got is not None and not flow_error(model, got[1]) <= bound:
+            failures.append(f"{name}: flow error {flow_error(model, got[1]):.3e} above the bound {bound:.3e}")
+    state: dict = {}
+    for name in ("lps", "lpa", "mpa", "chebyshev", "auto"):
+        info = get_balancer(name)
+        full = check_params(name, {})
+        decision = info.run(v.context(full, seed=seed, state=state))
+        if comm.Get_rank() == 0:
+            ref = info.serial(model, **full)
+            if not np.array_equal(decision.flow, ref.flow):
+                failures.append(f"registry {name}: run and serial flows differ")
+            if decision.counters.collectives != ref.counters.collectives:
+                failures.append(f"registry {name}: collectives {decision.counters.collectives}, "
+                                f"serial {ref.counters.collectives}")
+    if comm.Get_rank() == 0 and sorted(state) != ["chebyshev", "spectral_plan"]:
+        failures.append(f"registry: ctx.state holds {sorted(state)}")
+    same_error(comm, "bad nodes", BalancerError,
+               lambda: leja_distributed(v.fresh(), v.load, v.cap, v.weights,
+                                        -plan.nodes if v.rank == v.size - 1 else plan.nodes), failures)
+    return finish(comm, "spectral", failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main(seed_arg(5)))

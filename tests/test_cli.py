@@ -35,6 +35,7 @@ def test_balancers_listed():
         assert any(line.startswith(name) for line in res.stdout.splitlines())
 
 
+@pytest.mark.mpi  # starts mpiexec itself
 def test_run_launches_itself_under_mpiexec_and_plot_redraws(tmp_path):
     out = tmp_path / "q"
     res = cli("run", "--set", "adaptation.phases=2", "--out", str(out))

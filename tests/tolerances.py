@@ -1,0 +1,221 @@
+"""Tolerances derived from rounding-error bounds, for tests that compare floats against a reference.
+
+A test that compares a computed number with a reference asserts ``|computed − reference| ≤ bound``, where
+the bound is machine epsilon times a size or condition factor of *that* quantity, stated here once (Higham,
+*Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002: §3.1 sums and products, §3.5 matrix
+products, §7.2 linear systems; Weyl's inequality for symmetric eigenvalues, Golub & Van Loan §8.1). Every bound holds for any correct
+BLAS/LAPACK (any summation order, with or without FMA), because it bounds the worst case of the algorithm,
+not the rounding of the build it was first run on; and each is still far below the size of a real defect
+(a wrong coefficient, a wrong sign, a missing term), which the tests were checked to catch.
+
+Conventions: ``u = EPS / 2`` is the unit roundoff, ``γ_n = n u / (1 − n u)`` (Higham eq. 3.8) bounds the
+relative error of n successive roundings; bounds are first order (terms in u² dropped), so each helper
+leaves a safety factor where its docstring says. Quantities that are exact in floating point (integers,
+counters, bit-for-bit agreements) are compared with ``==`` in the tests, not here.
+
+``pytest.approx`` with its default (relative 1e-6) is kept only for O(1) values of a few flops with no
+cancellation, where any correct evaluation is within a few ulps, so 1e-6 holds for every BLAS and still
+rejects any wrong formula; it is never used for a quantity whose conditioning depends on the data.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["EPS", "gamma", "flops", "sum_tol", "matvec_tol", "eig_tol", "laplacian_condition", "flow_tol",
+           "flow_map_condition", "stopped_flow_tol", "charpoly_exact", "charpoly_tol", "polynomial_flow_tol"]
+
+#: machine epsilon of float64 (2⁻⁵²); the unit roundoff is EPS / 2
+EPS = float(np.finfo(np.float64).eps)
+
+
+def gamma(n: int) -> float:
+    """``γ_n = n u / (1 − n u)``, u = EPS/2: the relative error bound of n successive roundings (Higham eq. 3.8).
+
+    A sum or dot product of n terms in any order satisfies ``|fl(Σ x_i) − Σ x_i| ≤ γ_{n−1} Σ |x_i|``.
+    """
+    nu = n * EPS / 2
+    return nu / (1 - nu)
+
+
+def flops(k: int) -> float:
+    """Relative error bound ``γ_k`` of a formula of k rounded operations on exact inputs with no cancellation.
+
+    Use for a closed form (a product, a quotient, a square root, a sum of same-sign terms) compared with
+    the same quantity evaluated differently: both sides are within ``γ_k`` of the exact value, so use
+    ``2 · flops(k)`` when both sides are rounded (or count both sides' operations in k).
+    """
+    return gamma(k)
+
+
+def sum_tol(terms: ArrayLike, axis: int | None = None) -> NDArray[np.float64] | float:
+    """Absolute error bound ``γ_n Σ |x_i|`` of summing the n terms in any order (Higham eq. 3.5).
+
+    With ``axis``: one bound per sum along that axis (for row or column sums of a matrix).
+    """
+    x = np.abs(np.asarray(terms, dtype=np.float64))
+    n = x.size if axis is None else x.shape[axis]
+    return gamma(max(n, 1)) * x.sum(axis=axis)
+
+
+def matvec_tol(a: ArrayLike, x: ArrayLike) -> NDArray[np.float64]:
+    """Componentwise bound ``γ_n |A| |x|`` on ``fl(A x) − A x`` for any summation order (Higham eq. 3.12).
+
+    ``a`` may be dense or a scipy sparse matrix (n is then its number of columns, an over-estimate of the
+    terms per row).
+    """
+    absa = abs(a) if hasattr(a, "tocsr") else np.abs(np.asarray(a, dtype=np.float64))
+    return gamma(int(absa.shape[1])) * np.asarray(absa @ np.abs(np.asarray(x, dtype=np.float64)))
+
+
+def eig_tol(m: ArrayLike) -> float:
+    """Absolute error bound on every eigenvalue of a symmetric (or symmetrizable) m computed by LAPACK.
+
+    A backward-stable symmetric eigensolver returns the exact eigenvalues of ``M + E`` with
+    ``‖E‖₂ ≤ p(n) u ‖M‖₂``; by Weyl's theorem each eigenvalue moves by at most ``‖E‖₂``. LAPACK's p(n) is
+    "a modestly growing function of n": we take ``p(n) = 4 n`` (observed errors are below ``n u ‖M‖``),
+    plus the ``γ_n`` of forming a symmetrized M from the stored one (both are in the bound below).
+    """
+    a = np.asarray(m.toarray() if hasattr(m, "toarray") else m, dtype=np.float64)
+    n = a.shape[0]
+    return (4 * n * EPS / 2 + gamma(n)) * float(np.linalg.norm(a, 2))
+
+
+def laplacian_condition(weights_model) -> float:
+    """Effective condition number ``κ = λ_max / λ_2`` of the weighted Laplacian ``L = A W Aᵀ`` of a model.
+
+    λ_2 is the smallest eigenvalue on ``1^⊥``, the space the balancing problems live in (L is singular on 1).
+    """
+    lam = np.linalg.eigvalsh(weights_model.laplacian.toarray())
+    return float(lam[-1] / lam[1]) if lam.size > 1 else 1.0
+
+
+def flow_tol(model) -> float:
+    """Bound on ``flow_error`` between two backward-stable computations of the minimal flow ``W Aᵀ L⁺ (l − l̄)``.
+
+    A backward-stable solve of the grounded Laplacian system has relative forward error
+    ``≤ c n u κ(L)`` (Higham Th. 7.2 with the usual ``c n`` growth of LU/Cholesky, n = p); forming the
+    right-hand side and ``W Aᵀ y`` adds ``γ_{2 q}``. Each of the two flows compared is within that of the
+    exact one, hence the factor 2; we take ``c = 4``.
+    """
+    p = model.p
+    return 2 * (4 * p * EPS / 2 * laplacian_condition(model) + gamma(2 * model.q))
+
+
+def flow_map_condition(model) -> float:
+    """Condition of the flow map ``r ↦ f = W Aᵀ L⁺ r`` on ``1^⊥``: ``√(κ(L) w_max / w_min)``.
+
+    ``‖W Aᵀ L⁺ r‖² = rᵀ L⁺ A W² Aᵀ L⁺ r`` lies between ``w_min rᵀ L⁺ r`` and ``w_max rᵀ L⁺ r``, and
+    ``rᵀ L⁺ r`` between ``‖r‖²/λ_max`` and ``‖r‖²/λ_2``; the ratio of the extremes is the square of the value.
+    """
+    w = model.weights
+    return float(np.sqrt(laplacian_condition(model) * w.max() / w.min())) if w.size else 1.0
+
+
+def stopped_flow_tol(conductance_model, loads_start: ArrayLike, loads_end: ArrayLike) -> float:
+    """Bound on the relative distance of an iteration's flow to its limit, from the imbalance left when it stopped.
+
+    For GDA, SOS and the implicit scheme every flow increment lies in ``range(U Aᵀ)`` (U the edge rates),
+    so the flow still to come is the U-minimal flow of the remaining imbalance: ``f_∞ − f_k =
+    U Aᵀ L_U⁺ (l_k − l̄)`` while ``f_∞ = U Aᵀ L_U⁺ (l_0 − l̄)``. Hence
+    ``‖f_k − f_∞‖ / ‖f_∞‖ ≤ cond · ‖l_k − l̄‖ / ‖l_0 − l̄‖`` with cond = :func:`flow_map_condition` of the
+    model whose weights are U (``conductance_model``), and l̄ = c Σ l_0. Add :func:`flow_tol` when f_∞
+    is itself computed (``minimal_flow``).
+    """
+    l0 = np.asarray(loads_start, dtype=np.float64)
+    fair = conductance_model.capacities * l0.sum()
+    r0 = float(np.linalg.norm(l0 - fair))
+    rk = float(np.linalg.norm(np.asarray(loads_end, dtype=np.float64) - fair))
+    return flow_map_condition(conductance_model) * rk / r0 if r0 > 0 else 0.0
+
+
+# -- characteristic polynomial (thesis §8.2) --------------------------------------------------------------
+def charpoly_exact(a: ArrayLike) -> NDArray[np.float64]:
+    """``[1, a_1, …, a_n]`` of ``det(μI − a)`` for the stored float matrix, in exact rational arithmetic.
+
+    Newton's identities over :class:`fractions.Fraction` (every float is a dyadic rational, so nothing is
+    rounded until the final conversion to float64, which is correctly rounded): a reference whose own
+    error is at most u relative, independent of any BLAS. Costs O(n⁴) rational operations: for n ≤ 12.
+    """
+    m = np.array([[Fraction(float(v)) for v in row] for row in np.asarray(a, dtype=np.float64)], dtype=object)
+    n = m.shape[0]
+    power, s = np.identity(n, dtype=object) * Fraction(1), [Fraction(0)] * (n + 1)
+    for k in range(1, n + 1):
+        power = power.dot(m)
+        s[k] = sum(power[i, i] for i in range(n))
+    coef = [Fraction(1)] + [Fraction(0)] * n
+    for k in range(1, n + 1):
+        coef[k] = -(s[k] + sum(coef[i] * s[k - i] for i in range(1, k))) / k
+    return np.array([float(c) for c in coef])
+
+
+def charpoly_tol(a: ArrayLike) -> NDArray[np.float64]:
+    """First-order forward error bound ``E_k`` of the characteristic-polynomial coefficients from power sums.
+
+    Newton's identities ``k a_k = −(s_k + a_1 s_{k−1} + … + a_{k−1} s_1)`` with ``s_j = tr(Aʲ)`` from
+    j − 1 matrix products: ``|fl(s_j) − s_j| ≤ γ_{jn} S_j`` with ``S_j = tr(|A|ʲ)`` (Higham §3.5), and
+    the recurrence propagates the errors of the earlier coefficients through the power sums:
+
+        E_k = [γ_{kn} S_k + Σ_{i<k} (E_i S_{k−i} + |a_i| γ_{(k−i)n} S_{k−i}) + γ_{k+1} (S_k + Σ_{i<k} |a_i| S_{k−i})] / k.
+
+    The error grows with the power sums' magnitude S_j, i.e. like ``‖A‖ʲ`` against coefficients that
+    are elementary symmetric functions of the eigenvalues: this is why a_p (= μ_1 ⋯ μ_p = 0 for a
+    Laplacian) carries an absolute error of order ``u ‖A‖ᵖ``, not ``u max|a_k|``. Faddeev–LeVerrier
+    computes the same traces ``tr(Σ_i a_i A^{k−i})`` and has the same first-order bound; Berkowitz
+    (division-free) stays well inside it. |a_i| are taken from :func:`charpoly_exact`.
+    """
+    mat = np.asarray(a, dtype=np.float64)
+    n = mat.shape[0]
+    absa, power = np.abs(mat), np.eye(n)
+    big_s = np.zeros(n + 1)
+    for k in range(1, n + 1):
+        power = power @ absa
+        big_s[k] = np.trace(power)
+    coef = np.abs(charpoly_exact(mat))
+    err = np.zeros(n + 1)
+    for k in range(1, n + 1):
+        i = np.arange(1, k)
+        conv = coef[i] @ big_s[k - i] if k > 1 else 0.0
+        err[k] = (gamma(k * n) * big_s[k] + (err[i] @ big_s[k - i] if k > 1 else 0.0)
+                  + sum(coef[j] * gamma((k - j) * n) * big_s[k - j] for j in range(1, k))
+                  + gamma(k + 1) * (big_s[k] + conv)) / k
+    return err
+
+
+def polynomial_flow_tol(model, generalized: ArrayLike) -> float:
+    """Bound on ``flow_error`` of a flow from the Laplacian polynomial in the monomial basis (LPS/LPA, Alg. 9–11).
+
+    The potential is ``y = Σ_t a_{p−2−t} Aᵗ l / (a_{p−1} c)`` (thesis eq. 8.2.4) with ``A = L D⁻¹``:
+    each term carries ``γ_{(t+1)n} |a_{p−2−t}| |A|ᵗ |l|`` from the Krylov products and
+    ``E_{p−2−t} |Aᵗ l|`` from the coefficient (:func:`charpoly_tol`), and the division by ``a_{p−1}``
+    adds ``E_{p−1} / |a_{p−1}|`` relative. The flow ``f = −W Aᵀ y`` then has
+    ``‖δf‖ ≤ ‖W |Aᵀ|‖₂ ‖δy‖``; relative to ``‖f*‖`` and plus :func:`flow_tol` for the reference. The sum
+    is dominated by the largest ``|a_k| ‖A‖ᵏ``: the monomial basis' condition, which grows
+    exponentially with p (why the thesis' polynomial methods are accurate for small p only).
+    ``generalized`` is the dense 𝓛 whose coefficients the method used (similar to A).
+    """
+    from hermes.balance.flow import minimal_flow
+
+    p, c, n = model.p, model.capacities, model.p
+    if p < 2:
+        return 0.0
+    gl = np.asarray(generalized, dtype=np.float64)
+    coef, err = charpoly_exact(gl), charpoly_tol(gl)
+    amat = model.laplacian.toarray() / c[None, :]
+    absa = np.abs(amat)
+    x, ax = np.asarray(model.loads, dtype=np.float64), np.abs(model.loads)
+    y = np.zeros(p)
+    dy = np.zeros(p)
+    for t in range(p - 1):
+        k = p - 2 - t
+        y += coef[k] * x
+        dy += gamma((t + 1) * n) * abs(coef[k]) * ax + err[k] * np.abs(x)
+        x, ax = amat @ x, absa @ ax
+    an = abs(coef[p - 1])
+    dy = (dy + np.abs(y) * err[p - 1] / an) / (an * c)
+    wat = np.abs(model.incidence.T.toarray()) * model.weights[:, None]
+    ref = float(np.linalg.norm(minimal_flow(model)))
+    return (float(np.linalg.norm(wat, 2)) * float(np.linalg.norm(dy)) / ref if ref > 0 else 0.0) + flow_tol(model)

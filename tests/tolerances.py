@@ -21,12 +21,15 @@ rejects any wrong formula; it is never used for a quantity whose conditioning de
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["EPS", "gamma", "flops", "sum_tol", "matvec_tol", "eig_tol", "laplacian_condition", "flow_tol",
-           "flow_map_condition", "stopped_flow_tol", "charpoly_exact", "charpoly_tol", "polynomial_flow_tol"]
+           "flow_map_condition", "balancing_floor", "potential_flow_tol", "balancing_tol", "stopped_flow_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
+           "mpa_coefficient_tol", "mpa_flow_tol",
+           "minimal_polynomial_tol"]
 
 #: machine epsilon of float64 (2⁻⁵²); the unit roundoff is EPS / 2
 EPS = float(np.finfo(np.float64).eps)
@@ -115,6 +118,64 @@ def flow_map_condition(model) -> float:
     return float(np.sqrt(laplacian_condition(model) * w.max() / w.min())) if w.size else 1.0
 
 
+def balancing_floor(model, flow: ArrayLike) -> float:
+    """Round-off level of the relative balancing defect ``‖A f − b‖ / ‖b‖`` (``check_balancing``) of a flow f.
+
+    Evaluating ``A f − b`` (b = l − l̄) errs by ``γ_2 |A| |f| + γ_{p+1} (|l| + c Σ|l|)``, and f itself
+    is only known to ``γ_2 |f|`` (one subtraction and one product per edge), which A maps to
+    ``‖A‖₂ γ_2 ‖f‖``. No computed flow can be more balancing than this: it is the fixed point of
+    iterative refinement (LPS/LPA ``refine``, ``minimal_flow``).
+    """
+    f = np.asarray(flow, dtype=np.float64)
+    loads, c = np.asarray(model.loads, dtype=np.float64), model.capacities
+    nb = float(np.linalg.norm(loads - model.fair_loads))
+    if nb == 0:
+        return 0.0
+    inc = model.incidence
+    err = float(np.linalg.norm(matvec_tol(inc, f))) + gamma(model.p + 1) * float(
+        np.linalg.norm(np.abs(loads) + c * np.abs(loads).sum()))
+    return (err + float(np.linalg.norm(inc.toarray(), 2)) * gamma(2) * float(np.linalg.norm(f))) / nb
+
+
+def potential_flow_tol(model, flow: ArrayLike) -> float:
+    """A posteriori bound on ``flow_error`` of a potential flow ``f_ij = −w_ij (y_i − y_j)`` from its balancing defect.
+
+    A potential flow lies in ``range(W Aᵀ)``, where the balancing flow is unique, so ``f − f* =
+    W Aᵀ L⁺ (A f − b)`` (b = l − l̄) and ``‖f − f*‖ / ‖f*‖ ≤ cond ‖A f − b‖ / ‖b‖``, cond =
+    :func:`flow_map_condition`. Rounding: f is within ``γ_2 |f|`` of an exact potential flow, and
+    ``A f − b`` is evaluated within ``γ_2 |A| |f| + γ_{p+1} (|l| + c Σ|l|)``; plus :func:`flow_tol` for
+    the reference f*. Exact arithmetic aside, this bound is rigorous; it is tight for any flow that
+    balances to round-off, and it fails for a balancing flow that is not the minimal one.
+    """
+    from hermes.balance.flow import minimal_flow
+
+    f = np.asarray(flow, dtype=np.float64)
+    loads, c = np.asarray(model.loads, dtype=np.float64), model.capacities
+    b = loads - model.fair_loads
+    nb = float(np.linalg.norm(b))
+    ref = float(np.linalg.norm(minimal_flow(model)))
+    if nb == 0 or ref == 0:
+        return flow_tol(model)
+    defect = float(np.linalg.norm(model.incidence @ f - b)) / nb + balancing_floor(model, f)
+    return flow_map_condition(model) * defect + gamma(2) * float(np.linalg.norm(f)) / ref + flow_tol(model)
+
+
+def balancing_tol(model, flow_rel_tol: float) -> float:
+    """Bound on ``check_balancing`` of a flow within relative ``flow_rel_tol`` of the minimal flow f*.
+
+    ``A f − b = A (f − f*) + (A f* − b)``: ``‖A‖₂ flow_rel_tol ‖f*‖ / ‖b‖`` plus the round-off level
+    :func:`balancing_floor` of f*.
+    """
+    from hermes.balance.flow import minimal_flow
+
+    ref = minimal_flow(model)
+    nb = float(np.linalg.norm(model.loads - model.fair_loads))
+    if nb == 0:
+        return 0.0
+    norm_a = float(np.linalg.norm(model.incidence.toarray(), 2))
+    return norm_a * flow_rel_tol * float(np.linalg.norm(ref)) / nb + balancing_floor(model, ref)
+
+
 def stopped_flow_tol(conductance_model, loads_start: ArrayLike, loads_end: ArrayLike) -> float:
     """Bound on the relative distance of an iteration's flow to its limit, from the imbalance left when it stopped.
 
@@ -140,8 +201,13 @@ def charpoly_exact(a: ArrayLike) -> NDArray[np.float64]:
     rounded until the final conversion to float64, which is correctly rounded): a reference whose own
     error is at most u relative, independent of any BLAS. Costs O(n⁴) rational operations: for n ≤ 12.
     """
-    m = np.array([[Fraction(float(v)) for v in row] for row in np.asarray(a, dtype=np.float64)], dtype=object)
-    n = m.shape[0]
+    mat = np.ascontiguousarray(a, dtype=np.float64)
+    return np.array(_charpoly_exact(mat.tobytes(), mat.shape[0]))
+
+
+@lru_cache(maxsize=256)
+def _charpoly_exact(data: bytes, n: int) -> tuple[float, ...]:
+    m = np.array([[Fraction(float(v)) for v in row] for row in np.frombuffer(data).reshape(n, n)], dtype=object)
     power, s = np.identity(n, dtype=object) * Fraction(1), [Fraction(0)] * (n + 1)
     for k in range(1, n + 1):
         power = power.dot(m)
@@ -149,7 +215,7 @@ def charpoly_exact(a: ArrayLike) -> NDArray[np.float64]:
     coef = [Fraction(1)] + [Fraction(0)] * n
     for k in range(1, n + 1):
         coef[k] = -(s[k] + sum(coef[i] * s[k - i] for i in range(1, k))) / k
-    return np.array([float(c) for c in coef])
+    return tuple(float(c) for c in coef)
 
 
 def charpoly_tol(a: ArrayLike) -> NDArray[np.float64]:
@@ -185,37 +251,123 @@ def charpoly_tol(a: ArrayLike) -> NDArray[np.float64]:
     return err
 
 
-def polynomial_flow_tol(model, generalized: ArrayLike) -> float:
-    """Bound on ``flow_error`` of a flow from the Laplacian polynomial in the monomial basis (LPS/LPA, Alg. 9–11).
+def monomial_tol(amat: ArrayLike, coef: ArrayLike, coef_err: ArrayLike, x: ArrayLike
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``v = Σ_t coef[t] Aᵗ x`` by Krylov products, and a componentwise bound on its rounding error.
 
-    The potential is ``y = Σ_t a_{p−2−t} Aᵗ l / (a_{p−1} c)`` (thesis eq. 8.2.4) with ``A = L D⁻¹``:
-    each term carries ``γ_{(t+1)n} |a_{p−2−t}| |A|ᵗ |l|`` from the Krylov products and
-    ``E_{p−2−t} |Aᵗ l|`` from the coefficient (:func:`charpoly_tol`), and the division by ``a_{p−1}``
-    adds ``E_{p−1} / |a_{p−1}|`` relative. The flow ``f = −W Aᵀ y`` then has
-    ``‖δf‖ ≤ ‖W |Aᵀ|‖₂ ‖δy‖``; relative to ``‖f*‖`` and plus :func:`flow_tol` for the reference. The sum
-    is dominated by the largest ``|a_k| ‖A‖ᵏ``: the monomial basis' condition, which grows
-    exponentially with p (why the thesis' polynomial methods are accurate for small p only).
-    ``generalized`` is the dense 𝓛 whose coefficients the method used (similar to A).
+    ``Aᵗ x`` from t products has error ``≤ γ_{tn} |A|ᵗ |x|`` (Higham §3.5), the multiply-add one more
+    rounding each, and an error ``coef_err[t]`` in the coefficient adds ``coef_err[t] |Aᵗ x|``:
+
+        |δv| ≤ Σ_t (γ_{(t+1)n + t} |coef_t| |A|ᵗ |x| + coef_err_t |Aᵗ x|).
+
+    The sum is dominated by the largest ``|coef_t| ‖A‖ᵗ``: the condition of the monomial basis, which
+    grows exponentially with the degree. ``x`` may be a vector or a matrix (the identity gives the
+    polynomial's matrix).
     """
+    a = np.asarray(amat, dtype=np.float64)
+    n = a.shape[0]
+    x = np.asarray(x, dtype=np.float64)
+    ax, absa = np.abs(x), np.abs(a)
+    val, bound = np.zeros_like(x), np.zeros_like(x)
+    for t, (ct, et) in enumerate(zip(coef, coef_err)):
+        val += ct * x
+        bound += gamma((t + 1) * n + t) * abs(ct) * ax + et * np.abs(x)
+        x, ax = a @ x, absa @ ax
+    return val, bound
+
+
+def polynomial_flow_tol(model, coef: ArrayLike | None = None, coef_err: ArrayLike | None = None, *,
+                        scale: float = 1.0) -> float:
+    """Bound on ``flow_error`` of a flow from a polynomial of ``A = L D⁻¹`` in the monomial basis (Alg. 9–15).
+
+    The potential is ``y = Σ_t a_{d−1−t} Aᵗ l / (a_{d−1} c)`` (thesis eq. 8.2.4 with the characteristic
+    polynomial, d = p; §8.5 with the minimal one) and the flow ``f = −W Aᵀ y``. With
+    :func:`monomial_tol` for the sum and ``coef_err[d−1] / |a_{d−1}|`` relative for the division,
+    ``‖δf‖ ≤ ‖W |Aᵀ|‖₂ ‖δy‖``; relative to ``‖f*‖`` and plus :func:`flow_tol` for the reference.
+    By default ``coef`` is the characteristic polynomial of 𝓛 (similar to A; :func:`charpoly_exact`)
+    with the error bound of :func:`charpoly_tol`; MPA's polynomial is in ``A / scale``
+    (:func:`mpa_coefficient_tol`).
+    """
+    from hermes.balance.charpoly import generalized_laplacian
     from hermes.balance.flow import minimal_flow
 
-    p, c, n = model.p, model.capacities, model.p
+    p, c = model.p, model.capacities
     if p < 2:
         return 0.0
-    gl = np.asarray(generalized, dtype=np.float64)
-    coef, err = charpoly_exact(gl), charpoly_tol(gl)
-    amat = model.laplacian.toarray() / c[None, :]
-    absa = np.abs(amat)
-    x, ax = np.asarray(model.loads, dtype=np.float64), np.abs(model.loads)
-    y = np.zeros(p)
-    dy = np.zeros(p)
-    for t in range(p - 1):
-        k = p - 2 - t
-        y += coef[k] * x
-        dy += gamma((t + 1) * n) * abs(coef[k]) * ax + err[k] * np.abs(x)
-        x, ax = amat @ x, absa @ ax
-    an = abs(coef[p - 1])
-    dy = (dy + np.abs(y) * err[p - 1] / an) / (an * c)
+    if coef is None:
+        gl = generalized_laplacian(model)
+        coef, coef_err = charpoly_exact(gl), charpoly_tol(gl)
+    coef, coef_err = np.asarray(coef, dtype=np.float64), np.asarray(coef_err, dtype=np.float64)
+    d = len(coef) - 1
+    amat = model.laplacian.toarray() / c[None, :] / scale
+    y, dy = monomial_tol(amat, coef[d - 2::-1][:d - 1], coef_err[d - 2::-1][:d - 1], model.loads)
+    an = abs(coef[d - 1]) * scale
+    dy = (dy + np.abs(y) * coef_err[d - 1] * scale / an) / (an * c)
     wat = np.abs(model.incidence.T.toarray()) * model.weights[:, None]
     ref = float(np.linalg.norm(minimal_flow(model)))
     return (float(np.linalg.norm(wat, 2)) * float(np.linalg.norm(dy)) / ref if ref > 0 else 0.0) + flow_tol(model)
+
+
+def mpa_coefficient_tol(model, alpha: ArrayLike, seed: int, steps: int, scale: float) -> NDArray[np.float64]:
+    """Error bound on MPA's minimal-polynomial coefficients ``α`` (thesis Alg. 14–15), from the Hankel system they solve.
+
+    MPA projects the Krylov vectors ``b_k = (A/s)ᵏ l`` on a standard normal ``u`` (drawn from ``seed``):
+    ``S_k = uᵀ b_k`` with ``|δS_k| ≤ γ_{(k+1)n} |u|ᵀ |A/s|ᵏ |l|``. Berlekamp–Massey returns the α with
+    ``Σ_{i=0}^{d} α_i S_{m−i} = 0`` (m = d..2d−1), i.e. ``H α' = −S'`` with the Hankel matrix
+    ``H_{mi} = S_{m−i}``; to first order ``|δα'| ≤ |H⁻¹| (|δS'| + |δH| |α'|)``, and the recursion's own
+    rounding adds a backward error ``γ_{2d} |H| |α'|`` (counted the same way). ``κ(H)`` is the
+    condition estimate: it grows as eigenvalues of 𝓛 cluster.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    d, n = len(alpha) - 1, model.p
+    amat = model.laplacian.toarray() / model.capacities[None, :] / scale
+    u = np.random.default_rng(seed).standard_normal(n)
+    x, ax = np.asarray(model.loads, dtype=np.float64), np.abs(model.loads)
+    seq, dseq = np.zeros(steps + 1), np.zeros(steps + 1)
+    for k in range(steps + 1):
+        seq[k], dseq[k] = u @ x, gamma((k + 1) * n) * (np.abs(u) @ ax)
+        x, ax = amat @ x, np.abs(amat) @ ax
+    if d < 1:
+        return np.zeros(1)
+    rows, cols = np.arange(d, 2 * d)[:, None], np.arange(1, d + 1)[None, :]
+    hank, dhank = seq[rows - cols], dseq[rows - cols]
+    inv = np.abs(np.linalg.pinv(hank))
+    rhs = dseq[d:2 * d] + (dhank + gamma(2 * d) * np.abs(hank)) @ np.abs(alpha[1:])
+    return np.concatenate([[0.0], inv @ rhs])
+
+
+def mpa_flow_tol(model, result, seed: int) -> float:
+    """First-order estimate, times 10, of ``flow_error`` of an MPA flow (thesis Alg. 15).
+
+    :func:`polynomial_flow_tol` with MPA's own polynomial ``result.extra["alpha"]`` in ``A / s``
+    (s = :func:`~hermes.balance.polynomial.mpa_scale`) and its coefficient bound
+    :func:`mpa_coefficient_tol` over the ``result.iterations`` Krylov steps. Berlekamp–Massey is not
+    backward stable, so this is an estimate (eps times the Hankel and monomial-basis conditions), not a
+    bound: the factor 10 covers the largest ratio seen (0.9 of the estimate, a 3-star). Pair it with
+    the rigorous :func:`potential_flow_tol`.
+    """
+    from hermes.balance.polynomial import mpa_scale
+
+    alpha, s = result.extra["alpha"], mpa_scale(model)
+    err = mpa_coefficient_tol(model, alpha, seed, result.iterations, s)
+    return 10 * polynomial_flow_tol(model, alpha, err, scale=s)
+
+
+def minimal_polynomial_tol(model) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Coefficients of the minimal polynomial ``Π (μ − μ_j)`` over the distinct eigenvalues of 𝓛, and error bounds.
+
+    The eigenvalues are known to :func:`eig_tol` δ at best (any method sees 𝓛 only through rounded
+    products); ``∂a_k/∂μ_j`` is an elementary symmetric function of the other roots, so
+    ``|δa_k| ≤ d e_{k−1}(|μ|) δ``. For the polynomial of MPA (thesis §8.5).
+    """
+    from hermes.balance.charpoly import generalized_laplacian
+
+    gl = generalized_laplacian(model)
+    delta = eig_tol(gl)
+    lam = np.linalg.eigvalsh(gl)
+    distinct = lam[np.concatenate([[True], np.diff(lam) > 1e-8 * lam.max()])]
+    coef = np.poly(distinct)
+    d = len(distinct)
+    esym = np.abs(np.poly(-np.abs(distinct)))  # e_k(|μ|)
+    err = np.concatenate([[0.0], d * esym[:-1] * delta])
+    return coef, err

@@ -27,7 +27,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["EPS", "gamma", "flops", "sum_tol", "matvec_tol", "eig_tol", "laplacian_condition", "flow_tol",
-           "flow_map_condition", "balancing_floor", "potential_flow_tol", "balancing_tol", "stopped_flow_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
+           "flow_map_condition", "balancing_floor", "potential_flow_tol", "balancing_tol", "stopped_flow_tol", "converged_flow_tol",
+           "conservation_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
            "mpa_coefficient_tol", "mpa_flow_tol",
            "minimal_polynomial_tol"]
 
@@ -191,6 +192,34 @@ def stopped_flow_tol(conductance_model, loads_start: ArrayLike, loads_end: Array
     r0 = float(np.linalg.norm(l0 - fair))
     rk = float(np.linalg.norm(np.asarray(loads_end, dtype=np.float64) - fair))
     return flow_map_condition(conductance_model) * rk / r0 if r0 > 0 else 0.0
+
+
+def converged_flow_tol(model, rates: ArrayLike, final_loads: ArrayLike) -> float:
+    """Bound on the relative distance of a stopped diffusion-type flow to ``minimal_flow`` with conductances ``rates``.
+
+    :func:`stopped_flow_tol` (the flow still to come, from the imbalance left) plus :func:`flow_tol`
+    (the reference's own rounding), for the model whose edge weights are the rates U.
+    """
+    from hermes.balance.model import Model
+
+    conductance = Model(model.p, model.edges, model.loads, model.capacities, np.asarray(rates, dtype=np.float64))
+    return stopped_flow_tol(conductance, model.loads, final_loads) + flow_tol(conductance)
+
+
+def conservation_tol(model, flow: ArrayLike, iterations: int, growth: float = 2.0) -> NDArray[np.float64]:
+    """Componentwise bound on ``|apply_flow(f) − l_k|`` after k sweeps ``l ← l − A x, f ← f + x``.
+
+    Exact arithmetic conserves ``l_k = l_0 − A f_k``; each sweep rounds a rank's update of
+    ``≤ δ + 1`` terms (δ = max degree) by ``γ_{δ+2}`` times their magnitude, which stays below
+    ``growth · ‖l_0‖_∞`` (a load plus what it sends: 2 for diffusion, more for over-relaxation), and
+    ``apply_flow`` itself rounds by ``γ_{δ+1} (|l_0| + |A| |f|)``. Linear in the number of sweeps: the
+    worst case of the rounding drift, not its typical √k growth.
+    """
+    f = np.abs(np.asarray(flow, dtype=np.float64))
+    delta = int(np.max(model.degree)) if model.q else 0
+    loads = np.abs(np.asarray(model.loads, dtype=np.float64))
+    return ((iterations + 1) * gamma(delta + 2) * growth * loads.max()
+            + gamma(delta + 1) * (loads + abs(model.incidence) @ f))
 
 
 # -- characteristic polynomial (thesis §8.2) --------------------------------------------------------------

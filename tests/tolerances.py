@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = ["EPS", "gamma", "flops", "sum_tol", "matvec_tol", "eig_tol", "laplacian_condition", "flow_tol",
            "flow_map_condition", "balancing_floor", "potential_flow_tol", "balancing_tol", "stopped_flow_tol", "converged_flow_tol",
            "conservation_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
-           "mpa_coefficient_tol", "mpa_flow_tol",
+           "operator_flow_bound", "mpa_coefficient_tol", "mpa_flow_tol",
            "minimal_polynomial_tol"]
 
 #: machine epsilon of float64 (2⁻⁵²); the unit roundoff is EPS / 2
@@ -335,6 +335,28 @@ def polynomial_flow_tol(model, coef: ArrayLike | None = None, coef_err: ArrayLik
     wat = np.abs(model.incidence.T.toarray()) * model.weights[:, None]
     ref = float(np.linalg.norm(minimal_flow(model)))
     return (float(np.linalg.norm(wat, 2)) * float(np.linalg.norm(dy)) / ref if ref > 0 else 0.0) + flow_tol(model)
+
+
+def operator_flow_bound(model, v_abs: ArrayLike) -> float:
+    """Bound on ``‖δf‖₂`` of a flow ``f = Θ v`` from the LPA/AdA operator ``Θ = −W Aᵀ Y`` (thesis Th. 24, ch. 9).
+
+    The rows ``Y = Σ_t a_{p−2−t} Aᵗ / (a_{p−1} c)`` (A = L D⁻¹, Faddeev's operator rows) carry the
+    componentwise bound ``Y_tol`` of :func:`monomial_tol` on the identity plus ``E_{p−1}/|a_{p−1}|``
+    relative for the divisor (coefficients of :func:`charpoly_tol`); then
+    ``|δf| ≤ W |Aᵀ| (Y_tol + γ_{p+2} |Y|) |v|``. ``v_abs`` bounds |v| componentwise (for an update
+    ``φ + Θ Δ``, the old loads plus |Δ|). The operator is that of ``model`` (its graph and capacities).
+    """
+    p, c = model.p, model.capacities
+    if p < 2:
+        return 0.0
+    mat = model.laplacian.toarray() / c[None, :]
+    coef, err = charpoly_exact(mat), charpoly_tol(mat)
+    u, u_tol = monomial_tol(mat, coef[p - 2::-1], err[p - 2::-1], np.eye(p))
+    an = abs(coef[p - 1])
+    rows_tol = (u_tol + np.abs(u) * err[p - 1] / an) / an / c[:, None]
+    rows = np.abs(u) / an / c[:, None]
+    wat = model.weights[:, None] * np.abs(model.incidence.T.toarray())
+    return float(np.linalg.norm(wat @ ((rows_tol + gamma(p + 2) * rows) @ np.abs(np.asarray(v_abs)))))
 
 
 def mpa_coefficient_tol(model, alpha: ArrayLike, seed: int, steps: int, scale: float) -> NDArray[np.float64]:

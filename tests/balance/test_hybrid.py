@@ -3,10 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.balance.flow import flow_error
+from hermes.balance.flow import check_balancing, flow_error
 from hermes.balance.hybrid import choose, graph_characteristics
 from hermes.balance.registry import BALANCERS
 from hermes.lab.specs import parse_model
+from tests.tolerances import balancing_floor, potential_flow_tol
 
 
 @pytest.mark.parametrize("graph, expected", [
@@ -31,5 +32,11 @@ def test_auto_reproduces_the_minimal_flow(graph, seed):
     model = parse_model(graph, "hcuw", "ijmod3", f"random:{seed}")
     res = BALANCERS["auto"].serial(model)
     assert res.extra["auto_choice"] in ("pcg", "lpa", "mpa")
-    assert flow_error(model, res.flow) < 1e-6
-    assert np.allclose(model.apply_flow(res.flow), model.fair_loads, rtol=1e-6)
+    # every choice gives a potential flow whose defect is at most PCG's tolerance on its recursive residual
+    # (whose drift from the true residual is below the tolerance itself here, tests/balance/test_potential.py),
+    # LPA and MPA being refined to round-off; a potential flow is then minimal to cond × its defect
+    defect = 2 * BALANCERS["pcg"].defaults["tolerance"] + balancing_floor(model, res.flow)
+    assert check_balancing(model, res.flow) <= defect
+    assert flow_error(model, res.flow) <= potential_flow_tol(model, res.flow)
+    b = np.linalg.norm(model.loads - model.fair_loads)
+    assert np.linalg.norm(model.apply_flow(res.flow) - model.fair_loads) <= (defect + balancing_floor(model, res.flow)) * b

@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["EPS", "gamma", "flops", "sum_tol", "matvec_tol", "eig_tol", "laplacian_condition", "flow_tol",
            "flow_map_condition", "balancing_floor", "potential_flow_tol", "balancing_tol", "stopped_flow_tol", "converged_flow_tol",
-           "conservation_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
+           "conservation_tol", "area_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
            "operator_flow_bound", "mpa_coefficient_tol", "mpa_flow_tol",
            "minimal_polynomial_tol"]
 
@@ -220,6 +220,29 @@ def conservation_tol(model, flow: ArrayLike, iterations: int, growth: float = 2.
     loads = np.abs(np.asarray(model.loads, dtype=np.float64))
     return ((iterations + 1) * gamma(delta + 2) * growth * loads.max()
             + gamma(delta + 1) * (loads + abs(model.incidence) @ f))
+
+
+def area_tol(corners: ArrayLike) -> float:
+    """Bound on ``|Σ_i fl(A_i) − Σ_i A_i|`` for polygon areas by the shoelace formula or by edge-vector cross products.
+
+    ``corners`` has shape (n, k, 2). A polygon's area is ``½ Σ_j (x_j y_{j+1} − x_{j+1} y_j)``; each term
+    and the sum carry ``γ_{2k+2}`` relative to ``Σ_j (|x_j y_{j+1}| + |x_{j+1} y_j|)`` (the edge-vector
+    form ``½ (d1 × d2)`` is bounded by the same sum with absolute coordinates, since every difference
+    is at most twice the largest coordinate, hence the factor 4), and the corners themselves — midpoints
+    of refinement or coordinates read from a file — lie within ``u |x|`` of the exact ones, which moves
+    a polygon's area by at most ``u X`` times its perimeter (X the largest coordinate). Summing the n
+    areas adds ``γ_n Σ |A_i|``.
+    """
+    c = np.asarray(corners, dtype=np.float64)
+    x, y = c[..., 0], c[..., 1]
+    xn, yn = np.roll(x, -1, axis=1), np.roll(y, -1, axis=1)
+    k = c.shape[1]
+    terms = 0.5 * np.sum(np.abs(x * yn) + np.abs(xn * y), axis=1)
+    area = 0.5 * np.abs(np.sum(x * yn - xn * y, axis=1))
+    perimeter = np.sum(np.hypot(xn - x, yn - y), axis=1)
+    big = float(np.max(np.abs(c))) if c.size else 0.0
+    return float(4 * gamma(2 * k + 2) * terms.sum() + EPS / 2 * big * perimeter.sum()
+                 + gamma(max(len(c), 1)) * area.sum())
 
 
 # -- characteristic polynomial (thesis §8.2) --------------------------------------------------------------

@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["EPS", "gamma", "flops", "sum_tol", "matvec_tol", "eig_tol", "laplacian_condition", "flow_tol",
            "flow_map_condition", "balancing_floor", "potential_flow_tol", "balancing_tol", "stopped_flow_tol", "converged_flow_tol",
-           "conservation_tol", "area_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
+           "conservation_tol", "area_tol", "jacobi_replay_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
            "operator_flow_bound", "mpa_coefficient_tol", "mpa_flow_tol",
            "minimal_polynomial_tol"]
 
@@ -243,6 +243,18 @@ def area_tol(corners: ArrayLike) -> float:
     big = float(np.max(np.abs(c))) if c.size else 0.0
     return float(4 * gamma(2 * k + 2) * terms.sum() + EPS / 2 * big * perimeter.sum()
                  + gamma(max(len(c), 1)) * area.sum())
+
+
+def jacobi_replay_tol(phases: int, max_degree: int, sigma: float) -> float:
+    """Bound on ``jacobi_max_rel_error`` of a refined run: distributed Jacobi against the serial replay.
+
+    Both sum every row left to right, so on the same mesh they agree bit for bit (an unrefined run checks
+    ``== 0``). Refinement copies values and coarsening averages two children, possibly in another order;
+    once the inputs differ, a sweep ``(f + Σ u_j)/(σ + δ)`` may round differently by ``γ_{δ+2}`` on each
+    side, and the sweeps contract a persistent difference with ``‖J‖_∞ = δ/(σ + δ)``, i.e. amplify it by
+    at most ``1/(1 − ‖J‖_∞) = (σ + δ)/σ``. Per phase and side: ``γ_{δ+2}``, relative to max |u|.
+    """
+    return 2 * (phases + 1) * gamma(max_degree + 2) * (sigma + max_degree) / sigma
 
 
 # -- characteristic polynomial (thesis §8.2) --------------------------------------------------------------

@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 import yaml
 
+from hermes.app.kernels import SIGMA
 from hermes.data.adapt import region_mask
 from hermes.data.io import read_mesh
 from hermes.data.refine import areas, conformity_problems, from_mesh, refine
 from hermes.errors import ScenarioError
 from hermes.scenario import parse_scenario
 from tests.conftest import ROOT, run_mpi
+from tests.tolerances import area_tol, jacobi_replay_tol
 
 LSHAPE = ROOT / "meshes" / "lshape.vtu"
 MAX_LEVEL = 3
@@ -69,7 +71,7 @@ def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer
     assert all(ph["weight_refined"] == ph["refined"] and ph["weight_coarsened"] == -ph["coarsened"]
                for ph in phases)
     # the real kernel after refinement, coarsening and migration equals the serial replay on the whole mesh
-    assert s["jacobi_max_rel_error"] <= 1e-12
+    assert s["jacobi_max_rel_error"] <= jacobi_replay_tol(len(phases), 3, SIGMA)
     # the ranks coarsened exactly what the serial pass coarsens (split families are united first) and
     # refined exactly the cells the serial marking marks
     assert s["replay_mismatches"] == {"refine": 0, "coarsen": 0}
@@ -85,7 +87,7 @@ def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer
         gid, owner = parts[f"gid_{k:03d}"], parts[f"owner_{k:03d}"]
         assert tris.shape[0] == gid.size == owner.size == ph["cells"]
         assert conformity_problems(pts, tris) == [], f"phase {k}"
-        assert abs(areas(pts, tris).sum() / area - 1) < 1e-12
+        assert abs(areas(pts, tris).sum() - area) <= area_tol(pts[tris]) + area_tol(tm0.points[tm0.tris])
         assert np.all(np.diff(gid) > 0) and np.array_equal(np.bincount(owner, minlength=4) > 0, [True] * 4)
         assert np.all(parts[f"weight_{k:03d}"] == 1.0)
         assert np.array_equal(geo[f"coords_{k:03d}"], pts[tris].mean(axis=1))
@@ -119,7 +121,8 @@ def test_refined_run_quads_thinned_region_no_coarsening(tmp_path):
     assert s["cells_initial"] == 2 * 24 * 16
     assert all(ph["coarsened"] == 0 for ph in s["phases"])
     assert s["cells_final"] == s["cells_initial"] + sum(ph["refined"] for ph in s["phases"]) > s["cells_initial"]
-    assert s["jacobi_max_rel_error"] <= 1e-12  # the thinning hashes positions, so the serial replay agrees
+    # the thinning hashes positions, so the serial replay agrees
+    assert s["jacobi_max_rel_error"] <= jacobi_replay_tol(len(s["phases"]), 3, SIGMA)
 
 
 def test_refined_run_marked_by_the_error_indicator(tmp_path):
@@ -135,7 +138,7 @@ def test_refined_run_marked_by_the_error_indicator(tmp_path):
     # local refinement, not everywhere: far fewer bisections than cells would need for one level
     assert s["cells_final"] < 3 * s["cells_initial"]
     assert s["replay_mismatches"] == {"refine": 0, "coarsen": 0}
-    assert s["jacobi_max_rel_error"] <= 1e-12
+    assert s["jacobi_max_rel_error"] <= jacobi_replay_tol(len(ph), 3, SIGMA)
     assert s["final_imbalance"] < 1.1
 
 
@@ -174,5 +177,5 @@ def test_refine_matrix_every_balancer_and_every_shipped_mesh(tmp_path, meshes, b
     want = len(BALANCERS) if balancers == "all" else 1
     assert len(rows) == want * len(meshes.split(","))
     for r in rows:
-        assert int(r["bisections"]) > 0 and float(r["jacobi_max_rel_error"]) <= 1e-12
+        assert int(r["bisections"]) > 0 and float(r["jacobi_max_rel_error"]) <= jacobi_replay_tol(2, 3, SIGMA)
         assert int(r["cells_final"]) == int(r["cells_initial"]) + int(r["bisections"]) - int(r["merges"])

@@ -34,6 +34,7 @@ def table(stdout: str) -> tuple[list[str], list[list[str]]]:
 
 
 @pytest.mark.mpi  # starts mpiexec itself
+@pytest.mark.slow
 def test_partition_compare_tiny(tmp_path):
     out = tmp_path / "c.csv"
     res = bench("partition_compare.py", "--meshes", "grid20x19", "--ranks", "3", "--phases", "1",
@@ -59,6 +60,7 @@ def test_partition_compare_tiny(tmp_path):
 
 
 @pytest.mark.mpi  # starts mpiexec itself
+@pytest.mark.slow
 def test_partition_compare_refine_reports_the_grown_mesh(tmp_path):
     out = tmp_path / "r.csv"
     res = bench("partition_compare.py", "--kind", "refine", "--meshes", "lshape", "--ranks", "2", "--phases", "1",

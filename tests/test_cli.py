@@ -36,6 +36,7 @@ def test_balancers_listed():
 
 
 @pytest.mark.mpi  # starts mpiexec itself
+@pytest.mark.slow
 def test_run_launches_itself_under_mpiexec_and_plot_redraws(tmp_path):
     out = tmp_path / "q"
     res = cli("run", "--set", "adaptation.phases=2", "--out", str(out))
@@ -61,6 +62,7 @@ def test_bad_scenario_is_reported_before_launching(tmp_path):
                                  "unable to parse string as an integer"
 
 
+@pytest.mark.slow
 def test_no_launch_runs_in_process_as_a_single_rank(tmp_path):
     res = cli("run", "--no-launch", "--no-pictures", "--set", "processors=1", "--set", "platform.capacities=homo",
               "--set", "adaptation.phases=1", "--out", str(tmp_path / "one"))

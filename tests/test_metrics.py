@@ -100,6 +100,7 @@ def test_cell_bytes_is_what_migration_packs():
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.slow
 def test_distributed_quality_equals_serial(seed):
     from tests.conftest import run_mpi
 

@@ -50,6 +50,7 @@ def cell_rows(points: np.ndarray, tris: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("balancer", ["pcg", "gda0", "metis", "scotch"])
+@pytest.mark.slow
 def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer):
     pictures = balancer == "pcg"  # one run draws everything; the others only record the arrays
     out, s = run(tmp_path, balancer, "--set", f"output.vtu={str(pictures).lower()}",
@@ -112,6 +113,7 @@ def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer
         assert "partition.pvd" in {p.name for p in out.iterdir()}
 
 
+@pytest.mark.slow
 def test_refined_run_quads_thinned_region_no_coarsening(tmp_path):
     """A quad grid (each quad becomes two triangles), a thinned region, refinement-edge marking, no coarsening."""
     out, s = run(tmp_path, "gda0", "--set", "mesh.file=null", "--set", "mesh.grid=24x16",
@@ -125,6 +127,7 @@ def test_refined_run_quads_thinned_region_no_coarsening(tmp_path):
     assert s["jacobi_max_rel_error"] <= jacobi_replay_tol(len(s["phases"]), 3, SIGMA)
 
 
+@pytest.mark.slow
 def test_refined_run_marked_by_the_error_indicator(tmp_path):
     """Marking from the Jacobi solution's jumps: nothing before the first solve, then refinement where the
     jump is large and coarsening where it is small, identical to the serial marking of the replay."""
@@ -142,6 +145,7 @@ def test_refined_run_marked_by_the_error_indicator(tmp_path):
     assert s["final_imbalance"] < 1.1
 
 
+@pytest.mark.slow
 def test_refinement_needs_cell_polygons(tmp_path):
     with pytest.raises(ScenarioError, match=r"^adaptation.kind: refine needs mesh.units: cells"):
         parse_scenario({**SCENARIO, "mesh": {"file": str(LSHAPE), "units": "nodes"}})
@@ -162,6 +166,7 @@ def test_refinement_needs_cell_polygons(tmp_path):
 
 @pytest.mark.parametrize("meshes, balancers", [("grid20x19", "all"),
                                                ("grid20x19,lshape,stufe,airfoil,3elt,cylinder", "pcg")])
+@pytest.mark.slow
 def test_refine_matrix_every_balancer_and_every_shipped_mesh(tmp_path, meshes, balancers):
     """benchmarks/refine_all.py (the whole matrix is its default) on a slice: conforming, accounted for,
     equal to the serial replay and to its serial marking, for every balancer / every shipped mesh."""

@@ -42,6 +42,7 @@ def test_every_registered_balancer_is_exercised_here():
 
 
 @pytest.mark.parametrize("balancer", ALL_BALANCERS)
+@pytest.mark.slow
 def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, balancer):
     out = tmp_path / balancer
     res = hermes(4, out, "--set", f"balancer.algorithm={balancer}", "--no-pictures")
@@ -88,6 +89,7 @@ def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, 
                    for p in s["phases"])
 
 
+@pytest.mark.slow
 def test_virtual_clock_is_deterministic_and_outputs_are_complete(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
@@ -103,6 +105,7 @@ def test_virtual_clock_is_deterministic_and_outputs_are_complete(tmp_path):
     assert not list(a.glob("*.tmp")) and not list(a.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_monitor_recovers_configured_capacities(tmp_path):
     out = tmp_path / "m"
     res = hermes(4, out, "--set", "adaptation.phases=1", "--no-pictures")
@@ -131,6 +134,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("args, message", BAD)
+@pytest.mark.slow
 def test_bad_input_one_line_nonzero_exit_on_every_rank(tmp_path, args, message):
     res = hermes(4, tmp_path / "bad", *args, timeout=120)
     assert res.returncode != 0
@@ -141,6 +145,7 @@ def test_bad_input_one_line_nonzero_exit_on_every_rank(tmp_path, args, message):
     assert not (tmp_path / "bad" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_corrupt_and_disconnected_meshes_are_rejected(tmp_path):
     bad = tmp_path / "bad.graph"
     bad.write_text("4 3\n2\n1 3\n2\nnot numbers\n")
@@ -154,6 +159,7 @@ def test_corrupt_and_disconnected_meshes_are_rejected(tmp_path):
         assert "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_thesis_heterogeneous_fair_balancing_pays_off(tmp_path):
     """Thesis Table 10.7: with varying capacities, fair balancers beat no balancing and equal-target METIS."""
     scen = str(ROOT / "scenarios" / "thesis-heterogeneous.yaml")
@@ -180,6 +186,7 @@ def test_thesis_heterogeneous_fair_balancing_pays_off(tmp_path):
     assert max(after) < 1.15, after
 
 
+@pytest.mark.slow
 def test_thesis_homogeneous_balancing_pays_off(tmp_path):
     """Thesis Table 10.5: constant capacities, the adaptation alone unbalances; PCG restores fairness."""
     scen = str(ROOT / "scenarios" / "thesis-homogeneous.yaml")
@@ -194,6 +201,7 @@ def test_thesis_homogeneous_balancing_pays_off(tmp_path):
     assert got["none"]["final_imbalance"] > 1.5 and got["pcg"]["final_imbalance"] < 1.1
 
 
+@pytest.mark.slow
 def test_lshape_vtu_scenario_runs_with_file_mesh(tmp_path):
     out = tmp_path / "l"
     res = run_mpi(6, ["run", str(ROOT / "scenarios" / "lshape.yaml"), "--out", str(out), "--no-launch", "--quiet"],
@@ -205,6 +213,7 @@ def test_lshape_vtu_scenario_runs_with_file_mesh(tmp_path):
     assert (out / "partition-003.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_wall_clock_fills_the_same_columns(tmp_path):
     out = tmp_path / "w"
     res = hermes(4, out, "--set", "clock=wall", "--set", "adaptation.phases=2", "--set", "application.iterations=3",

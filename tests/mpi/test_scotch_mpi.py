@@ -14,6 +14,8 @@ from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import run_mpi
 from tests.tolerances import flops
 
+pytestmark = pytest.mark.slow  # both tests share a module fixture of two 4-rank runs
+
 
 def hermes_run(out: Path, *overrides: str):
     res = run_mpi(4, ["run", "--out", str(out), "--no-launch", "--quiet", "--no-pictures",

@@ -68,7 +68,7 @@ check-lock:
 	  $(CHECK_VENV)/bin/python -m pip install --quiet --no-cache-dir --no-deps --no-build-isolation .
 	$(CHECK_VENV)/bin/python -m pip check
 	$(CHECK_VENV)/bin/python -c "from mpi4py import MPI; import hermes.cli, pymetis, gmsh; from pyscotch import libscotch; \
-	  print('check-lock: installs;', MPI.Get_library_version().split(",")[0])"
+	  print('check-lock: installs;', MPI.Get_library_version().split(',')[0])"
 	rm -rf $(CHECK_VENV)
 
 clean:

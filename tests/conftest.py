@@ -110,6 +110,31 @@ def pytest_runtest_protocol(item, nextitem):
 
     wall0, cpu0 = time.perf_counter(), cpu()
     yield
+    wall, used = time.perf_counter() - wall0, cpu() - cpu0
+    item.config.stash.setdefault(_TIMES, []).append((item.nodeid, wall, used))
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write(f"{item.nodeid}\t{time.perf_counter() - wall0:.3f}\t{cpu() - cpu0:.3f}\n")
+        fh.write(f"{item.nodeid}\t{wall:.3f}\t{used:.3f}\n")
     _CURRENT_TEST = None
+
+
+_TIMES = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """With ``--cpu-times``: wall and CPU seconds per area (tests/<dir>/, or top-level tests/test_*.py)."""
+    times = config.stash.get(_TIMES, [])
+    if not times:
+        return
+    areas: dict[str, list[float]] = {}
+    for nodeid, wall, used in times:
+        parts = nodeid.split("::")[0].split("/")
+        area = parts[1] if len(parts) > 2 else "top-level"
+        acc = areas.setdefault(area, [0, 0.0, 0.0])
+        acc[0] += 1
+        acc[1] += wall
+        acc[2] += used
+    terminalreporter.write_sep("-", "time per area (wall s, CPU s incl. mpiexec and ranks)")
+    for area, (n, wall, used) in sorted(areas.items()):
+        terminalreporter.write_line(f"| {area} | {n} | {wall:.1f} | {used:.1f} |")
+    total = [sum(v[i] for v in areas.values()) for i in range(3)]
+    terminalreporter.write_line(f"| total | {total[0]} | {total[1]:.1f} | {total[2]:.1f} |")

@@ -1,21 +1,26 @@
 """Tolerances derived from rounding-error bounds, for tests that compare floats against a reference.
 
 A test that compares a computed number with a reference asserts ``|computed − reference| ≤ bound``, where
-the bound is machine epsilon times a size or condition factor of *that* quantity, stated here once (Higham,
-*Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002: §3.1 sums and products, §3.5 matrix
-products, §7.2 linear systems; Weyl's inequality for symmetric eigenvalues, Golub & Van Loan §8.1). Every bound holds for any correct
-BLAS/LAPACK (any summation order, with or without FMA), because it bounds the worst case of the algorithm,
-not the rounding of the build it was first run on; and each is still far below the size of a real defect
-(a wrong coefficient, a wrong sign, a missing term), which the tests were checked to catch.
+the bound is machine epsilon times a size or condition factor of *that* quantity, stated here once
+(Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., 2002: §3.1 sums and products, §3.5
+matrix products, §7.2 linear systems; Weyl's inequality for symmetric eigenvalues, Golub & Van Loan
+§8.1). Every bound holds for any correct BLAS/LAPACK (any summation order, with or without FMA), because
+it bounds the worst case of the algorithm, not the rounding of the build it was first run on; and each
+is still far below the size of a real defect (a wrong coefficient, a wrong sign, a missing term): the
+tests were checked to fail on perturbed results (a coefficient or a flow component off by 1e-6, a load
+off by 1e-9).
 
 Conventions: ``u = EPS / 2`` is the unit roundoff, ``γ_n = n u / (1 − n u)`` (Higham eq. 3.8) bounds the
-relative error of n successive roundings; bounds are first order (terms in u² dropped), so each helper
-leaves a safety factor where its docstring says. Quantities that are exact in floating point (integers,
-counters, bit-for-bit agreements) are compared with ``==`` in the tests, not here.
+relative error of n successive roundings; bounds are first order (terms in u² dropped). Quantities that
+are exact in floating point (integers, counters, bit-for-bit agreements of forms that accumulate in the
+same order) are compared with ``==`` in the tests, not here. Two helpers are estimates rather than
+bounds, and say so: :func:`mpa_coefficient_tol` / :func:`mpa_flow_tol` (Berlekamp–Massey is not
+backward stable), paired in the tests with the rigorous :func:`potential_flow_tol`.
 
-``pytest.approx`` with its default (relative 1e-6) is kept only for O(1) values of a few flops with no
-cancellation, where any correct evaluation is within a few ulps, so 1e-6 holds for every BLAS and still
-rejects any wrong formula; it is never used for a quantity whose conditioning depends on the data.
+``pytest.approx`` / ``np.allclose`` with their defaults (relative 1e-6 / 1e-5) are kept only for O(1)
+values of a few flops with no cancellation, where any correct evaluation is within a few ulps, so the
+default holds for every BLAS and still rejects any wrong formula; never for a quantity whose
+conditioning depends on the data.
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["EPS", "gamma", "flops", "sum_tol", "matvec_tol", "eig_tol", "laplacian_condition", "flow_tol",
-           "flow_map_condition", "balancing_floor", "potential_flow_tol", "balancing_tol", "stopped_flow_tol", "converged_flow_tol",
-           "conservation_tol", "area_tol", "jacobi_replay_tol", "charpoly_exact", "charpoly_tol", "monomial_tol", "polynomial_flow_tol",
-           "operator_flow_bound", "mpa_coefficient_tol", "mpa_flow_tol",
-           "minimal_polynomial_tol"]
+           "flow_map_condition", "balancing_floor", "potential_flow_tol", "balancing_tol", "stopped_flow_tol",
+           "converged_flow_tol", "conservation_tol", "area_tol", "jacobi_replay_tol", "charpoly_exact",
+           "charpoly_tol", "monomial_tol", "polynomial_flow_tol", "operator_flow_bound", "mpa_coefficient_tol",
+           "mpa_flow_tol"]
 
 #: machine epsilon of float64 (2⁻⁵²); the unit roundoff is EPS / 2
 EPS = float(np.finfo(np.float64).eps)
@@ -151,8 +156,7 @@ def potential_flow_tol(model, flow: ArrayLike) -> float:
     from hermes.balance.flow import minimal_flow
 
     f = np.asarray(flow, dtype=np.float64)
-    loads, c = np.asarray(model.loads, dtype=np.float64), model.capacities
-    b = loads - model.fair_loads
+    b = np.asarray(model.loads, dtype=np.float64) - model.fair_loads
     nb = float(np.linalg.norm(b))
     ref = float(np.linalg.norm(minimal_flow(model)))
     if nb == 0 or ref == 0:
@@ -289,7 +293,8 @@ def charpoly_tol(a: ArrayLike) -> NDArray[np.float64]:
     j − 1 matrix products: ``|fl(s_j) − s_j| ≤ γ_{jn} S_j`` with ``S_j = tr(|A|ʲ)`` (Higham §3.5), and
     the recurrence propagates the errors of the earlier coefficients through the power sums:
 
-        E_k = [γ_{kn} S_k + Σ_{i<k} (E_i S_{k−i} + |a_i| γ_{(k−i)n} S_{k−i}) + γ_{k+1} (S_k + Σ_{i<k} |a_i| S_{k−i})] / k.
+        E_k = [γ_{kn} S_k + Σ_{i<k} (E_i S_{k−i} + |a_i| γ_{(k−i)n} S_{k−i})
+               + γ_{k+1} (S_k + Σ_{i<k} |a_i| S_{k−i})] / k.
 
     The error grows with the power sums' magnitude S_j, i.e. like ``‖A‖ʲ`` against coefficients that
     are elementary symmetric functions of the eigenvalues: this is why a_p (= μ_1 ⋯ μ_p = 0 for a
@@ -395,7 +400,7 @@ def operator_flow_bound(model, v_abs: ArrayLike) -> float:
 
 
 def mpa_coefficient_tol(model, alpha: ArrayLike, seed: int, steps: int, scale: float) -> NDArray[np.float64]:
-    """Error bound on MPA's minimal-polynomial coefficients ``α`` (thesis Alg. 14–15), from the Hankel system they solve.
+    """Error estimate of MPA's minimal-polynomial coefficients ``α`` (thesis Alg. 14–15), from their Hankel system.
 
     MPA projects the Krylov vectors ``b_k = (A/s)ᵏ l`` on a standard normal ``u`` (drawn from ``seed``):
     ``S_k = uᵀ b_k`` with ``|δS_k| ≤ γ_{(k+1)n} |u|ᵀ |A/s|ᵏ |l|``. Berlekamp–Massey returns the α with
@@ -437,23 +442,3 @@ def mpa_flow_tol(model, result, seed: int) -> float:
     alpha, s = result.extra["alpha"], mpa_scale(model)
     err = mpa_coefficient_tol(model, alpha, seed, result.iterations, s)
     return 10 * polynomial_flow_tol(model, alpha, err, scale=s)
-
-
-def minimal_polynomial_tol(model) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Coefficients of the minimal polynomial ``Π (μ − μ_j)`` over the distinct eigenvalues of 𝓛, and error bounds.
-
-    The eigenvalues are known to :func:`eig_tol` δ at best (any method sees 𝓛 only through rounded
-    products); ``∂a_k/∂μ_j`` is an elementary symmetric function of the other roots, so
-    ``|δa_k| ≤ d e_{k−1}(|μ|) δ``. For the polynomial of MPA (thesis §8.5).
-    """
-    from hermes.balance.charpoly import generalized_laplacian
-
-    gl = generalized_laplacian(model)
-    delta = eig_tol(gl)
-    lam = np.linalg.eigvalsh(gl)
-    distinct = lam[np.concatenate([[True], np.diff(lam) > 1e-8 * lam.max()])]
-    coef = np.poly(distinct)
-    d = len(distinct)
-    esym = np.abs(np.poly(-np.abs(distinct)))  # e_k(|μ|)
-    err = np.concatenate([[0.0], d * esym[:-1] * delta])
-    return coef, err

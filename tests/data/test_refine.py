@@ -12,7 +12,7 @@ from hermes.data.refine import (
     TriMesh, coarsen, conformity_problems, edge_table, from_mesh, min_angles, nvb_mesh, refine,
 )
 from hermes.errors import MeshError
-from tests.tolerances import EPS, area_tol, flops, gamma, sum_tol
+from tests.tolerances import EPS, area_tol, gamma, sum_tol
 
 
 def random_mesh(seed: int, n: int = 80) -> TriMesh:

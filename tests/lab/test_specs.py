@@ -121,7 +121,8 @@ def test_files(tmp_path):
     g = parse_graph(str(js))
     assert g.p == 3 and g.edges.tolist() == [[2, 1], [0, 1]]
     (tmp_path / "c.txt").write_text("1 2\n3, 4\n")
-    assert np.allclose(parse_capacities(str(tmp_path / "c.txt"), 4), np.array([1, 2, 3, 4]) / 10, rtol=2 * flops(2), atol=0)
+    assert np.allclose(parse_capacities(str(tmp_path / "c.txt"), 4), np.array([1, 2, 3, 4]) / 10,
+                       rtol=2 * flops(2), atol=0)
     (tmp_path / "w.json").write_text("[5, 6]")
     assert np.array_equal(parse_weights(str(tmp_path / "w.json"), g), [5.0, 6.0])
     (tmp_path / "l.txt").write_text("0\n7\n1.5\n")

@@ -32,7 +32,8 @@ from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError, GraphError
 from tests.tolerances import gamma
 
-__all__ = ["random_model", "slow_first_edge", "time_rtol", "RankView", "Report", "gather", "compare", "agree", "same_error",
+__all__ = ["random_model", "slow_first_edge", "time_rtol",
+           "RankView", "Report", "gather", "compare", "agree", "same_error",
            "finish", "seed_arg", "check_script"]
 
 #: counters every rank must report exactly as the serial form does

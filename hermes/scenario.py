@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hermes.errors import BalancerError, ScenarioError
+from hermes.errors import BalancerError, ScenarioError, validation_message
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "QUICKSTART"]
 
@@ -282,14 +282,7 @@ class Scenario(_Strict):
 
 
 def _format_error(err: ValidationError) -> str:
-    e = err.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
-    msg = e["msg"]
-    if e["type"] == "extra_forbidden":
-        msg = "unknown key"
-    msg = msg.replace("Value error, ", "")
-    more = f" (and {len(err.errors()) - 1} more problems)" if len(err.errors()) > 1 else ""
-    return f"{loc or 'scenario'}: {msg}{more}"
+    return validation_message(err, root="scenario")
 
 
 def _set_path(d: dict, path: str, value: Any) -> None:

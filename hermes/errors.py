@@ -36,12 +36,22 @@ def validation_message(err, *, root: str = "value", more: bool = True) -> str:
     e = errors[0]
     loc = ".".join(str(x) for x in e["loc"]
                    if not (isinstance(x, str) and x.startswith(("function-", "literal[", "tagged-union["))))
-    if e["type"] == "extra_forbidden":
+    kind, ctx, got = e["type"], e.get("ctx") or {}, e.get("input")
+    bounds = {"less_than_equal": ("at most", "le"), "less_than": ("below", "lt"),
+              "greater_than_equal": ("at least", "ge"), "greater_than": ("above", "gt")}
+    if kind == "extra_forbidden":
         msg = "unknown key"
-    elif e["type"] in ("model_type", "dict_type", "model_attributes_type"):
-        msg = f"should be a mapping of keys, got {_kind(e.get('input'))}"
+    elif kind in ("model_type", "dict_type", "model_attributes_type"):
+        msg = f"must be a mapping of keys, got {_kind(got)}"
+    elif kind in bounds:
+        words, key = bounds[kind]
+        msg = f"must be {words} {ctx[key]:g}, got {_shown(got)}"
+    elif kind == "finite_number":
+        msg = f"must be a finite number, got {_shown(got)}"
     else:
-        msg = e["msg"].replace("Value error, ", "")
+        msg = e["msg"].replace("Value error, ", "").replace("Input should be", "must be")
+        if kind.endswith(("_type", "_parsing")) and not isinstance(got, (dict, list)):
+            msg = msg.split(",")[0] + f", got {_shown(got)}"
     tail = f" (and {len(errors) - 1} more problems)" if more and len(errors) > 1 else ""
     return f"{loc or root}: {msg}{tail}"
 
@@ -51,3 +61,13 @@ def _kind(value) -> str:
     names = {list: "a list", dict: "a mapping", str: "a string", bool: "a boolean", int: "a number",
              float: "a number", type(None): "null"}
     return names.get(type(value), type(value).__name__)
+
+
+def _shown(value) -> str:
+    """A scalar as the user wrote it (short); containers by kind."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (dict, list)):
+        return _kind(value)
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

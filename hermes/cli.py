@@ -260,7 +260,11 @@ def _parse_params(items: list[str]) -> dict:
         if "=" not in item:
             raise BalancerError(f"--param {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        try:
+            out[k.strip()] = yaml.safe_load(v)
+        except yaml.YAMLError as err:
+            why = "a tag hermes does not read" if isinstance(err, yaml.constructor.ConstructorError) else "not valid YAML"
+            raise BalancerError(f"--param {k.strip()}: the value {v[:40]!r} is {why}") from None
     return out
 
 

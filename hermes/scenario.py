@@ -86,6 +86,14 @@ class MeshSpec(_Strict):
     units: Literal["cells", "nodes"] = "cells"
     weight: PosFloat = 1.0
 
+    @field_validator("grid", mode="before")
+    @classmethod
+    def _grid_text(cls, v):
+        if v is None or isinstance(v, str):
+            return v
+        hint = " (YAML reads 0x... as a hexadecimal number: quote the grid, '0x5')" if isinstance(v, int) else ""
+        raise ValueError(f"grid must be a string like '20x19', got {v!r}{hint}")
+
     @model_validator(mode="after")
     def _one_source(self):
         if (self.file is None) == (self.grid is None):

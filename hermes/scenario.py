@@ -120,7 +120,7 @@ class MeshSpec(_Strict):
 
 
 class LinkSpec(_Strict):
-    ranks: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
+    ranks: tuple[Annotated[int, Field(ge=0, lt=MAX_PROCESSORS)], Annotated[int, Field(ge=0, lt=MAX_PROCESSORS)]]
     latency: NonNegFloat | None = None
     bandwidth: PosFloat | None = None
 
@@ -128,12 +128,12 @@ class LinkSpec(_Strict):
 class PlatformSpec(_Strict):
     """Processors and network (thesis §4.2, α-β model)."""
 
-    capacities: list[float] | str = Field("homo", description="'homo', a list of relative speeds, or a file")
+    capacities: list[PosFloat] | str = Field("homo", description="'homo', a list of relative speeds, or a file")
     speed: PosFloat = Field(1.0e6, description="work units per second of an average processor (c_i = 1/p)")
     latency: NonNegFloat = 1.0e-4
     bandwidth: PosFloat = 1.0e8
     links: list[LinkSpec] = []
-    schedule: list[list[float]] | str | None = Field(
+    schedule: list[list[PosFloat]] | str | None = Field(
         None, description="capacities per phase: a list of per-processor lists, or a CSV file (thesis Table 10.6)")
 
     @field_validator("capacities", mode="before")

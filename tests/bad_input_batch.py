@@ -19,6 +19,7 @@ import sys
 import tempfile
 import traceback
 import warnings
+from pathlib import Path
 
 
 class Launched(BaseException):
@@ -57,7 +58,7 @@ def main(cases_path: str, out_path: str) -> None:
     import hermes.launch as launch
 
     warnings.simplefilter("always")  # a warning of one case must not hide the same warning of another
-    cases = json.loads(open(cases_path).read())
+    cases = json.loads(Path(cases_path).read_text())
     state: dict = {}
 
     def no_launch(*args, **kwargs):

@@ -30,8 +30,16 @@ from pathlib import Path
 from hermes.errors import MeshError, ScenarioError
 from hermes.scenario import Scenario, check_magnitudes
 
-__all__ = ["preflight", "check_size", "check_memory", "memory_needed", "memory_available", "mesh_cells",
-           "ranks_on_this_machine", "READ_LIMIT"]
+__all__ = [
+    "READ_LIMIT",
+    "check_memory",
+    "check_size",
+    "memory_available",
+    "memory_needed",
+    "mesh_cells",
+    "preflight",
+    "ranks_on_this_machine",
+]
 
 RANK_BYTES = 90 * 2**20
 CELL_BYTES = 1300

@@ -53,9 +53,7 @@ def _capture(fn):
 
 
 def main(cases_path: str, out_path: str) -> None:
-    import hermes.cli as cli
-    import hermes.driver as driver
-    import hermes.launch as launch
+    from hermes import cli, driver, launch
 
     warnings.simplefilter("always")  # a warning of one case must not hide the same warning of another
     cases = json.loads(Path(cases_path).read_text())
@@ -90,9 +88,9 @@ def main(cases_path: str, out_path: str) -> None:
     for case in cases:
         state.clear()
 
-        def call():
+        def call(argv=case["argv"]):
             try:
-                return {"code": cli.main(case["argv"]), "exception": None}
+                return {"code": cli.main(argv), "exception": None}
             except Launched:
                 return {"code": None, "exception": None}
             except BaseException:  # noqa: BLE001 - recorded for the test to report

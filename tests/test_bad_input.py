@@ -105,8 +105,8 @@ RUN = [
     ("mesh-garbage", _mesh("garbage.vtu"), "cannot read mesh file"),
     ("mesh-unknown-suffix", _mesh("mesh.weird"), "unsupported mesh format '.weird'"),
     # capacity and schedule files
-    ("schedule-count", ["--set", "platform.schedule={d}/sched3.csv"], "platform.schedule: phase 1 has 3 capacities "
-                                                                      "for 4 processors"),
+    ("schedule-count", ["--set", "platform.schedule={d}/sched3.csv"],
+     "platform.schedule: phase 1 has 3 capacities for 4 processors"),
     ("schedule-missing", ["--set", "platform.schedule={d}/none.csv"], "platform.schedule: no such file"),
     ("schedule-words", ["--set", "platform.schedule={d}/sched_words.csv"], "schedule values must be numbers"),
     ("schedule-negative", ["--set", "platform.schedule={d}/sched_neg.csv"], "capacities must be positive"),
@@ -221,7 +221,7 @@ def _batch(d, name: str, cases: list[dict], *, mpi: bool) -> list[list[dict]]:
         env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
         env["PYTHONPATH"] = str(ROOT)
         env.setdefault("MPLBACKEND", "Agg")
-        res = subprocess.run([sys.executable, str(BATCH), str(spec), str(out)], capture_output=True, text=True,
+        res = subprocess.run([sys.executable, str(BATCH), str(spec), str(out)], capture_output=True, text=True, check=False,
                              timeout=600, cwd=ROOT, env=env)
         ranks = 1
     assert res.returncode == 0, res.stdout + res.stderr
@@ -286,7 +286,7 @@ def test_under_mpiexec(under_mpiexec, case):
 def _cli(*args, timeout=300):
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "hermes", *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([sys.executable, "-m", "hermes", *args], capture_output=True, text=True, check=False, timeout=timeout,
                           cwd=ROOT, env=env)
 
 
@@ -326,6 +326,6 @@ def test_a_closed_pipe_ends_quietly(inputs):
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
     env["PYTHONPATH"] = str(ROOT)
     res = subprocess.run(f"{sys.executable} -m hermes mesh info {VTU} | true; exit ${{PIPESTATUS[0]}}",
-                         shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         check=False, shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env=env)
     assert res.returncode == 0 and res.stderr == "" and res.stdout == "", res

@@ -7,6 +7,7 @@ line where the docstring says, and that runs at the bounds stay finite (summary.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -61,7 +62,7 @@ def _with(data: dict, path: str, value) -> dict:
     data = json.loads(json.dumps(data))
     keys = path.split(".")
     cur = data
-    for k, nxt in zip(keys[:-1], keys[1:]):
+    for k, nxt in itertools.pairwise(keys):
         if isinstance(cur, list):
             cur = cur[int(k)]
             continue

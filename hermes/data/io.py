@@ -41,7 +41,7 @@ from hermes.data.formats import (
 from hermes.data.mesh import Mesh, csr_from_edges
 from hermes.errors import MeshError
 
-__all__ = ["read_mesh", "read_meshio", "write_mesh", "check_writable_format"]
+__all__ = ["check_writable_format", "read_mesh", "read_meshio", "write_mesh"]
 
 log = logging.getLogger(__name__)
 

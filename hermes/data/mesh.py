@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from hermes.errors import MeshError
 
-__all__ = ["Mesh", "csr_from_edges", "validate_graph", "COORD_MAX", "WEIGHT_MAX"]
+__all__ = ["COORD_MAX", "WEIGHT_MAX", "Mesh", "csr_from_edges", "validate_graph"]
 
 #: largest coordinate magnitude: squared distances (disc regions, areas) stay finite (hermes.scenario.BIG)
 COORD_MAX = 1e100

@@ -251,9 +251,8 @@ def _cmd_mesh(args) -> int:
 
 
 def _parse_params(items: list[str]) -> dict:
-    import yaml
-
     from hermes.errors import BalancerError
+    from hermes.scenario import yaml_value
 
     out = {}
     for item in items:
@@ -261,10 +260,9 @@ def _parse_params(items: list[str]) -> dict:
             raise BalancerError(f"--param {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
         try:
-            out[k.strip()] = yaml.safe_load(v)
-        except yaml.YAMLError as err:
-            why = "a tag hermes does not read" if isinstance(err, yaml.constructor.ConstructorError) else "not valid YAML"
-            raise BalancerError(f"--param {k.strip()}: the value {v[:40]!r} is {why}") from None
+            out[k.strip()] = yaml_value(v)
+        except ValueError as err:
+            raise BalancerError(f"--param {k.strip()}: {err}") from None
     return out
 
 

@@ -49,8 +49,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hermes.errors import BalancerError, ScenarioError, validation_message
 
-__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "check_magnitudes", "QUICKSTART", "BIG",
-           "TINY"]
+__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "check_magnitudes", "yaml_value",
+           "QUICKSTART", "BIG", "TINY"]
 
 #: largest load, time or byte count a run may produce; smallest cell weight (see "Bounds" above)
 BIG = 1e100
@@ -361,6 +361,16 @@ def _set_path(d: dict, path: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
+def yaml_value(raw: str) -> Any:
+    """A command-line value read as YAML (``""`` for an empty one); ValueError saying why it cannot be read
+    (malformed YAML, or a tag such as ``!!python/name`` that the safe loader refuses)."""
+    try:
+        return yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        why = "a tag hermes does not read" if isinstance(err, yaml.constructor.ConstructorError) else "not valid YAML"
+        raise ValueError(f"the value {raw[:40]!r} is {why}") from None
+
+
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """Apply ``key.path=value`` overrides (values parsed as YAML) to a raw scenario dict."""
     out = copy.deepcopy(data)
@@ -372,11 +382,9 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
             raise ScenarioError(f"--set {item!r}: bad key path {key!r}")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as err:
-            why = "a tag hermes does not read" if isinstance(err, yaml.constructor.ConstructorError) else "not valid YAML"
-            raise ScenarioError(f"--set {key}: the value {raw[:40]!r} is {why} (quote a string: "
-                                f"{key}='\"...\"')") from None
+            value = yaml_value(raw)
+        except ValueError as err:
+            raise ScenarioError(f"--set {key}: {err} (quote a string: {key}='\"...\"')") from None
         _set_path(out, key, value)
     return out
 

@@ -221,8 +221,8 @@ def _batch(d, name: str, cases: list[dict], *, mpi: bool) -> list[list[dict]]:
         env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
         env["PYTHONPATH"] = str(ROOT)
         env.setdefault("MPLBACKEND", "Agg")
-        res = subprocess.run([sys.executable, str(BATCH), str(spec), str(out)], capture_output=True, text=True, check=False,
-                             timeout=600, cwd=ROOT, env=env)
+        res = subprocess.run([sys.executable, str(BATCH), str(spec), str(out)], capture_output=True, text=True,
+                             check=False, timeout=600, cwd=ROOT, env=env)
         ranks = 1
     assert res.returncode == 0, res.stdout + res.stderr
     return [json.loads(open(f"{out}.{r}").read()) for r in range(ranks)]
@@ -286,8 +286,8 @@ def test_under_mpiexec(under_mpiexec, case):
 def _cli(*args, timeout=300):
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "hermes", *args], capture_output=True, text=True, check=False, timeout=timeout,
-                          cwd=ROOT, env=env)
+    return subprocess.run([sys.executable, "-m", "hermes", *args], capture_output=True, text=True, check=False,
+                          timeout=timeout, cwd=ROOT, env=env)
 
 
 #: Open MPI's prterun reports any rank's non-zero exit in six lines (help-prun.txt [prun:non-zero-exit]);
@@ -326,6 +326,6 @@ def test_a_closed_pipe_ends_quietly(inputs):
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
     env["PYTHONPATH"] = str(ROOT)
     res = subprocess.run(f"{sys.executable} -m hermes mesh info {VTU} | true; exit ${{PIPESTATUS[0]}}",
-                         check=False, shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env=env)
+                         check=False, shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300,
+                         cwd=ROOT, env=env)
     assert res.returncode == 0 and res.stderr == "" and res.stdout == "", res

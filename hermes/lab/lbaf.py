@@ -13,9 +13,9 @@ A trace is one file per rank, ``<stem>.<rank>.json``::
 (the minimal form LBAF was checked to accept, see ANCHORS.md; ``communications`` is optional). Every
 file is checked against LBAF's schema (its ``LBDatafile_schema.py``, written here as pydantic models:
 required keys, strict types, int64 ranges, finite non-negative times), so a malformed trace is one line
-naming the file and the key path, never a traceback. The reader takes object ids from ``seq_id`` or ``id``, the task's rank from the file name, its load from
-``time``; it ignores what hermes does not model (``user_defined``, ``subphases``, LBAF's output
-``lb_iterations``) and non-object communications. The writer produces exactly the form above, so a
+naming the file and the key path, never a traceback. The reader takes object ids from ``seq_id`` or
+``id``, the task's rank from the file name, its load from ``time``; it ignores what hermes does not
+model (``user_defined``, ``subphases``, LBAF's output ``lb_iterations``) and non-object communications. The writer produces exactly the form above, so a
 hermes assignment (e.g. the result of :func:`hermes.balance.gossip.grapevine`) can be fed to LBAF
 with ``from_data: {data_stem: <stem>, phase_ids: [<phase>]}`` and an LBAF trace can be balanced by
 hermes (``hermes gossip --loads lbaf:<stem>``). Brotli-compressed traces are not supported.

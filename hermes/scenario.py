@@ -40,6 +40,7 @@ schedule) are read during validation; a mesh file's cell count is known only onc
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -434,6 +435,12 @@ def _check_files(sc: Scenario) -> None:
                                         f"processors")
     if table is not None and len({len(row) for row in table}) > 1:
         raise ScenarioError("platform.schedule: every phase needs the same number of capacities")
+    for key, value in sc.balancer.params.items():  # whatever a balancer's own model allows: finite, within BIG
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not (math.isfinite(value) and abs(value) <= (BIG if isinstance(value, float) else 2**62)):
+            raise ScenarioError(f"balancer.{sc.balancer.algorithm}.{key}: must be a finite number of magnitude at "
+                                f"most {BIG if isinstance(value, float) else 2**62:g}, got {value:g}")
     check_magnitudes(sc, n_cells=sc.mesh.grid_cells or 1, p=p or 1, capacities=None if caps == "homo" else caps,
                      schedule=table)
 
@@ -483,8 +490,6 @@ def check_magnitudes(sc: Scenario, *, n_cells: int, p: int, capacities=None, sch
     ScenarioError
         One line naming the keys whose product exceeds ``BIG`` (or falls below ``TINY``).
     """
-    import math
-
     lg = math.log10
     ad, app, pl = sc.adaptation, sc.application, sc.platform
     if ad.kind == "weights":

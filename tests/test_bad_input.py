@@ -69,6 +69,8 @@ RUN = [
     ("trigger-low", ["--set", "balancer.trigger=0.5"], "balancer.trigger: must be at least 1"),
     ("balancer-unknown", ["--set", "balancer.algorithm=magic"], "unknown balancer 'magic'"),
     ("balancer-param", ["--set", "balancer.pcg.tolerance=.inf"], "balancer.pcg.tolerance: must be finite"),
+    ("balancer-param-huge", ["--set", "balancer.algorithm=implicit", "--set", "balancer.implicit.alpha=1e300"],
+     "balancer.implicit.alpha: must be a finite number of magnitude at most 1e+100"),
     # sizes and memory
     ("grid-oom", ["--set", "mesh.grid=100000x100000"], "mesh.grid: 100000x100000 needs about"),
     ("grid-1x3", ["--set", "mesh.grid=1x3"], "more processors (4) than cells (3)"),
@@ -129,6 +131,8 @@ OTHER = [
      "weights '1e-320': value 0 must be positive (at least 1e-100)"),
     ("flow-weights-spread", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--weights", "1e-50,1,1"],
      "the values span 1e+50"),
+    ("flow-implicit-alpha", ["flow", "--graph", "path:6", "--algorithm", "implicit", "--param", "alpha=1e99"],
+     "graph 'path:6': implicit failed numerically on this model (float division by zero)"),
     ("flow-graph-directory", ["flow", "--graph", "{d}/adir", "--algorithm", "pcg"], "a directory, not a graph file"),
     ("mesh-generate-suffix", ["mesh", "generate", "grid", "--out", "{d}/x.weird"], "unknown mesh format '.weird'"),
     ("mesh-info-directory", ["mesh", "info", "{d}/adir"], "mesh path is not a file"),

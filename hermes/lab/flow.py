@@ -112,7 +112,8 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     model = build_model(pg, capacities, weights, loads)
     try:
         return _run(info, algorithm, merged, pg, model, links, (graph, capacities, weights, loads))
-    except (RuntimeError, np.linalg.LinAlgError, FloatingPointError) as err:  # e.g. splu: "Factor is exactly singular"
+    except (RuntimeError, ArithmeticError, ValueError, np.linalg.LinAlgError) as err:  # splu: "Factor is exactly
+        # singular"; a parameter far out of a method's range (implicit's alpha: ZeroDivisionError, ValueError)
         raise GraphError(f"graph {pg.spec!r}: {algorithm} failed numerically on this model "
                          f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
 

@@ -102,6 +102,9 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
 
         comm = MPI.COMM_WORLD if under_mpi_launcher() else MPI.COMM_SELF
         return run_here(sc, comm, out_dir=out, quiet=quiet, progress=None if quiet else print)
+    from hermes.preflight import preflight
+
+    preflight(sc, n)  # files, mesh, magnitudes, memory: before any MPI job starts
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"
         spec.write_text(yaml.safe_dump(_absolute(sc).to_dict(), sort_keys=False))

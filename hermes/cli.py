@@ -97,12 +97,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args):
+    """The scenario of ``args``, validated; for a ``hermes run`` about to start mpiexec, also everything
+    :func:`hermes.preflight.preflight` can check serially (files, mesh, magnitudes, memory), so bad input
+    never starts an MPI job."""
+    from hermes.launch import under_mpi_launcher
     from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 
     if args.scenario:
         sc = load_scenario(args.scenario, args.overrides)
     else:
         sc = parse_scenario(QUICKSTART, overrides=args.overrides)
+    if args.command == "run" and not args.no_launch and not under_mpi_launcher():
+        from hermes.preflight import preflight
+
+        preflight(sc, sc.processors or 4)
     return sc
 
 
@@ -243,16 +251,18 @@ def _cmd_mesh(args) -> int:
 
 
 def _parse_params(items: list[str]) -> dict:
-    import yaml
-
     from hermes.errors import BalancerError
+    from hermes.scenario import yaml_value
 
     out = {}
     for item in items:
         if "=" not in item:
             raise BalancerError(f"--param {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        try:
+            out[k.strip()] = yaml_value(v)
+        except ValueError as err:
+            raise BalancerError(f"--param {k.strip()}: {err}") from None
     return out
 
 

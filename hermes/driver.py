@@ -65,7 +65,7 @@ from hermes.data.distributed import LocalDomain, dense_view, gather_to_root, sca
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import TriMesh, from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
-from hermes.errors import HermesError, MeshError, ScenarioError
+from hermes.errors import HermesError, ScenarioError
 from hermes.extraload import CapacitySchedule
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
@@ -189,11 +189,17 @@ def load_mesh(sc: Scenario):
 def _read_and_partition(sc: Scenario, p: int):
     """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields."""
     from hermes.data.partition import metis_partition
+    from hermes.preflight import check_size
 
-    mesh = load_mesh(sc)
-    if mesh.n_cells < p:
-        raise MeshError(f"more processors ({p}) than cells ({mesh.n_cells}) in mesh '{mesh.name}'")
     sched = CapacitySchedule.from_scenario(sc, p)
+    caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
+    rows = None if sched.table is None else sched.table.tolist()
+    if sc.mesh.grid_cells is not None:  # cells ≥ processors, magnitudes, memory: before the grid is built
+        check_size(sc, sc.mesh.grid_cells, p, capacities=caps, schedule=rows)
+    mesh = load_mesh(sc)
+    if sc.mesh.grid_cells is None:
+        check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows,
+                   weights=(float(mesh.weights.min()), float(mesh.weights.max())))
     tm = None
     if sc.adaptation.kind == "refine":  # the work units become the triangles
         tm, origin = from_mesh(mesh)
@@ -482,7 +488,7 @@ def versions() -> dict[str, str]:
 
     out = {"hermes": __version__, "python": _platform.python_version(), "numpy": np.__version__,
            "scipy": scipy.__version__, "mpi4py": mpi4py.__version__,
-           "mpi": MPI.Get_library_version().splitlines()[0].strip()}
+           "mpi": MPI.Get_library_version().replace("\0", "").splitlines()[0].strip()}  # Open MPI ends it with NUL
     try:
         import pymetis
 

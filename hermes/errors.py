@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError"]
+__all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError", "validation_message"]
 
 
 class HermesError(Exception):
@@ -23,3 +23,51 @@ class GraphError(HermesError):
 
 class BalancerError(HermesError):
     """An unknown balancer or bad balancer parameters."""
+
+
+def validation_message(err, *, root: str = "value", more: bool = True) -> str:
+    """One line from a pydantic ``ValidationError``: ``key.path: message`` of its first problem.
+
+    The location skips pydantic's internal tags (``function-after[...]``, ``literal[...]``); list
+    indices show as numbers (``phases.0.tasks.3.time``). ``more`` appends how many other problems
+    there are; ``root`` names a problem of the whole document.
+    """
+    errors = err.errors()
+    e = errors[0]
+    loc = ".".join(str(x) for x in e["loc"]
+                   if not (isinstance(x, str) and x.startswith(("function-", "literal[", "tagged-union["))))
+    kind, ctx, got = e["type"], e.get("ctx") or {}, e.get("input")
+    bounds = {"less_than_equal": ("at most", "le"), "less_than": ("below", "lt"),
+              "greater_than_equal": ("at least", "ge"), "greater_than": ("above", "gt")}
+    if kind == "extra_forbidden":
+        msg = "unknown key"
+    elif kind in ("model_type", "dict_type", "model_attributes_type"):
+        msg = f"must be a mapping of keys, got {_kind(got)}"
+    elif kind in bounds:
+        words, key = bounds[kind]
+        msg = f"must be {words} {ctx[key]:g}, got {_shown(got)}"
+    elif kind == "finite_number":
+        msg = f"must be a finite number, got {_shown(got)}"
+    else:
+        msg = e["msg"].replace("Value error, ", "").replace("Input should be", "must be")
+        if kind.endswith(("_type", "_parsing")) and not isinstance(got, (dict, list)):
+            msg = msg.split(",")[0] + f", got {_shown(got)}"
+    tail = f" (and {len(errors) - 1} more problems)" if more and len(errors) > 1 else ""
+    return f"{loc or root}: {msg}{tail}"
+
+
+def _kind(value) -> str:
+    """A value's kind in the user's (YAML/JSON) words."""
+    names = {list: "a list", dict: "a mapping", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _shown(value) -> str:
+    """A scalar as the user wrote it (short); containers by kind."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (dict, list)):
+        return _kind(value)
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

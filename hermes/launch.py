@@ -6,6 +6,22 @@ exception on any rank abort the whole job instead of leaving the others waiting.
 
 Flags (see ENVIRONMENT.md): Open MPI refuses to run as root without ``--allow-run-as-root`` and to
 start more ranks than cores without ``--oversubscribe``; MPICH's Hydra needs neither.
+
+Open MPI's report of a non-zero exit
+------------------------------------
+When bad input is found under MPI, every rank exits with status 2 after ``MPI_Finalize``
+(``hermes.cli._exit_together``), and Open MPI 5's launcher ``prterun`` follows hermes' one line with
+six of its own ("prterun detected that one or more processes exited with non-zero status ...", the
+``[prun:non-zero-exit]`` text of its help-prun.txt). PRRTE prints it whenever a process of a job marked
+``PRTE_JOB_ERROR_NONZERO_EXIT`` ends with a non-zero status (``print_aborted_job`` in
+src/runtime/prte_quit.c, read in openpmix/prrte); the only switch, ``--runtime-options
+error-nonzero-status=false`` (MCA ``state_base_error_non_zero_exit``), also drops the status: ``mpiexec``
+then exits 0 (checked with Open MPI 5.0.11: ranks exiting 2, with or without ``MPI_Finalize``, give
+``mpiexec`` status 0). No other PRRTE option silences the report and keeps the status, and an
+``MPI_Abort`` prints a longer one. hermes therefore keeps the status and avoids the report the other way:
+``hermes run`` validates everything it can before it starts ``mpiexec`` (:mod:`hermes.preflight`), so bad
+input is one line and no MPI job; only a job started by hand with ``mpiexec ... --no-launch`` shows Open
+MPI's report after hermes' line (tests/test_bad_input.py checks both).
 """
 
 from __future__ import annotations

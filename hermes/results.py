@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -51,8 +52,25 @@ def _default(o: Any):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def _finite(o: Any, where: str = "") -> Any:
+    """``o`` with every non-finite float replaced by None (JSON null), each replacement logged: the
+    scenario's bounds keep a run's numbers finite (hermes.scenario, Bounds), so this is a last guard
+    that keeps the file strict JSON, never a way to hide a value."""
+    if isinstance(o, dict):
+        return {k: _finite(v, f"{where}.{k}" if where else str(k)) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v, f"{where}[{i}]") for i, v in enumerate(o)]
+    if isinstance(o, np.ndarray):
+        return _finite(o.tolist(), where)
+    if isinstance(o, (float, np.floating)) and not np.isfinite(o):
+        logging.getLogger(__name__).warning("%s is %s: written as null", where or "value", o)
+        return None
+    return o
+
+
 def write_json(path: str | Path, obj: Any) -> Path:
-    return write_atomic(path, json.dumps(obj, indent=2, default=_default) + "\n")
+    """Strict JSON (RFC 8259: no NaN or Infinity literals; non-finite numbers become null)."""
+    return write_atomic(path, json.dumps(_finite(obj), indent=2, default=_default, allow_nan=False) + "\n")
 
 
 def write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> Path:

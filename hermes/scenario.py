@@ -6,11 +6,41 @@ communicating; errors are one line naming the key path (``balancer.tolerance: ..
 Fixed key paths scripts can rely on: ``processors``, ``seed``, ``clock`` (``virtual`` | ``wall``),
 ``balancer.algorithm`` and the balancer's parameters under ``balancer`` (e.g. ``balancer.targets``).
 Any value can be overridden with ``--set key.path=value`` (the value is parsed as YAML).
+
+Bounds
+------
+Every number has finite bounds, so that no valid scenario can make the run's arithmetic overflow,
+underflow to zero or produce NaN (summary.json is strict JSON). Two constants carry the argument:
+
+``BIG = 1e100``
+    The largest load, time or byte count a run may produce. hermes squares loads (PCG's residual
+    norms, the variance of the loads, the flow's 2-norm) and sums such squares over at most
+    ``MAX_PROCESSORS = 1e5`` ranks or over the iterations: ``BIG² · 1e5 = 1e205`` stays far below the
+    float maximum 1.8e308, with room for the products by iteration counts and capacities.
+``TINY = 1e-100``
+    The smallest cell weight a run may produce: its square ``1e-200`` stays a normal float (above
+    2.2e-308), so no positive weight or load rounds to zero and no division by a load blows up.
+
+Each key is bounded on its own (``Field(gt=..., le=BIG)``, finite: ``.inf``/``.nan`` are refused), and
+:func:`check_magnitudes` bounds the products the run forms, naming the keys involved:
+
+* cell weights after the adaptation, ``mesh.weight · max(1, factor)^phases`` (``kind: weights``;
+  ``refine`` keeps the weights and can multiply the cells by ``4^max_level``), times the cell count,
+  is the largest load: ≤ ``BIG``; ``mesh.weight · min(1, factor)^phases ≥ TINY``;
+* a phase's compute time ``load · work_per_weight · iterations / (speed · c_min)`` (``c_min`` the
+  smallest normalised capacity of the base capacities and the schedule), times the phases: ≤ ``BIG``;
+* a phase's communication time, ``iterations · (latency · cells + bytes_per_edge · cells² /
+  bandwidth)`` (cells bound the degree, cells² the edges), times the phases: ≤ ``BIG``.
+
+The products are compared in log10, so the check itself cannot overflow. Files (capacities,
+schedule) are read during validation; a mesh file's cell count is known only once it is read, so
+``hermes run`` checks again with it before launching (:mod:`hermes.preflight`).
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,22 +48,35 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hermes.errors import BalancerError, ScenarioError
+from hermes.errors import BalancerError, ScenarioError, validation_message
 
-__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "QUICKSTART"]
+__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "check_magnitudes", "yaml_value",
+           "QUICKSTART", "BIG", "TINY"]
 
-PosFloat = Annotated[float, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
+#: largest load, time or byte count a run may produce; smallest cell weight (see "Bounds" above)
+BIG = 1e100
+TINY = 1e-100
+MAX_PROCESSORS = 100_000
+#: phases and solver iterations per phase: far beyond the seeds' experiments (≤ 30 phases, 20 iterations),
+#: finite so that per-phase records and loops stay bounded
+MAX_PHASES = 100_000
+MAX_ITERATIONS = 1_000_000
+#: METIS' seed option is a C int (pymetis truncates larger seeds silently)
+MAX_SEED = 2**31 - 1
+
+PosFloat = Annotated[float, Field(gt=0, le=BIG)]
+NonNegFloat = Annotated[float, Field(ge=0, le=BIG)]
+Coord = Annotated[float, Field(ge=-BIG, le=BIG)]
 
 
 def _positive(x, what: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0 or x != x or x == float("inf"):
-        raise ValueError(f"{what} must be a positive number, got {x!r}")
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= BIG:
+        raise ValueError(f"{what} must be a positive number up to {BIG:g}, got {x!r}")
     return float(x)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class MeshSpec(_Strict):
@@ -44,19 +87,41 @@ class MeshSpec(_Strict):
     units: Literal["cells", "nodes"] = "cells"
     weight: PosFloat = 1.0
 
+    @field_validator("grid", mode="before")
+    @classmethod
+    def _grid_text(cls, v):
+        if v is None or isinstance(v, str):
+            return v
+        hint = " (YAML reads 0x... as a hexadecimal number: quote the grid, '0x5')" if isinstance(v, int) else ""
+        raise ValueError(f"grid must be a string like '20x19', got {v!r}{hint}")
+
     @model_validator(mode="after")
     def _one_source(self):
         if (self.file is None) == (self.grid is None):
             raise ValueError("give exactly one of 'file' or 'grid'")
-        if self.grid is not None and not re.fullmatch(r"\s*\d+\s*x\s*\d+\s*", self.grid):
+        if self.grid is not None and not re.fullmatch(r"\s*\d{1,9}\s*x\s*\d{1,9}\s*", self.grid):
             raise ValueError(f"grid must look like '20x19', got {self.grid!r}")
         if self.grid is not None and any(int(v) < 1 for v in self.grid.lower().split("x")):
             raise ValueError("grid sizes must be positive")
+        if self.grid is not None and self.units == "nodes":
+            # refused rather than implemented: the nodal graph of an nx × ny grid of cells is the
+            # (nx+1) × (ny+1) lattice, which is exactly the dual graph of grid (nx+1)x(ny+1)
+            nx, ny = (int(v) for v in self.grid.lower().split("x"))
+            raise ValueError(f"units 'nodes' applies to mesh files; a grid's work units are its cells "
+                             f"(for the graph of this grid's nodes use grid: {nx + 1}x{ny + 1})")
         return self
+
+    @property
+    def grid_cells(self) -> int | None:
+        """Cells of the generated grid (None for a file)."""
+        if self.grid is None:
+            return None
+        nx, ny = (int(v) for v in self.grid.lower().split("x"))
+        return nx * ny
 
 
 class LinkSpec(_Strict):
-    ranks: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
+    ranks: tuple[Annotated[int, Field(ge=0, lt=MAX_PROCESSORS)], Annotated[int, Field(ge=0, lt=MAX_PROCESSORS)]]
     latency: NonNegFloat | None = None
     bandwidth: PosFloat | None = None
 
@@ -64,12 +129,12 @@ class LinkSpec(_Strict):
 class PlatformSpec(_Strict):
     """Processors and network (thesis §4.2, α-β model)."""
 
-    capacities: list[float] | str = Field("homo", description="'homo', a list of relative speeds, or a file")
+    capacities: list[PosFloat] | str = Field("homo", description="'homo', a list of relative speeds, or a file")
     speed: PosFloat = Field(1.0e6, description="work units per second of an average processor (c_i = 1/p)")
     latency: NonNegFloat = 1.0e-4
     bandwidth: PosFloat = 1.0e8
     links: list[LinkSpec] = []
-    schedule: list[list[float]] | str | None = Field(
+    schedule: list[list[PosFloat]] | str | None = Field(
         None, description="capacities per phase: a list of per-processor lists, or a CSV file (thesis Table 10.6)")
 
     @field_validator("capacities", mode="before")
@@ -96,7 +161,7 @@ class ApplicationSpec(_Strict):
     """The simulated solver (thesis Alg. 2, Fig. 10.5)."""
 
     kernel: Literal["synthetic", "jacobi"] = "synthetic"
-    iterations: Annotated[int, Field(ge=1)] = 20
+    iterations: Annotated[int, Field(ge=1, le=MAX_ITERATIONS)] = 20
     work_per_weight: PosFloat = 1.0
     bytes_per_edge: NonNegFloat = 64.0
 
@@ -107,11 +172,11 @@ class RegionSpec(_Strict):
 
     kind: Literal["random", "box", "disc", "front", "indicator"] = "random"
     fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
-    box: tuple[float, float, float, float] | None = Field(None, description="xmin, ymin, xmax, ymax")
-    center: tuple[float, float] | None = None
+    box: tuple[Coord, Coord, Coord, Coord] | None = Field(None, description="xmin, ymin, xmax, ymax")
+    center: tuple[Coord, Coord] | None = None
     radius: PosFloat | None = None
-    start: float | None = Field(None, description="front: x position at phase 1")
-    speed: float | None = Field(None, description="front: x advance per phase")
+    start: Coord | None = Field(None, description="front: x position at phase 1")
+    speed: Coord | None = Field(None, description="front: x advance per phase")
     width: PosFloat | None = Field(None, description="front: band width")
     relative: bool = Field(True, description="coordinates are fractions of the mesh bounding box")
     threshold: Annotated[float, Field(gt=0, le=1)] = Field(
@@ -140,7 +205,7 @@ class RegionSpec(_Strict):
 class AdaptationSpec(_Strict):
     """How the work changes each phase: weights multiplied on a region, or the mesh refined there."""
 
-    phases: Annotated[int, Field(ge=1)] = 7
+    phases: Annotated[int, Field(ge=1, le=MAX_PHASES)] = 7
     kind: Literal["weights", "refine"] = Field(
         "weights", description="weights: multiply the region's weights by factor; refine: bisect the region's "
         "cells (newest-vertex bisection) and coarsen where the region has left")
@@ -253,8 +318,8 @@ class Scenario(_Strict):
     """A whole experiment (see README: 'Scenario format')."""
 
     name: str = "scenario"
-    processors: Annotated[int, Field(ge=1)] | None = None
-    seed: Annotated[int, Field(ge=0)] = 0
+    processors: Annotated[int, Field(ge=1, le=MAX_PROCESSORS)] | None = None
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
     clock: Literal["virtual", "wall"] = "virtual"
     mesh: MeshSpec
     platform: PlatformSpec = PlatformSpec()
@@ -282,14 +347,7 @@ class Scenario(_Strict):
 
 
 def _format_error(err: ValidationError) -> str:
-    e = err.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
-    msg = e["msg"]
-    if e["type"] == "extra_forbidden":
-        msg = "unknown key"
-    msg = msg.replace("Value error, ", "")
-    more = f" (and {len(err.errors()) - 1} more problems)" if len(err.errors()) > 1 else ""
-    return f"{loc or 'scenario'}: {msg}{more}"
+    return validation_message(err, root="scenario")
 
 
 def _set_path(d: dict, path: str, value: Any) -> None:
@@ -304,6 +362,16 @@ def _set_path(d: dict, path: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
+def yaml_value(raw: str) -> Any:
+    """A command-line value read as YAML (``""`` for an empty one); ValueError saying why it cannot be read
+    (malformed YAML, or a tag such as ``!!python/name`` that the safe loader refuses)."""
+    try:
+        return yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        why = "a tag hermes does not read" if isinstance(err, yaml.constructor.ConstructorError) else "not valid YAML"
+        raise ValueError(f"the value {raw[:40]!r} is {why}") from None
+
+
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """Apply ``key.path=value`` overrides (values parsed as YAML) to a raw scenario dict."""
     out = copy.deepcopy(data)
@@ -315,9 +383,9 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
             raise ScenarioError(f"--set {item!r}: bad key path {key!r}")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+            value = yaml_value(raw)
+        except ValueError as err:
+            raise ScenarioError(f"--set {key}: {err} (quote a string: {key}='\"...\"')") from None
         _set_path(out, key, value)
     return out
 
@@ -337,32 +405,141 @@ def parse_scenario(data: Any, *, base_dir: str | Path = ".", overrides: list[str
 
 
 def _check_files(sc: Scenario) -> None:
+    """Cross-key rules and the files the scenario names (capacities and schedule are read here: they are
+    small, and every rank reaches the same verdict); then :func:`check_magnitudes`."""
+    from hermes.extraload.schedule import read_capacities, read_schedule_csv
+
     if sc.adaptation.kind == "refine" and sc.mesh.units != "cells":
         raise ScenarioError("adaptation.kind: refine needs mesh.units: cells (it bisects the cell polygons)")
     if sc.adaptation.region.kind == "indicator" and sc.application.kernel != "jacobi":
         raise ScenarioError("adaptation.region.kind: indicator needs application.kernel: jacobi (it marks where "
                             "the solution jumps)")
-    if sc.mesh.file is not None and not sc.resolve(sc.mesh.file).is_file():
-        raise ScenarioError(f"mesh.file: no such file: {sc.resolve(sc.mesh.file)}")
-    for key, val in (("platform.capacities", sc.platform.capacities), ("platform.schedule", sc.platform.schedule)):
-        if isinstance(val, str) and val != "homo" and not sc.resolve(val).is_file():
-            raise ScenarioError(f"{key}: no such file: {sc.resolve(val)}")
+    if sc.mesh.file is not None:
+        _existing(sc, "mesh.file", sc.mesh.file)
+    caps, table = sc.platform.capacities, sc.platform.schedule
+    if isinstance(caps, str) and caps != "homo":
+        caps = _read(read_capacities, _existing(sc, "platform.capacities", caps), "platform.capacities").tolist()
+    if isinstance(table, str):
+        table = _read(read_schedule_csv, _existing(sc, "platform.schedule", table), "platform.schedule").tolist()
     p = sc.processors
     if p is not None:
-        if isinstance(sc.platform.capacities, list) and len(sc.platform.capacities) != p:
-            raise ScenarioError(f"platform.capacities: {len(sc.platform.capacities)} values for {p} processors")
+        if isinstance(caps, list) and len(caps) != p:
+            raise ScenarioError(f"platform.capacities: {len(caps)} values for {p} processors")
         for k, link in enumerate(sc.platform.links):
             if max(link.ranks) >= p or link.ranks[0] == link.ranks[1]:
                 raise ScenarioError(f"platform.links.{k}.ranks: {list(link.ranks)} is not a pair of ranks below {p}")
-        if isinstance(sc.platform.schedule, list):
-            for k, row in enumerate(sc.platform.schedule):
+        if table is not None:
+            for k, row in enumerate(table):
                 if len(row) != p:
-                    raise ScenarioError(f"platform.schedule.{k}: {len(row)} capacities for {p} processors")
+                    raise ScenarioError(f"platform.schedule: phase {k + 1} has {len(row)} capacities for {p} "
+                                        f"processors")
+    if table is not None and len({len(row) for row in table}) > 1:
+        raise ScenarioError("platform.schedule: every phase needs the same number of capacities")
+    for key, value in sc.balancer.params.items():  # whatever a balancer's own model allows: finite, within BIG
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not (math.isfinite(value) and abs(value) <= (BIG if isinstance(value, float) else 2**62)):
+            raise ScenarioError(f"balancer.{sc.balancer.algorithm}.{key}: must be a finite number of magnitude at "
+                                f"most {BIG if isinstance(value, float) else 2**62:g}, got {value:g}")
+    check_magnitudes(sc, n_cells=sc.mesh.grid_cells or 1, p=p or 1, capacities=None if caps == "homo" else caps,
+                     schedule=table)
+
+
+def _existing(sc: Scenario, key: str, name: str) -> Path:
+    """The path of a file the scenario names, or a one-line error saying what is wrong with it."""
+    path = sc.resolve(name)
+    if path.is_dir():
+        raise ScenarioError(f"{key}: {path} is a directory, not a file")
+    if not path.is_file():
+        raise ScenarioError(f"{key}: no such file: {path}")
+    return path
+
+
+def _read(reader, path: Path, key: str):
+    try:
+        return reader(path)
+    except ScenarioError as err:
+        raise ScenarioError(f"{key}: {err}") from None
+
+
+def _min_capacity(capacities, schedule, p: int) -> float:
+    """The smallest normalised capacity of the base capacities and of every schedule row."""
+    rows = [[1.0] * p if capacities is None else list(capacities)] + [list(r) for r in schedule or []]
+    return min(min(r) / sum(r) for r in rows)
+
+
+def check_magnitudes(sc: Scenario, *, n_cells: int, p: int, capacities=None, schedule=None,
+                     weights: tuple[float, float] = (1.0, 1.0)) -> None:
+    """Refuse a scenario whose run could leave finite arithmetic (see "Bounds" in the module docstring).
+
+    Parameters
+    ----------
+    sc : Scenario
+    n_cells : int
+        Cells of the mesh (a lower bound, e.g. 1, checks what does not depend on it).
+    p : int
+        Processors (1 if unknown: homogeneous capacities are then 1/p = 1).
+    capacities, schedule : list, optional
+        The base capacities (None: homogeneous) and the schedule's rows, as read.
+    weights : (float, float)
+        The smallest and largest weight of the mesh's cells (a mesh file's own weights; 1 for a grid),
+        which ``mesh.weight`` multiplies.
+
+    Raises
+    ------
+    ScenarioError
+        One line naming the keys whose product exceeds ``BIG`` (or falls below ``TINY``).
+    """
+    lg = math.log10
+    ad, app, pl = sc.adaptation, sc.application, sc.platform
+    if ad.kind == "weights":
+        up, down = ad.phases * max(lg(ad.factor), 0.0), ad.phases * min(lg(ad.factor), 0.0)
+        cells = lg(n_cells)
+    else:  # refinement keeps the weights and can multiply the cells
+        up = down = 0.0
+        cells = lg(n_cells) + ad.max_level * lg(4 if ad.edges == "all" else 2)
+    w_lo, w_hi = lg(sc.mesh.weight) + lg(weights[0]), lg(sc.mesh.weight) + lg(weights[1])
+    limit = lg(BIG)
+
+    def fail(keys: str, what: str, exponent: float, bound: str) -> None:
+        raise ScenarioError(f"{keys}: {what} can reach 1e{exponent:+.0f}, beyond {bound}, the bound that keeps "
+                            f"the run's arithmetic finite (see hermes/scenario.py, Bounds)")
+
+    if w_lo + down < lg(TINY):
+        fail("mesh.weight, adaptation.factor, adaptation.phases", "cell weights (mesh.weight × factor^phases)",
+             w_lo + down, f"{TINY:g} below")
+    if w_hi + up > limit:
+        fail("mesh.weight, adaptation.factor, adaptation.phases", "cell weights (mesh.weight × factor^phases)",
+             w_hi + up, f"{BIG:g}")
+    load = cells + w_hi + up
+    if load > limit:
+        fail("mesh.weight, adaptation.factor, adaptation.phases", f"the total load ({n_cells} cells × their "
+             f"weights)", load, f"{BIG:g}")
+    c_min = _min_capacity(capacities, schedule, p)
+    compute = (load + lg(app.work_per_weight) + lg(app.iterations) + lg(ad.phases)
+               - lg(pl.speed) - lg(c_min))
+    if ad.kind == "refine" and ad.work_per_cell > 0:
+        compute = max(compute, cells + lg(ad.work_per_cell) + lg(ad.phases) - lg(pl.speed) - lg(c_min))
+    if compute > limit:
+        fail("application.work_per_weight, application.iterations, platform.speed, platform.capacities",
+             "the computing time (load × work_per_weight × iterations × phases / (speed × smallest capacity))",
+             compute, f"{BIG:g} s")
+    latency = max([pl.latency] + [k.latency for k in pl.links if k.latency is not None])
+    bandwidth = min([pl.bandwidth] + [k.bandwidth for k in pl.links if k.bandwidth is not None])
+    lat = lg(latency) + cells if latency > 0 else -math.inf
+    vol = lg(app.bytes_per_edge) + 2 * cells - lg(bandwidth) if app.bytes_per_edge > 0 else -math.inf
+    comm = lg(app.iterations) + lg(ad.phases) + max(lat, vol, 0.0)
+    if comm > limit:
+        fail("platform.latency, platform.bandwidth, application.bytes_per_edge, application.iterations",
+             "the communication time (iterations × phases × (latency × cells + bytes_per_edge × cells² / "
+             "bandwidth))", comm, f"{BIG:g} s")
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
     """Read, override and validate a scenario file."""
     path = Path(path)
+    if path.is_dir():
+        raise ScenarioError(f"scenario {path} is a directory, not a file")
     if not path.is_file():
         raise ScenarioError(f"scenario file not found: {path}")
     try:

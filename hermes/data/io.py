@@ -41,7 +41,7 @@ from hermes.data.formats import (
 from hermes.data.mesh import Mesh, csr_from_edges
 from hermes.errors import MeshError
 
-__all__ = ["read_mesh", "read_meshio", "write_mesh"]
+__all__ = ["check_writable_format", "read_mesh", "read_meshio", "write_mesh"]
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +304,18 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
 _MESHIO_TYPES = {3: "triangle", 4: "quad"}
 
 
+def check_writable_format(path: str | os.PathLike) -> Path:
+    """``path`` if its suffix names a format meshio writes, else MeshError listing the common ones."""
+    import meshio
+
+    p = Path(path)
+    suffix = "".join(p.suffixes[-2:]).lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
+    if suffix not in meshio.extension_to_filetypes:
+        raise MeshError(f"{p}: unknown mesh format {suffix or '(no suffix)'!r}; use .vtu, .msh, .vtk, .xdmf or "
+                        f"another meshio suffix")
+    return p
+
+
 def write_mesh(mesh: Mesh, path: str | os.PathLike) -> Path:
     """Write a mesh with cell polygons through meshio; the format follows the suffix.
 
@@ -328,7 +340,7 @@ def write_mesh(mesh: Mesh, path: str | os.PathLike) -> Path:
 
     if not mesh.has_polygons or mesh.cell_nodes is None:
         raise MeshError(f"mesh '{mesh.name}' has no cell polygons to write")
-    p = Path(path)
+    p = check_writable_format(path)
     sizes = np.diff(mesh.cell_ptr)
     breaks = np.flatnonzero(np.diff(sizes)) + 1
     starts = np.concatenate([[0], breaks])
@@ -354,4 +366,9 @@ def write_mesh(mesh: Mesh, path: str | os.PathLike) -> Path:
             meshio.write(p, out)
     except OSError as err:
         raise MeshError(f"cannot write {p}: {err.strerror or err}") from err
+    except Exception as err:  # a meshio writer that cannot take this mesh (e.g. su2 in meshio 5.3: TypeError)
+        with contextlib.suppress(OSError):
+            p.unlink()
+        raise MeshError(f"cannot write {p} as {suffix}: meshio's writer failed ({one_line(err) or type(err).__name__})"
+                        ) from None
     return p

@@ -16,7 +16,12 @@ from numpy.typing import NDArray
 
 from hermes.errors import MeshError
 
-__all__ = ["Mesh", "csr_from_edges", "validate_graph"]
+__all__ = ["COORD_MAX", "WEIGHT_MAX", "Mesh", "csr_from_edges", "validate_graph"]
+
+#: largest coordinate magnitude: squared distances (disc regions, areas) stay finite (hermes.scenario.BIG)
+COORD_MAX = 1e100
+#: largest unit weight a mesh file may give: the run's loads stay finite (hermes.scenario.BIG)
+WEIGHT_MAX = 1e100
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +111,8 @@ def csr_from_edges(n: int, edges: NDArray[np.int64]) -> tuple[NDArray[np.int64],
 def validate_graph(mesh: Mesh, *, require_connected: bool = True) -> None:
     """Raise :class:`MeshError` with one line if the mesh graph is unusable.
 
-    Checks shapes, index ranges, symmetry, self loops, non-negative finite weights and (by default)
+    Checks shapes, index ranges, symmetry, self loops, positive finite weights up to :data:`WEIGHT_MAX`,
+    finite coordinates up to :data:`COORD_MAX` in magnitude (and finite polygon nodes), and (by default)
     connectivity — a disconnected dual graph cannot be balanced by diffusion on its subdomains.
     """
     n = mesh.n_cells
@@ -118,8 +124,19 @@ def validate_graph(mesh: Mesh, *, require_connected: bool = True) -> None:
         raise MeshError(f"mesh '{mesh.name}': neighbour index out of range 0..{n - 1}")
     if mesh.weights.shape != (n,) or not np.all(np.isfinite(mesh.weights)) or np.any(mesh.weights <= 0):
         raise MeshError(f"mesh '{mesh.name}': unit weights must be {n} positive finite numbers")
-    if mesh.coords.shape[0] != n:
+    if mesh.weights.max() > WEIGHT_MAX:
+        raise MeshError(f"mesh '{mesh.name}': unit weights must be at most {WEIGHT_MAX:g} (cell "
+                        f"{int(np.argmax(mesh.weights))} has {mesh.weights.max():g})")
+    if mesh.coords.ndim != 2 or mesh.coords.shape[0] != n:
         raise MeshError(f"mesh '{mesh.name}': {mesh.coords.shape[0]} coordinates for {n} units")
+    bad = ~np.isfinite(mesh.coords).all(axis=1) | (np.abs(mesh.coords) > COORD_MAX).any(axis=1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise MeshError(f"mesh '{mesh.name}': unit {i} has coordinates {mesh.coords[i].tolist()}; coordinates must "
+                        f"be finite and at most {COORD_MAX:g} in magnitude")
+    if mesh.points is not None and not np.isfinite(mesh.points).all():
+        i = int(np.flatnonzero(~np.isfinite(mesh.points).all(axis=1))[0])
+        raise MeshError(f"mesh '{mesh.name}': node {i} has non-finite coordinates {mesh.points[i].tolist()}")
     rows = np.repeat(np.arange(n), np.diff(mesh.xadj))
     if np.any(rows == mesh.adjncy):
         raise MeshError(f"mesh '{mesh.name}': graph has self loops")

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from hermes.data.cfd_meshes import get_generator
-from hermes.data.io import write_mesh
+from hermes.data.io import check_writable_format, write_mesh
 from hermes.data.mesh import Mesh
 from hermes.data.polygons import mesh_from_polygons, polygon_areas, polygon_facets
 from hermes.errors import MeshError
@@ -363,6 +363,7 @@ def generate(name: str, size: int | None, out_path: str | os.PathLike) -> Mesh:
     MeshError
         Unknown name (the message lists the valid ones), size out of range, unwritable file.
     """
+    check_writable_format(out_path)  # before the (possibly long) generation
     entry = get_generator(name)
     mesh = entry.build(entry.default_size if size is None else size)
     write_mesh(mesh, out_path)

@@ -20,7 +20,7 @@ import numpy as np
 from hermes.balance.flow import check_balancing, flow_error
 from hermes.balance.interface import serial_kwargs
 from hermes.balance.registry import BALANCERS, check_params
-from hermes.errors import BalancerError
+from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import build_model, parse_graph
 from hermes.metrics import imbalance
 
@@ -110,6 +110,16 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     merged = check_params(algorithm, given)
     pg = parse_graph(graph)
     model = build_model(pg, capacities, weights, loads)
+    try:
+        return _run(info, algorithm, merged, pg, model, links, (graph, capacities, weights, loads))
+    except (RuntimeError, ArithmeticError, ValueError, np.linalg.LinAlgError) as err:  # splu: "Factor is exactly
+        # singular"; a parameter far out of a method's range (implicit's alpha: ZeroDivisionError, ValueError)
+        raise GraphError(f"graph {pg.spec!r}: {algorithm} failed numerically on this model "
+                         f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
+
+
+def _run(info, algorithm: str, merged: dict[str, Any], pg, model, links, specs) -> dict[str, Any]:
+    graph, capacities, weights, loads = specs
     kw = serial_kwargs(info.serial, merged, links)
     start = time.perf_counter()
     res = info.serial(model, **kw)

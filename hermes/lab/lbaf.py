@@ -10,10 +10,12 @@ A trace is one file per rank, ``<stem>.<rank>.json``::
                  "communications": [{"type": "SendRecv", "from": {"type": "object", "seq_id": 2},
                                      "to": {"type": "object", "seq_id": 7}, "messages": 1, "bytes": 64.0}]}]}
 
-(the minimal form LBAF was checked to accept, see ANCHORS.md; ``communications`` is optional). The
-reader takes object ids from ``seq_id`` or ``id``, the task's rank from the file name, its load from
-``time``; it ignores what hermes does not model (``user_defined``, ``subphases``, LBAF's output
-``lb_iterations``) and non-object communications. The writer produces exactly the form above, so a
+(the minimal form LBAF was checked to accept, see ANCHORS.md; ``communications`` is optional). Every
+file is checked against LBAF's schema (its ``LBDatafile_schema.py``, written here as pydantic models:
+required keys, strict types, int64 ranges, finite non-negative times), so a malformed trace is one line
+naming the file and the key path, never a traceback. The reader takes object ids from ``seq_id`` or
+``id``, the task's rank from the file name, its load from ``time``; it ignores what hermes does not
+model (``user_defined``, ``subphases``, LBAF's output ``lb_iterations``) and non-object communications. The writer produces exactly the form above, so a
 hermes assignment (e.g. the result of :func:`hermes.balance.gossip.grapevine`) can be fed to LBAF
 with ``from_data: {data_stem: <stem>, phase_ids: [<phase>]}`` and an LBAF trace can be balanced by
 hermes (``hermes gossip --loads lbaf:<stem>``). Brotli-compressed traces are not supported.
@@ -24,12 +26,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from hermes.errors import MeshError
+from hermes.errors import MeshError, validation_message
 from hermes.results import write_atomic
 
 __all__ = ["LBDataset", "dataset_from_assignment", "read_lbdatafile", "write_lbdatafile", "lbdatafile_paths"]
@@ -101,15 +104,162 @@ def lbdatafile_paths(stem: str | Path, n_ranks: int) -> list[Path]:
     return [Path(f"{stem}.{r}.json") for r in range(n_ranks)]
 
 
-def _entity_id(ent: dict[str, Any], where: str) -> int:
-    v = ent.get("seq_id", ent.get("id"))
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise MeshError(f"{where}: entity without an integer seq_id or id")
-    return v
+# -- the LBDatafile schema (LBAF's src/lbaf/imported/LBDatafile_schema.py, as pydantic models) --------------
+_I64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+_ID = Annotated[int, Field(ge=0, le=2**63 - 1)]
+_TIME = Annotated[float, Field(ge=0)]
+
+
+class _Part(BaseModel):
+    # strict: no "1" → 1 nor 1.5 → int nor true → 1; finite floats only; keys LBAF adds later are ignored
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", populate_by_name=True)
+
+
+class _Entity(_Part):
+    """An object (or other entity) reference: LBAF's ``validate_ids`` — ``seq_id`` or ``id``, and a
+    migratable object with a ``seq_id`` has a ``collection_id``."""
+
+    type: str
+    id: _ID | None = None
+    seq_id: _ID | None = None
+    home: _I64 | None = None
+    collection_id: _I64 | None = None
+    migratable: bool | None = None
+    index: list[_I64] | None = None
+    objgroup_id: _I64 | None = None
+
+    @model_validator(mode="after")
+    def _ids(self):
+        if self.seq_id is None and self.id is None:
+            raise ValueError("either id (bit-encoded) or seq_id must be given")
+        if self.migratable and self.seq_id is not None and self.collection_id is None:
+            raise ValueError("a migratable entity with a seq_id needs a collection_id")
+        return self
+
+    @property
+    def oid(self) -> int:
+        return self.seq_id if self.seq_id is not None else self.id
+
+
+class _TaskEntity(_Entity):
+    home: _I64
+    migratable: bool
+
+
+class _Subphase(_Part):
+    id: _I64
+    time: _TIME
+
+
+class _Task(_Part):
+    entity: _TaskEntity
+    node: _I64
+    resource: str
+    time: _TIME
+    subphases: list[_Subphase] | None = None
+    user_defined: dict | None = None
+    attributes: dict | None = None
+
+
+class _Communication(_Part):
+    type: str
+    to: _Entity
+    from_: _Entity = Field(alias="from")
+    messages: Annotated[int, Field(ge=0, le=2**63 - 1)]
+    bytes: Annotated[float, Field(ge=0)]
+
+
+class _Iteration(_Part):
+    id: _I64
+    tasks: list[_Task]
+    communications: list[_Communication] | None = None
+    user_defined: dict | None = None
+
+
+class _Phase(_Iteration):
+    lb_iterations: list[_Iteration] | None = None
+
+
+class _SharedNode(_Part):
+    id: _I64
+    size: _I64
+    rank: _I64
+    num_nodes: _I64
+
+
+class _PhaseSet(_Part):
+    list: list[_I64]
+    range: list[list[_I64]]
+
+
+class _PhasesMeta(_Part):
+    count: _I64 | None = None
+    skipped: _PhaseSet
+    identical_to_previous: _PhaseSet
+
+
+class _Metadata(_Part):
+    type: Literal["LBDatafile"] | None = None
+    rank: _I64 | None = None
+    shared_node: _SharedNode | None = None
+    phases: _PhasesMeta | None = None
+    attributes: dict | None = None
+
+
+class _LBDatafile(_Part):
+    """One rank's file. LBAF's schema makes ``type`` optional; hermes needs it at the top or in
+    ``metadata`` (it tells an LBDatafile from LBAF's other JSON files)."""
+
+    type: Literal["LBDatafile"] | None = None
+    metadata: _Metadata | None = None
+    phases: list[_Phase]
+
+
+class _NotJSON(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _NotJSON(f"{name} is not a JSON number")
+
+
+def _read_doc(path: Path, r: int) -> _LBDatafile:
+    """One rank's file, parsed as strict JSON and checked against the schema (MeshError in one line)."""
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+    except FileNotFoundError:
+        raise MeshError(f"missing LBDatafile {path}") from None
+    except IsADirectoryError:
+        raise MeshError(f"LBDatafile {path} is a directory") from None
+    except OSError as err:
+        raise MeshError(f"cannot read LBDatafile {path}: {err.strerror or err}") from None
+    except _NotJSON as err:
+        raise MeshError(f"{path}: not JSON ({err})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        raise MeshError(f"{path}: not JSON (brotli-compressed LBAF traces are not supported)") from None
+    if not isinstance(doc, dict):
+        raise MeshError(f"{path}: not an LBDatafile (the file must hold a JSON object)")
+    kinds = {doc.get("type"), doc["metadata"].get("type") if isinstance(doc.get("metadata"), dict) else None}
+    if "LBDatafile" not in kinds:
+        raise MeshError(f"{path}: not an LBDatafile (type must be 'LBDatafile')")
+    try:
+        data = _LBDatafile.model_validate(doc)
+    except ValidationError as err:
+        raise MeshError(f"{path}: {validation_message(err)}") from None
+    meta_rank = data.metadata.rank if data.metadata is not None and data.metadata.rank is not None else r
+    if meta_rank != r:
+        raise MeshError(f"{path}: metadata says rank {meta_rank}")
+    return data
 
 
 def read_lbdatafile(stem: str | Path, *, phase: int | None = None, n_ranks: int | None = None) -> LBDataset:
     """Read the LBDatafile trace ``<stem>.<r>.json`` (r = 0, 1, ... while the files exist).
+
+    Every file is checked against LBAF's LBDatafile schema (``LBDatafile_schema.py`` of DARMA's
+    LB-analysis-framework, written here as pydantic models): required keys, types (strict: an integer
+    field takes neither ``1.5`` nor ``"1"`` nor ``true``), integers within int64, finite non-negative
+    times, bytes and message counts, ``seq_id`` or ``id`` on every entity. Keys the schema does not
+    know are ignored.
 
     Parameters
     ----------
@@ -122,7 +272,9 @@ def read_lbdatafile(stem: str | Path, *, phase: int | None = None, n_ranks: int 
     Raises
     ------
     MeshError
-        Missing or unreadable file, wrong type, rank mismatch, missing phase, duplicate object ids.
+        One line naming the file and the key path (``t.1.json: phases.0.tasks.2.entity.home: ...``):
+        missing or unreadable file, not JSON, not an LBDatafile, a field of the wrong type or range,
+        rank mismatch, missing phase, duplicate object ids, a home outside the ranks.
     """
     if n_ranks is None:
         n_ranks = 0
@@ -130,48 +282,29 @@ def read_lbdatafile(stem: str | Path, *, phase: int | None = None, n_ranks: int 
             n_ranks += 1
         if n_ranks == 0:
             raise MeshError(f"no LBDatafile {stem}.0.json")
-    docs = []
-    for r, path in enumerate(lbdatafile_paths(stem, n_ranks)):
-        try:
-            doc = json.loads(path.read_bytes().decode("utf-8"))
-        except FileNotFoundError:
-            raise MeshError(f"missing LBDatafile {path}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise MeshError(f"{path}: not JSON (brotli-compressed LBAF traces are not supported)") from None
-        if not isinstance(doc, dict) or doc.get("type", doc.get("metadata", {}).get("type")) != "LBDatafile":
-            raise MeshError(f"{path}: not an LBDatafile (type must be 'LBDatafile')")
-        meta_rank = doc.get("metadata", {}).get("rank", r)
-        if meta_rank != r:
-            raise MeshError(f"{path}: metadata says rank {meta_rank}")
-        docs.append(doc)
+    docs = [_read_doc(path, r) for r, path in enumerate(lbdatafile_paths(stem, n_ranks))]
     if phase is None:
-        first = docs[0].get("phases") or [{"id": 0}]
-        phase = int(first[0]["id"])
+        phase = docs[0].phases[0].id if docs[0].phases else 0
     ids, loads, ranks, home, mig = [], [], [], [], []
     cf, ct, cm, cb = [], [], [], []
     for r, doc in enumerate(docs):
         where = f"{stem}.{r}.json"
-        phases = [ph for ph in doc.get("phases", []) if ph.get("id") == phase]
-        if not phases and doc.get("phases"):
+        phases = [ph for ph in doc.phases if ph.id == phase]
+        if not phases and doc.phases:
             raise MeshError(f"{where}: no phase {phase}")
         for ph in phases:
-            for task in ph.get("tasks", []):
-                ent = task.get("entity", {})
-                ids.append(_entity_id(ent, where))
-                try:
-                    loads.append(float(task["time"]))
-                except (KeyError, TypeError, ValueError):
-                    raise MeshError(f"{where}: task {ids[-1]} without a numeric time") from None
+            for task in ph.tasks:
+                ids.append(task.entity.oid)
+                loads.append(task.time)
                 ranks.append(r)
-                home.append(int(ent.get("home", r)))
-                mig.append(bool(ent.get("migratable", True)))
-            for c in ph.get("communications", []) or []:
-                src, dst = c.get("from", {}), c.get("to", {})
-                if c.get("type") == "SendRecv" and src.get("type") == "object" and dst.get("type") == "object":
-                    cf.append(_entity_id(src, where))
-                    ct.append(_entity_id(dst, where))
-                    cm.append(int(c.get("messages", 1)))
-                    cb.append(float(c.get("bytes", 0.0)))
+                home.append(task.entity.home)
+                mig.append(task.entity.migratable)
+            for c in ph.communications or []:
+                if c.type == "SendRecv" and c.from_.type == "object" and c.to.type == "object":
+                    cf.append(c.from_.oid)
+                    ct.append(c.to.oid)
+                    cm.append(c.messages)
+                    cb.append(c.bytes)
     i = np.asarray(ids, dtype=np.int64)
     if np.unique(i).size != i.size:
         raise MeshError(f"{stem}: an object id appears twice in phase {phase}")

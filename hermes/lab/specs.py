@@ -83,12 +83,16 @@ from numpy.typing import NDArray
 
 from hermes.balance.model import Model
 from hermes.errors import GraphError, HermesError, ScenarioError
+from hermes.scenario import BIG, TINY
 
 __all__ = ["ProcessorGraph", "GRAPH_KINDS", "LOAD_KINDS", "parse_graph", "parse_capacities", "parse_weights",
            "parse_loads", "build_model", "parse_model"]
 
 GRAPH_KINDS = ("path", "ring", "star", "mesh", "torus", "tree", "complete", "wheel", "bipartite", "mesh-file")
 LOAD_KINDS = ("one", "eq", "high", "half", "random:SEED")
+#: largest ratio of two capacities or two edge weights: the weighted Laplacian's condition number grows
+#: with it, and at 1e12 its double-precision solves (eps 2.2e-16) keep about four correct digits
+SPREAD_MAX = 1e12
 #: generated graphs larger than this are refused (the lab is for processor graphs)
 MAX_PROCESSORS = 1_000_000
 MAX_EDGES = 5_000_000
@@ -305,6 +309,8 @@ def parse_graph(spec: str) -> ProcessorGraph:
         p, args = _sizes(kind, rest.strip(), spec)
         return ProcessorGraph(p, _generated(kind, args), spec, {"kind": kind, "sizes": args})
     path = Path(spec)
+    if path.is_dir():
+        raise GraphError(f"graph spec {spec!r}: a directory, not a graph file")
     if path.is_file():
         p, edges = _edge_file(path, spec)
         return ProcessorGraph(p, edges, spec, {"kind": "file", "file": str(path)})
@@ -362,11 +368,14 @@ def _vector(spec, n: int, what: str, count: str, *, positive: bool) -> NDArray[n
         v = np.full(n, v[0])
     if v.size != n:
         raise ScenarioError(f"{what} {shown!r}: need {n} values ({count}), got {v.size}")
-    bad = ~np.isfinite(v) | ((v <= 0) if positive else (v < 0))
+    bad = ~np.isfinite(v) | ((v < TINY) if positive else (v < 0)) | (v > BIG)
     if np.any(bad):
         k = int(np.flatnonzero(bad)[0])
-        sign = "positive" if positive else "non-negative"
-        raise ScenarioError(f"{what} {shown!r}: value {k} must be {sign} and finite, got {v[k]}")
+        sign = f"positive (at least {TINY:g})" if positive else "non-negative"
+        raise ScenarioError(f"{what} {shown!r}: value {k} must be {sign}, finite and at most {BIG:g}, got {v[k]:g}")
+    if positive and v.size and v.max() > SPREAD_MAX * v.min():
+        raise ScenarioError(f"{what} {shown!r}: the values span {v.max() / v.min():.3g}, more than {SPREAD_MAX:g} "
+                            f"(the weighted Laplacian would be numerically singular)")
     return v
 
 

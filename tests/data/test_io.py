@@ -457,3 +457,46 @@ def test_hammond2_weights():
     extra = mesh.meta["vertex_weights_extra"]
     assert extra.shape == (4362, 1)
     assert set(np.unique(extra)) == {0.0, 1.0} and 0 < extra.sum() < 4362  # surface nodes
+
+
+# -- coordinates and weights that would break the run's arithmetic (issue 8 item 6) ----------------------------
+def _quads(tmp_path, bad_point=None, value=np.nan):
+    pts = np.array([[x, y, 0.0] for y in range(3) for x in range(3)])
+    if bad_point is not None:
+        pts[bad_point, 1] = value
+    quads = np.array([[0, 1, 4, 3], [1, 2, 5, 4], [3, 4, 7, 6], [4, 5, 8, 7]])
+    path = tmp_path / "q.vtu"
+    meshio.write(path, meshio.Mesh(pts, [("quad", quads)]))
+    return path
+
+
+@pytest.mark.parametrize("units", ["cells", "nodes"])
+@pytest.mark.parametrize("value, words", [(np.nan, "must be finite"), (np.inf, "must be finite"),
+                                          (1e150, "at most 1e+100 in magnitude")])
+def test_meshio_non_finite_or_huge_coordinates_are_refused(tmp_path, units, value, words):
+    read_mesh(_quads(tmp_path), units=units)  # the same mesh without the bad point is fine
+    with pytest.raises(MeshError) as err:
+        read_mesh(_quads(tmp_path, bad_point=4, value=value), units=units)
+    assert str(err.value).startswith(f"{tmp_path / 'q.vtu'}: unit ") and words in str(err.value)
+
+
+def test_an_unused_non_finite_node_is_refused_too(tmp_path):
+    pts = np.array([[x, y, 0.0] for y in range(2) for x in range(2)] + [[np.nan, 0.0, 0.0]])
+    path = tmp_path / "u.vtu"
+    meshio.write(path, meshio.Mesh(pts, [("triangle", np.array([[0, 1, 2], [1, 3, 2]]))]))
+    with pytest.raises(MeshError, match="node 4 has non-finite coordinates"):
+        read_mesh(path)
+
+
+def test_matrix_market_non_finite_coordinates(tmp_path):
+    a = sp.coo_array(([1.0, 1.0, 1.0], ([0, 1, 2], [1, 2, 0])), shape=(3, 3))
+    scipy.io.mmwrite(tmp_path / "m.mtx", a)
+    scipy.io.mmwrite(tmp_path / "m_coord.mtx", np.array([[0.0, 0.0], [1.0, np.nan], [2.0, 0.0]]))
+    with pytest.raises(MeshError, match="unit 1 has coordinates"):
+        read_matrix_market(tmp_path / "m.mtx")
+
+
+def test_chaco_weights_beyond_the_bound(tmp_path):
+    (tmp_path / "w.graph").write_text("3 2 10\n1 2\n1e101 1 3\n1 2\n")
+    with pytest.raises(MeshError, match=r"unit weights must be at most 1e\+100 \(cell 1 has 1e\+101\)"):
+        read_chaco(tmp_path / "w.graph")

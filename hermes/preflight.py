@@ -1,0 +1,173 @@
+"""What can be checked before a run starts: files, counts, magnitudes and memory.
+
+:func:`preflight` is what ``hermes run`` (and :func:`hermes.api.run`) checks serially before starting
+``mpiexec``, so that bad input is one line and no MPI job is started for it: the capacity and schedule
+files against the processor count, the mesh (read if it is cheap to read, :data:`READ_LIMIT`) against
+the processor count, the magnitudes of the run with the real cell count
+(:func:`hermes.scenario.check_magnitudes`) and the memory the run needs against what the machine has
+(:func:`check_memory`). Under MPI, rank 0 runs :func:`check_size` on the mesh it reads (the driver's
+set-up), so a job started by hand with ``mpiexec`` gets the same verdicts.
+
+Memory model (:func:`memory_needed`)
+------------------------------------
+``ranks × RANK_BYTES + cells × CELL_BYTES + cells × phases × PHASE_BYTES``, measured with peak resident
+set sizes (``getrusage(RUSAGE_SELF).ru_maxrss`` of every rank at the end of ``hermes run --no-launch``
+under ``mpiexec -n 4``, quickstart scenario with ``platform.capacities: homo`` on grids of 100, 160 000
+and 10⁶ cells, 2 and 8 phases; numpy 2, Open MPI 5): a rank that has imported hermes holds 90 MB; the
+four ranks together grew by 1.26 and 1.28 kB per cell (rank 0, which generates, partitions and scatters
+the whole mesh, by 0.55–0.58 kB); 6 more phases added 3 bytes per cell and phase. The serial
+run (one rank) measured 0.75 kB per cell. ``CELL_BYTES = 1300`` and ``PHASE_BYTES = 16`` (rank 0 keeps an
+int32 owner and a float64 weight per cell and phase) are these figures rounded up. Refinement
+(``adaptation.kind: refine``) multiplies the cells by an amount the scenario does not determine: the
+estimate counts the initial cells only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hermes.errors import MeshError, ScenarioError
+from hermes.scenario import Scenario, check_magnitudes
+
+__all__ = [
+    "READ_LIMIT",
+    "check_memory",
+    "check_size",
+    "memory_available",
+    "memory_needed",
+    "mesh_cells",
+    "preflight",
+    "ranks_on_this_machine",
+]
+
+RANK_BYTES = 90 * 2**20
+CELL_BYTES = 1300
+PHASE_BYTES = 16
+#: mesh files up to this size are read before launching (a few seconds at most); larger ones are read by
+#: rank 0 only, where the same checks run (:func:`check_size`)
+READ_LIMIT = 64 * 2**20
+
+
+def memory_needed(n_cells: int, ranks: int, phases: int) -> float:
+    """Bytes a run of ``n_cells`` cells on ``ranks`` ranks of this machine needs (module docstring)."""
+    return ranks * RANK_BYTES + n_cells * (CELL_BYTES + phases * PHASE_BYTES)
+
+
+def memory_available() -> int | None:
+    """Bytes this machine can still give: ``MemAvailable`` of /proc/meminfo (else free pages ×
+    page size), capped by the cgroup's limit (containers); None if unknown."""
+    avail = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    try:
+        cg = Path("/sys/fs/cgroup")
+        limit = (cg / "memory.max").read_text().strip()
+        if limit != "max":
+            avail = min(avail, int(limit) - int((cg / "memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def _size(b: float) -> str:
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
+        if b < 1024 or unit == "PB":
+            return f"{b:.3g} {unit}" if unit != "bytes" else f"{b:.0f} bytes"
+        b /= 1024
+    raise AssertionError
+
+
+def _mesh_key(sc: Scenario) -> str:
+    return f"mesh.grid: {sc.mesh.grid}" if sc.mesh.grid is not None else f"mesh.file: {sc.mesh.file}"
+
+
+def ranks_on_this_machine(p: int) -> int:
+    """Ranks of a job of ``p`` sharing this machine, as the launcher tells them (Open MPI, MPICH); else ``p``."""
+    for key in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"):
+        try:
+            return max(1, min(p, int(os.environ[key])))
+        except (KeyError, ValueError):
+            continue
+    return p
+
+
+def check_memory(sc: Scenario, n_cells: int, ranks: int, *, available: int | None = None) -> None:
+    """Refuse a run that needs more memory than this machine has (``ranks``: ranks on this machine).
+
+    Raises
+    ------
+    ScenarioError
+        One line: what the run needs (and from what), what is available.
+    """
+    need = memory_needed(n_cells, ranks, sc.adaptation.phases)
+    avail = memory_available() if available is None else available
+    if avail is not None and need > avail:
+        raise ScenarioError(f"{_mesh_key(sc)} needs about {_size(need)} of memory ({n_cells} cells × "
+                            f"{CELL_BYTES} bytes + {ranks} ranks × {_size(RANK_BYTES)}), but this machine has "
+                            f"{_size(avail)} available")
+
+
+def check_size(sc: Scenario, n_cells: int, p: int, *, ranks_here: int | None = None, capacities=None,
+               schedule=None, weights: tuple[float, float] = (1.0, 1.0)) -> None:
+    """The checks that need the mesh: cells ≥ processors, magnitudes, memory.
+
+    ``capacities`` and ``schedule`` are the base capacities and the schedule's rows as read (None:
+    homogeneous, no schedule); ``weights`` the smallest and largest of the mesh's own cell weights;
+    ``ranks_here`` the ranks on this machine (default: as the launcher says,
+    :func:`ranks_on_this_machine`).
+    """
+    if n_cells < p:
+        raise MeshError(f"more processors ({p}) than cells ({n_cells}) in {_mesh_key(sc)}")
+    check_magnitudes(sc, n_cells=n_cells, p=p, capacities=capacities, schedule=schedule, weights=weights)
+    check_memory(sc, n_cells, ranks_on_this_machine(p) if ranks_here is None else ranks_here)
+
+
+def mesh_cells(sc: Scenario) -> tuple[int, tuple[float, float]] | None:
+    """The mesh's cell count and (smallest, largest) cell weight if they are cheap to know: a grid's, or
+    a mesh file's up to :data:`READ_LIMIT` (read and validated with :func:`hermes.data.io.read_mesh`: a
+    bad file is found here); else None."""
+    if sc.mesh.grid_cells is not None:
+        return sc.mesh.grid_cells, (1.0, 1.0)
+    path = sc.resolve(sc.mesh.file)
+    try:
+        size = path.stat().st_size
+    except OSError as err:
+        raise MeshError(f"mesh.file: cannot read {path}: {err.strerror or err}") from None
+    if size > READ_LIMIT:
+        return None
+    from hermes.data.io import read_mesh
+
+    mesh = read_mesh(path, units=sc.mesh.units)
+    return mesh.n_cells, (float(mesh.weights.min()), float(mesh.weights.max()))
+
+
+def preflight(sc: Scenario, p: int) -> None:
+    """Everything about a run on ``p`` processors that can be checked serially before starting MPI.
+
+    Raises
+    ------
+    HermesError
+        One line (ScenarioError, MeshError): the processor count against the scenario, the capacity and
+        schedule files, the mesh, the magnitudes with the real cell count, the memory.
+    """
+    from hermes.extraload import CapacitySchedule
+
+    if sc.processors is not None and sc.processors != p:
+        raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors, not {p}")
+    sched = CapacitySchedule.from_scenario(sc, p)
+    known = mesh_cells(sc)
+    if known is not None:
+        caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
+        check_size(sc, known[0], p, capacities=caps, schedule=None if sched.table is None else sched.table.tolist(),
+                   weights=known[1])

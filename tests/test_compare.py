@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import signal
 import subprocess
@@ -364,3 +365,20 @@ def test_cli_errors_are_one_line(tmp_path):
     res = _hermes("compare", "--set-axis", "balancer=nosuch", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "run nosuch: unknown balancer" in res.stderr
 
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_readme_compare_example_runs():
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- compare-example -->\s*```python\n(.*?)```\s*<!-- /compare-example -->", text, re.S)
+    assert block, "the README lost its compare example"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    res = subprocess.run([sys.executable, "-c", block.group(1)], cwd=ROOT, capture_output=True, text=True, env=env,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [ln.split() for ln in res.stdout.strip().splitlines()]
+    assert [ln[:2] for ln in lines] == [["none", "done"], ["pcg", "done"], ["gda0", "done"]]
+    assert float(lines[1][3]) < float(lines[0][3])  # pcg ends fairer than no balancing

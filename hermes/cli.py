@@ -115,19 +115,22 @@ def build_parser() -> argparse.ArgumentParser:
     fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
 
     gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
-    gp.add_argument("--ranks", type=int, required=True)
-    gp.add_argument("--objects", type=int, required=True)
+    gp.add_argument("--ranks", type=int, required=True, help="number of ranks |P|")
+    gp.add_argument("--objects", type=int, required=True, help="number of objects |O| (the units of load)")
     gp.add_argument("--mapped-ranks", type=int, help="objects start on the first M ranks (default: all)")
-    gp.add_argument("--loads", default="iso", help="uniform:A,B | lognormal:A,B | iso | FILE")
-    gp.add_argument("--iterations", type=int, default=4)
-    gp.add_argument("--rounds", type=int, default=4)
-    gp.add_argument("--fanout", type=int, default=4)
-    gp.add_argument("--threshold", type=float, default=1.0)
-    gp.add_argument("--criterion", choices=["original", "modified"], default="modified")
+    gp.add_argument("--loads", default="iso", help="object loads: uniform:A,B | lognormal:A,B | iso (all 1) | "
+                    "FILE | lbaf:STEM (LBAF LBDatafile JSON)")
+    gp.add_argument("--iterations", type=int, default=4, help="inform + transfer iterations i (default 4)")
+    gp.add_argument("--rounds", type=int, default=4, help="gossip rounds k of the inform stage (default 4)")
+    gp.add_argument("--fanout", type=int, default=4, help="peers f each rank informs per round (default 4)")
+    gp.add_argument("--threshold", type=float, default=1.0,
+                    help="overload threshold T relative to the average load (default 1.0)")
+    gp.add_argument("--criterion", choices=["original", "modified"], default="modified",
+                    help="transfer criterion: 6 (original) or 6' (modified, default)")
     gp.add_argument("--source-load", choices=["turn", "current"], default="turn",
                     help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
-    gp.add_argument("--seed", type=int, default=0)
-    gp.add_argument("--json", action="store_true")
+    gp.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    gp.add_argument("--json", action="store_true", help="print one JSON object")
     return ap
 
 

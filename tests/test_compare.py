@@ -198,7 +198,7 @@ def _experiment(d: Path) -> Path:
     (d / "small.yaml").write_text(yaml.safe_dump(SMALL))
     spec = {"name": "small", "description": "a test", "scenario": "small.yaml",
             "axes": {"mesh": ["8x6", "broken.vtu"], "balancer": ["none", "pcg"]}}
-    (d / "exp.yaml").write_text(yaml.safe_dump(spec))
+    (d / "exp.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return d / "exp.yaml"
 
 
@@ -245,7 +245,7 @@ def test_compare_runs_reports_failures_as_rows_and_resumes(small_experiment):
     spec = yaml.safe_load((d / "exp.yaml").read_text())
     spec["axes"]["mesh"] = ["8x6"]
     spec["set"] = {"application.iterations": 3}
-    (d / "exp2.yaml").write_text(yaml.safe_dump(spec))
+    (d / "exp2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     third = _hermes("compare", str(d / "exp2.yaml"), "--out", str(out), "--no-report", "--quiet")
     assert third.returncode == 0, third.stderr
     assert stamp["8x6__none"] != (out / "runs" / "8x6__none" / "summary.json").stat().st_mtime_ns

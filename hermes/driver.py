@@ -238,7 +238,7 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
     state = RunState(comm, sc, book, balancer, params, select, sched, clock, Adapter(comm, sc, setup.bbox, clock),
                      dom, setup, cells_initial=book.sum(dom.n), weight_initial=weight_initial, say=say,
                      wall_start=wall_start)
-    say(f"hermes: {setup.name} ({setup.n_cells} cells) on {p} ranks, balancer {balancer.name}, "
+    say(f"hermes: {setup.name} ({setup.n_cells} cells) on {p} rank{'s' * (p != 1)}, balancer {balancer.name}, "
         f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
     if state.rank == 0:
         _record_initial(state)

@@ -30,4 +30,5 @@ from hermes.balance.model import Model
 from hermes.records import RunResult
 from hermes.version import __version__
 
-__all__ = ["__version__", "run", "load_run", "compare", "scenario", "balance", "Model", "RunResult", "read_mesh", "partition"]
+__all__ = ["__version__", "run", "load_run", "compare", "scenario", "balance", "Model", "RunResult", "read_mesh",
+           "partition"]

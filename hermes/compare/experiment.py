@@ -38,7 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes.errors import HermesError
-from hermes.scenario import QUICKSTART, BalancerSpec, Scenario, apply_overrides, parse_scenario
+from hermes.scenario import QUICKSTART, BalancerSpec, Scenario, parse_scenario
 
 __all__ = ["Experiment", "AxisValue", "Axis", "PlannedRun", "ExperimentError", "load_experiment",
            "make_experiment", "parse_axis_option", "absolute_paths", "PATH_KEYS"]

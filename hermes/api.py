@@ -3,6 +3,7 @@
 ``hermes.run`` runs an experiment (launching ``mpiexec`` itself when needed) and returns its
 :class:`~hermes.driver.RunResult`; ``hermes.load_run`` reads a run directory back; ``hermes.balance``
 computes a balancing flow on a processor graph (:class:`hermes.Model`) with any balancer's serial reference;
+``hermes.compare`` runs an experiment (axes swept over a base scenario) and returns its results table;
 ``hermes.read_mesh`` and ``hermes.partition`` read and partition meshes. The command line is a thin layer
 over the same functions.
 """
@@ -21,6 +22,8 @@ import numpy as np
 import yaml
 from numpy.typing import ArrayLike, NDArray
 
+from hermes.compare import compare
+from hermes.compare.experiment import absolute_paths
 from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
 from hermes.errors import HermesError
@@ -28,7 +31,7 @@ from hermes.records import RunResult
 from hermes.results import default_run_dir
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
 
-__all__ = ["run", "load_run", "read_mesh", "partition", "scenario"]
+__all__ = ["run", "load_run", "compare", "read_mesh", "partition", "scenario"]
 
 
 def _overrides(overrides: dict[str, Any]) -> list[str]:
@@ -107,7 +110,7 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     preflight(sc, n)  # files, mesh, magnitudes, memory: before any MPI job starts
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"
-        spec.write_text(yaml.safe_dump(_absolute(sc).to_dict(), sort_keys=False))
+        spec.write_text(yaml.safe_dump(absolute_paths(sc).to_dict(), sort_keys=False))
         out_dir = Path(out if out is not None else sc.output.dir or default_run_dir(sc.name)).resolve()
         args = ["run", str(spec), "--no-launch", "--set", f"processors={n}", "--out", str(out_dir)]
         cmd = mpiexec_command(n, [*args, *(["--quiet"] if quiet else [])])
@@ -118,20 +121,6 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
             raise HermesError(lines[0].removeprefix("hermes: error: ") if lines else
                               f"mpiexec exited with {res.returncode}: {res.stderr.strip()[-500:]}")
         return load_run(out_dir)
-
-
-def _absolute(sc: Scenario) -> Scenario:
-    """The scenario with every file path made absolute (so it can be written anywhere)."""
-    mesh = sc.mesh
-    if mesh.file is not None:
-        mesh = mesh.model_copy(update={"file": str(sc.resolve(mesh.file).resolve())})
-    pl = sc.platform
-    upd = {}
-    for key in ("capacities", "schedule"):
-        val = getattr(pl, key)
-        if isinstance(val, str) and val != "homo":
-            upd[key] = str(sc.resolve(val).resolve())
-    return sc.model_copy(update={"mesh": mesh, "platform": pl.model_copy(update=upd)})
 
 
 def load_run(run_dir: str | os.PathLike) -> RunResult:

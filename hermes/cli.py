@@ -38,11 +38,46 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-pictures", action="store_true", help="skip PNG pictures")
 
     pl = sub.add_parser("plot", help="(re)draw the pictures of a run directory")
-    pl.add_argument("run_dir")
+    pl.add_argument("run_dir", help="a run directory (with summary.json, geometry.npz, partitions.npz)")
+    pl.add_argument("--phase", dest="phases", action="append", default=None, metavar="K",
+                    help="draw only the partition after phase K (0: the initial one; repeatable or K1,K2,...)")
+    pl.add_argument("--zoom", default="auto", metavar="auto|none|x0,y0,x1,y1",
+                    help="the window shown: auto (default: where every rank is legible; the whole domain on a "
+                    "uniform mesh), none (the whole domain) or a box in mesh coordinates")
+    pl.add_argument("--show", default="weights,loads", metavar="PANELS",
+                    help="extra panels, comma-separated: weights (unit weights, or refinement levels when "
+                    "recorded, beside the partition), loads (per-rank load against the fair load, under it); "
+                    "'none' for the partition alone (default: weights,loads)")
+    pl.add_argument("--dpi", type=int, default=150, help="resolution of the PNGs (default 150)")
+
+    cm = sub.add_parser("compare", help="run an experiment (a base scenario and axes swept over it) and write "
+                        "results.csv, phases.csv, table.md, plots and report.html")
+    cm.add_argument("experiment", nargs="?", help="an experiment YAML (experiments/*.yaml), or a scenario YAML "
+                    "swept with --set-axis (default: the embedded quickstart)")
+    cm.add_argument("--set-axis", dest="set_axes", action="append", default=[], metavar="KEY=V1,V2,...",
+                    help="sweep a scenario key over values, e.g. --set-axis balancer=pcg,gda0,metis "
+                    "(repeatable; adds to or replaces the experiment's axes)")
+    cm.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario value in every run, e.g. --set adaptation.phases=3 (repeatable)")
+    cm.add_argument("--out", help="the experiment directory (default runs/<experiment name>); complete runs "
+                    "found there are skipped")
+    cm.add_argument("--name", help="the experiment's name (default: the file's stem)")
+    cm.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="run up to N runs at once while their ranks fit the cores (default 1)")
+    cm.add_argument("--oversubscribe", action="store_true",
+                    help="start --jobs runs whatever their ranks (virtual-clock results are unchanged; "
+                    "wall-clock timings become unreliable)")
+    cm.add_argument("--timeout", type=float, metavar="SECONDS", help="kill a run after this many wall seconds")
+    cm.add_argument("--report", metavar="DIR", dest="report_dir",
+                    help="only re-render results, table, plots and report.html of the experiment in DIR")
+    cm.add_argument("--no-report", action="store_true", help="write results.csv, phases.csv and table.md only "
+                    "(no plots, no report.html)")
+    cm.add_argument("--quiet", action="store_true", help="no progress lines")
 
     sc = sub.add_parser("scenario", help="print the resolved scenario (validation only, no MPI)")
-    sc.add_argument("scenario", nargs="?")
-    sc.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    sc.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
+    sc.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario value, e.g. --set processors=8 (repeatable)")
 
     ba = sub.add_parser("balancers", help="list the balancers (built in and plug-ins) and their parameters")
     ba.add_argument("--verbose", action="store_true", help="one line per parameter: default and description")
@@ -80,19 +115,22 @@ def build_parser() -> argparse.ArgumentParser:
     fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
 
     gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
-    gp.add_argument("--ranks", type=int, required=True)
-    gp.add_argument("--objects", type=int, required=True)
+    gp.add_argument("--ranks", type=int, required=True, help="number of ranks |P|")
+    gp.add_argument("--objects", type=int, required=True, help="number of objects |O| (the units of load)")
     gp.add_argument("--mapped-ranks", type=int, help="objects start on the first M ranks (default: all)")
-    gp.add_argument("--loads", default="iso", help="uniform:A,B | lognormal:A,B | iso | FILE")
-    gp.add_argument("--iterations", type=int, default=4)
-    gp.add_argument("--rounds", type=int, default=4)
-    gp.add_argument("--fanout", type=int, default=4)
-    gp.add_argument("--threshold", type=float, default=1.0)
-    gp.add_argument("--criterion", choices=["original", "modified"], default="modified")
+    gp.add_argument("--loads", default="iso", help="object loads: uniform:A,B | lognormal:A,B | iso (all 1) | "
+                    "FILE | lbaf:STEM (LBAF LBDatafile JSON)")
+    gp.add_argument("--iterations", type=int, default=4, help="inform + transfer iterations i (default 4)")
+    gp.add_argument("--rounds", type=int, default=4, help="gossip rounds k of the inform stage (default 4)")
+    gp.add_argument("--fanout", type=int, default=4, help="peers f each rank informs per round (default 4)")
+    gp.add_argument("--threshold", type=float, default=1.0,
+                    help="overload threshold T relative to the average load (default 1.0)")
+    gp.add_argument("--criterion", choices=["original", "modified"], default="modified",
+                    help="transfer criterion: 6 (original) or 6' (modified, default)")
     gp.add_argument("--source-load", choices=["turn", "current"], default="turn",
                     help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
-    gp.add_argument("--seed", type=int, default=0)
-    gp.add_argument("--json", action="store_true")
+    gp.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    gp.add_argument("--json", action="store_true", help="print one JSON object")
     return ap
 
 
@@ -143,6 +181,8 @@ def _main(argv: list[str] | None = None) -> int:
         return _cmd_run(args, argv)
     if args.command == "plot":
         return _cmd_plot(args)
+    if args.command == "compare":
+        return _cmd_compare(args)
     if args.command == "scenario":
         return _cmd_scenario(args)
     if args.command == "balancers":
@@ -312,14 +352,53 @@ def _cmd_scenario(args) -> int:
 
 def _cmd_plot(args) -> int:
     from hermes.errors import HermesError
-    from hermes.viz import plot_run
+    from hermes.viz import parse_zoom, plot_run
 
     try:
-        paths = plot_run(Path(args.run_dir))
+        phases = None
+        if args.phases is not None:
+            try:
+                phases = [int(k) for item in args.phases for k in item.split(",") if k.strip()]
+            except ValueError:
+                raise HermesError(f"--phase {','.join(args.phases)!r}: expected phase numbers") from None
+        show = [] if args.show.strip().lower() in ("none", "") else args.show.split(",")
+        paths = plot_run(Path(args.run_dir), phases=phases, zoom=parse_zoom(args.zoom), show=show, dpi=args.dpi)
     except HermesError as err:
         return _error(str(err))
     for p in paths:
         print(p)
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from hermes.compare import load_experiment, make_experiment, render, run_experiment
+    from hermes.errors import HermesError
+
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    try:
+        if args.report_dir:
+            if args.experiment or args.set_axes or args.overrides:
+                raise HermesError("--report DIR re-renders an experiment directory: give no experiment, "
+                                  "--set or --set-axis with it")
+            for p in render(Path(args.report_dir), report=not args.no_report, say=say):
+                say(str(p))
+            return 0
+        if args.jobs < 1:
+            raise HermesError(f"--jobs {args.jobs}: expected at least 1")
+        if args.experiment:
+            exp = load_experiment(args.experiment, set_axes=args.set_axes, sets=args.overrides, name=args.name)
+        else:
+            exp = make_experiment({"name": "quickstart"}, set_axes=args.set_axes, sets=args.overrides, name=args.name)
+        out = run_experiment(exp, args.out, jobs=args.jobs, oversubscribe=args.oversubscribe, timeout=args.timeout,
+                             report=not args.no_report, say=say)
+    except HermesError as err:
+        return _error(str(err))
+    except KeyboardInterrupt:
+        print("hermes compare: interrupted; the complete runs are kept (run the same command again to resume)",
+              file=sys.stderr)
+        return 130
+    if not args.quiet:
+        print((out / "table.md").read_text(), end="")
     return 0
 
 
@@ -329,6 +408,8 @@ def _cmd_run(args, argv: list[str]) -> int:
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("matplotlib", "PIL"):  # --verbose is about hermes, not about font lookups
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     if not under_mpi_launcher() and not args.no_launch:
         # validate first (serially), then start the job under mpiexec with the scenario's processor count
         try:

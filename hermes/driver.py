@@ -244,8 +244,8 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
     state = RunState(comm, sc, book, balancer, params, select, sched, clock, Adapter(comm, sc, setup.bbox, clock),
                      dom, setup, cells_initial=book.sum(dom.n), weight_initial=weight_initial, say=say,
                      wall_start=wall_start)
-    say(f"hermes: {setup.name} ({setup.n_cells} cells) on {p} ranks, balancer {balancer.name}, "
-        f"{sc.adaptation.phases} phases, clock {sc.clock}")
+    say(f"hermes: {setup.name} ({setup.n_cells} cells) on {p} rank{'s' * (p != 1)}, balancer {balancer.name}, "
+        f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
     if state.rank == 0:
         _record_initial(state)
     return state
@@ -393,8 +393,11 @@ def record(r: RunState, ph: PhaseState) -> None:
                                     quality, cells_now, weight_now, ph.change))
         r.partitions.update(arrays[0])
         r.geometry.update(arrays[1])
+    wall = time.perf_counter() - r.wall_start
+    left = r.sc.adaptation.phases - ph.k
     r.say(f"phase {ph.k}/{r.sc.adaptation.phases}: imbalance {ph.imbalance_before:.3f} -> {imb_after:.3f}, "
-          f"moved {moved} cells, time {t_phase:.4g} s")
+          f"moved {moved} cells, {r.sc.clock} time {t_phase:.4g} s | wall {wall:.1f} s"
+          + (f", ETA {wall / ph.k * left:.0f} s" if left else ""))
 
 
 # -- the run -------------------------------------------------------------------------------------------------

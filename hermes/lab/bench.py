@@ -242,7 +242,7 @@ def _plot_diffusion(rows, out: Path) -> list[Path]:
                 ax.set_ylabel("iterations", fontsize="small")
                 ax.grid(alpha=0.3)
         axes[0, 0].legend(fontsize="x-small")
-        fig.suptitle(f"iterations of diffusion schemes on {topo}s (JPDC Figs. 1-18)", fontsize="medium")
+        fig.suptitle(f"iterations of diffusion schemes on {_plural(topo)} (JPDC Figs. 1-18)", fontsize="medium")
         paths.append(save_figure(fig, out / f"diffusion-{topo}.png"))
     return paths
 
@@ -294,3 +294,10 @@ def flow_bench(out: str | Path, *, quick: bool = False, families=FAMILIES) -> li
         written.append(write_csv(out / "table-10.1.csv", rows))
         written += _plot_table101(rows, out)
     return written
+
+
+def _plural(noun: str) -> str:
+    """'torus' → 'tori', 'mesh' → 'meshes', 'path' → 'paths'."""
+    if noun.endswith("us"):
+        return noun[:-2] + "i"
+    return noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")

@@ -131,6 +131,8 @@ def format_gossip_report(result: dict[str, Any]) -> str:
     lines = [f"Grapevine, criterion {crit}: |P| = {r['ranks']}, |O| = {r['objects']} ({r['loads']}"
              + (f", on the first {r['mapped_ranks']} ranks" if r["mapped_ranks"] else "") + f"), i = {r['iterations']},"
              f" k = {r['rounds']}, f = {r['fanout']}, T = {r['threshold']}, seed {r['seed']}",
+             "imbalance here is Grapevine's max/mean - 1 (0 is balanced; hermes run and flow report max l_i/l̄_i, "
+             "1.0 fair)",
              f"{'iteration':>9} {'transfers':>9} {'rejected':>9} {'rate %':>7} {'imbalance':>10} {'min':>10}"
              f" {'max':>10} {'sigma':>10}"]
     for h in r["history"]:

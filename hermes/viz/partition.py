@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.errors import HermesError
+from hermes.viz.zoom import Box
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -169,9 +171,13 @@ def plot_partition(
     xadj: ArrayLike | None = None,
     adjncy: ArrayLike | None = None,
     weights: ArrayLike | None = None,
+    levels: ArrayLike | None = None,
     nparts: int | None = None,
     title: str = "",
     show_weights: bool = False,
+    zoom: Box | None = None,
+    loads: ArrayLike | None = None,
+    fair: ArrayLike | None = None,
     dpi: int = 150,
 ) -> Path:
     """Draw the units coloured by owner rank and write the picture to ``path`` (PNG, atomically).
@@ -191,13 +197,23 @@ def plot_partition(
         CSR adjacency, drawn as light-grey edges in graph mode (up to 20 000 vertices).
     weights : array_like of float, shape (n,), optional
         Unit weights, needed for ``show_weights``.
+    levels : array_like of int, shape (n,), optional
+        Refinement level of every cell: with ``show_weights`` the second panel shows the levels instead of
+        the weights.
     nparts : int, optional
         Number of ranks (default ``owner.max() + 1``). Pass the run's processor count so that a rank
         keeps its colour in every picture of the run.
     title : str
         Figure title.
     show_weights : bool
-        Add a second panel with the unit weights on a logarithmic colour scale.
+        Add a second panel beside the partition: the unit weights on a logarithmic colour scale (or the
+        refinement levels).
+    zoom : (x0, x1, y0, y1), optional
+        Show only this window (:func:`hermes.viz.zoom.auto_zoom` finds one where every rank is legible); a
+        small overview of the whole domain with the window outlined is drawn beside the legend.
+    loads, fair : array_like of float, shape (nparts,), optional
+        Each rank's load and its fair load ``c_i · Σ l``: drawn under the partition as bars in the rank's
+        colour, the fair load as a black tick on each bar.
     dpi : int
         Resolution of the PNG.
 
@@ -234,13 +250,14 @@ def plot_partition(
     nparts = top if nparts is None else int(nparts)
     if nparts < top:
         raise HermesError(f"owner has rank {top - 1} but nparts is {nparts}")
-    w = None
-    if weights is not None:
-        w = np.asarray(weights, dtype=np.float64)
-        if w.shape != (n,):
-            raise HermesError(f"weights must have shape ({n},), got {w.shape}")
-    if show_weights and w is None:
+    w = _per_unit(weights, n, "weights", np.float64)
+    lev = _per_unit(levels, n, "levels", np.int64)
+    if show_weights and w is None and lev is None:
         raise HermesError("show_weights needs the unit weights")
+    bars = None
+    if loads is not None:
+        bars = (_per_unit(loads, nparts, "loads", np.float64),
+                None if fair is None else _per_unit(fair, nparts, "fair", np.float64))
 
     polys = None
     if points is not None and cell_ptr is not None and cell_nodes is not None:
@@ -251,56 +268,140 @@ def plot_partition(
         planar = pts.ndim == 2 and (pts.shape[1] == 2 or (pts.shape[1] == 3 and np.ptp(pts[:, 2]) == 0))
         if planar:
             polys = cell_polygons(pts, ptr, np.asarray(cell_nodes))
-            bounds = _bounds(pts[:, :2])
+            full = _bounds(pts[:, :2])
         else:
             log.info("3-D cells: drawing %d units as a graph projected on (x, y)", n)
     if polys is None:
-        bounds = _bounds(xy, pad=0.04)  # room for the markers on the border
+        full = _bounds(xy, pad=0.04)  # room for the markers on the border
+    bounds = full if zoom is None else tuple(float(v) for v in zoom)
 
     colors = rank_colors(nparts)
     facecolors = colors[own]
     big = n > EDGE_LIMIT
-    ncols, nrows, (fw, fh), panel = _layout(bounds, show_weights)
-    msize = _marker_size(n, panel)
-    fig = Figure(figsize=(fw, fh), dpi=dpi, layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    visible = _visible_units(xy, bounds) if zoom is not None else n
+    geom = _layout(bounds, show_weights, bars is not None, zoom is not None)
+    msize = _marker_size(visible, geom.panel)
+    fig = Figure(figsize=geom.size, dpi=dpi, layout="constrained")
+    axes = fig.subplot_mosaic(geom.mosaic, height_ratios=geom.heights)
 
-    ax = axes[0]
+    ax = axes["P"]
     if polys is not None:
-        outline = dict(edgecolors="face", linewidths=0.3) if big else dict(edgecolors=(0, 0, 0, 0.35), linewidths=0.3)
+        thin = big or visible > EDGE_LIMIT
+        outline = dict(edgecolors="face", linewidths=0.3) if thin else dict(edgecolors=(0, 0, 0, 0.35), linewidths=0.3)
         ax.add_collection(PolyCollection(polys, facecolors=facecolors, **outline))
         seg = partition_boundaries(np.asarray(points), np.asarray(cell_ptr), np.asarray(cell_nodes), own)
-        ax.add_collection(LineCollection(seg, colors="k", linewidths=0.5 if big else 1.0))
+        ax.add_collection(LineCollection(seg, colors="k", linewidths=0.5 if thin else 1.0))
     else:
         _draw_graph(ax, xy, xadj, adjncy, facecolors, msize)
     _frame(ax, bounds)
-    if show_weights:
-        ax.set_title("owner rank", fontsize="medium")
+    if show_weights or zoom is not None:
+        ax.set_title("owner rank" + (" (zoomed; the whole domain on the right)" if zoom is not None else ""),
+                     fontsize="medium")
     _rank_key(fig, ax, colors, nparts)
+    if zoom is not None:
+        _overview(ax, polys, xy, facecolors, full, bounds)
 
     if show_weights:
-        from matplotlib.colors import LogNorm
-
-        wax = axes[1]
-        norm = LogNorm(*_log_range(w))
-        wc = np.clip(w, norm.vmin, None)
-        if polys is not None:
-            coll = PolyCollection(polys, array=wc, cmap="viridis", norm=norm, edgecolors="face", linewidths=0.3)
-            wax.add_collection(coll)
-        else:
-            if xadj is not None and adjncy is not None and n <= EDGE_LIMIT:
-                segs = graph_segments(xy, xadj, adjncy)
-                wax.add_collection(LineCollection(segs, colors="0.8", linewidths=_lw(n), zorder=1))
-            coll = wax.scatter(
-                xy[:, 0], xy[:, 1], c=wc, s=msize, cmap="viridis", norm=norm, linewidths=0, zorder=2
-            )
-        _frame(wax, bounds)
-        wax.set_title("unit weight", fontsize="medium")
-        fig.colorbar(coll, ax=wax, shrink=0.8, label="weight")
+        _side_panel(fig, axes["W"], polys, xy, xadj, adjncy, w, lev, msize, bounds)
+    if bars is not None:
+        _load_bars(axes["L"], colors, *bars)
 
     if title:
         fig.suptitle(title)
     return save_figure(fig, path)
+
+
+def _per_unit(values: ArrayLike | None, n: int, what: str, dtype) -> NDArray | None:
+    if values is None:
+        return None
+    v = np.asarray(values, dtype=dtype)
+    if v.shape != (n,):
+        raise HermesError(f"{what} must have shape ({n},), got {v.shape}")
+    return v
+
+
+def _visible_units(xy: NDArray[np.float64], box: Box) -> int:
+    x0, x1, y0, y1 = box
+    return int(np.count_nonzero((xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)))
+
+
+def _overview(ax: Axes, polys, xy, facecolors, full: Box, box: Box) -> None:
+    """The whole domain, small, outside the panel's lower right corner, with the zoom window outlined."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Rectangle
+
+    aspect = (full[3] - full[2]) / max(full[1] - full[0], 1e-300)
+    width = 0.34 if aspect <= 1 else 0.34 / aspect
+    ins = ax.inset_axes([1.03, 0.0, width, width * aspect * _axes_aspect(ax, box)])
+    if polys is not None:
+        ins.add_collection(PolyCollection(polys, facecolors=facecolors, edgecolors="face", linewidths=0.2))
+    else:
+        ins.scatter(xy[:, 0], xy[:, 1], c=facecolors, s=0.5, linewidths=0)
+    ins.add_patch(Rectangle((box[0], box[2]), box[1] - box[0], box[3] - box[2], fill=False, edgecolor="k",
+                            linewidth=1.2))
+    _frame(ins, full)
+    ins.set_title("whole domain", fontsize="x-small")
+
+
+def _axes_aspect(ax: Axes, box: Box) -> float:
+    """Width / height of the panel (the inset's height is given in axes units)."""
+    return (box[1] - box[0]) / max(box[3] - box[2], 1e-300)
+
+
+def _side_panel(fig: Figure, wax: Axes, polys, xy, xadj, adjncy, w, lev, msize: float, bounds: Box) -> None:
+    """The unit weights (log colours) or, when recorded, the refinement levels (one colour per level)."""
+    from matplotlib.collections import LineCollection, PolyCollection
+
+    if lev is not None:
+        from matplotlib.colors import BoundaryNorm
+
+        top = int(lev.max(initial=0))
+        norm = BoundaryNorm(np.arange(top + 2) - 0.5, 256)
+        values, cmap, label, name = lev, "viridis", "refinement level", "refinement level"
+    else:
+        from matplotlib.colors import LogNorm, Normalize
+
+        lo, hi = _log_range(w)
+        norm = LogNorm(lo, hi) if hi > 10 * lo else Normalize(lo, hi)  # a log scale only over a decade or more
+        values, cmap, label, name = np.clip(w, norm.vmin, None), "viridis", "weight", "unit weight"
+    n = xy.shape[0]
+    if polys is not None:
+        coll = PolyCollection(polys, array=values, cmap=cmap, norm=norm, edgecolors="face", linewidths=0.3)
+        wax.add_collection(coll)
+    else:
+        if xadj is not None and adjncy is not None and n <= EDGE_LIMIT:
+            segs = graph_segments(xy, xadj, adjncy)
+            wax.add_collection(LineCollection(segs, colors="0.8", linewidths=_lw(n), zorder=1))
+        coll = wax.scatter(xy[:, 0], xy[:, 1], c=values, s=msize, cmap=cmap, norm=norm, linewidths=0, zorder=2)
+    _frame(wax, bounds)
+    wax.set_title(name, fontsize="medium")
+    cb = fig.colorbar(coll, ax=wax, shrink=0.8, label=label)
+    if lev is not None:
+        cb.set_ticks(np.arange(int(lev.max(initial=0)) + 1))
+
+
+def _load_bars(ax: Axes, colors: NDArray[np.float64], loads: NDArray[np.float64],
+               fair: NDArray[np.float64] | None) -> None:
+    """Per rank: its load as a bar in its colour, its fair load ``c_i Σ l`` as a black tick."""
+    p = loads.size
+    r = np.arange(p)
+    ax.bar(r, loads, width=0.8, color=colors[:p], edgecolor="0.3", linewidth=0.4)
+    title = "load per rank"
+    if fair is not None:
+        ax.scatter(r, fair, marker="_", s=max(40.0, 3000.0 / max(p, 1)), color="k", linewidths=2, zorder=3,
+                   label="fair load $c_i\\,\\Sigma l$")
+        ok = fair > 0
+        if ok.any():
+            title += f" (bars) against the fair load $c_i\\,\\Sigma l$ (black): max $l_i/\\bar l_i$ = " \
+                     f"{float(np.max(loads[ok] / fair[ok])):.3f}"
+    ax.set_title(title, fontsize="small")
+    ax.set_xlim(-0.6, p - 0.4)
+    ax.set_xlabel("rank", fontsize="small")
+    ax.set_ylabel("load", fontsize="small")
+    ax.tick_params(labelsize="x-small")
+    if p <= 32:
+        ax.set_xticks(r)
+    ax.grid(True, axis="y", alpha=0.3)
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -326,21 +427,39 @@ def _bounds(xy: NDArray[np.float64], pad: float = 0.02) -> tuple[float, float, f
     return float(x0 - pad), float(x1 + pad), float(y0 - pad), float(y1 + pad)
 
 
-def _layout(
-    bounds: tuple[float, float, float, float], two: bool
-) -> tuple[int, int, tuple[float, float], float]:
-    """Panel grid, figure size (inches) and panel area (pt²) following the aspect ratio of the mesh."""
+@dataclass(frozen=True)
+class _Layout:
+    """Where the panels go: ``mosaic`` rows of panel keys (P partition, W weights, L load bars, . empty)."""
+
+    mosaic: list[list[str]]
+    heights: list[float]
+    size: tuple[float, float]
+    panel: float  # area of the partition panel, pt²
+
+
+def _layout(bounds: Box, two: bool, bars: bool = False, zoomed: bool = False) -> _Layout:
+    """Panel grid, figure size (inches) and panel area (pt²) following the aspect ratio of the mesh.
+
+    The weights panel goes beside the partition (under it for a wide mesh); the load bars span the bottom.
+    """
     x0, x1, y0, y1 = bounds
     aspect = float(np.clip((y1 - y0) / max(x1 - x0, 1e-300), 0.25, 2.5))
     width = 6.5 if aspect <= 1.5 else 6.5 / (aspect / 1.5)
     height = width * aspect
-    extra_w, extra_h = 1.6, 0.8  # legend / colour bar and title
+    extra_w, extra_h = (2.6 if zoomed else 1.6), 0.8  # legend (and overview) / colour bar, and title
     panel = width * height * 72.0**2
+    bar_h = 1.9
     if not two:
-        return 1, 1, (width + extra_w, height + extra_h), panel
-    if aspect < 0.6:  # wide mesh: panels on top of each other
-        return 1, 2, (width + extra_w, 2 * height + extra_h + 0.4), panel
-    return 2, 1, (2 * width + 2 * extra_w, height + extra_h + 0.4), panel
+        mosaic, heights, size = [["P"]], [height], [width + extra_w, height + extra_h]
+    elif aspect < 0.6:  # wide mesh: panels on top of each other
+        mosaic, heights, size = [["P"], ["W"]], [height, height], [width + extra_w, 2 * height + extra_h + 0.4]
+    else:
+        mosaic, heights, size = [["P", "W"]], [height], [2 * width + 2 * extra_w, height + extra_h + 0.4]
+    if bars:
+        mosaic.append(["L"] * len(mosaic[0]))
+        heights.append(bar_h)
+        size[1] += bar_h + 0.3
+    return _Layout(mosaic, heights, (size[0], size[1]), panel)
 
 
 def _frame(ax: Axes, bounds: tuple[float, float, float, float]) -> None:

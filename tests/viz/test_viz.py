@@ -153,7 +153,7 @@ def test_plot_run_writes_valid_pictures(run_dir: Path):
 
 
 def test_plot_run_selected_phases_and_weights(run_dir: Path):
-    written = plot_run(run_dir, phases=[2], show_weights=True, dpi=DPI)
+    written = plot_run(run_dir, phases=[2], show=("weights",), dpi=DPI)
     assert [p.name for p in written] == ["partition-002.png", "phases.png"]
     assert not (run_dir / "partition-000.png").exists()
     with pytest.raises(HermesError, match="phase 9 not recorded"):

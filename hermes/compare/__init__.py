@@ -1,0 +1,262 @@
+"""hermes compare: an experiment — a base scenario and axes swept over it — in one command.
+
+``hermes compare experiments/thesis.yaml`` runs the cross product of the experiment's axes (each run a normal
+run directory ``runs/<experiment>/runs/<id>/``), skipping runs already complete, and writes beside them:
+
+- ``results.csv`` — one row per run: every axis, the status and error line, every summary figure;
+- ``phases.csv`` — one row per run and phase;
+- ``table.md`` — thesis Tables 10.5 / 10.7 style: total time (final imbalance), ratios to ``none`` and to the best;
+- ``plots/`` — total time by row, imbalance per phase, time breakdown, migration volume against edge cut;
+- ``report.html`` — all of it and each run's final partition, in one self-contained file.
+
+The experiment format is in :mod:`hermes.compare.experiment`, the scheduling (``--jobs``, resume, failures) in
+:mod:`hermes.compare.runner`, the tables in :mod:`hermes.compare.tables`. The package is callable:
+``hermes.compare("experiments/thesis.yaml")`` is :func:`compare`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hermes.compare.experiment import Experiment, ExperimentError, load_experiment, make_experiment, parse_axis_option
+from hermes.compare.runner import cores, execute, read_summary
+from hermes.compare.tables import columns_of, make_grid, markdown_tables, phase_rows, run_row
+from hermes.errors import HermesError
+from hermes.results import write_atomic, write_csv
+
+__all__ = ["compare", "run_experiment", "render", "collect", "load_experiment", "make_experiment", "Experiment",
+           "ExperimentError", "parse_axis_option", "PLAN"]
+
+#: the experiment's record in its directory: the runs planned, their labels, the table's layout
+PLAN = "plan.json"
+
+
+def run_experiment(exp: Experiment, out: str | os.PathLike | None = None, *, jobs: int = 1,
+                   oversubscribe: bool = False, timeout: float | None = None, report: bool = True,
+                   say: Callable[[str], None] = print) -> Path:
+    """Run ``exp`` (skipping complete runs) and write its results; return the experiment directory.
+
+    Parameters
+    ----------
+    exp : Experiment
+        From :func:`load_experiment` or :func:`make_experiment`.
+    out : path, optional
+        The experiment directory (default ``runs/<experiment name>``: the same directory every time, so a
+        second invocation finds the runs of the first).
+    jobs, oversubscribe, timeout
+        See :func:`hermes.compare.runner.execute`.
+    report : bool
+        Also draw the plots and write report.html (results.csv, phases.csv and table.md are always written).
+    say : callable
+        Receives the progress lines.
+
+    Raises
+    ------
+    ExperimentError
+        A malformed experiment or an invalid run scenario, before anything runs (one line).
+    """
+    runs = exp.runs()
+    d = Path(out) if out is not None else Path("runs") / exp.name
+    d.mkdir(parents=True, exist_ok=True)
+    plan = {"name": exp.name, "description": exp.description, "axes": [a.name for a in exp.axes],
+            "columns": exp.column_axis, "runs": [{"id": r.id, "labels": r.labels, "values": r.values,
+                                                  "processors": r.processors} for r in runs],
+            "experiment": exp.to_dict()}
+    write_atomic(d / PLAN, json.dumps(plan, indent=1, default=str) + "\n")
+    shape = " × ".join(f"{len(a.values)} {a.name}" for a in exp.axes) or "1 run"
+    say(f"hermes compare: {exp.name}: {len(runs)} run{'s' * (len(runs) != 1)} ({shape}) in {d}; jobs {jobs}, "
+        f"{cores()} cores" + (", oversubscribed: wall-clock timings unreliable" if oversubscribe else ""))
+    t0 = time.perf_counter()
+    outcomes = execute(runs, d / "runs", jobs=jobs, oversubscribe=oversubscribe, timeout=timeout, say=say)
+    written = render(d, report=report, say=say)
+    n = {s: sum(o.status == s for o in outcomes) for s in ("done", "skipped", "failed")}
+    say(f"hermes compare: {n['done']} ran, {n['skipped']} already complete, {n['failed']} failed in "
+        f"{time.perf_counter() - t0:.1f} s wall; " + ", ".join(str(p) for p in written if p.parent == d))
+    return d
+
+
+def _read_plan(d: Path) -> dict[str, Any]:
+    try:
+        plan = json.loads((d / PLAN).read_text())
+        plan["runs"], plan["axes"]  # noqa: B018
+    except FileNotFoundError:
+        raise ExperimentError(f"{d}: not an experiment directory (no {PLAN}; run hermes compare first)") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ExperimentError(f"{d / PLAN}: unreadable ({type(err).__name__})") from None
+    return plan
+
+
+def collect(d: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(plan, results rows, phases rows) of an experiment directory, read from its runs as they are on disk.
+
+    A results row carries, besides its columns, ``_labels`` (the axis labels) and ``_summary`` (the run's
+    summary) for the table and the plots; they are not written to the CSV files.
+    """
+    d = Path(d)
+    plan = _read_plan(d)
+    rows, prows = [], []
+    for r in plan["runs"]:
+        rd = d / "runs" / r["id"]
+        summary = read_summary(rd)
+        err = None
+        if summary is not None:
+            status = "done"
+        elif (rd / "error.txt").is_file():
+            status, err = "failed", (rd / "error.txt").read_text().strip()
+        else:
+            status = "missing"
+        row = run_row(r["id"], r["values"], status, err, summary, str(Path("runs") / r["id"]))
+        row["_labels"], row["_summary"] = r["labels"], summary
+        rows.append(row)
+        if summary is not None:
+            prows.extend(phase_rows(r["id"], r["values"], summary))
+    return plan, rows, prows
+
+
+def _public(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+
+
+def render(d: str | os.PathLike, *, report: bool = True, say: Callable[[str], None] = print,
+           dpi: int = 100) -> list[Path]:
+    """Write results.csv, phases.csv, table.md and (``report``) the plots and report.html from the runs in
+    the experiment directory ``d`` as they are (``hermes compare --report DIR``). Returns the files written."""
+    d = Path(d)
+    plan, rows, prows = collect(d)
+    public = _public(rows)
+    written = [write_csv(d / "results.csv", public, columns_of(public))]
+    if prows:
+        written.append(write_csv(d / "phases.csv", prows, columns_of(prows)))
+    grid = make_grid(rows, plan["axes"], plan.get("columns"))
+    failures = [(r["run"], r["error"]) for r in rows if r["status"] == "failed"]
+    clocks = {str((r["_summary"] or {}).get("clock")) for r in rows if r["_summary"]}
+    clock = "virtual" if clocks <= {"virtual"} else ", ".join(sorted(clocks))
+    title = f"Experiment {plan['name']}"
+    text = markdown_tables(grid, title=title, description=plan.get("description", ""), clock=clock,
+                           failures=failures)
+    written.append(write_atomic(d / "table.md", text))
+    if report and any(r["_summary"] for r in rows):
+        written += _draw(d, plan, rows, grid, failures, clock, title, say, dpi)
+    return written
+
+
+def _draw(d: Path, plan: dict, rows: list[dict], grid, failures, clock: str, title: str, say, dpi: int) -> list[Path]:
+    from hermes.compare.report import write_report
+    from hermes.viz import plot_run
+    from hermes.viz.compare import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
+
+    cells = grid.summaries()
+    pd = d / "plots"
+    plots = [
+        ("Total time per " + (" × ".join(grid.row_axes) or "run") + ", one bar per " + (grid.col_axis or "run")
+         + " (label: final imbalance).", plot_totals(pd / "total-time.png", grid.rows, grid.cols, cells, dpi=dpi)),
+        ("Imbalance after balancing, phase by phase.",
+         plot_imbalance(pd / "imbalance.png", grid.rows, grid.cols, cells, dpi=dpi)),
+        ("Where the time goes: compute, halo exchange, synchronisation, balancing, migration, adaptation.",
+         plot_breakdown(pd / "time-breakdown.png", grid.rows, grid.cols, cells, dpi=dpi)),
+        ("Migration volume against the final edge cut; filled: on the Pareto front (no other balancer moves "
+         "less and cuts less).", plot_pareto(pd / "pareto.png", grid.rows, grid.cols, cells, dpi=dpi)),
+    ]
+    pictures = []
+    for r in rows:
+        s = r["_summary"]
+        caption = " · ".join(str(v) for v in r["_labels"].values()) or r["run"]
+        if s is None:
+            pictures.append((f"{caption}: {r['status']}", None))
+            continue
+        caption += f": {s['total_time']:.4g} s, final imbalance {s['final_imbalance']:.3f}"
+        pictures.append((caption, _final_partition(d, r["run"], s, plot_run, say)))
+    report = write_report(d / "report.html", title=title, description=plan.get("description", ""), grid=grid,
+                          plots=plots, partitions=pictures, failures=failures,
+                          counts={k: sum(r["status"] == k for r in rows) for k in ("done", "failed", "missing")},
+                          clock=clock, experiment_dir=d.resolve())
+    return [p for _, p in plots] + [report]
+
+
+def _final_partition(d: Path, run_id: str, summary: dict, plot_run, say) -> Path | None:
+    """The run's last partition, drawn once into plots/partitions/<run>/ (redrawn when the run is newer)."""
+    run_dir = d / "runs" / run_id
+    last = max([int(p.get("phase", 0)) for p in summary.get("phases") or [] if isinstance(p, dict)], default=0)
+    dest = d / "plots" / "partitions" / run_id
+    png = dest / f"partition-{last:03d}.png"
+    if png.is_file() and png.stat().st_mtime >= (run_dir / "summary.json").stat().st_mtime:
+        return png
+    try:
+        return plot_run(run_dir, phases=[last], out_dir=dest, timeline=False, dpi=70)[0]
+    except HermesError as err:
+        say(f"hermes compare: no partition picture for {run_id}: {err}")
+        return None
+
+
+def compare(source: str | os.PathLike | dict | None = None, *, axes: dict[str, list[Any]] | None = None,
+            out: str | os.PathLike | None = None, jobs: int = 1, oversubscribe: bool = False,
+            timeout: float | None = None, report: bool = True, quiet: bool = True, name: str | None = None,
+            **overrides: Any):
+    """Run an experiment and return its results table (one row per run, as results.csv).
+
+    Parameters
+    ----------
+    source : path, dict or None
+        An experiment file (``experiments/thesis.yaml``), a scenario file (the base of ``axes``), an experiment
+        or scenario mapping, or None (the embedded quickstart).
+    axes : dict, optional
+        Axes to sweep, added to (or replacing) the experiment's: ``{"balancer": ["pcg", "gda0"], "seed": [1, 2]}``
+        (values as in the experiment file).
+    out : path, optional
+        The experiment directory (default ``runs/<name>``); complete runs found there are not run again.
+    jobs, oversubscribe, timeout, report
+        As ``hermes compare`` (:func:`run_experiment`).
+    quiet : bool
+        No progress lines (default).
+    name : str, optional
+        The experiment's name (default: the file's stem, or the scenario's name).
+    **overrides
+        Scenario keys set in every run, dotted (``**{"adaptation.phases": 2}``) or with ``__``
+        (``adaptation__phases=2``).
+
+    Returns
+    -------
+    pandas.DataFrame or list of dict
+        The rows of results.csv: a DataFrame when pandas is installed (``df.attrs["experiment_dir"]`` is the
+        directory), else a list of dicts.
+
+    Raises
+    ------
+    ExperimentError
+        A malformed experiment or an invalid run (before anything runs).
+    """
+    sets = {k.replace("__", "."): v for k, v in overrides.items()}
+    if source is None or isinstance(source, dict):
+        data = dict(source or {})
+        if not ("axes" in data or "scenario" in data):  # a scenario mapping (or nothing: the quickstart)
+            data = {"scenario": data} if data else {}
+        exp = make_experiment(data, axes=axes, sets=sets, name=name)
+    else:
+        exp = load_experiment(source, sets=[], name=name)
+        if axes or sets:
+            exp = make_experiment(exp.source, here=exp.here, axes=axes, sets=sets, name=exp.name)
+    d = run_experiment(exp, out, jobs=jobs, oversubscribe=oversubscribe, timeout=timeout, report=report,
+                       say=(lambda s: None) if quiet else print)
+    rows = _public(collect(d)[1])
+    try:
+        import pandas as pd
+    except ImportError:
+        return rows
+    df = pd.DataFrame(rows)
+    df.attrs["experiment_dir"] = str(d)
+    return df
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        return compare(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

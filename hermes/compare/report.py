@@ -1,0 +1,131 @@
+"""report.html: one self-contained page (every image embedded as a ``data:`` URI) with the experiment's
+tables, its plots and each run's final partition — a file to mail or archive, no directory needed beside it.
+
+A small script in the page counts the images the browser could not decode and writes the count to
+``<body data-images="N" data-broken-images="K">`` (tests read it from a headless browser's DOM).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+from hermes.compare.tables import Grid, table_blocks
+from hermes.results import write_atomic
+
+__all__ = ["write_report", "data_uri"]
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.92em; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f0f0f0; }
+td.best { font-weight: bold; background: #eef7ee; }
+td.failed { color: #a00; }
+figure { margin: 0.8em 0 1.6em; }
+figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: 0.9em; color: #444; margin-top: 0.3em; }
+.partitions { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 1em; }
+.partitions figure { margin: 0; }
+.meta { color: #555; font-size: 0.9em; }
+code { background: #f4f4f4; padding: 0 0.2em; }
+"""
+
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var broken = imgs.filter(function (i) { return !i.complete || i.naturalWidth === 0; }).length;
+  document.body.setAttribute('data-images', String(imgs.length));
+  document.body.setAttribute('data-broken-images', String(broken));
+});
+"""
+
+
+def data_uri(path: Path) -> str:
+    """A PNG file as a ``data:image/png;base64,...`` URI."""
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def _table_html(caption: str, head: list[str], body: list[list[str]], bold_min: bool) -> str:
+    e = html.escape
+    out = []
+    if caption:
+        out.append(f"<p>{e(caption).replace('`', '')}</p>")
+    out.append("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>")
+    for row in body:
+        cells = [f"<td>{e(row[0])}</td>"]
+        nums = []
+        for v in row[1:]:
+            try:
+                nums.append(float(v))
+            except ValueError:
+                nums.append(None)
+        best = min((x for x in nums if x is not None), default=None) if bold_min else None
+        for v, x in zip(row[1:], nums):
+            cls = ' class="best"' if best is not None and x == best else (' class="failed"' if v == "failed" else "")
+            cells.append(f"<td{cls}>{e(v)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def write_report(path: Path, *, title: str, description: str, grid: Grid, plots: Sequence[tuple[str, Path]],
+                 partitions: Sequence[tuple[str, Path | None]], failures: Sequence[tuple[str, str]],
+                 counts: dict[str, int], clock: str, experiment_dir: Path) -> Path:
+    """Write report.html (atomically) and return its path.
+
+    Parameters
+    ----------
+    path : Path
+        The output file.
+    title, description : str
+        The heading and the experiment's description.
+    grid : Grid
+        The table (:func:`hermes.compare.tables.make_grid`).
+    plots : sequence of (caption, PNG path)
+        The experiment's plots, embedded in order.
+    partitions : sequence of (caption, PNG path or None)
+        Each run's final partition (None: no picture, e.g. the run failed or recorded no partitions).
+    failures : sequence of (run id, error line)
+    counts : dict
+        Runs per status (``done``, ``skipped``, ``failed``, ``missing``).
+    clock : str
+        The runs' clock (``virtual`` or ``wall``), named in the text.
+    experiment_dir : Path
+        Where the runs are (named in the text).
+    """
+    e = html.escape
+    parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(title)}</title>"
+             f"<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>", f"<h1>{e(title)}</h1>"]
+    if description:
+        parts.append(f"<p>{e(description)}</p>")
+    status = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    parts.append(f"<p class=\"meta\">{sum(counts.values())} runs ({e(status)}) in <code>{e(str(experiment_dir))}"
+                 f"</code>; written {_dt.datetime.now():%Y-%m-%d %H:%M}. Times are simulated on the {e(clock)} "
+                 f"clock; imbalance is max l<sub>i</sub>/l&#772;<sub>i</sub> (1.00 is fair).</p>")
+    parts.append("<h2>Results</h2>")
+    for k, (caption, head, body) in enumerate(table_blocks(grid)):
+        parts.append(_table_html(caption or f"Total time and, in parentheses, final imbalance — rows: "
+                                 f"{' × '.join(grid.row_axes) or 'all runs'}, columns: {grid.col_axis or 'result'}.",
+                                 head, body, bold_min=k > 0))
+    if failures:
+        parts.append("<h2>Failed runs</h2><ul>" + "".join(f"<li><code>{e(r)}</code>: {e(m)}</li>" for r, m in failures)
+                     + "</ul>")
+    parts.append("<h2>Plots</h2>")
+    for caption, png in plots:
+        parts.append(f"<figure><img src=\"{data_uri(png)}\" alt=\"{e(caption)}\"><figcaption>{e(caption)}"
+                     f"</figcaption></figure>")
+    parts.append("<h2>Final partitions</h2><div class=\"partitions\">")
+    for caption, png in partitions:
+        if png is None:
+            parts.append(f"<figure><figcaption>{e(caption)} — no picture</figcaption></figure>")
+        else:
+            parts.append(f"<figure><img src=\"{data_uri(png)}\" alt=\"{e(caption)}\" loading=\"eager\">"
+                         f"<figcaption>{e(caption)}</figcaption></figure>")
+    parts.append("</div></body></html>\n")
+    return write_atomic(path, "\n".join(parts))

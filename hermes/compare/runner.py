@@ -1,0 +1,293 @@
+"""Running an experiment's runs: each a ``hermes run`` under its own ``mpiexec``, several at once when they fit.
+
+A run is *complete* when its directory holds a complete ``summary.json`` (every phase, not marked
+``"complete": false``) for the same scenario as planned; complete runs are skipped, so an interrupted
+experiment resumes where it stopped and a finished one is re-read in seconds. A run that fails leaves its
+error line in ``error.txt`` and the others go on. Progress lines say which clock a time is on: the runs'
+results are in the scenario's clock (virtual by default), the elapsed time and the ETA are wall-clock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hermes.compare.experiment import PlannedRun
+from hermes.launch import _LAUNCHER_ENV, mpiexec_command
+
+__all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores"]
+
+#: a run directory's files written by compare itself (the run writes the others)
+LOG, ERROR = "hermes.log", "error.txt"
+
+
+@dataclass
+class Outcome:
+    """What happened to one run: ``done``, ``skipped`` (already complete) or ``failed`` (with its error line)."""
+
+    run: PlannedRun
+    status: str
+    error: str | None = None
+    wall: float = 0.0
+    summary: dict[str, Any] | None = field(default=None, repr=False)
+
+
+def cores() -> int:
+    """The cores this process may use (the affinity mask where the OS has one, else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's summary.json if it is complete (parses, every phase recorded, not ``"complete": false``)."""
+    import json
+
+    try:
+        s = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(s, dict) or s.get("complete", True) is not True or not isinstance(s.get("phases"), list):
+        return None
+    try:
+        planned = yaml.safe_load((run_dir / "scenario.yaml").read_text())["adaptation"]["phases"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        planned = None
+    if planned is not None and len(s["phases"]) != planned:
+        return None
+    return s
+
+
+def run_status(run: PlannedRun, run_dir: Path) -> str:
+    """``complete``, ``stale`` (complete, but for another scenario: the experiment changed), ``failed`` (an
+    error.txt from an earlier attempt) or ``missing``."""
+    if read_summary(run_dir) is not None:
+        try:
+            had = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+        except (OSError, yaml.YAMLError):
+            return "stale"
+        return "complete" if had == run.scenario.to_dict() else "stale"
+    return "failed" if (run_dir / ERROR).is_file() else "missing"
+
+
+def error_line(log: str, returncode: int) -> str:
+    """The one line that says why a run failed: hermes' own error line, else the exception's last line."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("hermes: error:"):
+            return ln.removeprefix("hermes: error:").strip()
+    for ln in reversed(lines):
+        head = ln.split(":", 1)[0]
+        if head.endswith(("Error", "Exception", "Interrupt")) and " " not in head:
+            return ln
+    return f"exit status {returncode}" + (f": {lines[-1][:300]}" if lines else "")
+
+
+def _die_with_parent() -> None:  # pragma: no cover  (runs in the child between fork and exec)
+    """Linux: the child mpiexec gets SIGTERM when compare dies, even by SIGKILL (no orphaned jobs)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass
+class _Job:
+    run: PlannedRun
+    proc: subprocess.Popen
+    log: Any
+    t0: float
+
+
+class _Progress:
+    """One line per event: ``[ 3/12] ▕█████░░░░░▏ 25%  done  a · b: 239.3 s virtual, imbalance 1.03 | wall ...``."""
+
+    def __init__(self, total: int, say: Callable[[str], None]):
+        self.total, self.say, self.count, self.t0 = total, say, 0, time.perf_counter()
+        self.walls: list[float] = []
+
+    def bar(self) -> str:
+        width = 20
+        frac = self.count / max(self.total, 1)
+        full = int(round(frac * width))
+        return f"[{self.count:>{len(str(self.total))}}/{self.total}] ▕{'█' * full}{'░' * (width - full)}▏ {frac:4.0%}"
+
+    def event(self, word: str, text: str, eta: float | None = None) -> None:
+        self.count += 1
+        elapsed = time.perf_counter() - self.t0
+        tail = f" | elapsed {_clock(elapsed)} wall"
+        if eta is not None:
+            tail += f", ETA {_clock(eta)}"
+        self.say(f"{self.bar()}  {word:<8} {text}{tail}")
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _result_text(summary: dict[str, Any]) -> str:
+    clock = summary.get("clock", "virtual")
+    total, imb = summary.get("total_time"), summary.get("final_imbalance")
+    text = f"{total:.4g} s {clock} time" if isinstance(total, (int, float)) else "?"
+    if isinstance(imb, (int, float)):
+        text += f", final imbalance {imb:.3f}"
+    return text
+
+
+def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscribe: bool = False,
+            timeout: float | None = None, rerun_failed: bool = True, say: Callable[[str], None] = print,
+            budget: int | None = None) -> list[Outcome]:
+    """Run every run that is not complete, at most ``jobs`` at once, and return one outcome per run (in order).
+
+    Parameters
+    ----------
+    runs : list of PlannedRun
+        The experiment's runs (:meth:`Experiment.runs`).
+    runs_dir : path
+        Their run directories are ``runs_dir / run.id``.
+    jobs : int
+        How many runs may execute at once. A run starts only while the ranks of the runs executing, its own
+        included, fit the machine's cores (``budget``, default :func:`cores`); a run bigger than the machine
+        runs alone (oversubscribed).
+    oversubscribe : bool
+        Start ``jobs`` runs whatever their ranks: the virtual clock's results do not change, but wall-clock
+        timings (``wall_seconds``, the ``wall`` clock) are then unreliable.
+    timeout : float, optional
+        Wall seconds after which a run is killed (and counted failed).
+    rerun_failed : bool
+        Retry runs that failed before (default); False keeps their error.
+    say : callable
+        Receives the progress lines.
+
+    Notes
+    -----
+    Each run is ``mpiexec -n P python -m mpi4py -m hermes run SPEC --no-launch --quiet --out DIR`` in its own
+    process group (killed as a whole on timeout or interrupt), with stdout and stderr in ``DIR/hermes.log``.
+    Scotch runs single-threaded (``SCOTCH_PTHREAD_NUMBER=1`` unless set): its threaded remapping is not
+    reproducible. An interrupt (Ctrl-C, SIGTERM) kills the runs executing and re-raises; their directories
+    hold no complete summary, so the next invocation runs them again.
+    """
+    budget = budget or cores()
+    jobs = max(1, int(jobs))
+    progress = _Progress(len(runs), say)
+    outcomes: dict[str, Outcome] = {}
+    todo: deque[PlannedRun] = deque()
+    for run in runs:
+        d = runs_dir / run.id
+        status = run_status(run, d)
+        if status == "complete":
+            outcomes[run.id] = Outcome(run, "skipped", summary=read_summary(d))
+            progress.event("complete", f"{run.title()}: {_result_text(outcomes[run.id].summary)}")
+        elif status == "failed" and not rerun_failed:
+            err = (d / ERROR).read_text().strip()
+            outcomes[run.id] = Outcome(run, "failed", err)
+            progress.event("FAILED", f"{run.title()}: {err} (earlier attempt)")
+        else:
+            if status == "stale":
+                say(f"{' ' * len(progress.bar())}  stale    {run.title()}: the experiment changed, running it again")
+            todo.append(run)
+    executing: list[_Job] = []
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    env.setdefault("SCOTCH_PTHREAD_NUMBER", "1")
+    old_term = signal.getsignal(signal.SIGTERM)
+    if old_term is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        while todo or executing:
+            while todo and len(executing) < jobs:
+                used = sum(j.run.processors for j in executing)
+                if executing and not oversubscribe and used + todo[0].processors > budget:
+                    break
+                executing.append(_start(todo.popleft(), runs_dir, env))
+                say(f"{' ' * len(progress.bar())}  start    {executing[-1].run.title()} "
+                    f"({executing[-1].run.processors} ranks)")
+            time.sleep(0.05)
+            for job in list(executing):
+                rc = job.proc.poll()
+                late = timeout is not None and time.perf_counter() - job.t0 > timeout
+                if rc is None and not late:
+                    continue
+                if rc is None:
+                    _kill(job)
+                executing.remove(job)
+                out = _finish(job, runs_dir, rc, timeout if late else None)
+                outcomes[job.run.id] = out
+                progress.walls.append(out.wall)
+                left = len(todo) + len(executing)
+                eta = (sum(progress.walls) / len(progress.walls)) * left / max(1, min(jobs, left)) if left else 0.0
+                if out.status == "done":
+                    progress.event("done", f"{job.run.title()}: {_result_text(out.summary)} "
+                                   f"(run {out.wall:.1f} s wall)", eta)
+                else:
+                    progress.event("FAILED", f"{job.run.title()}: {out.error}", eta)
+    except BaseException:
+        for job in executing:
+            _kill(job)
+            job.log.close()
+        raise
+    finally:
+        if old_term is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return [outcomes[r.id] for r in runs]
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _start(run: PlannedRun, runs_dir: Path, env: dict[str, str]) -> _Job:
+    d = runs_dir / run.id
+    if d.exists():
+        shutil.rmtree(d)  # an incomplete, stale or failed attempt: start clean
+    d.mkdir(parents=True)
+    spec = d / "scenario.yaml"  # the run rewrites it (the same resolved scenario) when it finishes
+    spec.write_text(yaml.safe_dump(run.scenario.to_dict(), sort_keys=False))
+    cmd = mpiexec_command(run.processors, ["run", str(spec), "--no-launch", "--quiet", "--out", str(d)])
+    log = open(d / LOG, "w")
+    log.write("$ " + " ".join(cmd) + "\n")
+    log.flush()
+    kwargs: dict[str, Any] = {"start_new_session": True}
+    if sys.platform.startswith("linux"):
+        kwargs["preexec_fn"] = _die_with_parent
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, **kwargs)
+    return _Job(run, proc, log, time.perf_counter())
+
+
+def _kill(job: _Job) -> None:
+    try:
+        os.killpg(job.proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    job.proc.wait()
+
+
+def _finish(job: _Job, runs_dir: Path, rc: int | None, timed_out: float | None) -> Outcome:
+    job.log.close()
+    wall = time.perf_counter() - job.t0
+    d = runs_dir / job.run.id
+    if timed_out is not None:
+        err = f"timed out after {timed_out:g} s wall"
+    elif rc != 0:
+        err = error_line((d / LOG).read_text(errors="replace"), rc)
+    else:
+        summary = read_summary(d)
+        if summary is not None:
+            return Outcome(job.run, "done", None, wall, summary)
+        err = "the run ended without a complete summary.json"
+    (d / ERROR).write_text(err + "\n")
+    return Outcome(job.run, "failed", err, wall)

@@ -1,0 +1,235 @@
+"""The plots of an experiment (``hermes compare``): rows of the table (scenarios, meshes, ...) by columns
+(balancers), each cell the summaries of its runs (several when an axis such as ``seed`` is averaged).
+
+- :func:`plot_totals` — total time, bars grouped by row, one colour per column;
+- :func:`plot_imbalance` — imbalance after balancing per phase, one panel per row, one line per column;
+- :func:`plot_breakdown` — where the time goes (compute, halo exchange, synchronisation, balancing,
+  migration, adaptation), stacked bars per column, one panel per row;
+- :func:`plot_pareto` — migration volume against the final edge cut, one panel per row, the Pareto front
+  (no other balancer moves less *and* cuts less) drawn and filled.
+
+matplotlib is imported inside the functions; figures use the Agg canvas, never pyplot.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hermes.viz.partition import rank_colors, save_figure
+from hermes.viz.timeline import TIME_PARTS
+
+__all__ = ["plot_totals", "plot_imbalance", "plot_breakdown", "plot_pareto", "pareto_front", "migration_volume"]
+
+Cells = Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]
+
+
+def _mean(vals: Sequence[float]) -> float:
+    v = [float(x) for x in vals if isinstance(x, (int, float)) and math.isfinite(float(x))]
+    return sum(v) / len(v) if v else math.nan
+
+
+def _colors(cols: Sequence[str]) -> dict[str, tuple]:
+    return {c: tuple(rank_colors(len(cols))[i]) for i, c in enumerate(cols)}
+
+
+def _unit(cells: Cells) -> str:
+    clocks = {str(s.get("clock")) for runs in cells.values() for s in runs}
+    return "virtual s" if clocks <= {"virtual"} else "s"
+
+
+def _grid(n: int, width: float = 4.6, height: float = 3.4, ncols: int = 3) -> tuple[int, int, tuple[float, float]]:
+    nc = max(1, min(ncols, n))
+    nr = max(1, math.ceil(n / nc))
+    return nr, nc, (width * nc + 1.5, height * nr + 0.9)
+
+
+def plot_totals(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequence[str], cells: Cells, *,
+                dpi: int = 120) -> Path:
+    """Total time per cell as grouped bars (groups: rows; bars: columns), the final imbalance written on each
+    bar; a logarithmic axis when the totals span more than a factor 20 (meshes of different sizes)."""
+    from matplotlib.figure import Figure
+
+    colors = _colors(cols)
+    fig = Figure(figsize=(max(7.0, 1.1 + 0.35 * len(rows) * (len(cols) + 1)), 4.8), dpi=dpi, layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / max(len(cols), 1)
+    x = np.arange(len(rows))
+    totals = []
+    for j, c in enumerate(cols):
+        t = np.array([_mean([s.get("total_time") for s in cells.get((r, c), [])]) for r in rows])
+        imb = [_mean([s.get("final_imbalance") for s in cells.get((r, c), [])]) for r in rows]
+        pos = x - 0.4 + width * (j + 0.5)
+        bars = ax.bar(pos, np.nan_to_num(t, nan=0.0), width, color=colors[c], label=c, edgecolor="0.3", linewidth=0.4)
+        totals.extend(t[np.isfinite(t)])
+        if len(rows) * len(cols) <= 60:
+            for b, i in zip(bars, imb):
+                if math.isfinite(i) and b.get_height() > 0:
+                    ax.annotate(f"{i:.2f}", (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, 1),
+                                textcoords="offset points", ha="center", va="bottom", fontsize=6, rotation=90)
+    if totals and max(totals) > 20 * max(min(totals), 1e-300):
+        ax.set_yscale("log")
+    ax.set_xticks(x, rows, rotation=20 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center")
+    ax.set_ylabel(f"total time [{_unit(cells)}]")
+    ax.set_title("total time (label: final imbalance)", fontsize="medium")
+    ax.legend(fontsize="small", ncols=min(len(cols), 4), loc="upper left", bbox_to_anchor=(0, -0.12) if len(rows) > 4
+              else (1.0, 1.0), frameon=False)
+    ax.grid(True, axis="y", alpha=0.3)
+    return save_figure(fig, path)
+
+
+def _phase_means(runs: Sequence[Mapping[str, Any]], key: str) -> tuple[NDArray, NDArray]:
+    by: dict[int, list[float]] = {}
+    for s in runs:
+        for p in s.get("phases") or []:
+            if isinstance(p, dict) and isinstance(p.get(key), (int, float)):
+                by.setdefault(int(p.get("phase", 0)), []).append(float(p[key]))
+    ks = sorted(by)
+    return np.array(ks, dtype=float), np.array([_mean(by[k]) for k in ks])
+
+
+def plot_imbalance(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequence[str], cells: Cells, *,
+                   dpi: int = 120) -> Path:
+    """Imbalance after balancing per phase: one panel per row, one line per column (dashed: 1.0, fair)."""
+    from matplotlib.figure import Figure
+
+    colors = _colors(cols)
+    nr, nc, size = _grid(len(rows))
+    fig = Figure(figsize=size, dpi=dpi, layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False).ravel())
+    for ax, r in zip(axes, rows):
+        top = 1.0
+        for c in cols:
+            x, y = _phase_means(cells.get((r, c), []), "imbalance_after")
+            if x.size:
+                ax.plot(x, y, marker="o", markersize=3, color=colors[c])
+                top = max(top, float(np.nanmax(y)))
+        ax.axhline(1.0, color="k", linestyle="--", linewidth=0.8)
+        if top > 5:
+            ax.set_yscale("log")
+        ax.set_title(r, fontsize="small")
+        ax.set_xlabel("phase", fontsize="small")
+        ax.set_ylabel("imbalance after balancing", fontsize="small")
+        ax.grid(True, alpha=0.3)
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes[len(rows):]:
+        ax.set_visible(False)
+    _legend(fig, cols, colors)
+    fig.suptitle("imbalance max $l_i/\\bar l_i$ per phase (1.0 is fair)", fontsize="medium")
+    return save_figure(fig, path)
+
+
+def plot_breakdown(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequence[str], cells: Cells, *,
+                   dpi: int = 120) -> Path:
+    """Where the time goes: per row a panel, per column a horizontal bar stacked by category (summed over
+    the phases; the categories add up to the total time)."""
+    from matplotlib.figure import Figure
+
+    nr, nc, size = _grid(len(rows), width=5.2, height=0.6 + 0.32 * len(cols))
+    fig = Figure(figsize=size, dpi=dpi, layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False).ravel())
+    for ax, r in zip(axes, rows):
+        left = np.zeros(len(cols))
+        y = np.arange(len(cols))
+        for key, label, color in TIME_PARTS:
+            v = np.array([_mean([sum(float(p.get(key) or 0.0) for p in s.get("phases") or [] if isinstance(p, dict))
+                                 for s in cells.get((r, c), [])]) for c in cols])
+            v = np.nan_to_num(v, nan=0.0)
+            ax.barh(y, v, left=left, color=color, label=label, height=0.7)
+            left += v
+        ax.set_yticks(y, cols, fontsize="small")
+        ax.invert_yaxis()
+        ax.set_title(r, fontsize="small")
+        ax.set_xlabel(f"time [{_unit(cells)}]", fontsize="small")
+        ax.grid(True, axis="x", alpha=0.3)
+    for ax in axes[len(rows):]:
+        ax.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small", frameon=False)
+    fig.suptitle("time breakdown (summed over the phases)", fontsize="medium")
+    return save_figure(fig, path)
+
+
+def migration_volume(summary: Mapping[str, Any]) -> float:
+    """Cells that changed owner, summed over the phases (``quality.migration_cells``, else ``migrated_cells``)."""
+    total = 0.0
+    for p in summary.get("phases") or []:
+        if not isinstance(p, dict):
+            continue
+        v = (p.get("quality") or {}).get("migration_cells", p.get("migrated_cells"))
+        total += float(v or 0.0)
+    return total
+
+
+def final_edge_cut(summary: Mapping[str, Any]) -> float:
+    phases = [p for p in summary.get("phases") or [] if isinstance(p, dict)]
+    v = phases[-1].get("edge_cut") if phases else None
+    return float(v) if isinstance(v, (int, float)) else math.nan
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point dominates (both coordinates ≤, one <), minimising both."""
+    front = []
+    for i, (x, y) in enumerate(points):
+        if not (math.isfinite(x) and math.isfinite(y)):
+            continue
+        dominated = any((a <= x and b <= y) and (a < x or b < y) for j, (a, b) in enumerate(points)
+                        if j != i and math.isfinite(a) and math.isfinite(b))
+        if not dominated:
+            front.append(i)
+    return front
+
+
+def plot_pareto(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequence[str], cells: Cells, *,
+                dpi: int = 120) -> Path:
+    """Migration volume (cells moved, summed over the phases) against the final edge cut, one panel per row:
+    the balancers on the Pareto front (none moves less and cuts less) are filled and joined by the front's
+    staircase, the others hollow."""
+    from matplotlib.figure import Figure
+
+    colors = _colors(cols)
+    nr, nc, size = _grid(len(rows))
+    fig = Figure(figsize=size, dpi=dpi, layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False).ravel())
+    for ax, r in zip(axes, rows):
+        pts = [(_mean([migration_volume(s) for s in cells.get((r, c), [])]),
+                _mean([final_edge_cut(s) for s in cells.get((r, c), [])])) for c in cols]
+        front = set(pareto_front(pts))
+        for i, (c, (x, y)) in enumerate(zip(cols, pts)):
+            if not (math.isfinite(x) and math.isfinite(y)):
+                continue
+            on = i in front
+            ax.scatter([x], [y], s=60 if on else 40, color=colors[c] if on else "none", edgecolors=colors[c],
+                       linewidths=1.5, zorder=3)
+            ax.annotate(c, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
+        fp = sorted((pts[i] for i in front), key=lambda p: p[0])
+        if len(fp) > 1:
+            xs = [p[0] for p in fp]
+            ys = [p[1] for p in fp]
+            ax.step(xs, ys, where="post", color="0.4", linewidth=1, linestyle=":", zorder=1)
+        ax.set_title(r, fontsize="small")
+        ax.set_xlabel("migration volume [cells moved, all phases]", fontsize="small")
+        ax.set_ylabel("final edge cut", fontsize="small")
+        ax.grid(True, alpha=0.3)
+        ax.margins(0.15)
+    for ax in axes[len(rows):]:
+        ax.set_visible(False)
+    _legend(fig, cols, colors, line=False)
+    fig.suptitle("migration volume against edge cut (filled: on the Pareto front)", fontsize="medium")
+    return save_figure(fig, path)
+
+
+def _legend(fig, cols: Sequence[str], colors: Mapping[str, tuple], line: bool = True) -> None:
+    """One legend for all panels: a column's colour (a panel may lack some columns)."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colors[c], marker="o", linestyle="-" if line else "none") for c in cols]
+    fig.legend(handles, list(cols), loc="outside right upper", fontsize="small", frameon=False)

@@ -1,0 +1,153 @@
+"""Where to look in a partition picture: the automatic zoom onto the cells that matter.
+
+CFD meshes are graded: on the airfoil a far-field box a dozen chords wide holds a few large cells and the
+profile holds most of them, so a picture of the whole domain shows the two or three ranks that own the far
+field and leaves the others a few pixels around the profile. :func:`auto_zoom` picks the largest window in
+which every rank covers a legible share of the picture; on a uniform mesh that window is the whole domain
+and nothing is zoomed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from hermes.errors import HermesError
+
+__all__ = ["Box", "auto_zoom", "parse_zoom", "domain_box", "cell_areas", "coverage", "MIN_SHARE"]
+
+#: (x0, x1, y0, y1), the order of :meth:`matplotlib.axes.Axes.axis`
+Box = tuple[float, float, float, float]
+
+#: a rank is legible when it covers at least this share of the picture (2 % of a 6.5-inch panel ≈ 0.9 inch²)
+MIN_SHARE = 0.02
+
+
+def cell_areas(points: ArrayLike, cell_ptr: ArrayLike, cell_nodes: ArrayLike) -> NDArray[np.float64]:
+    """The (unsigned) area of every CSR polygon (shoelace formula)."""
+    from hermes.data.polygons import polygon_areas
+
+    return np.abs(polygon_areas(np.asarray(points, dtype=np.float64)[:, :2], np.asarray(cell_ptr, dtype=np.int64),
+                                np.asarray(cell_nodes, dtype=np.int64)))
+
+
+def domain_box(xy: NDArray[np.float64], areas: NDArray[np.float64] | None = None) -> Box:
+    """The bounding box of the units, widened by half a cell (``√area / 2``) so border cells are inside."""
+    if xy.shape[0] == 0:
+        return 0.0, 1.0, 0.0, 1.0
+    half = 0.5 * np.sqrt(areas) if areas is not None else np.zeros(xy.shape[0])
+    return (float((xy[:, 0] - half).min()), float((xy[:, 0] + half).max()),
+            float((xy[:, 1] - half).min()), float((xy[:, 1] + half).max()))
+
+
+def coverage(xy: NDArray[np.float64], areas: NDArray[np.float64], owner: NDArray[np.int64], nparts: int,
+             box: Box) -> NDArray[np.float64]:
+    """The share of ``box`` each rank covers, shape ``(nparts,)``.
+
+    A cell is taken as the square of its area centred on its centroid, clipped to the box: exact for the
+    cells inside, an estimate for the few that straddle the border.
+    """
+    x0, x1, y0, y1 = box
+    s = 0.5 * np.sqrt(areas)
+    ox = np.clip(np.minimum(xy[:, 0] + s, x1) - np.maximum(xy[:, 0] - s, x0), 0.0, None)
+    oy = np.clip(np.minimum(xy[:, 1] + s, y1) - np.maximum(xy[:, 1] - s, y0), 0.0, None)
+    return np.bincount(owner, weights=ox * oy, minlength=nparts)[:nparts] / max((x1 - x0) * (y1 - y0), 1e-300)
+
+
+def _weighted_median(v: NDArray[np.float64], w: NDArray[np.float64]) -> float:
+    order = np.argsort(v, kind="stable")
+    c = np.cumsum(w[order])
+    return float(v[order][np.searchsorted(c, 0.5 * c[-1])])
+
+
+def auto_zoom(coords: ArrayLike, owners: Sequence[ArrayLike], *, areas: ArrayLike | None = None,
+              nparts: int | None = None, min_share: float = MIN_SHARE, steps: int = 48) -> Box | None:
+    """The window of a partition picture in which every rank is legible, or None for the whole domain.
+
+    Parameters
+    ----------
+    coords : array_like, shape (n, d)
+        Unit centroids (the first two columns are used).
+    owners : sequence of array_like of int, shape (n,)
+        The partitions the window must serve (e.g. every phase of a run, so all its pictures share one window).
+    areas : array_like, shape (n,), optional
+        Cell areas (:func:`cell_areas`); default: the domain's area shared equally (graphs have no cells).
+    nparts : int, optional
+        Number of ranks (default: the largest owner + 1). Ranks owning nothing are not asked to be visible.
+    min_share : float
+        The share of the window a rank must cover to count as legible.
+    steps : int
+        Number of window sizes tried, from the whole domain down to 1/1000 of it (geometrically).
+
+    Returns
+    -------
+    (x0, x1, y0, y1) or None
+        None when the whole domain already shows every rank (a uniform mesh), or the zoom would cut less than
+        a fifth of either side.
+
+    Notes
+    -----
+    Windows keep the domain's aspect ratio and are centred on the density-weighted median of the centroids
+    (weights 1/area: where the cells are small, the mesh was graded for a reason), shifted to stay inside the
+    domain. The largest window in which every rank covers at least ``min_share`` (:func:`coverage`) wins; if
+    none does, the one whose least visible rank covers the most.
+    """
+    xy = np.asarray(coords, dtype=np.float64)
+    xy = xy[:, :2] if xy.ndim == 2 and xy.shape[1] >= 2 else np.column_stack([xy.reshape(-1), np.zeros(xy.size)])
+    n = xy.shape[0]
+    owns = [np.asarray(o, dtype=np.int64) for o in owners]
+    if n == 0 or not owns:
+        return None
+    if any(o.shape != (n,) for o in owns):
+        raise HermesError(f"auto_zoom: every owner array must have {n} entries")
+    p = int(nparts) if nparts is not None else max(int(o.max()) for o in owns) + 1
+    if areas is None:
+        x0, x1, y0, y1 = domain_box(xy)
+        a = np.full(n, max((x1 - x0) * (y1 - y0), 1e-300) / n)
+    else:
+        a = np.clip(np.asarray(areas, dtype=np.float64), 1e-300, None)
+    full = domain_box(xy, a)
+    fw, fh = full[1] - full[0], full[3] - full[2]
+    if fw <= 0 or fh <= 0:
+        return None
+    cx, cy = _weighted_median(xy[:, 0], 1.0 / a), _weighted_median(xy[:, 1], 1.0 / a)
+    present = [np.bincount(o, minlength=p)[:p] > 0 for o in owns]
+
+    best, best_share = None, -1.0
+    for t in np.geomspace(1.0, 1e-3, steps):
+        w, h = t * fw, t * fh
+        x0 = float(np.clip(cx - w / 2, full[0], full[1] - w))
+        y0 = float(np.clip(cy - h / 2, full[2], full[3] - h))
+        box = (x0, float(x0 + w), y0, float(y0 + h))
+        least = min(float(coverage(xy, a, o, p, box)[m].min()) for o, m in zip(owns, present))
+        if least >= min_share:
+            best = box
+            break
+        if least > best_share:
+            best, best_share = box, least
+    if best is None or (best[1] - best[0]) > 0.8 * fw:
+        return None
+    return best
+
+
+def parse_zoom(text: str | None) -> Box | str | None:
+    """``--zoom``: ``auto``, ``none`` (or None) or ``x0,y0,x1,y1`` → ``"auto"``, None or a :data:`Box`.
+
+    Raises
+    ------
+    HermesError
+        A malformed or empty box (one line).
+    """
+    if text is None or text.strip().lower() in ("none", "off", "full", ""):
+        return None
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        x0, y0, x1, y1 = (float(v) for v in text.split(","))
+    except ValueError:
+        raise HermesError(f"--zoom {text!r}: expected auto, none or x0,y0,x1,y1") from None
+    if not (x1 > x0 and y1 > y0):
+        raise HermesError(f"--zoom {text!r}: the box is empty (need x0 < x1 and y0 < y1)")
+    return x0, x1, y0, y1

@@ -33,7 +33,7 @@ from pydantic import BeforeValidator, Field
 
 from hermes.balance.diffusion import StopParams, gda, gda_distributed
 from hermes.balance.implicit import implicit, implicit_distributed
-from hermes.balance.interface import BalanceContext, Decision, Integer, Number, Positive, flow_balancer
+from hermes.balance.interface import BalanceContext, Decision, Integer, Number, flow_balancer
 from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.balance.second_order import omega_opt, omega_star, sos, sos_distributed
@@ -68,7 +68,8 @@ class SOSParams(SOSOptParams):
 class WattsParams(StopParams):
     """Parameters of ``implicit_watts``."""
 
-    alpha: Positive = Field(1.0, description="implicit step α")
+    alpha: Annotated[Number, Field(gt=0, le=1e6)] = Field(
+        1.0, description="implicit step α (≤ 1e6: the inner solve's diagonal 1 + α δ/c must not swamp the loads)")
     inner_tolerance: Annotated[Number, Field(gt=0, lt=1)] = Field(1e-2, description="inner Jacobi tolerance")
     sweeps: Annotated[Integer, Field(ge=0)] | None = Field(
         None, description="inner sweeps per step (null: from inner_tolerance)")

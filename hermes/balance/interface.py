@@ -80,8 +80,8 @@ def _strict_int(v: Any) -> Any:
 
 #: a finite float (not a bool)
 Number = Annotated[float, BeforeValidator(_no_bool), AfterValidator(_finite)]
-#: a convergence tolerance in (0, 1)
-Tolerance = Annotated[Number, Field(gt=0, lt=1)]
+#: a relative convergence tolerance in [1e-15, 1): below ~10 ε no iteration in double precision can meet it
+Tolerance = Annotated[Number, Field(ge=1e-15, lt=1)]
 #: an integer (not a bool, not a float)
 Integer = Annotated[int, BeforeValidator(_strict_int)]
 #: a positive integer (iteration counts, strides)

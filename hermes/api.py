@@ -25,7 +25,7 @@ from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
 from hermes.errors import HermesError
 from hermes.records import RunResult
-from hermes.results import default_run_dir
+from hermes.results import run_dir_for
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
 
 __all__ = ["run", "load_run", "read_mesh", "partition", "scenario"]
@@ -105,7 +105,7 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"
         spec.write_text(yaml.safe_dump(_absolute(sc).to_dict(), sort_keys=False))
-        out_dir = Path(out if out is not None else sc.output.dir or default_run_dir(sc.name)).resolve()
+        out_dir = run_dir_for(sc, out)[0].resolve()
         args = ["run", str(spec), "--no-launch", "--set", f"processors={n}", "--out", str(out_dir)]
         cmd = mpiexec_command(n, [*args, *(["--quiet"] if quiet else [])])
         res = subprocess.run(cmd, stdout=None if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -357,7 +357,13 @@ def _cmd_run(args, argv: list[str]) -> int:
             return _error(str(err))
         if not args.quiet:
             print("hermes: launching: " + " ".join(cmd), flush=True)
-        return run_job(cmd)
+        end = run_job(cmd)
+        if end.signal is not None:
+            import signal
+
+            print(f"hermes: stopped by {signal.Signals(end.signal).name}: the job was ended (the finished phases' "
+                  f"records, and a checkpoint if one was due, are in the run directory)", file=sys.stderr)
+        return end.status
     return _run_here(args)
 
 

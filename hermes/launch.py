@@ -21,11 +21,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["under_mpi_launcher", "find_mpiexec", "mpi_flavour", "mpiexec_command", "run_job", "session_pids"]
+__all__ = ["under_mpi_launcher", "find_mpiexec", "mpi_flavour", "mpiexec_command", "run_job", "JobEnd", "session_pids"]
 
 #: the signals the launcher forwards to the job
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -130,22 +132,61 @@ def _die_with_parent() -> None:  # pragma: no cover  (runs in the child between 
         pass
 
 
-def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None = None) -> int:
-    """Run the MPI job ``cmd`` and return its exit status; never leave it running.
+@dataclass(frozen=True)
+class JobEnd:
+    """How a job started by :func:`run_job` ended: the exit status to report and the signal that stopped the
+    launcher (None if it was not signalled)."""
+
+    status: int
+    signal: int | None = None
+
+
+#: a line of Open MPI's help-message frames
+_FRAME = "-" * 20
+
+
+def _relay_stderr(pipe, sink) -> None:
+    """Copy the job's standard error to ``sink`` line by line, keeping hermes' one line clear: once a
+    ``hermes: error:`` line has passed, the same line from other ranks and Open MPI's framed help messages
+    (the MPI_ABORT banner, "prterun has exited due to ...") are dropped; NUL bytes are removed."""
+    seen: set[bytes] = set()
+    framed = False
+    for raw in iter(pipe.readline, b""):
+        line = raw.replace(b"\0", b"")
+        if seen and line.startswith(_FRAME.encode()):
+            framed = not framed
+            continue
+        if framed:
+            continue
+        if line.startswith(b"hermes: error:"):
+            if line in seen:
+                continue
+            seen.add(line)
+        if line.strip() or not seen:
+            sink.write(line)
+            sink.flush()
+    pipe.close()
+
+
+def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None = None) -> JobEnd:
+    """Run the MPI job ``cmd``; never leave it running.
 
     ``cmd`` starts in a new session. SIGTERM, SIGINT and SIGHUP received meanwhile are forwarded to it
     (SIGHUP as SIGTERM: ``mpiexec`` has no terminal to hang up) and the job gets ``grace`` seconds to end;
     then, or at a second signal, every process left in its session is killed. Once ``mpiexec`` has ended,
-    any process still in the session (a rank it lost) is killed too.
+    any process still in the session (a rank it lost) is killed too. The job's standard error passes
+    through :func:`_relay_stderr`.
 
     Returns
     -------
-    int
-        The job's exit status, or 128 + the signal number if the launcher was signalled.
+    JobEnd
+        The job's exit status — 128 + the signal number if the launcher was signalled — and that signal.
     """
     got: list[int] = []
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
-    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec, env=env)
+    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec, env=env, stderr=subprocess.PIPE)
+    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr, sys.stderr.buffer), daemon=True)
+    relay.start()
     deadline = [float("inf")]
 
     def forward(signum, frame):
@@ -172,4 +213,5 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
         for s, h in old.items():
             signal.signal(s, h)
         _kill_session(proc.pid)  # nothing of the job survives mpiexec
-    return 128 + got[0] if got else rc
+        relay.join(timeout=5)
+    return JobEnd(128 + got[0], got[0]) if got else JobEnd(rc)

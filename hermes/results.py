@@ -191,9 +191,11 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False) 
     done = len(summary["phases"]) if summary is not None else 0
     checkpoint = (summary or {}).get("checkpoint")
     if (done or checkpoint) and not force:
-        at = f", a checkpoint at phase {checkpoint}" if checkpoint else ""
-        raise RunDirError(f"{key}: {path} holds an unfinished hermes run ({done} phase{'s' * (done != 1)} recorded{at}): resume it "
-                          f"with 'hermes run --resume {path}' or replace it with --force")
+        what = f"{done} phase{'s' * (done != 1)} recorded"
+        how = (f"resume it with 'hermes run --resume {path}' or replace it with --force" if checkpoint else
+               "replace it with --force or choose another directory")
+        raise RunDirError(f"{key}: {path} holds an unfinished hermes run ({what}"
+                          f"{f', a checkpoint at phase {checkpoint}' if checkpoint else ''}): {how}")
     return path
 
 

@@ -5,8 +5,8 @@ other rank waiting in its next collective, for ever: MPI has no time-out of its 
 runs a thread that watches its own progress — the driver calls :meth:`Watchdog.beat` after the set-up and
 after every phase — and, when a rank has not progressed for ``timeout`` wall seconds, prints one line and
 calls ``MPI_Abort``, which ends every rank of the job, the stopped ones included (the launcher kills them).
-The ranks that wait are the ones that notice; rank ``r`` waits ``min(r, 4)`` grace periods longer than
-rank 0, so usually exactly one rank reports. The thread needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default)
+The ranks that wait are the ones that notice; rank ``r`` waits ``min(r, 3)`` grace periods (2 s, or a fifth of
+the time-out) longer than rank 0, so usually exactly one rank reports. The thread needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default)
 only for the abort itself, which is thread-safe in Open MPI and MPICH.
 """
 
@@ -68,7 +68,7 @@ class Watchdog:
 
     def _watch(self) -> None:
         rank = self.comm.Get_rank()
-        limit = self.timeout + min(rank, 4) * max(1.0, 0.1 * self.timeout)
+        limit = self.timeout + min(rank, 3) * max(2.0, 0.2 * self.timeout)
         while not self._stop.wait(min(1.0, self.timeout / 10)):
             if time.monotonic() - self._last > limit:
                 after = {None: "during the set-up", 0: "since the set-up ended"}.get(self.phase,

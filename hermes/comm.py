@@ -149,6 +149,15 @@ class NeighbourComm:
         out = self.exchange(np.full(len(self.neighbours), float(value)), recv_sizes=np.ones(len(self.neighbours)))
         return np.array([o[0] for o in out], dtype=np.float64)
 
+    def allgather_rows(self, value) -> NDArray[np.float64]:
+        """Every rank's ``value`` (a scalar or a fixed-size vector) as rows in rank order, as the polynomial
+        methods gather: the deterministic allreduce of the values placed at each rank's slot of a p × n
+        matrix (exact: x + 0 = x), charged and counted as one "allgather" of p·n words."""
+        v = np.atleast_1d(np.asarray(value, dtype=np.float64))
+        buf = np.zeros((self.size, v.size))
+        buf[self.rank] = v
+        return self.allreduce(buf.ravel(), kind="allgather").reshape(self.size, v.size)
+
     def allreduce(self, x, op: str = "sum", kind: str = "allreduce"):
         """Deterministic allreduce (sum, max, min) of a scalar or a float array; one collective."""
         return allreduce(self.comm, x, self.clock, op=op, counters=self.counters, kind=kind)

@@ -33,6 +33,8 @@ def table(stdout: str) -> tuple[list[str], list[list[str]]]:
     return cells[0], cells[2:]
 
 
+@pytest.mark.mpi  # starts mpiexec itself
+@pytest.mark.slow
 def test_partition_compare_tiny(tmp_path):
     out = tmp_path / "c.csv"
     res = bench("partition_compare.py", "--meshes", "grid20x19", "--ranks", "3", "--phases", "1",
@@ -57,6 +59,8 @@ def test_partition_compare_tiny(tmp_path):
     assert by["metis"]["params"] == "targets=fair" and by["pcg+gain"]["selection"] == "gain"
 
 
+@pytest.mark.mpi  # starts mpiexec itself
+@pytest.mark.slow
 def test_partition_compare_refine_reports_the_grown_mesh(tmp_path):
     out = tmp_path / "r.csv"
     res = bench("partition_compare.py", "--kind", "refine", "--meshes", "lshape", "--ranks", "2", "--phases", "1",
@@ -76,6 +80,7 @@ def test_partition_compare_rejects_unknown_method():
 
 
 @pytest.mark.skipif(not (SHARED_MESHES / "hammond2.graph").is_file(), reason="../shared/meshes absent")
+@pytest.mark.mpi  # starts mpiexec itself
 def test_shared_meshes_tiny(tmp_path):
     out = tmp_path / "s.csv"
     res = bench("shared_meshes.py", "--meshes", "hammond2", "--balancers", "pcg+gain", "--ranks", "2",

@@ -19,6 +19,7 @@ def cli(*args, timeout=180, cwd=None):
                           timeout=timeout, cwd=cwd or ROOT, env=env)
 
 
+@pytest.mark.slow
 def test_scenario_command_prints_resolved_yaml_and_reports_errors():
     res = cli("scenario", "scenarios/thesis-heterogeneous.yaml", "--set", "seed=11")
     assert res.returncode == 0 and "seed: 11" in res.stdout and "processors: 15" in res.stdout
@@ -35,6 +36,8 @@ def test_balancers_listed():
         assert any(line.startswith(name) for line in res.stdout.splitlines())
 
 
+@pytest.mark.mpi  # starts mpiexec itself
+@pytest.mark.slow
 def test_run_launches_itself_under_mpiexec_and_plot_redraws(tmp_path):
     out = tmp_path / "q"
     res = cli("run", "--set", "adaptation.phases=2", "--out", str(out))
@@ -60,6 +63,7 @@ def test_bad_scenario_is_reported_before_launching(tmp_path):
                                  "unable to parse string as an integer"
 
 
+@pytest.mark.slow
 def test_no_launch_runs_in_process_as_a_single_rank(tmp_path):
     res = cli("run", "--no-launch", "--no-pictures", "--set", "processors=1", "--set", "platform.capacities=homo",
               "--set", "adaptation.phases=1", "--out", str(tmp_path / "one"))
@@ -98,6 +102,7 @@ def test_flow_lab_bad_parameters(tmp_path, args, message):
     assert len(lines) == 1 and lines[0].startswith("hermes: error:") and message in lines[0]
 
 
+@pytest.mark.slow
 def test_flow_json_and_gossip_json():
     import json
 

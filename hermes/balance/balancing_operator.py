@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.charpoly import _allgather, _dot, _Graph, _nb_apply, _nonzero, _ordered
+from hermes.balance.charpoly import NeighbourTables, checked_divisor, neighbour_step, ordered_dot
 from hermes.balance.flow import ordered_total
 from hermes.balance.model import Model
-from hermes.comm import NeighbourComm
+from hermes.comm import NeighbourComm, ordered_sum
 
 __all__ = ["operator_rows", "operator_row_distributed"]
 
@@ -29,7 +29,7 @@ def operator_rows(model: Model, coefficients=None) -> Iterator[tuple[int, float,
     ``Y = D⁻¹ U`` (row i: what rank i holds), so that the balancing operator is ``Θ = −W Aᵀ Y`` (Th. 23, 25).
     Given ``coefficients`` ``[1, a_1, …]`` replace the traces. See :func:`operator_row_distributed`.
     """
-    p, c, g = model.p, model.capacities, _Graph(model)
+    p, c, g = model.p, model.capacities, NeighbourTables(model)
     x = np.eye(p)
     saved, a_k = x, 1.0
     for k in range(1, p):
@@ -39,7 +39,7 @@ def operator_rows(model: Model, coefficients=None) -> Iterator[tuple[int, float,
         x = ax
         x[np.arange(p), np.arange(p)] += a_k
         yield k, a_k, None
-    yield p - 1, a_k, saved / _nonzero(a_k, "a_{p−1}") / c[:, None]
+    yield p - 1, a_k, saved / checked_divisor(a_k, "a_{p−1}") / c[:, None]
 
 
 def operator_row_distributed(nb: NeighbourComm, capacity: float, weights, coefficients=None) -> NDArray[np.float64]:
@@ -63,18 +63,18 @@ def operator_row_distributed(nb: NeighbourComm, capacity: float, weights, coeffi
     saved, a_k = x, 1.0
     for k in range(1, p):
         saved = x
-        ax = _nb_apply(nb, x / capacity, weights)
+        ax = neighbour_step(nb, x / capacity, weights)
         a_k = -nb.allreduce(float(ax[r])) / k if coefficients is None else float(coefficients[k])
         x = ax.copy()
         x[r] += a_k
-    return saved / _nonzero(a_k, "a_{p−1}") / capacity
+    return saved / checked_divisor(a_k, "a_{p−1}") / capacity
 
 
-def _row_flows(w, row, rows, x) -> NDArray[np.float64]:
-    return np.array([-w[k] * _dot(row - rows[k], x) for k in range(len(w))])
+def row_flows(w, row, rows, x) -> NDArray[np.float64]:
+    return np.array([-w[k] * ordered_dot(row - rows[k], x) for k in range(len(w))])
 
 
-def _refine_rows(nb, flows, w, row, rows, b: float, refine: int):
+def refine_rows(nb, flows, w, row, rows, b: float, refine: int):
     for _ in range(refine):
-        flows = flows + _row_flows(w, row, rows, _allgather(nb, b - _ordered(flows))[:, 0])
+        flows = flows + row_flows(w, row, rows, nb.allgather_rows(b - ordered_sum(flows))[:, 0])
     return flows

@@ -108,7 +108,7 @@ def generalized_laplacian(model: Model) -> NDArray[np.float64]:
     return model.laplacian.toarray() * r[:, None] * r[None, :]
 
 
-def _check_method(method: str, name: str = "coefficients") -> None:
+def check_method(method: str, name: str = "coefficients") -> None:
     if method not in _METHODS:
         raise BalancerError(f"{name} must be one of {', '.join(COEFFICIENT_METHODS)}, got {method!r}")
 
@@ -121,7 +121,7 @@ def laplacian_polynomial(model: Model, method: str = "faddeev") -> NDArray[np.fl
     BalancerError
         Unknown ``method`` (faddeev | newton | berkowitz).
     """
-    _check_method(method)
+    check_method(method)
     validate_model(model)
     return _METHODS[method](generalized_laplacian(model))
 
@@ -174,7 +174,7 @@ def berlekamp_massey(s, tol: float = 0.0, stop_after: int = 0) -> NDArray[np.flo
 
 
 # -- Krylov kernels: the serial forms do one rank's arithmetic, in the same order, for every rank ---------
-class _Graph:
+class NeighbourTables:
     """A model's padded neighbour tables (sorted neighbours: the order of NeighbourComm)."""
 
     def __init__(self, model: Model):
@@ -217,7 +217,7 @@ class _Graph:
         return -self.model.weights * np.cumsum((rows[e[:, 0]] - rows[e[:, 1]]) * x, axis=1)[:, -1]
 
 
-def _nonzero(value: float, what: str) -> float:
+def checked_divisor(value: float, what: str) -> float:
     """The divisor of a polynomial scheme; raise if rounding made it 0 or overflowed (same on every rank)."""
     if value == 0 or not math.isfinite(value):
         raise BalancerError(f"{what} = {float(value)!r} in double precision: the polynomial is numerically unusable "
@@ -225,29 +225,22 @@ def _nonzero(value: float, what: str) -> float:
     return float(value)
 
 
-def _potential(coef, xs, divisor: float, c):
+def polynomial_potential(coef, xs, divisor: float, c):
     """``y = Σ_t coef[t] xs[t] / divisor / c`` (0 without terms)."""
     if len(coef) == 0:
         return 0.0 * c
-    _nonzero(divisor, "the leading divisor (a_{p−1} or α_{d−1})")
+    checked_divisor(divisor, "the leading divisor (a_{p−1} or α_{d−1})")
     acc = coef[0] * xs[0]
     for t in range(1, len(coef)):
         acc = acc + coef[t] * xs[t]
     return acc / divisor / c
 
 
-def _dot(x: NDArray[np.float64], y: NDArray[np.float64]) -> float:
+def ordered_dot(x: NDArray[np.float64], y: NDArray[np.float64]) -> float:
     return float(np.cumsum(x * y)[-1]) if len(x) else 0.0
 
 
-def _ordered(x) -> float:
-    acc = 0.0
-    for v in x:
-        acc = acc + float(v)
-    return acc
-
-
-def _nb_apply(nb: NeighbourComm, z, w: NDArray[np.float64]):
+def neighbour_step(nb: NeighbourComm, z, w: NDArray[np.float64]):
     """One neighbour step on a rank: send z (scalar or row), return ``Σ_j w_j (z − z_j)``."""
     if np.ndim(z) == 0:
         zj, acc = nb.exchange_scalar(float(z)), 0.0
@@ -258,22 +251,11 @@ def _nb_apply(nb: NeighbourComm, z, w: NDArray[np.float64]):
     return acc
 
 
-def _nb_krylov(nb: NeighbourComm, x0: float, steps: int, capacity: float, w, scale: float = 1.0) -> list[float]:
+def neighbour_krylov(nb: NeighbourComm, x0: float, steps: int, capacity: float, w, scale: float = 1.0) -> list[float]:
     xs = [x0]
     for _ in range(steps):
-        xs.append(_nb_apply(nb, xs[-1] / capacity, w) / scale)
+        xs.append(neighbour_step(nb, xs[-1] / capacity, w) / scale)
     return xs
-
-
-def _allgather(nb: NeighbourComm, value) -> NDArray[np.float64]:
-    """Every rank's ``value`` (scalar or fixed-size vector) as rows in rank order: one collective "allgather".
-
-    The deterministic allreduce of the values placed at each rank's slot (exact: x + 0 = x).
-    """
-    v = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    buf = np.zeros((nb.size, v.size))
-    buf[nb.rank] = v
-    return nb.allreduce(buf.ravel(), kind="allgather").reshape(nb.size, v.size)
 
 
 # -- counters of a known communication schedule (shared by the polynomial schemes) -------------------------
@@ -300,7 +282,7 @@ def schedule_counters(model: Model, iterations: int, schedule: list, links=None)
     return cnt, times
 
 
-def _check_refine(refine, name: str = "refine") -> int:
+def check_refine(refine, name: str = "refine") -> int:
     if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or not 0 <= refine <= 20:
         raise BalancerError(f"{name} must be an integer in 0..20, got {refine!r}")
     return int(refine)
@@ -322,17 +304,17 @@ class PolyState:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def _check_eigen_refine(refine, name: str = "refine"):
+def check_eigen_refine(refine, name: str = "refine"):
     """``refine``: an integer 0..20, or ``"auto"`` (eigen forms: :func:`hermes.balance.leja.resolve_refine`)."""
-    return refine if refine == "auto" else _check_refine(refine, name)
+    return refine if refine == "auto" else check_refine(refine, name)
 
 
-def _literal_refine(refine) -> int:
+def literal_refine(refine) -> int:
     """The thesis' monomial forms take ``refine: auto`` as 0 (the literal algorithm, no refinement)."""
-    return 0 if refine == "auto" else _check_refine(refine)
+    return 0 if refine == "auto" else check_refine(refine)
 
 
-def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
+def poly_result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
     """``converged``: the flow is finite and, for the eigen forms, its predicted error is below 1."""
     cnt, times = schedule_counters(model, iterations, schedule, links)
     ok = bool(np.all(np.isfinite(flow))) and extra.get("predicted_error", 0.0) < 1.0
@@ -340,7 +322,7 @@ def _result(model, flow, iterations, schedule, links, **extra) -> FlowResult:
                       extra={**extra, "rank_times": times})
 
 
-def _local(nb, flows, iterations, **extra) -> LocalFlowResult:
+def poly_local_result(nb, flows, iterations, **extra) -> LocalFlowResult:
     nb.counters.iterations = iterations
     return LocalFlowResult(flows=np.asarray(flows, dtype=np.float64), iterations=iterations,
                            converged=bool(np.all(np.isfinite(flows))), counters=nb.counters, extra=extra)

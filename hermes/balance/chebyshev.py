@@ -39,12 +39,12 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from hermes.balance.charpoly import _Graph, _ordered, schedule_counters
+from hermes.balance.charpoly import NeighbourTables, schedule_counters
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.interface import Decision, OptionalCount, Params, Tolerance, flow_from_local
 from hermes.balance.model import Model
 from hermes.balance.registry import register
-from hermes.comm import NeighbourComm
+from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["BOUNDS", "spectral_bounds", "bounds_from_spectrum", "chebyshev_steps", "ChebyshevState", "chebyshev_iter",
@@ -128,7 +128,7 @@ def chebyshev_iter(model: Model, a: float, b: float, steps: int) -> Iterator[Che
     bit for bit.
     """
     validate_model(model)
-    g, c, e, w = _Graph(model), model.capacities, model.edges, model.weights
+    g, c, e, w = NeighbourTables(model), model.capacities, model.edges, model.weights
     x = model.loads - c * ordered_total(model.loads)
     flow = np.zeros(model.q)
     yield ChebyshevState(0, x, flow)
@@ -216,7 +216,7 @@ def chebyshev_distributed(nb: NeighbourComm, load: float, capacity: float, weigh
     nb.counters.iterations = n
     return LocalFlowResult(flows=flows, iterations=n, converged=bool(np.all(np.isfinite(flows))),
                            counters=nb.counters, extra={"residual": x, "defect": float(load) - capacity * total
-                                                        - _ordered(flows)})
+                                                        - ordered_sum(flows)})
 
 
 # -- registry -------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ order drawn once per run (the simulator iterates one Python set of ranks, in the
 iteration: with an order drawn afresh each iteration the report's transfer counts are not
 matched, with the rank-id order the loaded ranks act first and their receivers pass a third more
 objects on within the first iteration). At its turn a rank above ``T x̄`` that knows an underloaded rank
-offloads (:func:`~hermes.balance.gossip_serial._turn`): it scans its objects (those it holds now,
+offloads (:func:`~hermes.balance.gossip_serial.transfer_turn`): it scans its objects (those it holds now,
 received ones included) in ascending id order; each proposal draws a destination X among the known
 underloaded ranks with probability ∝ ``1 − x_X / x̄`` (the CMF, from the gossiped loads, fixed for
 the stage) and is accepted if
@@ -86,21 +86,21 @@ from pydantic import Field
 
 from hermes.balance.flow import ordered_total
 from hermes.balance.gossip_serial import (
-    _ONE,
     HEADER_WORDS,
     MOVE_BYTES,
-    _bitrows,
-    _check_params,
-    _cmf,
-    _coordinator,
-    _members,
-    _pad_row,
-    _pick_targets,
-    _record,
-    _row_bits,
-    _settled,
-    _stats,
-    _turn,
+    ONE_BIT,
+    bit_members,
+    bitrows,
+    check_gossip_params,
+    history_entry,
+    is_settled,
+    load_stats,
+    pad_row,
+    pick_targets,
+    row_bits,
+    transfer_cmf,
+    transfer_turn,
+    turn_coordinator,
 )
 from hermes.balance.interface import BalanceContext, Count, Decision, Integer, Number, Params
 from hermes.balance.registry import register
@@ -177,7 +177,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     the ``F(D) ≤ 0`` test and the history. Same seed ⇒ same final assignment, history and counters
     as :func:`grapevine` with objects numbered by ``gid``.
     """
-    _check_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
+    check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     me, p = comm.Get_rank(), comm.Get_size()
     cnt = counters if counters is not None else Counters()
     f, modified, frozen = int(fanout), criterion == "modified", source_load == "turn"
@@ -198,9 +198,9 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     gid, ell, home = gid0.copy(), ell_in[order], np.full(gid0.size, me, dtype=np.int64)
     dest0 = np.full(gid0.size, me, dtype=np.int64)  # where this rank's own objects are
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(p)[me])
-    coord = _coordinator(seed, p)
+    coord = turn_coordinator(seed, p)
     nwords = (p + 63) // 64
-    pad, selfrow = _pad_row(p, nwords), _bitrows(np.array([me]), nwords)
+    pad, selfrow = pad_row(p, nwords), bitrows(np.array([me]), nwords)
     load = _local_load(ell)
     rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, float(error is not None)], clock, counters=cnt)
     if rows[:, 5].any():
@@ -209,8 +209,8 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     s_list = s.tolist()
     x_ave = ordered_total(rows[:, 0]) / ordered_total(s)
     limit = threshold * x_ave
-    history = [_record(0, 0, 0, 0, _stats(rows[:, 0], s, x_ave))]
-    settled = _settled(rows[:, 0], s, x_ave, threshold)
+    history = [history_entry(0, 0, 0, 0, load_stats(rows[:, 0], s, x_ave))]
+    settled = is_settled(rows[:, 0], s, x_ave, threshold)
     turns = coord.permutation(p).tolist()  # the same order in every iteration
     done = 0
     for it in range(1, iterations + 1):
@@ -227,8 +227,8 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         for rd in range(rounds):  # inform stage
             out = {}
             if sending:
-                targets = _pick_targets(known | selfrow | pad, block[None, rd * f: (rd + 1) * f], p)[0]
-                ids = _members(known, p)[1]
+                targets = pick_targets(known | selfrow | pad, block[None, rd * f: (rd + 1) * f], p)[0]
+                ids = bit_members(known, p)[1]
                 msg = np.column_stack([ids, lk[ids], sk[ids]]).ravel()
                 out = {int(t): msg for t in targets[targets >= 0]}
             got = exchange_arrays(comm, out, clock, counters=cnt, tag=_TAG)
@@ -236,10 +236,10 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
             for tri in got.values():
                 tri = tri.reshape(-1, 3)
                 ids = tri[:, 0].astype(np.int64)
-                np.bitwise_or.at(known[0], ids >> 6, _ONE << (ids & 63).astype(np.uint64))
+                np.bitwise_or.at(known[0], ids >> 6, ONE_BIT << (ids & 63).astype(np.uint64))
                 lk[ids], sk[ids] = tri[:, 1], tri[:, 2]
         # transfer stage: turns in the shared order, on current loads
-        cum = _cmf(1.0 - (lk / sk) / x_ave, _row_bits(known[0], p), me)
+        cum = transfer_cmf(1.0 - (lk / sk) / x_ave, row_bits(known[0], p), me)
         live = rows[:, 0].tolist()
         ntr = nrej = ignored = 0
         for r in turns:
@@ -248,7 +248,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
             header = np.zeros(HEADER_WORDS)
             if r == me:
                 if cum[-1] > 0:
-                    pos, dest, rej = _turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen)
+                    pos, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen)
                     header[:2] = pos.size, rej
                 else:
                     header[2] = 1
@@ -282,8 +282,8 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         load = _local_load(ell)
         cnt.iterations += 1
         rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, 0.0], clock, counters=cnt)
-        settled = _settled(rows[:, 0], s, x_ave, threshold)
-        history.append(_record(it, ntr, nrej, ignored, _stats(rows[:, 0], s, x_ave)))
+        settled = is_settled(rows[:, 0], s, x_ave, threshold)
+        history.append(history_entry(it, ntr, nrej, ignored, load_stats(rows[:, 0], s, x_ave)))
     dest = np.empty_like(dest0)
     dest[order] = dest0
     return LocalGossipResult(dest, history, done, settled, cnt)

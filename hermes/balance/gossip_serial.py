@@ -6,7 +6,7 @@ distributed form and the registry entry and re-exports every public name here.
 :func:`grapevine_iter` runs all ranks at once: the ranks a rank knows are a bitset (one row of
 ⌈p/64⌉ uint64 words per rank) and a gossip round is a synchronous merge of rows (vectorised); the
 transfer stage is the report's — sources take turns in a fixed random order, each offloading against the
-*current* loads of its destinations (:func:`_turn`, the one sequential kernel, shared with the
+*current* loads of its destinations (:func:`transfer_turn`, the one sequential kernel, shared with the
 distributed form). It is the oracle of the MPI tests (same seed ⇒ same assignment, history and
 counters as :func:`~hermes.balance.gossip.grapevine_distributed`) and the engine of the offline lab
 ``hermes gossip`` (:mod:`hermes.lab.gossip`).
@@ -43,7 +43,7 @@ GATHER_WORDS = 6
 #: uniforms a source draws at least at a time in its turn (then as many as it holds objects)
 CHUNK = 16
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
-_ONE = np.uint64(1)
+ONE_BIT = np.uint64(1)
 #: _SELECT[v, k]: position of the k-th set bit of the byte v (−1 if v has fewer)
 _SELECT = np.array([[([b for b in range(8) if v >> b & 1] + [-1] * 8)[k] for k in range(8)] for v in range(256)],
                    dtype=np.int64)
@@ -57,29 +57,29 @@ def _popcount(words: NDArray[np.uint64]) -> NDArray[np.int64]:
     return _POP8[w.view(np.uint8)].reshape(w.shape + (8,)).sum(axis=-1)
 
 
-def _bitrows(ids: NDArray[np.int64], nwords: int) -> NDArray[np.uint64]:
+def bitrows(ids: NDArray[np.int64], nwords: int) -> NDArray[np.uint64]:
     """One row per id with only that id's bit set."""
     ids = np.asarray(ids, dtype=np.int64)
     out = np.zeros((ids.size, nwords), dtype=np.uint64)
-    out[np.arange(ids.size), ids >> 6] = _ONE << (ids & 63).astype(np.uint64)
+    out[np.arange(ids.size), ids >> 6] = ONE_BIT << (ids & 63).astype(np.uint64)
     return out
 
 
-def _pad_row(p: int, nwords: int) -> NDArray[np.uint64]:
+def pad_row(p: int, nwords: int) -> NDArray[np.uint64]:
     """Bits p .. 64·nwords − 1 set (never a peer)."""
     bits = np.zeros(64 * nwords, dtype=np.uint8)
     bits[p:] = 1
     return np.packbits(bits, bitorder="little").view("<u8").astype(np.uint64)
 
 
-def _members(rows: NDArray[np.uint64], p: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+def bit_members(rows: NDArray[np.uint64], p: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """(row, id) of every set bit, row-major with ascending ids."""
     raw = np.ascontiguousarray(rows, dtype="<u8").view(np.uint8).reshape(len(rows), -1)
     flat = np.flatnonzero(np.unpackbits(raw, axis=1, count=p, bitorder="little"))
     return flat // p, flat % p
 
 
-def _pick_targets(excl: NDArray[np.uint64], u: NDArray[np.float64], p: int) -> NDArray[np.int64]:
+def pick_targets(excl: NDArray[np.uint64], u: NDArray[np.float64], p: int) -> NDArray[np.int64]:
     """Per row, ``min(f, m)`` distinct ids among the m clear bits of ``excl``, from f uniforms (−1: none).
 
     Pick j takes index ``⌊u_j (m − j)⌋`` among the ids not picked yet (sequential sampling without
@@ -129,12 +129,12 @@ def _merge(known: NDArray[np.uint64], src: NDArray[np.int64], dst: NDArray[np.in
 
 
 # -- the transfer stage (shared by both forms) --------------------------------------------------
-def _row_bits(row: NDArray[np.uint64], p: int) -> NDArray[np.uint8]:
+def row_bits(row: NDArray[np.uint64], p: int) -> NDArray[np.uint8]:
     """The bits 0..p−1 of one bitset row as 0/1 bytes."""
     return np.unpackbits(np.ascontiguousarray(row, dtype="<u8").view(np.uint8), count=p, bitorder="little")
 
 
-def _cmf(weights: NDArray[np.float64], bits: NDArray[np.uint8], src: int) -> NDArray[np.float64]:
+def transfer_cmf(weights: NDArray[np.float64], bits: NDArray[np.uint8], src: int) -> NDArray[np.float64]:
     """Cumulative CMF weights over ranks 0..p−1: ``weights`` where ``bits`` is set, except ``src``.
 
     The report's CMF (§2.1; Grapevine Alg. 2) draws a known underloaded rank X with probability
@@ -152,13 +152,13 @@ def _draw(cum: NDArray[np.float64], u: NDArray[np.float64]) -> NDArray[np.int64]
     return np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), top).astype(np.int64)
 
 
-def _turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live: list[float], speeds: list[float],
+def transfer_turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live: list[float], speeds: list[float],
           src: int, rng: np.random.Generator, x_ave: float, threshold: float, modified: bool,
           frozen: bool) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
     """One source's informed transfer (report Alg. 2 lines 4–6 with criterion 6 or 6', §2.1).
 
     The source scans its objects in the given order; each proposal draws a destination X from the
-    CMF ``cum`` (:func:`_cmf`) and is accepted when
+    CMF ``cum`` (:func:`transfer_cmf`) and is accepted when
 
         criterion 6:   (L_X + ℓ) / s_X < x̄
         criterion 6':  (L_X + ℓ) / s_X < L_i / s_i
@@ -215,30 +215,30 @@ def _turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live: list[f
     return np.array(moved, dtype=np.int64), np.array(dest, dtype=np.int64), rejected
 
 
-def _stats(loads: NDArray[np.float64], speeds: NDArray[np.float64], x_ave: float) -> dict[str, float]:
+def load_stats(loads: NDArray[np.float64], speeds: NDArray[np.float64], x_ave: float) -> dict[str, float]:
     x = loads / speeds
     return {"imbalance": float(x.max() / x_ave - 1.0) if x_ave > 0 else 0.0, "min": float(x.min()),
             "max": float(x.max()), "sigma": float(x.std())}
 
 
-def _record(it: int, transfers: int, rejected: int, ignored: int, stats: dict[str, float]) -> dict[str, Any]:
+def history_entry(it: int, transfers: int, rejected: int, ignored: int, stats: dict[str, float]) -> dict[str, Any]:
     proposed = transfers + rejected
     return {"iteration": it, "transfers": int(transfers), "rejected": int(rejected),
             "rejection_rate": rejected / proposed if proposed else 0.0, "ignored": int(ignored), **stats}
 
 
-def _settled(loads, speeds, x_ave: float, threshold: float) -> bool:
+def is_settled(loads, speeds, x_ave: float, threshold: float) -> bool:
     """``F(D) ≤ 0``: no rank above ``T x̄``."""
     return bool(np.max(loads / speeds) <= threshold * x_ave)
 
 
-def _coordinator(seed: int | Sequence[int], p: int) -> np.random.Generator:
+def turn_coordinator(seed: int | Sequence[int], p: int) -> np.random.Generator:
     """The stream every rank draws the turn order from: child p of ``SeedSequence(seed)`` (ranks use 0..p−1)."""
     root = np.random.SeedSequence(seed)
     return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(p,)))
 
 
-def _check_params(iterations, rounds, fanout, threshold, criterion, seed, prefix: str = "",
+def check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, prefix: str = "",
                   source_load: str = "turn") -> None:
     def positive_int(name, v, low):
         if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low):
@@ -356,13 +356,13 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     Messages and bytes are summed over ranks (a broadcast counts its bytes once, no message);
     rounds and collectives are per rank.
     """
-    _check_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
+    check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     ell, owner, s = _check_objects(object_loads, object_rank, n_ranks, speeds)
     p, f, modified, frozen = int(n_ranks), int(fanout), criterion == "modified", source_load == "turn"
     rngs = [np.random.default_rng(c) for c in np.random.SeedSequence(seed).spawn(p)]
-    coord = _coordinator(seed, p)
+    coord = turn_coordinator(seed, p)
     nwords = (p + 63) // 64
-    pad = _pad_row(p, nwords)
+    pad = pad_row(p, nwords)
     cnt = Counters()
     s_list = s.tolist()
 
@@ -384,8 +384,8 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     x_ave = ordered_total(loads) / ordered_total(s)
     limit = threshold * x_ave
     gather_phase()
-    settled = _settled(loads, s, x_ave, threshold)
-    yield GossipState(0, owner.copy(), loads, x_ave, _record(0, 0, 0, 0, _stats(loads, s, x_ave)), settled, cnt)
+    settled = is_settled(loads, s, x_ave, threshold)
+    yield GossipState(0, owner.copy(), loads, x_ave, history_entry(0, 0, 0, 0, load_stats(loads, s, x_ave)), settled, cnt)
     order = np.argsort(owner, kind="stable")
     held = [list(a) for a in np.split(order, np.cumsum(np.bincount(owner, minlength=p))[:-1])]
     turns = coord.permutation(p).tolist()  # the same order in every iteration (the simulator's)
@@ -398,12 +398,12 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
         x = loads / s
         under = np.flatnonzero(x < x_ave)
         known = np.zeros((p, nwords), dtype=np.uint64)
-        known[under] = _bitrows(under, nwords)
+        known[under] = bitrows(under, nwords)
         full = np.bitwise_or.reduce(known[under], axis=0) if under.size else np.zeros(nwords, dtype=np.uint64)
         senders = under
         for rd in range(rounds):
-            excl = known[senders] | _bitrows(senders, nwords) | pad
-            targets = _pick_targets(excl, gossip_u[senders, rd * f: (rd + 1) * f], p)
+            excl = known[senders] | bitrows(senders, nwords) | pad
+            targets = pick_targets(excl, gossip_u[senders, rd * f: (rd + 1) * f], p)
             row, col = np.nonzero(targets >= 0)
             src, dst = senders[row], targets[row, col]
             sizes = _popcount(known[senders]).sum(axis=1)
@@ -414,7 +414,7 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
         # transfer stage: turns in the run's order, on current loads
         weight = 1.0 - x / x_ave  # the CMF weight of a known (underloaded) rank, from its gossiped load
         live = loads.tolist()
-        full_bits, cum_full = _row_bits(full, p), None
+        full_bits, cum_full = row_bits(full, p), None
         knows_all = (np.all(known == full, axis=1) & (full_bits == 0)).tolist()  # most sources, late in the gossip
         ntr = nrej = ignored = 0
         moves: list[NDArray[np.int64]] = []
@@ -423,16 +423,16 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
                 continue
             if knows_all[r]:
                 if cum_full is None:
-                    cum_full = _cmf(weight, full_bits, r)
+                    cum_full = transfer_cmf(weight, full_bits, r)
                 cum = cum_full
             else:
-                cum = _cmf(weight, _row_bits(known[r], p), r)
+                cum = transfer_cmf(weight, row_bits(known[r], p), r)
             bcast(HEADER_WORDS)
             if not cum[-1] > 0:
                 ignored += 1
                 continue
             mine = np.sort(np.array(held[r], dtype=np.int64))
-            pos, dest, rej = _turn(ell[mine], cum, live, s_list, r, rngs[r], x_ave, threshold, modified, frozen)
+            pos, dest, rej = transfer_turn(ell[mine], cum, live, s_list, r, rngs[r], x_ave, threshold, modified, frozen)
             nrej += rej
             if pos.size == 0:
                 continue
@@ -448,8 +448,8 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
                 held[d].append(o)
         loads = np.bincount(owner, weights=ell, minlength=p)
         gather_phase()
-        settled = _settled(loads, s, x_ave, threshold)
-        rec = _record(it, ntr, nrej, ignored, _stats(loads, s, x_ave))
+        settled = is_settled(loads, s, x_ave, threshold)
+        rec = history_entry(it, ntr, nrej, ignored, load_stats(loads, s, x_ave))
         mv = np.concatenate(moves) if moves else np.zeros((0, 3), dtype=np.int64)
         yield GossipState(it, owner.copy(), loads, x_ave, rec, settled, cnt, mv)
 

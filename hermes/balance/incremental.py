@@ -28,13 +28,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from hermes.balance.balancing_operator import _row_flows, operator_row_distributed, operator_rows
-from hermes.balance.charpoly import _allgather, _check_refine, _dot, _Graph, _ordered, schedule_counters
+from hermes.balance.balancing_operator import operator_row_distributed, operator_rows, row_flows
+from hermes.balance.charpoly import NeighbourTables, check_refine, ordered_dot, schedule_counters
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.interface import Integer, Params, flow_balancer
 from hermes.balance.model import Model
 from hermes.balance.registry import register
-from hermes.comm import NeighbourComm
+from hermes.comm import NeighbourComm, ordered_sum
 
 __all__ = ["AdAOperator", "AdARankState", "ada_case", "ada_schedule", "ada", "ada_distributed", "AdAParams"]
 
@@ -126,8 +126,8 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int = 0, link
     update when both changed. Counters: :func:`ada_schedule`.
     """
     validate_model(model)
-    refine = _check_refine(refine)
-    p, g = model.p, _Graph(model)
+    refine = check_refine(refine)
+    p, g = model.p, NeighbourTables(model)
     l, c = model.loads, model.capacities
     topo = (state is None or len(state.loads) != p or not np.array_equal(state.edges, model.edges)
             or not np.array_equal(state.weights, model.weights))
@@ -178,12 +178,12 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
     * ``refine`` allgathers of the local defects ``l_r − c_r Σl − Σ_j φ_rj``.
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
-    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: _check_refine(refine))
+    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: check_refine(refine))
     p, r, nbrs = nb.size, nb.rank, nb.neighbours
     load, capacity = float(load), float(capacity)
     mine = (state is None or state.size != p or not np.array_equal(state.neighbours, nbrs)
             or not np.array_equal(state.weights, w))
-    info = _allgather(nb, [load, capacity, float(mine)])
+    info = nb.allgather_rows([load, capacity, float(mine)])
     loads, caps, topo = info[:, 0].copy(), info[:, 1].copy(), bool(np.any(info[:, 2] > 0))
     case = ada_case(topo, None if topo else state.loads, loads, None if topo else state.capacities, caps)
     iterations = 0
@@ -192,21 +192,21 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
     elif case == "recompute":
         row = operator_row_distributed(nb, capacity, w)
         rows = np.array(nb.exchange([row] * len(w), recv_sizes=np.full(len(w), p)))
-        flows = _row_flows(w, row, rows, loads)
+        flows = row_flows(w, row, rows, loads)
         iterations = p - 1
     else:
         row, rows, flows = state.row, state.rows, state.flows
         dl = loads - state.loads
         if np.any(dl != 0):
-            flows = flows + _row_flows(w, row, rows, dl)
+            flows = flows + row_flows(w, row, rows, dl)
         if case == "reuse-capacities":
-            a_r = _dot(row, caps - state.capacities)
+            a_r = ordered_dot(row, caps - state.capacities)
             a_j = nb.exchange_scalar(a_r)
             row, rows = row - a_r, rows - a_j[:, None]
             flows = flows + total * w * (a_r - a_j)
     b = load - capacity * total
     for _ in range(refine if p > 1 else 0):
-        flows = flows + _row_flows(w, row, rows, _allgather(nb, b - _ordered(flows))[:, 0])
+        flows = flows + row_flows(w, row, rows, nb.allgather_rows(b - ordered_sum(flows))[:, 0])
     new = AdARankState(p, nbrs.copy(), w.copy(), loads, caps, row, rows, flows, case)
     nb.counters.iterations = iterations
     return LocalFlowResult(flows=flows, iterations=iterations, converged=bool(np.all(np.isfinite(flows))),

@@ -251,19 +251,28 @@ def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: ND
     return np.array([allf.get((int(i), int(j)), 0.0) for i, j in model.edges], dtype=np.float64)
 
 
+def _reportable(v: Any) -> bool:
+    """A scalar or a string (what summary.json's balance_info holds), not an array or a state object."""
+    return isinstance(v, (bool, int, float, str, np.bool_, np.integer, np.floating))
+
+
 def flow_balancer(distributed: Callable[..., Any], **fixed: Any) -> Callable[[BalanceContext], Decision]:
     """Adapt ``distributed(nb, load, capacity, weights, **params, **fixed) -> LocalFlowResult`` to a balancer.
 
     ``params`` are passed under their declared names. ``fixed`` are extra keyword arguments computed from
     the context (callables ``ctx -> value``), e.g. ``eps=lambda ctx: epsilon0(ctx.model)`` for quantities
-    the thesis assumes known globally; their scalar values are reported in the decision's info.
+    the thesis assumes known globally. The decision's info reports the scalar values of both and of the
+    balancer's own result (``LocalFlowResult.extra``: PCG's residual, GDA's non-negativity, ...); these
+    are this rank's values — rank 0's reach summary.json.
     """
 
     def run(ctx: BalanceContext) -> Decision:
         extra = {k: (v(ctx) if callable(v) else v) for k, v in fixed.items()}
         res = distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, **ctx.params, **extra)
         flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
+        info = {k: v for k, v in extra.items() if _reportable(v)}
+        info.update({k: v for k, v in (res.extra or {}).items() if _reportable(v)})  # e.g. PCG's residual
         return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters,
-                        info={k: v for k, v in extra.items() if isinstance(v, (int, float, str))})
+                        info=info)
 
     return run

@@ -48,10 +48,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.charpoly import _check_refine, _Graph, _nb_apply, _ordered, generalized_laplacian, schedule_counters
+from hermes.balance.charpoly import (
+    NeighbourTables,
+    check_refine,
+    generalized_laplacian,
+    neighbour_step,
+    schedule_counters,
+)
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.model import Model
-from hermes.comm import NeighbourComm
+from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",
@@ -333,10 +339,10 @@ def leja_iter(model: Model, plan: SpectralPlan | None = None, *, refine: int = 0
     from ``l_i − c_i Σl − Σ_j f_ij`` (what each rank knows locally).
     """
     validate_model(model)
-    refine = _check_refine(refine)
+    refine = check_refine(refine)
     plan = spectral_plan(model) if plan is None else plan
     nodes = _check_nodes(plan.nodes)
-    g, c, e = _Graph(model), model.capacities, model.edges
+    g, c, e = NeighbourTables(model), model.capacities, model.edges
     x = model.loads - c * ordered_total(model.loads)
     flow = np.zeros(model.q)
     k = 0
@@ -399,7 +405,7 @@ def leja_distributed(nb: NeighbourComm, load: float, capacity: float, weights, n
     w = np.asarray(weights, dtype=np.float64).ravel()
 
     def check() -> None:
-        _check_refine(refine)
+        check_refine(refine)
         _check_nodes(nodes)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check)
@@ -409,7 +415,7 @@ def leja_distributed(nb: NeighbourComm, load: float, capacity: float, weights, n
     flows, x, k = np.zeros(len(w)), fair, 0
     for sweep in range(refine + 1 if nb.size > 1 else 0):
         if sweep:
-            x = fair - _ordered(flows)
+            x = fair - ordered_sum(flows)
         for mu in nodes:
             z = x / capacity
             zj = nb.exchange_scalar(z)
@@ -435,7 +441,7 @@ def leja_rows(model: Model, nodes) -> NDArray[np.float64]:
     ``Σ_j w_rj (P[r]/c_r − P[j]/c_j)``: one exchange of p words per step, as in LPA.
     """
     nodes = _check_nodes(nodes)
-    g, c = _Graph(model), model.capacities
+    g, c = NeighbourTables(model), model.capacities
     pk = np.eye(model.p)
     u = np.zeros((model.p, model.p))
     for mu in nodes:
@@ -452,7 +458,7 @@ def leja_row_distributed(nb: NeighbourComm, capacity: float, weights, nodes) -> 
     u = np.zeros(nb.size)
     for mu in nodes:
         u = u + row / mu
-        row = row - _nb_apply(nb, row / capacity, weights) / mu
+        row = row - neighbour_step(nb, row / capacity, weights) / mu
     return -u / capacity
 
 
@@ -478,7 +484,7 @@ def resolve_refine(plan: SpectralPlan, refine) -> int:
     """``refine`` itself, or for ``"auto"`` the fewest sweeps r ≤ 3 with predicted error ≤ 1e-10 (3 if none;
     0 if one sweep's predicted error is ≥ 1, where refinement diverges)."""
     if refine != "auto":
-        return _check_refine(refine)
+        return check_refine(refine)
     if plan.predicted_error >= 1.0:
         return 0  # refinement cannot contract an error of order one
     for r in range(AUTO_REFINE_MAX + 1):

@@ -25,22 +25,21 @@ from collections.abc import Iterator
 import numpy as np
 
 from hermes.balance.charpoly import (
+    NeighbourTables,
     PolyState,
-    _check_eigen_refine,
-    _check_refine,
-    _Graph,
-    _literal_refine,
-    _local,
-    _nb_krylov,
-    _ordered,
-    _potential,
-    _result,
     berlekamp_massey,
+    check_eigen_refine,
+    check_refine,
+    literal_refine,
+    neighbour_krylov,
+    poly_local_result,
+    poly_result,
+    polynomial_potential,
 )
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, validate_model
 from hermes.balance.leja import leja_flow, leja_iter, resolve_refine, spectral_plan
 from hermes.balance.model import Model
-from hermes.comm import NeighbourComm
+from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["POLYNOMIALS", "mpa_scale", "mpa_iter", "mpa", "mpa_schedule", "mpa_distributed"]
@@ -119,8 +118,8 @@ def mpa_iter(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1
     if polynomial == "spectrum":
         yield from _spectrum_iter(model, refine)
         return
-    refine = _literal_refine(refine)
-    p, c, g = model.p, model.capacities, _Graph(model)
+    refine = literal_refine(refine)
+    p, c, g = model.p, model.capacities, NeighbourTables(model)
     if p == 1:
         yield PolyState(0, model.loads, np.zeros(0), {"degree": 0})
         return
@@ -130,9 +129,9 @@ def mpa_iter(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1
     u = np.random.default_rng(seed).standard_normal(p)
     alpha = berlekamp_massey(np.cumsum(u[None, :] * np.array(vs), axis=1)[:, -1], tolerance, stop_after=2)
     coef, div = _mpa_coef(alpha)
-    flow = g.potential_flow(_potential(coef, vs, div * s, c))
+    flow = g.potential_flow(polynomial_potential(coef, vs, div * s, c))
     for _ in range(refine):
-        flow = flow + g.potential_flow(_potential(coef, g.krylov(g.defect(flow), len(coef) - 1, s), div * s, c))
+        flow = flow + g.potential_flow(polynomial_potential(coef, g.krylov(g.defect(flow), len(coef) - 1, s), div * s, c))
     yield PolyState(len(vs) - 1, vs[-1], flow, {"degree": len(alpha) - 1, "alpha": alpha, "scale": s})
 
 
@@ -158,14 +157,14 @@ def mpa(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13,
     """
     _check_mpa(tolerance, max_degree, polynomial=polynomial)
     if polynomial == "spectrum":
-        res = leja_flow(model, refine=_check_eigen_refine(refine), links=links)
+        res = leja_flow(model, refine=check_eigen_refine(refine), links=links)
         res.extra["degree"] = res.extra["steps"] + 1 if model.p > 1 else 0
         return res
     *_, last = mpa_iter(model, polynomial=polynomial, tolerance=tolerance, max_degree=max_degree, seed=seed,
                         scale=scale, refine=refine)
     d = last.info["degree"]
     n = _mpa_steps(model.p, max_degree) if model.p > 1 else 0
-    return _result(model, last.flow, n, mpa_schedule(model.p, n, d, _literal_refine(refine)), links, degree=d,
+    return poly_result(model, last.flow, n, mpa_schedule(model.p, n, d, literal_refine(refine)), links, degree=d,
                    alpha=last.info.get("alpha"))
 
 
@@ -183,30 +182,30 @@ def mpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *,
 
     def check() -> None:
         _check_mpa(tolerance, max_degree)
-        _check_refine(refine)
+        check_refine(refine)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check)
     p, capacity, s = nb.size, float(capacity), float(scale)
     if p == 1:
-        return _local(nb, np.zeros(0), 0, degree=0)
+        return poly_local_result(nb, np.zeros(0), 0, degree=0)
     n = _mpa_steps(p, max_degree)
-    vs = _nb_krylov(nb, float(load), n, capacity, w, s)
+    vs = neighbour_krylov(nb, float(load), n, capacity, w, s)
     u = np.random.default_rng(seed).standard_normal(p)
     alpha = berlekamp_massey(nb.allreduce(u[nb.rank] * np.array(vs), kind="allgather"), tolerance, stop_after=2)
     coef, div = _mpa_coef(alpha)
-    y = _potential(coef, vs, div * s, capacity)
+    y = polynomial_potential(coef, vs, div * s, capacity)
     flows = -w * (y - nb.exchange_scalar(y))
     for _ in range(refine):
-        x0 = (float(load) - capacity * total) - _ordered(flows)
-        y = _potential(coef, _nb_krylov(nb, x0, len(coef) - 1, capacity, w, s), div * s, capacity)
+        x0 = (float(load) - capacity * total) - ordered_sum(flows)
+        y = polynomial_potential(coef, neighbour_krylov(nb, x0, len(coef) - 1, capacity, w, s), div * s, capacity)
         flows = flows - w * (y - nb.exchange_scalar(y))
-    return _local(nb, flows, n, degree=len(alpha) - 1)
+    return poly_local_result(nb, flows, n, degree=len(alpha) - 1)
 
 
 def _spectrum_iter(model: Model, refine) -> Iterator[PolyState]:
     """The spectrum form's states: the remaining imbalance after every step, the flow last."""
     plan = spectral_plan(model)
-    r = resolve_refine(plan, _check_eigen_refine(refine))
+    r = resolve_refine(plan, check_eigen_refine(refine))
     last = None
     for last in leja_iter(model, plan, refine=r):
         yield PolyState(last.iteration, last.residual)

@@ -48,22 +48,20 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BeforeValidator, Field
 
-from hermes.balance.balancing_operator import _refine_rows, _row_flows, operator_row_distributed, operator_rows
+from hermes.balance.balancing_operator import operator_row_distributed, operator_rows, refine_rows, row_flows
 from hermes.balance.charpoly import (
     COEFFICIENT_METHODS,
+    NeighbourTables,
     PolyState,
-    _allgather,
-    _check_eigen_refine,
-    _check_method,
-    _check_refine,
-    _Graph,
-    _literal_refine,
-    _local,
-    _nb_krylov,
-    _ordered,
-    _potential,
-    _result,
+    check_eigen_refine,
+    check_method,
+    check_refine,
     laplacian_polynomial,
+    literal_refine,
+    neighbour_krylov,
+    poly_local_result,
+    poly_result,
+    polynomial_potential,
 )
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.interface import Integer, Number, OptionalCount, Params, flow_balancer
@@ -81,7 +79,7 @@ from hermes.balance.leja import (
 from hermes.balance.model import Model
 from hermes.balance.mpa import mpa, mpa_distributed, mpa_scale
 from hermes.balance.registry import register
-from hermes.comm import NeighbourComm
+from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["lps_iter", "lps", "lps_schedule", "lps_distributed", "lpa_iter", "lpa", "lpa_eigen_schedule",
@@ -129,22 +127,22 @@ def lps_iter(model: Model, coefficients="eigen", *, refine="auto") -> Iterator[P
     _check_form(coefficients)
     if isinstance(coefficients, str) and coefficients == "eigen":
         plan = spectral_plan(model)
-        r = resolve_refine(plan, _check_eigen_refine(refine))
+        r = resolve_refine(plan, check_eigen_refine(refine))
         last = None
         for last in leja_iter(model, plan, refine=r):
             yield PolyState(last.iteration, last.residual)
         yield PolyState(last.iteration, last.residual, last.flow, {"plan": plan, "refine": r})
         return
-    refine = _literal_refine(refine)
+    refine = literal_refine(refine)
     a = laplacian_polynomial(model, coefficients) if isinstance(coefficients, str) else np.asarray(coefficients)
-    p, c, g = model.p, model.capacities, _Graph(model)
+    p, c, g = model.p, model.capacities, NeighbourTables(model)
     flow = np.zeros(model.q)
     if p > 1:
         xs = g.krylov(model.loads, p - 2)
         yield from (PolyState(t, x) for t, x in enumerate(xs))
         for sweep in range(refine + 1):
             xs = xs if sweep == 0 else g.krylov(g.defect(flow), p - 2)
-            flow = flow + g.potential_flow(_potential(_lps_coef(a, p), xs, a[p - 1], c))
+            flow = flow + g.potential_flow(polynomial_potential(_lps_coef(a, p), xs, a[p - 1], c))
     yield PolyState(max(p - 2, 0), xs[-1] if p > 1 else model.loads, flow, {"coefficients": a})
 
 
@@ -166,10 +164,10 @@ def lps(model: Model, coefficients="eigen", *, refine="auto", links=None) -> Flo
     """
     _check_form(coefficients)
     if isinstance(coefficients, str) and coefficients == "eigen":
-        return leja_flow(model, refine=_check_eigen_refine(refine), links=links)
-    refine = _literal_refine(refine)
+        return leja_flow(model, refine=check_eigen_refine(refine), links=links)
+    refine = literal_refine(refine)
     *_, last = lps_iter(model, coefficients, refine=refine)
-    return _result(model, last.flow, max(model.p - 2, 0), lps_schedule(model.p, refine), links,
+    return poly_result(model, last.flow, max(model.p - 2, 0), lps_schedule(model.p, refine), links,
                    coefficients=last.info["coefficients"])
 
 
@@ -183,14 +181,14 @@ def lps_distributed(nb: NeighbourComm, load: float, capacity: float, weights, co
     ``x_i / c_i`` and one of ``y_i``; a refinement sweep starts from ``l_i − c_i Σl − Σ_j f_ij``.
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
-    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: _check_refine(refine))
+    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: check_refine(refine))
     p, a, capacity = nb.size, np.asarray(coefficients, dtype=np.float64), float(capacity)
     flows, x0 = np.zeros(len(w)), float(load)
     for _ in range(refine + 1 if p > 1 else 0):
-        y = _potential(_lps_coef(a, p), _nb_krylov(nb, x0, p - 2, capacity, w), a[p - 1], capacity)
+        y = polynomial_potential(_lps_coef(a, p), neighbour_krylov(nb, x0, p - 2, capacity, w), a[p - 1], capacity)
         flows = flows - w * (y - nb.exchange_scalar(y))
-        x0 = (float(load) - capacity * total) - _ordered(flows)
-    return _local(nb, flows, max(p - 2, 0))
+        x0 = (float(load) - capacity * total) - ordered_sum(flows)
+    return poly_local_result(nb, flows, max(p - 2, 0))
 
 
 # -- LPA (thesis Alg. 11, 12, §9.4) -----------------------------------------------------------------------
@@ -216,12 +214,12 @@ def lpa_iter(model: Model, coefficients="eigen", *, refine="auto") -> Iterator[P
     validate_model(model)
     _check_form(coefficients)
     if coefficients == "eigen":
-        yield from _lpa_eigen_iter(model, spectral_plan(model), _check_eigen_refine(refine))
+        yield from _lpa_eigen_iter(model, spectral_plan(model), check_eigen_refine(refine))
         return
-    refine = _literal_refine(refine)
-    _check_method(coefficients)
+    refine = literal_refine(refine)
+    check_method(coefficients)
     known = None if coefficients == "faddeev" else laplacian_polynomial(model, coefficients)
-    g, a, rows = _Graph(model), [1.0], None
+    g, a, rows = NeighbourTables(model), [1.0], None
     for k, a_k, y in operator_rows(model, known):
         if y is None:
             a.append(a_k)
@@ -237,7 +235,7 @@ def _lpa_eigen_iter(model: Model, plan: SpectralPlan, refine) -> Iterator[PolySt
     r = resolve_refine(plan, refine)
     for k in range(plan.steps):
         yield PolyState(k + 1, plan.nodes[:k + 1].copy())
-    g = _Graph(model)
+    g = NeighbourTables(model)
     rows = leja_rows(model, plan.nodes)
     flow = g.operator_flow(rows, model.loads - model.capacities * ordered_total(model.loads)) if model.p > 1 \
         else np.zeros(0)
@@ -279,10 +277,10 @@ def lpa(model: Model, coefficients="eigen", *, refine="auto", links=None) -> Flo
     *_, last = lpa_iter(model, coefficients, refine=refine)
     if coefficients == "eigen":
         plan, r = last.info["plan"], last.info["refine"]
-        return _result(model, last.flow, plan.steps if model.p > 1 else 0,
+        return poly_result(model, last.flow, plan.steps if model.p > 1 else 0,
                        lpa_eigen_schedule(model.p, plan.steps, r), links, **plan.report(r))
-    return _result(model, last.flow, max(model.p - 1, 0),
-                   lpa_schedule(model.p, _literal_refine(refine), coefficients != "faddeev"),
+    return poly_result(model, last.flow, max(model.p - 1, 0),
+                   lpa_schedule(model.p, literal_refine(refine), coefficients != "faddeev"),
                    links, coefficients=last.value)
 
 
@@ -296,19 +294,19 @@ def lpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *,
     trace allreduces (None: Alg. 12). ``extra`` holds ``row`` (``Y_r``) and ``rows`` (the neighbours' rows).
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
-    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: _check_refine(refine))
+    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: check_refine(refine))
     p = nb.size
     if p == 1:
-        return _local(nb, np.zeros(0), 0)
+        return poly_local_result(nb, np.zeros(0), 0)
     fair = float(load) - float(capacity) * total
     if nodes is not None:
         row, x, steps = leja_row_distributed(nb, float(capacity), w, nodes), fair, len(nodes)
     else:
         row, x, steps = operator_row_distributed(nb, float(capacity), w, coefficients), float(load), p - 1
     rows = np.array(nb.exchange([row] * len(w), recv_sizes=np.full(len(w), p)))
-    flows = _row_flows(w, row, rows, _allgather(nb, x)[:, 0])
-    flows = _refine_rows(nb, flows, w, row, rows, fair, refine)
-    return _local(nb, flows, steps, row=row, rows=rows)
+    flows = row_flows(w, row, rows, nb.allgather_rows(x)[:, 0])
+    flows = refine_rows(nb, flows, w, row, rows, fair, refine)
+    return poly_local_result(nb, flows, steps, row=row, rows=rows)
 
 
 # -- registry -------------------------------------------------------------------------------------------
@@ -372,19 +370,19 @@ def _with_plan_info(run):
 def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, poly, plan):
     if plan[0] is not None:
         return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
-    return lps_distributed(nb, load, capacity, weights, poly, refine=_literal_refine(refine))
+    return lps_distributed(nb, load, capacity, weights, poly, refine=literal_refine(refine))
 
 
 def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, known, plan):
     if plan[0] is not None:
         return lpa_distributed(nb, load, capacity, weights, nodes=plan[0].nodes, refine=plan[1])
-    return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=_literal_refine(refine))
+    return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=literal_refine(refine))
 
 
 def _mpa_dist(nb, load, capacity, weights, *, seed, scale, plan, polynomial, refine, **params):
     if plan[0] is not None:
         return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
-    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, refine=_literal_refine(refine),
+    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, refine=literal_refine(refine),
                            **params)
 
 

@@ -307,9 +307,5 @@ class PCGParams(Params):
     max_iterations: OptionalCount = Field(None, description="iteration limit (null: 10 p)")
 
 
-def _distributed(nb, load, capacity, weights, *, p, **params):
-    return pcg_distributed(nb, load, capacity, weights, **params)
-
-
 register("pcg", params=PCGParams, serial=pcg, doc="method of potentials by conjugate gradients (thesis Alg. 8)")(
-    flow_balancer(_distributed, p=lambda ctx: ctx.model.p))
+    flow_balancer(pcg_distributed))

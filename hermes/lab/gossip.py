@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.gossip_serial import _check_params, grapevine
+from hermes.balance.gossip_serial import check_gossip_params, grapevine
 from hermes.errors import BalancerError
 
 __all__ = ["iso_optimum", "make_objects", "gossip_lab", "format_gossip_report"]
@@ -93,7 +93,7 @@ def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: s
     t0 = time.perf_counter()
     if not (isinstance(ranks, (int, np.integer)) and ranks >= 1):
         raise BalancerError(f"ranks must be a positive integer, got {ranks!r}")
-    _check_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
+    check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     loads, owner = make_objects(ranks, objects, mapped_ranks, loads_spec, seed)
     res = grapevine(loads, owner, ranks, iterations=iterations, rounds=rounds, fanout=fanout, threshold=threshold,
                     criterion=criterion, seed=seed, source_load=source_load)

@@ -49,6 +49,7 @@ def test_max_strategy_marks_and_leaves_a_band():
         mark_max_strategy(MPI.COMM_SELF, eta, 0.3, 0.3)
 
 
+@pytest.mark.slow
 def test_distributed_indicator_equals_serial_under_mpiexec():
     res = run_mpi(3, ["5"], script=ROOT / "tests" / "mpi" / "indicator_script.py", timeout=120)
     assert res.returncode == 0 and "OK" in res.stdout, res.stderr

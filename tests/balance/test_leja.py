@@ -15,8 +15,19 @@ import pytest
 
 from hermes.balance import leja
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
-from hermes.balance.leja import (cached_plan, distinct_nodes, laplacian_spectrum, leja_flow, leja_iter, leja_order,
-                                 leja_rows, log_amplification, log_lower_bound, resolve_refine, spectral_plan)
+from hermes.balance.leja import (
+    cached_plan,
+    distinct_nodes,
+    laplacian_spectrum,
+    leja_flow,
+    leja_iter,
+    leja_order,
+    leja_rows,
+    log_amplification,
+    log_lower_bound,
+    resolve_refine,
+    spectral_plan,
+)
 from hermes.balance.model import Model
 from hermes.balance.mpa import mpa
 from hermes.balance.polynomial import lpa, lps

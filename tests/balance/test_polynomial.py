@@ -26,6 +26,20 @@ from hermes.balance.registry import BALANCERS, check_params
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, random_model, unusable_models
+from tests.tolerances import (
+    balancing_floor,
+    balancing_tol,
+    charpoly_exact,
+    charpoly_tol,
+    eig_tol,
+    flops,
+    gamma,
+    monomial_tol,
+    mpa_coefficient_tol,
+    mpa_flow_tol,
+    polynomial_flow_tol,
+    potential_flow_tol,
+)
 
 #: the balancers this family registers
 REGISTRY = {name: BALANCERS[name] for name in
@@ -40,25 +54,24 @@ def lap_d(m: Model) -> np.ndarray:
 
 
 def distinct_eigenvalues(m: Model) -> int:
-    lam = np.linalg.eigvalsh(generalized_laplacian(m))
-    return 1 + int(np.sum(np.diff(lam) > 1e-8 * lam.max()))
+    """Equal eigenvalues are computed within ``eig_tol`` each: a gap over twice that separates two."""
+    gl = generalized_laplacian(m)
+    return 1 + int(np.sum(np.diff(np.linalg.eigvalsh(gl)) > 2 * eig_tol(gl)))
 
 
 # -- coefficients --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("method", COEFFICIENT_METHODS)
 @pytest.mark.parametrize("kind,p", [(k, p) for k in KINDS for p in (2, 5, 9)])
-def test_coefficients_agree_with_numpy_poly(method, kind, p):
+def test_coefficients_agree_with_the_exact_polynomial(method, kind, p):
+    # the reference is exact (rational arithmetic); the bound E_k is Newton's power-sum error bound: it grows
+    # like u ‖A‖ᵏ, so a_p (= 0) is known only to ~u ‖A‖ᵖ absolutely (tests/tolerances.py::charpoly_tol)
     m = random_model(kind, p, 10 + p)
     a = laplacian_polynomial(m, method)
-    ref = np.poly(generalized_laplacian(m))
+    gl = generalized_laplacian(m)
+    ref, tol = charpoly_exact(gl), charpoly_tol(gl)
     assert a.shape == (p + 1,) and a[0] == 1.0
-    assert np.allclose(a[:p], ref[:p], rtol=1e-9, atol=0)
-    # a_p = μ_1 ⋯ μ_p = 0, up to rounding: Newton's identity p a_p = −(s_p + a_1 s_{p−1} + … + a_{p−1} s_1)
-    # cancels terms of size Σ |a_i s_{p−i}| (s_k = tr 𝓛^k), so the bound is 4p ε times that sum over p
-    lap = generalized_laplacian(m)
-    s = [np.trace(np.linalg.matrix_power(lap, k)) for k in range(p + 1)]
-    scale = sum(abs(ref[i] * s[p - i]) for i in range(p)) / p
-    assert abs(a[p]) <= max(1e-9 * np.max(np.abs(ref)), 4 * p * np.finfo(float).eps * scale)
+    assert np.all(np.abs(a - ref) <= tol)
+    assert abs(a[p]) <= tol[p] + abs(ref[p])  # a_p = μ_1 ⋯ μ_p = 0, up to rounding (ref[p]: 𝓛 as stored)
     assert np.all(a[1:p] * (-1.0) ** np.arange(1, p) > 0)  # a_k = (−1)^k e_k(μ) ≠ 0 for k < p
 
 
@@ -66,12 +79,13 @@ def test_coefficients_agree_with_numpy_poly(method, kind, p):
 def test_coefficients_of_a_general_matrix(method):
     # the three are characteristic-polynomial algorithms for any square matrix, not only Laplacians
     a = np.random.default_rng(3).standard_normal((7, 7))
-    ref = np.poly(a)
-    assert np.allclose(CHARPOLY[method](a), ref, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref)))
+    assert np.all(np.abs(CHARPOLY[method](a) - charpoly_exact(a)) <= charpoly_tol(a))
     assert CHARPOLY[method](np.zeros((1, 1))).tolist() == [1.0, 0.0]
-    # L D⁻¹ is similar to 𝓛: same coefficients
+    # L D⁻¹ is similar to 𝓛: same coefficients, each side within its own bound of the common exact ones
     m = random_model("tree+", 8, 4)
-    assert np.allclose(CHARPOLY[method](lap_d(m))[:-1], laplacian_polynomial(m, "berkowitz")[:-1], rtol=1e-9)
+    ld, gl = lap_d(m), generalized_laplacian(m)
+    tol = charpoly_tol(ld) + charpoly_tol(gl)
+    assert np.all(np.abs(CHARPOLY[method](ld) - laplacian_polynomial(m, "berkowitz"))[:-1] <= tol[:-1])
 
 
 # -- Berlekamp–Massey (Alg. 14) ------------------------------------------------------------------------
@@ -91,9 +105,11 @@ def test_berlekamp_massey_on_exact_sequences():
 
 
 def test_berlekamp_massey_tolerance_and_early_termination():
-    s = 2.0 ** np.arange(6) * (1 + 1e-15 * np.random.default_rng(0).standard_normal(6))
+    z = np.random.default_rng(0).standard_normal(6)
+    s = 2.0 ** np.arange(6) * (1 + 1e-15 * z)
     assert len(berlekamp_massey(s)) > 2  # exact test: rounding noise raises the degree
-    assert np.allclose(berlekamp_massey(s, 1e-13), [1, -2], rtol=1e-12)
+    # α₁ = −s_n / s_{n−1} of terms perturbed by ≤ 1e-15 max|z| relative each, plus a few roundings
+    assert np.allclose(berlekamp_massey(s, 1e-13), [1, -2], rtol=2 * (1e-15 * np.abs(z).max() + flops(4)), atol=0)
     noisy = np.concatenate([2.0 ** np.arange(6), [7.0, -3.0, 11.0]])  # junk after six good terms
     assert len(berlekamp_massey(noisy, 1e-13)) > 2
     assert berlekamp_massey(noisy, 1e-13, stop_after=2).tolist() == [1, -2]
@@ -106,19 +122,30 @@ def test_faddeev_rows_match_the_closed_form(kind):
     p, c = m.p, m.capacities
     steps = list(operator_rows(m))
     assert [k for k, _, y in steps if y is None] == list(range(1, p))  # p − 1 steps
-    coef = np.poly(lap_d(m))
-    assert np.allclose([a for _, a, y in steps if y is None], coef[1:p], rtol=1e-10)
-    rows = steps[-1][2]
     mat = lap_d(m)
-    u = sum(coef[k] * np.linalg.matrix_power(mat, p - 2 - k) for k in range(p - 1)) / coef[p - 1]
-    assert np.allclose(rows, u / c[:, None], rtol=1e-9, atol=1e-12 * np.abs(rows).max())
+    coef, coef_tol = charpoly_exact(mat), charpoly_tol(mat)
+    assert np.all(np.abs(np.array([a for _, a, y in steps if y is None]) - coef[1:p]) <= coef_tol[1:p])
+    rows = steps[-1][2]
+    # U = Σ_t a_{p−2−t} Aᵗ / a_{p−1} (Cayley–Hamilton): rows and the test's U each within the monomial
+    # bound of the exact polynomial, plus the relative error E_{p−1}/|a_{p−1}| of the divisor
+    u, u_tol = monomial_tol(mat, coef[p - 2::-1], coef_tol[p - 2::-1], np.eye(p))
+    u_tol = (u_tol + np.abs(u) * coef_tol[p - 1] / abs(coef[p - 1])) / abs(coef[p - 1])
+    u = u / coef[p - 1]
+    rows_tol = 2 * u_tol / c[:, None]
+    assert np.all(np.abs(rows - u / c[:, None]) <= rows_tol)
     # Θ = −W Aᵀ Y is the balancing operator W Aᵀ (L + c cᵀ)⁻¹ of Th. 24: A Θ = I − c eᵀ, Θ c = 0
     a_inc = m.incidence.toarray()
+    wat = m.weights[:, None] * np.abs(a_inc.T)
     theta = -(m.weights[:, None] * (a_inc.T @ rows))
-    closed = m.weights[:, None] * (a_inc.T @ np.linalg.inv(m.laplacian.toarray() + np.outer(c, c)))
-    assert np.allclose(theta, closed, atol=1e-10 * np.abs(closed).max())
-    assert np.allclose(a_inc @ theta, np.eye(p) - np.outer(c, np.ones(p)), atol=1e-10)
-    assert np.allclose(theta @ c, 0, atol=1e-12)
+    theta_tol = wat @ rows_tol + gamma(p + 2) * wat @ np.abs(rows)
+    full = m.laplacian.toarray() + np.outer(c, c)
+    closed = m.weights[:, None] * (a_inc.T @ np.linalg.inv(full))
+    # a backward-stable inverse: relative error ≤ 4 p u κ(L + c cᵀ) in norm
+    inv_tol = 4 * p * flops(1) * np.linalg.cond(full) * wat @ np.abs(np.linalg.inv(full))
+    assert np.all(np.abs(theta - closed) <= theta_tol + inv_tol)
+    assert np.all(np.abs(a_inc @ theta - (np.eye(p) - np.outer(c, np.ones(p))))
+                  <= np.abs(a_inc) @ theta_tol + gamma(p) * np.abs(a_inc) @ np.abs(theta))
+    assert np.all(np.abs(theta @ c) <= theta_tol @ c + gamma(p) * np.abs(theta) @ c)
 
 
 def test_printed_alg12_update_is_not_faddeev():
@@ -130,8 +157,9 @@ def test_printed_alg12_update_is_not_faddeev():
         x = x + mat @ x
         printed.append(-np.trace(x) / k)
         x[np.diag_indices(p)] += printed[-1]
-    assert not np.allclose(printed, np.poly(mat)[1:p], rtol=1e-3)
-    assert np.allclose([a for _, a, y in operator_rows(m) if y is None], np.poly(mat)[1:p], rtol=1e-10)
+    exact, tol = charpoly_exact(mat), charpoly_tol(mat)
+    assert np.all(np.abs(np.array(printed) - exact[1:p]) > 1e6 * tol[1:p])  # wrong, not a rounding difference
+    assert np.all(np.abs(np.array([a for _, a, y in operator_rows(m) if y is None]) - exact[1:p]) <= tol[1:p])
 
 
 def test_mpa_minimal_polynomial_identity():
@@ -140,10 +168,13 @@ def test_mpa_minimal_polynomial_identity():
     *states, last = mpa_iter(m, polynomial="berlekamp-massey", scale=1.0)
     alpha, d = last.info["alpha"], last.info["degree"]
     assert d == distinct_eigenvalues(m) == 4
-    assert abs(alpha[d]) <= 1e-9 * np.abs(alpha).max() and abs(alpha[d - 1]) > 1e-3 * np.abs(alpha).max()
+    alpha_tol = mpa_coefficient_tol(m, alpha, 0, 2 * m.p, 1.0)  # first order, from the Hankel system
+    assert abs(alpha[d]) <= 10 * alpha_tol[d] and abs(alpha[d - 1]) > 1e3 * alpha_tol[d - 1]
     b = [s.value for s in states]
     lhs = sum(alpha[i] * b[d - 1 - i] for i in range(d))
-    assert np.allclose(lhs, alpha[d - 1] * m.loads.sum() * m.capacities, rtol=1e-7)
+    _, lhs_tol = monomial_tol(lap_d(m), alpha[d - 1::-1], 10 * alpha_tol[d - 1::-1], m.loads)
+    rhs = alpha[d - 1] * m.loads.sum() * m.capacities
+    assert np.all(np.abs(lhs - rhs) <= lhs_tol + 10 * alpha_tol[d - 1] * np.abs(rhs / alpha[d - 1]))
 
 
 # -- the flows -----------------------------------------------------------------------------------------
@@ -151,20 +182,23 @@ def test_mpa_minimal_polynomial_identity():
 @pytest.mark.parametrize("kind,p", [(k, p) for k in KINDS for p in (2, 3, 5, 7)])
 def test_lps_and_lpa_give_the_minimal_flow(method, kind, p):
     m = random_model(kind, p, 100 + p)
+    tol = polynomial_flow_tol(m)  # the monomial basis' condition times u, with the coefficients' E_k
     for res in (lps(m, method), lpa(m, method)):
         assert res.converged
-        assert flow_error(m, res.flow) < 1e-9
-        assert check_balancing(m, res.flow) < 1e-9
+        assert flow_error(m, res.flow) <= tol
+        assert check_balancing(m, res.flow) <= balancing_tol(m, tol)
 
 
 @pytest.mark.parametrize("kind", ["path", "ring", "mesh", "tree+"])
 def test_refinement_extends_the_accurate_range(kind):
     # p = 12: the monomial basis loses up to 8 digits; two sweeps with the computed operator recover them
+    # (the a-priori bound of the plain flow, polynomial_flow_tol, is 3e-5 … 1e-2 here)
     for seed in range(2):
         m = random_model(kind, 12, 3000 + seed)
         plain = flow_error(m, lpa(m, "faddeev").flow)
         for res in (lpa(m, "faddeev", refine=2), lps(m, "faddeev", refine=2)):
-            assert flow_error(m, res.flow) < 1e-8
+            assert check_balancing(m, res.flow) <= balancing_floor(m, res.flow)  # refined to the round-off floor
+            assert flow_error(m, res.flow) <= potential_flow_tol(m, res.flow)  # hence minimal to cond × floor
             assert flow_error(m, res.flow) < plain
 
 
@@ -172,10 +206,11 @@ def test_refinement_extends_the_accurate_range(kind):
 def test_mpa_gives_the_minimal_flow(kind, p):
     m = random_model(kind, p, 200 + p)
     res = mpa(m, polynomial="berlekamp-massey", seed=p)
-    assert flow_error(m, res.flow) < 1e-9
+    assert flow_error(m, res.flow) <= min(mpa_flow_tol(m, res, p), potential_flow_tol(m, res.flow))
     assert res.extra["degree"] == distinct_eigenvalues(m)
     m5 = random_model(kind, 5, 300 + p)
-    assert flow_error(m5, mpa(m5, polynomial="berlekamp-massey", seed=p, refine=1).flow) < 1e-8
+    refined = mpa(m5, polynomial="berlekamp-massey", seed=p, refine=1)
+    assert flow_error(m5, refined.flow) <= min(mpa_flow_tol(m5, refined, p), potential_flow_tol(m5, refined.flow))
 
 
 def _hypercube(d: int) -> list[tuple[int, int]]:
@@ -196,10 +231,10 @@ def test_mpa_on_symmetric_topologies(name, p, edges):
     assert d == {"complete": 2, "star": 3, "hypercube": 5, "ring": 5}[name]
     full = mpa(m, polynomial="berlekamp-massey", seed=1)
     assert full.extra["degree"] == d and full.iterations == 2 * p
-    assert flow_error(m, full.flow) < 1e-9
+    assert flow_error(m, full.flow) <= min(mpa_flow_tol(m, full, 1), potential_flow_tol(m, full.flow))
     short = mpa(m, polynomial="berlekamp-massey", seed=1, max_degree=d)
     assert short.iterations == 2 * d and short.counters.exchange_rounds == 2 * d + 1
-    assert flow_error(m, short.flow) < 1e-9
+    assert flow_error(m, short.flow) <= min(mpa_flow_tol(m, short, 1), potential_flow_tol(m, short.flow))
 
 
 def test_single_processor():
@@ -231,7 +266,8 @@ def test_counters():
     ar = math.ceil(math.log2(p))
     hop = links.latency + 8 / links.bandwidth
     expect = ar * (links.latency + 16 / links.bandwidth) + (p - 1) * hop
-    assert lps(m, "faddeev", links=links).counters.time == pytest.approx(expect, rel=1e-12)
+    # a sum of p positive α-β terms on each side, differently grouped
+    assert lps(m, "faddeev", links=links).counters.time == pytest.approx(expect, rel=2 * flops(2 * p + 4))
 
 
 def test_generators():
@@ -239,14 +275,17 @@ def test_generators():
     mat = lap_d(m)
     states = list(lps_iter(m, "faddeev"))
     assert [s.iteration for s in states[:-1]] == list(range(m.p - 1))
-    for s in states[:-1]:
-        assert np.allclose(s.value, np.linalg.matrix_power(mat, s.iteration) @ m.loads, rtol=1e-12)
+    for s in states[:-1]:  # both within γ_{(t+1)n} |A|ᵗ |l| of Aᵗ l
+        _, tol = monomial_tol(mat, np.eye(s.iteration + 1)[-1], np.zeros(s.iteration + 1), m.loads)
+        assert np.all(np.abs(s.value - np.linalg.matrix_power(mat, s.iteration) @ m.loads) <= 2 * tol)
     assert np.array_equal(states[-1].flow, lps(m, "faddeev").flow) and all(s.flow is None for s in states[:-1])
     states = list(lpa_iter(m, "faddeev"))
-    assert len(states) == m.p and np.allclose(states[-2].value, np.poly(mat)[:m.p], rtol=1e-10)
+    assert len(states) == m.p
+    assert np.all(np.abs(states[-2].value - charpoly_exact(mat)[:m.p]) <= charpoly_tol(mat)[:m.p])
     assert np.array_equal(states[-1].flow, lpa(m, "faddeev").flow)
     states = list(mpa_iter(m, polynomial="berlekamp-massey"))
-    assert len(states) == 2 * m.p + 2 and np.array_equal(states[-1].flow, mpa(m, polynomial="berlekamp-massey").flow)
+    assert len(states) == 2 * m.p + 2
+    assert np.array_equal(states[-1].flow, mpa(m, polynomial="berlekamp-massey").flow)
 
 
 # -- errors and registry -------------------------------------------------------------------------------

@@ -13,12 +13,29 @@ from hermes.balance.potential import pcg, pcg_counters, pcg_iter
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, random_weighted_model, unusable_models
+from tests.tolerances import balancing_floor, eig_tol, flops, gamma, potential_flow_tol
 
 
 def distinct_nonzero_eigenvalues(m: Model) -> int:
+    """Eigenvalues are computed within ``eig_tol`` each: 0 is below it, equal ones differ by at most twice it."""
+    tol = eig_tol(m.laplacian)
     lam = np.linalg.eigvalsh(m.laplacian.toarray())
-    lam = lam[lam > 1e-9 * lam.max()]
-    return int(1 + np.count_nonzero(np.diff(np.sort(lam)) > 1e-8 * lam.max()))
+    lam = lam[lam > tol]
+    return int(1 + np.count_nonzero(np.diff(np.sort(lam)) > 2 * tol))
+
+
+def defect_tol(m: Model, res, tol: float) -> float:
+    """Bound on ``‖L x − b‖ / ‖b‖`` when PCG stopped on its recursive residual ``√ρ ≤ tol ‖b‖`` (Alg. 8).
+
+    The true residual drifts from the recursive one by at most ``(k + 2) γ_{δ+2} (‖|L| |x|‖ + ‖b‖)`` after
+    k iterations (each updates r and x with one product by L of ≤ δ + 1 terms; Greenbaum 1997, §7.3), and
+    evaluating it adds the floor of :func:`~tests.tolerances.balancing_floor`.
+    """
+    b = m.loads - m.fair_loads
+    x = res.extra["potential"]
+    drift = (res.iterations + 2) * gamma(int(m.degree.max()) + 2) * (
+        np.linalg.norm(abs(m.laplacian) @ np.abs(x)) + np.linalg.norm(b))
+    return tol + drift / np.linalg.norm(b) + balancing_floor(m, res.flow)
 
 
 CASES = [(k, p, s) for k in KINDS for p, s in [(5, 1), (12, 2), (30, 3), (64, 4)]]
@@ -29,12 +46,12 @@ def test_pcg_reproduces_the_minimal_flow(kind, p, seed):
     m = random_weighted_model(kind, p, seed)
     res = pcg(m, tolerance=1e-12)
     assert res.converged
-    assert flow_error(m, res.flow) < 1e-8
-    assert check_balancing(m, res.flow) < 1e-10
+    assert check_balancing(m, res.flow) <= defect_tol(m, res, 1e-12)
+    assert flow_error(m, res.flow) <= potential_flow_tol(m, res.flow)  # a potential flow: cond × its defect
     assert res.convergence_factor is None
     # the potentials solve L x = l − l̄
     b = m.loads - m.fair_loads
-    assert np.linalg.norm(m.laplacian @ res.extra["potential"] - b) <= 1e-11 * np.linalg.norm(b)
+    assert np.linalg.norm(m.laplacian @ res.extra["potential"] - b) <= defect_tol(m, res, 1e-12) * np.linalg.norm(b)
 
 
 @pytest.mark.parametrize("kind", ["path", "ring", "star", "mesh"])
@@ -54,7 +71,8 @@ def test_star_with_unit_weights_takes_two_steps():
     m = Model.create(8, [(0, i) for i in range(1, 8)], np.arange(8.0), np.ones(8))
     res = pcg(m, tolerance=1e-12)
     assert res.iterations == 2
-    assert flow_error(m, res.flow) < 1e-13
+    assert check_balancing(m, res.flow) <= defect_tol(m, res, 1e-12)
+    assert flow_error(m, res.flow) <= potential_flow_tol(m, res.flow)
 
 
 def test_counters_and_generator():
@@ -78,8 +96,9 @@ def test_counters_and_generator():
     ar = math.ceil(math.log2(p))
     expect = ar * (links.latency + 16 / links.bandwidth) + 2 * ar * a + n * (a + 2 * ar * a) + a
     timed = pcg(m, tolerance=1e-10, links=links)
-    assert timed.counters.time == pytest.approx(expect, rel=1e-12)
-    assert pcg_counters(m, n, links).time == pytest.approx(expect, rel=1e-12)
+    tol = 2 * flops(3 * (3 * n + 5))  # the same α-β terms, differently grouped, on each side
+    assert timed.counters.time == pytest.approx(expect, rel=tol)
+    assert pcg_counters(m, n, links).time == pytest.approx(expect, rel=tol)
 
 
 def test_max_iter_and_balanced_model():
@@ -108,5 +127,6 @@ def test_errors():
 def test_pcg_and_minimal_flow_agree_on_a_large_mesh():
     m = random_weighted_model("mesh", 400, 9)
     res = pcg(m, tolerance=1e-12)
-    assert res.converged and flow_error(m, res.flow) < 1e-8
+    assert res.converged and check_balancing(m, res.flow) <= defect_tol(m, res, 1e-12)
+    assert flow_error(m, res.flow) <= potential_flow_tol(m, res.flow)
     assert np.linalg.norm(minimal_flow(m)) > 0

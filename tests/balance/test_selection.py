@@ -20,6 +20,7 @@ from hermes.data.distributed import LocalDomain
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition
 from hermes.errors import BalancerError, GraphError
+from tests.tolerances import sum_tol
 
 
 def _local(mesh, owner, rank, weights=None):
@@ -53,7 +54,7 @@ def test_selection_meets_flow_within_one_cell_and_peels_layers(amount):
     dom = _local(m, owner, 0)
     dest = select_gain(dom, {1: amount}, np.array([[0.0, 1.0], [1.0, 0.0]]))
     moved = dom.weight[dest == 1].sum()
-    assert abs(moved - amount) <= 0.5 + 1e-12
+    assert abs(moved - amount) <= 0.5 + sum_tol(dom.weight)  # half a (unit) cell, plus the sum's rounding
     assert np.all(np.isin(dest, [0, 1])) and (dest == 0).any()
     # deterministic
     assert np.array_equal(dest, select_gain(dom, {1: amount}, np.array([[0.0, 1.0], [1.0, 0.0]])))
@@ -126,7 +127,7 @@ def test_every_strategy_serves_every_target_within_half_a_cell(name, kind, seed)
     dest = get_selection(name)(dom, out, _cost(p))
     assert np.all(np.isin(dest, np.arange(p))) and (dest == 0).any()
     for q, f in out.items():
-        assert abs(dom.weight[dest == q].sum() - f) <= 0.5 * w.max() + 1e-9, (q, f)
+        assert abs(dom.weight[dest == q].sum() - f) <= 0.5 * w.max() + sum_tol(w), (q, f)
     # deterministic, also on an equal copy of the domain
     again = get_selection(name)(_local(m, owner, 0, weights=w), dict(reversed(list(out.items()))), _cost(p))
     assert np.array_equal(dest, again)
@@ -345,7 +346,8 @@ def test_incremental_gain_is_the_definition_unless_a_frontier_closes(costs):
             continue
         closed += 1  # the hand-on: every target within half a cell, or closer to the flows in total
         dev = [np.array([abs(dom.weight[d == q].sum() - f) for q, f in out.items()]) for d in (ref, dest)]
-        assert dev[1].max() <= 0.5 * w.max() + 1e-9 or dev[1].sum() <= dev[0].sum() + 1e-9, seed
+        assert (dev[1].max() <= 0.5 * w.max() + sum_tol(w)
+                or dev[1].sum() <= dev[0].sum() + 2 * len(out) * sum_tol(w)), seed
         assert (dest == dom.rank).any() and np.all(np.isin(dest, [dom.rank, *out]))
         total += [dev[0].sum(), dev[1].sum()]
     assert same >= 25 and closed >= 1, (same, closed)  # both branches exercised

@@ -26,6 +26,7 @@ def test_polynomial_family_reports_time_and_topology_characteristics():
     assert all(r["time"] > 0 and r["exchange_rounds"] == r["iterations"] + 1 for r in rows)
 
 
+@pytest.mark.slow
 def test_flow_bench_cli_quick_writes_csv_and_plots(tmp_path):
     res = cli("flow-bench", "--quick", "--family", "polynomial", "--out", str(tmp_path))
     assert res.returncode == 0, res.stderr

@@ -16,7 +16,7 @@ import sys
 from mpi4py import MPI
 
 from hermes.balance.diffusion import gda, gda_distributed
-from hermes.balance.flow import flow_error
+from hermes.balance.flow import check_balancing, flow_error
 from hermes.balance.potential import pcg, pcg_distributed
 from hermes.balance.spectral import epsilon0
 from hermes.errors import BalancerError, GraphError
@@ -29,6 +29,7 @@ from tests.mpi.harness import (
     seed_arg,
     slow_first_edge,
 )
+from tests.tolerances import balancing_floor, potential_flow_tol
 
 
 def main(seed: int) -> int:
@@ -50,11 +51,15 @@ def main(seed: int) -> int:
     ]
     failures: list[str] = []
     for name, run_dist, run_serial in cases:
-        got = agree(v, name, run_dist, run_serial, failures, rtol=1e-9)
+        # both forms accumulate in the same order (ordered_total, ordered_row_sums): bit for bit on any BLAS
+        got = agree(v, name, run_dist, run_serial, failures)
         if got is None:
             continue
         ref, flow = got
-        if name == "pcg" and not flow_error(model, flow) <= 1e-8:
+        # PCG stops on its recursive residual ≤ tol ‖b‖ (tol = 1e-10), whose drift from the true one stays below
+        # tol here (tests/balance/test_potential.py::defect_tol); a potential flow is minimal to cond × defect
+        if name == "pcg" and not (check_balancing(model, flow) <= 2e-10 + balancing_floor(model, flow)
+                                  and flow_error(model, flow) <= potential_flow_tol(model, flow)):
             failures.append(f"pcg: flow differs from the minimal flow by {flow_error(model, flow):.3e}")
         if name == "gda1" and ref.converged:
             failures.append("gda1: expected to stop at max_iterations=50 without converging")

@@ -23,6 +23,7 @@ from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition
 from hermes.metrics import imbalance
+from tests.tolerances import flow_tol
 
 comm = MPI.COMM_WORLD
 rank, p = comm.Get_rank(), comm.Get_size()
@@ -40,7 +41,7 @@ entry = (dom0.load, [(rank, int(j)) for j in dom0.neighbour_ranks if rank < j])
 allent = comm.allgather(entry)
 model = Model.create(p, [e for _, es in allent for e in es], [a[0] for a in allent], np.ones(p))
 flow = minimal_flow(model)
-levels = topological_order(model, flow, 1e-12 * model.loads.sum())
+levels = topological_order(model, flow, flow_tol(model) * np.linalg.norm(flow))  # below: rounding noise
 cost = np.zeros((p, p))
 cost[model.edges[:, 0], model.edges[:, 1]] = cost[model.edges[:, 1], model.edges[:, 0]] = 1.0
 assert imbalance(model.loads, np.ones(p)) > 1.2, "the test case must start unbalanced"

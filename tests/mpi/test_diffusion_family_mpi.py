@@ -12,5 +12,6 @@ from tests.mpi.harness import check_script
 
 
 @pytest.mark.parametrize("nranks,seed", [(4, 11)])
+@pytest.mark.slow
 def test_distributed_matches_serial(mpirun, nranks, seed):
     check_script(mpirun, "diffusion_family_script.py", "diffusion-family", nranks, [seed], timeout=240)

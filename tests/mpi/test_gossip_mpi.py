@@ -10,6 +10,7 @@ SCRIPT = Path(__file__).with_name("gossip_script.py")
 
 
 @pytest.mark.parametrize("nranks", [4, 5])
+@pytest.mark.slow
 def test_distributed_gossip_matches_serial(mpirun, nranks):
     proc = mpirun(nranks, ["3"], script=SCRIPT, timeout=120)
     out = proc.stdout + proc.stderr
@@ -18,6 +19,7 @@ def test_distributed_gossip_matches_serial(mpirun, nranks):
     assert f"OK gossip {nranks}" in proc.stdout.splitlines(), out
 
 
+@pytest.mark.slow
 def test_hermes_run_with_grapevine(mpirun, tmp_path):
     import json
 

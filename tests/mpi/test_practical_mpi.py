@@ -8,5 +8,6 @@ from tests.mpi.harness import check_script
 
 
 @pytest.mark.parametrize("nranks,seed", [(4, 3), (5, 8)])
+@pytest.mark.slow
 def test_distributed_matches_serial(mpirun, nranks, seed):
     check_script(mpirun, "practical_script.py", "practical", nranks, [seed])

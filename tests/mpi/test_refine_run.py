@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 import yaml
 
+from hermes.app.kernels import SIGMA
 from hermes.data.adapt import region_mask
 from hermes.data.io import read_mesh
 from hermes.data.refine import areas, conformity_problems, from_mesh, refine
 from hermes.errors import ScenarioError
 from hermes.scenario import parse_scenario
 from tests.conftest import ROOT, run_mpi
+from tests.tolerances import area_tol, jacobi_replay_tol
 
 LSHAPE = ROOT / "meshes" / "lshape.vtu"
 MAX_LEVEL = 3
@@ -48,6 +50,7 @@ def cell_rows(points: np.ndarray, tris: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("balancer", ["pcg", "gda0", "metis", "scotch"])
+@pytest.mark.slow
 def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer):
     pictures = balancer == "pcg"  # one run draws everything; the others only record the arrays
     out, s = run(tmp_path, balancer, "--set", f"output.vtu={str(pictures).lower()}",
@@ -69,7 +72,7 @@ def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer
     assert all(ph["weight_refined"] == ph["refined"] and ph["weight_coarsened"] == -ph["coarsened"]
                for ph in phases)
     # the real kernel after refinement, coarsening and migration equals the serial replay on the whole mesh
-    assert s["jacobi_max_rel_error"] <= 1e-12
+    assert s["jacobi_max_rel_error"] <= jacobi_replay_tol(len(phases), 3, SIGMA)
     # the ranks coarsened exactly what the serial pass coarsens (split families are united first) and
     # refined exactly the cells the serial marking marks
     assert s["replay_mismatches"] == {"refine": 0, "coarsen": 0}
@@ -85,7 +88,7 @@ def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer
         gid, owner = parts[f"gid_{k:03d}"], parts[f"owner_{k:03d}"]
         assert tris.shape[0] == gid.size == owner.size == ph["cells"]
         assert conformity_problems(pts, tris) == [], f"phase {k}"
-        assert abs(areas(pts, tris).sum() / area - 1) < 1e-12
+        assert abs(areas(pts, tris).sum() - area) <= area_tol(pts[tris]) + area_tol(tm0.points[tm0.tris])
         assert np.all(np.diff(gid) > 0) and np.array_equal(np.bincount(owner, minlength=4) > 0, [True] * 4)
         assert np.all(parts[f"weight_{k:03d}"] == 1.0)
         assert np.array_equal(geo[f"coords_{k:03d}"], pts[tris].mean(axis=1))
@@ -110,6 +113,7 @@ def test_refined_run_conforming_accounted_and_equal_to_serial(tmp_path, balancer
         assert "partition.pvd" in {p.name for p in out.iterdir()}
 
 
+@pytest.mark.slow
 def test_refined_run_quads_thinned_region_no_coarsening(tmp_path):
     """A quad grid (each quad becomes two triangles), a thinned region, refinement-edge marking, no coarsening."""
     out, s = run(tmp_path, "gda0", "--set", "mesh.file=null", "--set", "mesh.grid=24x16",
@@ -119,9 +123,11 @@ def test_refined_run_quads_thinned_region_no_coarsening(tmp_path):
     assert s["cells_initial"] == 2 * 24 * 16
     assert all(ph["coarsened"] == 0 for ph in s["phases"])
     assert s["cells_final"] == s["cells_initial"] + sum(ph["refined"] for ph in s["phases"]) > s["cells_initial"]
-    assert s["jacobi_max_rel_error"] <= 1e-12  # the thinning hashes positions, so the serial replay agrees
+    # the thinning hashes positions, so the serial replay agrees
+    assert s["jacobi_max_rel_error"] <= jacobi_replay_tol(len(s["phases"]), 3, SIGMA)
 
 
+@pytest.mark.slow
 def test_refined_run_marked_by_the_error_indicator(tmp_path):
     """Marking from the Jacobi solution's jumps: nothing before the first solve, then refinement where the
     jump is large and coarsening where it is small, identical to the serial marking of the replay."""
@@ -135,10 +141,11 @@ def test_refined_run_marked_by_the_error_indicator(tmp_path):
     # local refinement, not everywhere: far fewer bisections than cells would need for one level
     assert s["cells_final"] < 3 * s["cells_initial"]
     assert s["replay_mismatches"] == {"refine": 0, "coarsen": 0}
-    assert s["jacobi_max_rel_error"] <= 1e-12
+    assert s["jacobi_max_rel_error"] <= jacobi_replay_tol(len(ph), 3, SIGMA)
     assert s["final_imbalance"] < 1.1
 
 
+@pytest.mark.slow
 def test_refinement_needs_cell_polygons(tmp_path):
     with pytest.raises(ScenarioError, match=r"^adaptation.kind: refine needs mesh.units: cells"):
         parse_scenario({**SCENARIO, "mesh": {"file": str(LSHAPE), "units": "nodes"}})
@@ -159,6 +166,7 @@ def test_refinement_needs_cell_polygons(tmp_path):
 
 @pytest.mark.parametrize("meshes, balancers", [("grid20x19", "all"),
                                                ("grid20x19,lshape,stufe,airfoil,3elt,cylinder", "pcg")])
+@pytest.mark.slow
 def test_refine_matrix_every_balancer_and_every_shipped_mesh(tmp_path, meshes, balancers):
     """benchmarks/refine_all.py (the whole matrix is its default) on a slice: conforming, accounted for,
     equal to the serial replay and to its serial marking, for every balancer / every shipped mesh."""
@@ -174,5 +182,5 @@ def test_refine_matrix_every_balancer_and_every_shipped_mesh(tmp_path, meshes, b
     want = len(BALANCERS) if balancers == "all" else 1
     assert len(rows) == want * len(meshes.split(","))
     for r in rows:
-        assert int(r["bisections"]) > 0 and float(r["jacobi_max_rel_error"]) <= 1e-12
+        assert int(r["bisections"]) > 0 and float(r["jacobi_max_rel_error"]) <= jacobi_replay_tol(2, 3, SIGMA)
         assert int(r["cells_final"]) == int(r["cells_initial"]) + int(r["bisections"]) - int(r["merges"])

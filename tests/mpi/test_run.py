@@ -13,6 +13,7 @@ from hermes.data.adapt import adapt_weights, region_mask
 from hermes.data.generators import grid
 from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import ROOT, run_mpi
+from tests.tolerances import EPS, flops, gamma
 
 PHASE_KEYS = {"phase", "time", "compute_time", "comm_time", "sync_time", "balance_time", "migrate_time",
               "imbalance_before", "imbalance_after", "migrated_cells", "migrated_weight", "edge_cut",
@@ -41,6 +42,7 @@ def test_every_registered_balancer_is_exercised_here():
 
 
 @pytest.mark.parametrize("balancer", ALL_BALANCERS)
+@pytest.mark.slow
 def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, balancer):
     out = tmp_path / balancer
     res = hermes(4, out, "--set", f"balancer.algorithm={balancer}", "--no-pictures")
@@ -60,12 +62,14 @@ def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, 
     for k in range(1, 5):
         expected = adapt_weights(expected, region_mask(region, mesh.coords, np.arange(1200), k, 1, bbox), 2.0)
         assert np.array_equal(partitions[f"weight_{k:03d}"], expected)
-    assert s["weight_final"] == pytest.approx(expected.sum(), rel=1e-12)
+    # the same positive weights (exact products by 2) summed in another order: γ_n on each side
+    assert s["weight_final"] == pytest.approx(expected.sum(), rel=2 * flops(expected.size))
     for k in range(5):
         owner = partitions[f"owner_{k:03d}"]
         assert owner.min() == 0 and owner.max() == 3 and np.all(np.bincount(owner) > 0)
-    # the real kernel: distributed Jacobi equals the serial sweeps on the whole mesh
-    assert s["jacobi_max_rel_error"] <= 1e-12
+    # the real kernel: distributed Jacobi equals the serial sweeps on the whole mesh, bit for bit (both sum
+    # every row left to right, hermes/app/kernels.py)
+    assert s["jacobi_max_rel_error"] == 0.0
     rows = list(csv.DictReader((out / "phases.csv").open()))
     assert len(rows) == 16
     if balancer == "ada":  # Θ is computed once, then reused while the subdomain graph stays the same
@@ -79,9 +83,13 @@ def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, 
         assert s["migrated_cells"] > 0
         after = [p["imbalance_after"] for p in s["phases"]]
         assert max(after) < 1.1, after
-        assert all(p["imbalance_after"] <= p["imbalance_before"] + 1e-9 for p in s["phases"])
+        # the driver applies a flow only if it lowers the imbalance: compare up to the imbalances' evaluation
+        # (ratios of sums of ≤ 1200 positive weights, γ_{n+4} × (ratio + 1) on each side)
+        assert all(p["imbalance_after"] <= p["imbalance_before"] + 2 * gamma(1204) * (1 + p["imbalance_before"])
+                   for p in s["phases"])
 
 
+@pytest.mark.slow
 def test_virtual_clock_is_deterministic_and_outputs_are_complete(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
@@ -97,13 +105,20 @@ def test_virtual_clock_is_deterministic_and_outputs_are_complete(tmp_path):
     assert not list(a.glob("*.tmp")) and not list(a.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_monitor_recovers_configured_capacities(tmp_path):
     out = tmp_path / "m"
     res = hermes(4, out, "--set", "adaptation.phases=1", "--no-pictures")
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader((out / "phases.csv").open()))
     est = np.array([float(r["capacity_estimate"]) for r in rows])
-    assert np.allclose(est, [0.4, 0.2, 0.2, 0.2], rtol=1e-12)
+    # rate = work / Δt with Δt the difference of two clock totals of size ≤ T (the rank's time in the phase),
+    # so its relative error is ≤ 2 u T / Δt + 2 u; the normalisation adds γ_p. The driver's probe is
+    # speed × 1e-3 work units, i.e. Δt = 1e-3 / (p c) of virtual time (hermes/driver.py, monitor)
+    cols = ("compute_time", "comm_time", "sync_time", "balance_time", "migrate_time", "adapt_time")
+    t_max = max(sum(float(r[c]) for c in cols) for r in rows)
+    dt_min = 1e-3 / (4 * 0.4)
+    assert np.allclose(est, [0.4, 0.2, 0.2, 0.2], rtol=2 * (EPS * t_max / dt_min + gamma(4 + 3)), atol=0)
 
 
 BAD = [
@@ -119,6 +134,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("args, message", BAD)
+@pytest.mark.slow
 def test_bad_input_one_line_nonzero_exit_on_every_rank(tmp_path, args, message):
     res = hermes(4, tmp_path / "bad", *args, timeout=120)
     assert res.returncode != 0
@@ -129,6 +145,7 @@ def test_bad_input_one_line_nonzero_exit_on_every_rank(tmp_path, args, message):
     assert not (tmp_path / "bad" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_corrupt_and_disconnected_meshes_are_rejected(tmp_path):
     bad = tmp_path / "bad.graph"
     bad.write_text("4 3\n2\n1 3\n2\nnot numbers\n")
@@ -142,6 +159,7 @@ def test_corrupt_and_disconnected_meshes_are_rejected(tmp_path):
         assert "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_thesis_heterogeneous_fair_balancing_pays_off(tmp_path):
     """Thesis Table 10.7: with varying capacities, fair balancers beat no balancing and equal-target METIS."""
     scen = str(ROOT / "scenarios" / "thesis-heterogeneous.yaml")
@@ -168,6 +186,7 @@ def test_thesis_heterogeneous_fair_balancing_pays_off(tmp_path):
     assert max(after) < 1.15, after
 
 
+@pytest.mark.slow
 def test_thesis_homogeneous_balancing_pays_off(tmp_path):
     """Thesis Table 10.5: constant capacities, the adaptation alone unbalances; PCG restores fairness."""
     scen = str(ROOT / "scenarios" / "thesis-homogeneous.yaml")
@@ -182,24 +201,26 @@ def test_thesis_homogeneous_balancing_pays_off(tmp_path):
     assert got["none"]["final_imbalance"] > 1.5 and got["pcg"]["final_imbalance"] < 1.1
 
 
+@pytest.mark.slow
 def test_lshape_vtu_scenario_runs_with_file_mesh(tmp_path):
     out = tmp_path / "l"
     res = run_mpi(6, ["run", str(ROOT / "scenarios" / "lshape.yaml"), "--out", str(out), "--no-launch", "--quiet"],
                   timeout=240)
     assert res.returncode == 0, res.stderr
     s = summary(out)
-    assert s["cells_final"] == 1536 and s["jacobi_max_rel_error"] <= 1e-12
+    assert s["cells_final"] == 1536 and s["jacobi_max_rel_error"] == 0.0  # unrefined: bit for bit
     assert s["final_imbalance"] < 1.05
     assert (out / "partition-003.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_wall_clock_fills_the_same_columns(tmp_path):
     out = tmp_path / "w"
     res = hermes(4, out, "--set", "clock=wall", "--set", "adaptation.phases=2", "--set", "application.iterations=3",
                  "--no-pictures")
     assert res.returncode == 0, res.stderr
     s = summary(out)
-    assert s["clock"] == "wall" and s["cells_final"] == 1200 and s["jacobi_max_rel_error"] <= 1e-12
+    assert s["clock"] == "wall" and s["cells_final"] == 1200 and s["jacobi_max_rel_error"] == 0.0
     for ph in s["phases"]:
         assert ph["time"] > 0 and ph["compute_time"] > 0 and ph["comm_time"] > 0 and ph["balance_time"] > 0
         parts = sum(ph[f"{c}_time"] for c in ("compute", "comm", "sync", "balance", "migrate"))

@@ -12,6 +12,9 @@ from hermes.data.adapt import adapt_weights, region_mask
 from hermes.data.generators import grid
 from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import run_mpi
+from tests.tolerances import flops
+
+pytestmark = pytest.mark.slow  # both tests share a module fixture of two 4-rank runs
 
 
 def hermes_run(out: Path, *overrides: str):
@@ -43,8 +46,8 @@ def test_scotch_run_conserves_cells_and_weights_and_balances(runs):
         assert np.array_equal(partitions[f"weight_{k:03d}"], expected)
         owner = partitions[f"owner_{k:03d}"]
         assert owner.size == 1200 and owner.min() == 0 and owner.max() == 3 and np.all(np.bincount(owner) > 0)
-    assert s["weight_final"] == pytest.approx(expected.sum(), rel=1e-12)
-    assert s["jacobi_max_rel_error"] <= 1e-12
+    assert s["weight_final"] == pytest.approx(expected.sum(), rel=2 * flops(expected.size))  # another order
+    assert s["jacobi_max_rel_error"] == 0.0  # unrefined: both sum every row left to right, bit for bit
     after = [p["imbalance_after"] for p in s["phases"]]
     assert max(after) < 1.1, after  # measured ≤ 1.042
     assert all(p["imbalance_after"] < p["imbalance_before"] for p in s["phases"])

@@ -137,6 +137,7 @@ def test_geometry_helpers():
     assert [p.shape for p in polys] == [(3, 2), (4, 2)]
 
 
+@pytest.mark.slow
 def test_plot_run_writes_valid_pictures(run_dir: Path):
     written = plot_run(run_dir, dpi=DPI)
     names = [p.name for p in written]

@@ -4,10 +4,11 @@ A rank stopped (``kill -STOP``), swapped out for ever or stuck in a dead-locked 
 other rank waiting in its next collective, for ever: MPI has no time-out of its own. Each rank therefore
 runs a thread that watches its own progress — the driver calls :meth:`Watchdog.beat` after the set-up and
 after every phase — and, when a rank has not progressed for ``timeout`` wall seconds, prints one line and
-calls ``MPI_Abort``, which ends every rank of the job, the stopped ones included (the launcher kills them).
-The ranks that wait are the ones that notice; rank ``r`` waits ``min(r, 3)`` grace periods (2 s, or a fifth of
-the time-out) longer than rank 0, so usually exactly one rank reports. The thread needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default)
-only for the abort itself, which is thread-safe in Open MPI and MPICH.
+calls ``MPI_Abort``: the MPI runtime then kills every rank of the job, the stopped ones included (SIGKILL
+reaches a stopped process). The ranks that wait are the ones that notice; rank ``r`` waits ``min(r, 3)``
+grace periods (2 s, or a fifth of the time-out) longer than rank 0, so usually exactly one rank reports
+(and the self-launching ``hermes run`` shows one line in any case, :func:`hermes.launch.run_job`). The
+thread needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default) for the abort from a second thread.
 """
 
 from __future__ import annotations

@@ -183,24 +183,33 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
         The job's exit status — 128 + the signal number if the launcher was signalled — and that signal.
     """
     got: list[int] = []
-    preexec = _die_with_parent if sys.platform.startswith("linux") else None
-    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec, env=env, stderr=subprocess.PIPE)
-    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr, sys.stderr.buffer), daemon=True)
-    relay.start()
+    job: list[subprocess.Popen] = []
     deadline = [float("inf")]
 
     def forward(signum, frame):
         got.append(signum)
         if len(got) > 1:  # asked twice: no more waiting
             deadline[0] = 0.0
-            return
-        try:
-            os.kill(proc.pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
-        except ProcessLookupError:
-            pass
-        deadline[0] = time.monotonic() + grace
+        elif job:
+            try:
+                os.kill(job[0].pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
+            except ProcessLookupError:
+                pass
+            deadline[0] = time.monotonic() + grace
 
-    old = {s: signal.signal(s, forward) for s in FORWARDED}
+    old = {s: signal.signal(s, forward) for s in FORWARDED}  # before the job exists: no signal is lost
+    try:
+        preexec = _die_with_parent if sys.platform.startswith("linux") else None
+        proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec, env=env, stderr=subprocess.PIPE)
+    except BaseException:
+        for s, h in old.items():
+            signal.signal(s, h)
+        raise
+    job.append(proc)
+    if got:  # signalled while the job was starting
+        forward(got.pop(), None)
+    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr, sys.stderr.buffer), daemon=True)
+    relay.start()
     try:
         while True:
             try:

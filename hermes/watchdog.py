@@ -79,3 +79,4 @@ class Watchdog:
                                  f"is stopped or hung; ending the job\n")
                 sys.stderr.flush()
                 self.comm.Abort(EXIT_TIMEOUT)
+                return  # (MPI_Abort does not return)

@@ -29,12 +29,11 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def hermes(*args, timeout: float = 240, cwd=None, env=None, umask: int | None = None):
-    """``hermes`` as a user starts it (self-launching unless --no-launch); never hangs past ``timeout``."""
+def hermes(*args, timeout: float = 240, env=None):
+    """``hermes`` as a user starts it, self-launching under mpiexec; never hangs past ``timeout``."""
     try:
         return subprocess.run([sys.executable, "-m", "hermes", *map(str, args)], capture_output=True, text=True,
-                              timeout=timeout, cwd=cwd or ROOT, env=env or _env(),
-                              preexec_fn=None if umask is None else (lambda: os.umask(umask)))
+                              timeout=timeout, cwd=ROOT, env=env or _env())
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"hermes {' '.join(map(str, args))} timed out after {timeout}s\n{err.stderr}")
 
@@ -76,76 +75,100 @@ def _one_error(res, start: str) -> None:
     assert "launching" not in res.stdout and "Traceback" not in res.stderr
 
 
+@pytest.fixture
+def here(capsys, monkeypatch):
+    """``hermes`` in this process, as a user outside MPI starts it (the checks before launching, and runs
+    with --no-launch on one rank): returns (status, stdout, stderr)."""
+    for key in _LAUNCHER_ENV:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+
+    def call(*args):
+        from hermes.cli import main
+
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+    return call
+
+
 def _summary(path: Path) -> dict:
     return {k: v for k, v in json.loads((path / "summary.json").read_text()).items() if k not in WALL}
 
 
 # -- the output location, checked before launching ------------------------------------------------------------
-def test_output_problems_are_found_before_launching(tmp_path):
+def test_output_problems_are_found_before_launching(tmp_path, here):
     afile = tmp_path / "file"
     afile.write_text("x")
-    _one_error(hermes("run", "--out", afile), f"--out: {afile} exists and is not a directory")
-    _one_error(hermes("run", "--out", afile / "sub"), f"--out: {afile} is not a directory")
-    _one_error(hermes("run", "--set", f"output.dir={afile}"), f"output.dir: {afile} exists and is not a directory")
+    _one_error(here("run", "--out", afile), f"--out: {afile} exists and is not a directory")
+    _one_error(here("run", "--out", afile / "sub"), f"--out: {afile} is not a directory")
+    _one_error(here("run", "--set", f"output.dir={afile}"), f"output.dir: {afile} exists and is not a directory")
     other = tmp_path / "other"
     other.mkdir()
     (other / "thesis.tex").write_text("mine")
-    _one_error(hermes("run", "--out", other), f"--out: {other} is not empty and holds no hermes run")
-    _one_error(hermes("run", "--out", other, "--force"), f"--out: {other} is not empty and holds no hermes run")
+    _one_error(here("run", "--out", other), f"--out: {other} is not empty and holds no hermes run")
+    _one_error(here("run", "--out", other, "--force"), f"--out: {other} is not empty and holds no hermes run")
     assert (other / "thesis.tex").read_text() == "mine"
-    _one_error(hermes("run", "--timeout", "0"), "--timeout: Input should be greater than 0")
-    _one_error(hermes("run", "--resume", other), f"--resume: {other} holds no checkpoint")
-    _one_error(hermes("run", "--resume", other, "--set", "seed=2"), "--resume takes the scenario")
+    _one_error(here("run", "--timeout", "0"), "--timeout: Input should be greater than 0")
+    _one_error(here("run", "--resume", other), f"--resume: {other} holds no checkpoint")
+    _one_error(here("run", "--resume", other, "--set", "seed=2"), "--resume takes the scenario")
 
 
-def test_an_unwritable_output_directory_is_found_before_launching(tmp_path):
+def test_an_unwritable_output_directory_is_found_before_launching(tmp_path, here):
     locked = tmp_path / "locked"
     locked.mkdir()
     if os.geteuid() == 0:  # root writes in a 0555 directory: make it immutable instead
-        if subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode != 0:
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(locked)]).returncode != 0:
             pytest.skip("chattr +i is not available here (root ignores permissions)")
     else:
         locked.chmod(0o555)
     try:
-        _one_error(hermes("run", "--out", locked), f"--out: cannot write in {locked}")
-        _one_error(hermes("run", "--out", locked / "new" / "run"), f"--out: cannot write in {locked}")
+        _one_error(here("run", "--out", locked), f"--out: cannot write in {locked}")
+        _one_error(here("run", "--out", locked / "new" / "run"), f"--out: cannot write in {locked}")
     finally:
         if os.geteuid() == 0:
             subprocess.run(["chattr", "-i", str(locked)], capture_output=True)
         locked.chmod(0o755)
 
 
-def test_a_relative_output_dir_is_relative_to_the_scenario_file(tmp_path):
+def test_a_relative_output_dir_is_relative_to_the_scenario_file(tmp_path, here, monkeypatch):
     (tmp_path / "study").mkdir()
     (tmp_path / "elsewhere").mkdir()
     spec = tmp_path / "study" / "s.yaml"
     spec.write_text("processors: 1\nmesh: {grid: 6x5}\nadaptation: {phases: 1}\nbalancer: {algorithm: none}\n"
                     "output: {dir: results/one, pictures: false}\n")
-    res = hermes("run", spec, "--no-launch", "--quiet", cwd=tmp_path / "elsewhere")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    res = here("run", spec, "--no-launch", "--quiet")
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "study" / "results" / "one" / "summary.json").is_file()
     assert not (tmp_path / "elsewhere" / "results").exists()
     (tmp_path / "study" / "results" / "two").write_text("a file")
-    res = hermes("run", spec, "--set", "output.dir=results/two", cwd=tmp_path / "elsewhere")
+    res = here("run", spec, "--set", "output.dir=results/two")
     _one_error(res, f"output.dir: {tmp_path / 'study' / 'results' / 'two'} exists and is not a directory")
 
 
-def test_a_new_run_replaces_a_finished_one_wholesale_and_files_get_the_umask(tmp_path):
+def test_a_new_run_replaces_a_finished_one_wholesale_and_files_get_the_umask(tmp_path, here):
     out = tmp_path / "run"
     sets = ["--no-launch", "--quiet", "--set", "processors=1", "--set", "platform.capacities=homo",
             "--set", "mesh.grid=8x6", "--set", "output.vtu=true", "--out", out]
-    res = hermes("run", *sets, "--set", "adaptation.phases=3", umask=0o027)
+    old = os.umask(0o027)
+    try:
+        res = here("run", *sets, "--set", "adaptation.phases=3")
+    finally:
+        os.umask(old)
     assert res.returncode == 0, res.stderr
     assert (out / "vtu" / "phase-003.vtu").is_file() and (out / "partition-003.png").is_file()
     files = [p for p in out.rglob("*") if p.is_file()]
     assert {p.suffix for p in files} >= {".json", ".csv", ".npz", ".vtu", ".png", ".pvd", ".yaml"}
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o640)}  # 0666 & ~027, every kind of file
-    res = hermes("run", *sets, "--set", "adaptation.phases=2", "--no-pictures")
+    res = here("run", *sets, "--set", "adaptation.phases=2", "--no-pictures")
     assert res.returncode == 0, res.stderr
     assert not (out / "vtu" / "phase-003.vtu").exists() and not (out / "partition-003.png").exists()
     assert not list(out.glob("*.png")) and (out / "vtu" / "phase-002.vtu").is_file()
     assert len(_summary(out)["phases"]) == 2 and _summary(out)["complete"] is True
-    assert {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()} == {oct(0o644)}
+    assert {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()} == {oct(0o666 & ~old)}
 
 
 # -- kill a rank, resume ---------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -396,7 +395,10 @@ def _run_here(args) -> int:
     rank = comm.Get_rank()
     if comm.Get_size() > 1:
         _abort_on_uncaught(comm)
-    show = (lambda s: print(s, flush=True))
+
+    def show(line: str) -> None:
+        print(line, flush=True)
+
     try:
         _timeout(args)
         if args.resume is not None:

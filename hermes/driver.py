@@ -62,6 +62,7 @@ from hermes.balance.model import Model
 from hermes.balance.realisation import realise_flow
 from hermes.balance.registry import get_balancer
 from hermes.balance.selection import Selection, get_selection
+from hermes.checkpoint import CHECKPOINT, load_state, save_state
 from hermes.clock import CATEGORIES, Clock, Links, make_clock
 from hermes.comm import Bookkeeping, Counters, NeighbourComm, agree, allreduce
 from hermes.data.distributed import LocalDomain, dense_view, gather_to_root, scatter_domain
@@ -74,9 +75,7 @@ from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
 from hermes.records import CSV_COLUMNS, PhaseRecord, RankRecord, RunResult
-from hermes.checkpoint import CHECKPOINT, load_state, save_state
-from hermes.results import (RunDirError, check_run_dir, open_run_dir, run_dir_for, write_atomic, write_records,
-                            write_run)
+from hermes.results import RunDirError, check_run_dir, open_run_dir, run_dir_for, write_atomic, write_records, write_run
 from hermes.scenario import Scenario
 from hermes.version import __version__
 from hermes.watchdog import Watchdog
@@ -474,7 +473,7 @@ def _phases(r: RunState, first: int, out: Path | None, dog: Watchdog, *,
             if every is not None and k % every == 0 and k < sc.adaptation.phases:
                 save_checkpoint(r, k, out)
                 last_checkpoint = k
-            agree(r.comm, lambda: _write_progress(r, out, last_checkpoint) if r.rank == 0 else None)
+            agree(r.comm, lambda at=last_checkpoint: _write_progress(r, out, at) if r.rank == 0 else None)
             _fault(r, k)
         dog.beat(k)
     return finish(r, out_dir=out, write=out is not None, watchdog=dog)

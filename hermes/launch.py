@@ -142,21 +142,39 @@ class JobEnd:
 
 
 #: a line of Open MPI's help-message frames
-_FRAME = "-" * 20
+_FRAME = b"-" * 20
+#: what Open MPI's messages about the end of a job say (an abort, a rank that died, the launcher's exit)
+_JOB_END = (b"MPI_ABORT was invoked", b"has exited due to", b"noticed that process rank", b"exited on signal",
+            b"was killed", b"returned a non-zero exit code")
 
 
 def _relay_stderr(pipe, sink) -> None:
-    """Copy the job's standard error to ``sink`` line by line, keeping hermes' one line clear: once a
-    ``hermes: error:`` line has passed, the same line from other ranks and Open MPI's framed help messages
-    (the MPI_ABORT banner, "prterun has exited due to ...") are dropped; NUL bytes are removed."""
+    """Copy the job's standard error to ``sink`` line by line, keeping hermes' one line clear.
+
+    Lines pass at once, NUL bytes removed, except: a ``hermes: error:`` line already passed (the same
+    line from another rank) is dropped, and Open MPI's framed messages about the end of the job (the
+    MPI_ABORT banner, "prterun has exited due to ...") are held back until the job ends and shown only if no
+    hermes error line came — they may arrive before or after it. Other framed messages (warnings) pass.
+    """
     seen: set[bytes] = set()
-    framed = False
+    held: list[bytes] = []
+    block: list[bytes] | None = None
     for raw in iter(pipe.readline, b""):
         line = raw.replace(b"\0", b"")
-        if seen and line.startswith(_FRAME.encode()):
-            framed = not framed
+        if line.startswith(_FRAME):
+            if block is None:
+                block = [line]
+                continue
+            block.append(line)
+            if any(key in ln for ln in block for key in _JOB_END):
+                held += block
+            else:
+                sink.writelines(block)
+                sink.flush()
+            block = None
             continue
-        if framed:
+        if block is not None:
+            block.append(line)
             continue
         if line.startswith(b"hermes: error:"):
             if line in seen:
@@ -165,6 +183,9 @@ def _relay_stderr(pipe, sink) -> None:
         if line.strip() or not seen:
             sink.write(line)
             sink.flush()
+    if not seen:
+        sink.writelines(held + (block or []))
+        sink.flush()
     pipe.close()
 
 

@@ -78,5 +78,6 @@ class Watchdog:
                 sys.stderr.write(f"hermes: error: no progress for {self.timeout:g} s {after} ({self.what}): a rank "
                                  f"is stopped or hung; ending the job\n")
                 sys.stderr.flush()
+                time.sleep(0.5)  # let the MPI runtime forward the line before it kills the job
                 self.comm.Abort(EXIT_TIMEOUT)
                 return  # (MPI_Abort does not return)

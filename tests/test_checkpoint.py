@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-import hermes.driver as driver
+from hermes import driver
 from hermes.checkpoint import read_manifest
 from hermes.errors import HermesError
 from hermes.scenario import QUICKSTART, parse_scenario

@@ -10,8 +10,19 @@ import stat
 import numpy as np
 import pytest
 
-from hermes.results import (MARKER, RunDirError, check_run_dir, file_mode, open_run_dir, read_summary, run_dir_for,
-                            write_atomic, write_csv, write_json, write_npz)
+from hermes.results import (
+    MARKER,
+    RunDirError,
+    check_run_dir,
+    file_mode,
+    open_run_dir,
+    read_summary,
+    run_dir_for,
+    write_atomic,
+    write_csv,
+    write_json,
+    write_npz,
+)
 from hermes.scenario import QUICKSTART, parse_scenario
 
 

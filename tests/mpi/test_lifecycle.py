@@ -210,9 +210,10 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_results(tmp_path, c
 def _start(out: Path, *args) -> tuple[subprocess.Popen, Path]:
     """Start a long self-launching run; return once its first phase is recorded."""
     log = out.with_suffix(".log")
-    proc = subprocess.Popen([sys.executable, "-m", "hermes", "run", "--no-pictures", "--set",
-                             "adaptation.phases=500", "--out", str(out), *args], cwd=ROOT, env=_env(),
-                            stdout=open(log, "w"), stderr=subprocess.PIPE, text=True)
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "hermes", "run", "--no-pictures", "--set",
+                                 "adaptation.phases=500", "--out", str(out), *args], cwd=ROOT, env=_env(),
+                                stdout=fh, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (out / "summary.json").exists() or not json.loads((out / "summary.json").read_text())["phases"]:
         if time.monotonic() > deadline or proc.poll() is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -28,7 +29,7 @@ from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
 from hermes.errors import HermesError
 from hermes.records import RunResult
-from hermes.results import default_run_dir
+from hermes.results import run_dir_for
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
 
 __all__ = ["run", "load_run", "compare", "read_mesh", "partition", "scenario"]
@@ -111,15 +112,22 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"
         spec.write_text(yaml.safe_dump(absolute_paths(sc).to_dict(), sort_keys=False))
-        out_dir = Path(out if out is not None else sc.output.dir or default_run_dir(sc.name)).resolve()
+        out_dir = run_dir_for(sc, out)[0].resolve()
         args = ["run", str(spec), "--no-launch", "--set", f"processors={n}", "--out", str(out_dir)]
         cmd = mpiexec_command(n, [*args, *(["--quiet"] if quiet else [])])
-        res = subprocess.run(cmd, stdout=None if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
-        if res.returncode != 0:
-            lines = [ln for ln in res.stderr.splitlines() if ln.startswith("hermes: error:")]
+        # its own session, so that an interrupted caller (KeyboardInterrupt, an exception) never leaves the job
+        job = subprocess.Popen(cmd, stdout=None if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+        try:
+            _, err = job.communicate()
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+        if job.returncode != 0:
+            lines = [ln for ln in err.splitlines() if ln.startswith("hermes: error:")]
             raise HermesError(lines[0].removeprefix("hermes: error: ") if lines else
-                              f"mpiexec exited with {res.returncode}: {res.stderr.strip()[-500:]}")
+                              f"mpiexec exited with {job.returncode}: {err.strip()[-500:]}")
         return load_run(out_dir)
 
 

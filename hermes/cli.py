@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario value, e.g. --set balancer.algorithm=none (repeatable)")
-    r.add_argument("--out", help="run directory (default runs/<scenario>-<timestamp>)")
+    r.add_argument("--out", help="run directory (default runs/<scenario>-<timestamp>); a finished hermes run in it "
+                   "is replaced, any other non-empty directory refused")
+    r.add_argument("--force", action="store_true",
+                   help="replace an unfinished hermes run in --out (one that could be resumed)")
+    r.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its last checkpoint (output.checkpoint_every)")
+    r.add_argument("--timeout", metavar="SECONDS",
+                   help="end the job if a phase (or the set-up) takes longer (a rank stopped or hung); "
+                   "overrides run.timeout")
     r.add_argument("--no-launch", action="store_true",
                    help="never start mpiexec; run in this process (a 1-processor scenario, or already under MPI)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
@@ -141,15 +148,33 @@ def _load(args):
     from hermes.launch import under_mpi_launcher
     from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 
+    overrides = list(args.overrides)
+    if getattr(args, "timeout", None) is not None:
+        overrides.append(f"run.timeout={args.timeout}")
     if args.scenario:
-        sc = load_scenario(args.scenario, args.overrides)
+        sc = load_scenario(args.scenario, overrides)
     else:
-        sc = parse_scenario(QUICKSTART, overrides=args.overrides)
+        sc = parse_scenario(QUICKSTART, overrides=overrides)
     if args.command == "run" and not args.no_launch and not under_mpi_launcher():
         from hermes.preflight import preflight
 
         preflight(sc, sc.processors or 4)
     return sc
+
+
+def _timeout(args) -> float | None:
+    """``--timeout`` checked as ``run.timeout`` is (one line)."""
+    if args.timeout is None:
+        return None
+    from pydantic import ValidationError
+
+    from hermes.errors import ScenarioError
+    from hermes.scenario import RunSpec
+
+    try:
+        return RunSpec(timeout=args.timeout).timeout
+    except ValidationError as err:
+        raise ScenarioError(f"--timeout: {err.errors()[0]['msg']}") from None
 
 
 def _error(msg: str, rank: int = 0) -> int:
@@ -404,47 +429,79 @@ def _cmd_compare(args) -> int:
 
 def _cmd_run(args, argv: list[str]) -> int:
     from hermes.errors import HermesError
-    from hermes.launch import mpiexec_command, under_mpi_launcher
+    from hermes.launch import mpiexec_command, run_job, under_mpi_launcher
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("matplotlib", "PIL"):  # --verbose is about hermes, not about font lookups
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.resume is not None and (args.scenario or args.overrides or args.out or args.force):
+        return _error("--resume takes the scenario and the directory from RUN_DIR (no scenario, --set, --out or "
+                      "--force with it)")
     if not under_mpi_launcher() and not args.no_launch:
-        # validate first (serially), then start the job under mpiexec with the scenario's processor count
+        # validate first (serially) — the scenario, the run directory —, then start the job under mpiexec
         try:
-            sc = _load(args)
-        except HermesError as err:
-            return _error(str(err))
-        n = sc.processors or 4
-        try:
-            cmd = mpiexec_command(n, [*argv, "--no-launch"])
+            n, extra = _prepare_launch(args)
+            cmd = mpiexec_command(n, [*argv, *extra, "--no-launch"])
         except HermesError as err:
             return _error(str(err))
         if not args.quiet:
             print("hermes: launching: " + " ".join(cmd), flush=True)
-        try:
-            return subprocess.call(cmd)
-        except KeyboardInterrupt:
-            return 130
+        end = run_job(cmd)
+        if end.signal is not None:
+            import signal
+
+            print(f"hermes: stopped by {signal.Signals(end.signal).name}: the job was ended (the finished phases' "
+                  f"records, and a checkpoint if one was due, are in the run directory)", file=sys.stderr)
+        return end.status
     return _run_here(args)
+
+
+def _prepare_launch(args) -> tuple[int, list[str]]:
+    """The launcher's checks before mpiexec: (ranks, extra arguments for the job). A new run: the scenario
+    and its run directory (the default one named here, so that every rank uses the same); a resumed run:
+    the checkpoint and a writable directory."""
+    from hermes.checkpoint import read_manifest
+    from hermes.results import check_run_dir, run_dir_for
+
+    _timeout(args)
+    if args.resume is not None:
+        man = read_manifest(args.resume)
+        check_run_dir(args.resume, "--resume", force=True)
+        return man.ranks, []
+    sc = _load(args)
+    path, key = run_dir_for(sc, args.out)
+    check_run_dir(path, key, force=args.force)
+    extra = ["--out", str(path)] if args.out is None and sc.output.dir is None else []
+    return sc.processors or 4, extra
 
 
 def _run_here(args) -> int:
     from mpi4py import MPI
 
-    from hermes.driver import run
+    from hermes.driver import resume, run
     from hermes.errors import HermesError
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     if comm.Get_size() > 1:
         _abort_on_uncaught(comm)
+
+    def show(line: str) -> None:
+        print(line, flush=True)
+
     try:
-        sc = _load(args)  # every rank validates the same file: same verdict, no communication needed
-        if args.no_pictures:
-            sc = sc.model_copy(update={"output": sc.output.model_copy(update={"pictures": False})})
-        summary = run(sc, comm, out_dir=args.out, quiet=args.quiet, progress=lambda s: print(s, flush=True))
+        _timeout(args)
+        if args.resume is not None:
+            summary = resume(args.resume, comm, quiet=args.quiet, progress=show, timeout=_timeout(args),
+                             pictures=False if args.no_pictures else None)
+            sc = None
+        else:
+            sc = _load(args)  # every rank validates the same file: same verdict, no communication needed
+            if args.no_pictures:
+                sc = sc.model_copy(update={"output": sc.output.model_copy(update={"pictures": False})})
+            summary = run(sc, comm, out_dir=args.out, quiet=args.quiet, progress=show, force=args.force,
+                          timeout=None)  # --timeout is in the scenario (run.timeout) already
     except HermesError as err:
         code = _error(str(err), rank)
         if comm.Get_size() > 1:
@@ -457,7 +514,7 @@ def _run_here(args) -> int:
                   f"final imbalance {summary['final_imbalance']:.4f}")
             if out is not None:
                 print(f"results:  {out}/summary.json, {out}/phases.csv")
-                if sc.output.pictures:
+                if sc is not None and sc.output.pictures:
                     print(f"pictures: {out}/partition-*.png, {out}/phases.png")
     return 0
 

@@ -41,7 +41,10 @@ Refinement (``adaptation.kind: refine``)
 from __future__ import annotations
 
 import logging
+import os
 import platform as _platform
+import shutil
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -59,6 +62,7 @@ from hermes.balance.model import Model
 from hermes.balance.realisation import realise_flow
 from hermes.balance.registry import get_balancer
 from hermes.balance.selection import Selection, get_selection
+from hermes.checkpoint import CHECKPOINT, load_state, save_state
 from hermes.clock import CATEGORIES, Clock, Links, make_clock
 from hermes.comm import Bookkeeping, Counters, NeighbourComm, agree, allreduce
 from hermes.data.distributed import LocalDomain, dense_view, gather_to_root, scatter_domain
@@ -71,12 +75,14 @@ from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
 from hermes.records import CSV_COLUMNS, PhaseRecord, RankRecord, RunResult
-from hermes.results import write_run
+from hermes.results import RunDirError, check_run_dir, open_run_dir, run_dir_for, write_atomic, write_records, write_run
 from hermes.scenario import Scenario
 from hermes.version import __version__
+from hermes.watchdog import Watchdog
 
 __all__ = ["run", "load_mesh", "RunState", "PhaseState", "start", "extra_load", "adapt", "monitor", "decide",
-           "balance", "realise", "migrate_cells", "compute", "record", "finish", "versions"]
+           "balance", "realise", "migrate_cells", "compute", "record", "finish", "versions", "resume",
+           "save_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -402,8 +408,16 @@ def record(r: RunState, ph: PhaseState) -> None:
 
 # -- the run -------------------------------------------------------------------------------------------------
 def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = False,
-        progress: Callable[[str], None] | None = None, write: bool = True) -> RunResult | None:
+        progress: Callable[[str], None] | None = None, write: bool = True, force: bool = False,
+        timeout: float | None = None) -> RunResult | None:
     """Run the scenario on ``comm`` (collective). Returns the result on rank 0, None elsewhere.
+
+    The run directory (``out_dir``, else ``output.dir``, else ``runs/<name>-<timestamp>``) is checked before
+    any work and prepared after the set-up (:func:`hermes.results.open_run_dir`: a previous hermes run in it
+    is replaced, an unfinished one only with ``force``); every finished phase's records are written as the
+    phase ends (summary.json with ``"complete": false`` until the end), and with ``output.checkpoint_every:
+    K`` the distributed state every K phases (:func:`resume` continues from it). ``timeout`` (else
+    ``run.timeout``) arms the :class:`~hermes.watchdog.Watchdog`.
 
     Raises
     ------
@@ -411,27 +425,137 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         On every rank, with the same one-line message, for bad input found at any rank.
     """
     say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
-    r = start(comm, sc, say=say)
-    for k in range(1, sc.adaptation.phases + 1):
+    where = None
+    if write:
+        path, key = run_dir_for(sc, out_dir) if comm.Get_rank() == 0 else (None, None)
+        where = Bookkeeping(comm).bcast(agree(comm, lambda: check_run_dir(path, key, force=force) if path else None))
+    with Watchdog(comm, timeout if timeout is not None else sc.run.timeout) as dog:
+        r = start(comm, sc, say=say)
+        out = None
+        if where is not None:
+            out = Path(agree(comm, lambda: _open(r, where, key, force) if r.rank == 0 else None) or where)
+        dog.beat(0)
+        return _phases(r, 1, out, dog, last_checkpoint=None)
+
+
+def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable[[str], None] | None = None,
+           timeout: float | None = None, pictures: bool | None = None) -> RunResult | None:
+    """Continue the run in ``run_dir`` from its last checkpoint (collective; the same number of ranks).
+
+    Every rank reads back its state (:mod:`hermes.checkpoint`), rank 0 rewrites the records to the
+    checkpoint's phase, and the run goes on as if it had never stopped: the virtual clock's results — the
+    summary but its wall times, phases.csv, the per-cell arrays — are those of an uninterrupted run.
+    ``pictures`` False skips them (None: as the scenario says).
+
+    Raises
+    ------
+    HermesError
+        On every rank (one line): no checkpoint, another number of ranks, a damaged file.
+    """
+    say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
+    out = Path(run_dir)
+    r, head = load_state(comm, out, lambda sc: _refs(comm, sc, say))
+    r.wall_start = time.perf_counter() - head["wall_seconds"]
+    if pictures is not None and pictures != r.sc.output.pictures:
+        r.sc = r.sc.model_copy(update={"output": r.sc.output.model_copy(update={"pictures": pictures})})
+    k = head["phase"]
+    say(f"hermes: resuming {out} after phase {k}/{r.sc.adaptation.phases} on {r.p} ranks")
+    with Watchdog(comm, timeout if timeout is not None else r.sc.run.timeout) as dog:
+        agree(comm, lambda: _write_progress(r, out, k) if r.rank == 0 else None)
+        dog.beat(k)
+        return _phases(r, k + 1, out, dog, last_checkpoint=k)
+
+
+def _phases(r: RunState, first: int, out: Path | None, dog: Watchdog, *,
+            last_checkpoint: int | None) -> RunResult | None:
+    """The phases ``first``… of the run, each recorded as it ends (and checkpointed when due), then
+    :func:`finish`."""
+    sc = r.sc
+    every = sc.output.checkpoint_every
+    for k in range(first, sc.adaptation.phases + 1):
         ph = extra_load(r, k)
         adapt(r, ph)
         balance_rounds(r, ph)  # monitor → decide → balance → realise → migrate, per round
         compute(r, ph)
         record(r, ph)
-    return finish(r, out_dir=out_dir, write=write)
+        if out is not None:
+            if every is not None and k % every == 0 and k < sc.adaptation.phases:
+                save_checkpoint(r, k, out)
+                last_checkpoint = k
+            agree(r.comm, lambda at=last_checkpoint: _write_progress(r, out, at) if r.rank == 0 else None)
+            _fault(r, k)
+        dog.beat(k)
+    return finish(r, out_dir=out, write=out is not None, watchdog=dog)
 
 
-def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True) -> RunResult | None:
-    """The final checks (nothing lost), the summary and, on rank 0, the run directory (collective)."""
+def _open(r: RunState, path: Path, key: str, force: bool) -> Path:
+    """Rank 0, after the set-up: the run directory emptied of an earlier run, marked, with the scenario and
+    the (empty) records."""
+    import yaml
+
+    out = open_run_dir(path, key, force=force)
+    write_atomic(out / "scenario.yaml", yaml.safe_dump(r.sc.to_dict(), sort_keys=False))
+    _write_progress(r, out, None)
+    return out
+
+
+def _summary_head(r: RunState) -> dict[str, Any]:
+    """Rank 0: what the summary says before the first phase (its first keys)."""
+    sc = r.sc
+    return {"scenario": sc.name, "processors": r.p, "balancer": r.balancer.name, "balancer_params": r.params,
+            "clock": sc.clock, "seed": sc.seed, "versions": versions(), "mesh": r.setup.name,
+            "kernel": sc.application.kernel}
+
+
+def _write_progress(r: RunState, out: Path, checkpoint_phase: int | None) -> None:
+    """Rank 0: the records of the phases finished so far — phases.csv and summary.json with ``"complete":
+    false`` and the phase of the last checkpoint (each written atomically)."""
+    summary = {"complete": False, "checkpoint": checkpoint_phase, **_summary_head(r),
+               "adaptation": r.sc.adaptation.kind, "cells_initial": r.cells_initial,
+               "weight_initial": r.weight_initial, "phases": [ph.as_dict() for ph in r.phases]}
+    try:
+        write_records(out, summary, [asdict(x) for x in r.rows], CSV_COLUMNS)
+    except OSError as err:
+        raise RunDirError(f"cannot write the records in {out} ({err.strerror or err})") from None
+
+
+def _refs(comm, sc: Scenario, say: Callable[[str], None]) -> dict[str, Any]:
+    """What a checkpoint stores as references by name: the communicator, the printer, registry entries."""
+    return {"comm": comm, "say": say, "balancer": get_balancer(sc.balancer.algorithm),
+            "select": get_selection(sc.balancer.selection)}
+
+
+def save_checkpoint(r: RunState, k: int, out: Path) -> None:
+    """Save every rank's :class:`RunState` after phase ``k`` in ``out/checkpoint`` (collective; see
+    :mod:`hermes.checkpoint`)."""
+    refs = {"comm": r.comm, "say": r.say, "balancer": r.balancer, "select": r.select}
+    save_state(r.comm, r, phase=k, run_dir=out, scenario=r.sc, refs=refs,
+               keep={"wall_seconds": time.perf_counter() - r.wall_start})
+
+
+def _fault(r: RunState, k: int) -> None:
+    """The kill-and-resume test's fault: with ``HERMES_FAULT=kill:RANK:PHASE`` in the environment, rank RANK
+    kills itself (SIGKILL, as ``kill -9`` would) once phase PHASE's records and checkpoint are written."""
+    if os.environ.get("HERMES_FAULT") == f"kill:{r.rank}:{k}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True,
+           watchdog: Watchdog | None = None) -> RunResult | None:
+    """The final checks (nothing lost), the summary and, on rank 0, the run directory (collective); the
+    watchdog stops once the collective part is over."""
     book, sc, dom = r.book, r.sc, r.dom
     cells_final, weight_final = book.sum(dom.n), book.sum(dom.load)
     final_imb = imbalance(np.array(book.allgather(dom.load)), r.sched.at(sc.adaptation.phases))
     total_time = book.max(r.clock.elapsed())
     u_err = _jacobi_error(r)
     r.adapter.check_totals(r.cells_initial, cells_final, r.weight_initial, weight_final)
+    if watchdog is not None:
+        watchdog.stop()
     if r.rank != 0:
         return None
     summary = {
+        "complete": True,
         "scenario": sc.name, "processors": r.p, "balancer": r.balancer.name, "balancer_params": r.params,
         "clock": sc.clock, "seed": sc.seed, "versions": versions(), "mesh": r.setup.name,
         "kernel": sc.application.kernel, "total_time": total_time, "final_imbalance": final_imb,
@@ -445,7 +569,8 @@ def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True
     result = RunResult(summary, [asdict(x) for x in r.rows])
     if write:
         result.out_dir = write_run(sc, summary, result.ranks, CSV_COLUMNS, r.partitions, r.setup.mesh,
-                                   out_dir or sc.output.dir, r.geometry)
+                                   out_dir or run_dir_for(sc)[0], r.geometry)
+        shutil.rmtree(result.out_dir / CHECKPOINT, ignore_errors=True)  # a finished run has nothing to resume
         draw(result.out_dir, sc)
     return result
 

@@ -7,6 +7,12 @@ exception on any rank abort the whole job instead of leaving the others waiting.
 Flags (see ENVIRONMENT.md): Open MPI refuses to run as root without ``--allow-run-as-root`` and to
 start more ranks than cores without ``--oversubscribe``; MPICH's Hydra needs neither.
 
+The job never outlives the launcher (:func:`run_job`): ``mpiexec`` starts in a session of its own, so a
+terminal's Ctrl-C reaches it once, through the launcher; SIGTERM, SIGINT and SIGHUP to the launcher are
+forwarded to ``mpiexec`` (which ends its ranks), and whatever still runs in the job's session after a grace
+period — or after ``mpiexec`` itself has ended — is killed. On Linux ``mpiexec`` also gets SIGTERM if the
+launcher dies without a chance to forward anything (``kill -9``).
+
 Open MPI's report of a non-zero exit
 ------------------------------------
 When bad input is found under MPI, every rank exits with status 2 after ``MPI_Finalize``
@@ -28,12 +34,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["under_mpi_launcher", "find_mpiexec", "mpi_flavour", "mpiexec_command"]
+__all__ = ["under_mpi_launcher", "find_mpiexec", "mpi_flavour", "mpiexec_command", "run_job", "JobEnd", "session_pids"]
+
+#: the signals the launcher forwards to the job
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 _LAUNCHER_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "PMI_FD", "MPI_LOCALNRANKS",
                  "HYDRA_CONTROL_FD", "MPIEXEC_HOSTNAME", "SLURM_STEP_NUM_TASKS")
@@ -86,3 +99,165 @@ def mpiexec_command(n: int, args: list[str], *, mpiexec: str | None = None, pyth
         if n > (os.cpu_count() or 1):
             flags.append("--oversubscribe")
     return [exe, *flags, "-n", str(int(n)), python or sys.executable, "-m", "mpi4py", "-m", module, *args]
+
+
+def session_pids(sid: int) -> list[int]:
+    """The processes of session ``sid`` (Linux ``/proc``; empty elsewhere)."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp session ...
+        if len(fields) > 3 and int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(name))
+    return out
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of the job's session (ranks re-parented after mpiexec ended included); without
+    ``/proc``, its process group."""
+    if not os.path.isdir("/proc"):
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+    for pid in session_pids(sid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _die_with_parent() -> None:  # pragma: no cover  (runs in the child between fork and exec)
+    """Linux: the child gets SIGTERM when the launcher dies (prctl PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """How a job started by :func:`run_job` ended: the exit status to report and the signal that stopped the
+    launcher (None if it was not signalled)."""
+
+    status: int
+    signal: int | None = None
+
+
+#: a line of Open MPI's help-message frames
+_FRAME = b"-" * 20
+#: what Open MPI's messages about the end of a job say (an abort, a rank that died, the launcher's exit)
+_JOB_END = (b"MPI_ABORT was invoked", b"has exited due to", b"noticed that process rank", b"exited on signal",
+            b"was killed", b"returned a non-zero exit code")
+
+
+def _relay_stderr(pipe, sink) -> None:
+    """Copy the job's standard error to ``sink`` line by line, keeping hermes' one line clear.
+
+    Lines pass at once, NUL bytes removed, except: a ``hermes: error:`` line already passed (the same
+    line from another rank) is dropped, and Open MPI's framed messages about the end of the job (the
+    MPI_ABORT banner, "prterun has exited due to ...") are held back until the job ends and shown only if no
+    hermes error line came — they may arrive before or after it. Other framed messages (warnings) pass.
+    """
+    seen: set[bytes] = set()
+    held: list[bytes] = []
+    block: list[bytes] | None = None
+    for raw in iter(pipe.readline, b""):
+        line = raw.replace(b"\0", b"")
+        if line.startswith(_FRAME):
+            if block is None:
+                block = [line]
+                continue
+            block.append(line)
+            if any(key in ln for ln in block for key in _JOB_END):
+                held += block
+            else:
+                sink.writelines(block)
+                sink.flush()
+            block = None
+            continue
+        if block is not None:
+            block.append(line)
+            continue
+        if line.startswith(b"hermes: error:"):
+            if line in seen:
+                continue
+            seen.add(line)
+        if line.strip() or not seen:
+            sink.write(line)
+            sink.flush()
+    if not seen:
+        sink.writelines(held + (block or []))
+        sink.flush()
+    pipe.close()
+
+
+def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None = None) -> JobEnd:
+    """Run the MPI job ``cmd``; never leave it running.
+
+    ``cmd`` starts in a new session. SIGTERM, SIGINT and SIGHUP received meanwhile are forwarded to it
+    (SIGHUP as SIGTERM: ``mpiexec`` has no terminal to hang up) and the job gets ``grace`` seconds to end;
+    then, or at a second signal, every process left in its session is killed. Once ``mpiexec`` has ended,
+    any process still in the session (a rank it lost) is killed too. The job's standard error passes
+    through :func:`_relay_stderr`.
+
+    Returns
+    -------
+    JobEnd
+        The job's exit status — 128 + the signal number if the launcher was signalled — and that signal.
+    """
+    got: list[int] = []
+    job: list[subprocess.Popen] = []
+    deadline = [float("inf")]
+
+    def forward(signum, frame):
+        got.append(signum)
+        if len(got) > 1:  # asked twice: no more waiting
+            deadline[0] = 0.0
+        elif job:
+            try:
+                os.kill(job[0].pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
+            except ProcessLookupError:
+                pass
+            deadline[0] = time.monotonic() + grace
+
+    old = {s: signal.signal(s, forward) for s in FORWARDED}  # before the job exists: no signal is lost
+    try:
+        preexec = _die_with_parent if sys.platform.startswith("linux") else None
+        proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec, env=env, stderr=subprocess.PIPE)
+    except BaseException:
+        for s, h in old.items():
+            signal.signal(s, h)
+        raise
+    job.append(proc)
+    if got:  # signalled while the job was starting
+        forward(got.pop(), None)
+    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr, sys.stderr.buffer), daemon=True)
+    relay.start()
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline[0]:
+                    _kill_session(proc.pid)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        _kill_session(proc.pid)  # nothing of the job survives mpiexec
+        relay.join(timeout=5)
+    return JobEnd(128 + got[0], got[0]) if got else JobEnd(rc)

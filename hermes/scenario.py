@@ -307,11 +307,22 @@ class BalancerSpec(_Strict):
 
 
 class OutputSpec(_Strict):
-    dir: str | None = None
+    dir: str | None = Field(None, description="the run directory, relative to the scenario file (default "
+                            "runs/<name>-<timestamp> in the current directory; --out overrides)")
     pictures: bool = True
     partitions: bool = True
     #: write vtu/phase-XXX.vtu per phase and partition.pvd (ParaView time series)
     vtu: bool = False
+    checkpoint_every: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="save the distributed state every K phases (hermes run --resume RUN_DIR continues)")
+
+
+class RunSpec(_Strict):
+    """How the run is watched."""
+
+    timeout: Annotated[float, Field(gt=0, le=1e7)] | None = Field(
+        None, description="wall seconds a phase (or the set-up) may take; a job without progress for that long "
+        "(a rank stopped or hung) is ended with one line and exit status 124; --timeout overrides")
 
 
 class Scenario(_Strict):
@@ -327,6 +338,7 @@ class Scenario(_Strict):
     adaptation: AdaptationSpec = AdaptationSpec()
     balancer: BalancerSpec = BalancerSpec()
     output: OutputSpec = OutputSpec()
+    run: RunSpec = RunSpec()
     #: directory relative paths in the scenario are resolved against (not a YAML key)
     base_dir: str = Field(".", exclude=True)
 

@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.errors import HermesError
-from hermes.results import write_atomic
+from hermes.results import file_mode, write_atomic
 
 __all__ = ["write_run_vtu", "partition_mesh", "write_vtu", "write_pvd", "PVD_NAME", "VTU_DIR"]
 
@@ -204,7 +204,10 @@ def write_vtu(path: str | os.PathLike[str], mesh) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, file_mode())  # the umask's mode, not mkstemp's 0600
+    finally:
+        os.close(fd)
     try:
         meshio.write(tmp, mesh, file_format="vtu")
         with open(tmp, "rb") as fh:

@@ -313,7 +313,7 @@ class OutputSpec(_Strict):
     partitions: bool = True
     #: write vtu/phase-XXX.vtu per phase and partition.pvd (ParaView time series)
     vtu: bool = False
-    checkpoint_every: Annotated[int, Field(ge=1)] | None = Field(
+    checkpoint_every: Annotated[int, Field(ge=1, le=MAX_PHASES)] | None = Field(
         None, description="save the distributed state every K phases (hermes run --resume RUN_DIR continues)")
 
 

@@ -98,7 +98,7 @@ def _set_in(data: dict, path: str, value) -> dict:
     keys = path.split(".")
     cur = data
     for k in keys[:-1]:
-        cur = cur[int(k)] if isinstance(cur, list) else cur[k]
+        cur = cur[int(k)] if isinstance(cur, list) else cur.setdefault(k, {})
     if isinstance(cur, list):
         cur[int(keys[-1])] = value
     else:

@@ -319,7 +319,7 @@ def test_a_killed_compare_resumes(tmp_path):
     time.sleep(0.5)  # the second run is starting
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    pcg_log = out / "runs" / "pcg" / "hermes.log"
+    pcg_log = out / "runs" / "pcg.log"
     if pcg_log.is_file():  # its job was started: it must not outlive compare (PR_SET_PDEATHSIG)
         time.sleep(3)
         jobs = subprocess.run(["pgrep", "-f", str(out / "runs" / "pcg")], capture_output=True, text=True).stdout

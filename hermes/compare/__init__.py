@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes.compare.experiment import Experiment, ExperimentError, load_experiment, make_experiment, parse_axis_option
-from hermes.compare.runner import cores, execute, read_summary
+from hermes.compare.runner import ERROR, cores, execute, read_summary, side_file
 from hermes.compare.tables import columns_of, make_grid, markdown_tables, phase_rows, run_row
 from hermes.errors import HermesError
 from hermes.results import write_atomic, write_csv
@@ -108,8 +108,8 @@ def collect(d: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]],
         err = None
         if summary is not None:
             status = "done"
-        elif (rd / "error.txt").is_file():
-            status, err = "failed", (rd / "error.txt").read_text().strip()
+        elif side_file(rd, ERROR).is_file():
+            status, err = "failed", side_file(rd, ERROR).read_text().strip()
         else:
             status = "missing"
         row = run_row(r["id"], r["values"], status, err, summary, str(Path("runs") / r["id"]))

@@ -3,7 +3,7 @@
 A run is *complete* when its directory holds a complete ``summary.json`` (every phase, not marked
 ``"complete": false``) for the same scenario as planned; complete runs are skipped, so an interrupted
 experiment resumes where it stopped and a finished one is re-read in seconds. A run that fails leaves its
-error line in ``error.txt`` and the others go on. Progress lines say which clock a time is on: the runs'
+error line in ``runs/ID.error.txt`` and the others go on. Progress lines say which clock a time is on: the runs'
 results are in the scenario's clock (virtual by default), the elapsed time and the ETA are wall-clock.
 """
 
@@ -28,8 +28,14 @@ from hermes.launch import _LAUNCHER_ENV, mpiexec_command
 
 __all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores"]
 
-#: a run directory's files written by compare itself (the run writes the others)
-LOG, ERROR = "hermes.log", "error.txt"
+#: compare's own files about run ID, beside its run directory ``runs/ID/`` (which belongs to the run: hermes
+#: replaces a run directory wholesale and refuses one holding files it did not write)
+LOG, ERROR, SPEC = "{}.log", "{}.error.txt", "{}.yaml"
+
+
+def side_file(run_dir: Path, kind: str) -> Path:
+    """compare's file ``kind`` (LOG, ERROR or SPEC) about the run whose directory is ``run_dir``."""
+    return run_dir.parent / kind.format(run_dir.name)
 
 
 @dataclass
@@ -72,14 +78,14 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
 
 def run_status(run: PlannedRun, run_dir: Path) -> str:
     """``complete``, ``stale`` (complete, but for another scenario: the experiment changed), ``failed`` (an
-    error.txt from an earlier attempt) or ``missing``."""
+    ID.error.txt from an earlier attempt) or ``missing``."""
     if read_summary(run_dir) is not None:
         try:
             had = yaml.safe_load((run_dir / "scenario.yaml").read_text())
         except (OSError, yaml.YAMLError):
             return "stale"
         return "complete" if had == run.scenario.to_dict() else "stale"
-    return "failed" if (run_dir / ERROR).is_file() else "missing"
+    return "failed" if side_file(run_dir, ERROR).is_file() else "missing"
 
 
 def error_line(log: str, returncode: int) -> str:
@@ -177,7 +183,7 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
     Notes
     -----
     Each run is ``mpiexec -n P python -m mpi4py -m hermes run SPEC --no-launch --quiet --out DIR`` in its own
-    process group (killed as a whole on timeout or interrupt), with stdout and stderr in ``DIR/hermes.log``.
+    process group (killed as a whole on timeout or interrupt), with stdout and stderr in ``runs/ID.log`` beside its directory ``runs/ID``.
     Scotch runs single-threaded (``SCOTCH_PTHREAD_NUMBER=1`` unless set): its threaded remapping is not
     reproducible. An interrupt (Ctrl-C, SIGTERM) kills the runs executing and re-raises; their directories
     hold no complete summary, so the next invocation runs them again.
@@ -194,7 +200,7 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
             outcomes[run.id] = Outcome(run, "skipped", summary=read_summary(d))
             progress.event("complete", f"{run.title()}: {_result_text(outcomes[run.id].summary)}")
         elif status == "failed" and not rerun_failed:
-            err = (d / ERROR).read_text().strip()
+            err = side_file(d, ERROR).read_text().strip()
             outcomes[run.id] = Outcome(run, "failed", err)
             progress.event("FAILED", f"{run.title()}: {err} (earlier attempt)")
         else:
@@ -254,11 +260,12 @@ def _start(run: PlannedRun, runs_dir: Path, env: dict[str, str]) -> _Job:
     d = runs_dir / run.id
     if d.exists():
         shutil.rmtree(d)  # an incomplete, stale or failed attempt: start clean
-    d.mkdir(parents=True)
-    spec = d / "scenario.yaml"  # the run rewrites it (the same resolved scenario) when it finishes
+    side_file(d, ERROR).unlink(missing_ok=True)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    spec = side_file(d, SPEC)  # the run writes the same resolved scenario into its directory
     spec.write_text(yaml.safe_dump(run.scenario.to_dict(), sort_keys=False))
     cmd = mpiexec_command(run.processors, ["run", str(spec), "--no-launch", "--quiet", "--out", str(d)])
-    log = open(d / LOG, "w")
+    log = open(side_file(d, LOG), "w")
     log.write("$ " + " ".join(cmd) + "\n")
     log.flush()
     kwargs: dict[str, Any] = {"start_new_session": True}
@@ -283,11 +290,11 @@ def _finish(job: _Job, runs_dir: Path, rc: int | None, timed_out: float | None) 
     if timed_out is not None:
         err = f"timed out after {timed_out:g} s wall"
     elif rc != 0:
-        err = error_line((d / LOG).read_text(errors="replace"), rc)
+        err = error_line(side_file(d, LOG).read_text(errors="replace"), rc)
     else:
         summary = read_summary(d)
         if summary is not None:
             return Outcome(job.run, "done", None, wall, summary)
         err = "the run ended without a complete summary.json"
-    (d / ERROR).write_text(err + "\n")
+    side_file(d, ERROR).write_text(err + "\n")
     return Outcome(job.run, "failed", err, wall)

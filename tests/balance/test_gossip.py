@@ -381,7 +381,7 @@ def test_lab_is_json_ready_and_reported():
     assert {"transfers", "rejected", "imbalance", "min", "max", "sigma"} <= set(again["history"][1])
     assert again["iso_optimum"] is None and again["counters"]["iterations"] == 3
     text = format_gossip_report(res)
-    assert "criterion 6 (original)" in text and len(text.splitlines()) == 2 + 4 + 1
+    assert "criterion 6 (original)" in text and "0 is balanced" in text and len(text.splitlines()) == 3 + 4 + 1
     cur = gossip_lab(64, 500, 4, "uniform:0.5,1.5", 3, 2, 3, 1.0, "modified", 7, source_load="current")
     assert cur["source_load"] == "current" and "L_i current" in format_gossip_report(cur)
     with pytest.raises(BalancerError, match="source_load"):

@@ -212,7 +212,8 @@ def _start(out: Path, *args) -> tuple[subprocess.Popen, Path]:
     log = out.with_suffix(".log")
     with open(log, "w") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "hermes", "run", "--no-pictures", "--set",
-                                 "adaptation.phases=500", "--out", str(out), *args], cwd=ROOT, env=_env(),
+                                 "adaptation.phases=500", "--set", "adaptation.factor=1", "--out", str(out), *args],
+                                cwd=ROOT, env=_env(),
                                 stdout=fh, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (out / "summary.json").exists() or not json.loads((out / "summary.json").read_text())["phases"]:

@@ -10,9 +10,11 @@ Virtual clock — :func:`aiac_mpi_virtual`
 
         ``H_i = min_{k ≠ i} min(E_k, C_k) + α_min``
 
-    (α_min the least link latency), sends what they produced to its neighbours and receives theirs. No event
-    created in the round can reach processor i before ``H_i``: it is sent at some ``E_k`` or ``C_k`` or later and
-    travels at least α_min. Events of earlier rounds are already in i's inbox. So each processor sees exactly the
+    (α_min the least link latency), lowered to ``s + 2 α_min`` as soon as it sends a control message at time s
+    (the answer to it cannot come back sooner), sends what it produced to its neighbours and receives theirs. No
+    event that i has not received can reach it before its horizon: one caused by the state at the round's start
+    is sent at some ``E_k`` or ``C_k`` or later and travels at least α_min; one answering i's own messages of
+    this round comes back at least 2 α_min after i sent them. Events of earlier rounds are already in i's inbox. So each processor sees exactly the
     events the serial simulation gives it, in the same order, and the run equals :func:`aiac_serial` bit for bit —
     whatever the processes' real speeds or placement. The allgather is the simulator's, not the modelled
     algorithm's (it costs no virtual time). A round handles at least the globally earliest event.
@@ -80,14 +82,12 @@ def aiac_mpi_virtual(comm, cfg: IterConfig, platform: Platform, bounds) -> tuple
         while not rk.finished:
             t_arr = inbox[0][0] if inbox else math.inf
             t_end = rk.next_end
-            if t_arr <= t_end:
-                if t_arr >= horizon:
-                    break
-                outgoing += rk.on_arrival(heapq.heappop(inbox)[4])
-            else:
-                if t_end >= horizon:
-                    break
-                outgoing += rk.on_boundary()
+            if min(t_arr, t_end) >= horizon:
+                break
+            sent = rk.on_arrival(heapq.heappop(inbox)[4]) if t_arr <= t_end else rk.on_boundary()
+            outgoing += sent
+            # a neighbour answers a control message of this round at the earliest one latency after it arrives
+            horizon = min([horizon] + [ev.sent + 2 * amin for ev in sent if ev.kind in CONTROL_KINDS])
     root = (p - 1) // 2
     return rk.record, rk.rounds if r == root else [], rounds
 

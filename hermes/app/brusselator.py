@@ -66,7 +66,7 @@ E. Hairer, G. Wanner, *Solving ODEs II*, Springer 1991, §IV.1 (the Brusselator 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -367,7 +367,6 @@ class BlockState:
     last_work: float = 0.0
     sweeps: int = 0
     solves: int = 0
-    history: list = field(default_factory=list)
 
     # -- construction -------------------------------------------------------------------------------------
     @classmethod

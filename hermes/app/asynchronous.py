@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from hermes.app.brusselator import BlockState, EdgeZone, SolverError, Sweep, Transfer
+from hermes.app.brusselator import BlockState, EdgeZone, SolverError, SweepRun, Transfer
 from hermes.app.iteration import CONTROL_BYTES, IterConfig, LinkModel, Platform, RankRecord
 from hermes.balance.residual import decide_transfer
 
@@ -103,39 +103,34 @@ def line_tree(rank: int, size: int) -> tuple[int | None, list[int]]:
 
 
 class VirtualTimer:
-    """Duration of a computation in the virtual model: work / rate (rate = speed · p · c_i)."""
+    """Duration of a time step in the virtual model: work / rate (rate = speed · p · c_i)."""
 
     def __init__(self, rate: float):
         self.rate = float(rate)
 
-    def run(self, fn, recompute: bool = True):
-        """``fn()`` returns (value, work); returns (value, duration)."""
-        value, work = fn()
-        return value, work / self.rate
+    def step(self, k: int, work: float, computed: bool, seconds: float) -> float:
+        return work / self.rate
 
 
 class WallTimer:
-    """Real duration of a computation, stretched by sleeping to emulate a processor ``top / rate`` times slower.
+    """Real duration of a time step, stretched by sleeping to emulate a processor ``top / rate`` times slower.
 
-    A sweep whose inputs did not change is not recomputed (:meth:`BlockState.prepare`); the emulated machine would
-    compute it again, so the timer sleeps for the last real sweep's duration instead.
+    A step taken from the cached previous solve (:meth:`BlockState.sweep_step`) is not recomputed; the emulated
+    machine would compute it again, so the timer sleeps for that level's last real duration instead.
     """
 
     def __init__(self, rate: float, top: float):
         self.rate, self.top = float(rate), float(top)
-        self.last = 0.0
+        self.level: dict[int, float] = {}
 
-    def run(self, fn, recompute: bool = True):
-        t = time.perf_counter()
-        value, _ = fn()
-        if not recompute:
-            time.sleep(self.last)
+    def step(self, k: int, work: float, computed: bool, seconds: float) -> float:
+        if computed:
+            total = seconds * self.top / self.rate
+            self.level[k] = total
         else:
-            if self.rate < self.top:
-                time.sleep((time.perf_counter() - t) * (self.top / self.rate - 1.0))
-            self.last = time.perf_counter() - t
-        return value, time.perf_counter() - t
-
+            total = max(self.level.get(k, seconds), seconds)
+        time.sleep(max(total - seconds, 0.0))
+        return total
 
 
 @dataclass
@@ -199,7 +194,7 @@ class AiacRank:
         self.seq = 0
         self.t = 0.0
         self.next_end = math.inf
-        self.sweep: Sweep | None = None
+        self.run: SweepRun | None = None
         self.sweep_start = 0.0
         self.out: list[Event] = []
         self.finished = False
@@ -220,9 +215,17 @@ class AiacRank:
         return self.out
 
     def on_boundary(self, t: float | None = None) -> list[Event]:
-        """End of the current sweep (at :attr:`next_end`, or ``t``): the main thread's work, then the next sweep."""
+        """End of the current time step of the sweep (at :attr:`next_end`, or ``t``).
+
+        Within a sweep the next step starts, with the ghost values that have arrived by now (the data of 003
+        Alg. 1 "available at time t", read per time step); at the end of the sweep the main thread does its work
+        (module docstring) and starts the next sweep.
+        """
         self.t, self.out = float(self.next_end if t is None else t), []
         if self.finished:
+            return self.out
+        if self.run.k < self.block.levels - 1 and not (self.abandon or self.switch is not None):
+            self._step()
             return self.out
         self._commit()
         if self.switch is not None:
@@ -301,40 +304,44 @@ class AiacRank:
     # -- the main thread ----------------------------------------------------------------------------------
     def _start_sweep(self) -> None:
         sn = self.snap
+        frozen = None
         if sn is not None and sn.verify:
             # evaluate F_i at the recorded state: F_i depends on X only through the ghosts, so this sweep with the
             # neighbours' recorded ghosts gives F_i(X); newer data waits in `pending` for the next sweep
-            for s in self.sides:
-                self.block.set_ghost(s, sn.nbr[s][0], sn.nbr[s][1])
+            frozen = tuple(sn.nbr[s][1] if s in self.sides else None for s in (-1, 1))
             sn.verify, sn.verifying = False, True
-        else:
+        self.run = self.block.begin_sweep(frozen)
+        self.sweep_start = self.t
+        self._step()
+
+    def _step(self) -> None:
+        """Compute the next time step of the sweep (its duration decides when it ends)."""
+        if self.run.frozen is None:
             for s in list(self.pending):
                 window, _, pos, traj = self.pending[s]
                 if window == self.wi:
                     self.block.set_ghost(s, pos, traj)
                 if window <= self.wi:
                     del self.pending[s]
-        self.sweep_start = self.t
-        self.sweep, dur = self.timer.run(self._prepare, self.block.dirty)
-        self.next_end = self.t + dur
-
-    def _prepare(self) -> tuple[Sweep, float]:
-        sw = self.block.prepare()
-        return sw, sw.work
+        t0 = time.perf_counter()
+        work, computed = self.block.sweep_step(self.run)
+        self.next_end = self.t + self.timer.step(self.run.k, work, computed, time.perf_counter() - t0)
 
     def _commit(self) -> None:
-        sw, rec = self.sweep, self.record
+        rec = self.record
         dur = self.t - self.sweep_start
         rec.iterations += 1
         rec.compute_time += dur
-        rec.timeline.append((self.sweep_start, dur, self.block.a, self.block.b, sw.residual))
         if rec.iterations > self.cfg.max_iterations:
             raise SolverError(f"rank {self.rank}: more than {self.cfg.max_iterations} iterations")
-        est = self.cfg.balance.estimator if self.cfg.balance is not None else "residual"
-        self.load = sw.residual if est == "residual" else dur
         if self.switch is not None or self.abandon:  # abandoned: window accepted, or a verification first
             self.abandon = False
+            rec.timeline.append((self.sweep_start, dur, self.block.a, self.block.b, math.nan))
             return
+        sw = self.block.end_sweep(self.run)
+        rec.timeline.append((self.sweep_start, dur, self.block.a, self.block.b, sw.residual))
+        est = self.cfg.balance.estimator if self.cfg.balance is not None else "residual"
+        self.load = sw.residual if est == "residual" else dur
         self.block.commit(sw)
         self.quiet = self.quiet + 1 if sw.residual < self.cfg.accuracy else 0
         sn = self.snap
@@ -486,8 +493,8 @@ class AiacRank:
                 self._evaluated(sn, sn.y)
                 return
             sn.verify = True  # evaluated by the next sweep (see _start_sweep) ...
-            if self.t - self.sweep_start < 0.5 * (self.next_end - self.sweep_start):
-                self.abandon = True  # ... started now if the current sweep is less than half done
+            if 2 * self.run.k <= self.block.levels - 1:
+                self.abandon = True  # ... started now if the current sweep is at most half done
                 self.next_end = self.t
         self._report()
 

@@ -76,7 +76,7 @@ from scipy.linalg import solve_banded
 from hermes.errors import HermesError
 
 __all__ = ["Brusselator", "SolverError", "solve_block", "serial_solution", "block_map", "window_steps",
-           "auto_overlap", "BlockState", "Sweep", "Transfer", "EdgeZone"]
+           "auto_overlap", "implicit_step", "BlockState", "SweepRun", "Sweep", "Transfer", "EdgeZone"]
 
 
 class SolverError(HermesError):
@@ -194,51 +194,56 @@ def solve_block(init: NDArray[np.float64], left: NDArray[np.float64], right: NDA
     Step k solves ``G(y) = y − y^{k−1} − dt f(y) = 0`` (003 §VI-A) by Newton from ``y^{k−1}``; the Jacobian
     ``I − dt ∂f/∂y`` in the interleaved order is stored in LAPACK band form (2 sub-, 2 super-diagonals).
     The result is a pure function of the inputs, so a block whose inputs have not changed need not be solved again.
+    Each step is :func:`implicit_step`.
     """
-    n = init.shape[0]
     m = left.shape[0] - 1
-    D, dt = problem.diffusion, problem.dt
-    y = np.empty((m + 1, n, 2))
+    y = np.empty((m + 1,) + init.shape)
     y[0] = init
     newton = np.zeros(m, dtype=np.int64)
+    for k in range(1, m + 1):
+        y[k], newton[k - 1] = implicit_step(y[k - 1], left[k], right[k], problem, k)
+    return y, newton
+
+
+def implicit_step(prev: NDArray[np.float64], left: NDArray[np.float64], right: NDArray[np.float64],
+                  problem: Brusselator, k: int = 0) -> tuple[NDArray[np.float64], int]:
+    """One implicit-Euler step of a block by Newton: the values (n, 2) at the new level and the Newton iterations.
+
+    ``left`` and ``right`` are the (u, v) of the two points just outside the block at the new level; ``k`` only
+    labels the step in the error message. See :func:`solve_block`.
+    """
+    n = prev.shape[0]
+    D, dt = problem.diffusion, problem.dt
     pu, pv = np.empty(n + 2), np.empty(n + 2)
     ab = np.zeros((5, 2 * n))
     ab[0, 2:] = -dt * D
     ab[4, :-2] = -dt * D
     rhs = np.empty(2 * n)
-    for k in range(1, m + 1):
-        u, v = y[k - 1, :, 0].copy(), y[k - 1, :, 1].copy()
-        uo, vo = y[k - 1, :, 0], y[k - 1, :, 1]
-        pu[0], pv[0] = left[k]
-        pu[-1], pv[-1] = right[k]
-        for it in range(1, problem.max_newton + 1):
-            pu[1:-1], pv[1:-1] = u, v
-            u2v = u * u * v
-            fu = 1.0 + u2v - 4.0 * u + D * (pu[:-2] - 2.0 * u + pu[2:])
-            fv = 3.0 * u - u2v + D * (pv[:-2] - 2.0 * v + pv[2:])
-            rhs[0::2] = uo - u + dt * fu
-            rhs[1::2] = vo - v + dt * fv
-            uv2 = 2.0 * u * v
-            ab[2, 0::2] = 1.0 - dt * (uv2 - 4.0 - 2.0 * D)
-            ab[2, 1::2] = 1.0 + dt * (u * u + 2.0 * D)
-            ab[1, 1::2] = -dt * u * u
-            ab[3, 0::2] = -dt * (3.0 - uv2)
-            d = solve_banded((2, 2), ab, rhs, check_finite=False)
-            u += d[0::2]
-            v += d[1::2]
-            step = float(np.max(np.abs(d)))
-            if not math.isfinite(step):
-                break
-            if step <= problem.newton_tol * max(1.0, float(np.max(np.abs(u))), float(np.max(np.abs(v)))):
-                newton[k - 1] = it
-                break
-        else:
-            it = problem.max_newton + 1
-        if newton[k - 1] == 0:
-            raise SolverError(f"Newton did not converge at step {k} of a {n}-point block "
-                              f"({'non-finite update' if it <= problem.max_newton else f'{problem.max_newton} iterations'})")
-        y[k, :, 0], y[k, :, 1] = u, v
-    return y, newton
+    u, v = prev[:, 0].copy(), prev[:, 1].copy()
+    uo, vo = prev[:, 0], prev[:, 1]
+    pu[0], pv[0] = left
+    pu[-1], pv[-1] = right
+    for it in range(1, problem.max_newton + 1):
+        pu[1:-1], pv[1:-1] = u, v
+        u2v = u * u * v
+        fu = 1.0 + u2v - 4.0 * u + D * (pu[:-2] - 2.0 * u + pu[2:])
+        fv = 3.0 * u - u2v + D * (pv[:-2] - 2.0 * v + pv[2:])
+        rhs[0::2] = uo - u + dt * fu
+        rhs[1::2] = vo - v + dt * fv
+        uv2 = 2.0 * u * v
+        ab[2, 0::2] = 1.0 - dt * (uv2 - 4.0 - 2.0 * D)
+        ab[2, 1::2] = 1.0 + dt * (u * u + 2.0 * D)
+        ab[1, 1::2] = -dt * u * u
+        ab[3, 0::2] = -dt * (3.0 - uv2)
+        d = solve_banded((2, 2), ab, rhs, check_finite=False)
+        u += d[0::2]
+        v += d[1::2]
+        step = float(np.max(np.abs(d)))
+        if not math.isfinite(step):
+            raise SolverError(f"Newton did not converge at step {k} of a {n}-point block (non-finite update)")
+        if step <= problem.newton_tol * max(1.0, float(np.max(np.abs(u))), float(np.max(np.abs(v)))):
+            return np.stack([u, v], axis=1), it
+    raise SolverError(f"Newton did not converge at step {k} of a {n}-point block ({problem.max_newton} iterations)")
 
 
 def serial_solution(problem: Brusselator) -> NDArray[np.float64]:
@@ -285,19 +290,37 @@ def block_map(problem: Brusselator, y: NDArray[np.float64], bounds: NDArray[np.i
     return out, newton
 
 
-def _same(a: NDArray[np.float64] | None, b: NDArray[np.float64] | None) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+@dataclass(frozen=True)
+class _Solve:
+    """A block solve: the extended trajectory, the ghost values used at each level and the Newton counts."""
+
+    ext: NDArray[np.float64]
+    left: NDArray[np.float64]
+    right: NDArray[np.float64]
+    newton: NDArray[np.int64]
+
+
+@dataclass
+class SweepRun:
+    """A sweep in progress (:meth:`BlockState.begin_sweep`): levels 0..k computed."""
+
+    ext: NDArray[np.float64]
+    left: NDArray[np.float64]
+    right: NDArray[np.float64]
+    newton: NDArray[np.int64]
+    frozen: tuple | None = None
+    k: int = 0
+    reuse: bool = True
 
 
 @dataclass(frozen=True)
 class Sweep:
-    """A computed iterate of a block, not yet installed (:meth:`BlockState.prepare`)."""
+    """A finished sweep of a block, not yet installed (:meth:`BlockState.end_sweep`)."""
 
     y: NDArray[np.float64]
-    ext: NDArray[np.float64] | None
     residual: float
     work: float
-    inputs: tuple | None
+    solve: _Solve
     solved: bool
 
 
@@ -361,10 +384,7 @@ class BlockState:
     zone_right: NDArray[np.float64]
     ghost_left: NDArray[np.float64] | None
     ghost_right: NDArray[np.float64] | None
-    ext: NDArray[np.float64] | None = None  # last extended solution over [lo, hi)
-    inputs: tuple | None = None  # ghosts of the solve that produced y (None once y has changed otherwise)
-    dirty: bool = True
-    last_work: float = 0.0
+    cache: _Solve | None = None  # the solve that produced y (None once y has changed otherwise)
     sweeps: int = 0
     solves: int = 0
 
@@ -424,68 +444,93 @@ class BlockState:
         return EdgeZone(start, self.y[level, start - self.a:stop - self.a].copy())
 
     # -- the iteration ------------------------------------------------------------------------------------
-    def _solve(self, y0: NDArray[np.float64], left, right) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-        bc = self.problem.boundary(self.levels)
-        init = np.concatenate([self.zone_left, y0, self.zone_right])
-        return solve_block(init, bc if left is None else left, bc if right is None else right, self.problem)
+    @property
+    def inputs(self) -> tuple | None:
+        """Ghost values (left, right), shape (m + 1, 2) each, of the solve that produced :attr:`y` (or None)."""
+        return None if self.cache is None else (self.cache.left, self.cache.right)
 
-    def prepare(self) -> Sweep:
-        """Compute the next iterate ``F_i(X_i, ghosts)`` without installing it (see :meth:`commit`).
+    def ghost_values(self, side: int) -> NDArray[np.float64]:
+        """Current ghost trajectory on ``side``, the boundary values for the physical boundary."""
+        g = self.ghost_left if side < 0 else self.ghost_right
+        return self.problem.boundary(self.levels) if g is None else g
 
-        Work is Newton iterations summed over the steps times the extended block's points. A block whose inputs
-        have not changed since its last solve gets the same result again (F is a pure function): residual 0, the
-        same work, nothing solved.
+    def begin_sweep(self, frozen: tuple | None = None) -> SweepRun:
+        """Start ``X_i ← F_i(X_i, ghosts)``; the steps (:meth:`sweep_step`) read the ghosts when they are computed.
+
+        ``frozen``: (left, right) trajectories to use instead (None entries: the physical boundary).
         """
-        if not self.dirty:
-            return Sweep(self.y, self.ext, 0.0, self.last_work, self.inputs, False)
-        sol, newton = self._solve(self.y[0], self.ghost_left, self.ghost_right)
+        init = np.concatenate([self.zone_left, self.y[0], self.zone_right])
+        m = self.levels - 1
+        ext = np.empty((m + 1,) + init.shape)
+        ext[0] = init
+        if frozen is not None:
+            frozen = tuple(self.problem.boundary(self.levels) if g is None else g for g in frozen)
+        return SweepRun(ext, np.empty((m + 1, 2)), np.empty((m + 1, 2)), np.zeros(m, dtype=np.int64), frozen)
+
+    def sweep_step(self, run: SweepRun) -> tuple[float, bool]:
+        """Compute the next level of a sweep with the ghost values known now; returns (work, computed).
+
+        While every level so far used the same ghost values as the solve that produced :attr:`y`, the cached level
+        is taken instead of solving (F is a pure function; the work is the same, ``computed`` False).
+        """
+        k = run.k + 1
+        left = (run.frozen[0] if run.frozen else self.ghost_values(-1))[k]
+        right = (run.frozen[1] if run.frozen else self.ghost_values(1))[k]
+        run.left[k], run.right[k] = left, right
+        c = self.cache
+        if run.reuse and c is not None and np.array_equal(c.left[k], left) and np.array_equal(c.right[k], right):
+            run.ext[k], run.newton[k - 1] = c.ext[k], c.newton[k - 1]
+            computed = False
+        else:
+            run.reuse = False
+            run.ext[k], run.newton[k - 1] = implicit_step(run.ext[k - 1], left, right, self.problem, k)
+            computed = True
+        run.k = k
+        return float(run.newton[k - 1]) * run.ext.shape[1], computed
+
+    def end_sweep(self, run: SweepRun) -> Sweep:
+        """The finished sweep: new owned iterate, its residual ‖X_i^k − X_i^{k−1}‖∞ and total work."""
+        run.left[0], run.right[0] = self.ghost_values(-1)[0], self.ghost_values(1)[0]
         lo = self.lo
-        new = sol[:, self.a - lo:self.b - lo]
+        new = run.ext[:, self.a - lo:self.b - lo]
         residual = float(np.max(np.abs(new - self.y))) if new.size else 0.0
-        return Sweep(new, sol, residual, float(newton.sum()) * (self.hi - lo), (self.ghost_left, self.ghost_right),
-                     True)
+        return Sweep(new, residual, float(run.newton.sum()) * run.ext.shape[1],
+                     _Solve(run.ext, run.left, run.right, run.newton), not run.reuse)
 
     def commit(self, sw: Sweep) -> None:
-        """Install a prepared iterate (the block must not have changed in between)."""
+        """Install a finished sweep's iterate (the block must not have changed since it began)."""
         self.sweeps += 1
-        if sw.solved:
-            self.y, self.ext, self.inputs, self.last_work = sw.y, sw.ext, sw.inputs, sw.work
-            self.solves += 1
-            # ghosts that arrived after prepare() make the block dirty again
-            self.dirty = not (_same(self.ghost_left, sw.inputs[0]) and _same(self.ghost_right, sw.inputs[1]))
+        self.y, self.cache = sw.y, sw.solve
+        self.solves += int(sw.solved)
 
     def sweep(self) -> tuple[float, float]:
-        """One iteration ``X_i ← F_i(X_i, ghosts)``; returns (residual ‖X_i^k − X_i^{k−1}‖∞, work)."""
-        sw = self.prepare()
+        """One whole iteration with the current ghosts; returns (residual, work)."""
+        run = self.begin_sweep()
+        while run.k < self.levels - 1:
+            self.sweep_step(run)
+        sw = self.end_sweep(run)
         self.commit(sw)
         return sw.residual, sw.work
 
-    @staticmethod
-    def is_fixed(inputs: tuple | None, left, right) -> bool:
+    def is_fixed(self, inputs: tuple | None, left, right) -> bool:
         """Whether ``F_i(X) = X_i`` is known without solving: X_i came from a solve with exactly these ghosts.
 
-        ``inputs`` is :attr:`inputs` when X_i was recorded; F_i depends on X only through the ghosts.
+        ``inputs`` is :attr:`inputs` when X_i was recorded; F_i depends on X only through the ghost values at the
+        levels 1..m (None: the physical boundary).
         """
-        return inputs is not None and _same(inputs[0], left) and _same(inputs[1], right)
-
-    def verify(self, y: NDArray[np.float64], left, right) -> tuple[float, float]:
-        """Residual ``‖F_i(X) − X_i‖∞`` of a recorded iterate ``y`` with given ghosts, and its work."""
-        sol, newton = self._solve(y[0], left, right)
-        lo = self.lo
-        return float(np.max(np.abs(sol[:, self.a - lo:self.b - lo] - y))), float(newton.sum()) * (self.hi - lo)
+        if inputs is None:
+            return False
+        bc = self.problem.boundary(self.levels)
+        return all(np.array_equal(used[1:], (bc if g is None else g)[1:]) for used, g in zip(inputs, (left, right)))
 
     def set_ghost(self, side: int, pos: int, traj: NDArray[np.float64]) -> bool:
         """Take a neighbour's boundary trajectory if it is the ghost this block needs now (003 Alg. 6)."""
         if pos != self.ghost_pos(side) or pos < 0:
             return False
-        old = self.ghost_left if side < 0 else self.ghost_right
-        if old is not None and np.array_equal(old, traj):
-            return True
         if side < 0:
             self.ghost_left = traj
         else:
             self.ghost_right = traj
-        self.dirty = True
         return True
 
     # -- moving border points (003 Alg. 3–5) --------------------------------------------------------------
@@ -493,8 +538,8 @@ class BlockState:
         """Best trajectory this block knows of any point near it (owned, overlap solution, ghost or start)."""
         if self.a <= pos < self.b:
             return self.y[:, pos - self.a].copy()
-        if self.ext is not None and self.lo <= pos < self.hi:
-            return self.ext[:, pos - self.lo].copy()
+        if self.cache is not None and self.lo <= pos < self.hi:
+            return self.cache.ext[:, pos - self.lo].copy()
         if pos == self.ghost_pos(-1) and self.ghost_left is not None:
             return self.ghost_left.copy()
         if pos == self.ghost_pos(+1) and self.ghost_right is not None:
@@ -540,7 +585,7 @@ class BlockState:
             self.y, self.a = self.y[:, count:].copy(), cut
             self.zone_left, self.ghost_left = new_zone, new_ghost
             out = Transfer(self.window, self.a - count, moved, zone, gpos, ghost)
-        self.ext, self.dirty, self.inputs = None, True, None
+        self.cache = None
         return out
 
     def take(self, side: int, tr: Transfer) -> None:
@@ -561,7 +606,7 @@ class BlockState:
             self.a = tr.start
             self.zone_left = tr.zone.values.copy()
             self.ghost_left = None if tr.ghost_pos < 0 else tr.ghost.copy()
-        self.ext, self.dirty, self.inputs = None, True, None
+        self.cache = None
 
     # -- windows ------------------------------------------------------------------------------------------
     def next_window(self, final: NDArray[np.float64], levels: int, left: EdgeZone | None,
@@ -579,7 +624,7 @@ class BlockState:
             self.ghost_right = np.tile(right.values[hi - right.start], (levels, 1)) if hi < n_pts else None
         if left is None and lo > 0 or right is None and hi < n_pts:
             raise SolverError("next window: a neighbour's border zone is missing")
-        self.ext, self.dirty, self.inputs = None, True, None
+        self.cache = None
 
 
 if __name__ == "__main__":  # python -m hermes.app.brusselator SPEC.yaml: the runner of hermes.app.bahi

@@ -13,7 +13,7 @@ The spec (:class:`BrusselatorSpec`, every key optional except where noted)::
     mode: async               # sync (SISC) | async (AIAC)
     problem:  {points: 2000, alpha: 0.02, t_end: 10, dt: 0.05, u_boundary: 1.0, v_boundary: 3.0,
                newton_tol: 1.0e-10, max_newton: 30}
-    solver:   {accuracy: 7.0e-4, window: 5, overlap: auto, work_per_point: 1.0, persistence: 1,
+    solver:   {accuracy: 7.0e-4, window: all, overlap: auto, work_per_point: 1.0, persistence: 1,
                max_iterations: 100000}
     platform: {capacities: homo, speed: 1.0e6, latency: 1.0e-4, bandwidth: 1.25e7,
                links: [{ranks: [4, 5], latency: 0.01, bandwidth: 1.25e6}],
@@ -73,7 +73,7 @@ class SolverSpec(_Strict):
     """The parallel iteration (:mod:`hermes.app.brusselator`)."""
 
     accuracy: Pos = 7.0e-4
-    window: Annotated[int, Field(ge=1)] = 5
+    window: Annotated[int, Field(ge=1)] | Literal["all"] = "all"
     overlap: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     work_per_point: Pos = 1.0
     persistence: Annotated[int, Field(ge=1)] = 1
@@ -191,7 +191,8 @@ def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
     overlap = auto_overlap(problem) if sv.overlap == "auto" else int(sv.overlap)
     balance = (LineBalance(bl.estimator, bl.every, bl.threshold, bl.fraction, max(bl.min_keep, overlap + 1))
                if bl.enabled else None)
-    cfg = IterConfig(problem, overlap, sv.window, sv.accuracy, balance, sv.max_iterations, sv.persistence)
+    window = problem.n_steps if sv.window == "all" else int(sv.window)
+    cfg = IterConfig(problem, overlap, window, sv.accuracy, balance, sv.max_iterations, sv.persistence)
     pl, p = spec.platform, spec.processors
     overrides: dict[tuple[int, int], tuple[float, float]] = {}
     if pl.sites is not None:

@@ -18,7 +18,7 @@ from hermes.app.sisc import sisc_serial
 from hermes.clock import Links
 from hermes.errors import ScenarioError
 
-SMALL = {"name": "t", "processors": 4, "problem": {"points": 120, "t_end": 1.0},
+SMALL = {"name": "t", "processors": 4, "problem": {"points": 120, "t_end": 1.0}, "solver": {"window": 5},
          "platform": {"capacities": [1, 2, 1, 3], "speed": 1.0e4}}
 
 
@@ -92,6 +92,15 @@ def test_result_matches_the_serial_solution_to_the_accuracy(mode):
     assert out["error_vs_serial"] <= sp.solver.accuracy
     cfg, _, _ = build(sp)
     assert max(window_residuals(cfg, records)) < cfg.accuracy
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_whole_interval_sweeps_as_in_003(mode):
+    """window: all — every sweep covers [0, t_end] (003 Alg. 2), one detection for the whole run."""
+    sp = spec(mode=mode, solver={"window": "all"})
+    out = summarise(sp, *simulate(sp))
+    assert out["windows"] == 1 and out["window"] == 20
+    assert out["error_vs_serial"] <= sp.solver.accuracy
 
 
 def test_async_is_deterministic():

@@ -21,7 +21,7 @@ from hermes.app import asynchronous
 from hermes.app.bahi import parse_spec, run_brusselator, simulate, summarise
 from tests.mpi.harness import finish
 
-BASE = {"name": "mpi", "problem": {"points": 160, "t_end": 0.75}}
+BASE = {"name": "mpi", "problem": {"points": 160, "t_end": 0.75}, "solver": {"window": 5}}
 
 
 def case(p: int, **over) -> dict:

@@ -14,7 +14,7 @@ The spec (:class:`BrusselatorSpec`, every key optional except where noted)::
     problem:  {points: 2000, alpha: 0.02, t_end: 10, dt: 0.05, u_boundary: 1.0, v_boundary: 3.0,
                newton_tol: 1.0e-10, max_newton: 30}
     solver:   {accuracy: 7.0e-4, window: all, overlap: auto, work_per_point: 1.0, persistence: 1,
-               max_iterations: 100000}
+               max_iterations: 100000, partition: even}   # partition: even | capacities (static balancing)
     platform: {capacities: homo, speed: 1.0e6, latency: 1.0e-4, bandwidth: 1.25e7,
                links: [{ranks: [4, 5], latency: 0.01, bandwidth: 1.25e6}],
                sites: [5, 5, 5],               # consecutive processors per site (optional) ...
@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from hermes.app.brusselator import Brusselator, SolverError, auto_overlap, serial_solution
 from hermes.app.iteration import (DelayedLinks, IterConfig, Platform, RankRecord, StaticLinks, assemble,
-                                  even_bounds)
+                                  capacity_bounds, even_bounds)
 from hermes.balance.residual import LineBalance
 from hermes.clock import Links
 from hermes.errors import HermesError, ScenarioError
@@ -78,6 +78,7 @@ class SolverSpec(_Strict):
     work_per_point: Pos = 1.0
     persistence: Annotated[int, Field(ge=1)] = 1
     max_iterations: Annotated[int, Field(ge=1)] = 100_000
+    partition: Literal["even", "capacities"] = "even"
 
 
 class LinkSpec(_Strict):
@@ -209,7 +210,9 @@ def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
         links = DelayedLinks(links, pl.delay.max, pl.delay.seed)
     caps = np.ones(p) if pl.capacities == "homo" else np.asarray(pl.capacities, dtype=np.float64)
     platform = Platform.create(caps, pl.speed / sv.work_per_point, links)
-    return cfg, platform, even_bounds(problem.n, p, cfg.min_points)
+    bounds = (even_bounds(problem.n, p, cfg.min_points) if sv.partition == "even"
+              else capacity_bounds(problem.n, caps, overlap, cfg.min_points))
+    return cfg, platform, bounds
 
 
 def simulate(spec: BrusselatorSpec) -> tuple[list[RankRecord], list]:

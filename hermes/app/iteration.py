@@ -22,7 +22,7 @@ from hermes.balance.residual import LineBalance
 from hermes.clock import Links
 
 __all__ = ["IterConfig", "LinkModel", "StaticLinks", "DelayedLinks", "Platform", "tree_allreduce_times",
-           "even_bounds", "RankRecord", "assemble", "CONTROL_BYTES"]
+           "even_bounds", "capacity_bounds", "RankRecord", "assemble", "CONTROL_BYTES"]
 
 #: size charged for a control message (load, offer, accept, detection flags)
 CONTROL_BYTES = 32
@@ -162,6 +162,34 @@ def tree_allreduce_times(ready: NDArray[np.float64], links: LinkModel, nbytes: f
         for i in range(step, p, 2 * step):
             out[i] = out[i - step] + links.cost(i - step, i, nbytes, out[i - step])
     return out
+
+
+def capacity_bounds(n: int, capacities, overlap: int, min_points: int = 1) -> NDArray[np.int64]:
+    """A static line partition for heterogeneous processors: equal sweep times ``(n_i + o_i) / c_i``.
+
+    ``o_i`` is the overlap work of block i (δ per neighbour); a block keeps at least ``min_points``. This is the
+    static balancing of 003's ref. [8], a reference for what dynamic balancing can reach.
+    """
+    c = np.asarray(capacities, dtype=np.float64)
+    p = c.size
+    even_bounds(n, p, min_points)  # feasibility
+    o = np.full(p, 2.0 * overlap)
+    if p > 1:
+        o[0] = o[-1] = overlap
+    else:
+        o[0] = 0.0
+    target = c * (n + o.sum()) / c.sum() - o
+    target = np.maximum(target, min_points)
+    while True:  # give the points taken by the minimum back to the others, proportionally
+        excess = target.sum() - n
+        free = target > min_points
+        if abs(excess) < 1e-9 or not free.any():
+            break
+        target[free] -= excess * c[free] / c[free].sum()
+        target = np.maximum(target, min_points)
+    counts = np.floor(target).astype(np.int64)
+    counts[np.argsort(target - counts)[::-1][:n - counts.sum()]] += 1
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
 def even_bounds(n: int, p: int, min_points: int = 1) -> NDArray[np.int64]:

@@ -187,3 +187,21 @@ def test_shipped_specs_validate(name):
     sp = load_spec(ROOT / "scenarios" / name)
     cfg, platform, bounds = build(sp)
     assert len(bounds) == sp.processors + 1
+
+
+@pytest.mark.parametrize("caps, overlap", [([1.0, 4.0, 1.8, 3.0, 1.2], 10), ([1, 1, 1, 1], 3), ([5.0], 0),
+                                           ([1.0, 10.0, 1.0], 20)])
+def test_capacity_partition_equalises_sweep_times(caps, overlap):
+    """Static balancing: (n_i + o_i)/c_i equal except where a block is held at its minimum."""
+    from hermes.app.iteration import capacity_bounds
+
+    n, keep = 400, overlap + 1
+    b = capacity_bounds(n, caps, overlap, keep)
+    counts = np.diff(b)
+    assert b[0] == 0 and b[-1] == n and np.all(counts >= keep)
+    p = len(caps)
+    o = np.array([overlap * ((i > 0) + (i < p - 1)) for i in range(p)])
+    t = (counts + o) / np.asarray(caps, dtype=float)
+    free = counts > keep
+    if free.sum() > 1:  # rounding to whole points: within one point per capacity
+        assert np.ptp(t[free]) <= 2.0 / min(caps) + 1e-12

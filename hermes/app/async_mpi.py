@@ -34,8 +34,8 @@ import time
 
 from mpi4py import MPI
 
-from hermes.app.asynchronous import CONTROL_KINDS, AiacRank, Event, WallTimer
-from hermes.app.iteration import IterConfig, Platform, RankRecord
+from hermes.app.asynchronous import CONTROL_KINDS, AiacRank
+from hermes.app.iteration import Event, IterConfig, Platform, RankRecord, WallTimer
 
 __all__ = ["aiac_mpi_virtual", "aiac_mpi_wall"]
 

@@ -63,74 +63,17 @@ from typing import Any
 
 import numpy as np
 
-from hermes.app.brusselator import BlockState, EdgeZone, SolverError, SweepRun, Transfer
-from hermes.app.iteration import CONTROL_BYTES, IterConfig, LinkModel, Platform, RankRecord
+from hermes.app.blocks import BlockState, EdgeZone, SweepRun, Transfer
+from hermes.app.brusselator import SolverError
+from hermes.app.iteration import (CONTROL_BYTES, Event, IterConfig, LinkModel, Platform, RankRecord, VirtualTimer,
+                                  WallTimer, line_tree)
 from hermes.balance.residual import decide_transfer
 
-__all__ = ["Event", "AiacRank", "VirtualTimer", "WallTimer", "aiac_serial", "line_tree", "CONTROL_KINDS"]
+__all__ = ["AiacRank", "aiac_serial", "CONTROL_KINDS"]
 
 #: events the communication thread may answer by sending (the others only store data)
 CONTROL_KINDS = frozenset({"up", "snap", "snapdata", "result", "verdict", "fzone", "offer", "accept", "decline", "transfer",
                            "cancel"})
-
-
-@dataclass(frozen=True)
-class Event:
-    """A message between two neighbouring processors."""
-
-    arrival: float
-    sender: int
-    seq: int
-    dest: int
-    kind: str
-    payload: Any
-    sent: float
-    nbytes: int
-
-    @property
-    def key(self) -> tuple[float, int, int]:
-        return (self.arrival, self.sender, self.seq)
-
-
-def line_tree(rank: int, size: int) -> tuple[int | None, list[int]]:
-    """Parent and children of ``rank`` in the line's spanning tree rooted at the middle ``(size − 1) // 2``."""
-    root = (size - 1) // 2
-    if rank == root:
-        return None, [c for c in (rank - 1, rank + 1) if 0 <= c < size]
-    if rank < root:
-        return rank + 1, [rank - 1] if rank > 0 else []
-    return rank - 1, [rank + 1] if rank < size - 1 else []
-
-
-class VirtualTimer:
-    """Duration of a time step in the virtual model: work / rate (rate = speed · p · c_i)."""
-
-    def __init__(self, rate: float):
-        self.rate = float(rate)
-
-    def step(self, k: int, work: float, computed: bool, seconds: float) -> float:
-        return work / self.rate
-
-
-class WallTimer:
-    """Real duration of a time step, stretched by sleeping to emulate a processor ``top / rate`` times slower.
-
-    A step taken from the cached previous solve (:meth:`BlockState.sweep_step`) is not recomputed; the emulated
-    machine would compute it again, so the timer sleeps for that level's last real duration instead.
-    """
-
-    def __init__(self, rate: float, top: float):
-        self.rate, self.top = float(rate), float(top)
-        self.level: dict[int, float] = {}
-
-    def step(self, k: int, work: float, computed: bool, seconds: float) -> float:
-        if computed:
-            total = seconds * self.top / self.rate
-            self.level[k] = total
-        else:
-            total = max(self.level.get(k, seconds), seconds)
-        time.sleep(max(total - seconds, 0.0))
-        return total
 
 
 @dataclass

@@ -7,12 +7,15 @@
   test that convergence detection never stops early while messages are late).
 * :func:`tree_allreduce_times` — when each rank gets the result of an allreduce in the virtual model.
 * :class:`RankRecord` / :func:`assemble` — what every rank returns, and the global solution built from them.
+* :class:`Event`, :func:`line_tree`, :class:`VirtualTimer`, :class:`WallTimer` — the messages, the detection tree and
+  the step clocks of the asynchronous processors (:mod:`hermes.app.asynchronous`).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,7 +24,8 @@ from hermes.app.brusselator import Brusselator, SolverError, window_steps
 from hermes.balance.residual import LineBalance
 from hermes.clock import Links
 
-__all__ = ["IterConfig", "LinkModel", "StaticLinks", "DelayedLinks", "Platform", "tree_allreduce_times",
+__all__ = ["IterConfig", "LinkModel", "StaticLinks", "DelayedLinks", "Platform", "tree_allreduce_times", "Event",
+           "line_tree", "VirtualTimer", "WallTimer",
            "even_bounds", "capacity_bounds", "RankRecord", "assemble", "CONTROL_BYTES"]
 
 #: size charged for a control message (load, offer, accept, detection flags)
@@ -231,3 +235,62 @@ def assemble(problem: Brusselator, window: int, records: list[RankRecord]) -> ND
     if np.isnan(out).any():
         raise SolverError("the ranks' accepted blocks do not cover the domain")
     return out
+
+
+@dataclass(frozen=True)
+class Event:
+    """A message between two neighbouring processors."""
+
+    arrival: float
+    sender: int
+    seq: int
+    dest: int
+    kind: str
+    payload: Any
+    sent: float
+    nbytes: int
+
+    @property
+    def key(self) -> tuple[float, int, int]:
+        return (self.arrival, self.sender, self.seq)
+
+
+def line_tree(rank: int, size: int) -> tuple[int | None, list[int]]:
+    """Parent and children of ``rank`` in the line's spanning tree rooted at the middle ``(size − 1) // 2``."""
+    root = (size - 1) // 2
+    if rank == root:
+        return None, [c for c in (rank - 1, rank + 1) if 0 <= c < size]
+    if rank < root:
+        return rank + 1, [rank - 1] if rank > 0 else []
+    return rank - 1, [rank + 1] if rank < size - 1 else []
+
+
+class VirtualTimer:
+    """Duration of a time step in the virtual model: work / rate (rate = speed · p · c_i)."""
+
+    def __init__(self, rate: float):
+        self.rate = float(rate)
+
+    def step(self, k: int, work: float, computed: bool, seconds: float) -> float:
+        return work / self.rate
+
+
+class WallTimer:
+    """Real duration of a time step, stretched by sleeping to emulate a processor ``top / rate`` times slower.
+
+    A step taken from the cached previous solve (:meth:`BlockState.sweep_step`) is not recomputed; the emulated
+    machine would compute it again, so the timer sleeps for that level's last real duration instead.
+    """
+
+    def __init__(self, rate: float, top: float):
+        self.rate, self.top = float(rate), float(top)
+        self.level: dict[int, float] = {}
+
+    def step(self, k: int, work: float, computed: bool, seconds: float) -> float:
+        if computed:
+            total = seconds * self.top / self.rate
+            self.level[k] = total
+        else:
+            total = max(self.level.get(k, seconds), seconds)
+        time.sleep(max(total - seconds, 0.0))
+        return total

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hermes.app.brusselator import BlockState, SolverError
+from hermes.app.blocks import BlockState
+from hermes.app.brusselator import SolverError
 from hermes.app.iteration import CONTROL_BYTES, IterConfig, Platform, RankRecord, tree_allreduce_times
 from hermes.balance.residual import decide_transfer
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.app.asynchronous import aiac_serial, line_tree
+from hermes.app.asynchronous import aiac_serial
 from hermes.app.bahi import build, load_spec, parse_spec, simulate, summarise
 from hermes.app.brusselator import SolverError, block_map, window_steps
-from hermes.app.iteration import DelayedLinks, IterConfig, StaticLinks, assemble, tree_allreduce_times
+from hermes.app.iteration import DelayedLinks, IterConfig, StaticLinks, assemble, line_tree, tree_allreduce_times
 from hermes.app.sisc import sisc_serial
 from hermes.clock import Links
 from hermes.errors import ScenarioError

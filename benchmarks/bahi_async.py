@@ -1,0 +1,128 @@
+"""Reproduce the experiments of 003 (Bahi, Contassot-Vivier & Couturier) on hermes' virtual clock.
+
+    .venv/bin/python benchmarks/bahi_async.py fig7   [--jobs 2]   # homogeneous cluster, time vs processors
+    .venv/bin/python benchmarks/bahi_async.py table1 [--jobs 2]   # 15 heterogeneous machines on three sites
+    .venv/bin/python benchmarks/bahi_async.py fig9   [--jobs 2]   # residual vs time estimator vs accuracy
+    .venv/bin/python benchmarks/bahi_async.py all
+
+Every run is a serial simulation (:func:`hermes.app.bahi.simulate`, identical to the MPI run bit for bit), so the
+numbers do not depend on this machine's load. Each experiment writes ``docs/async/<name>.csv`` and prints a
+markdown table (the ones in docs/ASYNC.md). Runs are spread over ``--jobs`` processes (at low priority).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from hermes.app.bahi import load_spec, simulate, summarise
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "async"
+
+VARIANTS = {
+    "sync": ["mode=sync"],
+    "async": ["mode=async"],
+    "async+residual": ["mode=async", "balancing.enabled=true", "balancing.estimator=residual"],
+    "async+time": ["mode=async", "balancing.enabled=true", "balancing.estimator=time", "balancing.threshold=1.2"],
+}
+
+
+def one(job: tuple[str, str, list[str]]) -> dict:
+    label, scenario, sets = job
+    os.nice(10)
+    spec = load_spec(ROOT / "scenarios" / scenario, sets)
+    out = summarise(spec, *simulate(spec))
+    return {"label": label, "processors": spec.processors, "accuracy": spec.solver.accuracy,
+            "time": out["time"], "error": out.get("error_vs_serial", float("nan")),
+            "max_iterations": max(out["iterations"]), "migrated": out["migrated_points"],
+            "transfers": out["transfers"], "rounds": out["detection_rounds"], "failed": out["rounds_failed"],
+            "bounds": " ".join(map(str, out["final_bounds"]))}
+
+
+def run(jobs: list[tuple[str, str, list[str]]], n: int) -> list[dict]:
+    with ProcessPoolExecutor(max_workers=n) as ex:
+        return list(ex.map(one, jobs))
+
+
+def write(name: str, rows: list[dict]) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(OUT / f"{name}.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def table(rows: list[dict], key: str, cols: list[str], ref: str = "async") -> str:
+    """Markdown: one line per ``key`` value, time of each variant, and ratios to ``ref``."""
+    keys = sorted({r[key] for r in rows})
+    by = {(r[key], r["label"]): r for r in rows}
+    head = f"| {key} | " + " | ".join(f"{c} (s)" for c in cols) + " | " + " | ".join(
+        f"{ref}/{c}" for c in cols if c != ref) + " |"
+    lines = [head, "|" + "---|" * (1 + 2 * len(cols) - 1)]
+    for k in keys:
+        t = {c: by[(k, c)]["time"] for c in cols if (k, c) in by}
+        lines.append(f"| {k} | " + " | ".join(f"{t[c]:.3f}" if c in t else "" for c in cols) + " | " + " | ".join(
+            f"{t[ref] / t[c]:.2f}" if c in t and ref in t else "" for c in cols if c != ref) + " |")
+    return "\n".join(lines)
+
+
+def fig7(n: int) -> None:
+    jobs = [(v, "bahi-homogeneous.yaml", [f"processors={p}", *sets])
+            for p in (2, 4, 6, 8, 10, 12) for v, sets in VARIANTS.items()]
+    rows = run(jobs, n)
+    write("fig7", rows)
+    print(table(rows, "processors", list(VARIANTS)))
+
+
+STATIC = {"sync+static": ["mode=sync", "solver.partition=capacities"],
+          "async+static": ["mode=async", "solver.partition=capacities"]}
+
+
+def table1(n: int) -> None:
+    variants = {**VARIANTS, **STATIC}
+    rows = run([(v, "bahi-grid.yaml", sets) for v, sets in variants.items()], n)
+    write("table1", rows)
+    print(table(rows, "processors", list(variants)))
+
+
+def table1_static(n: int) -> None:
+    """Only the static partitions (appended to docs/async/table1.csv)."""
+    rows = run([(v, "bahi-grid.yaml", sets) for v, sets in STATIC.items()], n)
+    with open(OUT / "table1.csv", newline="") as fh:
+        old = [r for r in csv.DictReader(fh) if r["label"] not in STATIC]
+    for r in old:
+        r["time"], r["processors"] = float(r["time"]), int(r["processors"])
+    write("table1", old + rows)
+    print(table(old + rows, "processors", [*VARIANTS, *STATIC]))
+
+
+def fig9(n: int) -> None:
+    base = ["processors=10", "platform.sites=[3,4,3]",
+            "platform.capacities=[1.0,4.0,1.8,3.0,1.2,3.5,1.0,2.5,1.5,4.0]"]
+    jobs = [(v, "bahi-grid.yaml", [*base, f"solver.accuracy={acc}", *VARIANTS[v]])
+            for acc in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6) for v in ("async", "async+residual", "async+time")]
+    rows = run(jobs, n)
+    write("fig9", rows)
+    print(table(rows, "accuracy", ["async", "async+residual", "async+time"]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=["fig7", "table1", "table1_static", "fig9", "all"])
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    if args.what == "table1_static":
+        table1_static(args.jobs)
+    for name, fn in (("fig7", fig7), ("table1", table1), ("fig9", fig9)):
+        if args.what in (name, "all"):
+            print(f"## {name}")
+            fn(args.jobs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,340 @@
+"""Run the Brusselator experiments of 003 (Bahi, Contassot-Vivier & Couturier): spec, entry point, command line.
+
+``python -m hermes.app.bahi SPEC.yaml [--set key=value ...] [--serial] [--json OUT]`` (also
+``python -m hermes.app.brusselator``). Under ``mpiexec -n P`` it runs one processor per MPI process
+(:func:`run_brusselator`); with ``--serial`` (virtual clock only) it runs all processors in one process
+(:func:`simulate`), with the same results bit for bit. Rank 0 prints the summary as JSON.
+
+The spec (:class:`BrusselatorSpec`, every key optional except where noted)::
+
+    name: bahi-homogeneous
+    processors: 8             # MPI processes / simulated processors (a line, 003 §VI-A)
+    clock: virtual            # virtual (deterministic model) | wall (real time)
+    mode: async               # sync (SISC) | async (AIAC)
+    problem:  {points: 2000, alpha: 0.02, t_end: 10, dt: 0.05, u_boundary: 1.0, v_boundary: 3.0,
+               newton_tol: 1.0e-10, max_newton: 30}
+    solver:   {accuracy: 7.0e-4, window: all, overlap: auto, work_per_point: 1.0, persistence: 1,
+               max_iterations: 100000, partition: even}   # partition: even | capacities (static balancing)
+    platform: {capacities: homo, speed: 1.0e6, latency: 1.0e-4, bandwidth: 1.25e7,
+               links: [{ranks: [4, 5], latency: 0.01, bandwidth: 1.25e6}],
+               sites: [5, 5, 5],               # consecutive processors per site (optional) ...
+               inter_site: {latency: 0.01, bandwidth: 1.25e6},   # ... and the links between sites
+               delay: {max: 0.0, seed: 0}}     # extra random delay per message (tests)
+    balancing: {enabled: false, estimator: residual, every: 20, threshold: 2.0, fraction: 0.5, min_keep: 1}
+    check: true               # compare with the serial solution (rank 0; memory (n_steps+1)·N·16 bytes)
+
+Capacities are relative speeds (normalised to sum 1, hermes convention): processor i does
+``speed · p · c_i`` work units per second, a work unit being one Newton iteration on one point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hermes.app.brusselator import Brusselator, SolverError, auto_overlap, serial_solution
+from hermes.app.iteration import (DelayedLinks, IterConfig, Platform, RankRecord, StaticLinks, assemble,
+                                  capacity_bounds, even_bounds)
+from hermes.balance.residual import LineBalance
+from hermes.clock import Links
+from hermes.errors import HermesError, ScenarioError
+
+__all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "build", "run_brusselator", "simulate", "summarise", "main"]
+
+Pos = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProblemSpec(_Strict):
+    """003 eq. (4) and its implicit-Euler / Newton discretisation."""
+
+    points: Annotated[int, Field(ge=1)] = 2000
+    alpha: Pos = 0.02
+    t_end: Pos = 10.0
+    dt: Pos = 0.05
+    u_boundary: float = 1.0
+    v_boundary: float = 3.0
+    newton_tol: Pos = 1.0e-10
+    max_newton: Annotated[int, Field(ge=1)] = 30
+
+
+class SolverSpec(_Strict):
+    """The parallel iteration (:mod:`hermes.app.brusselator`)."""
+
+    accuracy: Pos = 7.0e-4
+    window: Annotated[int, Field(ge=1)] | Literal["all"] = "all"
+    overlap: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    work_per_point: Pos = 1.0
+    persistence: Annotated[int, Field(ge=1)] = 1
+    max_iterations: Annotated[int, Field(ge=1)] = 100_000
+    partition: Literal["even", "capacities"] = "even"
+
+
+class LinkSpec(_Strict):
+    ranks: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
+    latency: Pos
+    bandwidth: Pos
+
+
+class SiteLink(_Strict):
+    latency: Pos
+    bandwidth: Pos
+
+
+class DelaySpec(_Strict):
+    max: NonNeg = 0.0
+    seed: int = 0
+
+
+class PlatformSpec(_Strict):
+    """Processors on a line and the α-β links between them."""
+
+    capacities: list[Pos] | Literal["homo"] = "homo"
+    speed: Pos = 1.0e6
+    latency: Pos = 1.0e-4
+    bandwidth: Pos = 1.25e7
+    links: list[LinkSpec] = []
+    sites: list[Annotated[int, Field(ge=1)]] | None = None
+    inter_site: SiteLink | None = None
+    delay: DelaySpec = DelaySpec()
+
+
+class BalancingSpec(_Strict):
+    """The line balancer (:mod:`hermes.balance.residual`, 003 Alg. 3–4)."""
+
+    enabled: bool = False
+    estimator: Literal["residual", "time"] = "residual"
+    every: Annotated[int, Field(ge=1)] = 20
+    threshold: Annotated[float, Field(ge=1)] = 2.0
+    fraction: Annotated[float, Field(gt=0, le=1)] = 0.5
+    min_keep: Annotated[int, Field(ge=1)] = 1
+
+
+class BrusselatorSpec(_Strict):
+    """One run of the 003 experiments (module docstring)."""
+
+    name: str = "brusselator"
+    processors: Annotated[int, Field(ge=1)] = 4
+    clock: Literal["virtual", "wall"] = "virtual"
+    mode: Literal["sync", "async"] = "async"
+    problem: ProblemSpec = ProblemSpec()
+    solver: SolverSpec = SolverSpec()
+    platform: PlatformSpec = PlatformSpec()
+    balancing: BalancingSpec = BalancingSpec()
+    check: bool = True
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        p, pl = self.processors, self.platform
+        if isinstance(pl.capacities, list) and len(pl.capacities) != p:
+            raise ValueError(f"platform.capacities: {len(pl.capacities)} values for {p} processors")
+        for k, link in enumerate(pl.links):
+            if max(link.ranks) >= p or link.ranks[0] == link.ranks[1]:
+                raise ValueError(f"platform.links.{k}.ranks: {list(link.ranks)} is not a pair of processors below {p}")
+        if pl.sites is not None:
+            if sum(pl.sites) != p:
+                raise ValueError(f"platform.sites: {sum(pl.sites)} processors in the sites, {p} processors")
+            if pl.inter_site is None:
+                raise ValueError("platform.sites needs platform.inter_site (latency and bandwidth between sites)")
+        return self
+
+
+def _error_line(err: ValidationError) -> str:
+    e = err.errors()[0]
+    loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
+    msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"].replace("Value error, ", "")
+    return f"{loc or 'spec'}: {msg}"
+
+
+def parse_spec(data: Any, overrides: list[str] | None = None) -> BrusselatorSpec:
+    """Validate a raw mapping (from YAML) with ``key.path=value`` overrides; ScenarioError in one line."""
+    from hermes.scenario import apply_overrides
+
+    if not isinstance(data, dict):
+        raise ScenarioError("spec: the file must contain a mapping of keys")
+    if overrides:
+        data = apply_overrides(data, overrides)
+    try:
+        return BrusselatorSpec.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(_error_line(err)) from None
+
+
+def load_spec(path: str | Path, overrides: list[str] | None = None) -> BrusselatorSpec:
+    """Read and validate a spec file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
+    except yaml.YAMLError:
+        raise ScenarioError(f"{path}: not valid YAML") from None
+    return parse_spec(data, overrides)
+
+
+def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
+    """The iteration, the platform and the initial line partition of a spec (same on every rank)."""
+    pr = spec.problem
+    problem = Brusselator(pr.points, pr.alpha, pr.t_end, pr.dt, pr.u_boundary, pr.v_boundary, pr.newton_tol,
+                          pr.max_newton)
+    sv, bl = spec.solver, spec.balancing
+    overlap = auto_overlap(problem) if sv.overlap == "auto" else int(sv.overlap)
+    balance = (LineBalance(bl.estimator, bl.every, bl.threshold, bl.fraction, max(bl.min_keep, overlap + 1))
+               if bl.enabled else None)
+    window = problem.n_steps if sv.window == "all" else int(sv.window)
+    cfg = IterConfig(problem, overlap, window, sv.accuracy, balance, sv.max_iterations, sv.persistence)
+    pl, p = spec.platform, spec.processors
+    overrides: dict[tuple[int, int], tuple[float, float]] = {}
+    if pl.sites is not None:
+        site = np.repeat(np.arange(len(pl.sites)), pl.sites)
+        for i in range(p):
+            for j in range(i + 1, p):
+                if site[i] != site[j]:
+                    overrides[(i, j)] = (pl.inter_site.latency, pl.inter_site.bandwidth)
+    for link in pl.links:
+        i, j = sorted(link.ranks)
+        overrides[(i, j)] = (link.latency, link.bandwidth)
+    links = StaticLinks(Links(pl.latency, pl.bandwidth, overrides))
+    if pl.delay.max > 0:
+        links = DelayedLinks(links, pl.delay.max, pl.delay.seed)
+    caps = np.ones(p) if pl.capacities == "homo" else np.asarray(pl.capacities, dtype=np.float64)
+    platform = Platform.create(caps, pl.speed / sv.work_per_point, links)
+    bounds = (even_bounds(problem.n, p, cfg.min_points) if sv.partition == "even"
+              else capacity_bounds(problem.n, caps, overlap, cfg.min_points))
+    return cfg, platform, bounds
+
+
+def simulate(spec: BrusselatorSpec) -> tuple[list[RankRecord], list]:
+    """All processors in this process (virtual clock): SISC or the discrete-event AIAC simulation."""
+    from hermes.app.asynchronous import aiac_serial
+    from hermes.app.sisc import sisc_serial
+
+    if spec.clock != "virtual":
+        raise ScenarioError("clock: a serial simulation needs the virtual clock (the wall clock needs mpiexec)")
+    cfg, platform, bounds = build(spec)
+    if spec.mode == "sync":
+        return sisc_serial(cfg, platform, bounds), []
+    return aiac_serial(cfg, platform, bounds)
+
+
+def run_brusselator(comm, spec: BrusselatorSpec, clock_kind: str | None = None) -> dict | None:
+    """Collective: run ``spec`` with one processor per process of ``comm``; the summary on rank 0, None elsewhere.
+
+    ``clock_kind`` overrides ``spec.clock``. Raises ScenarioError (on every rank) if the communicator's size is
+    not ``spec.processors``.
+    """
+    from hermes.app.async_mpi import aiac_mpi_virtual, aiac_mpi_wall
+    from hermes.app.sisc import sisc_mpi
+
+    clock = clock_kind or spec.clock
+    if comm.Get_size() != spec.processors:
+        raise ScenarioError(f"processors: the spec asks for {spec.processors}, the job has {comm.Get_size()}")
+    cfg, platform, bounds = build(spec)
+    sim_rounds = 0
+    if spec.mode == "sync":
+        rec, rounds = sisc_mpi(comm, cfg, platform, bounds, clock), []
+    elif clock == "virtual":
+        rec, rounds, sim_rounds = aiac_mpi_virtual(comm, cfg, platform, bounds)
+    else:
+        rec, rounds, sim_rounds = aiac_mpi_wall(comm, cfg, platform, bounds)
+    records = comm.gather(rec, root=0)
+    rounds = comm.gather(rounds, root=0)
+    if comm.Get_rank() != 0:
+        return None
+    out = summarise(spec.model_copy(update={"clock": clock}), records, [r for rs in rounds for r in rs])
+    out["simulation_rounds"] = sim_rounds
+    return out
+
+
+def summarise(spec: BrusselatorSpec, records: list[RankRecord], rounds: list) -> dict:
+    """The run's summary: time to the accuracy, iterations, error against the serial solution, migrations."""
+    cfg, _, _ = build(spec)
+    problem = cfg.problem
+    out: dict[str, Any] = {
+        "name": spec.name, "mode": spec.mode, "clock": spec.clock, "processors": spec.processors,
+        "points": problem.n, "steps": problem.n_steps, "window": cfg.window, "windows": len(cfg.windows),
+        "overlap": cfg.overlap, "accuracy": cfg.accuracy,
+        "balancing": spec.balancing.model_dump() if spec.balancing.enabled else None,
+        "time": max(r.time for r in records),
+        "iterations": [r.iterations for r in records],
+        "solves": [r.solves for r in records],
+        "verifications": [r.verifications for r in records],
+        "compute_time": [r.compute_time for r in records],
+        "wait_time": [r.wait_time for r in records],
+        "migrated_points": int(sum(r.sent_points for r in records)),
+        "transfers": int(sum(r.transfers for r in records)),
+        "messages": int(sum(r.messages for r in records)),
+        "bytes": float(sum(r.bytes for r in records)),
+        "final_bounds": _final_bounds(records),
+        "detection_rounds": len(rounds),
+        "rounds_failed": int(sum(1 for r in rounds if not r[3])),
+        "failed_round_residuals": [float(r[2]) for r in rounds if not r[3]],
+    }
+    y = assemble(problem, cfg.window, records)
+    out["solution_checksum"] = float(np.abs(y).sum())
+    if spec.check:
+        ref = serial_solution(problem)
+        out["error_vs_serial"] = float(np.max(np.abs(y - ref)))
+    return out
+
+
+def _final_bounds(records: list[RankRecord]) -> list[int]:
+    last = [rec.windows[-1] for rec in records]
+    return [int(w[1]) for w in last] + [int(last[-1][2])]
+
+
+def timeline(records: list[RankRecord]) -> dict[str, np.ndarray]:
+    """Per-iteration arrays of all ranks (rank, start, duration, a, b, residual) for plots."""
+    rows = [(r.rank, *row) for r in records for row in r.timeline]
+    arr = np.array(rows, dtype=np.float64).reshape(-1, 6)
+    return {k: arr[:, i] for i, k in enumerate(("rank", "start", "duration", "a", "b", "residual"))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hermes.app.bahi", description=__doc__.split("\n\n")[0])
+    ap.add_argument("spec", help="spec YAML (see the module docstring)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a spec value")
+    ap.add_argument("--serial", action="store_true", help="simulate every processor in this process (virtual)")
+    ap.add_argument("--json", metavar="OUT", help="also write the summary to this file")
+    ap.add_argument("--timeline", metavar="NPZ", help="write per-iteration records (rank 0)")
+    args = ap.parse_args(argv)
+    rank = 0
+    try:
+        spec = load_spec(args.spec, args.set)
+        if args.serial:
+            records, rounds = simulate(spec)
+            summary = summarise(spec, records, rounds)
+        else:
+            from mpi4py import MPI
+
+            comm = MPI.COMM_WORLD
+            rank = comm.Get_rank()
+            records = None
+            summary = run_brusselator(comm, spec)
+        if rank == 0:
+            text = json.dumps(summary, indent=1)
+            print(text, flush=True)
+            if args.json:
+                Path(args.json).write_text(text + "\n")
+            if args.timeline and args.serial:
+                np.savez_compressed(args.timeline, **timeline(records))
+    except (HermesError, SolverError) as err:
+        if rank == 0:
+            print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""The Brusselator runs of 003 under mpiexec against the serial simulation (run by tests/mpi/test_async_mpi.py).
+
+Usage: ``mpiexec -n P python -m mpi4py tests/mpi/async_script.py``
+
+Virtual clock: SISC and AIAC (with balancing and with delayed messages) must equal
+:func:`hermes.app.bahi.simulate` — all processors in one process — in every summary entry, bit for bit, also when
+every process sleeps a random real time at each iteration (different real timing, same virtual run). Wall clock:
+SISC and AIAC with real non-blocking MPI must match the serial solution to the accuracy, every accepted window
+having a residual below it. Rank 0 prints one ``FAIL ...`` line per disagreement or ``OK async P``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from hermes.app import asynchronous
+from hermes.app.bahi import parse_spec, run_brusselator, simulate, summarise
+from tests.mpi.harness import finish
+
+BASE = {"name": "mpi", "problem": {"points": 160, "t_end": 0.75}, "solver": {"window": 5}}
+
+
+def case(p: int, **over) -> dict:
+    data = {**BASE, "processors": p, "platform": {"capacities": [1 + (i % 3) for i in range(p)], "speed": 1.0e4}}
+    for key, val in over.items():
+        data[key] = {**data.get(key, {}), **val} if isinstance(val, dict) else val
+    return data
+
+
+def jitter(on: bool) -> None:
+    """Make every process sleep a random real time (0-3 ms) at each iteration boundary."""
+    orig = getattr(asynchronous.AiacRank, "_orig_boundary", asynchronous.AiacRank.on_boundary)
+    asynchronous.AiacRank._orig_boundary = orig
+    if not on:
+        asynchronous.AiacRank.on_boundary = orig
+        return
+    rng = np.random.default_rng([os.getpid(), time.time_ns() % 2**32])
+
+    def slow(self, t=None):
+        time.sleep(rng.uniform(0.0, 3e-3))
+        return orig(self, t)
+
+    asynchronous.AiacRank.on_boundary = slow
+
+
+def main() -> int:
+    comm = MPI.COMM_WORLD
+    p, rank = comm.Get_size(), comm.Get_rank()
+    failures: list[str] = []
+    virtual = {
+        "sync": case(p, mode="sync"),
+        "sync-balanced": case(p, mode="sync", balancing={"enabled": True, "every": 2, "threshold": 1.2,
+                                                         "estimator": "time"}),
+        "async": case(p, mode="async"),
+        "async-balanced": case(p, mode="async", balancing={"enabled": True, "every": 2, "threshold": 1.2}),
+        "async-delayed": case(p, mode="async", platform={"capacities": [1 + (i % 3) for i in range(p)],
+                                                         "speed": 1.0e4, "delay": {"max": 1.0, "seed": 5}},
+                              balancing={"enabled": True, "every": 3, "threshold": 1.5, "estimator": "time"}),
+    }
+    for name, data in virtual.items():
+        spec = parse_spec(data)
+        for jit in (False, True) if name.startswith("async") else (False,):
+            jitter(jit)
+            got = run_brusselator(comm, spec)
+            if rank == 0:
+                ref = summarise(spec, *simulate(spec))
+                diff = sorted(k for k in ref if ref[k] != got.get(k))
+                if diff:
+                    failures.append(f"{name}{' jittered' if jit else ''}: differs from the serial simulation in "
+                                    f"{diff}: {[(ref[k], got.get(k)) for k in diff[:3]]}")
+    jitter(False)
+    for mode in ("sync", "async"):
+        spec = parse_spec(case(p, mode=mode, clock="wall"))
+        got = run_brusselator(comm, spec)
+        if rank == 0 and not got["error_vs_serial"] <= spec.solver.accuracy:
+            failures.append(f"wall {mode}: error {got['error_vs_serial']:.3e} > accuracy {spec.solver.accuracy}")
+    return finish(comm, "async", failures)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "async"
 
 VARIANTS = {
-    "sync": ["mode=sync"],
-    "async": ["mode=async"],
-    "async+residual": ["mode=async", "balancing.enabled=true", "balancing.estimator=residual"],
-    "async+time": ["mode=async", "balancing.enabled=true", "balancing.estimator=time", "balancing.threshold=1.2"],
+    "sync": ["application.mode=sync"],
+    "async": ["application.mode=async"],
+    "async+residual": ["application.mode=async", "balancing.enabled=true", "balancing.estimator=residual"],
+    "async+time": ["application.mode=async", "balancing.enabled=true", "balancing.estimator=time", "balancing.threshold=1.2"],
 }
 
 
@@ -78,8 +78,8 @@ def fig7(n: int) -> None:
     print(table(rows, "processors", list(VARIANTS)))
 
 
-STATIC = {"sync+static": ["mode=sync", "solver.partition=capacities"],
-          "async+static": ["mode=async", "solver.partition=capacities"]}
+STATIC = {"sync+static": ["application.mode=sync", "solver.partition=capacities"],
+          "async+static": ["application.mode=async", "solver.partition=capacities"]}
 
 
 def table1(n: int) -> None:

@@ -438,6 +438,11 @@ def _cmd_run(args, argv: list[str]) -> int:
     if args.resume is not None and (args.scenario or args.overrides or args.out or args.force):
         return _error("--resume takes the scenario and the directory from RUN_DIR (no scenario, --set, --out or "
                       "--force with it)")
+    if args.scenario and args.resume is None:
+        from hermes.app.bahi import is_spec_file
+
+        if is_spec_file(args.scenario):
+            return _cmd_run_brusselator(args, argv)
     if not under_mpi_launcher() and not args.no_launch:
         # validate first (serially) — the scenario, the run directory —, then start the job under mpiexec
         try:
@@ -455,6 +460,53 @@ def _cmd_run(args, argv: list[str]) -> int:
                   f"records, and a checkpoint if one was due, are in the run directory)", file=sys.stderr)
         return end.status
     return _run_here(args)
+
+
+def _cmd_run_brusselator(args, argv: list[str]) -> int:
+    """``hermes run`` of a Brusselator spec (``application.kernel: brusselator``, :mod:`hermes.app.bahi`): the spec
+    is validated serially, then ``mpiexec -n processors`` runs one processor per process; rank 0 prints the result
+    and, with ``--out DIR``, writes ``DIR/summary.json``."""
+    import json
+
+    from hermes.app.bahi import load_spec, result_lines, run_brusselator
+    from hermes.errors import HermesError
+    from hermes.launch import mpiexec_command, run_job, under_mpi_launcher
+
+    if not under_mpi_launcher() and not args.no_launch:
+        try:
+            spec = load_spec(args.scenario, args.overrides)
+            cmd = mpiexec_command(spec.processors, [*argv, "--no-launch"])
+        except HermesError as err:
+            return _error(str(err))
+        if not args.quiet:
+            print("hermes: launching: " + " ".join(cmd), flush=True)
+        return run_job(cmd).status
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    if comm.Get_size() > 1:
+        _abort_on_uncaught(comm)
+    try:
+        summary = run_brusselator(comm, load_spec(args.scenario, args.overrides))
+    except HermesError as err:
+        code = _error(str(err), rank)
+        if comm.Get_size() > 1:
+            _exit_together(comm, code)
+        return code
+    if rank == 0:
+        if not args.quiet:
+            print("\n".join(result_lines(summary)), flush=True)
+        if args.out:
+            try:
+                out = Path(args.out).expanduser()
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+            except OSError as err:
+                return _error(f"--out: cannot write {args.out}/summary.json ({err.strerror or err})")
+            if not args.quiet:
+                print(f"results:  {out}/summary.json")
+    return 0
 
 
 def _prepare_launch(args) -> tuple[int, list[str]]:

@@ -34,6 +34,7 @@ from tests.conftest import ROOT, run_mpi
 BATCH = ROOT / "tests" / "bad_input_batch.py"
 NO_SET = "mesh.grid=null"
 VTU = str(ROOT / "meshes" / "grid20x19.vtu")
+BAHI = str(ROOT / "scenarios" / "bahi-homogeneous.yaml")  # a Brusselator spec (hermes/app/bahi.py)
 
 
 def _mesh(name: str) -> list[str]:
@@ -117,6 +118,13 @@ RUN = [
     ("capacities-words", ["--set", "platform.capacities={d}/caps_words.txt"], "capacities must be a list of numbers"),
     ("capacities-file-count", ["--set", "platform.capacities={d}/caps3.txt"], "platform.capacities: 3 values for 4"),
     ("link-ranks", ["--set", "platform.links=[{ranks: [0, 7]}]"], "platform.links.0.ranks: [0, 7] is not a pair"),
+    # Brusselator specs (application.kernel: brusselator): the same bounds conventions
+    ("bahi-points-huge", [BAHI, "--set", "problem.points=100000000000"], "problem.points: must be at most 1e+07"),
+    ("bahi-accuracy-inf", [BAHI, "--set", "solver.accuracy=.inf"], "solver.accuracy: must be a finite number"),
+    ("bahi-steps", [BAHI, "--set", "problem.dt=1e-9"], "problem: t_end / dt is 1e+10 time steps, more than"),
+    ("bahi-boundary-huge", [BAHI, "--set", "problem.u_boundary=1e200"], "problem.u_boundary: must be at most 1e+30"),
+    ("bahi-mode", [BAHI, "--set", "application.mode=fast"], "application.mode: must be 'sync' or 'async'"),
+    ("bahi-unknown-key", [BAHI, "--set", "solver.colour=red"], "solver.colour: unknown key"),
 ]
 
 #: other commands: (id, argv, expected words)

@@ -1,16 +1,18 @@
 """Run the Brusselator experiments of 003 (Bahi, Contassot-Vivier & Couturier): spec, entry point, command line.
 
-``python -m hermes.app.bahi SPEC.yaml [--set key=value ...] [--serial] [--json OUT]`` (also
-``python -m hermes.app.brusselator``). Under ``mpiexec -n P`` it runs one processor per MPI process
-(:func:`run_brusselator`); with ``--serial`` (virtual clock only) it runs all processors in one process
-(:func:`simulate`), with the same results bit for bit. Rank 0 prints the summary as JSON.
+``hermes run SPEC.yaml [--set key=value ...] [--out DIR]`` starts ``mpiexec -n processors`` and prints the result
+(:func:`result_lines`); a spec is recognised by ``application.kernel: brusselator`` (:func:`is_spec_file`).
+``python -m hermes.app.bahi SPEC.yaml [--set key=value ...] [--serial] [--json OUT]`` is the lower-level runner:
+under ``mpiexec -n P`` it runs one processor per MPI process (:func:`run_brusselator`); with ``--serial`` (virtual
+clock only) it runs all processors in one process (:func:`simulate`), with the same results bit for bit. Rank 0
+prints the summary as JSON.
 
 The spec (:class:`BrusselatorSpec`, every key optional except where noted)::
 
     name: bahi-homogeneous
     processors: 8             # MPI processes / simulated processors (a line, 003 §VI-A)
     clock: virtual            # virtual (deterministic model) | wall (real time)
-    mode: async               # sync (SISC) | async (AIAC)
+    application: {kernel: brusselator, mode: async}   # mode: sync (SISC, the default) | async (AIAC)
     problem:  {points: 2000, alpha: 0.02, t_end: 10, dt: 0.05, u_boundary: 1.0, v_boundary: 3.0,
                newton_tol: 1.0e-10, max_newton: 30}
     solver:   {accuracy: 7.0e-4, window: all, overlap: auto, work_per_point: 1.0, persistence: 1,
@@ -22,6 +24,10 @@ The spec (:class:`BrusselatorSpec`, every key optional except where noted)::
                delay: {max: 0.0, seed: 0}}     # extra random delay per message (tests)
     balancing: {enabled: false, estimator: residual, every: 20, threshold: 2.0, fraction: 0.5, min_keep: 1}
     check: true               # compare with the serial solution (rank 0; memory (n_steps+1)·N·16 bytes)
+
+Every number is bounded (``hermes.scenario`` conventions: finite, at most ``BIG``; counts at most
+``MAX_PROCESSORS`` / ``MAX_ITERATIONS``; points at most ``MAX_POINTS``, time steps at most ``MAX_STEPS``), and
+errors are one line naming the key path.
 
 Capacities are relative speeds (normalised to sum 1, hermes convention): processor i does
 ``speed · p · c_i`` work units per second, a work unit being one Newton iteration on one point.
@@ -44,45 +50,62 @@ from hermes.app.iteration import (DelayedLinks, IterConfig, Platform, RankRecord
                                   capacity_bounds, even_bounds)
 from hermes.balance.residual import LineBalance
 from hermes.clock import Links
-from hermes.errors import HermesError, ScenarioError
+from hermes.errors import HermesError, ScenarioError, validation_message
+from hermes.scenario import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED, apply_overrides
 
-__all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "build", "run_brusselator", "simulate", "summarise", "main"]
+__all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "is_spec_file", "build", "run_brusselator", "simulate",
+           "summarise", "result_lines", "main", "MAX_POINTS", "MAX_STEPS"]
 
-Pos = Annotated[float, Field(gt=0)]
-NonNeg = Annotated[float, Field(ge=0)]
+#: points of the line: the serial check holds (steps + 1) · points · 16 bytes, the blocks a window of them
+MAX_POINTS = 10_000_000
+#: implicit-Euler steps t_end / dt (per-rank records keep one row per window)
+MAX_STEPS = 1_000_000
+
+Pos = Annotated[float, Field(gt=0, le=BIG)]
+NonNeg = Annotated[float, Field(ge=0, le=BIG)]
+#: the boundary values: u²v appears in the reaction term, so |u|, |v| ≤ 1e30 keeps it within BIG
+Value = Annotated[float, Field(ge=-1e30, le=1e30)]
+Count = Annotated[int, Field(ge=1, le=MAX_ITERATIONS)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ProblemSpec(_Strict):
     """003 eq. (4) and its implicit-Euler / Newton discretisation."""
 
-    points: Annotated[int, Field(ge=1)] = 2000
+    points: Annotated[int, Field(ge=1, le=MAX_POINTS)] = 2000
     alpha: Pos = 0.02
     t_end: Pos = 10.0
     dt: Pos = 0.05
-    u_boundary: float = 1.0
-    v_boundary: float = 3.0
-    newton_tol: Pos = 1.0e-10
-    max_newton: Annotated[int, Field(ge=1)] = 30
+    u_boundary: Value = 1.0
+    v_boundary: Value = 3.0
+    newton_tol: Annotated[float, Field(gt=0, le=1)] = 1.0e-10
+    max_newton: Annotated[int, Field(ge=1, le=1000)] = 30
+
+    @model_validator(mode="after")
+    def _steps(self):
+        steps = self.t_end / self.dt
+        if steps > MAX_STEPS:
+            raise ValueError(f"t_end / dt is {steps:g} time steps, more than {MAX_STEPS}")
+        return self
 
 
 class SolverSpec(_Strict):
     """The parallel iteration (:mod:`hermes.app.brusselator`)."""
 
     accuracy: Pos = 7.0e-4
-    window: Annotated[int, Field(ge=1)] | Literal["all"] = "all"
-    overlap: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    window: Annotated[int, Field(ge=1, le=MAX_STEPS)] | Literal["all"] = "all"
+    overlap: Annotated[int, Field(ge=0, le=MAX_POINTS)] | Literal["auto"] = "auto"
     work_per_point: Pos = 1.0
-    persistence: Annotated[int, Field(ge=1)] = 1
-    max_iterations: Annotated[int, Field(ge=1)] = 100_000
+    persistence: Annotated[int, Field(ge=1, le=1000)] = 1
+    max_iterations: Count = 100_000
     partition: Literal["even", "capacities"] = "even"
 
 
 class LinkSpec(_Strict):
-    ranks: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]
+    ranks: tuple[Annotated[int, Field(ge=0, lt=MAX_PROCESSORS)], Annotated[int, Field(ge=0, lt=MAX_PROCESSORS)]]
     latency: Pos
     bandwidth: Pos
 
@@ -94,7 +117,7 @@ class SiteLink(_Strict):
 
 class DelaySpec(_Strict):
     max: NonNeg = 0.0
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
 
 
 class PlatformSpec(_Strict):
@@ -105,7 +128,7 @@ class PlatformSpec(_Strict):
     latency: Pos = 1.0e-4
     bandwidth: Pos = 1.25e7
     links: list[LinkSpec] = []
-    sites: list[Annotated[int, Field(ge=1)]] | None = None
+    sites: list[Annotated[int, Field(ge=1, le=MAX_PROCESSORS)]] | None = None
     inter_site: SiteLink | None = None
     delay: DelaySpec = DelaySpec()
 
@@ -115,19 +138,26 @@ class BalancingSpec(_Strict):
 
     enabled: bool = False
     estimator: Literal["residual", "time"] = "residual"
-    every: Annotated[int, Field(ge=1)] = 20
-    threshold: Annotated[float, Field(ge=1)] = 2.0
+    every: Count = 20
+    threshold: Annotated[float, Field(ge=1, le=BIG)] = 2.0
     fraction: Annotated[float, Field(gt=0, le=1)] = 0.5
-    min_keep: Annotated[int, Field(ge=1)] = 1
+    min_keep: Annotated[int, Field(ge=1, le=MAX_POINTS)] = 1
+
+
+class ApplicationSpec(_Strict):
+    """Which application and how it iterates (the key ``application.kernel: brusselator`` marks a spec file)."""
+
+    kernel: Literal["brusselator"] = "brusselator"
+    mode: Literal["sync", "async"] = Field("sync", description="sync: SISC (the default); async: AIAC (003 §II-B)")
 
 
 class BrusselatorSpec(_Strict):
     """One run of the 003 experiments (module docstring)."""
 
     name: str = "brusselator"
-    processors: Annotated[int, Field(ge=1)] = 4
+    processors: Annotated[int, Field(ge=1, le=MAX_PROCESSORS)] = 4
     clock: Literal["virtual", "wall"] = "virtual"
-    mode: Literal["sync", "async"] = "async"
+    application: ApplicationSpec = ApplicationSpec()
     problem: ProblemSpec = ProblemSpec()
     solver: SolverSpec = SolverSpec()
     platform: PlatformSpec = PlatformSpec()
@@ -149,18 +179,14 @@ class BrusselatorSpec(_Strict):
                 raise ValueError("platform.sites needs platform.inter_site (latency and bandwidth between sites)")
         return self
 
-
-def _error_line(err: ValidationError) -> str:
-    e = err.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
-    msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"].replace("Value error, ", "")
-    return f"{loc or 'spec'}: {msg}"
+    @property
+    def mode(self) -> str:
+        """``application.mode``: sync (SISC) or async (AIAC)."""
+        return self.application.mode
 
 
 def parse_spec(data: Any, overrides: list[str] | None = None) -> BrusselatorSpec:
     """Validate a raw mapping (from YAML) with ``key.path=value`` overrides; ScenarioError in one line."""
-    from hermes.scenario import apply_overrides
-
     if not isinstance(data, dict):
         raise ScenarioError("spec: the file must contain a mapping of keys")
     if overrides:
@@ -168,7 +194,7 @@ def parse_spec(data: Any, overrides: list[str] | None = None) -> BrusselatorSpec
     try:
         return BrusselatorSpec.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(_error_line(err)) from None
+        raise ScenarioError(validation_message(err, root="spec", more=False)) from None
 
 
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> BrusselatorSpec:
@@ -181,6 +207,17 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Brusselat
     except yaml.YAMLError:
         raise ScenarioError(f"{path}: not valid YAML") from None
     return parse_spec(data, overrides)
+
+
+def is_spec_file(path: str | Path) -> bool:
+    """Whether ``path`` is a Brusselator spec (``application.kernel: brusselator``); False for anything else,
+    including files that cannot be read (the scenario loader then says why)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    app = data.get("application") if isinstance(data, dict) else None
+    return isinstance(app, dict) and app.get("kernel") == "brusselator"
 
 
 def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
@@ -287,6 +324,27 @@ def summarise(spec: BrusselatorSpec, records: list[RankRecord], rounds: list) ->
         ref = serial_solution(problem)
         out["error_vs_serial"] = float(np.max(np.abs(y - ref)))
     return out
+
+
+def result_lines(summary: dict) -> list[str]:
+    """What ``hermes run`` prints of a summary: the set-up, the time to the accuracy, the check."""
+    bal = summary["balancing"]
+    how = "no balancing" if bal is None else f"{bal['estimator']} estimator every {bal['every']} iterations"
+    unit = "virtual" if summary["clock"] == "virtual" else "real"
+    its = summary["iterations"]
+    lines = [f"{summary['name']}: Brusselator N={summary['points']}, {summary['steps']} steps, "
+             f"{'AIAC (async)' if summary['mode'] == 'async' else 'SISC (sync)'}, {summary['processors']} "
+             f"processors, {summary['clock']} clock, {how}",
+             f"time to accuracy {summary['accuracy']:g} (residual): {summary['time']:.6g} s {unit}; iterations per "
+             f"processor {min(its)}-{max(its)} over {summary['windows']} windows; detection rounds "
+             f"{summary['detection_rounds']} ({summary['rounds_failed']} refused); points moved "
+             f"{summary['migrated_points']} in {summary['transfers']} transfers"]
+    err = summary.get("error_vs_serial")
+    if err is not None:
+        verdict = "within" if err <= summary["accuracy"] else "above"
+        lines.append(f"error vs serial solution {err:.3g}: {verdict} the accuracy {summary['accuracy']:g}"
+                     + ("" if err <= summary["accuracy"] else " (per-window errors add up; docs/ASYNC.md)"))
+    return lines
 
 
 def _final_bounds(records: list[RankRecord]) -> list[int]:

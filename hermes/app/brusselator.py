@@ -294,8 +294,3 @@ def block_map(problem: Brusselator, y: NDArray[np.float64], bounds: NDArray[np.i
         newton[i] = int(its.sum()) * (hi - lo)
     return out, newton
 
-
-if __name__ == "__main__":  # python -m hermes.app.brusselator SPEC.yaml: the runner of hermes.app.bahi
-    from hermes.app.bahi import main
-
-    raise SystemExit(main())

@@ -22,8 +22,9 @@ SMALL = {"name": "t", "processors": 4, "problem": {"points": 120, "t_end": 1.0},
          "platform": {"capacities": [1, 2, 1, 3], "speed": 1.0e4}}
 
 
-def spec(**over):
+def spec(mode: str = "async", **over):
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in SMALL.items()}
+    data["application"] = {"kernel": "brusselator", "mode": mode}
     for key, val in over.items():
         sect, _, sub = key.partition("__")
         if sub:
@@ -148,9 +149,9 @@ def test_balancing_keeps_the_line_and_converges(mode, estimator):
 
 
 def test_one_processor_runs_alone():
-    sp = spec(processors=1, platform={"capacities": "homo", "speed": 1.0e4})
     for mode in ("sync", "async"):
-        out = summarise(sp, *simulate(sp.model_copy(update={"mode": mode})))
+        sp = spec(mode, processors=1, platform={"capacities": "homo", "speed": 1.0e4})
+        out = summarise(sp, *simulate(sp))
         assert out["error_vs_serial"] <= sp.solver.accuracy
 
 
@@ -160,10 +161,23 @@ def test_one_processor_runs_alone():
     ({"balancing": {"estimator": "load"}}, "balancing.estimator"),
     ({"platform": {"sites": [2, 2]}}, "inter_site"),
     ({"bogus": 1}, "bogus: unknown key"),
+    ({"problem": {"points": 10**9}}, "problem.points: must be at most 1e\\+07"),
+    ({"solver": {"accuracy": float("nan")}}, "solver.accuracy: must be a finite number"),
+    ({"problem": {"t_end": 1e6, "dt": 1e-3}}, "problem: t_end / dt is 1e\\+09 time steps"),
+    ({"application": {"mode": "eventually"}}, "application.mode: must be 'sync' or 'async'"),
 ])
 def test_bad_specs_are_one_line_errors(over, msg):
     with pytest.raises(ScenarioError, match=msg):
         parse_spec({**SMALL, **over})
+
+
+def test_sync_is_the_default_mode_and_specs_are_recognised(tmp_path):
+    from hermes.app.bahi import is_spec_file
+    from tests.conftest import ROOT
+
+    assert parse_spec({}).mode == "sync"
+    assert is_spec_file(ROOT / "scenarios" / "bahi-grid.yaml")
+    assert not is_spec_file(ROOT / "scenarios" / "quickstart.yaml") and not is_spec_file(tmp_path / "none.yaml")
 
 
 def test_too_many_processors_for_the_points():

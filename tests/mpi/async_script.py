@@ -24,8 +24,9 @@ from tests.mpi.harness import finish
 BASE = {"name": "mpi", "problem": {"points": 160, "t_end": 0.75}, "solver": {"window": 5}}
 
 
-def case(p: int, **over) -> dict:
-    data = {**BASE, "processors": p, "platform": {"capacities": [1 + (i % 3) for i in range(p)], "speed": 1.0e4}}
+def case(p: int, mode: str, **over) -> dict:
+    data = {**BASE, "processors": p, "application": {"kernel": "brusselator", "mode": mode},
+            "platform": {"capacities": [1 + (i % 3) for i in range(p)], "speed": 1.0e4}}
     for key, val in over.items():
         data[key] = {**data.get(key, {}), **val} if isinstance(val, dict) else val
     return data

@@ -465,10 +465,11 @@ def _cmd_run(args, argv: list[str]) -> int:
 def _cmd_run_brusselator(args, argv: list[str]) -> int:
     """``hermes run`` of a Brusselator spec (``application.kernel: brusselator``, :mod:`hermes.app.bahi`): the spec
     is validated serially, then ``mpiexec -n processors`` runs one processor per process; rank 0 prints the result
-    and, with ``--out DIR``, writes ``DIR/summary.json``."""
+    and, with ``--out DIR``, writes ``DIR/summary.json``. With ``--no-launch`` outside MPI, a virtual-clock spec
+    of several processors is simulated in this process (:func:`hermes.app.bahi.simulate`, the same results)."""
     import json
 
-    from hermes.app.bahi import load_spec, result_lines, run_brusselator
+    from hermes.app.bahi import load_spec, result_lines, run_brusselator, simulate, summarise
     from hermes.errors import HermesError
     from hermes.launch import mpiexec_command, run_job, under_mpi_launcher
 
@@ -488,7 +489,11 @@ def _cmd_run_brusselator(args, argv: list[str]) -> int:
     if comm.Get_size() > 1:
         _abort_on_uncaught(comm)
     try:
-        summary = run_brusselator(comm, load_spec(args.scenario, args.overrides))
+        spec = load_spec(args.scenario, args.overrides)
+        if comm.Get_size() == 1 and spec.processors > 1 and spec.clock == "virtual":
+            summary = summarise(spec, *simulate(spec))
+        else:
+            summary = run_brusselator(comm, spec)
     except HermesError as err:
         code = _error(str(err), rank)
         if comm.Get_size() > 1:

@@ -44,18 +44,36 @@ def test_wrong_job_size_is_one_line_error(mpirun, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def _hermes(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "hermes", *args], capture_output=True, text=True, check=False,
+                          timeout=300, cwd=ROOT, env=env)
+
+
 @pytest.mark.mpi
 def test_hermes_run_launches_a_brusselator_spec(tmp_path):
     """``hermes run`` recognises ``application.kernel: brusselator``, starts mpiexec and prints the result."""
     spec = tmp_path / "s.yaml"
     spec.write_text("name: tiny\nprocessors: 2\napplication: {kernel: brusselator, mode: async}\n"
                     "problem: {points: 60, t_end: 0.25}\nplatform: {speed: 1.0e4}\n")
-    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-m", "hermes", "run", str(spec), "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, check=False, timeout=300, cwd=ROOT, env=env)
+    proc = _hermes("run", str(spec), "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "-n 2 " in proc.stdout and "AIAC (async), 2 processors, virtual clock" in proc.stdout
     assert "within the accuracy 0.0007" in proc.stdout
     out = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert out["mode"] == "async" and out["error_vs_serial"] <= 7e-4
+
+
+def test_hermes_run_no_launch_simulates_every_processor_in_one_process(tmp_path):
+    """``--no-launch`` outside MPI: a virtual-clock spec runs as the serial simulation (same summary as mpiexec)."""
+    from hermes.app.bahi import load_spec, simulate, summarise
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: tiny\nprocessors: 3\napplication: {kernel: brusselator, mode: async}\n"
+                    "problem: {points: 60, t_end: 0.25}\nplatform: {speed: 1.0e4}\n")
+    proc = _hermes("run", str(spec), "--no-launch", "--quiet", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0 and "launching" not in proc.stdout, proc.stdout + proc.stderr
+    got = json.loads((tmp_path / "out" / "summary.json").read_text())
+    sp = load_spec(spec)
+    assert got == json.loads(json.dumps(summarise(sp, *simulate(sp))))

@@ -202,3 +202,31 @@ def test_time_never_goes_back_and_steps_too_short_are_refused():
                          Links(), rate=1e6, max_events=1000)
     with pytest.raises(ExtraLoadError, match="far too short"):
         tiny.compute(0.0, 1e6)
+
+
+def test_shipped_table_10_6_tasks_reproduce_the_table():
+    """configs/extraload-table-10.6.yaml: the capacities the application gets are thesis Table 10.6's."""
+    from pathlib import Path
+
+    from hermes.extraload.schedule import read_schedule_csv
+    from hermes.extraload.tasks import load_tasks
+
+    root = Path(__file__).resolve().parents[2]
+    tasks = load_tasks(root / "configs" / "extraload-table-10.6.yaml")
+    table = read_schedule_csv(root / "configs" / "thesis-table-10.6.csv")
+    links = Links()
+    loads = [ProcessorLoad(q, tasks, links, rate=1e4) for q in range(15)]
+    t = 0.0
+    for k in range(1, 8):
+        for m in loads:
+            m.begin_phase(k, t)
+        work = 1e4
+        got = np.array([work / m.compute(t, work) for m in loads])  # rate each rank achieved in this phase
+        t += 20.0
+        caps = got / got.sum()
+        # the table prints 4 digits (|printed - exact| < 1e-4) and its rows sum to 1 within 1e-3
+        assert np.allclose(caps, table[k - 1] / table[k - 1].sum(), rtol=0, atol=2e-4), k
+        # exactly: shares n_i / max n of the integer units behind the table (phase 3: 6, 5, 4, 3, 2, 1 x 1/51;
+        # every row's smallest entry is one unit)
+        units = np.round(table[k - 1] / table[k - 1].min())
+        assert np.allclose(got / 1e4, units / units.max(), rtol=1e-13, atol=0), k

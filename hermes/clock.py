@@ -190,16 +190,25 @@ class VirtualClock(_Base):
 
 
 class WallClock(_Base):
-    """Real elapsed time; compute performs real arithmetic scaled by 1/(p c_i)."""
+    """Real elapsed time; compute performs real arithmetic scaled by 1/(p c_i).
+
+    ``load`` (a :class:`hermes.extraload.real.RealLoad`, optional) is told when phases begin, so the
+    real external tasks tied to phases start and stop; they compete for the real CPU and network.
+    """
 
     kind = "wall"
     #: floating-point operations in one work unit
     FLOPS_PER_UNIT = 256
 
-    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
+    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float, load=None):
         super().__init__(rank, size, links, speed, capacity)
         self._t0 = time.perf_counter()
         self._buf = np.linspace(0.0, 1.0, 4096)
+        self.load = load
+
+    def begin_phase(self, phase: int) -> None:
+        if self.load is not None:
+            self.load.begin_phase(phase)
 
     @property
     def now(self) -> float:
@@ -251,11 +260,14 @@ class WallClock(_Base):
 Clock = VirtualClock | WallClock
 
 
-def make_clock(kind: str, rank: int, size: int, links: Links, speed: float, capacity: float,
-               load: ProcessorLoad | None = None) -> Clock:
-    """Build the clock named in the scenario (``virtual`` or ``wall``); ``load``: the virtual extra load."""
+def make_clock(kind: str, rank: int, size: int, links: Links, speed: float, capacity: float, load=None) -> Clock:
+    """Build the clock named in the scenario (``virtual`` or ``wall``).
+
+    ``load``: the extra load — a :class:`~hermes.extraload.sharing.ProcessorLoad` for the virtual clock,
+    a :class:`~hermes.extraload.real.RealLoad` for the wall clock (optional).
+    """
     if kind == "virtual":
         return VirtualClock(rank, size, links, speed, capacity, load)
     if kind == "wall":
-        return WallClock(rank, size, links, speed, capacity)
+        return WallClock(rank, size, links, speed, capacity, load)
     raise ValueError(f"unknown clock {kind!r}: expected 'virtual' or 'wall'")

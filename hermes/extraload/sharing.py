@@ -64,7 +64,7 @@ from numpy.typing import NDArray
 from hermes.errors import HermesError
 from hermes.extraload.tasks import Task
 
-__all__ = ["ProcessorLoad", "make_loads", "MAX_EVENTS"]
+__all__ = ["ProcessorLoad", "ExtraLoadError", "make_loads", "MAX_EVENTS"]
 
 PENDING, RUNNING, DONE = 0, 1, 2
 APP = -1
@@ -268,6 +268,12 @@ class ProcessorLoad:
         """
         if not t1 > t0:
             raise ValueError(f"empty interval [{t0}, {t1}]")
+        return self.available_work(t0, t1) / (t1 - t0)
+
+    def available_work(self, t0: float, t1: float) -> float:
+        """Work units a continuously computing application would do over ``[t0, t1]`` (0 if empty; copy)."""
+        if not t1 > t0:
+            return 0.0
         twin = self._twin()
         twin.advance(t0)
         s = twin._s
@@ -277,7 +283,7 @@ class ProcessorLoad:
         while s.t < t1:
             twin._segment(limit=t1 - s.t, until=t1)
             guard = twin._guard(guard)
-        return (s.app_work - w0) / (t1 - t0)
+        return s.app_work - w0
 
     def available_bandwidth(self, dest: int, t0: float, t1: float) -> float:
         """Mean bandwidth (bytes / s) an application stream to ``dest`` would get over ``[t0, t1]`` (copy)."""

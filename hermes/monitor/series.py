@@ -38,7 +38,8 @@ from numpy.typing import NDArray
 from hermes.errors import ScenarioError
 from hermes.monitor.forecast import DEFAULT_FAMILY, forecast, mean_abs_rel_error, parse_forecaster
 
-__all__ = ["SOURCES", "LINK_WEIGHTS", "Monitor", "MonitorView", "Observation", "link_weights", "pair_index"]
+__all__ = ["SOURCES", "LINK_WEIGHTS", "Monitor", "MonitorView", "Observation", "link_weights", "pair_index",
+           "bandwidth_from_timings", "undirected_bandwidth"]
 
 SOURCES = ("forecast", "measured", "nominal", "oracle")
 LINK_WEIGHTS = ("conductance", "inverse_square")
@@ -61,6 +62,36 @@ def link_weights(bandwidth, mapping: str = "conductance") -> NDArray[np.float64]
     if mapping == "inverse_square":
         return (bw.min() / bw) ** 2
     raise ScenarioError(f"monitor.link_weight: unknown mapping {mapping!r} (valid: {', '.join(LINK_WEIGHTS)})")
+
+
+def bandwidth_from_timings(nbytes, seconds, messages, latency):
+    """Bandwidth the messages got: ``Σ bytes / (Σ durations − messages · α)`` (NaN where nothing was sent).
+
+    Arrays align per link or channel: total bytes, total send-to-delivery seconds and number of messages
+    over a phase, and the link's latency ``α`` (the probe's estimate; under the virtual clock latency is
+    not shared, so the configured value is exact). The α-β model in reverse (thesis §4.2).
+    """
+    b = np.asarray(nbytes, dtype=np.float64)
+    busy = np.asarray(seconds, dtype=np.float64) - np.asarray(messages, dtype=np.float64) * np.asarray(
+        latency, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((b > 0) & (busy > 0), b / np.where(busy > 0, busy, 1.0), np.nan)
+
+
+def undirected_bandwidth(directed) -> NDArray[np.float64]:
+    """One bandwidth per link from the two directions: ``B_ij = 2 / (1/B_i→j + 1/B_j→i)``.
+
+    The harmonic mean averages the seconds per byte (as :func:`hermes.monitor.estimate.estimate_links`
+    averages β); a direction never measured leaves the other's value; NaN where neither was measured.
+    """
+    d = np.asarray(directed, dtype=np.float64)
+    a, b = d, d.T
+    both = ~np.isnan(a) & ~np.isnan(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(both, 2.0 / (1.0 / np.where(both, a, 1.0) + 1.0 / np.where(both, b, 1.0)),
+                       np.where(np.isnan(a), b, a))
+    np.fill_diagonal(out, np.nan)
+    return out
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hermes.errors import ScenarioError
 
-__all__ = ["Step", "Task", "TaskSpec", "TaskFile", "load_tasks", "parse_tasks", "compile_tasks", "check_tasks",
-           "CSV_COLUMNS"]
+__all__ = ["Step", "Task", "TaskSpec", "TaskFile", "ExtraLoadSpec", "load_tasks", "parse_tasks", "compile_tasks",
+           "check_tasks", "CSV_COLUMNS"]
 
 CSV_COLUMNS = ["task", "processor", "priority", "start_phase", "start_time", "stop_phase", "stop_time", "repeat",
                "data", "work", "wait"]
@@ -337,3 +337,27 @@ def load_tasks(path: str | Path) -> list[Task]:
     except (OSError, UnicodeDecodeError) as err:
         raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
     return parse_tasks(data, str(path))
+
+
+class ExtraLoadSpec(_Strict):
+    """The scenario's ``extraload:`` section: the tasks (a file or inline) and the application's CPU weight.
+
+    ::
+
+        extraload:
+          tasks: ../configs/extraload-bursty.csv    # .yaml/.yml/.csv, relative to the scenario; or a list
+          application_priority: 1.0                 # the application's weight against the tasks' priorities
+    """
+
+    tasks: str | list[dict[str, Any]] = Field(description="a task file (.yaml, .yml, .csv) or a list of tasks")
+    application_priority: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+
+    def compile(self, resolve=Path, p: int | None = None) -> list[Task]:
+        """The compiled tasks (``resolve`` maps the file name to a path); checked against ``p`` if given."""
+        if isinstance(self.tasks, str):
+            tasks = load_tasks(resolve(self.tasks))
+        else:
+            tasks = parse_tasks(self.tasks, "extraload.tasks")
+        if p is not None:
+            check_tasks(tasks, p)
+        return tasks

@@ -31,14 +31,17 @@ The minimal flow does not depend on a common scale of the weights, only on their
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hermes.errors import ScenarioError
-from hermes.monitor.forecast import DEFAULT_FAMILY, forecast, mean_abs_rel_error, parse_forecaster
+from hermes.monitor.forecast import (DEFAULT_FAMILY, DEFAULT_GAINS, DEFAULT_WINDOWS, family, forecast,
+                                     mean_abs_rel_error, parse_forecaster)
 
-__all__ = ["SOURCES", "LINK_WEIGHTS", "Monitor", "MonitorView", "Observation", "link_weights", "pair_index",
+__all__ = ["SOURCES", "LINK_WEIGHTS", "MonitorSpec", "Monitor", "MonitorView", "Observation", "link_weights", "pair_index",
            "bandwidth_from_timings", "undirected_bandwidth"]
 
 SOURCES = ("forecast", "measured", "nominal", "oracle")
@@ -127,6 +130,42 @@ class Observation:
     forecast_bandwidth: NDArray[np.float64] | None
     capacity_error: float  # mean |F − X| / X of the normalised capacities (NaN without a forecast)
     bandwidth_error: float  # same for the measured links' bandwidths
+
+
+class MonitorSpec(BaseModel):
+    """The scenario's ``monitor:`` section.
+
+    ::
+
+        monitor:
+          source: forecast          # forecast | measured | nominal | oracle: what the balancer sees
+          forecaster: adaptive_mse  # last, mean, window_mean:W, window_median:W, exp:G, adaptive(_mse|_mae)
+          link_weight: conductance  # conductance (B / B_max) | inverse_square (thesis: 1 / B²)
+          windows: [3, 5, 10]       # window lengths of the family's window mean and median
+          gains: [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 0.9]   # exponential smoothing gains
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source: Literal["forecast", "measured", "nominal", "oracle"] = "forecast"
+    forecaster: str = "adaptive_mse"
+    link_weight: Literal["conductance", "inverse_square"] = "conductance"
+    windows: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: list(DEFAULT_WINDOWS), min_length=1)
+    gains: list[Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=lambda: list(DEFAULT_GAINS),
+                                                              min_length=1)
+
+    @field_validator("forecaster")
+    @classmethod
+    def _forecaster(cls, v: str) -> str:
+        try:
+            parse_forecaster(v)
+        except ScenarioError as err:
+            raise ValueError(str(err).split(": ", 1)[1]) from None
+        return v
+
+    def build(self, p: int) -> Monitor:
+        """A :class:`Monitor` for ``p`` processors with this configuration."""
+        return Monitor(p, source=self.source, forecaster=self.forecaster, link_weight=self.link_weight,
+                       members=family(self.windows, self.gains))
 
 
 @dataclass

@@ -120,3 +120,22 @@ def test_shipped_task_files_load_for_15_processors(name):
     tasks = load_tasks(ROOT / "configs" / name)
     check_tasks(tasks, 15)
     assert tasks
+
+
+def test_extraload_spec_from_file_or_inline(tmp_path):
+    from pydantic import ValidationError
+
+    from hermes.extraload.tasks import ExtraLoadSpec
+
+    (tmp_path / "t.yaml").write_text(YAML)
+    spec = ExtraLoadSpec.model_validate({"tasks": "t.yaml", "application_priority": 2})
+    tasks = spec.compile(lambda name: tmp_path / name, p=8)
+    assert len(tasks) == 3 and spec.application_priority == 2.0
+    inline = ExtraLoadSpec.model_validate({"tasks": [{"processor": 1, "script": [{"work": 5}]}]})
+    assert inline.compile(p=2)[0].steps == (Step("work", 5.0),)
+    with pytest.raises(ScenarioError, match="extraload.tasks: tasks.0.script.0.work"):
+        ExtraLoadSpec.model_validate({"tasks": [{"processor": 1, "script": [{"work": -5}]}]}).compile()
+    with pytest.raises(ScenarioError, match="runs on processor 7 but the run has 4"):
+        spec.compile(lambda name: tmp_path / name, p=4)
+    with pytest.raises(ValidationError):
+        ExtraLoadSpec.model_validate({"tasks": "t.yaml", "application_priority": 0})

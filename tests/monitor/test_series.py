@@ -97,3 +97,17 @@ def test_bad_configuration_is_one_line():
     mon = Monitor(2)
     with pytest.raises(ValueError, match="positive"):
         mon.observe([1.0, 0.0])
+
+
+def test_monitor_spec_validates_and_builds():
+    from pydantic import ValidationError
+
+    from hermes.monitor.series import MonitorSpec
+
+    spec = MonitorSpec.model_validate({"source": "measured", "forecaster": "exp:0.5", "windows": [2]})
+    mon = spec.build(4)
+    assert (mon.p, mon.source, mon.forecaster) == (4, "measured", "exp:0.5")
+    assert [m.name for m in mon.members][:4] == ["last", "mean", "window_mean:2", "window_median:2"]
+    for bad in ({"source": "guess"}, {"forecaster": "median"}, {"gains": [0]}, {"windows": []}, {"colour": 1}):
+        with pytest.raises(ValidationError):
+            MonitorSpec.model_validate(bad)

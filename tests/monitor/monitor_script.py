@@ -6,7 +6,8 @@ import numpy as np
 from mpi4py import MPI
 
 from hermes.clock import Links, VirtualClock
-from hermes.monitor import monitor
+from hermes.extraload import ProcessorLoad, parse_tasks
+from hermes.monitor import monitor, probe_rates
 
 comm = MPI.COMM_WORLD
 rank, p = comm.Get_rank(), comm.Get_size()
@@ -23,5 +24,14 @@ for j, lat, bw in zip(est.neighbours, est.latency, est.bandwidth):
     assert np.isclose(bw, b, rtol=1e-6), (rank, j, bw, b)
 assert np.allclose(est.weights, est.bandwidth / 4e8) and np.allclose(est.costs, 4e8 / est.bandwidth)
 assert clock.totals["balance"] > 0 and clock.totals["compute"] == 0  # monitoring is charged to balancing
+# absolute probe rates: speed * p * c_i on every rank
+rates = probe_rates(comm, clock, 100.0)
+assert np.allclose(rates, 1e5 * p * caps, rtol=1e-12), rates
+# with a CPU-bound external task on rank 1 the probe sees half of that processor
+tasks = parse_tasks([{"processor": 1, "repeat": "forever", "script": [{"work": 1e9}]}])
+loaded = VirtualClock(rank, p, links, speed=1e5, capacity=caps[rank], load=ProcessorLoad(rank, tasks, links))
+rates = probe_rates(comm, loaded, 100.0)
+expect = 1e5 * p * caps * np.where(np.arange(p) == 1, 0.5, 1.0)
+assert np.allclose(rates, expect, rtol=1e-12), rates
 if rank == 0:
     print("OK")

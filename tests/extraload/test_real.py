@@ -137,3 +137,16 @@ def test_nothing_outlives_the_parent(tmp_path, how):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+@pytest.mark.mpi
+def test_open_under_mpiexec_exchanges_sinks(tmp_path):
+    from tests.conftest import run_mpi
+
+    res = run_mpi(2, [str(tmp_path)], script=Path(__file__).with_name("real_mpi_script.py"), timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[-1] == "OK"
+    pids = [p for ln in lines if ln.startswith("{") for p in json.loads(ln)["pids"]]
+    assert len(pids) == 2  # rank 0's task, rank 1's sink
+    assert wait_gone(pids, 5) == []

@@ -18,6 +18,15 @@ Wall clock
     a homogeneous cluster; exchanges and collectives are timed around the real MPI calls.
 
 Inside ``with clock.activity("balance")`` (or ``"migrate"``, ``"adapt"``) every charge goes to that category.
+
+Extra load (virtual clock)
+    Given a :class:`hermes.extraload.sharing.ProcessorLoad` (``load=``), the virtual clock charges
+    compute and this rank's outgoing messages through it: the external tasks running on the processor
+    take their share of the CPU and of the outgoing links, so the same work takes longer while they run
+    (processor sharing, exact and deterministic). :meth:`VirtualClock.message_costs` gives the duration
+    of each message sent now; the sender's durations travel with the messages, since only the sender's
+    model knows its links' traffic. Without a load the clock performs exactly the floating-point
+    operations it always did.
 """
 
 from __future__ import annotations
@@ -27,9 +36,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from hermes.extraload.sharing import ProcessorLoad
 
 __all__ = ["CATEGORIES", "Links", "VirtualClock", "WallClock", "Clock", "make_clock"]
 
@@ -97,26 +110,57 @@ class _Base:
     def set_capacity(self, capacity: float) -> None:
         self.capacity = float(capacity)
 
+    def begin_phase(self, phase: int) -> None:
+        """Phase ``phase`` starts now (external tasks tied to phases start or stop)."""
+        return None
+
 
 class VirtualClock(_Base):
-    """Deterministic α-β clock (see module docstring)."""
+    """Deterministic α-β clock (see module docstring); ``load`` adds the external tasks' competition."""
 
     kind = "virtual"
 
-    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
+    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float,
+                 load: ProcessorLoad | None = None):
         super().__init__(rank, size, links, speed, capacity)
         self.now = 0.0
+        self.load = load
+        if load is not None:
+            load.set_rate(self.now, self.rate)
 
     def charge(self, dt: float, cat: str) -> None:
         dt = float(dt)
         self.now += dt
         self.totals[self._cat(cat)] += dt
 
+    def set_capacity(self, capacity: float) -> None:
+        super().set_capacity(capacity)
+        if self.load is not None:
+            self.load.set_rate(self.now, self.rate)
+
+    def begin_phase(self, phase: int) -> None:
+        if self.load is not None:
+            self.load.begin_phase(phase, self.now)
+
     def compute(self, work: float) -> float:
-        """Advance by ``work / rate``; returns the time charged."""
-        dt = float(work) / self.rate if work > 0 else 0.0
+        """Advance by ``work / rate`` (with a load: by the time the shared CPU needs); returns the time charged."""
+        if self.load is None:
+            dt = float(work) / self.rate if work > 0 else 0.0
+        else:
+            dt = self.load.compute(self.now, float(work)) if work > 0 else 0.0
         self.charge(dt, "compute")
         return dt
+
+    def message_costs(self, dests, nbytes) -> NDArray[np.float64]:
+        """Duration (send to delivery) of a message of ``nbytes[k]`` to each ``dests[k]``, all sent now.
+
+        Without a load: ``α + β b`` of each link. With one: the messages share this rank's outgoing
+        links with the external tasks' data (advances the load model; call once per exchange).
+        """
+        if self.load is None:
+            return np.array([self.links.cost(self.rank, int(j), float(b)) for j, b in zip(dests, nbytes)],
+                            dtype=np.float64)
+        return self.load.send(self.now, dests, nbytes)
 
     @contextmanager
     def measure(self, cat: str) -> Iterator[None]:
@@ -146,16 +190,25 @@ class VirtualClock(_Base):
 
 
 class WallClock(_Base):
-    """Real elapsed time; compute performs real arithmetic scaled by 1/(p c_i)."""
+    """Real elapsed time; compute performs real arithmetic scaled by 1/(p c_i).
+
+    ``load`` (a :class:`hermes.extraload.real.RealLoad`, optional) is told when phases begin, so the
+    real external tasks tied to phases start and stop; they compete for the real CPU and network.
+    """
 
     kind = "wall"
     #: floating-point operations in one work unit
     FLOPS_PER_UNIT = 256
 
-    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
+    def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float, load=None):
         super().__init__(rank, size, links, speed, capacity)
         self._t0 = time.perf_counter()
         self._buf = np.linspace(0.0, 1.0, 4096)
+        self.load = load
+
+    def begin_phase(self, phase: int) -> None:
+        if self.load is not None:
+            self.load.begin_phase(phase)
 
     @property
     def now(self) -> float:
@@ -186,6 +239,11 @@ class WallClock(_Base):
         self.charge(dt, "compute")
         return dt
 
+    def message_costs(self, dests, nbytes) -> NDArray[np.float64]:
+        """Modelled durations (α + β b); the wall clock measures real ones around the MPI calls."""
+        return np.array([self.links.cost(self.rank, int(j), float(b)) for j, b in zip(dests, nbytes)],
+                        dtype=np.float64)
+
     def stamp(self) -> float:
         return 0.0
 
@@ -202,10 +260,14 @@ class WallClock(_Base):
 Clock = VirtualClock | WallClock
 
 
-def make_clock(kind: str, rank: int, size: int, links: Links, speed: float, capacity: float) -> Clock:
-    """Build the clock named in the scenario (``virtual`` or ``wall``)."""
+def make_clock(kind: str, rank: int, size: int, links: Links, speed: float, capacity: float, load=None) -> Clock:
+    """Build the clock named in the scenario (``virtual`` or ``wall``).
+
+    ``load``: the extra load — a :class:`~hermes.extraload.sharing.ProcessorLoad` for the virtual clock,
+    a :class:`~hermes.extraload.real.RealLoad` for the wall clock (optional).
+    """
     if kind == "virtual":
-        return VirtualClock(rank, size, links, speed, capacity)
+        return VirtualClock(rank, size, links, speed, capacity, load)
     if kind == "wall":
-        return WallClock(rank, size, links, speed, capacity)
+        return WallClock(rank, size, links, speed, capacity, load)
     raise ValueError(f"unknown clock {kind!r}: expected 'virtual' or 'wall'")

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from hermes.comm import NeighbourComm, allreduce
 
-__all__ = ["Estimates", "estimate_capacity", "estimate_links", "monitor"]
+__all__ = ["Estimates", "estimate_capacity", "estimate_links", "monitor", "probe_rates"]
 
 SMALL, LARGE = 8, 65536
 
@@ -70,6 +70,25 @@ def estimate_links(comm, clock, neighbours) -> tuple[NDArray, NDArray]:
         alpha = 0.5 * (alpha + np.array([x[0] for x in theirs]))
         beta = 0.5 * (beta + np.array([x[1] for x in theirs]))
     return alpha, 1.0 / beta
+
+
+def probe_rates(comm, clock, probe_work: float) -> NDArray[np.float64]:
+    """Absolute rate (work units / s) of every rank from a timed probe (collective; balance time).
+
+    The start-up reading of :class:`hermes.monitor.series.Monitor`'s series (the thesis' benchmark
+    "used for measuring the absolute computational capacities", §10.1). Every rank gets all ``p`` rates.
+    """
+    rank, size = comm.Get_rank(), comm.Get_size()
+    with clock.activity("balance"):
+        before = clock.totals["balance"]
+        t0 = clock.elapsed()
+        clock.compute(probe_work)
+        dt = clock.totals["balance"] - before
+        if dt <= 0:
+            dt = max(clock.elapsed() - t0, 1e-12)
+        mine = np.zeros(size)
+        mine[rank] = probe_work / dt
+        return allreduce(comm, mine, clock)
 
 
 def monitor(comm, clock, neighbours, probe_work: float) -> Estimates:

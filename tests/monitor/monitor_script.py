@@ -6,7 +6,8 @@ import numpy as np
 from mpi4py import MPI
 
 from hermes.clock import Links, VirtualClock
-from hermes.monitor import monitor
+from hermes.extraload import ProcessorLoad, parse_tasks
+from hermes.monitor import monitor, probe_rates
 from hermes.monitor.estimate import LARGE, SMALL
 from tests.tolerances import EPS, flops, gamma
 
@@ -38,5 +39,15 @@ rel_bw = 4e8 * (2 * (2 * u * T + gamma(3) * (5e-5 + LARGE / 4e8)) / (LARGE - SMA
 assert np.allclose(est.weights, est.bandwidth / 4e8, rtol=rel_bw + flops(2), atol=0)
 assert np.allclose(est.costs, 4e8 / est.bandwidth, rtol=rel_bw + flops(2), atol=0)
 assert clock.totals["balance"] > 0 and clock.totals["compute"] == 0  # monitoring is charged to balancing
+# absolute probe rates: speed * p * c_i on every rank, each a work / Δt reading (the capacity's bound without
+# the normalisation)
+rates = probe_rates(comm, clock, 100.0)
+assert np.allclose(rates, 1e5 * p * caps, rtol=cap_rtol, atol=0), rates
+# with a CPU-bound external task on rank 1 the probe sees half of that processor
+tasks = parse_tasks([{"processor": 1, "repeat": "forever", "script": [{"work": 1e9}]}])
+loaded = VirtualClock(rank, p, links, speed=1e5, capacity=caps[rank], load=ProcessorLoad(rank, tasks, links))
+rates = probe_rates(comm, loaded, 100.0)
+expect = 1e5 * p * caps * np.where(np.arange(p) == 1, 0.5, 1.0)
+assert np.allclose(rates, expect, rtol=cap_rtol, atol=0), rates
 if rank == 0:
     print("OK")

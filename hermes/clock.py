@@ -82,6 +82,8 @@ class _Base:
         self.speed = float(speed)
         self.capacity = float(capacity)
         self.totals: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
+        #: work units computed, per category (the monitor's measured rate: work / compute seconds)
+        self.work: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
         self._override: str | None = None
 
     # -- categories ---------------------------------------------------------------------------
@@ -148,6 +150,7 @@ class VirtualClock(_Base):
             dt = float(work) / self.rate if work > 0 else 0.0
         else:
             dt = self.load.compute(self.now, float(work)) if work > 0 else 0.0
+        self.work[self._cat("compute")] += max(float(work), 0.0)
         self.charge(dt, "compute")
         return dt
 
@@ -236,6 +239,7 @@ class WallClock(_Base):
         for _ in range(passes):
             acc += float(np.dot(x, x))
         dt = time.perf_counter() - t
+        self.work[self._cat("compute")] += max(float(work), 0.0)
         self.charge(dt, "compute")
         return dt
 

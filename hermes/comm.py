@@ -104,6 +104,14 @@ class NeighbourComm:
         clock = self.clock
         stamp = clock.stamp()
         t_start = clock.now
+        real_bytes = np.array([8.0 * p.size for p in payloads])
+        sent_bytes = real_bytes if model_bytes is None else np.asarray(model_bytes, dtype=np.float64)
+        # with an extra load (virtual clock) a message's duration depends on the sender's link congestion:
+        # the sender computes it and sends it after the stamp (the header grows by one number)
+        congested = clock.kind == "virtual" and getattr(clock, "load", None) is not None
+        head = 2 if congested else 1
+        if congested:
+            send_costs = clock.message_costs(nb, sent_bytes)
         with clock.measure("comm"):
             if recv_sizes is None:
                 # sizes first (so receivers can allocate), then data with the send time stamp prepended
@@ -117,21 +125,23 @@ class NeighbourComm:
                 MPI.Request.Waitall(reqs)
             else:
                 rsizes = np.asarray(recv_sizes, dtype=np.int64)
-            bufs = [np.empty(int(n) + 1, dtype=np.float64) for n in rsizes]
-            outs = [np.concatenate(([stamp], p)) for p in payloads]
+            bufs = [np.empty(int(n) + head, dtype=np.float64) for n in rsizes]
+            outs = [np.concatenate(([stamp, send_costs[k]] if congested else [stamp], p))
+                    for k, p in enumerate(payloads)]
             reqs = []
             for k, j in enumerate(nb):
                 reqs.append(self.comm.Irecv(bufs[k], source=int(j), tag=_TAG_EXCHANGE + 1))
             for k, j in enumerate(nb):
                 reqs.append(self.comm.Isend(outs[k], dest=int(j), tag=_TAG_EXCHANGE + 1))
             MPI.Request.Waitall(reqs)
-        real_bytes = np.array([8.0 * p.size for p in payloads])
-        sent_bytes = real_bytes if model_bytes is None else np.asarray(model_bytes, dtype=np.float64)
-        # what each neighbour charged for its message to us: same rule on its side
-        recv_bytes = np.array([8.0 * (b.size - 1) for b in bufs]) if model_bytes is None else sent_bytes
-        links = clock.links
-        send_costs = np.array([links.cost(self.rank, int(j), b) for j, b in zip(nb, sent_bytes)])
-        arrivals = np.array([b[0] + links.cost(int(j), self.rank, rb) for j, b, rb in zip(nb, bufs, recv_bytes)])
+        if congested:
+            arrivals = np.array([b[0] + b[1] for b in bufs])
+        else:
+            # what each neighbour charged for its message to us: same rule on its side
+            recv_bytes = np.array([8.0 * (b.size - 1) for b in bufs]) if model_bytes is None else sent_bytes
+            links = clock.links
+            send_costs = np.array([links.cost(self.rank, int(j), b) for j, b in zip(nb, sent_bytes)])
+            arrivals = np.array([b[0] + links.cost(int(j), self.rank, rb) for j, b, rb in zip(nb, bufs, recv_bytes)])
         #: one-way time of each received message (virtual: arrival − send stamp; wall: the round's time)
         self.last_transit = arrivals - np.array([b[0] for b in bufs]) if clock.kind == "virtual" else \
             np.full(len(nb), clock.now - t_start)
@@ -142,7 +152,7 @@ class NeighbourComm:
         c.messages += len(nb)
         c.bytes += int(sent_bytes.sum())
         c.time += clock.now - t0 if clock.kind == "virtual" else 0.0
-        return [b[1:] for b in bufs]
+        return [b[head:] for b in bufs]
 
     def exchange_scalar(self, value: float) -> NDArray[np.float64]:
         """Send the same scalar to every neighbour; returns the neighbours' scalars."""

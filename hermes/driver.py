@@ -47,7 +47,7 @@ import shutil
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,12 @@ from hermes.extraload import CapacitySchedule
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
-from hermes.records import CSV_COLUMNS, PhaseRecord, RankRecord, RunResult
-from hermes.results import RunDirError, check_run_dir, open_run_dir, run_dir_for, write_atomic, write_records, write_run
+from hermes.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord, RunResult
+from hermes.results import (RunDirError, check_run_dir, open_run_dir, run_dir_for, write_atomic, write_csv, write_records,
+                            write_run)
 from hermes.scenario import Scenario
 from hermes.version import __version__
+from hermes.watch import Watch, close_load, open_load
 from hermes.watchdog import Watchdog
 
 __all__ = ["run", "load_mesh", "RunState", "PhaseState", "start", "extra_load", "adapt", "monitor", "decide",
@@ -128,6 +130,17 @@ class RunState:
     partitions: dict[str, np.ndarray] = field(default_factory=dict)
     geometry: dict[str, np.ndarray] = field(default_factory=dict)
     total_moves: int = 0
+    #: the extra load (hermes.watch.open_load) and the monitor's series (None without those sections)
+    load: Any = None
+    watch: Watch | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns of phases.csv."""
+        return CSV_COLUMNS + MONITOR_COLUMNS if self.watch is not None else CSV_COLUMNS
+
+    def rank_rows(self) -> list[dict[str, Any]]:
+        return [x.as_dict() for x in self.rows]
 
     @property
     def rank(self) -> int:
@@ -174,6 +187,9 @@ class PhaseState:
     infos: list[dict[str, Any]] = field(default_factory=list)
     capacity_estimate: float = float("nan")
     loop: LoopStats | None = None
+    #: the monitor's record fields of this rank and the phase's forecast errors (with a Watch)
+    watched: dict[str, float] = field(default_factory=dict)
+    watch_errors: dict[str, Any] | None = None
 
 
 # -- set-up --------------------------------------------------------------------------------------------------
@@ -244,12 +260,14 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
     links = Links(pl.latency, pl.bandwidth, {tuple(sorted(k.ranks)): (
         k.latency if k.latency is not None else pl.latency, k.bandwidth if k.bandwidth is not None else pl.bandwidth)
         for k in pl.links})
-    clock = make_clock(sc.clock, comm.Get_rank(), p, links, pl.speed, sched.at(1)[comm.Get_rank()])
+    load = open_load(comm, sc, links)
+    clock = make_clock(sc.clock, comm.Get_rank(), p, links, pl.speed, sched.at(1)[comm.Get_rank()], load)
     book = Bookkeeping(comm)
     weight_initial = book.sum(dom.load)
     state = RunState(comm, sc, book, balancer, params, select, sched, clock, Adapter(comm, sc, setup.bbox, clock),
                      dom, setup, cells_initial=book.sum(dom.n), weight_initial=weight_initial, say=say,
-                     wall_start=wall_start)
+                     wall_start=wall_start, load=load)
+    state.watch = Watch.create(comm, sc, clock, state.probe_work)
     say(f"hermes: {setup.name} ({setup.n_cells} cells) on {p} rank{'s' * (p != 1)}, balancer {balancer.name}, "
         f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
     if state.rank == 0:
@@ -275,6 +293,9 @@ def extra_load(r: RunState, k: int) -> PhaseState:
     """Step 1: the capacities of phase ``k`` from the schedule; the phase's clock references."""
     caps = r.sched.at(k)
     r.clock.set_capacity(caps[r.rank])
+    r.clock.begin_phase(k)  # external tasks tied to phases start or stop (nothing without an extra load)
+    if r.watch is not None:
+        r.watch.begin(r.clock)
     return PhaseState(k, caps, r.clock.elapsed(), r.clock.snapshot())
 
 
@@ -293,12 +314,26 @@ def monitor(r: RunState, ph: PhaseState) -> None:
     if ph.rounds == 0:
         ph.capacity_estimate = ph.est.capacity
     me, est = r.rank, ph.est
-    entry = (est.capacity, [(me, int(j), float(w)) for j, w in zip(est.neighbours, est.weights) if me < j])
+    capacity, weights = _seen(r, ph) if r.watch is not None and r.watch.steers else (est.capacity, est.weights)
+    if r.watch is not None and r.watch.steers and ph.rounds == 0:
+        ph.capacity_estimate = capacity
+    entry = (capacity, [(me, int(j), float(w)) for j, w in zip(est.neighbours, weights) if me < j])
     allent = r.book.allgather(entry)
     edges = [(i, j) for _, es in allent for i, j, _ in es]
     weights = [w for _, es in allent for _, _, w in es]
     ph.model = Model.create(r.p, np.array(edges, dtype=np.int64).reshape(-1, 2), list(ph.loads),
                             [a[0] for a in allent], weights)
+
+
+def _seen(r: RunState, ph: PhaseState) -> tuple[float, np.ndarray]:
+    """This rank's capacity and link weights as the monitor's source gives them (``monitor`` section);
+    the oracle's horizon is the phase's work at the platform's nominal total rate."""
+    sc, app = r.sc, r.sc.application
+    nominal = sc.platform.speed * r.p * ph.caps
+    horizon = app.iterations * float(ph.loads.sum()) * app.work_per_weight / (sc.platform.speed * r.p)
+    view = r.watch.view(r.clock, nominal, max(horizon, 1e-9))
+    pairs = np.array([(r.rank, int(j)) for j in ph.est.neighbours], dtype=np.int64).reshape(-1, 2)
+    return float(view.capacities[r.rank]), view.weights(pairs, r.watch.spec.link_weight)
 
 
 def decide(r: RunState, ph: PhaseState) -> bool:
@@ -373,6 +408,8 @@ def compute(r: RunState, ph: PhaseState) -> None:
     r.dom, ph.loop = solve_phase(r.comm, r.dom, r.clock, kernel=app.kernel, iterations=app.iterations,
                                  work_per_weight=app.work_per_weight, bytes_per_edge=app.bytes_per_edge)
     allreduce(r.comm, 0.0, r.clock)
+    if r.watch is not None:  # what the platform gave the application in this phase (collective, uncharged)
+        ph.watched, ph.watch_errors = r.watch.observe(r.clock, ph.k, r.book)
 
 
 def record(r: RunState, ph: PhaseState) -> None:
@@ -382,7 +419,7 @@ def record(r: RunState, ph: PhaseState) -> None:
     delta = {c: clock.totals[c] - ph.snap[c] for c in clock.totals}
     row = RankRecord(ph.k, r.rank, dom.n, dom.load, float(ph.caps[r.rank]), float(ph.caps[r.rank] * ph.loads.sum()),
                      ph.capacity_estimate, *(delta[c] for c in CATEGORIES), st.cells_sent, st.cells_received,
-                     st.weight_sent, st.weight_received, st.bytes_sent)
+                     st.weight_sent, st.weight_received, st.bytes_sent, **ph.watched)
     rows = book.gather(row)
     moved, moved_w = book.sum(st.cells_sent), book.sum(st.weight_sent)
     quality = partition_quality_local(r.comm, dom, capacities=ph.caps, prev_gid=ph.gid_before,
@@ -396,7 +433,7 @@ def record(r: RunState, ph: PhaseState) -> None:
         mean = {c: float(np.mean([getattr(x, f"{c}_time") for x in rows])) for c in CATEGORIES}
         r.phases.append(PhaseRecord(ph.k, t_phase, *mean.values(), ph.imbalance_before, imb_after, moved, moved_w,
                                     quality["edge_cut"], ph.iterations, ph.rounds, ph.counters.as_dict(), ph.infos,
-                                    quality, cells_now, weight_now, ph.change))
+                                    quality, cells_now, weight_now, ph.change, ph.watch_errors))
         r.partitions.update(arrays[0])
         r.geometry.update(arrays[1])
     wall = time.perf_counter() - r.wall_start
@@ -431,11 +468,14 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         where = Bookkeeping(comm).bcast(agree(comm, lambda: check_run_dir(path, key, force=force) if path else None))
     with Watchdog(comm, timeout if timeout is not None else sc.run.timeout) as dog:
         r = start(comm, sc, say=say)
-        out = None
-        if where is not None:
-            out = Path(agree(comm, lambda: _open(r, where, key, force) if r.rank == 0 else None) or where)
-        dog.beat(0)
-        return _phases(r, 1, out, dog, last_checkpoint=None)
+        try:
+            out = None
+            if where is not None:
+                out = Path(agree(comm, lambda: _open(r, where, key, force) if r.rank == 0 else None) or where)
+            dog.beat(0)
+            return _phases(r, 1, out, dog, last_checkpoint=None)
+        finally:
+            close_load(r.load)  # real task processes end with the run (they also die with the process)
 
 
 def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable[[str], None] | None = None,
@@ -514,7 +554,7 @@ def _write_progress(r: RunState, out: Path, checkpoint_phase: int | None) -> Non
                "adaptation": r.sc.adaptation.kind, "cells_initial": r.cells_initial,
                "weight_initial": r.weight_initial, "phases": [ph.as_dict() for ph in r.phases]}
     try:
-        write_records(out, summary, [asdict(x) for x in r.rows], CSV_COLUMNS)
+        write_records(out, summary, r.rank_rows(), r.columns)
     except OSError as err:
         raise RunDirError(f"cannot write the records in {out} ({err.strerror or err})") from None
 
@@ -566,10 +606,12 @@ def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True
         "wall_seconds": time.perf_counter() - r.wall_start, "adapt_wall_seconds": r.adapter.walls,
         "phases": [ph.as_dict() for ph in r.phases],
     }
-    result = RunResult(summary, [asdict(x) for x in r.rows])
+    result = RunResult(summary, r.rank_rows())
     if write:
-        result.out_dir = write_run(sc, summary, result.ranks, CSV_COLUMNS, r.partitions, r.setup.mesh,
+        result.out_dir = write_run(sc, summary, result.ranks, r.columns, r.partitions, r.setup.mesh,
                                    out_dir or run_dir_for(sc)[0], r.geometry)
+        if r.watch is not None and r.watch.link_rows:
+            write_csv(result.out_dir / "links.csv", r.watch.link_rows)
         shutil.rmtree(result.out_dir / CHECKPOINT, ignore_errors=True)  # a finished run has nothing to resume
         draw(result.out_dir, sc)
     return result
@@ -591,6 +633,22 @@ def draw(out: Path, sc: Scenario) -> None:
             plot_run(out)
         except HermesError as err:
             log.warning("pictures not written: %s", err)
+        if sc.extraload is not None or sc.monitor is not None:
+            _draw_monitor(out)
+
+
+def _draw_monitor(out: Path) -> None:
+    """monitor.png: true vs forecast (vs measured) capacity per rank over the phases, from phases.csv."""
+    import csv
+
+    from hermes.viz.monitor import monitor_arrays, plot_monitor
+
+    try:
+        with open(out / "phases.csv", newline="") as f:
+            a = monitor_arrays(csv.DictReader(f))
+        plot_monitor(out / "monitor.png", a["phases"], a["true"], a["forecast"], a["measured"])
+    except (HermesError, OSError) as err:
+        log.warning("monitor.png not written: %s", err)
 
 
 def _jacobi_error(r: RunState) -> float | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from hermes.errors import HermesError
 
-__all__ = ["RankRecord", "PhaseRecord", "RunResult", "CSV_COLUMNS"]
+__all__ = ["RankRecord", "PhaseRecord", "RunResult", "CSV_COLUMNS", "MONITOR_COLUMNS"]
 
 
 @dataclass
@@ -35,9 +35,20 @@ class RankRecord:
     weight_sent: float
     weight_received: float
     bytes_sent: int
+    #: with an extra load or a monitor section (hermes.watch): normalised capacities the processor really
+    #: offered in the phase, the monitor measured, and the monitor had forecast for it
+    capacity_true: float | None = None
+    capacity_measured: float | None = None
+    capacity_forecast: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row, without the monitor's columns when the run has none."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in MONITOR_COLUMNS}
 
 
-CSV_COLUMNS = list(RankRecord.__dataclass_fields__)
+#: the monitor's columns (present when a run has an extra load or a monitor section)
+MONITOR_COLUMNS = ["capacity_true", "capacity_measured", "capacity_forecast"]
+CSV_COLUMNS = [c for c in RankRecord.__dataclass_fields__ if c not in MONITOR_COLUMNS]
 
 
 @dataclass
@@ -68,9 +79,14 @@ class PhaseRecord:
     #: the adaptation's figures (``refined``, ``coarsened`` and, when refining, the weight they changed and
     #: ``united_cells``)
     change: dict[str, Any] = field(default_factory=dict)
+    #: with an extra load or a monitor section: what the balancer saw (``source``) and the forecast errors
+    #: of the phase (mean absolute relative, normalised capacities and measured links)
+    monitor: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        if out["monitor"] is None:
+            del out["monitor"]
         return {**{k: v for k, v in out.items() if k != "change"}, **out["change"]}
 
 

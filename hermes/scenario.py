@@ -49,6 +49,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hermes.errors import BalancerError, ScenarioError, validation_message
+from hermes.extraload.tasks import ExtraLoadSpec
+from hermes.monitor.series import MonitorSpec
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "check_magnitudes", "yaml_value",
            "QUICKSTART", "BIG", "TINY"]
@@ -339,6 +341,11 @@ class Scenario(_Strict):
     balancer: BalancerSpec = BalancerSpec()
     output: OutputSpec = OutputSpec()
     run: RunSpec = RunSpec()
+    #: external tasks competing for the processors and links (docs/EXTRALOAD.md); none by default
+    extraload: ExtraLoadSpec | None = None
+    #: what the balancer sees of the platform: measurements and forecasts (docs/EXTRALOAD.md); by default the
+    #: start-of-phase probe, as without this section
+    monitor: MonitorSpec | None = None
     #: directory relative paths in the scenario are resolved against (not a YAML key)
     base_dir: str = Field(".", exclude=True)
 
@@ -445,6 +452,15 @@ def _check_files(sc: Scenario) -> None:
                 if len(row) != p:
                     raise ScenarioError(f"platform.schedule: phase {k + 1} has {len(row)} capacities for {p} "
                                         f"processors")
+    if sc.extraload is not None:
+        if isinstance(sc.extraload.tasks, str):
+            _existing(sc, "extraload.tasks", sc.extraload.tasks)
+        sc.extraload.compile(sc.resolve, p)  # one-line errors naming the key or the file's line
+    if (sc.extraload is not None or sc.monitor is not None) and sc.output.checkpoint_every is not None:
+        raise ScenarioError("output.checkpoint_every: not available with an extraload or monitor section (their "
+                            "state is not checkpointed)")
+    if sc.monitor is not None and sc.monitor.source == "oracle" and sc.clock != "virtual":
+        raise ScenarioError("monitor.source: oracle needs clock: virtual (only the model knows the coming phase)")
     if table is not None and len({len(row) for row in table}) > 1:
         raise ScenarioError("platform.schedule: every phase needs the same number of capacities")
     for key, value in sc.balancer.params.items():  # whatever a balancer's own model allows: finite, within BIG

@@ -90,6 +90,8 @@ def _scenario_data(path: str) -> dict:
         data = _with(data, "adaptation.region", {"kind": "box", "box": [0.0, 0.0, 1.0, 1.0]})
     if path.startswith("adaptation.region.center"):
         data = _with(data, "adaptation.region", {"kind": "disc", "center": [0.5, 0.5], "radius": 0.2})
+    if path.startswith("extraload"):
+        data = _with(data, "extraload", {"tasks": [{"processor": 0, "script": [{"work": 1.0}]}]})
     return data
 
 

@@ -47,7 +47,7 @@ __all__ = ["Step", "Task", "TaskSpec", "TaskFile", "ExtraLoadSpec", "load_tasks"
 CSV_COLUMNS = ["task", "processor", "priority", "start_phase", "start_time", "stop_phase", "stop_time", "repeat",
                "data", "work", "wait"]
 
-NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+NonNeg = Annotated[float, Field(ge=0, le=1e15, allow_inf_nan=False)]  # bytes, work units, seconds: finite, bounded
 
 
 class _Strict(BaseModel):
@@ -57,7 +57,7 @@ class _Strict(BaseModel):
 class TripleSpec(_Strict):
     """One ``(Data, Work, Wait)`` triple of a script (thesis §10.1)."""
 
-    data: list[tuple[Annotated[int, Field(ge=0)], NonNeg]] = Field(
+    data: list[tuple[Annotated[int, Field(ge=0, le=1_000_000)], NonNeg]] = Field(
         default_factory=list, description="pairs (processor, bytes): sent concurrently, the step ends when all arrive")
     work: NonNeg = Field(0.0, description="work units (the application's unit), shared CPU")
     wait: NonNeg = Field(0.0, description="idle seconds")
@@ -75,7 +75,7 @@ class TripleSpec(_Strict):
 class When(_Strict):
     """A start or stop instant: the beginning (start) or end (stop) of a phase, or a virtual time."""
 
-    phase: Annotated[int, Field(ge=1)] | None = None
+    phase: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     time: NonNeg | None = None
 
     @model_validator(mode="after")
@@ -89,11 +89,11 @@ class TaskSpec(_Strict):
     """One external task (or one per processor when ``processor`` is a list)."""
 
     name: str = "task"
-    processor: Annotated[int, Field(ge=0)] | list[Annotated[int, Field(ge=0)]]
-    priority: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    processor: Annotated[int, Field(ge=0, le=1_000_000)] | list[Annotated[int, Field(ge=0, le=1_000_000)]]
+    priority: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
     start: When = When(time=0.0)
     stop: When | None = None
-    repeat: Annotated[int, Field(ge=1)] | Literal["forever"] = 1
+    repeat: Annotated[int, Field(ge=1, le=10**12)] | Literal["forever"] = 1
     script: list[TripleSpec] = Field(min_length=1)
 
     @field_validator("processor")
@@ -350,7 +350,7 @@ class ExtraLoadSpec(_Strict):
     """
 
     tasks: str | list[dict[str, Any]] = Field(description="a task file (.yaml, .yml, .csv) or a list of tasks")
-    application_priority: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    application_priority: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
 
     def compile(self, resolve=Path, p: int | None = None) -> list[Task]:
         """The compiled tasks (``resolve`` maps the file name to a path); checked against ``p`` if given."""

@@ -149,7 +149,7 @@ class MonitorSpec(BaseModel):
     source: Literal["forecast", "measured", "nominal", "oracle"] = "forecast"
     forecaster: str = "adaptive_mse"
     link_weight: Literal["conductance", "inverse_square"] = "conductance"
-    windows: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: list(DEFAULT_WINDOWS), min_length=1)
+    windows: list[Annotated[int, Field(ge=1, le=10_000)]] = Field(default_factory=lambda: list(DEFAULT_WINDOWS), min_length=1)
     gains: list[Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=lambda: list(DEFAULT_GAINS),
                                                               min_length=1)
 

@@ -1,0 +1,66 @@
+"""The extra-load scenarios with each monitor source: what the balancer sees, and what it costs (issue 11).
+
+Runs ``scenarios/extra-load.yaml`` and ``scenarios/extra-load-congestion.yaml`` (15 ranks, virtual clock, so
+any machine prints the same numbers) with ``monitor.source`` = nominal, measured, forecast and oracle, and
+without balancing (``balancer.algorithm=none``), and prints a Markdown table: total time, and the mean
+forecast error of the normalised capacities over the phases.
+
+    .venv/bin/python benchmarks/extraload_runs.py [--balancer pcg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hermes.launch import mpiexec_command
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ("extra-load", "extra-load-congestion")
+SOURCES = ("nominal", "measured", "forecast", "oracle")
+
+
+def run_one(scenario: str, sets: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["run", str(ROOT / "scenarios" / f"{scenario}.yaml"), "--no-launch", "--quiet", "--no-pictures",
+                "--out", f"{tmp}/r"]
+        for s in sets:
+            args += ["--set", s]
+        res = subprocess.run(mpiexec_command(15, args), capture_output=True, text=True)
+        if res.returncode != 0:
+            raise SystemExit(f"{scenario} {sets}: {res.stderr.strip().splitlines()[-1:]}")
+        return json.loads(Path(f"{tmp}/r/summary.json").read_text())
+
+
+def mean_error(summary: dict) -> str:
+    errs = [ph["monitor"]["capacity_forecast_error"] for ph in summary["phases"]
+            if ph.get("monitor", {}).get("capacity_forecast_error") is not None]
+    return f"{sum(errs) / len(errs):.3f}" if errs else "–"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--balancer", default="pcg")
+    a = ap.parse_args()
+    cols = [*SOURCES, "none (no balancing)"]
+    print("| scenario | " + " | ".join(cols) + " | forecast error |")
+    print("|---" * (len(cols) + 2) + "|")
+    for scen in SCENARIOS:
+        cells, err = [], "–"
+        for src in SOURCES:
+            s = run_one(scen, [f"balancer.algorithm={a.balancer}", f"monitor.source={src}"])
+            cells.append(f"{s['total_time']:.1f} s")
+            if src == "forecast":
+                err = mean_error(s)
+        s = run_one(scen, ["balancer.algorithm=none"])
+        cells.append(f"{s['total_time']:.1f} s")
+        print(f"| {scen} | " + " | ".join(cells) + f" | {err} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,7 @@
 """The extra-load scenarios with each monitor source: what the balancer sees, and what it costs (issue 11).
 
-Runs ``scenarios/extra-load.yaml`` and ``scenarios/extra-load-congestion.yaml`` (15 ranks, virtual clock, so
+Runs ``scenarios/extra-load.yaml`` (with the Table 10.6 tasks and with configs/extraload-bursty.csv) and
+``scenarios/extra-load-congestion.yaml`` (15 ranks, virtual clock, so
 any machine prints the same numbers) with ``monitor.source`` = nominal, measured, forecast and oracle, and
 without balancing (``balancer.algorithm=none``), and prints a Markdown table: total time, and the mean
 forecast error of the normalised capacities over the phases.
@@ -20,7 +21,10 @@ from pathlib import Path
 from hermes.launch import mpiexec_command
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ("extra-load", "extra-load-congestion")
+#: (label, scenario, extra --set): Table 10.6 by tasks, users that come and go, congested links
+ROWS = (("extra-load (Table 10.6 by tasks)", "extra-load", []),
+        ("extra-load, bursty users", "extra-load", ["extraload.tasks=../configs/extraload-bursty.csv"]),
+        ("extra-load-congestion", "extra-load-congestion", []))
 SOURCES = ("nominal", "measured", "forecast", "oracle")
 
 
@@ -49,16 +53,16 @@ def main() -> int:
     cols = [*SOURCES, "none (no balancing)"]
     print("| scenario | " + " | ".join(cols) + " | forecast error |")
     print("|---" * (len(cols) + 2) + "|")
-    for scen in SCENARIOS:
+    for label, scen, sets in ROWS:
         cells, err = [], "–"
         for src in SOURCES:
-            s = run_one(scen, [f"balancer.algorithm={a.balancer}", f"monitor.source={src}"])
+            s = run_one(scen, [*sets, f"balancer.algorithm={a.balancer}", f"monitor.source={src}"])
             cells.append(f"{s['total_time']:.1f} s")
             if src == "forecast":
                 err = mean_error(s)
-        s = run_one(scen, ["balancer.algorithm=none"])
+        s = run_one(scen, [*sets, "balancer.algorithm=none"])
         cells.append(f"{s['total_time']:.1f} s")
-        print(f"| {scen} | " + " | ".join(cells) + f" | {err} |", flush=True)
+        print(f"| {label} | " + " | ".join(cells) + f" | {err} |", flush=True)
     return 0
 
 

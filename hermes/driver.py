@@ -47,7 +47,7 @@ import shutil
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -313,11 +313,13 @@ def monitor(r: RunState, ph: PhaseState) -> None:
     ph.est = measure(r.comm, r.clock, r.dom.neighbour_ranks, r.probe_work)
     if ph.rounds == 0:
         ph.capacity_estimate = ph.est.capacity
+    if r.watch is not None and r.watch.steers:  # the balancer sees the monitor's source, not the probe
+        capacity, weights = _seen(r, ph)
+        ph.est = replace(ph.est, capacity=capacity, weights=weights)
+        if ph.rounds == 0:
+            ph.capacity_estimate = capacity
     me, est = r.rank, ph.est
-    capacity, weights = _seen(r, ph) if r.watch is not None and r.watch.steers else (est.capacity, est.weights)
-    if r.watch is not None and r.watch.steers and ph.rounds == 0:
-        ph.capacity_estimate = capacity
-    entry = (capacity, [(me, int(j), float(w)) for j, w in zip(est.neighbours, weights) if me < j])
+    entry = (est.capacity, [(me, int(j), float(w)) for j, w in zip(est.neighbours, est.weights) if me < j])
     allent = r.book.allgather(entry)
     edges = [(i, j) for _, es in allent for i, j, _ in es]
     weights = [w for _, es in allent for _, _, w in es]

@@ -4,7 +4,9 @@ Runs ``scenarios/extra-load.yaml`` (with the Table 10.6 tasks and with configs/e
 ``scenarios/extra-load-congestion.yaml`` (15 ranks, virtual clock, so
 any machine prints the same numbers) with ``monitor.source`` = nominal, measured, forecast and oracle, and
 without balancing (``balancer.algorithm=none``), and prints a Markdown table: total time, and the mean
-forecast error of the normalised capacities over the phases.
+forecast error of the normalised capacities over the phases. "probe" is the default without a ``monitor``
+section: the balancer sees the capacities a timed probe measures as the phase starts (after the phase's tasks
+have started), as hermes did before issue 11.
 
     .venv/bin/python benchmarks/extraload_runs.py [--balancer pcg]
 """
@@ -50,11 +52,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--balancer", default="pcg")
     a = ap.parse_args()
-    cols = [*SOURCES, "none (no balancing)"]
+    cols = ["probe (no monitor section)", *SOURCES, "none (no balancing)"]
     print("| scenario | " + " | ".join(cols) + " | forecast error |")
     print("|---" * (len(cols) + 2) + "|")
     for label, scen, sets in ROWS:
         cells, err = [], "–"
+        s = run_one(scen, [*sets, f"balancer.algorithm={a.balancer}", "monitor=null"])
+        cells.append(f"{s['total_time']:.1f} s")
         for src in SOURCES:
             s = run_one(scen, [*sets, f"balancer.algorithm={a.balancer}", f"monitor.source={src}"])
             cells.append(f"{s['total_time']:.1f} s")

@@ -48,12 +48,13 @@ distributed form over an explicit communicator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from hermes.data.distributed import LocalDomain
+from hermes.data.migrate import MigrationStats, migrate
 
 __all__ = ["RefineStats", "complete_costs", "refine_gain", "cell_spacing", "centroid", "room_shares",
            "sweep_moves", "local_view", "refine_serial", "refine_boundary"]
@@ -63,12 +64,14 @@ __all__ = ["RefineStats", "complete_costs", "refine_gain", "cell_spacing", "cent
 
 @dataclass
 class RefineStats:
-    """What a refinement did: passes run, and the cells and weight this rank sent (``refine_serial``: all)."""
+    """What a refinement did: the passes run and the cells and weight sent — by this rank
+    (:func:`refine_boundary`, whose ``migration`` holds its full migration figures) or by all
+    (:func:`refine_serial`)."""
 
     passes: int = 0
     cells_sent: int = 0
     weight_sent: float = 0.0
-    bytes_sent: int = 0
+    migration: MigrationStats = field(default_factory=MigrationStats)
 
 
 def complete_costs(cost: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -310,7 +313,6 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     """
     from hermes.clock import Links, VirtualClock
     from hermes.comm import NeighbourComm, allreduce
-    from hermes.data.migrate import migrate
 
     me = dom.rank
     fair_me = float(np.asarray(fair, dtype=np.float64)[me])
@@ -336,7 +338,7 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
             moved += st.cells_sent
             stats.cells_sent += st.cells_sent
             stats.weight_sent += st.weight_sent
-            stats.bytes_sent += st.bytes_sent
+            stats.migration.add(st)
         stats.passes += 1
         if allreduce(comm, float(moved), clock, counters=counters) == 0:
             break

@@ -419,13 +419,13 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
             ph.model = ph.model.with_loads(list(ph.loads))
         if auto:
             r.history.record(r.book.max(r.clock.totals["balance"] - spent["balance"]),
-                             r.book.max(r.clock.totals["migrate"] - spent["migrate"]), excess_before,
-                             ph.model.imbalance)
+                             r.book.max(r.clock.totals["migrate"] - spent["migrate"]), excess_before)
     spent = r.clock.totals["migrate"]
     refine(r, ph)
     if auto and ph.refinement:  # the next decision counts the refinement with the migration
         r.history.migrate_time += r.book.max(r.clock.totals["migrate"] - spent)
-        r.history.imbalance_after = ph.model.imbalance
+    if auto and ph.rounds:
+        r.history.imbalance_after = float(ph.model.imbalance)
 
 
 def _conductances(r: RunState, ph: PhaseState) -> None:

@@ -12,7 +12,8 @@ A round that takes the imbalance from ``I`` to ``I'`` saves ``N κ L / (s p) · 
 (:func:`payoff`); it costs the balancer's time ``T_b`` and the migration's ``T_m``. The round runs when the
 saving exceeds ``T_b + T_m``. The estimates come from what the run has measured (:class:`History`):
 
-* ``I'`` — the imbalance the last round reached (before any round: 1);
+* ``I'`` — the imbalance the last balanced phase ended with, after all its rounds and the refinement (before
+  any: 1); not the last round's, which may have fallen short of what a further round reaches;
 * ``T_b`` — the slowest rank's balancing time in the last round (monitor, flow and its collectives);
   before any round, the balancer's modelled α-β time on the current model (its serial reference's counters,
   :func:`first_estimate`), or 0 for a balancer without one (METIS, Scotch: the first round runs and is
@@ -67,16 +68,17 @@ class Payoff:
 
 @dataclass
 class History:
-    """What the run measured in its last balancing round (the same on every rank)."""
+    """What the run measured: the costs of its last balancing round, the imbalance its last balanced phase ended
+    with (the same on every rank)."""
 
     balance_time: float | None = None
     migrate_time: float | None = None
     excess: float | None = None
     imbalance_after: float | None = None
 
-    def record(self, balance_time: float, migrate_time: float, excess_before: float, imbalance_after: float) -> None:
-        self.balance_time, self.migrate_time = float(balance_time), float(migrate_time)
-        self.excess, self.imbalance_after = float(excess_before), float(imbalance_after)
+    def record(self, balance_time: float, migrate_time: float, excess_before: float) -> None:
+        """A round's costs (the slowest rank's) and the excess load it started from."""
+        self.balance_time, self.migrate_time, self.excess = float(balance_time), float(migrate_time), float(excess_before)
 
 
 def excess(model: Model) -> float:

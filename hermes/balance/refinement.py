@@ -54,7 +54,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.data.distributed import LocalDomain
-from hermes.data.migrate import MigrationStats, migrate
+from hermes.data.migrate import MigrationStats, announce_moves, migrate
 
 __all__ = ["RefineStats", "complete_costs", "refine_gain", "cell_spacing", "centroid", "room_shares",
            "sweep_moves", "local_view", "refine_serial", "refine_boundary"]
@@ -333,7 +333,7 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
             cen = {me: mine, **{int(q): g[1:] for q, g in zip(nb, got)}}
             dest = sweep_moves(dom, offers, _surplus(dom.load, fair_me, tolerance), cost, centroids=cen,
                                geometric=geometric, spacing=cell_spacing(dom))
-            dom = _tell_neighbours(nc, dom, dest)
+            dom = announce_moves(nc, dom, dest)
             dom, st = migrate(comm, dom, dest, clock, refresh=False)
             moved += st.cells_sent
             stats.cells_sent += st.cells_sent
@@ -343,32 +343,3 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
         if allreduce(comm, float(moved), clock, counters=counters) == 0:
             break
     return dom, stats
-
-
-def _tell_neighbours(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalDomain:
-    """Give every adjacency entry the owner its cell has after the sweep (one neighbour exchange).
-
-    Each rank tells each neighbouring rank the new owner of its ghosts that move in the sweep and patches its
-    own entries with what the neighbours say and with ``dest`` for its own cells. The packs
-    :func:`hermes.data.migrate.migrate` then sends carry exact owners, so every rank's ghost owners are exact
-    after the migration without the directory (a cell moving along with its neighbour in the same sweep
-    included)."""
-    me = dom.rank
-    nb = nc.neighbours
-    moving = np.flatnonzero(dest != me)
-    ghost = dom.local_index < 0
-    out = []
-    for q in nb:  # moving cells adjacent to q's cells, as (gid, new owner) pairs
-        cells = np.intersect1d(np.unique(dom.rows[ghost & (dom.nbr_owner == q)]), moving, assume_unique=True)
-        out.append(np.column_stack((dom.gid[cells], dest[cells])).astype(np.float64).ravel())
-    got = nc.exchange(out)
-    owner = dom.nbr_owner.copy()
-    owner[~ghost] = dest[dom.local_index[~ghost]]
-    pairs = np.concatenate([g.reshape(-1, 2) for g in got]).astype(np.int64) if got else np.zeros((0, 2), np.int64)
-    if pairs.size:
-        order = np.argsort(pairs[:, 0])
-        gids, owners = pairs[order, 0], pairs[order, 1]
-        pos = np.minimum(np.searchsorted(gids, dom.adjncy), gids.size - 1)
-        hit = ghost & (gids[pos] == dom.adjncy)
-        owner[hit] = owners[pos[hit]]
-    return replace(dom, nbr_owner=owner)

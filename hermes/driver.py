@@ -364,7 +364,7 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
             flow, model = decision.flow, ph.model
             levels = topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0))
             r.dom, stats, realised = realise_flow(r.comm, r.dom, model.edges, flow, cost, r.clock, levels=levels,
-                                                  select=r.select)
+                                                  select=r.select, exact=r.sc.balancer.ghosts == "exact")
             ph.flow_moved = True
             if r.rank == 0 and log.isEnabledFor(logging.DEBUG):
                 for e, f, done in zip(model.edges.tolist(), flow, realised):

@@ -190,6 +190,9 @@ class BalancerSpec(_Strict):
     refinement: RefinementSpec = Field(
         default_factory=lambda: RefinementSpec(),
         description="boundary refinement after a flow's cells moved (hermes.balance.refinement)")
+    ghosts: Literal["lazy", "exact"] = Field(
+        "lazy", description="ghost owners while a flow is realised level by level: lazy (patched with what a rank "
+        "sent and received, refreshed at the end) or exact (neighbours told of every move, one message per level)")
     conductance: Literal["links", "boundary"] = Field(
         "links", description="edge weights of the model the flow balancers see: links (the monitor's bandwidth "
         "weights) or boundary (those times the subdomains' common boundary, relative to the longest)")

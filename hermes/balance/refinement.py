@@ -24,7 +24,9 @@ sweep, so a move is not undone by the opposite move it assumed away). In a sweep
 
 A rank's load thus stays within ``[(1 − τ)·l̄, (1 + τ)·l̄]`` when it starts there, and never moves further from
 that interval otherwise: the refinement never raises the imbalance above ``max(1 + τ, imbalance before)``.
-The refinement stops after a pass that moved nothing.
+The refinement stops at the first check that finds a pass moved nothing; the checks (one allreduce each) come
+after passes 1, 2, 4, 8, … (:func:`_check`): at scale most refinements use all their passes, and an idle pass
+(two neighbour messages a sweep) costs less than an allreduce over 64 ranks.
 
 The gain of moving cell v from rank p to rank q is
 
@@ -233,6 +235,11 @@ def local_view(xadj, adjncy, coords, weights, owner, rank: int, size: int | None
                        adjncy=adjncy[ent], nbr_owner=owner[adjncy[ent]])
 
 
+def _check(passes: int) -> bool:
+    """Whether the ranks check for a pass without moves after ``passes`` passes (1, 2, 4, 8, …)."""
+    return passes & (passes - 1) == 0
+
+
 def _surplus(load: float, fair: float, tolerance: float) -> float:
     return max(0.0, load - (1.0 - tolerance) * fair)
 
@@ -276,7 +283,7 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
             stats.weight_sent += float(w[step].sum())
             owner = new
         stats.passes += 1
-        if moved == 0:
+        if _check(stats.passes) and moved == 0:
             break
     return owner, stats
 
@@ -308,8 +315,8 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     Notes
     -----
     Per sweep: one neighbour exchange of offers and centroids, one of moved ghosts, one migration
-    (:func:`hermes.data.migrate.migrate` without the directory); per pass one charged allreduce of the number
-    of cells moved (to stop together).
+    (:func:`hermes.data.migrate.migrate` without the directory); after passes 1, 2, 4, 8, … one charged
+    allreduce of the number of cells moved in the pass (to stop together).
     """
     from hermes.clock import Links, VirtualClock
     from hermes.comm import NeighbourComm, allreduce
@@ -340,6 +347,6 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
             stats.weight_sent += st.weight_sent
             stats.migration.add(st)
         stats.passes += 1
-        if allreduce(comm, float(moved), clock, counters=counters) == 0:
+        if _check(stats.passes) and allreduce(comm, float(moved), clock, counters=counters) == 0:
             break
     return dom, stats

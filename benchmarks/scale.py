@@ -49,9 +49,11 @@ from partition_compare import markdown_table, run_hermes  # noqa: E402
 __all__ = ["METHODS", "DEFAULT_METHODS", "scenario", "table_schedule", "case_name", "row", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the realisation measured best (docs/BALANCERS.md "Realisation at scale"): boundary conductances, refinement
-NEW = {"conductance": "boundary", "refinement": {"passes": 8, "tolerance": 0.02, "geometric": 0.5}}
-#: method label -> the scenario's ``balancer`` section
+#: the compact realisation (BENCHMARKS.md): exact ghosts, boundary conductances, boundary refinement
+COMPACT = {"ghosts": "exact", "conductance": "boundary",
+           "refinement": {"passes": 12, "tolerance": 0.03, "geometric": 0.25}}
+#: method label -> the scenario's ``balancer`` section (``+compact``: with :data:`COMPACT`; ``+trigger``: with
+#: ``trigger: auto``)
 METHODS: dict[str, dict[str, Any]] = {
     "none": {"algorithm": "none"},
     "pcg": {"algorithm": "pcg"},
@@ -59,15 +61,19 @@ METHODS: dict[str, dict[str, Any]] = {
     "lps": {"algorithm": "lps"},
     "chebyshev": {"algorithm": "chebyshev"},
     "auto": {"algorithm": "auto"},
-    "pcg+refine": {"algorithm": "pcg", **NEW},
-    "auto+refine": {"algorithm": "auto", **NEW},
-    "auto+refine+trigger": {"algorithm": "auto", **NEW, "trigger": "auto"},
+    "auto+trigger": {"algorithm": "auto", "trigger": "auto"},
+    "pcg+compact": {"algorithm": "pcg", **COMPACT},
+    "gda0+compact": {"algorithm": "gda0", **COMPACT},
+    "auto+compact": {"algorithm": "auto", **COMPACT},
+    "auto+compact+trigger": {"algorithm": "auto", **COMPACT, "trigger": "auto"},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
 }
-DEFAULT_METHODS = ["pcg", "gda0", "lps", "chebyshev", "auto", "auto+refine", "auto+refine+trigger", "metis",
-                   "scotch"]
-COLUMNS = ["mesh", "capacities", "kind", "iterations", "phases", "ranks", "method", "cells", "total_time",
+DEFAULT_METHODS = ["pcg", "gda0", "chebyshev", "auto", "auto+compact", "auto+compact+trigger", "metis", "scotch"]
+#: the set-ups: the quickstart scaled (default), the DATA.md comparison (8 ranks, hcuw, 5 phases of 10
+#: iterations: benchmarks/partition_compare.py's scenario) and the thesis' 15-rank scenarios
+SETUPS = ("quickstart", "data", "thesis-homogeneous", "thesis-heterogeneous")
+COLUMNS = ["setup", "mesh", "capacities", "kind", "iterations", "phases", "ranks", "method", "cells", "total_time",
            "balance_time", "migrate_time", "compute_time", "final_imbalance", "imbalance_max", "edge_cut",
            "edge_cut_phases", "distinct_cells", "distinct_phases", "cell_sends", "refined_cells", "skipped",
            "wall_seconds"]
@@ -94,8 +100,27 @@ def table_schedule(p: int, phases: int) -> list[list[float]]:
 
 
 def scenario(mesh: str, method: str, *, ranks: int, capacities: str, kind: str, iterations: int,
-             phases: int) -> dict[str, Any]:
-    """The quickstart scenario with the benchmark's mesh, ranks, capacities, adaptation and balancer."""
+             phases: int, setup: str = "quickstart") -> dict[str, Any]:
+    """The scenario of one run: the set-up's, with the benchmark's mesh, ranks, capacities, adaptation and
+    balancer (the thesis set-ups keep their own mesh, ranks, capacities and phases)."""
+    try:
+        balancer = dict(METHODS[method])
+    except KeyError:
+        raise SystemExit(f"--methods: unknown {method} (valid: {', '.join(METHODS)})") from None
+    if setup.startswith("thesis"):
+        sc = yaml.safe_load((ROOT / "scenarios" / f"{setup}.yaml").read_text())
+        sc["platform"]["schedule"] = str((ROOT / "configs" / "thesis-table-10.6.csv").resolve()) \
+            if "schedule" in sc["platform"] else None
+        sc["balancer"], sc["output"] = balancer, {"pictures": False}
+        return sc
+    if setup == "data":
+        from partition_compare import DEFAULT_REGION
+        from partition_compare import capacities as data_capacities
+        from partition_compare import scenario as data_scenario
+
+        path = ROOT / "meshes" / f"{mesh}.vtu"
+        return data_scenario(path, balancer, ranks=ranks, phases=phases, iterations=iterations,
+                             caps=data_capacities(capacities, ranks), region=DEFAULT_REGION, kind=kind)
     sc = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text())
     if mesh.startswith("grid"):
         sc["mesh"] = {"grid": mesh[4:]}
@@ -111,16 +136,15 @@ def scenario(mesh: str, method: str, *, ranks: int, capacities: str, kind: str, 
     sc["adaptation"]["phases"] = phases
     if kind != "weights":
         sc["adaptation"]["kind"] = kind
-    try:
-        sc["balancer"] = dict(METHODS[method])
-    except KeyError:
-        raise SystemExit(f"--methods: unknown {method} (valid: {', '.join(METHODS)})") from None
+    sc["balancer"] = balancer
     sc["output"] = {"pictures": False}
     return sc
 
 
-def case_name(mesh: str, capacities: str, kind: str, iterations: int, phases: int, ranks: int, method: str) -> str:
-    return f"{mesh}_{capacities}_{kind}_it{iterations}_ph{phases}_p{ranks}_{method}"
+def case_name(mesh: str, capacities: str, kind: str, iterations: int, phases: int, ranks: int, method: str,
+              setup: str = "quickstart") -> str:
+    head = "" if setup == "quickstart" else f"{setup}_"
+    return f"{head}{mesh}_{capacities}_{kind}_it{iterations}_ph{phases}_p{ranks}_{method}"
 
 
 def row(summary: dict[str, Any], **case: Any) -> dict[str, Any]:
@@ -151,12 +175,16 @@ def run(args) -> int:
                 for p in (int(x) for x in args.ranks.split(",")):
                     for method in args.methods.split(","):
                         case = dict(mesh=mesh, capacities=caps, kind=kind, iterations=args.iterations,
-                                    phases=args.phases, ranks=p, method=method)
+                                    phases=args.phases, ranks=p, method=method, setup=args.setup)
+                        sc = scenario(mesh, method, ranks=p, capacities=caps, kind=kind,
+                                      iterations=args.iterations, phases=args.phases, setup=args.setup)
+                        if args.setup.startswith("thesis"):  # the scenario's own figures
+                            case.update(mesh="grid" + sc["mesh"]["grid"], capacities="table" if sc["platform"].get(
+                                "schedule") else "homo", iterations=sc["application"]["iterations"],
+                                phases=sc["adaptation"]["phases"], ranks=sc["processors"])
                         path = out / f"{case_name(**case)}.json"
                         if path.is_file():
                             continue
-                        sc = scenario(mesh, method, ranks=p, capacities=caps, kind=kind,
-                                      iterations=args.iterations, phases=args.phases)
                         print(f"run {path.stem}", file=sys.stderr, flush=True)
                         try:
                             summary, seconds = run_hermes(sc, timeout=args.timeout)
@@ -190,7 +218,8 @@ def report(args) -> int:
     order = {m: i for i, m in enumerate(METHODS)}
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["mesh"], r["capacities"], r["kind"], r["iterations"], r["phases"]), []).append(r)
+        groups.setdefault((r.get("setup", "quickstart"), r["mesh"], r["capacities"], r["kind"], r["iterations"],
+                           r["phases"]), []).append(r)
     for key in sorted(groups):
         rs = sorted(groups[key], key=lambda r: (r["ranks"], order.get(r["method"], 99)))
         metis = {r["ranks"]: r for r in rs if r["method"] == "metis"}
@@ -198,9 +227,9 @@ def report(args) -> int:
             m = metis.get(r["ranks"])
             r["cut_vs_metis"] = max(a / b for a, b in zip(r["cuts"], m["cuts"])) if m else None
             r["distinct_vs_metis"] = r["distinct_cells"] / m["distinct_cells"] if m and m["distinct_cells"] else None
-        mesh, caps, kind, it, phases = key
-        print(f"\n### {mesh}, {caps} capacities, {kind} adaptation, {it} iterations per phase, {phases} phases "
-              f"({rs[0]['cells']:,} cells)\n")
+        setup, mesh, caps, kind, it, phases = key
+        print(f"\n### {setup}: {mesh}, {caps} capacities, {kind} adaptation, {it} iterations per phase, {phases} "
+              f"phases ({rs[0]['cells']:,} cells)\n")
         print(markdown_table(rs, TABLE))
     with (out / "scale.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
@@ -219,6 +248,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if r.get("setup", "quickstart") == "quickstart"]
     sets = sorted({(r["mesh"], r["capacities"], r["iterations"]) for r in rows if r["kind"] == "weights"},
                   key=lambda k: -len({r["ranks"] for r in rows if (r["mesh"], r["capacities"], r["iterations"]) == k}))
     sets = sets[:2]
@@ -231,7 +261,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
             if not mine:
                 continue
             ps = [r["ranks"] for r in mine]
-            style = "-o" if method in ("metis", "auto+refine", "auto+refine+trigger") else "--."
+            style = "-o" if method in ("metis", "auto+compact", "auto+compact+trigger") else "--."
             axes[0, c].plot(ps, [r["total_time"] / metis[r["ranks"]]["total_time"] for r in mine], style,
                             label=method)
             axes[1, c].plot(ps, [max(a / b for a, b in zip(r["cuts"], metis[r["ranks"]]["cuts"])) for r in mine],
@@ -253,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("command", choices=["run", "report"], nargs="?", default="run")
     ap.add_argument("--out", default="runs/scale", help="cache directory (one JSON per run) and scale.csv")
+    ap.add_argument("--setup", default="quickstart", choices=SETUPS)
     ap.add_argument("--meshes", default="grid160x120", help="comma list: gridNxM or names in meshes/")
     ap.add_argument("--ranks", default="8,16,32,64")
     ap.add_argument("--capacities", default="homo", help="comma list: homo, table")
@@ -267,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         with tempfile.TemporaryDirectory(prefix="hermes-scale-") as tmp:
             args.out, args.meshes, args.ranks, args.capacities = tmp, "grid40x30", "4", "homo"
-            args.methods, args.iterations, args.phases, args.timeout = "pcg,auto+refine+trigger", 2, 1, 300.0
+            args.methods, args.iterations, args.phases, args.timeout = "pcg,auto+compact+trigger", 2, 1, 300.0
             run(args)
             return report(args)
     return run(args) if args.command == "run" else report(args)

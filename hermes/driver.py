@@ -384,6 +384,7 @@ def refine(r: RunState, ph: PhaseState) -> None:
     if spec.passes == 0 or not ph.flow_moved:
         return
     cut_before = r.book.sum(int(r.dom.cut_mask.sum())) // 2
+    imbalance_before = float(ph.model.imbalance)
     with r.clock.activity("migrate"):
         cost = _gather_costs(r.book, r.p, ph.est)
         r.dom, st = refine_boundary(r.comm, r.dom, ph.model.fair_loads, cost, r.clock, tolerance=spec.tolerance,
@@ -392,7 +393,8 @@ def refine(r: RunState, ph: PhaseState) -> None:
     ph.loads = np.array(r.book.allgather(r.dom.load))
     ph.model = ph.model.with_loads(list(ph.loads))
     ph.refinement = {"passes": st.passes, "cells": r.book.sum(st.cells_sent), "weight": r.book.sum(st.weight_sent),
-                     "edge_cut_before": cut_before, "imbalance_after": float(ph.model.imbalance)}
+                     "edge_cut_before": cut_before, "imbalance_before": imbalance_before,
+                     "imbalance_after": float(ph.model.imbalance)}
 
 
 def balance_rounds(r: RunState, ph: PhaseState) -> None:

@@ -70,7 +70,7 @@ class PhaseRecord:
     change: dict[str, Any] = field(default_factory=dict)
     #: ``balancer.trigger: auto``: every decision's estimates and choice (:mod:`hermes.balance.payoff`)
     balance_decision: list[dict[str, Any]] = field(default_factory=list)
-    #: ``balancer.refinement``: passes, cells and weight moved, edge cut before, imbalance after
+    #: ``balancer.refinement``: passes, cells and weight moved, edge cut before, imbalance before and after
     refinement: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:

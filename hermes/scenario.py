@@ -160,9 +160,9 @@ class RefinementSpec(_Strict):
     passes: Annotated[int, Field(ge=0, le=100)] = Field(
         0, description="largest number of passes (an upward and a downward sweep); 0 = no refinement")
     tolerance: Annotated[float, Field(gt=0.0, le=0.5)] = Field(
-        0.02, description="loads stay within (1 ± tolerance) of their fair share (or no further from it)")
+        0.03, description="loads stay within (1 ± tolerance) of their fair share (or no further from it)")
     geometric: Annotated[float, Field(ge=0.0, le=100.0)] = Field(
-        0.5, description="weight of the geometric gain (cell widths beyond the centroids' bisector); 0 = cut only")
+        0.25, description="weight of the geometric gain (cell widths beyond the centroids' bisector); 0 = cut only")
 
 
 class BalancerSpec(_Strict):

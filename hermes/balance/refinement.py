@@ -244,8 +244,8 @@ def _surplus(load: float, fair: float, tolerance: float) -> float:
     return max(0.0, load - (1.0 - tolerance) * fair)
 
 
-def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tolerance: float = 0.02,
-                  passes: int = 8, geometric: float = 1.0) -> tuple[NDArray[np.int64], RefineStats]:
+def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tolerance: float = 0.03,
+                  passes: int = 12, geometric: float = 0.25) -> tuple[NDArray[np.int64], RefineStats]:
     """Serial replay of :func:`refine_boundary` on a whole mesh (the oracle: the same moves).
 
     Parameters
@@ -289,7 +289,7 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
 
 
 def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDArray[np.float64], clock=None, *,
-                    tolerance: float = 0.02, passes: int = 8, geometric: float = 1.0,
+                    tolerance: float = 0.03, passes: int = 12, geometric: float = 0.25,
                     counters=None) -> tuple[LocalDomain, RefineStats]:
     """The refinement of the module docstring on the distributed partition (collective).
 

@@ -36,8 +36,8 @@ def test_refinement_and_auto_trigger_conserve_and_record(tmp_path):
         if ph["balance_rounds"]:
             ref = ph["refinement"]
             assert ref["passes"] >= 1 and ref["imbalance_after"] == pytest.approx(ph["imbalance_after"])
-            # the refinement keeps the loads within its tolerance (2 %) or no further from it
-            assert ph["imbalance_after"] <= 1.02 + 1e-9 or ref["cells"] == 0
+            # the refinement keeps the loads within its tolerance (3 % by default) or no further from it
+            assert ph["imbalance_after"] <= max(1.03, ref["imbalance_before"]) + 1e-9
         k = ph["phase"]
         assert int((parts[f"owner_{k:03d}"] != parts[f"owner_{k - 1:03d}"]).sum()) == ph["quality"]["migration_cells"]
     assert "serial reference" in s["phases"][0]["balance_decision"][0]["source"]

@@ -34,7 +34,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes.balance.flow import topological_order
 from hermes.balance.model import Model
+from hermes.errors import HermesError
 
 __all__ = ["Payoff", "History", "payoff", "excess", "iteration_time", "migration_time", "first_estimate"]
 
@@ -126,9 +128,6 @@ def migration_time(model: Model, flow: NDArray[np.float64], levels: int, bytes_p
 def first_estimate(balancer, model: Model, params: dict, links, bytes_per_weight: float) -> tuple[float, float, str]:
     """(T_b, T_m, source) before any round: the balancer's serial reference on ``model`` — its modelled α-β
     time and the migration time of its flow under ``links`` — or (0, 0) when it has none."""
-    from hermes.balance.flow import topological_order
-    from hermes.errors import HermesError
-
     if balancer.serial is None:
         return 0.0, 0.0, "none yet (no serial reference): measured after the first round"
     try:

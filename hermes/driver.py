@@ -331,16 +331,16 @@ def decide(r: RunState, ph: PhaseState) -> bool:
 
 
 def estimate_payoff(r: RunState, ph: PhaseState) -> Payoff:
-    """The next round's gain and cost (:mod:`hermes.balance.payoff`): costs measured in the run's last round
-    (the migration's scaled by the excess load), or before any round the balancer's serial reference on the
-    model; every input is the same on every rank."""
+    """The next round's gain and cost (:mod:`hermes.balance.payoff`): costs measured by the run (the last
+    round's balancing; the last balanced phase's migration per unit of excess load, times the excess now), or
+    before any round the balancer's serial reference on the model; every input is the same on every rank."""
     h, app = r.history, r.sc.application
     if h.balance_time is None:
         bpw = r.book.sum(float(cell_bytes(r.dom).sum())) / max(r.book.sum(r.dom.load), 1e-300)
         tb, tm, src = first_estimate(r.balancer, ph.model, r.params, r.clock.links, bpw)
     else:
-        scale = excess(ph.model) / h.excess if h.excess else 1.0
-        tb, tm, src = h.balance_time, h.migrate_time * scale, "measured in the last round"
+        tb, tm = h.balance_time, h.migrate_estimate(excess(ph.model))
+        src = "measured: last round's balancing, last balanced phase's migration per unit of excess"
     after = h.imbalance_after if h.imbalance_after is not None else 1.0
     return payoff(ph.rounds, ph.model, iterations=app.iterations, work_per_weight=app.work_per_weight,
                   speed=r.sc.platform.speed, expected_after=after, balance_cost=tb, migrate_cost=tm, source=src)
@@ -433,7 +433,7 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
             ph.model = ph.model.with_loads(list(ph.loads))
         if auto:
             r.history.record(r.book.max(r.clock.totals["balance"] - spent["balance"]),
-                             r.book.max(r.clock.totals["migrate"] - spent["migrate"]), excess_before)
+                             r.book.max(r.clock.totals["migrate"] - spent["migrate"]), excess_before, ph.k)
     spent = r.clock.totals["migrate"]
     refine(r, ph)
     if auto and ph.refinement:  # the next decision counts the refinement with the migration

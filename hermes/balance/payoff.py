@@ -18,9 +18,13 @@ saving exceeds ``T_b + T_m``. The estimates come from what the run has measured 
   before any round, the balancer's modelled α-β time on the current model (its serial reference's counters,
   :func:`first_estimate`), or 0 for a balancer without one (METIS, Scotch: the first round runs and is
   measured);
-* ``T_m`` — the slowest rank's migration time in the last round scaled by the excess load
-  ``E = Σ_i max(0, l_i − ĉ_i L)`` now and then (the volume a flow moves grows with the excess); before any
-  round, :func:`migration_time` of the serial reference's flow.
+* ``T_m`` — the migration time per unit of excess load ``E = Σ_i max(0, l_i − ĉ_i L)`` measured over the
+  last balanced phase (the slowest rank's migration time of all its rounds and its refinement over the excess
+  its rounds started from), times the excess now (the volume a flow moves grows with the excess); before any
+  round, :func:`migration_time` of the serial reference's flow. The rate is taken over the whole phase, not
+  its last round: a last round that corrects a residue of 1.0003 starts from almost no excess, and its fixed
+  costs (latencies, the refinement) over that excess would predict a migration of minutes for the next
+  phase's first round.
 
 Every estimate is recorded with the choice (``balance_decision`` in summary.json), so a wrong guess can be
 seen and the model corrected. The decision is myopic: it weighs this phase only, not the imbalance a skipped
@@ -70,17 +74,32 @@ class Payoff:
 
 @dataclass
 class History:
-    """What the run measured: the costs of its last balancing round, the imbalance its last balanced phase ended
-    with (the same on every rank)."""
+    """What the run measured (the same on every rank): the balancing time of its last round; the migration time
+    and the excess load summed over the rounds (and refinement) of its last balanced phase; the imbalance that
+    phase ended with."""
 
     balance_time: float | None = None
     migrate_time: float | None = None
     excess: float | None = None
     imbalance_after: float | None = None
+    #: the phase the sums belong to
+    phase: int | None = None
 
-    def record(self, balance_time: float, migrate_time: float, excess_before: float) -> None:
-        """A round's costs (the slowest rank's) and the excess load it started from."""
-        self.balance_time, self.migrate_time, self.excess = float(balance_time), float(migrate_time), float(excess_before)
+    def record(self, balance_time: float, migrate_time: float, excess_before: float, phase: int = 0) -> None:
+        """A round's costs (the slowest rank's) and the excess load it started from; the first round of a new
+        ``phase`` restarts the sums."""
+        if phase != self.phase or self.migrate_time is None:
+            self.migrate_time, self.excess, self.phase = 0.0, 0.0, phase
+        self.balance_time = float(balance_time)
+        self.migrate_time += float(migrate_time)
+        self.excess += float(excess_before)
+
+    def migrate_estimate(self, excess_now: float) -> float:
+        """``T_m`` for a round starting from ``excess_now``: the measured rate times it (the sum itself when
+        no excess was measured)."""
+        if self.migrate_time is None:
+            return 0.0
+        return self.migrate_time * excess_now / self.excess if self.excess else self.migrate_time
 
 
 def excess(model: Model) -> float:

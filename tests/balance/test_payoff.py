@@ -7,7 +7,7 @@ import pytest
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.payoff import excess, first_estimate, iteration_time, migration_time, payoff
+from hermes.balance.payoff import History, excess, first_estimate, iteration_time, migration_time, payoff
 from hermes.balance.registry import get_balancer
 from hermes.clock import Links
 
@@ -53,3 +53,15 @@ def test_first_estimate_from_the_serial_reference_or_nothing():
     ref = get_balancer("pcg").flow(m, links=links)
     assert tb == ref.counters.time > 0 and tm > 0 and "serial" in src
     assert first_estimate(get_balancer("metis"), m, {}, links, 100.0)[:2] == (0.0, 0.0)
+
+
+def test_migration_rate_is_over_the_last_balanced_phase_not_its_last_round():
+    # phase 1: a round from excess 1000 migrating in 0.1 s, then a correction from excess 0.01 in 0.002 s
+    # (latencies); the rate of the last round alone would predict 0.002 * 1000 / 0.01 = 200 s for phase 2
+    h = History()
+    h.record(0.01, 0.1, 1000.0, phase=1)
+    h.record(0.01, 0.002, 0.01, phase=1)
+    assert h.migrate_estimate(1000.0) == pytest.approx(0.102 * 1000.0 / 1000.01)
+    h.record(0.02, 0.05, 500.0, phase=2)  # a new phase restarts the sums
+    assert h.balance_time == 0.02 and h.migrate_estimate(250.0) == pytest.approx(0.025)
+    assert History().migrate_estimate(5.0) == 0.0

@@ -9,12 +9,16 @@ METIS, target fractions = the capacities; every rank receives its cells), then f
    (:mod:`hermes.adaptation`);
 3. :func:`monitor` — capacities and link costs are measured (not for ``none``);
 4. :func:`decide` — another balancing round runs while the measured imbalance exceeds
-   ``balancer.trigger``, rounds remain and the last round lowered it;
+   ``balancer.trigger``, rounds remain and the last round lowered it; with ``trigger: auto`` while the
+   round's expected gain over the phase's iterations exceeds its modelled cost (:mod:`hermes.balance.payoff`,
+   recorded as the phase's ``balance_decision``);
 5. :func:`balance` — the balancer computes a flow (or new destinations);
 6. :func:`realise` — a flow becomes cell destinations, level by level in its topological order, the
    selection strategy choosing the cells (:mod:`hermes.balance.realisation`), and
 7. :func:`migrate` — the cells move, with all they carry (:mod:`hermes.data.migrate`); realise and
-   migrate alternate level by level, so they are one step in code;
+   migrate alternate level by level, so they are one step in code; after the rounds, :func:`refine` moves
+   boundary cells to straighten the subdomains within a load tolerance (``balancer.refinement``,
+   :mod:`hermes.balance.refinement`);
 8. :func:`compute` — ``application.iterations`` solver iterations (thesis Alg. 2);
 9. :func:`record` — per-rank figures are gathered on rank 0.
 
@@ -59,7 +63,9 @@ from hermes.app.simulate import LoopStats, solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.interface import BalanceContext, BalancerInfo, Decision
 from hermes.balance.model import Model
+from hermes.balance.payoff import History, Payoff, excess, first_estimate, payoff
 from hermes.balance.realisation import realise_flow
+from hermes.balance.refinement import refine_boundary
 from hermes.balance.registry import get_balancer
 from hermes.balance.selection import Selection, get_selection
 from hermes.checkpoint import CHECKPOINT, load_state, save_state
@@ -83,7 +89,7 @@ from hermes.watch import Watch, close_load, open_load
 from hermes.watchdog import Watchdog
 
 __all__ = ["run", "load_mesh", "RunState", "PhaseState", "start", "extra_load", "adapt", "monitor", "decide",
-           "balance", "realise", "migrate_cells", "compute", "record", "finish", "versions", "resume",
+           "balance", "realise", "migrate_cells", "refine", "compute", "record", "finish", "versions", "resume",
            "save_checkpoint"]
 
 log = logging.getLogger(__name__)
@@ -130,6 +136,8 @@ class RunState:
     partitions: dict[str, np.ndarray] = field(default_factory=dict)
     geometry: dict[str, np.ndarray] = field(default_factory=dict)
     total_moves: int = 0
+    #: what the last balancing round cost and reached (``trigger: auto``)
+    history: History = field(default_factory=History)
     #: the extra load (hermes.watch.open_load) and the monitor's series (None without those sections)
     load: Any = None
     watch: Watch | None = None
@@ -190,6 +198,13 @@ class PhaseState:
     #: the monitor's record fields of this rank and the phase's forecast errors (with a Watch)
     watched: dict[str, float] = field(default_factory=dict)
     watch_errors: dict[str, Any] | None = None
+    #: the monitor's link weights times the common boundaries (``conductance: boundary``), by neighbour
+    weights: np.ndarray | None = None
+    #: the decisions of ``trigger: auto`` (:meth:`hermes.balance.payoff.Payoff.as_dict`)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    #: a flow moved cells in this phase (the refinement runs only then)
+    flow_moved: bool = False
+    refinement: dict[str, Any] = field(default_factory=dict)
 
 
 # -- set-up --------------------------------------------------------------------------------------------------
@@ -340,9 +355,32 @@ def _seen(r: RunState, ph: PhaseState) -> tuple[float, np.ndarray]:
 
 def decide(r: RunState, ph: PhaseState) -> bool:
     """Step 4: whether another balancing round runs: rounds remain, the last one moved cells and lowered the
-    imbalance, and the measured imbalance exceeds the trigger (and rounding noise)."""
-    return (ph.moved_last_round and ph.rounds < r.sc.balancer.rounds
-            and max(r.sc.balancer.trigger, 1 + 1e-9) < ph.model.imbalance < ph.last)
+    imbalance, the measured imbalance exceeds rounding noise and the trigger — a number, or ``auto``: the
+    round's expected gain exceeds its modelled cost (:func:`estimate_payoff`, recorded in ``ph.decisions``)."""
+    bal = r.sc.balancer
+    if not (ph.moved_last_round and ph.rounds < bal.rounds and 1 + 1e-9 < ph.model.imbalance < ph.last):
+        return False
+    if bal.trigger != "auto":
+        return ph.model.imbalance > bal.trigger
+    est = estimate_payoff(r, ph)
+    ph.decisions.append(est.as_dict())
+    return est.balance
+
+
+def estimate_payoff(r: RunState, ph: PhaseState) -> Payoff:
+    """The next round's gain and cost (:mod:`hermes.balance.payoff`): costs measured by the run (the last
+    round's balancing; the last balanced phase's migration per unit of excess load, times the excess now), or
+    before any round the balancer's serial reference on the model; every input is the same on every rank."""
+    h, app = r.history, r.sc.application
+    if h.balance_time is None:
+        bpw = r.book.sum(float(cell_bytes(r.dom).sum())) / max(r.book.sum(r.dom.load), 1e-300)
+        tb, tm, src = first_estimate(r.balancer, ph.model, r.params, r.clock.links, bpw)
+    else:
+        tb, tm = h.balance_time, h.migrate_estimate(excess(ph.model))
+        src = "measured: last round's balancing, last balanced phase's migration per unit of excess"
+    after = h.imbalance_after if h.imbalance_after is not None else 1.0
+    return payoff(ph.rounds, ph.model, iterations=app.iterations, work_per_weight=app.work_per_weight,
+                  speed=r.sc.platform.speed, expected_after=after, balance_cost=tb, migrate_cost=tm, source=src)
 
 
 def balance(r: RunState, ph: PhaseState) -> Decision:
@@ -352,8 +390,9 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
     est = ph.est
     with r.clock.activity("balance"):
         view = r.dom if ph.dense else dense_view(r.comm, r.dom, r.clock, ph.counters)
+        weights = est.weights if ph.weights is None else ph.weights
         ctx = BalanceContext(comm=r.comm, clock=r.clock, nb=nb, model=ph.model, load=r.dom.load,
-                             capacity=est.capacity, weights=est.weights, dom=view, params=r.params, seed=r.sc.seed,
+                             capacity=est.capacity, weights=weights, dom=view, params=r.params, seed=r.sc.seed,
                              state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth)
         decision = agree(r.comm, r.balancer.run, ctx)
     ph.iterations += decision.iterations
@@ -374,7 +413,8 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
             flow, model = decision.flow, ph.model
             levels = topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0))
             r.dom, stats, realised = realise_flow(r.comm, r.dom, model.edges, flow, cost, r.clock, levels=levels,
-                                                  select=r.select)
+                                                  select=r.select, exact=r.sc.balancer.ghosts == "exact")
+            ph.flow_moved = True
             if r.rank == 0 and log.isEnabledFor(logging.DEBUG):
                 for e, f, done in zip(model.edges.tolist(), flow, realised):
                     if abs(f) > 1e-9 or done:
@@ -385,14 +425,40 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
 migrate_cells = realise  # the HeRMeS cycle names them apart; they alternate level by level in one step
 
 
+def refine(r: RunState, ph: PhaseState) -> None:
+    """Step 7′: after the rounds, if a flow moved cells, the boundary refinement of ``balancer.refinement``
+    (:func:`hermes.balance.refinement.refine_boundary`; charged to ``migrate``, its moves counted with the
+    phase's migration)."""
+    spec = r.sc.balancer.refinement
+    if spec.passes == 0 or not ph.flow_moved:
+        return
+    cut_before = r.book.sum(int(r.dom.cut_mask.sum())) // 2
+    imbalance_before = float(ph.model.imbalance)
+    with r.clock.activity("migrate"):
+        cost = _gather_costs(r.book, r.p, ph.est)
+        r.dom, st = refine_boundary(r.comm, r.dom, ph.model.fair_loads, cost, r.clock, tolerance=spec.tolerance,
+                                    passes=spec.passes, geometric=spec.geometric)
+    ph.stats.add(st.migration)
+    ph.loads = np.array(r.book.allgather(r.dom.load))
+    ph.model = ph.model.with_loads(list(ph.loads))
+    ph.refinement = {"passes": st.passes, "cells": r.book.sum(st.cells_sent), "weight": r.book.sum(st.weight_sent),
+                     "edge_cut_before": cut_before, "imbalance_before": imbalance_before,
+                     "imbalance_after": float(ph.model.imbalance)}
+
+
 def balance_rounds(r: RunState, ph: PhaseState) -> None:
-    """Steps 3–7: monitor, then balancing rounds while :func:`decide` says so."""
+    """Steps 3–7: monitor, then balancing rounds while :func:`decide` says so, then :func:`refine`."""
     if r.balancer.name == "none":
         return
+    auto = r.sc.balancer.trigger == "auto"
     monitor(r, ph)
+    _conductances(r, ph)
     while decide(r, ph):
         if ph.rounds:  # the subdomain graph changed: measure the new links
             monitor(r, ph)
+            _conductances(r, ph)
+        spent = dict(r.clock.totals)
+        excess_before = excess(ph.model)
         decision = balance(r, ph)
         st = realise(r, ph, decision)
         ph.infos.append(_jsonable(decision.info))  # after the realisation, which may add 'rejected'
@@ -402,6 +468,38 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
         if ph.moved_last_round:
             ph.loads = np.array(r.book.allgather(r.dom.load))
             ph.model = ph.model.with_loads(list(ph.loads))
+        if auto:
+            r.history.record(r.book.max(r.clock.totals["balance"] - spent["balance"]),
+                             r.book.max(r.clock.totals["migrate"] - spent["migrate"]), excess_before, ph.k)
+    spent = r.clock.totals["migrate"]
+    refine(r, ph)
+    if auto and ph.refinement:  # the next decision counts the refinement with the migration
+        r.history.migrate_time += r.book.max(r.clock.totals["migrate"] - spent)
+    if auto and ph.rounds:
+        r.history.imbalance_after = float(ph.model.imbalance)
+
+
+def _conductances(r: RunState, ph: PhaseState) -> None:
+    """``conductance: boundary``: the model's edge weights (and this rank's ``ph.weights``) become the monitor's
+    link weights times the number of cut edges between the two subdomains over the largest such number
+    (bookkeeping, like the model itself). A flow then crosses long boundaries rather than short ones, so each
+    boundary moves by a similar depth."""
+    if r.sc.balancer.conductance != "boundary":
+        return
+    nb, length = r.dom.neighbour_ranks, r.dom.boundary_lengths.astype(np.float64)
+    top = max(r.book.max(float(length.max(initial=0.0))), 1.0)
+    est = ph.est
+    share = np.ones(est.neighbours.size)
+    pos = np.searchsorted(nb, est.neighbours)
+    ok = (pos < nb.size) & (nb[np.minimum(pos, max(nb.size - 1, 0))] == est.neighbours) if nb.size else share < 0
+    share[ok] = length[pos[ok]] / top
+    ph.weights = est.weights * share
+    me = r.rank
+    entries = r.book.allgather([(me, int(j), float(w)) for j, w in zip(est.neighbours, ph.weights) if me < j])
+    table = {(i, j): w for es in entries for i, j, w in es}
+    m = ph.model
+    ph.model = Model(m.p, m.edges, m.loads, m.capacities,
+                     np.array([table[(int(i), int(j))] for i, j in m.edges], dtype=np.float64))
 
 
 def compute(r: RunState, ph: PhaseState) -> None:
@@ -435,7 +533,8 @@ def record(r: RunState, ph: PhaseState) -> None:
         mean = {c: float(np.mean([getattr(x, f"{c}_time") for x in rows])) for c in CATEGORIES}
         r.phases.append(PhaseRecord(ph.k, t_phase, *mean.values(), ph.imbalance_before, imb_after, moved, moved_w,
                                     quality["edge_cut"], ph.iterations, ph.rounds, ph.counters.as_dict(), ph.infos,
-                                    quality, cells_now, weight_now, ph.change, ph.watch_errors))
+                                    quality, cells_now, weight_now, ph.change, ph.decisions, ph.refinement,
+                                    ph.watch_errors))
         r.partitions.update(arrays[0])
         r.geometry.update(arrays[1])
     wall = time.perf_counter() - r.wall_start

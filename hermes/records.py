@@ -79,15 +79,21 @@ class PhaseRecord:
     #: the adaptation's figures (``refined``, ``coarsened`` and, when refining, the weight they changed and
     #: ``united_cells``)
     change: dict[str, Any] = field(default_factory=dict)
+    #: ``balancer.trigger: auto``: every decision's estimates and choice (:mod:`hermes.balance.payoff`)
+    balance_decision: list[dict[str, Any]] = field(default_factory=list)
+    #: ``balancer.refinement``: passes, cells and weight moved, edge cut before, imbalance before and after
+    refinement: dict[str, Any] = field(default_factory=dict)
     #: with an extra load or a monitor section: what the balancer saw (``source``) and the forecast errors
     #: of the phase (mean absolute relative, normalised capacities and measured links)
     monitor: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The summary entry: the fields, then the adaptation's figures; ``balance_decision``, ``refinement`` and
+        ``monitor`` only when there are any (runs without them write what they always wrote)."""
         out = asdict(self)
-        if out["monitor"] is None:
-            del out["monitor"]
-        return {**{k: v for k, v in out.items() if k != "change"}, **out["change"]}
+        optional = ("change", "balance_decision", "refinement", "monitor")
+        return {**{k: v for k, v in out.items() if k not in optional},
+                **{k: out[k] for k in optional[1:] if out[k]}, **out["change"]}
 
 
 @dataclass

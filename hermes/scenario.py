@@ -221,6 +221,17 @@ class AdaptationSpec(_Strict):
         1.0, description="refine: work units charged to the clock per cell bisected or merged")
 
 
+class RefinementSpec(_Strict):
+    """Boundary refinement after a realisation (:mod:`hermes.balance.refinement`); ``passes: 0`` = off."""
+
+    passes: Annotated[int, Field(ge=0, le=100)] = Field(
+        0, description="largest number of passes (an upward and a downward sweep); 0 = no refinement")
+    tolerance: Annotated[float, Field(gt=0.0, le=0.5)] = Field(
+        0.03, description="loads stay within (1 ± tolerance) of their fair share (or no further from it)")
+    geometric: Annotated[float, Field(ge=0.0, le=100.0)] = Field(
+        0.25, description="weight of the geometric gain (cell widths beyond the centroids' bisector); 0 = cut only")
+
+
 class BalancerSpec(_Strict):
     """The balancer and its parameters.
 
@@ -235,12 +246,43 @@ class BalancerSpec(_Strict):
 
     model_config = ConfigDict(extra="allow", frozen=True)
     algorithm: str = Field("pcg", description="a name of `hermes balancers`, or an import path 'pkg.module:Name'")
-    trigger: Annotated[float, Field(ge=1.0, le=1e6)] = Field(1.0, description="balance only if imbalance exceeds this")
+    trigger: Literal["auto"] | Annotated[float, Field(ge=1.0, le=1e6)] = Field(
+        1.0, description="balance only if imbalance exceeds this; auto: only if the expected gain over the "
+        "phase's iterations exceeds the modelled cost of balancing and migrating (hermes.balance.payoff)")
     rounds: Annotated[int, Field(ge=1, le=1000)] = Field(
         3, description="balancing rounds per phase: a round runs while it still lowers the imbalance")
     selection: Literal["gain", "peel", "wavefront"] = Field(
         "gain", description="which cells realise a flow: gain (thesis §10.1), peel (BFS layers from the shared "
         "boundary), wavefront (straight front)")
+    refinement: RefinementSpec = Field(
+        default_factory=lambda: RefinementSpec(),
+        description="boundary refinement after a flow's cells moved (hermes.balance.refinement)")
+    ghosts: Literal["lazy", "exact"] = Field(
+        "lazy", description="ghost owners while a flow is realised level by level: lazy (patched with what a rank "
+        "sent and received, refreshed at the end) or exact (neighbours told of every move, one message per level)")
+    conductance: Literal["links", "boundary"] = Field(
+        "links", description="edge weights of the model the flow balancers see: links (the monitor's bandwidth "
+        "weights) or boundary (those times the subdomains' common boundary, relative to the longest)")
+
+    @field_validator("trigger", mode="before")
+    @classmethod
+    def _trigger(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        if isinstance(v, str):  # YAML 1.1 reads 1e7 (no dot) as a string; pydantic's floats accept it too
+            try:
+                v = float(v)
+            except ValueError:
+                pass
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"must be 'auto' or a number between 1 and 1e6, got {v!r}")
+        if not math.isfinite(v):
+            raise ValueError(f"must be a finite number (or 'auto'), got {v}")
+        if v < 1.0:
+            raise ValueError(f"must be at least 1 (or 'auto'), got {v}")
+        if v > 1e6:
+            raise ValueError(f"must be at most 1e6 (or 'auto'), got {v}")
+        return float(v)
 
     @property
     def sections(self) -> dict[str, dict[str, Any]]:

@@ -96,3 +96,14 @@ def test_shared_meshes_tiny(tmp_path):
 def test_shared_meshes_skips_cleanly_without_directory(tmp_path):
     res = bench("shared_meshes.py", "--dir", str(tmp_path / "absent"))
     assert "not found" in res.stdout and "skipped" in res.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_scale_quick():
+    res = bench("scale.py", "--quick", timeout=240)
+    head, rows = table(res.stdout)
+    assert head[:3] == ["p", "method", "total (s)"] and "edge cut per phase" in head
+    assert [r[1] for r in rows] == ["pcg", "auto+compact+trigger"]
+    for r in rows:
+        assert r[0] == "4" and float(r[2]) > 0 and int(r[6].replace(",", "")) > 0

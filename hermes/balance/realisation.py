@@ -22,9 +22,9 @@ from numpy.typing import NDArray
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model
 from hermes.balance.selection import Selection, get_selection, select_gain
-from hermes.comm import allreduce
+from hermes.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
-from hermes.data.migrate import MigrationStats, migrate
+from hermes.data.migrate import MigrationStats, announce_moves, migrate
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
@@ -33,7 +33,7 @@ __all__ = ["realise_flow", "realisation_report", "simulate_realisation"]
 
 def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray[np.float64],
                  cost: NDArray[np.float64], clock=None, *, levels: list[NDArray[np.int64]],
-                 select=None) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
+                 select=None, exact: bool = False) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
     """Move cells so that the load crossing each subdomain edge approximates ``flow`` (collective).
 
     Parameters
@@ -44,6 +44,13 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
         The link cost matrix w̃ of the gain function (thesis §10.1), 0 off the subdomain graph.
     levels : topological levels of the flow DAG (from :func:`hermes.balance.flow.topological_order`).
     select : the selection strategy (default: :func:`hermes.balance.selection.select_gain`).
+    exact : bool
+        Keep every rank's ghost owners exact from level to level: before each level's migration the ranks
+        tell their neighbours which of their ghosts move where (:func:`hermes.data.migrate.announce_moves`,
+        one neighbour message each, charged), so every selection sees the subdomains as they are — the moves
+        of :func:`simulate_realisation` — and no directory refresh is needed at the end. Default: ghosts
+        are patched only with what a rank sent and received, and refreshed once at the end (a selection may
+        see a ghost that moved between two other ranks at an earlier level where it was).
 
     Returns
     -------
@@ -62,6 +69,8 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
             if out:
                 dest = select(dom, out, cost)
         moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank}
+        if exact:
+            dom = announce_moves(NeighbourComm(comm, dom.neighbour_ranks, _clock(comm, clock)), dom, dest)
         dom, st = migrate(comm, dom, dest, clock, refresh=False)
         stats.add(st)
         for k, (i, j) in enumerate(edges):
@@ -69,11 +78,21 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
                 realised[k] += moved_to[j]
             elif j == rank and i in moved_to:
                 realised[k] -= moved_to[i]
-    dom = refresh_owners(comm, dom)
-    allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
+    if not exact:
+        dom = refresh_owners(comm, dom)
+        allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
     # every rank knows its own part of `realised`; combine (each edge has exactly one sender)
     realised = comm.allreduce(realised)
     return dom, stats, realised
+
+
+def _clock(comm, clock):
+    """The run's clock, or a private virtual one (unit speed, default links) when the caller has none."""
+    if clock is not None:
+        return clock
+    from hermes.clock import Links, VirtualClock
+
+    return VirtualClock(comm.Get_rank(), comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())
 
 
 def _has_out(rank: int, edges, flow) -> bool:
@@ -181,8 +200,9 @@ def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, sele
     Ranks act level by level in the topological order of the flow
     (:func:`hermes.balance.flow.topological_order`); at each level every rank with an outflow runs
     ``select`` on its current cells and the moves are applied together. Ghost owners are exact
-    here, whereas under MPI a rank may see stale owners of ghosts that moved between two other
-    ranks at an earlier level; otherwise the moves are the same.
+    here: the moves are those of :func:`realise_flow` with ``exact=True`` (tests/mpi/selection_script.py
+    checks it); without it a rank may see stale owners of ghosts that moved between two other ranks at an
+    earlier level, and its selection may differ.
 
     Parameters
     ----------

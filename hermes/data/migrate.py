@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from hermes.comm import allreduce, sparse_exchange
 from hermes.data.distributed import LocalDomain, assemble, refresh_owners
 
-__all__ = ["MigrationStats", "migrate"]
+__all__ = ["MigrationStats", "migrate", "announce_moves"]
 
 _TAG_MIGRATE = 211
 
@@ -102,6 +102,37 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
         allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
     stats.rounds = 1
     return new, stats
+
+
+def announce_moves(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalDomain:
+    """Give every adjacency entry the owner its cell will have once ``dest`` is applied (collective over the
+    neighbours of ``nc``: one neighbour exchange, charged to its clock).
+
+    Each rank tells each neighbouring rank the new owner of that rank's ghosts that move, and patches its own
+    entries with what the neighbours say and with ``dest`` for its own cells. The packs :func:`migrate` then
+    sends carry exact owners, so — when every rank's ghost owners were exact before — they are exact after the
+    migration without the directory (:func:`~hermes.data.distributed.refresh_owners`), a cell moving along
+    with its neighbour to another rank included. ``nc`` must list this rank's current neighbours
+    (``dom.neighbour_ranks``)."""
+    me = dom.rank
+    nb = nc.neighbours
+    moving = np.flatnonzero(dest != me)
+    ghost = dom.local_index < 0
+    out = []
+    for q in nb:  # moving cells adjacent to q's cells, as (gid, new owner) pairs
+        cells = np.intersect1d(np.unique(dom.rows[ghost & (dom.nbr_owner == q)]), moving, assume_unique=True)
+        out.append(np.column_stack((dom.gid[cells], dest[cells])).astype(np.float64).ravel())
+    got = nc.exchange(out)
+    owner = dom.nbr_owner.copy()
+    owner[~ghost] = dest[dom.local_index[~ghost]]
+    pairs = np.concatenate([g.reshape(-1, 2) for g in got]).astype(np.int64) if got else np.zeros((0, 2), np.int64)
+    if pairs.size:
+        order = np.argsort(pairs[:, 0])
+        gids, owners = pairs[order, 0], pairs[order, 1]
+        pos = np.minimum(np.searchsorted(gids, dom.adjncy), gids.size - 1)
+        hit = ghost & (gids[pos] == dom.adjncy)
+        owner[hit] = owners[pos[hit]]
+    return replace(dom, nbr_owner=owner)
 
 
 class _null:

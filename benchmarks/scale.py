@@ -1,0 +1,308 @@
+"""Fair balancing at scale (issue 10): the flow balancers against METIS scratch-remap and Scotch, 8 → 64 ranks.
+
+Every run is the quickstart experiment (``scenarios/quickstart.yaml``: a front of doubled weights crossing the
+domain, jacobi kernel, virtual clock, α = 100 µs, 100 MB/s) with ``--iterations`` solver iterations per phase,
+on a mesh (``gridNxM`` generated, or a shipped CFD mesh of ``meshes/``), ``p`` ranks, homogeneous capacities
+(``homo``) or Table 10.6 scaled up (``table``: rank r takes the row of processor r mod 15, phase k the column
+of adaptation k + 1, so every phase is heterogeneous and the capacities change between phases), and weights or
+refinement adaptation. Per run it records the total simulated time, the balancing and migration time (summed
+over the phases), the imbalance after every phase, the edge cut after every phase, the distinct cells that
+changed owner per phase (``quality.migration_cells``) and the cell sends (cell-hops: a cell passed on through
+an intermediate rank counts once per hop), and the wall seconds of the whole job (separately: 64 ranks on a
+2-core machine are slow in wall time, the virtual clock is exact).
+
+Two commands. ``run`` starts every (mesh, capacities, kind, ranks, method) combination not yet in the cache
+directory (``--out``, one ``<case>.json`` each, so an interrupted sweep resumes)::
+
+    nice -n 10 .venv/bin/python benchmarks/scale.py run --out runs/scale \\
+        --meshes grid160x120 --ranks 8,16,32,64 --capacities homo,table
+    nice -n 10 .venv/bin/python benchmarks/scale.py run --out runs/scale --meshes cylinder,airfoil --ranks 16,64
+    nice -n 10 .venv/bin/python benchmarks/scale.py run --out runs/scale --kinds refine --ranks 16,64 \\
+        --meshes grid160x120 --methods pcg,auto,auto+refine,metis
+
+``report`` prints one Markdown table per (mesh, capacities, kind, iterations) from the cache, writes
+``scale.csv`` next to it and, with ``--plot FILE``, the plot of BENCHMARKS.md (total time and edge cut relative
+to METIS against p)::
+
+    .venv/bin/python benchmarks/scale.py report --out runs/scale --plot docs/scale.png
+
+``--quick`` runs a CI-sized smoke (a 40×30 grid on 4 ranks, two methods, one phase of two iterations) into a
+temporary directory and prints its table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared runner, also when imported as a module
+from partition_compare import markdown_table, run_hermes  # noqa: E402
+
+__all__ = ["METHODS", "DEFAULT_METHODS", "scenario", "table_schedule", "case_name", "row", "main"]
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the compact realisation (BENCHMARKS.md): exact ghosts, boundary conductances, boundary refinement
+COMPACT = {"ghosts": "exact", "conductance": "boundary",
+           "refinement": {"passes": 12, "tolerance": 0.03, "geometric": 0.25}}
+#: method label -> the scenario's ``balancer`` section (``+compact``: with :data:`COMPACT`; ``+trigger``: with
+#: ``trigger: auto``)
+METHODS: dict[str, dict[str, Any]] = {
+    "none": {"algorithm": "none"},
+    "pcg": {"algorithm": "pcg"},
+    "gda0": {"algorithm": "gda0"},
+    "lps": {"algorithm": "lps"},
+    "chebyshev": {"algorithm": "chebyshev"},
+    "auto": {"algorithm": "auto"},
+    "auto+trigger": {"algorithm": "auto", "trigger": "auto"},
+    "pcg+compact": {"algorithm": "pcg", **COMPACT},
+    "gda0+compact": {"algorithm": "gda0", **COMPACT},
+    "auto+compact": {"algorithm": "auto", **COMPACT},
+    "auto+compact+trigger": {"algorithm": "auto", **COMPACT, "trigger": "auto"},
+    "metis": {"algorithm": "metis"},
+    "scotch": {"algorithm": "scotch"},
+}
+DEFAULT_METHODS = ["pcg", "gda0", "chebyshev", "auto", "auto+compact", "auto+compact+trigger", "metis", "scotch"]
+#: the set-ups: the quickstart scaled (default), the DATA.md comparison (8 ranks, hcuw, 5 phases of 10
+#: iterations: benchmarks/partition_compare.py's scenario) and the thesis' 15-rank scenarios
+SETUPS = ("quickstart", "data", "thesis-homogeneous", "thesis-heterogeneous")
+COLUMNS = ["setup", "mesh", "capacities", "kind", "iterations", "phases", "ranks", "method", "cells", "total_time",
+           "balance_time", "migrate_time", "compute_time", "final_imbalance", "imbalance_max", "edge_cut",
+           "edge_cut_phases", "distinct_cells", "distinct_phases", "cell_sends", "refined_cells", "skipped",
+           "wall_seconds"]
+TABLE = [("ranks", "p", "{}"), ("method", "method", "{}"), ("total_time", "total (s)", "{:.4f}"),
+         ("balance_time", "balance (s)", "{:.4f}"), ("migrate_time", "migrate (s)", "{:.4f}"),
+         ("imbalance_max", "imbalance (worst phase)", "{:.3f}"), ("edge_cut_phases", "edge cut per phase", "{}"),
+         ("cut_vs_metis", "cut / METIS (worst)", "{:.2f}"), ("distinct_phases", "distinct cells moved per phase",
+                                                                 "{}"),
+         ("distinct_vs_metis", "moved / METIS", "{:.2f}"), ("cell_sends", "cell sends", "{:,}"),
+         ("wall_seconds", "wall (s)", "{:.0f}")]
+
+
+def table_schedule(p: int, phases: int) -> list[list[float]]:
+    """Table 10.6 scaled up to ``p`` ranks: rank r takes processor (r mod 15)'s row, phase k the column of
+    adaptation min(k + 1, 7) (every phase heterogeneous); each phase normalised to sum 1."""
+    rows = [ln.split(",")[1:] for ln in (ROOT / "configs" / "thesis-table-10.6.csv").read_text().splitlines()
+            if ln.startswith("P")]
+    table = np.array(rows, dtype=np.float64)  # (15, 7)
+    out = []
+    for k in range(1, phases + 1):
+        col = table[np.arange(p) % 15, min(k + 1, 7) - 1]
+        out.append((col / col.sum()).round(12).tolist())
+    return out
+
+
+def scenario(mesh: str, method: str, *, ranks: int, capacities: str, kind: str, iterations: int,
+             phases: int, setup: str = "quickstart") -> dict[str, Any]:
+    """The scenario of one run: the set-up's, with the benchmark's mesh, ranks, capacities, adaptation and
+    balancer (the thesis set-ups keep their own mesh, ranks, capacities and phases)."""
+    try:
+        balancer = dict(METHODS[method])
+    except KeyError:
+        raise SystemExit(f"--methods: unknown {method} (valid: {', '.join(METHODS)})") from None
+    if setup.startswith("thesis"):
+        sc = yaml.safe_load((ROOT / "scenarios" / f"{setup}.yaml").read_text())
+        sc["platform"]["schedule"] = str((ROOT / "configs" / "thesis-table-10.6.csv").resolve()) \
+            if "schedule" in sc["platform"] else None
+        sc["balancer"], sc["output"] = balancer, {"pictures": False}
+        return sc
+    if setup == "data":
+        from partition_compare import DEFAULT_REGION
+        from partition_compare import capacities as data_capacities
+        from partition_compare import scenario as data_scenario
+
+        path = ROOT / "meshes" / f"{mesh}.vtu"
+        return data_scenario(path, balancer, ranks=ranks, phases=phases, iterations=iterations,
+                             caps=data_capacities(capacities, ranks), region=DEFAULT_REGION, kind=kind)
+    sc = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text())
+    if mesh.startswith("grid"):
+        sc["mesh"] = {"grid": mesh[4:]}
+    else:
+        sc["mesh"] = {"file": str((ROOT / "meshes" / f"{mesh}.vtu").resolve()), "units": "cells"}
+    sc["processors"] = ranks
+    sc["platform"]["capacities"] = "homo"
+    if capacities == "table":
+        sc["platform"]["schedule"] = table_schedule(ranks, phases)
+    elif capacities != "homo":
+        raise SystemExit(f"--capacities: unknown {capacities!r} (homo | table)")
+    sc["application"]["iterations"] = iterations
+    sc["adaptation"]["phases"] = phases
+    if kind != "weights":
+        sc["adaptation"]["kind"] = kind
+    sc["balancer"] = balancer
+    sc["output"] = {"pictures": False}
+    return sc
+
+
+def case_name(mesh: str, capacities: str, kind: str, iterations: int, phases: int, ranks: int, method: str,
+              setup: str = "quickstart") -> str:
+    head = "" if setup == "quickstart" else f"{setup}_"
+    return f"{head}{mesh}_{capacities}_{kind}_it{iterations}_ph{phases}_p{ranks}_{method}"
+
+
+def row(summary: dict[str, Any], **case: Any) -> dict[str, Any]:
+    """The figures of one run (module docstring)."""
+    ph = summary["phases"]
+    cuts = [int(x["edge_cut"]) for x in ph]
+    distinct = [int((x.get("quality") or {}).get("migration_cells") or 0) for x in ph]
+    skipped = sum(1 for x in ph for d in x.get("balance_decision", []) if d["choice"] == "skip")
+    return {
+        **case, "cells": summary["cells_initial"], "total_time": summary["total_time"],
+        "balance_time": sum(x["balance_time"] for x in ph), "migrate_time": sum(x["migrate_time"] for x in ph),
+        "compute_time": sum(x["compute_time"] for x in ph), "final_imbalance": summary["final_imbalance"],
+        "imbalance_max": max(x["imbalance_after"] for x in ph), "edge_cut": cuts[-1],
+        "edge_cut_phases": " / ".join(f"{c:,}" for c in cuts), "cuts": cuts,
+        "distinct_cells": sum(distinct), "distinct_phases": " / ".join(f"{d:,}" for d in distinct),
+        "distinct": distinct, "cell_sends": int(summary.get("migrated_cells", 0)),
+        "refined_cells": sum((x.get("refinement") or {}).get("cells", 0) for x in ph), "skipped": skipped,
+        "wall_seconds": summary.get("wall_seconds"),
+    }
+
+
+def run(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for mesh in args.meshes.split(","):
+        for caps in args.capacities.split(","):
+            for kind in args.kinds.split(","):
+                for p in (int(x) for x in args.ranks.split(",")):
+                    for method in args.methods.split(","):
+                        case = dict(mesh=mesh, capacities=caps, kind=kind, iterations=args.iterations,
+                                    phases=args.phases, ranks=p, method=method, setup=args.setup)
+                        sc = scenario(mesh, method, ranks=p, capacities=caps, kind=kind,
+                                      iterations=args.iterations, phases=args.phases, setup=args.setup)
+                        if args.setup.startswith("thesis"):  # the scenario's own figures
+                            case.update(mesh="grid" + sc["mesh"]["grid"], capacities="table" if sc["platform"].get(
+                                "schedule") else "homo", iterations=sc["application"]["iterations"],
+                                phases=sc["adaptation"]["phases"], ranks=sc["processors"])
+                        path = out / f"{case_name(**case)}.json"
+                        if path.is_file():
+                            continue
+                        print(f"run {path.stem}", file=sys.stderr, flush=True)
+                        try:
+                            summary, seconds = run_hermes(sc, timeout=args.timeout)
+                        except RuntimeError as err:
+                            print(f"  failed: {err}", file=sys.stderr)
+                            continue
+                        r = row(summary, **case)
+                        print(f"  total {r['total_time']:.4f} s, imbalance {r['imbalance_max']:.3f}, cut "
+                              f"{r['edge_cut_phases']}, moved {r['distinct_phases']}, {seconds:.0f} s wall",
+                              file=sys.stderr, flush=True)
+                        tmp = path.with_suffix(".tmp")
+                        tmp.write_text(json.dumps({"case": case, "summary": summary, "seconds": seconds}))
+                        tmp.replace(path)
+    return 0
+
+
+def load(out: Path) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted(out.glob("*.json")):
+        data = json.loads(path.read_text())
+        rows.append(row(data["summary"], **data["case"]))
+    return rows
+
+
+def report(args) -> int:
+    out = Path(args.out)
+    rows = load(out)
+    if not rows:
+        print(f"no runs in {out}")
+        return 1
+    order = {m: i for i, m in enumerate(METHODS)}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r.get("setup", "quickstart"), r["mesh"], r["capacities"], r["kind"], r["iterations"],
+                           r["phases"]), []).append(r)
+    for key in sorted(groups):
+        rs = sorted(groups[key], key=lambda r: (r["ranks"], order.get(r["method"], 99)))
+        metis = {r["ranks"]: r for r in rs if r["method"] == "metis"}
+        for r in rs:
+            m = metis.get(r["ranks"])
+            r["cut_vs_metis"] = max(a / b for a, b in zip(r["cuts"], m["cuts"])) if m else None
+            r["distinct_vs_metis"] = r["distinct_cells"] / m["distinct_cells"] if m and m["distinct_cells"] else None
+        setup, mesh, caps, kind, it, phases = key
+        print(f"\n### {setup}: {mesh}, {caps} capacities, {kind} adaptation, {it} iterations per phase, {phases} "
+              f"phases ({rs[0]['cells']:,} cells)\n")
+        print(markdown_table(rs, TABLE))
+    with (out / "scale.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    if args.plot:
+        plot(rows, Path(args.plot))
+    return 0
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Total time and worst edge cut relative to METIS against p, per method, for each (mesh, capacities) of
+    the weights adaptation with the most ranks measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r.get("setup", "quickstart") == "quickstart"]
+    sets = sorted({(r["mesh"], r["capacities"], r["iterations"]) for r in rows if r["kind"] == "weights"},
+                  key=lambda k: -len({r["ranks"] for r in rows if (r["mesh"], r["capacities"], r["iterations"]) == k}))
+    sets = sets[:2]
+    fig, axes = plt.subplots(2, len(sets), figsize=(6 * len(sets), 7), squeeze=False)
+    for c, key in enumerate(sets):
+        rs = [r for r in rows if (r["mesh"], r["capacities"], r["iterations"]) == key and r["kind"] == "weights"]
+        metis = {(r["ranks"]): r for r in rs if r["method"] == "metis"}
+        for method in [m for m in METHODS if any(r["method"] == m for r in rs)]:
+            mine = sorted((r for r in rs if r["method"] == method and r["ranks"] in metis), key=lambda r: r["ranks"])
+            if not mine:
+                continue
+            ps = [r["ranks"] for r in mine]
+            style = "-o" if method in ("metis", "auto+compact", "auto+compact+trigger") else "--."
+            axes[0, c].plot(ps, [r["total_time"] / metis[r["ranks"]]["total_time"] for r in mine], style,
+                            label=method)
+            axes[1, c].plot(ps, [max(a / b for a, b in zip(r["cuts"], metis[r["ranks"]]["cuts"])) for r in mine],
+                            style, label=method)
+        for ax in axes[:, c]:
+            ax.set_xscale("log", base=2)
+            ax.axhline(1.0, color="k", lw=0.5)
+            ax.set_xlabel("ranks p")
+        axes[0, c].set_title(f"{key[0]}, {key[1]} capacities, {key[2]} iterations/phase")
+        axes[0, c].set_ylabel("total time / METIS's")
+        axes[1, c].set_ylabel("edge cut / METIS's (worst phase)")
+    axes[0, -1].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=["run", "report"], nargs="?", default="run")
+    ap.add_argument("--out", default="runs/scale", help="cache directory (one JSON per run) and scale.csv")
+    ap.add_argument("--setup", default="quickstart", choices=SETUPS)
+    ap.add_argument("--meshes", default="grid160x120", help="comma list: gridNxM or names in meshes/")
+    ap.add_argument("--ranks", default="8,16,32,64")
+    ap.add_argument("--capacities", default="homo", help="comma list: homo, table")
+    ap.add_argument("--kinds", default="weights", help="comma list: weights, refine")
+    ap.add_argument("--methods", default=",".join(DEFAULT_METHODS), help=f"comma list of {', '.join(METHODS)}")
+    ap.add_argument("--iterations", type=int, default=200, help="solver iterations per phase")
+    ap.add_argument("--phases", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    ap.add_argument("--plot", default=None, help="report: write the plot here")
+    ap.add_argument("--quick", action="store_true", help="CI smoke: 40x30 grid, 4 ranks, pcg and auto+refine")
+    args = ap.parse_args(argv)
+    if args.quick:
+        with tempfile.TemporaryDirectory(prefix="hermes-scale-") as tmp:
+            args.out, args.meshes, args.ranks, args.capacities = tmp, "grid40x30", "4", "homo"
+            args.methods, args.iterations, args.phases, args.timeout = "pcg,auto+compact+trigger", 2, 1, 300.0
+            run(args)
+            return report(args)
+    return run(args) if args.command == "run" else report(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

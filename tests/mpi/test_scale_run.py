@@ -1,0 +1,61 @@
+"""hermes run with the issue-10 options under mpiexec: boundary refinement, boundary conductances and
+``trigger: auto`` (its decisions recorded, its skip honoured), conservation and the serial jacobi check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_mpi
+
+NEW = ["--set", "balancer.refinement.passes=4", "--set", "balancer.conductance=boundary"]
+
+
+def _run(out: Path, *args: str) -> dict:
+    res = run_mpi(4, ["run", *args, "--out", str(out), "--no-launch", "--quiet", "--no-pictures"], timeout=240)
+    assert res.returncode == 0, res.stderr
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.mpi
+def test_refinement_and_auto_trigger_conserve_and_record(tmp_path):
+    s = _run(tmp_path / "r", *NEW, "--set", "balancer.trigger=auto", "--set", "balancer.algorithm=lps")
+    parts = np.load(tmp_path / "r" / "partitions.npz")
+    assert s["cells_final"] == s["cells_initial"] == 1200 and s["weight_final"] == parts["weight_004"].sum()
+    assert s["jacobi_max_rel_error"] <= 1e-12  # cells moved by the refinement carry their solution
+    for ph in s["phases"]:
+        decisions = ph["balance_decision"]
+        assert decisions and decisions[0]["round"] == 0
+        for d in decisions:
+            assert d["choice"] == ("balance" if d["gain"] > d["cost"] else "skip")
+            assert d["cost"] == pytest.approx(d["balance_cost"] + d["migrate_cost"])
+        assert ph["balance_rounds"] == sum(d["choice"] == "balance" for d in decisions)
+        if ph["balance_rounds"]:
+            ref = ph["refinement"]
+            assert ref["passes"] >= 1 and ref["imbalance_after"] == pytest.approx(ph["imbalance_after"])
+            # the refinement keeps the loads within its tolerance (3 % by default) or no further from it
+            assert ph["imbalance_after"] <= max(1.03, ref["imbalance_before"]) + 1e-9
+        k = ph["phase"]
+        assert int((parts[f"owner_{k:03d}"] != parts[f"owner_{k - 1:03d}"]).sum()) == ph["quality"]["migration_cells"]
+    assert "serial reference" in s["phases"][0]["balance_decision"][0]["source"]
+    assert any("measured" in d["source"] for ph in s["phases"][1:] for d in ph["balance_decision"])
+
+
+@pytest.mark.mpi
+def test_auto_trigger_skips_when_balancing_cannot_pay(tmp_path):
+    # one solver iteration of negligible work per phase: no round can earn its cost back
+    s = _run(tmp_path / "s", "--set", "balancer.trigger=auto", "--set", "application.iterations=1",
+             "--set", "application.work_per_weight=1e-6", "--set", "adaptation.phases=2")
+    for ph in s["phases"]:
+        assert [d["choice"] for d in ph["balance_decision"]] == ["skip"]
+        assert ph["balance_rounds"] == 0 and ph["migrated_cells"] == 0 and ph["balance_time"] > 0  # the monitor
+    assert s["migrated_cells"] == 0
+
+
+@pytest.mark.mpi
+def test_numeric_trigger_writes_what_it_always_wrote(tmp_path):
+    s = _run(tmp_path / "n", "--set", "adaptation.phases=1")
+    assert all("balance_decision" not in ph and "refinement" not in ph for ph in s["phases"])

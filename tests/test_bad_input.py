@@ -338,6 +338,7 @@ OPEN_MPI_REPORT = ("prterun detected that one or more processes exited with non-
                    "Process name:", "Exit code:    2")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["schedule-count", "chaco-nan-coordinate"])
 def test_end_to_end_self_launched(inputs, case):
     args = next(a for i, a, _ in RUN if i == case)
@@ -362,6 +363,7 @@ def test_end_to_end_under_mpiexec(inputs):
     assert not rest or (len(rest) == 4 and all(w in line for w, line in zip(OPEN_MPI_REPORT, rest))), res.stderr
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_quietly(inputs):
     """``hermes mesh info ... | true`` (the reader is gone before hermes writes): no BrokenPipeError, exit 0."""
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}

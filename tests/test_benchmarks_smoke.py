@@ -73,6 +73,7 @@ def test_partition_compare_refine_reports_the_grown_mesh(tmp_path):
     assert float(row["final_imbalance"]) < 1.1
 
 
+@pytest.mark.slow
 def test_partition_compare_rejects_unknown_method():
     res = subprocess.run([sys.executable, str(BENCH / "partition_compare.py"), "--methods", "nosuch"],
                          capture_output=True, text=True, timeout=30, cwd=ROOT)
@@ -93,6 +94,7 @@ def test_shared_meshes_tiny(tmp_path):
     assert float(row["final_imbalance"]) >= 1.0 and int(row["edge_cut"]) > 0 and float(row["load_seconds"]) > 0
 
 
+@pytest.mark.slow
 def test_shared_meshes_skips_cleanly_without_directory(tmp_path):
     res = bench("shared_meshes.py", "--dir", str(tmp_path / "absent"))
     assert "not found" in res.stdout and "skipped" in res.stdout

@@ -29,6 +29,7 @@ def test_scenario_command_prints_resolved_yaml_and_reports_errors():
     assert len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_balancers_listed():
     res = cli("balancers")
     assert res.returncode == 0
@@ -54,6 +55,7 @@ def test_run_launches_itself_under_mpiexec_and_plot_redraws(tmp_path):
     assert res.returncode == 2 and res.stderr.startswith("hermes: error: run directory not found")
 
 
+@pytest.mark.slow
 def test_bad_scenario_is_reported_before_launching(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("mesh: {grid: 10x10}\nbalancer: {algorithm: pcg}\napplication: {iterations: zero}\n")
@@ -92,6 +94,7 @@ def test_launcher_flags(monkeypatch):
     (["--graph", "DISC", "--algorithm", "pcg"], "disconnected"),
     (["--graph", "ring:5", "--algorithm", "gda0", "--tol", "3"], "balancer.tolerance"),
 ])
+@pytest.mark.slow
 def test_flow_lab_bad_parameters(tmp_path, args, message):
     disc = tmp_path / "disc.txt"
     disc.write_text("0 1\n2 3\n")

@@ -358,6 +358,7 @@ def test_run_experiment_validates_before_running(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line(tmp_path):
     res = _hermes("compare", str(tmp_path / "nope.yaml"))
     assert res.returncode == 2 and res.stderr.startswith("hermes: error: file not found") and \

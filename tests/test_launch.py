@@ -38,6 +38,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
 @pytest.mark.parametrize("mode, sig", [("polite", signal.SIGTERM), ("stubborn", signal.SIGTERM),
                                        ("polite", signal.SIGHUP), ("stubborn", signal.SIGINT)])
+@pytest.mark.slow
 def test_a_signal_is_forwarded_and_nothing_of_the_job_survives(tmp_path, mode, sig):
     pidfile = tmp_path / "kid"
 

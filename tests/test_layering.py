@@ -63,11 +63,13 @@ def _part(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_modules():
     cycles = sorted(nx.simple_cycles(_graph()), key=len)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join([*c, c[0]]) for c in cycles[:5])
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_parts():
     g = _graph()
     parts = nx.DiGraph()
@@ -78,6 +80,7 @@ def test_no_import_cycle_between_parts():
     assert not cycles, f"cycles between parts: {cycles[:3]} (e.g. {witness})"
 
 
+@pytest.mark.slow
 def test_nothing_inside_imports_the_top_package():
     """``hermes/__init__.py`` is the public API and imports the parts; a part importing ``hermes`` back
     would close a cycle through it."""
@@ -86,6 +89,7 @@ def test_nothing_inside_imports_the_top_package():
     assert not offenders, f"modules importing the top package: {offenders}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cycle", [["hermes.a", "hermes.b"]])
 def test_the_check_sees_a_cycle(cycle):
     """The graph machinery finds a planted cycle (so the tests above can fail)."""

@@ -34,6 +34,7 @@ def _hermes(env, *args, timeout=300) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_entry_point_balancer_is_listed_and_runs(tmp_path):
     env = _site(tmp_path, "fixed_diffusion = fixed_diffusion:FixedStepDiffusion")
     listing = _hermes(env, "balancers", "--verbose")
@@ -48,6 +49,7 @@ def test_entry_point_balancer_is_listed_and_runs(tmp_path):
     assert summary["phases"][0]["balance_info"][0]["steps"] == 60
 
 
+@pytest.mark.slow
 def test_import_path_balancer_runs(tmp_path):
     env = _site(tmp_path, "unused = fixed_diffusion:FixedStepDiffusion")
     out = tmp_path / "run"
@@ -62,6 +64,7 @@ def test_import_path_balancer_runs(tmp_path):
     ("no_such_module:X", "balancer 'no_such_module:X': cannot import no_such_module"),
     ("fixed_diffusion:Nope", "fixed_diffusion has no attribute 'Nope'"),
 ])
+@pytest.mark.slow
 def test_broken_plugins_fail_in_one_line(tmp_path, algorithm, message):
     env = _site(tmp_path, "broken = no_such_module:X")
     res = _hermes(env, "run", "--quiet", "--set", f"balancer.algorithm={algorithm}")

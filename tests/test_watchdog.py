@@ -3,6 +3,8 @@ tests/mpi/test_lifecycle.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 import threading
 import time
 
@@ -22,6 +24,7 @@ class FakeComm:
         self.aborted.set()
 
 
+@pytest.mark.slow
 def test_no_progress_for_the_timeout_aborts_with_one_line(capsys):
     comm = FakeComm()
     with Watchdog(comm, 0.5) as dog:
@@ -35,6 +38,7 @@ def test_no_progress_for_the_timeout_aborts_with_one_line(capsys):
                   "stopped or hung; ending the job\n"
 
 
+@pytest.mark.slow
 def test_beats_keep_it_quiet_and_none_disables_it():
     comm = FakeComm()
     with Watchdog(comm, 0.5) as dog:
@@ -48,6 +52,7 @@ def test_beats_keep_it_quiet_and_none_disables_it():
     assert not comm.aborted.is_set()
 
 
+@pytest.mark.slow
 def test_later_ranks_wait_longer_so_one_reports():
     first, later = FakeComm(0), FakeComm(2)
     with Watchdog(first, 0.5), Watchdog(later, 0.5):

@@ -47,6 +47,7 @@ def test_parameters_are_checked_by_hermes():
         info.check({"bogus": 1})
 
 
+@pytest.mark.slow
 def test_hermes_run_takes_it_by_import_path(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "run"

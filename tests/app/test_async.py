@@ -115,6 +115,7 @@ def test_async_is_deterministic():
         assert all(np.array_equal(p[3], q[3]) and p[:3] == q[:3] for p, q in zip(x.windows, y.windows))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_detection_never_stops_early_with_delayed_messages(seed):
     """Messages get up to 20 iterations of extra delay (deterministic, per message).

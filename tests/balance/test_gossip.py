@@ -183,6 +183,7 @@ def lemma_1_holds(states, loads, speeds=None, per: str = "transfer") -> bool:
     return all(b <= a for a, b in zip(maxima, maxima[1:]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source_load,per", [("turn", "turn"), ("current", "transfer")])
 def test_lemma_1_over_many_seeds(source_load, per):
     # 120 random cases (lognormal and uniform loads, 1–8 loaded ranks, speeds), 6 iterations each
@@ -356,6 +357,7 @@ def test_criterion_6_locks_in_on_the_reports_4096_rank_case():
     assert mod[1]["imbalance"] < 5 and mod[-1]["imbalance"] < 0.9
 
 
+@pytest.mark.slow
 def test_mapped_ranks_on_4096_ranks_in_seconds():
     # 10⁴ unit objects from 16 ranks onto 2¹² ranks (report §2.1.1 set-up; LBAF: > 48 min)
     t = time.perf_counter()

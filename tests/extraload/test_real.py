@@ -97,6 +97,7 @@ def test_an_exception_in_the_block_stops_everything(tmp_path):
     assert wait_gone(pids, 5) == []
 
 
+@pytest.mark.slow
 def test_time_driven_tasks_stop_on_their_own(tmp_path):
     # start-up of an interpreter takes up to ~1 s on a loaded machine: the task's window is [1.5 s, 3 s]
     tasks = parse_tasks([{"name": "brief", "processor": 0, "start": {"time": 1.5}, "stop": {"time": 3.0},
@@ -116,6 +117,7 @@ def test_missing_sink_is_a_clear_error():
         RealLoad(tasks, [0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "exit", "raise"])
 def test_nothing_outlives_the_parent(tmp_path, how):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -139,6 +141,7 @@ def test_nothing_outlives_the_parent(tmp_path, how):
             parent.kill()
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_open_under_mpiexec_exchanges_sinks(tmp_path):
     from tests.conftest import run_mpi

@@ -31,6 +31,7 @@ def test_stationary_load_every_monitoring_source_finds_the_oracle():
         assert [d for d, _ in rows] == pytest.approx([phase] * 3, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_study_script_prints_the_four_sources(tmp_path):
     import subprocess
     import sys

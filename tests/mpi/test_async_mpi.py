@@ -22,6 +22,7 @@ def test_async_under_mpiexec(mpirun, nranks):
     check_script(mpirun, "async_script.py", "async", nranks, [], timeout=400)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_runner_under_mpiexec_prints_the_summary(mpirun, tmp_path):
     spec = tmp_path / "s.yaml"
@@ -33,6 +34,7 @@ def test_runner_under_mpiexec_prints_the_summary(mpirun, tmp_path):
     assert out["mode"] == "async" and out["processors"] == 2 and out["error_vs_serial"] <= 7e-4
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_wrong_job_size_is_one_line_error(mpirun, tmp_path):
     spec = tmp_path / "s.yaml"
@@ -51,6 +53,7 @@ def _hermes(*args: str) -> subprocess.CompletedProcess:
                           timeout=300, cwd=ROOT, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_hermes_run_launches_a_brusselator_spec(tmp_path):
     """``hermes run`` recognises ``application.kernel: brusselator``, starts mpiexec and prints the result."""
@@ -65,6 +68,7 @@ def test_hermes_run_launches_a_brusselator_spec(tmp_path):
     assert out["mode"] == "async" and out["error_vs_serial"] <= 7e-4
 
 
+@pytest.mark.slow
 def test_hermes_run_no_launch_simulates_every_processor_in_one_process(tmp_path):
     """``--no-launch`` outside MPI: a virtual-clock spec runs as the serial simulation (same summary as mpiexec)."""
     from hermes.app.bahi import load_spec, simulate, summarise

@@ -149,6 +149,7 @@ def test_a_relative_output_dir_is_relative_to_the_scenario_file(tmp_path, here, 
     _one_error(res, f"output.dir: {tmp_path / 'study' / 'results' / 'two'} exists and is not a directory")
 
 
+@pytest.mark.slow
 def test_a_new_run_replaces_a_finished_one_wholesale_and_files_get_the_umask(tmp_path, here):
     out = tmp_path / "run"
     sets = ["--no-launch", "--quiet", "--set", "processors=1", "--set", "platform.capacities=homo",

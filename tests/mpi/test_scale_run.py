@@ -20,6 +20,7 @@ def _run(out: Path, *args: str) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_refinement_and_auto_trigger_conserve_and_record(tmp_path):
     s = _run(tmp_path / "r", *NEW, "--set", "balancer.trigger=auto", "--set", "balancer.algorithm=lps")
@@ -44,6 +45,7 @@ def test_refinement_and_auto_trigger_conserve_and_record(tmp_path):
     assert any("measured" in d["source"] for ph in s["phases"][1:] for d in ph["balance_decision"])
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_auto_trigger_skips_when_balancing_cannot_pay(tmp_path):
     # one solver iteration of negligible work per phase: no round can earn its cost back
@@ -55,6 +57,7 @@ def test_auto_trigger_skips_when_balancing_cannot_pay(tmp_path):
     assert s["migrated_cells"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_numeric_trigger_writes_what_it_always_wrote(tmp_path):
     s = _run(tmp_path / "n", "--set", "adaptation.phases=1")

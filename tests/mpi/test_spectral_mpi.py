@@ -8,6 +8,7 @@ import pytest
 from tests.mpi.harness import check_script
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.parametrize("nranks", [4, 5])
 def test_distributed_matches_serial(mpirun, nranks):

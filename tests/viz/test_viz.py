@@ -229,6 +229,7 @@ def test_plot_run_errors(run_dir: Path, tmp_path: Path):
     assert not list(run_dir.glob("*.png")) and no_tmp_files(run_dir)
 
 
+@pytest.mark.slow
 def test_import_does_not_load_matplotlib():
     code = "import sys, hermes.viz; assert 'matplotlib' not in sys.modules"
     root = Path(__file__).resolve().parents[2]

@@ -132,6 +132,7 @@ def run_dir(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_plot_command_options(run_dir, capsys):
     assert main(["plot", str(run_dir), "--phase", "1,2", "--zoom", "none", "--show", "none", "--dpi", "60"]) == 0
     printed = capsys.readouterr().out.split()

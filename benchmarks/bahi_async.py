@@ -37,7 +37,7 @@ def one(job: tuple[str, str, list[str]]) -> dict:
     spec = load_spec(ROOT / "scenarios" / scenario, sets)
     out = summarise(spec, *simulate(spec))
     return {"label": label, "processors": spec.processors, "accuracy": spec.solver.accuracy,
-            "time": out["time"], "error": out.get("error_vs_serial", float("nan")),
+            "residual_threshold": out["residual_threshold"], "time": out["time"], "error": out.get("error_vs_serial", float("nan")),
             "max_iterations": max(out["iterations"]), "migrated": out["migrated_points"],
             "transfers": out["transfers"], "rounds": out["detection_rounds"], "failed": out["rounds_failed"],
             "bounds": " ".join(map(str, out["final_bounds"]))}

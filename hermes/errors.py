@@ -28,14 +28,14 @@ class BalancerError(HermesError):
 def validation_message(err, *, root: str = "value", more: bool = True) -> str:
     """One line from a pydantic ``ValidationError``: ``key.path: message`` of its first problem.
 
-    The location skips pydantic's internal tags (``function-after[...]``, ``literal[...]``); list
-    indices show as numbers (``phases.0.tasks.3.time``). ``more`` appends how many other problems
-    there are; ``root`` names a problem of the whole document.
+    The location skips pydantic's internal tags (``function-after[...]``, ``literal[...]``,
+    ``constrained-float``); list indices show as numbers (``phases.0.tasks.3.time``). ``more`` appends how many
+    other problems there are; ``root`` names a problem of the whole document.
     """
     errors = err.errors()
     e = errors[0]
-    loc = ".".join(str(x) for x in e["loc"]
-                   if not (isinstance(x, str) and x.startswith(("function-", "literal[", "tagged-union["))))
+    tags = ("function-", "literal[", "tagged-union[", "constrained-")
+    loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and x.startswith(tags)))
     kind, ctx, got = e["type"], e.get("ctx") or {}, e.get("input")
     bounds = {"less_than_equal": ("at most", "le"), "less_than": ("below", "lt"),
               "greater_than_equal": ("at least", "ge"), "greater_than": ("above", "gt")}

@@ -254,3 +254,12 @@ def test_residual_threshold_from_accuracy_windows_and_contraction():
     assert build(spec(solver={"window": 5, "residual": 2e-4}))[0].accuracy == 2e-4
     assert build(spec(solver={"window": 5, "contraction": 0.5, "accuracy": 1e-3}))[0].accuracy == \
         pytest.approx(1e-3 / 4, rel=4 * np.finfo(float).eps)
+
+
+@pytest.mark.parametrize("key, value, msg", [("residual", -1, "solver.residual: must be above 0, got -1"),
+                                             ("contraction", 1.5, "solver.contraction: must be below 1, got 1.5"),
+                                             ("contraction", 0, "solver.contraction: must be above 0, got 0")])
+def test_bad_residual_settings_are_one_line_errors(key, value, msg):
+    with pytest.raises(ScenarioError) as err:
+        spec(solver={key: value})
+    assert str(err.value) == msg

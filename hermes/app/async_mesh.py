@@ -22,7 +22,8 @@ The model, rank i with neighbours j (the halo plan of :func:`hermes.data.distrib
   link FIFO (a message never overtakes an earlier one on its link, as MPI's and TCP's ordering guarantee);
   without a load the durations are constant and it changes nothing;
 * sending costs the sender no time: the message is handed to the network and overlaps the next sweep
-  (the AIAC assumption, 003 §III). Nothing else advances the clock during the sweeps: a rank never waits;
+  (AIAC, 003 §II-B: no idle time, communications overlapped by computations). Nothing else advances the clock
+  during the sweeps: a rank never waits;
 * at the end the local residual ``Σ (u^K − u^{K−1})²`` of the last sweep is summed by one charged
   :func:`~hermes.comm.allreduce` (which synchronises the ranks, as the driver's own end-of-phase reduction).
 
@@ -38,10 +39,12 @@ Virtual clock: a conservative simulation (Chandy–Misra)
 
     *No deadlock when every latency α > 0.* A rank waits only at the start of a sweep, at its time ``s``, and it
     has just sent a message stamped ``s`` to every neighbour (its last sweep's values or version 0). If i waits
-    for j while j waits at ``s_j``, j's last message arrives at ``a ≥ s_j + α`` and has not satisfied i, so
-    ``s_j + α ≤ a ≤ s_i``. A cycle of waiting ranks i → j → … → i would give ``s_i ≥ s_i + n α``, impossible
-    for α > 0; a waiting chain ends at a running rank (which sends or finishes: ``done``). Hence scenarios with
-    ``mode: async`` refuse a zero latency on the virtual clock.
+    for j while j waits at ``s_j``, j's last message arrives at ``a ≥ s_j + α`` (every duration ``d ≥ α``: the
+    α-β cost, and the extra load only slows messages down) and has not satisfied i, so ``s_j + α ≤ a ≤ s_i``. A
+    cycle of waiting ranks i → j → … → i would give ``s_i ≥ s_i + n α``, impossible for α > 0; so a waiting
+    chain ends at a running rank, which sends or finishes. A finished rank has sent ``done`` (nobody waits for
+    it) and only waits for its neighbours' ``done``. Hence scenarios with ``mode: async`` refuse a zero latency
+    on the virtual clock.
 
     The values, the versions used and every time stamp depend only on the input: bit-identical between runs,
     whatever the scheduling of the processes (the MPI test slows ranks down with random real sleeps).
@@ -54,12 +57,12 @@ Wall clock
 
 Jacobi's result differs from the synchronous one (stale ghosts) but converges: the iteration matrix of
 ``(σ I + L) u = f`` has max-norm ``max deg/(σ + deg) < 1``, and an asynchronous iteration of a max-norm
-contraction with bounded delays converges (Bertsekas & Tsitsiklis, *Parallel and Distributed Computation*,
-§6.2; 003 §II). From u = 0 with f > 0 the map is monotone (non-negative coefficients; floating-point rounding is monotone too),
-so every version only grows and stays below the solution ``u*``: the distance ``‖u* − u‖`` shrinks with every
-sweep of every rank, and a value whose chain of dependencies holds d sweeps lies between the synchronous iterates
-of 1 and d sweeps (d ≤ p·K). Stale ghosts make a sweep gain less than a synchronous one; a fast rank reading a
-fast neighbour's newer versions can gain more.
+contraction converges (El Tarazi's theorem; Bertsekas & Tsitsiklis, *Parallel and Distributed Computation*,
+ch. 6 — 003 §II-B, refs. [12], [13]). From u = 0 with f > 0 the map is monotone (non-negative coefficients;
+floating-point rounding is monotone too), so every version only grows and stays below the solution ``u*``: the
+distance ``‖u* − u‖`` shrinks with every sweep of every rank, and a value whose chain of dependencies holds d
+sweeps lies between the synchronous iterates of 1 and d sweeps (d ≤ p·K). Stale ghosts make a sweep gain less
+than a synchronous one; a rank reading the newer versions of a faster neighbour can gain more.
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def test_oracle_on_one_rank_is_serial_jacobi():
     assert np.array_equal(ref.u, jacobi_serial(mesh.xadj, mesh.adjncy, mesh.coords, 9))
 
 
-# -- one rank: no neighbour, nothing stale — async equals sync bit for bit ----------------------------------------------
+# -- one rank: no neighbour, nothing stale — async equals sync bit for bit -------------------------------------------
 @pytest.mark.parametrize("kernel", ["jacobi", "synthetic"])
 def test_one_rank_async_equals_sync(kernel):
     comm = MPI.COMM_SELF

@@ -18,7 +18,10 @@ The model, rank i with neighbours j (the halo plan of :func:`hermes.data.distrib
       ``a_ij^k = max(t_ij^k + d_ij^k, a_ij^{k-1})``,   ``d_ij^k = α_ij + β_ij · b_ij``
 
   with ``b_ij = bytes_per_edge × shared cut edges`` (as the synchronous exchange charges); with an extra load
-  ``d_ij^k`` is :meth:`~hermes.clock.VirtualClock.message_costs` (the load's link sharing). The max makes every
+  ``d_ij^k`` is what :meth:`~hermes.extraload.sharing.ProcessorLoad.preview_send` gives: the load's link sharing
+  with the tasks' flows in flight, on a copy of the load's state (a blocking send, as the synchronous exchange's
+  :meth:`~hermes.clock.VirtualClock.message_costs`, would hold the processor until delivery; these messages
+  overlap the next sweep, and are not fed back into the tasks' model). The max makes every
   link FIFO (a message never overtakes an earlier one on its link, as MPI's and TCP's ordering guarantee);
   without a load the durations are constant and it changes nothing;
 * sending costs the sender no time: the message is handed to the network and overlaps the next sweep
@@ -151,9 +154,9 @@ class _Stream:
 
 
 def _durations(clock, ranks, model_bytes) -> NDArray[np.float64]:
-    """``d_ij`` of a message sent now to each neighbour: the load's link sharing, else ``α + β b``."""
+    """``d_ij`` of a message sent now to each neighbour: the load's link sharing (non-blocking), else ``α + β b``."""
     if clock.kind == "virtual" and getattr(clock, "load", None) is not None:
-        return np.asarray(clock.message_costs(ranks, model_bytes), dtype=np.float64)
+        return np.asarray(clock.load.preview_send(clock.now, ranks, model_bytes), dtype=np.float64)
     return np.array([clock.links.cost(clock.rank, int(j), float(b)) for j, b in zip(ranks, model_bytes)])
 
 

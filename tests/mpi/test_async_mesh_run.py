@@ -102,3 +102,19 @@ def test_async_wall_clock_and_synthetic_kernel_finish(tmp_path, extra):
     else:
         assert s["clock"] == "wall" and 0.0 < s["jacobi_max_rel_error"] < 1.0
         assert all(ph["compute_time"] > 0 for ph in s["phases"])
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_async_with_link_congestion_is_deterministic(tmp_path):
+    """The extra load's congested links give the async messages their durations (ProcessorLoad.preview_send)."""
+    scen = str(ROOT / "scenarios" / "extra-load-congestion.yaml")
+    got = []
+    for name in ("a", "b"):
+        res = hermes(15, tmp_path / name, scen, "--set", "application.mode=async", "--set", "adaptation.phases=2",
+                     timeout=400)
+        assert res.returncode == 0, res.stderr
+        got.append(summary(tmp_path / name))
+    a, b = ({k: v for k, v in s.items() if k not in WALL} for s in got)
+    assert a == b and a["mode"] == "async" and a["cells_final"] == 380 and len(a["phases"]) == 2
+    assert (tmp_path / "a" / "phases.csv").read_bytes() == (tmp_path / "b" / "phases.csv").read_bytes()

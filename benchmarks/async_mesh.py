@@ -1,19 +1,20 @@
 """Sync vs async mesh application × balancers × platforms on the virtual clock (issue 14, docs/ASYNC.md).
 
     .venv/bin/python benchmarks/async_mesh.py [--ranks 8] [--balancers none,pcg,metis] [--platforms homo,hetero,slow]
-                                              [--work-per-weight 10] [--out runs/async-mesh-bench] [--csv FILE]
+                                              [--work-per-weight 10] [--iterations 20] [--modes sync,async]
+                                              [--out runs/async-mesh-bench] [--csv FILE]
 
 Each case is ``hermes run scenarios/async-mesh.yaml`` (self-launching under mpiexec; virtual clock, so the figures
-do not depend on this machine's load) with ``processors``, the platform, the balancer, ``application.mode`` and
-``application.work_per_weight`` set. Platforms: ``homo`` (equal capacities, 10⁻⁴ s / 10⁸ B/s links), ``hetero``
-(capacities 3:3:2:2:1:1:1:1 shifted by two ranks every phase — a ``platform.schedule``, so the fast processors
-change between phases as in thesis Table 10.6 —, the same links), ``slow`` (``hetero`` on links of 2·10⁻³ s /
-10⁶ B/s). Printed per case, as a Markdown table: the total virtual time, the balancing time (Σ over the phases of
-the ranks' mean), the final imbalance, the global residual of the last sweep (async: ``final_residual`` of the
-summary; sync: the same sum recomputed from serial Jacobi, which the sync run equals bit for bit), the max-norm
-distance of the final u to the serial *sync* Jacobi of as many sweeps (``jacobi_max_rel_error``) and to the
-converged solution u* (relative), and how many sync sweeps the result is worth (the fewest serial sweeps from 0
-that come as close to u*)."""
+do not depend on this machine's load) with ``processors``, the platform, the balancer, ``application.mode``,
+``application.work_per_weight`` and ``application.iterations`` set. Platforms: ``homo`` (equal capacities,
+10⁻⁴ s / 10⁸ B/s links), ``hetero`` (capacities 3:3:2:2:1:1:1:1 shifted by two ranks every phase — a
+``platform.schedule``, so the fast processors change between phases as in thesis Table 10.6 —, the same links),
+``slow`` (``hetero`` on links of 2·10⁻³ s / 10⁶ B/s). Printed per case, as a Markdown table: the total virtual
+time, the balancing time (Σ over the phases of the ranks' mean), the final imbalance, the global residual of the
+last sweep (async: ``final_residual`` of the summary; sync: the same sum recomputed from serial Jacobi, which the
+sync run equals bit for bit), the max-norm distance of the final u to the serial *sync* Jacobi of as many sweeps
+(``jacobi_max_rel_error``) and to the converged solution u* (relative), and how many sync sweeps the result is
+worth (the fewest serial sweeps from 0 that come as close to u*)."""
 
 from __future__ import annotations
 
@@ -47,9 +48,11 @@ def platform(name: str, p: int, phases: int) -> list[str]:
     return out
 
 
-def run_case(out: Path, p: int, plat: str, balancer: str, mode: str, work_per_weight: float) -> dict:
+def run_case(out: Path, p: int, plat: str, balancer: str, mode: str, work_per_weight: float,
+             iterations: int) -> dict:
     sets = [f"processors={p}", *platform(plat, p, PHASES), f"balancer.algorithm={balancer}",
-            f"application.mode={mode}", f"application.work_per_weight={work_per_weight}", "output.vtu=true"]
+            f"application.mode={mode}", f"application.work_per_weight={work_per_weight}",
+            f"application.iterations={iterations}", "output.vtu=true"]
     cmd = [sys.executable, "-m", "hermes", "run", str(SCENARIO), "--out", str(out), "--quiet", "--no-pictures",
            *(a for s in sets for a in ("--set", s))]
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -85,13 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "async-mesh-bench")
     ap.add_argument("--csv", type=Path)
     ap.add_argument("--work-per-weight", type=float, default=10.0)
+    ap.add_argument("--iterations", type=int, default=20, help="sweeps per phase")
+    ap.add_argument("--modes", default="sync,async")
     args = ap.parse_args(argv)
     rows, refs = [], {}
     for plat in args.platforms.split(","):
         for bal in args.balancers.split(","):
-            for mode in ("sync", "async"):
+            for mode in args.modes.split(","):
                 name = f"{plat}-{bal}-{mode}"
-                s = run_case(args.out / name, args.ranks, plat, bal, mode, args.work_per_weight)
+                s = run_case(args.out / name, args.ranks, plat, bal, mode, args.work_per_weight, args.iterations)
                 if s["mesh"] not in refs:
                     refs[s["mesh"]] = reference(args.out / name)
                 sweeps, sync_residual, star, dist = refs[s["mesh"]]

@@ -166,6 +166,9 @@ class ApplicationSpec(_Strict):
     iterations: Annotated[int, Field(ge=1, le=MAX_ITERATIONS)] = 20
     work_per_weight: PosFloat = 1.0
     bytes_per_edge: NonNegFloat = 64.0
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: a halo exchange and a reduction every iteration; async: asynchronous iterations "
+                            "on the newest values received (hermes/app/async_mesh.py)")
 
 
 class RegionSpec(_Strict):
@@ -475,6 +478,13 @@ def _check_files(sc: Scenario) -> None:
     if sc.adaptation.region.kind == "indicator" and sc.application.kernel != "jacobi":
         raise ScenarioError("adaptation.region.kind: indicator needs application.kernel: jacobi (it marks where "
                             "the solution jumps)")
+    if sc.application.mode == "async" and sc.clock == "virtual":
+        zero = [f"platform.links.{k}.latency" for k, link in enumerate(sc.platform.links) if link.latency == 0]
+        if sc.platform.latency == 0:
+            zero.insert(0, "platform.latency")
+        if zero:
+            raise ScenarioError(f"{zero[0]}: application.mode async on the virtual clock needs a positive latency "
+                                f"(its conservative simulation relies on α > 0, hermes/app/async_mesh.py)")
     if sc.mesh.file is not None:
         _existing(sc, "mesh.file", sc.mesh.file)
     caps, table = sc.platform.capacities, sc.platform.schedule

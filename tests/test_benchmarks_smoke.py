@@ -109,3 +109,20 @@ def test_scale_quick():
     assert [r[1] for r in rows] == ["pcg", "auto+compact+trigger"]
     for r in rows:
         assert r[0] == "4" and float(r[2]) > 0 and int(r[6].replace(",", "")) > 0
+
+
+@pytest.mark.mpi  # starts mpiexec itself
+@pytest.mark.slow
+def test_async_mesh_tiny(tmp_path):
+    out = tmp_path / "c.csv"
+    res = bench("async_mesh.py", "--ranks", "2", "--balancers", "none", "--platforms", "hetero", "--iterations", "5",
+                "--out", str(tmp_path / "runs"), "--csv", str(out), timeout=300)
+    head, rows = table(res.stdout)
+    assert head[:3] == ["platform (2 ranks)", "balancer", "mode"] and head[-2:] == ["worth sync sweeps", "migrated cells"]
+    assert [r[2] for r in rows] == ["sync", "async"]
+    with out.open() as f:
+        sync, asy = list(csv.DictReader(f))
+    # the sync run is serial Jacobi exactly: worth all its sweeps; async differs (stale ghosts), worth fewer
+    assert float(sync["dist_sync"]) == 0.0 and sync["sync_sweeps_equal"] == sync["sweeps"] == "20"
+    assert float(asy["dist_sync"]) > 0.0 and 0 < int(asy["sync_sweeps_equal"]) < 20
+    assert float(asy["total_time"]) < float(sync["total_time"])

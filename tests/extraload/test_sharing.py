@@ -125,6 +125,18 @@ def test_congestion_two_flows_share_the_channel():
     assert d[0] == pytest.approx(2.01, rel=REL)
 
 
+def test_preview_send_gives_the_shared_durations_and_leaves_the_model_alone():
+    # the flooded channel of the test above: 2.01 s (shared) and α + b/B (free), the model's time and the
+    # channels' counters unchanged; then the application computes from t = 0 as if nothing had been sent
+    links = Links(latency=0.01, bandwidth=1e6)
+    flood = [{"processor": 0, "repeat": "forever", "script": [{"data": [[1, 1e6]]}]}]
+    m = load(flood, links=links)
+    d = m.preview_send(0.0, [1, 2], [1e6, 1e6])
+    assert d[0] == pytest.approx(2.01, rel=REL) and d[1] == links.cost(0, 2, 1e6)
+    assert m.t == 0.0 and m.channel_stats() == load(flood, links=links).channel_stats()
+    assert m.compute(0.0, 100.0) == load(flood, links=links).compute(0.0, 100.0)
+
+
 def test_congestion_task_flow_ends_first():
     # task: 5e5 bytes to 1 then waits 10 s. Application 1e6 bytes at t=0: [0,1] 5e5 B/s each, the task's flow
     # is transferred at t=1; then the application alone: 5e5 bytes in 0.5 s -> 1.5 + α (0.01) = 1.51 s

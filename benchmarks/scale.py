@@ -262,6 +262,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     sets = sorted(keys, key=lambda k: (-len({r["ranks"] for r in rows if (r["mesh"], r["capacities"],
                                                                           r["iterations"]) == k}), -k[2], k))[:2]
     fig, axes = plt.subplots(3, len(sets), figsize=(6 * len(sets), 10), squeeze=False)
+    cmap = plt.get_cmap("tab20")
+    colours = {m: cmap(i % 20) for i, m in enumerate(METHODS)}
     for c, key in enumerate(sets):
         rs = [r for r in rows if (r["mesh"], r["capacities"], r["iterations"]) == key]
         metis = {(r["ranks"]): r for r in rs if r["method"] == "metis"}
@@ -271,12 +273,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
                 continue
             ps = [r["ranks"] for r in mine]
             style = "-o" if method in ("auto+compact", "auto+compact+trigger") else "--."
+            kw = {"label": method, "color": colours[method]}  # one colour per method in every panel
             m = [metis[r["ranks"]] for r in mine]
-            axes[0, c].plot(ps, [r["total_time"] / b["total_time"] for r, b in zip(mine, m)], style, label=method)
+            axes[0, c].plot(ps, [r["total_time"] / b["total_time"] for r, b in zip(mine, m)], style, **kw)
             axes[1, c].plot(ps, [max(x / y for x, y in zip(r["cuts"], b["cuts"])) for r, b in zip(mine, m)],
-                            style, label=method)
+                            style, **kw)
             axes[2, c].plot(ps, [r["distinct_cells"] / max(b["distinct_cells"], 1) for r, b in zip(mine, m)],
-                            style, label=method)
+                            style, **kw)
         for ax in axes[:, c]:
             ax.set_xscale("log", base=2)
             ax.axhline(1.0, color="k", lw=0.8, label="METIS")
@@ -287,7 +290,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         axes[1, c].axhline(1.1, color="r", lw=0.5, ls=":")
         axes[2, c].set_ylabel("distinct cells moved / METIS's")
         axes[2, c].axhline(0.5, color="r", lw=0.5, ls=":")
-    axes[0, -1].legend(fontsize=7)
+    for ax in axes[0, :]:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp" + path.suffix)

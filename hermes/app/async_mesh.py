@@ -77,10 +77,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.app.kernels import jacobi_sweep, jacobi_sweeps
-from hermes.app.simulate import LoopStats
+from hermes.app.kernels import jacobi_sweeps
+from hermes.app.simulate import LoopStats, ghost_layout, jacobi_step
 from hermes.comm import NeighbourComm
-from hermes.data.distributed import LocalDomain, halo_plan
+from hermes.data.distributed import HaloPlan, LocalDomain, halo_plan
 
 __all__ = ["AsyncSweep", "AsyncReference", "async_sweeps", "solve_phase_async", "async_serial", "ASYNC_TAG"]
 
@@ -162,7 +162,7 @@ def _durations(clock, ranks, model_bytes) -> NDArray[np.float64]:
 
 def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int, work_per_weight: float,
                  bytes_per_edge: float, tag: int = ASYNC_TAG,
-                 nb: NeighbourComm | None = None) -> Iterator[AsyncSweep]:
+                 nb: NeighbourComm | None = None, plan: HaloPlan | None = None) -> Iterator[AsyncSweep]:
     """The asynchronous sweeps of this rank, one :class:`AsyncSweep` each (collective over the neighbours).
 
     Parameters
@@ -177,6 +177,8 @@ def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int,
         The phase's message tag (every rank passes the same).
     nb : NeighbourComm, optional
         Counts the messages and bytes (one is made if not given).
+    plan : HaloPlan, optional
+        ``halo_plan(dom)``, if the caller has it already.
 
     Yields
     ------
@@ -192,7 +194,7 @@ def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int,
     """
     from mpi4py import MPI
 
-    plan = halo_plan(dom)
+    plan = plan if plan is not None else halo_plan(dom)
     ranks = [int(j) for j in plan.ranks]
     nb = nb if nb is not None else NeighbourComm(comm, plan.ranks, clock)
     virtual = clock.kind == "virtual"
@@ -200,9 +202,7 @@ def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int,
     if virtual and any(clock.links.params(me, j)[0] <= 0 for j in ranks):
         raise ValueError("application.mode async on the virtual clock needs every link latency > 0")
     model_bytes = bytes_per_edge * plan.cut_edges.astype(np.float64)
-    ghost_gid = np.concatenate(plan.recv_gid) if plan.recv_gid else np.zeros(0, np.int64)
-    order = np.argsort(ghost_gid, kind="stable")
-    ghost_sorted = ghost_gid[order]
+    order, ghost_sorted = ghost_layout(plan)
     work = work_per_weight * dom.load
     u = dom.fields.get("u") if kernel == "jacobi" else None
 
@@ -235,12 +235,7 @@ def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int,
         versions = np.array([st.version for st in streams], dtype=np.int64)
         clock.compute(work)
         if u is not None:
-            ghosts = [st.values for st in streams]
-            ghost_u = np.concatenate(ghosts)[order] if ghosts else np.zeros(0)
-            with clock.measure("compute"):
-                new_u = jacobi_sweep(dom, u, ghost_sorted, ghost_u)
-            local = float(np.sum((new_u - u) ** 2))
-            u = new_u
+            u, local = jacobi_step(dom, u, [st.values for st in streams], order, ghost_sorted, clock)
         else:
             local = work
         stamp = clock.stamp()
@@ -266,11 +261,11 @@ def solve_phase_async(comm, dom: LocalDomain, clock, *, kernel: str, iterations:
     synchronous loop: ``residual`` is ``Σ_ranks Σ (u^K − u^{K−1})²`` of each rank's last sweep (jacobi) or the
     sum of the ranks' work per sweep (synthetic), reduced once at the end with the clock charged.
     """
-    plan_ranks = halo_plan(dom).ranks
-    nb = NeighbourComm(comm, plan_ranks, clock)
+    plan = halo_plan(dom)
+    nb = NeighbourComm(comm, plan.ranks, clock)
     last = None
     for last in async_sweeps(comm, dom, clock, kernel=kernel, iterations=iterations, work_per_weight=work_per_weight,
-                             bytes_per_edge=bytes_per_edge, tag=tag, nb=nb):
+                             bytes_per_edge=bytes_per_edge, tag=tag, nb=nb, plan=plan):
         pass
     residual = nb.allreduce(last.local_residual if last is not None else 0.0)
     if kernel == "jacobi" and last is not None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numpy.typing import NDArray
 
 from hermes.app.kernels import jacobi_sweep
 from hermes.comm import NeighbourComm
 from hermes.data.distributed import LocalDomain, halo_plan
 
-__all__ = ["LoopStats", "solve_phase"]
+__all__ = ["LoopStats", "solve_phase", "ghost_layout", "jacobi_step"]
 
 
 @dataclass
@@ -30,15 +31,31 @@ class LoopStats:
     residual: float
 
 
+def ghost_layout(plan) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The permutation that sorts the received ghosts (concatenated in ``plan.ranks`` order) by global id, and
+    the sorted ids (:func:`hermes.app.kernels.jacobi_sweep` looks ghosts up in them)."""
+    ghost_gid = np.concatenate(plan.recv_gid) if plan.recv_gid else np.zeros(0, np.int64)
+    order = np.argsort(ghost_gid, kind="stable")
+    return order, ghost_gid[order]
+
+
+def jacobi_step(dom: LocalDomain, u: NDArray[np.float64], recv: list[NDArray[np.float64]],
+                order: NDArray[np.int64], ghost_sorted: NDArray[np.int64], clock) -> tuple[NDArray[np.float64], float]:
+    """One Jacobi sweep with the ghosts ``recv`` (one array per neighbour, :func:`ghost_layout` order): the new
+    values and the local residual ``Σ (u_new − u)²`` (the sweep's real arithmetic is charged to ``compute``)."""
+    ghost_u = np.concatenate(recv)[order] if recv else np.zeros(0)
+    with clock.measure("compute"):
+        new_u = jacobi_sweep(dom, u, ghost_sorted, ghost_u)
+    return new_u, float(np.sum((new_u - u) ** 2))
+
+
 def solve_phase(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int, work_per_weight: float,
                 bytes_per_edge: float) -> tuple[LocalDomain, LoopStats]:
     """Run ``iterations`` solver iterations on the current distribution (collective)."""
     plan = halo_plan(dom)
     nb = NeighbourComm(comm, plan.ranks, clock)
     model_bytes = bytes_per_edge * plan.cut_edges.astype(np.float64)
-    ghost_gid = np.concatenate(plan.recv_gid) if plan.recv_gid else np.zeros(0, np.int64)
-    order = np.argsort(ghost_gid, kind="stable")
-    ghost_sorted = ghost_gid[order]
+    order, ghost_sorted = ghost_layout(plan)
     recv_sizes = np.array([g.size for g in plan.recv_gid], dtype=np.int64)
     work = work_per_weight * dom.load
     u = dom.fields.get("u")
@@ -48,11 +65,7 @@ def solve_phase(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int, 
         send = [u[idx] if u is not None else np.zeros(idx.size) for idx in plan.send_idx]
         recv = nb.exchange(send, model_bytes=model_bytes, recv_sizes=recv_sizes)
         if kernel == "jacobi":
-            ghost_u = np.concatenate(recv)[order] if recv else np.zeros(0)
-            with clock.measure("compute"):
-                new_u = jacobi_sweep(dom, u, ghost_sorted, ghost_u)
-            local = float(np.sum((new_u - u) ** 2))
-            u = new_u
+            u, local = jacobi_step(dom, u, recv, order, ghost_sorted, clock)
         else:
             local = work
         residual = nb.allreduce(local)

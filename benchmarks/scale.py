@@ -74,6 +74,8 @@ METHODS: dict[str, dict[str, Any]] = {
                               "refinement": {**COMPACT["refinement"], "tolerance": 0.02}, "trigger": "auto"},
     "auto+compactg+trigger": {"algorithm": "auto", **COMPACT,
                               "refinement": {**COMPACT["refinement"], "geometric": 0.5}, "trigger": "auto"},
+    "mincost": {"algorithm": "mincost"},
+    "mincost+compact+trigger": {"algorithm": "mincost", **COMPACT, "trigger": "auto"},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
 }

@@ -18,6 +18,7 @@ from hermes.balance import (  # noqa: F401  (the families register their balance
     gossip,
     hybrid,
     incremental,
+    mincost,
     polynomial,
     potential,
     practical,

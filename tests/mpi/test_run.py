@@ -32,7 +32,8 @@ def summary(out):
 
 
 ALL_BALANCERS = ["none", "pcg", "gda0", "gda1", "gda2", "gda3", "gda4", "gda5", "gda6", "sos", "sos_opt", "implicit",
-                 "implicit_watts", "lps", "lpa", "mpa", "ada", "fos", "grapevine", "metis", "scotch", "auto", "chebyshev"]
+                 "implicit_watts", "lps", "lpa", "mpa", "ada", "fos", "grapevine", "metis", "scotch", "auto", "chebyshev",
+                 "mincost"]
 
 
 def test_every_registered_balancer_is_exercised_here():

@@ -76,6 +76,7 @@ METHODS: dict[str, dict[str, Any]] = {
                               "refinement": {**COMPACT["refinement"], "geometric": 0.5}, "trigger": "auto"},
     "mincost": {"algorithm": "mincost"},
     "mincost+compact+trigger": {"algorithm": "mincost", **COMPACT, "trigger": "auto"},
+    "mincost2+compact+trigger": {"algorithm": "mincost", "mincost": {"slack": 0.02}, **COMPACT, "trigger": "auto"},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
 }

@@ -397,7 +397,8 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
         weights = est.weights if ph.weights is None else ph.weights
         ctx = BalanceContext(comm=r.comm, clock=r.clock, nb=nb, model=ph.model, load=r.dom.load,
                              capacity=est.capacity, weights=weights, dom=view, params=r.params, seed=r.sc.seed,
-                             state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth)
+                             state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth,
+                             round=ph.rounds)
         decision = agree(r.comm, r.balancer.run, ctx)
     ph.iterations += decision.iterations
     return decision

@@ -156,6 +156,8 @@ class BalanceContext:
     #: per-rank state that persists from phase to phase for the whole run (e.g. AdA's operator Θ);
     #: a balancer keeps what it needs under its own name
     state: dict[str, Any] = field(default_factory=dict)
+    #: the balancing round within the phase (0: the first; ``balancer.rounds`` allows more while they pay)
+    round: int = 0
 
 
 @dataclass

@@ -113,3 +113,21 @@ def test_registered_with_a_serial_reference_that_counts_one_broadcast():
     assert res.counters.time == pytest.approx(Links().collective_cost(16, 8.0 * m.q))
     with pytest.raises(BalancerError, match="cost"):
         edge_costs(m, "euclid")
+
+
+@pytest.mark.parametrize("kind", ["mesh", "tree+", "ring"])
+def test_slack_moves_only_the_excess_above_the_bound_and_costs_no_more(kind):
+    m = random_model(kind, 24, 9)
+    exact = mincost_flow(m)
+    c = edge_costs(m)
+    for s in (0.02, 0.2):
+        f = mincost_flow(m, slack=s)
+        after = m.loads - m.incidence @ f
+        # the bound holds to the solver's feasibility tolerance (HiGHS: 1e-7 absolute) on loads of size ≤ 10·p
+        assert np.all(after <= (1 + s) * m.fair_loads + 1e-6)
+        assert after.sum() == pytest.approx(m.loads.sum(), rel=100 * m.p * EPS)
+        assert np.sum(c * np.abs(f)) <= np.sum(c * np.abs(exact)) * (1 + 1e-9)
+        topological_order(m, f)
+    assert np.sum(c * np.abs(mincost_flow(m, slack=0.2))) < np.sum(c * np.abs(exact))
+    with pytest.raises(BalancerError, match="slack"):
+        mincost_flow(m, slack=1.0)

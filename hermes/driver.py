@@ -398,7 +398,7 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
         ctx = BalanceContext(comm=r.comm, clock=r.clock, nb=nb, model=ph.model, load=r.dom.load,
                              capacity=est.capacity, weights=weights, dom=view, params=r.params, seed=r.sc.seed,
                              state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth,
-                             round=ph.rounds)
+                             round=ph.rounds, conductance=r.sc.balancer.conductance)
         decision = agree(r.comm, r.balancer.run, ctx)
     ph.iterations += decision.iterations
     return decision
@@ -480,8 +480,9 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
     refine(r, ph)
     if auto and ph.refinement:  # the next decision counts the refinement with the migration
         r.history.migrate_time += r.book.max(r.clock.totals["migrate"] - spent)
-    if auto and ph.rounds:
-        r.history.imbalance_after = float(ph.model.imbalance)
+    if auto and ph.rounds:  # a phase its balancing left no better than it began tells nothing of what it reaches
+        final = float(ph.model.imbalance)
+        r.history.imbalance_after = final if final < ph.imbalance_before else None
 
 
 def _conductances(r: RunState, ph: PhaseState) -> None:

@@ -158,6 +158,9 @@ class BalanceContext:
     state: dict[str, Any] = field(default_factory=dict)
     #: the balancing round within the phase (0: the first; ``balancer.rounds`` allows more while they pay)
     round: int = 0
+    #: the scenario's ``balancer.conductance``: ``boundary`` when the model's edge weights already include the
+    #: subdomains' common boundaries, ``links`` when they are the monitor's link weights alone
+    conductance: str = "links"
 
 
 @dataclass

@@ -13,7 +13,9 @@ A round that takes the imbalance from ``I`` to ``I'`` saves ``N κ L / (s p) · 
 saving exceeds ``T_b + T_m``. The estimates come from what the run has measured (:class:`History`):
 
 * ``I'`` — the imbalance the last balanced phase ended with, after all its rounds and the refinement (before
-  any: 1); not the last round's, which may have fallen short of what a further round reaches;
+  any: 1); not the last round's, which may have fallen short of what a further round reaches; 1 again after a
+  phase its balancing left no better than it began (else one failed realisation would stop balancing for the
+  rest of the run, the estimate promising no gain);
 * ``T_b`` — the slowest rank's balancing time in the last round (monitor, flow and its collectives);
   before any round, the balancer's modelled α-β time on the current model (its serial reference's counters,
   :func:`first_estimate`), or 0 for a balancer without one (METIS, Scotch: the first round runs and is

@@ -74,6 +74,8 @@ METHODS: dict[str, dict[str, Any]] = {
                               "refinement": {**COMPACT["refinement"], "tolerance": 0.02}, "trigger": "auto"},
     "auto+compactg+trigger": {"algorithm": "auto", **COMPACT,
                               "refinement": {**COMPACT["refinement"], "geometric": 0.5}, "trigger": "auto"},
+    # the least-cost (l1) flow (hermes.balance.mincost): plain, compact, compact with balance tolerance 0.01
+    # (compact1), compact with slack 0.02 (mincost2: loads may end 2 % above their share before the refinement)
     "mincost": {"algorithm": "mincost"},
     "mincost+compact+trigger": {"algorithm": "mincost", **COMPACT, "trigger": "auto"},
     "mincost+trigger": {"algorithm": "mincost", "trigger": "auto"},
@@ -83,7 +85,8 @@ METHODS: dict[str, dict[str, Any]] = {
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
 }
-DEFAULT_METHODS = ["pcg", "gda0", "chebyshev", "auto", "auto+compact", "auto+compact+trigger", "metis", "scotch"]
+DEFAULT_METHODS = ["pcg", "gda0", "chebyshev", "auto", "auto+compact", "auto+compact+trigger", "mincost+compact+trigger",
+                   "metis", "scotch"]
 #: the set-ups: the quickstart scaled (default), the DATA.md comparison (8 ranks, hcuw, 5 phases of 10
 #: iterations: benchmarks/partition_compare.py's scenario) and the thesis' 15-rank scenarios
 SETUPS = ("quickstart", "data", "thesis-homogeneous", "thesis-heterogeneous")
@@ -278,7 +281,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
             if len(mine) < 2:  # a variant measured at one p only is in the tables, not in the plot
                 continue
             ps = [r["ranks"] for r in mine]
-            style = "-o" if method in ("auto+compact", "auto+compact+trigger") else "--."
+            style = "-o" if method in ("auto+compact+trigger", "mincost+compact+trigger") else "--."
             kw = {"label": method, "color": colours[method]}  # one colour per method in every panel
             m = [metis[r["ranks"]] for r in mine]
             axes[0, c].plot(ps, [r["total_time"] / b["total_time"] for r, b in zip(mine, m)], style, **kw)

@@ -273,6 +273,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(3, len(sets), figsize=(6 * len(sets), 10), squeeze=False)
     cmap = plt.get_cmap("tab20")
     colours = {m: cmap(i % 20) for i, m in enumerate(METHODS)}
+    colours["mincost+compact+trigger"] = "tab:red"  # the best fair diffusion, drawn to stand out
     for c, key in enumerate(sets):
         rs = [r for r in rows if (r["mesh"], r["capacities"], r["iterations"]) == key]
         metis = {(r["ranks"]): r for r in rs if r["method"] == "metis"}

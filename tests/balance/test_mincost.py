@@ -131,3 +131,10 @@ def test_slack_moves_only_the_excess_above_the_bound_and_costs_no_more(kind):
     assert np.sum(c * np.abs(mincost_flow(m, slack=0.2))) < np.sum(c * np.abs(exact))
     with pytest.raises(BalancerError, match="slack"):
         mincost_flow(m, slack=1.0)
+
+
+def test_large_meshes_are_solved_exactly_on_the_forest():
+    m = random_model("mesh", 400, 2)
+    f = mincost_flow(m)
+    assert check_balancing(m, f) <= 100 * m.p * EPS
+    assert np.count_nonzero(f) <= m.p - 1  # a forest: at most p − 1 edges carry flow

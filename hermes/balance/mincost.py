@@ -67,7 +67,7 @@ def edge_costs(model: Model, cost: str = "conductance") -> NDArray[np.float64]:
     if cost == "conductance":
         w = np.asarray(model.weights, dtype=np.float64)
         return w.max() / w
-    raise BalancerError(f"balancer.cost: must be one of {', '.join(COSTS)}, got {cost!r}")
+    raise BalancerError(f"mincost: edge cost must be one of {', '.join(COSTS)}, got {cost!r}")
 
 
 def mincost_flow(model: Model, cost: str = "conductance", slack: float = 0.0) -> NDArray[np.float64]:

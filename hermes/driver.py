@@ -64,7 +64,7 @@ from hermes.app.kernels import initial_fields, jacobi_serial
 from hermes.app.simulate import LoopStats, solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.interface import BalanceContext, BalancerInfo, Decision
-from hermes.balance.model import Model
+from hermes.balance.model import Model, edge_values
 from hermes.balance.payoff import History, Payoff, excess, first_estimate, payoff
 from hermes.balance.realisation import realise_flow
 from hermes.balance.refinement import refine_boundary
@@ -500,12 +500,9 @@ def _conductances(r: RunState, ph: PhaseState) -> None:
     ok = (pos < nb.size) & (nb[np.minimum(pos, max(nb.size - 1, 0))] == est.neighbours) if nb.size else share < 0
     share[ok] = length[pos[ok]] / top
     ph.weights = est.weights * share
-    me = r.rank
-    entries = r.book.allgather([(me, int(j), float(w)) for j, w in zip(est.neighbours, ph.weights) if me < j])
-    table = {(i, j): w for es in entries for i, j, w in es}
     m = ph.model
     ph.model = Model(m.p, m.edges, m.loads, m.capacities,
-                     np.array([table[(int(i), int(j))] for i, j in m.edges], dtype=np.float64))
+                     edge_values(r.book, r.rank, est.neighbours, ph.weights, m.edges))
 
 
 def compute(r: RunState, ph: PhaseState) -> None:

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from hermes.errors import GraphError
 from hermes.metrics import imbalance
 
-__all__ = ["Model"]
+__all__ = ["Model", "edge_values"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,3 +150,14 @@ class Model:
 
     def with_loads(self, loads) -> Model:
         return Model(self.p, self.edges, np.asarray(loads, dtype=np.float64), self.capacities, self.weights)
+
+
+def edge_values(comm, rank: int, neighbours, values, edges, default: float | None = None) -> NDArray[np.float64]:
+    """Per-neighbour values of every rank (``values[t]`` for the edge to ``neighbours[t]``, each edge reported by
+    its lower endpoint) gathered into one array in the order of ``edges`` (collective bookkeeping: one
+    ``comm.allgather``, uncharged). An edge nobody reported takes ``default`` (None: a KeyError)."""
+    mine = [(rank, int(j), float(v)) for j, v in zip(neighbours, values) if rank < j]
+    table = {(i, j): v for part in comm.allgather(mine) for i, j, v in part}
+    key = (lambda e: table[e]) if default is None else (lambda e: table.get(e, default))
+    return np.array([key((int(i), int(j))) for i, j in edges], dtype=np.float64)
+

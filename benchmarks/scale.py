@@ -82,10 +82,28 @@ METHODS: dict[str, dict[str, Any]] = {
     "mincost+compact1+trigger": {"algorithm": "mincost", **COMPACT,
                                  "refinement": {**COMPACT["refinement"], "tolerance": 0.01}, "trigger": "auto"},
     "mincost2+compact+trigger": {"algorithm": "mincost", "mincost": {"slack": 0.02}, **COMPACT, "trigger": "auto"},
+    # a lopsided balance tolerance (refinement.below): loads stay within [(1 - b) l̄, (1 + t) l̄], compact<t><b>
+    "mincost+compact13+trigger": {"algorithm": "mincost", **COMPACT,
+                                  "refinement": {**COMPACT["refinement"], "tolerance": 0.01, "below": 0.03},
+                                  "trigger": "auto"},
+    "mincost+compact15+trigger": {"algorithm": "mincost", **COMPACT,
+                                  "refinement": {**COMPACT["refinement"], "tolerance": 0.01, "below": 0.05},
+                                  "trigger": "auto"},
+    "mincost+compact25+trigger": {"algorithm": "mincost", **COMPACT,
+                                  "refinement": {**COMPACT["refinement"], "tolerance": 0.02, "below": 0.05},
+                                  "trigger": "auto"},
+    # the cost model decides the refinement too (refinement.decide: auto): the default recommendation
+    "mincost+compacta+trigger": {"algorithm": "mincost", **COMPACT,
+                                 "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
+    # Scotch's trade of cut against migration (its migration_cost; 1 above): how far a repartitioner goes
+    "scotch-m0.1": {"algorithm": "scotch", "scotch": {"migration_cost": 0.1}},
+    "scotch-m10": {"algorithm": "scotch", "scotch": {"migration_cost": 10.0}},
+    "scotch-m100": {"algorithm": "scotch", "scotch": {"migration_cost": 100.0}},
 }
 DEFAULT_METHODS = ["pcg", "gda0", "chebyshev", "auto", "auto+compact", "auto+compact+trigger", "mincost+compact+trigger",
+                   "mincost+compacta+trigger",
                    "metis", "scotch"]
 #: the set-ups: the quickstart scaled (default), the DATA.md comparison (8 ranks, hcuw, 5 phases of 10
 #: iterations: benchmarks/partition_compare.py's scenario) and the thesis' 15-rank scenarios
@@ -273,7 +291,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(3, len(sets), figsize=(6 * len(sets), 10), squeeze=False)
     cmap = plt.get_cmap("tab20")
     colours = {m: cmap(i % 20) for i, m in enumerate(METHODS)}
-    colours["mincost+compact+trigger"] = "tab:red"  # the best fair diffusion, drawn to stand out
+    colours["mincost+compacta+trigger"] = "tab:red"  # the best fair diffusion, drawn to stand out
     for c, key in enumerate(sets):
         rs = [r for r in rows if (r["mesh"], r["capacities"], r["iterations"]) == key]
         metis = {(r["ranks"]): r for r in rs if r["method"] == "metis"}
@@ -282,7 +300,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
             if len(mine) < 2:  # a variant measured at one p only is in the tables, not in the plot
                 continue
             ps = [r["ranks"] for r in mine]
-            style = "-o" if method in ("auto+compact+trigger", "mincost+compact+trigger") else "--."
+            style = "-o" if method in ("auto+compact+trigger", "mincost+compacta+trigger") else "--."
             kw = {"label": method, "color": colours[method]}  # one colour per method in every panel
             m = [metis[r["ranks"]] for r in mine]
             axes[0, c].plot(ps, [r["total_time"] / b["total_time"] for r, b in zip(mine, m)], style, **kw)

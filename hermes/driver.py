@@ -65,7 +65,7 @@ from hermes.app.simulate import LoopStats, solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.interface import BalanceContext, BalancerInfo, Decision
 from hermes.balance.model import Model, edge_values
-from hermes.balance.payoff import History, Payoff, excess, first_estimate, payoff
+from hermes.balance.payoff import History, Payoff, excess, first_estimate, iteration_time, payoff
 from hermes.balance.realisation import realise_flow
 from hermes.balance.refinement import refine_boundary
 from hermes.balance.registry import get_balancer
@@ -437,18 +437,47 @@ def refine(r: RunState, ph: PhaseState) -> None:
     spec = r.sc.balancer.refinement
     if spec.passes == 0 or not ph.flow_moved:
         return
+    decision = _refinement_pays(r, ph) if spec.decide == "auto" else {}
+    if decision and not decision["refine"]:
+        ph.refinement = {"passes": 0, "decision": decision}
+        return
     cut_before = r.book.sum(int(r.dom.cut_mask.sum())) // 2
     imbalance_before = float(ph.model.imbalance)
+    spent = r.clock.totals["migrate"]
     with r.clock.activity("migrate"):
         cost = _gather_costs(r.book, r.p, ph.est)
         r.dom, st = refine_boundary(r.comm, r.dom, ph.model.fair_loads, cost, r.clock, tolerance=spec.tolerance,
-                                    passes=spec.passes, geometric=spec.geometric)
+                                    passes=spec.passes, geometric=spec.geometric, below=spec.below)
+    r.history.refine_time = r.book.max(r.clock.totals["migrate"] - spent)
     ph.stats.add(st.migration)
     ph.loads = np.array(r.book.allgather(r.dom.load))
     ph.model = ph.model.with_loads(list(ph.loads))
     ph.refinement = {"passes": st.passes, "cells": r.book.sum(st.cells_sent), "weight": r.book.sum(st.weight_sent),
                      "edge_cut_before": cut_before, "imbalance_before": imbalance_before,
-                     "imbalance_after": float(ph.model.imbalance)}
+                     "imbalance_after": float(ph.model.imbalance), **({"decision": decision} if decision else {})}
+
+
+def _refinement_pays(r: RunState, ph: PhaseState) -> dict[str, Any]:
+    """``refinement.decide: auto`` — whether the boundary refinement can pay in this phase (the same on every
+    rank). It trades up to ``τ`` of every rank's compute (it fills the load tolerance) and its migration for a
+    shorter cut, and a shorter cut saves at most the whole ghost exchange. So it runs only when the phase's
+    modelled communication ``N · max_i Σ_j (α_ij + b·e_ij / β_ij)`` (``e_ij`` the cut edges between i and j, α
+    and β the monitor's latency and bandwidth, ``b`` = ``application.bytes_per_edge``) exceeds
+    ``N · τ · κL/(s p) + T_r``, ``T_r`` the last refinement's measured migration time (0 before any).
+    Communication-bound phases refine; compute-bound ones (few cut edges per unit of work) do not."""
+    app, spec, est = r.sc.application, r.sc.balancer.refinement, ph.est
+    nb, length = r.dom.neighbour_ranks, r.dom.boundary_lengths.astype(np.float64)
+    lat = np.full(nb.size, float(np.mean(est.latency)) if est.latency.size else r.clock.links.latency)
+    bw = np.full(nb.size, float(np.mean(est.bandwidth)) if est.bandwidth.size else r.clock.links.bandwidth)
+    pos = np.searchsorted(est.neighbours, nb)
+    known = pos < est.neighbours.size
+    known[known] = est.neighbours[pos[known]] == nb[known]
+    lat[known], bw[known] = est.latency[pos[known]], est.bandwidth[pos[known]]
+    t_comm = r.book.max(float(np.sum(lat + app.bytes_per_edge * length / bw)))
+    t_it = iteration_time(ph.model, app.work_per_weight, r.sc.platform.speed)
+    bound = app.iterations * t_comm
+    cost = app.iterations * spec.tolerance * t_it + (r.history.refine_time or 0.0)
+    return {"refine": bool(bound > cost), "communication": bound, "cost": cost}
 
 
 def balance_rounds(r: RunState, ph: PhaseState) -> None:
@@ -459,23 +488,7 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
     monitor(r, ph)
     _conductances(r, ph)
     while decide(r, ph):
-        if ph.rounds:  # the subdomain graph changed: measure the new links
-            monitor(r, ph)
-            _conductances(r, ph)
-        spent = dict(r.clock.totals)
-        excess_before = excess(ph.model)
-        decision = balance(r, ph)
-        st = realise(r, ph, decision)
-        ph.infos.append(_jsonable(decision.info))  # after the realisation, which may add 'rejected'
-        ph.stats.add(st)
-        ph.rounds += 1
-        ph.moved_last_round = r.book.sum(st.cells_sent) != 0
-        if ph.moved_last_round:
-            ph.loads = np.array(r.book.allgather(r.dom.load))
-            ph.model = ph.model.with_loads(list(ph.loads))
-        if auto:
-            r.history.record(r.book.max(r.clock.totals["balance"] - spent["balance"]),
-                             r.book.max(r.clock.totals["migrate"] - spent["migrate"]), excess_before, ph.k)
+        _round(r, ph, auto)
     spent = r.clock.totals["migrate"]
     refine(r, ph)
     if auto and ph.refinement:  # the next decision counts the refinement with the migration
@@ -483,6 +496,28 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
     if auto and ph.rounds:  # a phase its balancing left no better than it began tells nothing of what it reaches
         final = float(ph.model.imbalance)
         r.history.imbalance_after = final if final < ph.imbalance_before else None
+
+
+def _round(r: RunState, ph: PhaseState, auto: bool) -> None:
+    """One balancing round: the links measured again if the subdomain graph changed, the balancer's decision,
+    its realisation, the loads gathered, and under ``trigger: auto`` the round's measured costs recorded."""
+    if ph.rounds:  # the subdomain graph changed: measure the new links
+        monitor(r, ph)
+        _conductances(r, ph)
+    spent = dict(r.clock.totals)
+    excess_before = excess(ph.model)
+    decision = balance(r, ph)
+    st = realise(r, ph, decision)
+    ph.infos.append(_jsonable(decision.info))  # after the realisation, which may add 'rejected'
+    ph.stats.add(st)
+    ph.rounds += 1
+    ph.moved_last_round = r.book.sum(st.cells_sent) != 0
+    if ph.moved_last_round:
+        ph.loads = np.array(r.book.allgather(r.dom.load))
+        ph.model = ph.model.with_loads(list(ph.loads))
+    if auto:
+        r.history.record(r.book.max(r.clock.totals["balance"] - spent["balance"]),
+                         r.book.max(r.clock.totals["migrate"] - spent["migrate"]), excess_before, ph.k)
 
 
 def _conductances(r: RunState, ph: PhaseState) -> None:

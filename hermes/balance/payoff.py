@@ -86,6 +86,8 @@ class History:
     imbalance_after: float | None = None
     #: the phase the sums belong to
     phase: int | None = None
+    #: the migration time of the last boundary refinement (``refinement.decide: auto``)
+    refine_time: float | None = None
 
     def record(self, balance_time: float, migrate_time: float, excess_before: float, phase: int = 0) -> None:
         """A round's costs (the slowest rank's) and the excess load it started from; the first round of a new

@@ -24,6 +24,9 @@ sweep, so a move is not undone by the opposite move it assumed away). In a sweep
 
 A rank's load thus stays within ``[(1 − τ)·l̄, (1 + τ)·l̄]`` when it starts there, and never moves further from
 that interval otherwise: the refinement never raises the imbalance above ``max(1 + τ, imbalance before)``.
+The interval may be lopsided — ``[(1 − τ₋)·l̄, (1 + τ)·l̄]`` with ``below = τ₋`` — since only the most loaded
+rank sets a synchronous iteration's time: a rank may shed more than it may take, and the moves that straighten
+a boundary keep their freedom while the imbalance they may leave stays small.
 The refinement stops at the first check that finds a pass moved nothing; the checks (one allreduce each) come
 after passes 1, 2, 4, 8, … (:func:`_check`): at scale most refinements use all their passes, and an idle pass
 (two neighbour messages a sweep) costs less than an allreduce over 64 ranks.
@@ -245,7 +248,8 @@ def _surplus(load: float, fair: float, tolerance: float) -> float:
 
 
 def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tolerance: float = 0.03,
-                  passes: int = 12, geometric: float = 0.25) -> tuple[NDArray[np.int64], RefineStats]:
+                  passes: int = 12, geometric: float = 0.25,
+                  below: float | None = None) -> tuple[NDArray[np.int64], RefineStats]:
     """Serial replay of :func:`refine_boundary` on a whole mesh (the oracle: the same moves).
 
     Parameters
@@ -254,6 +258,7 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
     fair : (p,) fair loads ``l̄ = c·Σl``.
     cost : (p, p) link costs (0 = unknown, :func:`complete_costs`); default 1 between every two ranks.
     tolerance, passes, geometric : τ, the largest number of passes, and γ (module docstring).
+    below : τ₋, how far below its fair share a rank's load may fall (default τ; module docstring).
 
     Returns
     -------
@@ -264,6 +269,7 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
     owner = np.asarray(owner, dtype=np.int64).copy()
     fair = np.asarray(fair, dtype=np.float64)
     p = fair.size
+    low = tolerance if below is None else below
     cost = complete_costs(np.ones((p, p)) if cost is None else cost)
     stats = RefineStats()
     for _ in range(passes):
@@ -275,7 +281,7 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
             new = owner.copy()
             for r, v in enumerate(views):
                 offers = {q: accepts[q][r] for q in v.neighbour_ranks.tolist() if r in accepts[q]}
-                new[v.gid] = sweep_moves(v, offers, _surplus(v.load, float(fair[r]), tolerance), cost,
+                new[v.gid] = sweep_moves(v, offers, _surplus(v.load, float(fair[r]), low), cost,
                                          centroids=cen, geometric=geometric, spacing=cell_spacing(v))
             step = new != owner
             moved += int(step.sum())
@@ -290,7 +296,7 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
 
 def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDArray[np.float64], clock=None, *,
                     tolerance: float = 0.03, passes: int = 12, geometric: float = 0.25,
-                    counters=None) -> tuple[LocalDomain, RefineStats]:
+                    counters=None, below: float | None = None) -> tuple[LocalDomain, RefineStats]:
     """The refinement of the module docstring on the distributed partition (collective).
 
     Parameters
@@ -305,6 +311,7 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
         Link costs (0 = unknown), the same on every rank.
     clock : the run's clock (messages are charged to it), optional
     tolerance, passes, geometric : τ, the largest number of passes, and γ.
+    below : τ₋, how far below its fair share a rank's load may fall (default τ).
     counters : hermes.comm.Counters, optional
         Message counts of the neighbour exchanges.
 
@@ -323,6 +330,7 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
 
     me = dom.rank
     fair_me = float(np.asarray(fair, dtype=np.float64)[me])
+    low = tolerance if below is None else below
     cost = complete_costs(cost)
     clock = clock if clock is not None else VirtualClock(me, comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())
     stats = RefineStats()
@@ -338,7 +346,7 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
                               recv_sizes=np.full(nb.size, 1 + d))
             offers = {int(q): float(g[0]) for q, g in zip(nb, got) if g[0] > 0}
             cen = {me: mine, **{int(q): g[1:] for q, g in zip(nb, got)}}
-            dest = sweep_moves(dom, offers, _surplus(dom.load, fair_me, tolerance), cost, centroids=cen,
+            dest = sweep_moves(dom, offers, _surplus(dom.load, fair_me, low), cost, centroids=cen,
                                geometric=geometric, spacing=cell_spacing(dom))
             dom = announce_moves(nc, dom, dest)
             dom, st = migrate(comm, dom, dest, clock, refresh=False)

@@ -62,3 +62,29 @@ def test_auto_trigger_skips_when_balancing_cannot_pay(tmp_path):
 def test_numeric_trigger_writes_what_it_always_wrote(tmp_path):
     s = _run(tmp_path / "n", "--set", "adaptation.phases=1")
     assert all("balance_decision" not in ph and "refinement" not in ph for ph in s["phases"])
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+@pytest.mark.parametrize("work, refines", [(1.0, True), (100.0, False)])
+def test_the_cost_model_decides_the_refinement(tmp_path, work, refines):
+    # the quickstart (4 ranks, 20 iterations): at 1 work unit per weight the ghost exchange (≈ 0.3 ms an
+    # iteration) exceeds 3 % of the compute (≈ 0.15 ms), so the refinement may pay; at 100 it cannot
+    s = _run(tmp_path / "d", *NEW, "--set", "balancer.refinement.decide=auto", "--set", "balancer.trigger=auto",
+             "--set", "balancer.algorithm=mincost", "--set", f"application.work_per_weight={work}",
+             "--set", "adaptation.phases=3")
+    refined = []
+    for k, ph in enumerate(s["phases"]):
+        ref = ph.get("refinement")
+        if not ph["balance_rounds"]:
+            continue
+        d = ref["decision"]
+        assert d["refine"] == (d["communication"] > d["cost"])
+        if k == 0:  # N·τ·κL/(s p), no refinement measured yet
+            assert d["cost"] == pytest.approx(20 * 0.03 * work * ph["weight"] / (1e5 * 4), rel=1e-12)
+        assert (ref["passes"] >= 1) == d["refine"]
+        if not d["refine"]:
+            assert set(ref) == {"passes", "decision"}
+        refined.append(d["refine"])
+    assert refined and all(r == refines for r in refined)
+    assert s["cells_final"] == s["cells_initial"] and s["jacobi_max_rel_error"] <= 1e-12

@@ -46,11 +46,12 @@ loads0 = np.bincount(owner, weights=weights, minlength=p)
 cost = np.ones((p, p)) - np.eye(p)
 tol = 0.05
 
-for geometric in (0.0, 1.0):
+for geometric, below in ((0.0, None), (1.0, None), (1.0, 0.15)):
     ref, _ = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, weights, owner, fair, cost, tolerance=tol, passes=4,
-                           geometric=geometric)
+                           geometric=geometric, below=below)
     clock = VirtualClock(rank, p, Links(), 1e6, 1.0 / p)
-    new, stats = refine_boundary(comm, dom, fair, cost, clock, tolerance=tol, passes=4, geometric=geometric)
+    new, stats = refine_boundary(comm, dom, fair, cost, clock, tolerance=tol, passes=4, geometric=geometric,
+                                 below=below)
     assert comm.allreduce(new.n) == mesh.n_cells, "cells lost or duplicated"
     assert np.array_equal(new.weight, weights[new.gid]) and np.array_equal(new.fields["u"], new.gid * 0.5)
     g = gather_to_root(comm, new, mesh.n_cells)
@@ -59,14 +60,14 @@ for geometric in (0.0, 1.0):
     assert bad.size == 0, f"stale ghost owner rank {rank}: cells {new.gid[new.rows[bad]]} nbrs {new.adjncy[bad]} have {new.nbr_owner[bad]} truth {truth[new.adjncy[bad]]} before {owner[new.adjncy[bad]]} {owner[new.gid[new.rows[bad]]]}"
     assert clock.elapsed() > 0, "the refinement's messages are charged"
     if rank == 0:
-        assert np.array_equal(truth, ref), f"geometric {geometric}: {int((truth != ref).sum())} cells differ"
+        assert np.array_equal(truth, ref), f"geometric {geometric} below {below}: {int((truth != ref).sum())} cells differ"
         loads = np.bincount(truth, weights=weights, minlength=p)
         hi = np.maximum((1 + tol) * fair, loads0)
-        lo = np.minimum((1 - tol) * fair, loads0)
+        lo = np.minimum((1 - (tol if below is None else below)) * fair, loads0)
         assert np.all(loads <= hi + 1e-9) and np.all(loads >= lo - 1e-9), (loads, fair)
         before, after = edge_cut(mesh.xadj, mesh.adjncy, owner), edge_cut(mesh.xadj, mesh.adjncy, truth)
         if geometric == 0.0:
             assert after < before, (before, after)
-        print(f"geometric {geometric}: cut {before} -> {after}, {stats.passes} passes")
+        print(f"geometric {geometric} below {below}: cut {before} -> {after}, {stats.passes} passes")
 if rank == 0:
     print("OK")

@@ -126,3 +126,28 @@ def test_async_mesh_tiny(tmp_path):
     assert float(sync["dist_sync"]) == 0.0 and sync["sync_sweeps_equal"] == sync["sweeps"] == "20"
     assert float(asy["dist_sync"]) > 0.0 and 0 < int(asy["sync_sweeps_equal"]) < 20
     assert float(asy["total_time"]) < float(sync["total_time"])
+
+
+def test_migration_bound_on_a_hand_made_run(tmp_path):
+    """An 8 × 4 grid in two halves, the left half's weights doubled: excess 8 on the one subdomain edge, so every
+    flow carries 8 load-hops and at least 4 cells of weight 2 move; the 'METIS' run moved 4 such cells."""
+    import numpy as np
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "scenario.yaml").write_text("name: t\nprocessors: 2\nmesh: {grid: 8x4}\nplatform: {capacities: homo}\n")
+    x = np.arange(32) % 8  # the grid numbers its cells row by row
+    owner0 = (x >= 4).astype(np.int64)
+    w1 = np.where(owner0 == 0, 2.0, 1.0)
+    owner1 = owner0.copy()
+    owner1[np.flatnonzero(x == 3)] = 1  # the left half's column next to the boundary: 4 cells of weight 2
+    np.savez(run / "partitions.npz", owner_000=owner0, owner_001=owner1, weight_000=np.ones(32), weight_001=w1)
+    res = bench("migration_bound.py", str(run), "--metis", str(run))
+    got = dict(line.split(": ") for line in res.stdout.strip().splitlines())
+    assert got["subdomain edges"] == "1" and got["excess"] == "8"
+    assert got["fewest load-hops (uniform costs)"] == "8" and got["load-hops of the minimal flow"] == "8"
+    assert got["cells moved, at least (one boundary each)"] == "4" and got["METIS cells moved"] == "4"
+    assert got["METIS weight moved"] == "8" and got["hops per unit of excess"] == "1"
+    bad = subprocess.run([sys.executable, str(BENCH / "migration_bound.py"), str(tmp_path)], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no partitions.npz" in bad.stderr

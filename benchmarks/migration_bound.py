@@ -34,6 +34,7 @@ from hermes.balance.flow import minimal_flow
 from hermes.balance.mincost import mincost_flow
 from hermes.balance.model import Model
 from hermes.driver import load_mesh
+from hermes.errors import HermesError
 from hermes.extraload import CapacitySchedule
 
 
@@ -49,8 +50,12 @@ def subdomain_graph(xadj, adjncy, owner, p: int) -> tuple[np.ndarray, np.ndarray
 
 def bound(run: Path, phase: int, metis: Path | None) -> dict[str, float]:
     sc = scenario(run / "scenario.yaml")
+    if sc.adaptation.kind != "weights":
+        raise ValueError("only weights adaptation: a refined mesh's adjacency is not the scenario's mesh")
     mesh = load_mesh(sc)
     parts = np.load(run / "partitions.npz")
+    if phase < 1 or f"weight_{phase:03d}" not in parts:
+        raise ValueError(f"no phase {phase} in partitions.npz")
     owner = parts[f"owner_{phase - 1:03d}"].astype(np.int64)
     w = parts[f"weight_{phase:03d}"].astype(np.float64)
     p = int(sc.processors)
@@ -65,6 +70,8 @@ def bound(run: Path, phase: int, metis: Path | None) -> dict[str, float]:
            "load-hops of the least-cost flow (boundary costs)": float(np.abs(mincost_flow(model)).sum()),
            "load-hops of the minimal flow": float(np.abs(minimal_flow(model)).sum()),
            "heaviest cell weight": float(w.max())}
+    if out["excess"] == 0:
+        raise ValueError(f"phase {phase} starts balanced: nothing to move")
     out["hops per unit of excess"] = out["fewest load-hops (uniform costs)"] / out["excess"]
     out["cells moved, at least (one boundary each)"] = math.ceil(out["fewest load-hops (uniform costs)"] / w.max()
                                                                  - 1e-9)
@@ -87,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         if path is not None and not (path / "partitions.npz").is_file():
             print(f"migration_bound: {path}: no partitions.npz (run with output.partitions: true)", file=sys.stderr)
             return 2
-    for key, value in bound(args.run, args.phase, args.metis).items():
+    try:
+        figures = bound(args.run, args.phase, args.metis)
+    except (ValueError, KeyError, HermesError) as err:
+        print(f"migration_bound: {args.run}: {err}", file=sys.stderr)
+        return 2
+    for key, value in figures.items():
         print(f"{key}: {value:,.0f}" if isinstance(value, int) or float(value).is_integer() else f"{key}: {value:,.3f}")
     return 0
 

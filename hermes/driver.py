@@ -458,13 +458,17 @@ def refine(r: RunState, ph: PhaseState) -> None:
 
 
 def _refinement_pays(r: RunState, ph: PhaseState) -> dict[str, Any]:
-    """``refinement.decide: auto`` — whether the boundary refinement can pay in this phase (the same on every
-    rank). It trades up to ``τ`` of every rank's compute (it fills the load tolerance) and its migration for a
-    shorter cut, and a shorter cut saves at most the whole ghost exchange. So it runs only when the phase's
-    modelled communication ``N · max_i Σ_j (α_ij + b·e_ij / β_ij)`` (``e_ij`` the cut edges between i and j, α
-    and β the monitor's latency and bandwidth, ``b`` = ``application.bytes_per_edge``) exceeds
-    ``N · τ · κL/(s p) + T_r``, ``T_r`` the last refinement's measured migration time (0 before any).
-    Communication-bound phases refine; compute-bound ones (few cut edges per unit of work) do not."""
+    """``refinement.decide: auto`` — whether the boundary refinement is worth its price in this phase (the same on
+    every rank). It costs up to ``τ`` of every rank's compute (it fills the load tolerance) and its migration, for
+    a shorter cut; a shorter cut can at most save the ghost exchange. The rule refines only when the phase's ghost
+    exchange with its sends serialised, ``N · max_i Σ_j (α_ij + b·e_ij / B_ij)`` (``e_ij`` the cut edges between
+    i and j, α and B the monitor's latency and bandwidth, ``b`` = ``application.bytes_per_edge``), exceeds
+    ``N · τ · κL/(s p) + T_r`` (``T_r`` the migration time of the last refinement that ran, 0 before any).
+
+    The left side bounds the exchange from above (the virtual clock overlaps a rank's sends and charges the
+    largest), so a skipped refinement could not have paid; a refinement that runs is not promised to pay — the
+    rule is a gate on the ratio of communication to computation: compute-bound phases never refine, phases whose
+    serialised exchange exceeds ``τ`` of their compute do, for the cut's sake (BENCHMARKS.md, issue 10)."""
     app, spec, est = r.sc.application, r.sc.balancer.refinement, ph.est
     nb, length = r.dom.neighbour_ranks, r.dom.boundary_lengths.astype(np.float64)
     lat = np.full(nb.size, float(np.mean(est.latency)) if est.latency.size else r.clock.links.latency)

@@ -230,16 +230,17 @@ class RefinementSpec(_Strict):
     passes: Annotated[int, Field(ge=0, le=100)] = Field(
         0, description="largest number of passes (an upward and a downward sweep); 0 = no refinement")
     tolerance: Annotated[float, Field(gt=0.0, le=0.5)] = Field(
-        0.03, description="loads stay within (1 ± tolerance) of their fair share (or no further from it)")
+        0.03, description="loads stay within (1 ± tolerance) of their fair share (or no further from it); "
+        "below: a different lower bound")
     geometric: Annotated[float, Field(ge=0.0, le=100.0)] = Field(
         0.25, description="weight of the geometric gain (cell widths beyond the centroids' bisector); 0 = cut only")
     below: Annotated[float, Field(gt=0.0, le=0.5)] | None = Field(
         None, description="loads may fall to (1 - below) of their fair share (a lopsided tolerance: only the most "
         "loaded rank sets the time); default: tolerance")
     decide: Literal["always", "auto"] = Field(
-        "always", description="always refine after a flow moved cells, or auto: only when the phase's modelled "
-        "communication (its iterations times the α-β time of the ghost exchange) exceeds what the tolerance may "
-        "cost (tolerance times the compute time) plus the last refinement's migration time")
+        "always", description="always refine after a flow moved cells, or auto: only when the phase's ghost "
+        "exchange with its sends serialised (iterations times the sum of the α-β message times) exceeds what the "
+        "tolerance may cost (tolerance times the compute time) plus the last refinement's migration time")
 
 
 class BalancerSpec(_Strict):

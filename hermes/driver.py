@@ -495,7 +495,9 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
         _round(r, ph, auto)
     spent = r.clock.totals["migrate"]
     refine(r, ph)
-    if auto and ph.refinement:  # the next decision counts the refinement with the migration
+    if auto and ph.refinement and r.sc.balancer.refinement.decide == "always":
+        # the next decision counts the refinement with the migration; with decide: auto the refinement has its own
+        # gate and price (_refinement_pays), and its latency-bound time scaled by the excess would swamp the rounds'
         r.history.migrate_time += r.book.max(r.clock.totals["migrate"] - spent)
     if auto and ph.rounds:  # a phase its balancing left no better than it began tells nothing of what it reaches
         final = float(ph.model.imbalance)

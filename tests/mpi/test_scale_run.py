@@ -105,3 +105,32 @@ def test_the_cost_model_decides_the_refinement(tmp_path, work, refines):
         refined.append(d["refine"])
     assert refined and all(r == refines for r in refined)
     assert s["cells_final"] == s["cells_initial"] and s["jacobi_max_rel_error"] <= 1e-12
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_an_expensive_refinement_does_not_stop_later_balancing(tmp_path):
+    # the DATA set-up on grid20x19 (8 ranks, 10 iterations per phase): phase 1's refinement, latency-bound, once
+    # entered the trigger's migration rate (time per unit of excess), and every later phase was skipped at
+    # imbalance up to 1.97; with decide: auto the refinement has its own gate and the rounds' rate stays theirs
+    from tests.conftest import ROOT
+
+    sc = tmp_path / "grid.yaml"
+    sc.write_text(f"""name: data-grid
+processors: 8
+seed: 1
+clock: virtual
+mesh: {{file: {ROOT / 'meshes' / 'grid20x19.vtu'}, units: cells}}
+platform: {{capacities: [1, 2, 3, 4, 1, 2, 3, 4], speed: 1.0e5, latency: 1.0e-4, bandwidth: 1.25e7}}
+application: {{kernel: synthetic, iterations: 10, work_per_weight: 1.0, bytes_per_edge: 64}}
+adaptation: {{phases: 5, factor: 2.0, region: {{kind: front, start: 0.15, speed: 0.1, width: 0.3}}}}
+balancer: {{algorithm: mincost, trigger: auto, ghosts: exact, conductance: boundary,
+           refinement: {{passes: 12, decide: auto}}}}
+""")
+    out = tmp_path / "g"
+    res = run_mpi(8, ["run", str(sc), "--out", str(out), "--no-launch", "--quiet", "--no-pictures"], timeout=240)
+    assert res.returncode == 0, res.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["phases"][0]["refinement"]["passes"] >= 1  # phase 1 refines (380 cells: communication-bound)
+    for ph in s["phases"]:
+        assert ph["balance_rounds"] >= 1 and ph["imbalance_after"] <= 1.1, (ph["phase"], ph["imbalance_after"])

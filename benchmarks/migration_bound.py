@@ -36,16 +36,7 @@ from hermes.balance.model import Model
 from hermes.driver import load_mesh
 from hermes.errors import HermesError
 from hermes.extraload import CapacitySchedule
-
-
-def subdomain_graph(xadj, adjncy, owner, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """(edges i < j, common boundary lengths in cut mesh edges) of the partition ``owner``."""
-    rows = np.repeat(np.arange(xadj.size - 1), np.diff(xadj))
-    a, b = owner[rows], owner[adjncy]
-    cut = a < b  # every cut mesh edge once (it appears from both of its cells)
-    pairs = a[cut] * p + b[cut]
-    keys, counts = np.unique(pairs, return_counts=True)
-    return np.stack([keys // p, keys % p], axis=1), counts.astype(np.float64)
+from hermes.metrics import subdomain_graph
 
 
 def bound(run: Path, phase: int, metis: Path | None) -> dict[str, float]:
@@ -61,8 +52,8 @@ def bound(run: Path, phase: int, metis: Path | None) -> dict[str, float]:
     p = int(sc.processors)
     caps = CapacitySchedule.from_scenario(sc, p).at(phase)
     loads = np.bincount(owner, weights=w, minlength=p)
-    edges, lengths = subdomain_graph(np.asarray(mesh.xadj), np.asarray(mesh.adjncy), owner, p)
-    model = Model.create(p, edges, loads, caps, lengths)
+    edges, lengths = subdomain_graph(mesh.xadj, mesh.adjncy, owner)
+    model = Model.create(p, edges, loads, caps, lengths.astype(np.float64))
     out = {"p": p, "cells": int(w.size), "subdomain edges": int(model.q),
            "imbalance": float(model.imbalance),
            "excess": float(np.maximum(model.loads - model.fair_loads, 0.0).sum()),

@@ -473,9 +473,7 @@ def _refinement_pays(r: RunState, ph: PhaseState) -> dict[str, Any]:
     nb, length = r.dom.neighbour_ranks, r.dom.boundary_lengths.astype(np.float64)
     lat = np.full(nb.size, float(np.mean(est.latency)) if est.latency.size else r.clock.links.latency)
     bw = np.full(nb.size, float(np.mean(est.bandwidth)) if est.bandwidth.size else r.clock.links.bandwidth)
-    pos = np.searchsorted(est.neighbours, nb)
-    known = pos < est.neighbours.size
-    known[known] = est.neighbours[pos[known]] == nb[known]
+    pos, known = _find(est.neighbours, nb)
     lat[known], bw[known] = est.latency[pos[known]], est.bandwidth[pos[known]]
     t_comm = r.book.max(float(np.sum(lat + app.bytes_per_edge * length / bw)))
     t_it = iteration_time(ph.model, app.work_per_weight, r.sc.platform.speed)
@@ -526,6 +524,15 @@ def _round(r: RunState, ph: PhaseState, auto: bool) -> None:
                          r.book.max(r.clock.totals["migrate"] - spent["migrate"]), excess_before, ph.k)
 
 
+def _find(keys: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of ``query`` in the sorted array ``keys`` and which of them it holds (a neighbour list against
+    another: the monitor's of the phase and the domain's now)."""
+    pos = np.searchsorted(keys, query)
+    found = pos < keys.size
+    found[found] = keys[pos[found]] == query[found]
+    return pos, found
+
+
 def _conductances(r: RunState, ph: PhaseState) -> None:
     """``conductance: boundary``: the model's edge weights (and this rank's ``ph.weights``) become the monitor's
     link weights times the number of cut edges between the two subdomains over the largest such number
@@ -537,8 +544,7 @@ def _conductances(r: RunState, ph: PhaseState) -> None:
     top = max(r.book.max(float(length.max(initial=0.0))), 1.0)
     est = ph.est
     share = np.ones(est.neighbours.size)
-    pos = np.searchsorted(nb, est.neighbours)
-    ok = (pos < nb.size) & (nb[np.minimum(pos, max(nb.size - 1, 0))] == est.neighbours) if nb.size else share < 0
+    pos, ok = _find(nb, est.neighbours)
     share[ok] = length[pos[ok]] / top
     ph.weights = est.weights * share
     m = ph.model

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from hermes.errors import HermesError
 
-__all__ = ["imbalance", "edge_cut", "boundary_cells", "migration_volume", "QUALITY_KEYS", "partition_quality",
+__all__ = ["imbalance", "edge_cut", "subdomain_graph", "boundary_cells", "migration_volume", "QUALITY_KEYS", "partition_quality",
            "partition_quality_local", "cell_bytes"]
 
 #: The keys of :func:`partition_quality` and :func:`partition_quality_local`, in this order.
@@ -33,6 +33,19 @@ def imbalance(loads: NDArray[np.float64], capacities: NDArray[np.float64]) -> fl
     if total <= 0:
         return 1.0
     return float(np.max(loads / (c * total)))
+
+
+def subdomain_graph(xadj: NDArray[np.int64], adjncy: NDArray[np.int64],
+                    owner: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The subdomain graph of a partition: its edges ``(i, j)``, ``i < j``, in lexicographic order, and the number
+    of cut dual edges (the common boundary) of each."""
+    xadj, adjncy, owner = (np.asarray(a, dtype=np.int64) for a in (xadj, adjncy, owner))
+    rows = np.repeat(np.arange(xadj.size - 1, dtype=np.int64), np.diff(xadj))
+    a, b = owner[rows], owner[adjncy]
+    cut = (rows < adjncy) & (a != b)  # each cut dual edge once
+    pairs = np.sort(np.column_stack([a[cut], b[cut]]), axis=1)
+    edges, boundary = np.unique(pairs, axis=0, return_counts=True)
+    return edges.reshape(-1, 2).astype(np.int64), boundary.astype(np.int64)
 
 
 def edge_cut(xadj: NDArray[np.int64], adjncy: NDArray[np.int64], owner: NDArray[np.int64]) -> int:

@@ -15,7 +15,8 @@ import pytest
 
 from hermes.data.mesh import csr_from_edges
 from hermes.errors import HermesError
-from hermes.metrics import QUALITY_KEYS, boundary_cells, cell_bytes, edge_cut, migration_volume, partition_quality
+from hermes.metrics import (QUALITY_KEYS, boundary_cells, cell_bytes, edge_cut, migration_volume, partition_quality,
+                            subdomain_graph)
 from tests.tolerances import gamma
 
 # A 4 × 2 grid of cells, c = 4 j + i:     4 5 6 7     owners:  0 2 2 3
@@ -171,3 +172,16 @@ def _mpi_main(seed: int) -> None:
 
 if __name__ == "__main__":
     _mpi_main(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+
+
+def test_subdomain_graph_counts_each_cut_edge_once():
+    from hermes.data.generators import grid
+
+    mesh = grid(4, 3)  # cells numbered row by row
+    x = np.arange(12) % 4
+    y = np.arange(12) // 4
+    owner = np.where(x < 2, 0, np.where(y < 2, 1, 2))  # left half | top right | bottom-right row
+    edges, boundary = subdomain_graph(mesh.xadj, mesh.adjncy, owner)
+    # 0|1: rows 0-1 across x = 2 (2 edges); 0|2: row 2 (1); 1|2: x = 2, 3 between rows 1 and 2 (2)
+    assert edges.tolist() == [[0, 1], [0, 2], [1, 2]] and boundary.tolist() == [2, 1, 2]
+    assert boundary.sum() == edge_cut(mesh.xadj, mesh.adjncy, owner)

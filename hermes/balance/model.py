@@ -160,4 +160,3 @@ def edge_values(comm, rank: int, neighbours, values, edges, default: float | Non
     table = {(i, j): v for part in comm.allgather(mine) for i, j, v in part}
     key = (lambda e: table[e]) if default is None else (lambda e: table.get(e, default))
     return np.array([key((int(i), int(j))) for i, j in edges], dtype=np.float64)
-

@@ -86,7 +86,7 @@ class History:
     imbalance_after: float | None = None
     #: the phase the sums belong to
     phase: int | None = None
-    #: the migration time of the last boundary refinement (``refinement.decide: auto``)
+    #: the migration time of the last boundary refinement that ran (the price ``refinement.decide: auto`` weighs)
     refine_time: float | None = None
 
     def record(self, balance_time: float, migrate_time: float, excess_before: float, phase: int = 0) -> None:

@@ -83,6 +83,7 @@ from numpy.typing import NDArray
 
 from hermes.balance.model import Model
 from hermes.errors import GraphError, HermesError, ScenarioError
+from hermes.metrics import subdomain_graph
 from hermes.scenario import BIG, TINY
 
 __all__ = ["ProcessorGraph", "GRAPH_KINDS", "LOAD_KINDS", "parse_graph", "parse_capacities", "parse_weights",
@@ -278,16 +279,12 @@ def _mesh_file_graph(rest: str, spec: str) -> ProcessorGraph:
         owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, nparts, seed=0)
     except HermesError as err:
         raise GraphError(f"graph spec {spec!r}: {err}") from None
-    rows = np.repeat(np.arange(mesh.n_cells), np.diff(mesh.xadj))
-    a, b = owner[rows], owner[mesh.adjncy]
-    cut = (rows < mesh.adjncy) & (a != b)  # each cut dual edge once
-    pairs = np.sort(np.column_stack([a[cut], b[cut]]), axis=1)
-    edges, boundary = np.unique(pairs, axis=0, return_counts=True)
+    edges, boundary = subdomain_graph(mesh.xadj, mesh.adjncy, owner)
     meta = {"mesh": str(path), "cells": mesh.n_cells, "parts": nparts,
             "part_cells": np.bincount(owner, minlength=nparts).tolist(),
             "part_weights": np.bincount(owner, weights=mesh.weights, minlength=nparts).tolist(),
-            "boundary": boundary.astype(np.int64).tolist()}
-    return ProcessorGraph(nparts, edges.reshape(-1, 2).astype(np.int64), spec, meta)
+            "boundary": boundary.tolist()}
+    return ProcessorGraph(nparts, edges, spec, meta)
 
 
 def parse_graph(spec: str) -> ProcessorGraph:

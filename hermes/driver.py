@@ -380,8 +380,13 @@ def estimate_payoff(r: RunState, ph: PhaseState) -> Payoff:
         bpw = r.book.sum(float(cell_bytes(r.dom).sum())) / max(r.book.sum(r.dom.load), 1e-300)
         tb, tm, src = first_estimate(r.balancer, ph.model, r.params, r.clock.links, bpw)
     else:
-        tb, tm = h.balance_time, h.migrate_estimate(excess(ph.model))
+        spec = r.sc.balancer.refinement
+        # with decide: always a phase's first round commits to the refinement: its last measured time, once
+        fixed = (h.refine_time or 0.0) if spec.passes and spec.decide == "always" and not ph.flow_moved else 0.0
+        tb, tm = h.balance_time, h.migrate_estimate(excess(ph.model), fixed)
         src = "measured: last round's balancing, last balanced phase's migration per unit of excess"
+        if fixed:
+            src += ", plus the last boundary refinement's"
     after = h.imbalance_after if h.imbalance_after is not None else 1.0
     return payoff(ph.rounds, ph.model, iterations=app.iterations, work_per_weight=app.work_per_weight,
                   speed=r.sc.platform.speed, expected_after=after, balance_cost=tb, migrate_cost=tm, source=src)
@@ -491,12 +496,7 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
     _conductances(r, ph)
     while decide(r, ph):
         _round(r, ph, auto)
-    spent = r.clock.totals["migrate"]
-    refine(r, ph)
-    if auto and ph.refinement and r.sc.balancer.refinement.decide == "always":
-        # the next decision counts the refinement with the migration; with decide: auto the refinement has its own
-        # gate and price (_refinement_pays), and its latency-bound time scaled by the excess would swamp the rounds'
-        r.history.migrate_time += r.book.max(r.clock.totals["migrate"] - spent)
+    refine(r, ph)  # its time is History.refine_time, not part of the rounds' migration rate (estimate_payoff)
     if auto and ph.rounds:  # a phase its balancing left no better than it began tells nothing of what it reaches
         final = float(ph.model.imbalance)
         r.history.imbalance_after = final if final < ph.imbalance_before else None

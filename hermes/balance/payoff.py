@@ -98,12 +98,14 @@ class History:
         self.migrate_time += float(migrate_time)
         self.excess += float(excess_before)
 
-    def migrate_estimate(self, excess_now: float) -> float:
-        """``T_m`` for a round starting from ``excess_now``: the measured rate times it (the sum itself when
-        no excess was measured)."""
+    def migrate_estimate(self, excess_now: float, fixed: float = 0.0) -> float:
+        """``T_m`` for a round starting from ``excess_now``: the rounds' measured rate times it (the sum itself
+        when no excess was measured), plus a ``fixed`` cost that does not scale with the excess — the boundary
+        refinement a phase's first round commits to (its time is set by the passes' latencies, not by the load)."""
         if self.migrate_time is None:
-            return 0.0
-        return self.migrate_time * excess_now / self.excess if self.excess else self.migrate_time
+            return float(fixed)
+        rate = self.migrate_time * excess_now / self.excess if self.excess else self.migrate_time
+        return rate + float(fixed)
 
 
 def excess(model: Model) -> float:

@@ -65,3 +65,13 @@ def test_migration_rate_is_over_the_last_balanced_phase_not_its_last_round():
     h.record(0.02, 0.05, 500.0, phase=2)  # a new phase restarts the sums
     assert h.balance_time == 0.02 and h.migrate_estimate(250.0) == pytest.approx(0.025)
     assert History().migrate_estimate(5.0) == 0.0
+
+
+def test_a_fixed_cost_is_added_once_not_scaled_by_the_excess():
+    # a refinement of 0.05 s (latency-bound) beside rounds that moved 1000 units of excess in 0.1 s: it must
+    # not enter the rate, or 10 units of excess would be priced 0.15 * 10 / 1000 instead of 0.001 + 0.05
+    h = History()
+    h.record(0.01, 0.1, 1000.0, phase=1)
+    assert h.migrate_estimate(10.0, fixed=0.05) == pytest.approx(0.1 * 10.0 / 1000.0 + 0.05)
+    assert h.migrate_estimate(10.0) == pytest.approx(0.001)
+    assert History().migrate_estimate(5.0, fixed=0.05) == 0.05

@@ -95,6 +95,17 @@ METHODS: dict[str, dict[str, Any]] = {
     # the cost model decides the refinement too (refinement.decide: auto): the default recommendation
     "mincost+compacta+trigger": {"algorithm": "mincost", **COMPACT,
                                  "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
+    # the migration frontier: slack 0.03 / 0.05 (loads may end 3 % / 5 % above their share, the imbalance
+    # bound) with the recommended setting — fewer cells move, at the price of compute
+    "mincost3+compacta+trigger": {"algorithm": "mincost", "mincost": {"slack": 0.03}, **COMPACT,
+                                  "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
+    "mincost5+compacta+trigger": {"algorithm": "mincost", "mincost": {"slack": 0.05}, **COMPACT,
+                                  "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
+    # ... and with one round per phase, so that no later round balances the slack away
+    "mincost5+compacta+trigger+r1": {"algorithm": "mincost", "mincost": {"slack": 0.05}, **COMPACT, "rounds": 1,
+                                     "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
+    "mincost3+compacta+trigger+r1": {"algorithm": "mincost", "mincost": {"slack": 0.03}, **COMPACT, "rounds": 1,
+                                     "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
     # Scotch's trade of cut against migration (its migration_cost; 1 above): how far a repartitioner goes

@@ -21,12 +21,16 @@ saving exceeds ``T_b + T_m``. The estimates come from what the run has measured 
   :func:`first_estimate`), or 0 for a balancer without one (METIS, Scotch: the first round runs and is
   measured);
 * ``T_m`` — the migration time per unit of excess load ``E = Σ_i max(0, l_i − ĉ_i L)`` measured over the
-  last balanced phase (the slowest rank's migration time of all its rounds and its refinement over the excess
-  its rounds started from), times the excess now (the volume a flow moves grows with the excess); before any
-  round, :func:`migration_time` of the serial reference's flow. The rate is taken over the whole phase, not
-  its last round: a last round that corrects a residue of 1.0003 starts from almost no excess, and its fixed
-  costs (latencies, the refinement) over that excess would predict a migration of minutes for the next
-  phase's first round.
+  last balanced phase (the slowest rank's migration time of all its rounds over the excess they started
+  from), times the excess now (the volume a flow moves grows with the excess); before any round,
+  :func:`migration_time` of the serial reference's flow. The rate is taken over the whole phase, not its last
+  round: a last round that corrects a residue of 1.0003 starts from almost no excess, and its fixed costs
+  (latencies) over that excess would predict a migration of minutes for the next phase's first round. The
+  boundary refinement (``balancer.refinement``) is not in the rate: its time is set by its passes' latencies,
+  not by the excess, and scaled with the excess it once stopped all balancing after phase 1 (DATA grid20x19,
+  imbalance up to 1.97). Under ``refinement.decide: always`` a phase's first round commits to it, so that
+  round adds the last refinement's measured time once (``History.migrate_estimate``'s ``fixed``); under
+  ``decide: auto`` the refinement has its own gate and price (:func:`hermes.driver._refinement_pays`).
 
 Every estimate is recorded with the choice (``balance_decision`` in summary.json), so a wrong guess can be
 seen and the model corrected. The decision is myopic: it weighs this phase only, not the imbalance a skipped

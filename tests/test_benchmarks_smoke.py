@@ -111,6 +111,23 @@ def test_scale_quick():
         assert r[0] == "4" and float(r[2]) > 0 and int(r[6].replace(",", "")) > 0
 
 
+def test_scale_frontier_plot(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("scale_bench", BENCH / "scale.py")
+    scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scale)
+    base = dict(setup="quickstart", kind="weights", capacities="homo", iterations=200, ranks=64, mesh="grid160x120")
+    rows = [dict(base, method="metis", distinct_cells=100, cuts=[10, 10], total_time=3.0),
+            dict(base, method="mincost+compacta+trigger", distinct_cells=90, cuts=[11, 10], total_time=2.9),
+            dict(base, method="scotch", distinct_cells=50, cuts=[13, 12], total_time=3.1)]
+    out = tmp_path / "f.png"
+    scale.frontier(rows, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="no METIS run at 64 ranks"):
+        scale.frontier(rows[1:], tmp_path / "g.png")
+
+
 @pytest.mark.mpi  # starts mpiexec itself
 @pytest.mark.slow
 def test_async_mesh_tiny(tmp_path):

@@ -376,20 +376,22 @@ def estimate_payoff(r: RunState, ph: PhaseState) -> Payoff:
     round's balancing; the last balanced phase's migration per unit of excess load, times the excess now), or
     before any round the balancer's serial reference on the model; every input is the same on every rank."""
     h, app = r.history, r.sc.application
+    fixed = 0.0
     if h.balance_time is None:
         bpw = r.book.sum(float(cell_bytes(r.dom).sum())) / max(r.book.sum(r.dom.load), 1e-300)
         tb, tm, src = first_estimate(r.balancer, ph.model, r.params, r.clock.links, bpw)
     else:
-        spec = r.sc.balancer.refinement
         # with decide: always a phase's first round commits to the refinement: its last measured time, once
-        fixed = (h.refine_time or 0.0) if spec.passes and spec.decide == "always" and not ph.flow_moved else 0.0
+        if r.sc.balancer.refinement.decide == "always" and not ph.flow_moved:
+            fixed = h.refine_time or 0.0
         tb, tm = h.balance_time, h.migrate_estimate(excess(ph.model), fixed)
         src = "measured: last round's balancing, last balanced phase's migration per unit of excess"
         if fixed:
             src += ", plus the last boundary refinement's"
     after = h.imbalance_after if h.imbalance_after is not None else 1.0
     return payoff(ph.rounds, ph.model, iterations=app.iterations, work_per_weight=app.work_per_weight,
-                  speed=r.sc.platform.speed, expected_after=after, balance_cost=tb, migrate_cost=tm, source=src)
+                  speed=r.sc.platform.speed, expected_after=after, balance_cost=tb, migrate_cost=tm, source=src,
+                  migrate_fixed=fixed)
 
 
 def balance(r: RunState, ph: PhaseState) -> Decision:
@@ -458,6 +460,7 @@ def refine(r: RunState, ph: PhaseState) -> None:
     ph.loads = np.array(r.book.allgather(r.dom.load))
     ph.model = ph.model.with_loads(list(ph.loads))
     ph.refinement = {"passes": st.passes, "cells": r.book.sum(st.cells_sent), "weight": r.book.sum(st.weight_sent),
+                     "migrate_time": r.history.refine_time,
                      "edge_cut_before": cut_before, "imbalance_before": imbalance_before,
                      "imbalance_after": float(ph.model.imbalance), **({"decision": decision} if decision else {})}
 

@@ -117,7 +117,8 @@ def test_scale_frontier_plot(tmp_path):
     spec = importlib.util.spec_from_file_location("scale_bench", BENCH / "scale.py")
     scale = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(scale)
-    base = dict(setup="quickstart", kind="weights", capacities="homo", iterations=200, ranks=64, mesh="grid160x120")
+    base = dict(setup="quickstart", kind="weights", capacities="homo", iterations=200, phases=3, ranks=64,
+                mesh="grid160x120")
     rows = [dict(base, method="metis", distinct_cells=100, cuts=[10, 10], total_time=3.0),
             dict(base, method="mincost+compacta+trigger", distinct_cells=90, cuts=[11, 10], total_time=2.9),
             dict(base, method="scotch", distinct_cells=50, cuts=[13, 12], total_time=3.1)]

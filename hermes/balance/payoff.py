@@ -29,7 +29,8 @@ saving exceeds ``T_b + T_m``. The estimates come from what the run has measured 
   boundary refinement (``balancer.refinement``) is not in the rate: its time is set by its passes' latencies,
   not by the excess, and scaled with the excess it once stopped all balancing after phase 1 (DATA grid20x19,
   imbalance up to 1.97). Under ``refinement.decide: always`` a phase's first round commits to it, so that
-  round adds the last refinement's measured time once (``History.migrate_estimate``'s ``fixed``); under
+  round adds the last refinement's measured time once (``History.migrate_estimate``'s ``fixed``, recorded as
+  ``migrate_fixed``); under
   ``decide: auto`` the refinement has its own gate and price (:func:`hermes.driver._refinement_pays`).
 
 Every estimate is recorded with the choice (``balance_decision`` in summary.json), so a wrong guess can be
@@ -64,6 +65,8 @@ class Payoff:
     balance_cost: float
     migrate_cost: float
     source: str
+    #: the part of ``migrate_cost`` that does not scale with the excess (a committed boundary refinement)
+    migrate_fixed: float = 0.0
 
     @property
     def cost(self) -> float:
@@ -81,8 +84,8 @@ class Payoff:
 @dataclass
 class History:
     """What the run measured (the same on every rank): the balancing time of its last round; the migration time
-    and the excess load summed over the rounds (and refinement) of its last balanced phase; the imbalance that
-    phase ended with."""
+    and the excess load summed over the rounds of its last balanced phase (not its boundary refinement: that is
+    ``refine_time``); the imbalance that phase ended with."""
 
     balance_time: float | None = None
     migrate_time: float | None = None
@@ -90,7 +93,8 @@ class History:
     imbalance_after: float | None = None
     #: the phase the sums belong to
     phase: int | None = None
-    #: the migration time of the last boundary refinement that ran (the price ``refinement.decide: auto`` weighs)
+    #: the migration time of the last boundary refinement that ran: the price ``refinement.decide: auto`` weighs,
+    #: and under ``decide: always`` the fixed cost a phase's first round adds to its migration estimate
     refine_time: float | None = None
 
     def record(self, balance_time: float, migrate_time: float, excess_before: float, phase: int = 0) -> None:
@@ -123,7 +127,8 @@ def iteration_time(model: Model, work_per_weight: float, speed: float) -> float:
 
 
 def payoff(round_: int, model: Model, *, iterations: int, work_per_weight: float, speed: float,
-           expected_after: float, balance_cost: float, migrate_cost: float, source: str) -> Payoff:
+           expected_after: float, balance_cost: float, migrate_cost: float, source: str,
+           migrate_fixed: float = 0.0) -> Payoff:
     """The saving of one round over the phase's ``iterations`` and its cost (module docstring).
 
     Parameters
@@ -134,12 +139,13 @@ def payoff(round_: int, model: Model, *, iterations: int, work_per_weight: float
     expected_after : I', the imbalance the round is expected to reach.
     balance_cost, migrate_cost : T_b and T_m in seconds.
     source : where the costs come from (recorded).
+    migrate_fixed : the part of ``migrate_cost`` that does not scale with the excess (recorded).
     """
     t_it = iteration_time(model, work_per_weight, speed)
     imb = float(model.imbalance)
     after = min(float(expected_after), imb)
     return Payoff(round_, imb, after, int(iterations), t_it, iterations * t_it * (imb - after),
-                  float(balance_cost), float(migrate_cost), source)
+                  float(balance_cost), float(migrate_cost), source, float(migrate_fixed))
 
 
 def migration_time(model: Model, flow: NDArray[np.float64], levels: int, bytes_per_weight: float,

@@ -142,6 +142,17 @@ balancer: {{algorithm: mincost, trigger: auto, ghosts: exact, conductance: bound
         for ph, nxt in zip(phases, phases[1:]):
             assert ph["balance_rounds"] >= 1 or nxt["balance_rounds"] >= 1, ph["phase"]
         assert phases[-1]["balance_rounds"] >= 1 and phases[-1]["imbalance_after"] <= 1.1
-        # a skipped first round priced the refinement in: its recorded cost includes phase 1's refinement time
-        skipped = [ph["balance_decision"][0] for ph in phases[1:] if ph["balance_rounds"] == 0]
-        assert all("refinement" in d["source"] for d in skipped)
+    # the refinement's price: under decide: always a phase's first round adds the last refinement's measured
+    # time once (unscaled), later rounds nothing; under decide: auto no round adds it (it has its own gate)
+    last_refine, fixed_seen = None, 0
+    for ph in phases:
+        for d in ph["balance_decision"]:
+            want = last_refine if decide == "always" and d["round"] == 0 and last_refine is not None else 0.0
+            assert d["migrate_fixed"] == want, (ph["phase"], d["round"], d["migrate_fixed"], want)
+            assert d["migrate_cost"] >= d["migrate_fixed"]
+            fixed_seen += d["migrate_fixed"] > 0
+        ref = ph.get("refinement") or {}
+        if ref.get("passes"):
+            assert ref["migrate_time"] > 0
+            last_refine = ref["migrate_time"]
+    assert fixed_seen >= (3 if decide == "always" else 0)  # phases 2–5 each priced it in

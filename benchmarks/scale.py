@@ -52,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the compact realisation (BENCHMARKS.md): exact ghosts, boundary conductances, boundary refinement
 COMPACT = {"ghosts": "exact", "conductance": "boundary",
            "refinement": {"passes": 12, "tolerance": 0.03, "geometric": 0.25}}
+#: ``+compacta``: :data:`COMPACT` with the cost model deciding the refinement (``refinement.decide: auto``)
+COMPACTA = {**COMPACT, "refinement": {**COMPACT["refinement"], "decide": "auto"}}
 #: method label -> the scenario's ``balancer`` section (``+compact``: with :data:`COMPACT`; ``+trigger``: with
 #: ``trigger: auto``)
 METHODS: dict[str, dict[str, Any]] = {
@@ -93,22 +95,19 @@ METHODS: dict[str, dict[str, Any]] = {
                                   "refinement": {**COMPACT["refinement"], "tolerance": 0.02, "below": 0.05},
                                   "trigger": "auto"},
     # the cost model decides the refinement too (refinement.decide: auto): the default recommendation
-    "mincost+compacta+trigger": {"algorithm": "mincost", **COMPACT,
-                                 "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
+    "mincost+compacta+trigger": {"algorithm": "mincost", **COMPACTA, "trigger": "auto"},
     # ... with twice the passes (at 128 ranks every phase used all 12)
-    "mincost+compacta24+trigger": {"algorithm": "mincost", **COMPACT, "trigger": "auto",
-                                   "refinement": {**COMPACT["refinement"], "decide": "auto", "passes": 24}},
+    "mincost+compacta24+trigger": {"algorithm": "mincost", **COMPACTA, "trigger": "auto",
+                                   "refinement": {**COMPACTA["refinement"], "passes": 24}},
     # the migration frontier: slack 0.03 / 0.05 (loads may end 3 % / 5 % above their share, the issue's imbalance
     # bound) with the recommended setting — fewer cells move, at the price of compute
-    "mincost3+compacta+trigger": {"algorithm": "mincost", "mincost": {"slack": 0.03}, **COMPACT,
-                                  "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
-    "mincost5+compacta+trigger": {"algorithm": "mincost", "mincost": {"slack": 0.05}, **COMPACT,
-                                  "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
+    "mincost3+compacta+trigger": {"algorithm": "mincost", "mincost": {"slack": 0.03}, **COMPACTA, "trigger": "auto"},
+    "mincost5+compacta+trigger": {"algorithm": "mincost", "mincost": {"slack": 0.05}, **COMPACTA, "trigger": "auto"},
     # ... and with one round per phase, so that no later round balances the slack away
-    "mincost5+compacta+trigger+r1": {"algorithm": "mincost", "mincost": {"slack": 0.05}, **COMPACT, "rounds": 1,
-                                     "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
-    "mincost3+compacta+trigger+r1": {"algorithm": "mincost", "mincost": {"slack": 0.03}, **COMPACT, "rounds": 1,
-                                     "refinement": {**COMPACT["refinement"], "decide": "auto"}, "trigger": "auto"},
+    "mincost5+compacta+trigger+r1": {"algorithm": "mincost", "mincost": {"slack": 0.05}, **COMPACTA, "rounds": 1,
+                                     "trigger": "auto"},
+    "mincost3+compacta+trigger+r1": {"algorithm": "mincost", "mincost": {"slack": 0.03}, **COMPACTA, "rounds": 1,
+                                     "trigger": "auto"},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
     # Scotch's trade of cut against migration (its migration_cost; 1 above): how far a repartitioner goes
@@ -116,9 +115,8 @@ METHODS: dict[str, dict[str, Any]] = {
     "scotch-m10": {"algorithm": "scotch", "scotch": {"migration_cost": 10.0}},
     "scotch-m100": {"algorithm": "scotch", "scotch": {"migration_cost": 100.0}},
 }
-DEFAULT_METHODS = ["pcg", "gda0", "chebyshev", "auto", "auto+compact", "auto+compact+trigger", "mincost+compact+trigger",
-                   "mincost+compacta+trigger",
-                   "metis", "scotch"]
+DEFAULT_METHODS = ["pcg", "gda0", "chebyshev", "auto", "auto+compact", "auto+compact+trigger",
+                   "mincost+compact+trigger", "mincost+compacta+trigger", "metis", "scotch"]
 #: the set-ups: the quickstart scaled (default), the DATA.md comparison (8 ranks, hcuw, 5 phases of 10
 #: iterations: benchmarks/partition_compare.py's scenario) and the thesis' 15-rank scenarios
 SETUPS = ("quickstart", "data", "thesis-homogeneous", "thesis-heterogeneous")

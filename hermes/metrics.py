@@ -16,8 +16,8 @@ from numpy.typing import NDArray
 
 from hermes.errors import HermesError
 
-__all__ = ["imbalance", "edge_cut", "subdomain_graph", "boundary_cells", "migration_volume", "QUALITY_KEYS", "partition_quality",
-           "partition_quality_local", "cell_bytes"]
+__all__ = ["imbalance", "edge_cut", "subdomain_graph", "boundary_cells", "migration_volume", "QUALITY_KEYS",
+           "partition_quality", "partition_quality_local", "cell_bytes"]
 
 #: The keys of :func:`partition_quality` and :func:`partition_quality_local`, in this order.
 QUALITY_KEYS = ("parts", "imbalance", "max_load", "edge_cut", "edge_cut_weight", "boundary_cells",

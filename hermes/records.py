@@ -81,7 +81,8 @@ class PhaseRecord:
     change: dict[str, Any] = field(default_factory=dict)
     #: ``balancer.trigger: auto``: every decision's estimates and choice (:mod:`hermes.balance.payoff`)
     balance_decision: list[dict[str, Any]] = field(default_factory=list)
-    #: ``balancer.refinement``: passes, cells and weight moved, edge cut before, imbalance before and after;
+    #: ``balancer.refinement``: passes, cells and weight moved, its migration time (``migrate_time``, the slowest
+    #: rank's), edge cut before, imbalance before and after;
     #: with ``decide: auto`` also ``decision`` (``refine``, ``communication``, ``cost``), and only
     #: ``{passes: 0, decision}`` when it was skipped
     refinement: dict[str, Any] = field(default_factory=dict)

@@ -11,7 +11,6 @@ over the same functions.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import signal
 import subprocess
@@ -28,8 +27,9 @@ from hermes.compare.experiment import absolute_paths
 from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
 from hermes.errors import HermesError
+from hermes.loaders import load_json
 from hermes.records import RunResult
-from hermes.results import run_dir_for
+from hermes.results import claim_dir, run_dir_for
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
 
 __all__ = ["run", "load_run", "compare", "read_mesh", "partition", "scenario"]
@@ -95,9 +95,9 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     """
     from hermes.launch import mpiexec_command, under_mpi_launcher
 
-    sc = scenario(source, **overrides)
     if processors is not None:
-        sc = sc.model_copy(update={"processors": int(processors)})
+        overrides = {**overrides, "processors": processors}  # validated as the scenario's key (no bool, bounds)
+    sc = scenario(source, **overrides)
     n = sc.processors or 4
     if under_mpi_launcher() or n == 1:
         from mpi4py import MPI
@@ -109,11 +109,24 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     from hermes.preflight import preflight
 
     preflight(sc, n)  # files, mesh, magnitudes, memory: before any MPI job starts
+    path, key = run_dir_for(sc, out)
+    out_dir = path.resolve()
+    lock = claim_dir(out_dir, key, name=sc.name)  # held until the job has ended, as hermes run does
+    try:
+        return _launch(sc, n, out_dir, lock.token, quiet)
+    finally:
+        lock.release(remove_if_unused=True)
+
+
+def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> RunResult:
+    """Run ``sc`` on ``n`` ranks under mpiexec into ``out_dir`` (whose lock this process holds) and read it back."""
+    from hermes.launch import mpiexec_command
+
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"
         spec.write_text(yaml.safe_dump(absolute_paths(sc).to_dict(), sort_keys=False))
-        out_dir = run_dir_for(sc, out)[0].resolve()
-        args = ["run", str(spec), "--no-launch", "--set", f"processors={n}", "--out", str(out_dir)]
+        args = ["run", str(spec), "--no-launch", "--set", f"processors={n}", "--out", str(out_dir),
+                "--lock-token", token]
         cmd = mpiexec_command(n, [*args, *(["--quiet"] if quiet else [])])
         # its own session, so that an interrupted caller (KeyboardInterrupt, an exception) never leaves the job
         job = subprocess.Popen(cmd, stdout=None if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -140,8 +153,10 @@ def load_run(run_dir: str | os.PathLike) -> RunResult:
         If the directory holds no readable hermes run (one line).
     """
     d = Path(run_dir)
+    if not (d / "summary.json").is_file():
+        raise HermesError(f"{d}: not a hermes run directory (summary.json is missing)")
+    summary = load_json(d / "summary.json", error=HermesError)
     try:
-        summary = json.loads((d / "summary.json").read_text())
         with open(d / "phases.csv", newline="") as fh:
             rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(fh)]
     except FileNotFoundError as err:

@@ -20,8 +20,22 @@ __all__ = ["main", "build_parser"]
 EXIT_BAD_INPUT = 2
 
 
+class UsageError(Exception):
+    """A command line argparse cannot parse (reported in one line, exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (``hermes: error: ...``) instead of a usage block, so that every bad
+    input — options included — is one line and exit 2."""
+
+    def error(self, message: str):
+        name = self.prog.removeprefix("hermes").strip()
+        raise UsageError(f"{name + ': ' if name else ''}{message} (hermes {name or ''} --help lists the options)"
+                         .replace("hermes  --help", "hermes --help"))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="hermes", description="Dynamic load balancing testbed for adaptive meshes")
+    ap = _Parser(prog="hermes", description="Dynamic load balancing testbed for adaptive meshes")
     ap.add_argument("--version", action="store_true", help="print the version and exit")
     sub = ap.add_subparsers(dest="command")
 
@@ -43,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--verbose", action="store_true", help="debug logging")
     r.add_argument("--no-pictures", action="store_true", help="skip PNG pictures")
+    # the launcher holds the run directory's lock and hands it to the job's rank 0 (hermes.results.DirLock)
+    r.add_argument("--lock-token", help=argparse.SUPPRESS)
 
     pl = sub.add_parser("plot", help="(re)draw the pictures of a run directory")
     pl.add_argument("run_dir", help="a run directory (with summary.json, geometry.npz, partitions.npz)")
@@ -168,13 +184,23 @@ def _timeout(args) -> float | None:
         return None
     from pydantic import ValidationError
 
-    from hermes.errors import ScenarioError
+    from hermes.errors import ScenarioError, validation_message
     from hermes.scenario import RunSpec
 
     try:
         return RunSpec(timeout=args.timeout).timeout
     except ValidationError as err:
-        raise ScenarioError(f"--timeout: {err.errors()[0]['msg']}") from None
+        raise ScenarioError("--timeout: " + validation_message(err).split(": ", 1)[1]) from None
+
+
+def _world_rank() -> int:
+    """This process's rank in a job started by a launcher (0 outside MPI), without initialising MPI."""
+    for key in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        try:
+            return int(os.environ[key])
+        except (KeyError, ValueError):
+            continue
+    return 0
 
 
 def _error(msg: str, rank: int = 0) -> int:
@@ -196,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as err:
+        return _error(str(err), _world_rank())
     if args.version:
         from hermes.version import __version__
 
@@ -377,6 +406,7 @@ def _cmd_scenario(args) -> int:
 
 def _cmd_plot(args) -> int:
     from hermes.errors import HermesError
+    from hermes.results import MARKER, DirLock, read_marker
     from hermes.viz import parse_zoom, plot_run
 
     try:
@@ -387,7 +417,13 @@ def _cmd_plot(args) -> int:
             except ValueError:
                 raise HermesError(f"--phase {','.join(args.phases)!r}: expected phase numbers") from None
         show = [] if args.show.strip().lower() in ("none", "") else args.show.split(",")
-        paths = plot_run(Path(args.run_dir), phases=phases, zoom=parse_zoom(args.zoom), show=show, dpi=args.dpi)
+        run_dir = Path(args.run_dir)
+        if not run_dir.is_dir():
+            raise HermesError(f"run directory not found: {run_dir}")
+        if read_marker(run_dir) != "run":  # hermes writes pictures only into a run directory it made
+            raise HermesError(f"{run_dir}: not a run directory hermes made (no {MARKER} marker): nothing drawn")
+        with DirLock.acquire(run_dir, "plot"):  # not while a run writes into it
+            paths = plot_run(run_dir, phases=phases, zoom=parse_zoom(args.zoom), show=show, dpi=args.dpi)
     except HermesError as err:
         return _error(str(err))
     for p in paths:
@@ -408,8 +444,9 @@ def _cmd_compare(args) -> int:
             for p in render(Path(args.report_dir), report=not args.no_report, say=say):
                 say(str(p))
             return 0
-        if args.jobs < 1:
-            raise HermesError(f"--jobs {args.jobs}: expected at least 1")
+        from hermes.compare import check_options
+
+        check_options(args.jobs, args.timeout)
         if args.experiment:
             exp = load_experiment(args.experiment, set_axes=args.set_axes, sets=args.overrides, name=args.name)
         else:
@@ -446,13 +483,20 @@ def _cmd_run(args, argv: list[str]) -> int:
     if not under_mpi_launcher() and not args.no_launch:
         # validate first (serially) — the scenario, the run directory —, then start the job under mpiexec
         try:
-            n, extra = _prepare_launch(args)
-            cmd = mpiexec_command(n, [*argv, *extra, "--no-launch"])
+            n, extra, lock = _prepare_launch(args)
         except HermesError as err:
             return _error(str(err))
-        if not args.quiet:
-            print("hermes: launching: " + " ".join(cmd), flush=True)
-        end = run_job(cmd)
+        try:  # the lock is held until the job has ended (a second run into the directory is refused meanwhile)
+            try:
+                cmd = mpiexec_command(n, [*argv, *extra, "--no-launch"])
+            except HermesError as err:
+                return _error(str(err))
+            if not args.quiet:
+                print("hermes: launching: " + " ".join(c for c in cmd if c != lock.token)
+                      .replace(" --lock-token", ""), flush=True)
+            end = run_job(cmd)
+        finally:
+            lock.release(remove_if_unused=True)
         if end.signal is not None:
             import signal
 
@@ -465,72 +509,111 @@ def _cmd_run(args, argv: list[str]) -> int:
 def _cmd_run_brusselator(args, argv: list[str]) -> int:
     """``hermes run`` of a Brusselator spec (``application.kernel: brusselator``, :mod:`hermes.app.bahi`): the spec
     is validated serially, then ``mpiexec -n processors`` runs one processor per process; rank 0 prints the result
-    and, with ``--out DIR``, writes ``DIR/summary.json``. With ``--no-launch`` outside MPI, a virtual-clock spec
-    of several processors is simulated in this process (:func:`hermes.app.bahi.simulate`, the same results)."""
-    import json
-
+    and, with ``--out DIR``, writes the run directory ``DIR`` (marker, ``scenario.yaml``, ``summary.json``), with
+    the lifecycle of every hermes run directory (:func:`hermes.results.claim_dir`: a new, empty or hermes-made
+    directory, locked for the run's life). With ``--no-launch`` outside MPI, a virtual-clock spec of several
+    processors is simulated in this process (:func:`hermes.app.bahi.simulate`, the same results). ``--timeout``
+    bounds the whole run's wall time (the watchdog of :mod:`hermes.watchdog`)."""
     from hermes.app.bahi import load_spec, result_lines, run_brusselator, simulate, summarise
     from hermes.errors import HermesError
     from hermes.launch import mpiexec_command, run_job, under_mpi_launcher
+    from hermes.results import claim_dir
+    from hermes.watchdog import Watchdog
 
     if not under_mpi_launcher() and not args.no_launch:
         try:
+            timeout = _timeout(args)
             spec = load_spec(args.scenario, args.overrides)
-            cmd = mpiexec_command(spec.processors, [*argv, "--no-launch"])
+            lock = claim_dir(args.out, "--out", force=args.force, name=spec.name) if args.out else None
         except HermesError as err:
             return _error(str(err))
-        if not args.quiet:
-            print("hermes: launching: " + " ".join(cmd), flush=True)
-        return run_job(cmd).status
+        try:
+            try:
+                extra = ["--lock-token", lock.token] if lock is not None else []
+                cmd = mpiexec_command(spec.processors, [*argv, *extra, "--no-launch"])
+            except HermesError as err:
+                return _error(str(err))
+            if not args.quiet:
+                print("hermes: launching: " + " ".join(c for c in cmd if lock is None or c != lock.token)
+                      .replace(" --lock-token", ""), flush=True)
+            del timeout  # the job arms its own watchdog with the same --timeout
+            return run_job(cmd).status
+        finally:
+            if lock is not None:
+                lock.release(remove_if_unused=True)
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     if comm.Get_size() > 1:
         _abort_on_uncaught(comm)
+    held = []
     try:
+        timeout = _timeout(args)
         spec = load_spec(args.scenario, args.overrides)
-        if comm.Get_size() == 1 and spec.processors > 1 and spec.clock == "virtual":
-            summary = summarise(spec, *simulate(spec))
-        else:
-            summary = run_brusselator(comm, spec)
+        if args.out:
+            from hermes.comm import agree
+
+            agree(comm, lambda: held.append(claim_dir(args.out, "--out", force=args.force, token=args.lock_token,
+                                                      name=spec.name)) if rank == 0 else None)
+        with Watchdog(comm, timeout, what="--timeout (the whole Brusselator run)"):
+            if comm.Get_size() == 1 and spec.processors > 1 and spec.clock == "virtual":
+                summary = summarise(spec, *simulate(spec))
+            else:
+                summary = run_brusselator(comm, spec)
+        if args.out:
+            from hermes.comm import agree
+
+            agree(comm, lambda: _write_brusselator(Path(args.out), spec, summary) if rank == 0 else None)
     except HermesError as err:
         code = _error(str(err), rank)
         if comm.Get_size() > 1:
             _exit_together(comm, code)
         return code
-    if rank == 0:
-        if not args.quiet:
-            print("\n".join(result_lines(summary)), flush=True)
+    finally:
+        for lock in held:
+            lock.release(remove_if_unused=True)
+    if rank == 0 and not args.quiet:
+        print("\n".join(result_lines(summary)), flush=True)
         if args.out:
-            try:
-                out = Path(args.out).expanduser()
-                out.mkdir(parents=True, exist_ok=True)
-                (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-            except OSError as err:
-                return _error(f"--out: cannot write {args.out}/summary.json ({err.strerror or err})")
-            if not args.quiet:
-                print(f"results:  {out}/summary.json")
+            print(f"results:  {args.out}/summary.json")
     return 0
 
 
-def _prepare_launch(args) -> tuple[int, list[str]]:
-    """The launcher's checks before mpiexec: (ranks, extra arguments for the job). A new run: the scenario
-    and its run directory (the default one named here, so that every rank uses the same); a resumed run:
-    the checkpoint and a writable directory."""
+def _write_brusselator(out: Path, spec, summary: dict) -> None:
+    """Rank 0: a Brusselator run's directory — its old files replaced, the spec and the summary, each atomic."""
+    import json
+
+    import yaml
+
+    from hermes.results import RunDirError, _finite, clear_dir, write_atomic
+
+    try:
+        clear_dir(out)
+        write_atomic(out / "scenario.yaml", yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+        write_atomic(out / "summary.json", json.dumps(_finite(summary), indent=1, allow_nan=False) + "\n")
+    except OSError as err:
+        raise RunDirError(f"--out: cannot write the results in {out} ({err.strerror or err})") from None
+
+
+def _prepare_launch(args):
+    """The launcher's checks before mpiexec: (ranks, extra arguments for the job, the run directory's lock). A
+    new run: the scenario and its run directory (the default one named here, so that every rank uses the
+    same); a resumed run: the checkpoint and its directory. The launcher holds the directory's lock
+    (:func:`hermes.results.claim_dir`) and hands it to the job with ``--lock-token``."""
     from hermes.checkpoint import read_manifest
-    from hermes.results import check_run_dir, run_dir_for
+    from hermes.results import claim_dir, run_dir_for
 
     _timeout(args)
     if args.resume is not None:
         man = read_manifest(args.resume)
-        check_run_dir(args.resume, "--resume", force=True)
-        return man.ranks, []
+        lock = claim_dir(args.resume, "--resume", force=True)
+        return man.ranks, ["--lock-token", lock.token], lock
     sc = _load(args)
     path, key = run_dir_for(sc, args.out)
-    check_run_dir(path, key, force=args.force)
+    lock = claim_dir(path, key, force=args.force, name=sc.name)
     extra = ["--out", str(path)] if args.out is None and sc.output.dir is None else []
-    return sc.processors or 4, extra
+    return sc.processors or 4, [*extra, "--lock-token", lock.token], lock
 
 
 def _run_here(args) -> int:
@@ -551,14 +634,14 @@ def _run_here(args) -> int:
         _timeout(args)
         if args.resume is not None:
             summary = resume(args.resume, comm, quiet=args.quiet, progress=show, timeout=_timeout(args),
-                             pictures=False if args.no_pictures else None)
+                             pictures=False if args.no_pictures else None, lock_token=args.lock_token)
             sc = None
         else:
             sc = _load(args)  # every rank validates the same file: same verdict, no communication needed
             if args.no_pictures:
                 sc = sc.model_copy(update={"output": sc.output.model_copy(update={"pictures": False})})
             summary = run(sc, comm, out_dir=args.out, quiet=args.quiet, progress=show, force=args.force,
-                          timeout=None)  # --timeout is in the scenario (run.timeout) already
+                          timeout=None, lock_token=args.lock_token)  # --timeout is in the scenario already
     except HermesError as err:
         code = _error(str(err), rank)
         if comm.Get_size() > 1:

@@ -68,7 +68,7 @@ from hermes.balance.model import Model, edge_values
 from hermes.balance.payoff import History, Payoff, excess, first_estimate, iteration_time, payoff
 from hermes.balance.realisation import realise_flow
 from hermes.balance.refinement import refine_boundary
-from hermes.balance.registry import get_balancer
+from hermes.balance.registry import BALANCERS, get_balancer
 from hermes.balance.selection import Selection, get_selection
 from hermes.checkpoint import CHECKPOINT, load_state, save_state
 from hermes.clock import CATEGORIES, Clock, Links, make_clock
@@ -77,15 +77,15 @@ from hermes.data.distributed import LocalDomain, dense_view, gather_to_root, sca
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import TriMesh, from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
-from hermes.errors import HermesError, ScenarioError
+from hermes.errors import BalancerError, HermesError, ScenarioError
 from hermes.extraload import CapacitySchedule
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
 from hermes.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord, RunResult
-from hermes.results import (RunDirError, check_run_dir, open_run_dir, run_dir_for, write_atomic, write_csv, write_records,
+from hermes.results import (RunDirError, claim_dir, open_run_dir, run_dir_for, write_atomic, write_csv, write_records,
                             write_run)
-from hermes.scenario import Scenario
+from hermes.scenario import Scenario, check_processors
 from hermes.version import __version__
 from hermes.watch import Watch, close_load, open_load
 from hermes.watchdog import Watchdog
@@ -272,6 +272,7 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
                             f"ranks (run with mpiexec -n {sc.processors}, or --set processors={p})")
     balancer = get_balancer(sc.balancer.algorithm)
     params, select = sc.balancer.params, get_selection(sc.balancer.selection)
+    agree(comm, check_processors, sc, p)  # links, schedule, extra load against the job's size (one line)
     sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
     wall_start = time.perf_counter()
     dom, setup = distribute(comm, sc)
@@ -406,8 +407,33 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
                              capacity=est.capacity, weights=weights, dom=view, params=r.params, seed=r.sc.seed,
                              state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth,
                              round=ph.rounds, conductance=r.sc.balancer.conductance)
-        decision = agree(r.comm, r.balancer.run, ctx)
+        decision = agree(r.comm, _run_balancer, r.balancer, ctx)
     ph.iterations += decision.iterations
+    return decision
+
+
+def _run_balancer(info: BalancerInfo, ctx: BalanceContext) -> Decision:
+    """``info.run(ctx)``, with a plug-in's failure as one line: an exception other than a HermesError ends the
+    job at once (its message on stderr, then ``MPI_Abort``; the other ranks may be waiting in the plug-in's own
+    collectives), and an answer that is not a :class:`Decision` is a BalancerError on every rank."""
+    builtin = info.name in BALANCERS and BALANCERS[info.name] is info
+    try:
+        decision = info.run(ctx)
+    except HermesError:
+        raise
+    except Exception as err:
+        if builtin:
+            raise
+        import sys
+
+        text = " ".join(str(err).split())[:300]
+        print(f"hermes: error: balancer {info.name!r} failed on rank {ctx.comm.Get_rank()}: {type(err).__name__}"
+              f"{': ' + text if text else ''}", file=sys.stderr, flush=True)
+        ctx.comm.Abort(1)
+        raise  # pragma: no cover  (Abort does not return)
+    if not isinstance(decision, Decision):
+        raise BalancerError(f"balancer {info.name!r} returned {type(decision).__name__}, not a "
+                            f"hermes.balance.Decision")
     return decision
 
 
@@ -603,7 +629,7 @@ def record(r: RunState, ph: PhaseState) -> None:
 # -- the run -------------------------------------------------------------------------------------------------
 def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = False,
         progress: Callable[[str], None] | None = None, write: bool = True, force: bool = False,
-        timeout: float | None = None) -> RunResult | None:
+        timeout: float | None = None, lock_token: str | None = None) -> RunResult | None:
     """Run the scenario on ``comm`` (collective). Returns the result on rank 0, None elsewhere.
 
     The run directory (``out_dir``, else ``output.dir``, else ``runs/<name>-<timestamp>``) is checked before
@@ -611,7 +637,9 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     is replaced, an unfinished one only with ``force``); every finished phase's records are written as the
     phase ends (summary.json with ``"complete": false`` until the end), and with ``output.checkpoint_every:
     K`` the distributed state every K phases (:func:`resume` continues from it). ``timeout`` (else
-    ``run.timeout``) arms the :class:`~hermes.watchdog.Watchdog`.
+    ``run.timeout``) arms the :class:`~hermes.watchdog.Watchdog`. Rank 0 holds the run directory's lock
+    (:func:`hermes.results.claim_dir`) from the first check to the end, or joins the lock of the launcher that
+    started the job (``lock_token``).
 
     Raises
     ------
@@ -619,24 +647,36 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         On every rank, with the same one-line message, for bad input found at any rank.
     """
     say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
-    where = None
+    where, held = None, []
     if write:
         path, key = run_dir_for(sc, out_dir) if comm.Get_rank() == 0 else (None, None)
-        where = Bookkeeping(comm).bcast(agree(comm, lambda: check_run_dir(path, key, force=force) if path else None))
-    with Watchdog(comm, timeout if timeout is not None else sc.run.timeout) as dog:
-        r = start(comm, sc, say=say)
-        try:
-            out = None
-            if where is not None:
-                out = Path(agree(comm, lambda: _open(r, where, key, force) if r.rank == 0 else None) or where)
-            dog.beat(0)
-            return _phases(r, 1, out, dog, last_checkpoint=None)
-        finally:
-            close_load(r.load)  # real task processes end with the run (they also die with the process)
+
+        def claim():
+            held.append(claim_dir(path, key, force=force, token=lock_token, name=sc.name))
+            return path
+
+        where = Bookkeeping(comm).bcast(agree(comm, lambda: claim() if path else None))
+    try:
+        with Watchdog(comm, timeout if timeout is not None else sc.run.timeout) as dog:
+            r = start(comm, sc, say=say)
+            try:
+                out = None
+                if where is not None:
+                    token = held[0].token if held else None
+                    out = Path(agree(comm, lambda: _open(r, where, key, force, token) if r.rank == 0 else None)
+                               or where)
+                dog.beat(0)
+                return _phases(r, 1, out, dog, last_checkpoint=None)
+            finally:
+                close_load(r.load)  # real task processes end with the run (they also die with the process)
+    finally:
+        for lock in held:
+            lock.release(remove_if_unused=True)
 
 
 def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable[[str], None] | None = None,
-           timeout: float | None = None, pictures: bool | None = None) -> RunResult | None:
+           timeout: float | None = None, pictures: bool | None = None,
+           lock_token: str | None = None) -> RunResult | None:
     """Continue the run in ``run_dir`` from its last checkpoint (collective; the same number of ranks).
 
     Every rank reads back its state (:mod:`hermes.checkpoint`), rank 0 rewrites the records to the
@@ -647,12 +687,25 @@ def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable
     Raises
     ------
     HermesError
-        On every rank (one line): no checkpoint, another number of ranks, a damaged file.
+        On every rank (one line): no checkpoint, another number of ranks, a damaged file, an edited
+        scenario.yaml (the run goes on with the scenario it started with).
     """
     say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
     out = Path(run_dir)
+    held = []  # rank 0 holds the run directory's lock (or joins its launcher's, lock_token) to the end
+    agree(comm, lambda: held.append(claim_dir(out, "--resume", force=True, token=lock_token))
+          if comm.Get_rank() == 0 else None)
+    try:
+        return _resume(out, comm, say, timeout, pictures)
+    finally:
+        for lock in held:
+            lock.release()
+
+
+def _resume(out: Path, comm, say: Callable[[str], None], timeout: float | None,
+            pictures: bool | None) -> RunResult | None:
     r, head = load_state(comm, out, lambda sc: _refs(comm, sc, say))
-    r.wall_start = time.perf_counter() - head["wall_seconds"]
+    r.wall_start = time.perf_counter() - head.get("wall_seconds", 0.0)
     if pictures is not None and pictures != r.sc.output.pictures:
         r.sc = r.sc.model_copy(update={"output": r.sc.output.model_copy(update={"pictures": pictures})})
     k = head["phase"]
@@ -685,15 +738,20 @@ def _phases(r: RunState, first: int, out: Path | None, dog: Watchdog, *,
     return finish(r, out_dir=out, write=out is not None, watchdog=dog)
 
 
-def _open(r: RunState, path: Path, key: str, force: bool) -> Path:
-    """Rank 0, after the set-up: the run directory emptied of an earlier run, marked, with the scenario and
-    the (empty) records."""
-    import yaml
-
-    out = open_run_dir(path, key, force=force)
-    write_atomic(out / "scenario.yaml", yaml.safe_dump(r.sc.to_dict(), sort_keys=False))
+def _open(r: RunState, path: Path, key: str, force: bool, token: str | None = None) -> Path:
+    """Rank 0, after the set-up (holding the directory's lock, ``token``): the run directory emptied of an
+    earlier run, marked, with the scenario and the (empty) records."""
+    out = open_run_dir(path, key, force=force, token=token)
+    write_atomic(out / "scenario.yaml", _scenario_yaml(r.sc))
     _write_progress(r, out, None)
     return out
+
+
+def _scenario_yaml(sc: Scenario) -> str:
+    """The text of the run directory's scenario.yaml (a checkpoint records its SHA-256)."""
+    import yaml
+
+    return yaml.safe_dump(sc.to_dict(), sort_keys=False)
 
 
 def _summary_head(r: RunState) -> dict[str, Any]:
@@ -724,10 +782,26 @@ def _refs(comm, sc: Scenario, say: Callable[[str], None]) -> dict[str, Any]:
 
 def save_checkpoint(r: RunState, k: int, out: Path) -> None:
     """Save every rank's :class:`RunState` after phase ``k`` in ``out/checkpoint`` (collective; see
-    :mod:`hermes.checkpoint`)."""
+    :mod:`hermes.checkpoint`).
+
+    The manifest records the SHA-256 of the scenario.yaml the run wrote (:func:`_open`): a new run's first
+    checkpoint hashes that text, later ones keep what the checkpoint before them recorded (a resumed run
+    checked the file against it; its scenario may differ from the file by ``--no-pictures``)."""
+    import hashlib
+
+    from hermes.checkpoint import read_manifest
+
+    def scenario_sha256() -> str | None:
+        if r.rank != 0:
+            return None
+        if (out / CHECKPOINT / "manifest.json").exists():
+            return read_manifest(out).scenario_sha256
+        return hashlib.sha256(_scenario_yaml(r.sc).encode()).hexdigest()
+
     refs = {"comm": r.comm, "say": r.say, "balancer": r.balancer, "select": r.select}
     save_state(r.comm, r, phase=k, run_dir=out, scenario=r.sc, refs=refs,
-               keep={"wall_seconds": time.perf_counter() - r.wall_start})
+               keep={"wall_seconds": time.perf_counter() - r.wall_start},
+               scenario_sha256=agree(r.comm, scenario_sha256))
 
 
 def _fault(r: RunState, k: int) -> None:
@@ -749,8 +823,16 @@ def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True
     r.adapter.check_totals(r.cells_initial, cells_final, r.weight_initial, weight_final)
     if watchdog is not None:
         watchdog.stop()
+    # rank 0 writes; a failure to write (a full disk, a read-only medium) is one line on every rank
+    return agree(r.comm, _finish_root, r, total_time, final_imb, u_err, cells_final, weight_final, out_dir, write)
+
+
+def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_final: int, weight_final: float,
+                 out_dir: str | Path | None, write: bool) -> RunResult | None:
+    """Rank 0: the summary, the run directory's files, then its VTU files and pictures (None elsewhere)."""
     if r.rank != 0:
         return None
+    sc = r.sc
     summary = {
         "complete": True,
         "scenario": sc.name, "processors": r.p, "balancer": r.balancer.name, "balancer_params": r.params,
@@ -768,33 +850,44 @@ def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True
     }
     result = RunResult(summary, r.rank_rows())
     if write:
-        result.out_dir = write_run(sc, summary, result.ranks, r.columns, r.partitions, r.setup.mesh,
-                                   out_dir or run_dir_for(sc)[0], r.geometry)
-        if r.watch is not None and r.watch.link_rows:
-            write_csv(result.out_dir / "links.csv", r.watch.link_rows)
+        out = Path(out_dir or run_dir_for(sc)[0])
+        try:
+            result.out_dir = write_run(sc, summary, result.ranks, r.columns, r.partitions, r.setup.mesh, out,
+                                       r.geometry)
+            if r.watch is not None and r.watch.link_rows:
+                write_csv(result.out_dir / "links.csv", r.watch.link_rows)
+        except OSError as err:
+            raise RunDirError(f"cannot write the results in {out} ({err.strerror or err}); the records of the phases "
+                              f"finished before are kept") from None
         shutil.rmtree(result.out_dir / CHECKPOINT, ignore_errors=True)  # a finished run has nothing to resume
         draw(result.out_dir, sc)
     return result
 
 
 def draw(out: Path, sc: Scenario) -> None:
-    """The run's VTU files and pictures, as the scenario asks (a failure is reported, the results are kept)."""
-    if sc.output.vtu:
-        from hermes.viz.vtu import write_run_vtu
+    """The run's VTU files and pictures, as the scenario asks. A picture hermes cannot draw from the records
+    is a warning; a file it cannot write (a full disk, a read-only medium) is a RunDirError after the records
+    are complete."""
+    try:
+        if sc.output.vtu:
+            from hermes.viz.vtu import write_run_vtu
 
-        try:
-            write_run_vtu(out)
-        except HermesError as err:
-            log.warning("VTU files not written: %s", err)
-    if sc.output.pictures:
-        from hermes.viz import plot_run
+            try:
+                write_run_vtu(out)
+            except HermesError as err:
+                log.warning("VTU files not written: %s", err)
+        if sc.output.pictures:
+            from hermes.viz import plot_run
 
-        try:
-            plot_run(out)
-        except HermesError as err:
-            log.warning("pictures not written: %s", err)
-        if sc.extraload is not None or sc.monitor is not None:
-            _draw_monitor(out)
+            try:
+                plot_run(out)
+            except HermesError as err:
+                log.warning("pictures not written: %s", err)
+            if sc.extraload is not None or sc.monitor is not None:
+                _draw_monitor(out)
+    except OSError as err:
+        raise RunDirError(f"cannot write the pictures in {out} ({err.strerror or err}); the run's records are "
+                          f"complete") from None
 
 
 def _draw_monitor(out: Path) -> None:
@@ -807,7 +900,7 @@ def _draw_monitor(out: Path) -> None:
         with open(out / "phases.csv", newline="") as f:
             a = monitor_arrays(csv.DictReader(f))
         plot_monitor(out / "monitor.png", a["phases"], a["true"], a["forecast"], a["measured"])
-    except (HermesError, OSError) as err:
+    except HermesError as err:
         log.warning("monitor.png not written: %s", err)
 
 

@@ -55,24 +55,24 @@ def read_bytes(path: str | Path, what: str, *, max_bytes: int = MAX_DOCUMENT_BYT
     """The bytes of the file ``path`` (``what`` names it in errors), refused in one line if it is missing, a
     directory, unreadable or larger than ``max_bytes``."""
     path = Path(path)
+    head = "" if what == str(path) else f"{what}: "
     try:
         if path.is_dir():
-            raise error(f"{what}: {path} is a directory, not a file")
+            raise error(f"{head}{path} is a directory, not a file")
         size = path.stat().st_size
     except FileNotFoundError:
-        raise error(f"{what}: no such file: {path}") from None
+        raise error(f"{head}no such file: {path}") from None
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
-        raise error(f"{what}: cannot read {path} ({getattr(err, 'strerror', None) or type(err).__name__})") \
-            from None
+        raise error(f"{head}cannot read {path} ({getattr(err, 'strerror', None) or type(err).__name__})") from None
     if size > max_bytes:
-        raise error(f"{what}: {path} is {_size(size)}, more than the {_size(max_bytes)} hermes reads")
+        raise error(f"{head}{path} is {_size(size)}, more than the {_size(max_bytes)} hermes reads")
     try:
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as err:
-        raise error(f"{what}: cannot read {path} ({err.strerror or type(err).__name__})") from None
+        raise error(f"{head}cannot read {path} ({err.strerror or type(err).__name__})") from None
     if len(data) > max_bytes:  # it grew while we looked (a pipe, a file being written)
-        raise error(f"{what}: {path} is more than the {_size(max_bytes)} hermes reads")
+        raise error(f"{head}{path} is more than the {_size(max_bytes)} hermes reads")
     return data
 
 
@@ -83,7 +83,7 @@ def read_text(path: str | Path, what: str, *, max_bytes: int = MAX_DOCUMENT_BYTE
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise error(f"{what}: {path} is not UTF-8 text") from None
+        raise error(f"{'' if what == str(path) else what + ': '}{path} is not UTF-8 text") from None
 
 
 # -- YAML ------------------------------------------------------------------------------------------------------
@@ -130,6 +130,12 @@ def _expanded_nodes(node, memo: dict[int, int]) -> int:
     return memo[key]
 
 
+def _error(error: type[HermesError], message: str, kind: str) -> HermesError:
+    err = error(message)
+    err.kind = kind  # what went wrong: "syntax", "tag" or "limit" (for callers that word it their own way)
+    return err
+
+
 def parse_yaml(text: str, where: str, *, error: type[HermesError] = ScenarioError) -> Any:
     """The data of the YAML document ``text`` (``where`` names it in errors), within this module's limits.
 
@@ -137,7 +143,7 @@ def parse_yaml(text: str, where: str, *, error: type[HermesError] = ScenarioErro
     ------
     HermesError (``error``)
         One line: not valid YAML (with the line), a tag hermes does not read, nested too deep, or too many
-        nodes once its aliases are expanded.
+        nodes once its aliases are expanded. Its attribute ``kind`` is ``syntax``, ``tag`` or ``limit``.
     """
     loader = _Loader(text)
     try:
@@ -145,19 +151,22 @@ def parse_yaml(text: str, where: str, *, error: type[HermesError] = ScenarioErro
         if node is None:
             return None
         if _expanded_nodes(node, {}) > MAX_NODES:
-            raise error(f"{where}: its YAML aliases expand to more than {MAX_NODES:,} values (refused)")
+            raise _error(error, f"{where}: its YAML aliases expand to more than {MAX_NODES:,} values (refused)",
+                         "limit")
         return loader.construct_document(node)
     except _LimitError as err:
-        raise error(f"{where}: {err} (refused; hermes reads at most {MAX_DEPTH} levels)") from None
+        raise _error(error, f"{where}: {err} (refused; hermes reads at most {MAX_DEPTH} levels)", "limit") from None
     except yaml.constructor.ConstructorError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise error(f"{where}: a tag hermes does not read{at}: {err.problem or 'unknown tag'}") from None
+        raise _error(error, f"{where}: a tag hermes does not read{at}: {err.problem or 'unknown tag'}", "tag") \
+            from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        raise error(f"{where}: not valid YAML" + (f" (line {mark.line + 1})" if mark is not None else "")) from None
+        raise _error(error, f"{where}: not valid YAML" + (f" (line {mark.line + 1})" if mark is not None else ""),
+                     "syntax") from None
     except RecursionError:  # pragma: no cover - the depth limit comes first
-        raise error(f"{where}: nested too deep") from None
+        raise _error(error, f"{where}: nested too deep", "limit") from None
     finally:
         loader.dispose()
 

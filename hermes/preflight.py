@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 
 from hermes.errors import MeshError, ScenarioError
-from hermes.scenario import Scenario, check_magnitudes
+from hermes.scenario import Scenario, check_magnitudes, check_processors
 
 __all__ = [
     "READ_LIMIT",
@@ -163,8 +163,7 @@ def preflight(sc: Scenario, p: int) -> None:
     """
     from hermes.extraload import CapacitySchedule
 
-    if sc.processors is not None and sc.processors != p:
-        raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors, not {p}")
+    check_processors(sc, p)  # capacities, links, schedule and extra load against p
     sched = CapacitySchedule.from_scenario(sc, p)
     known = mesh_cells(sc)
     if known is not None:

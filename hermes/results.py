@@ -13,11 +13,16 @@ finished phases, perhaps a checkpoint to resume from) is refused unless ``force`
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
+import socket
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,11 +32,14 @@ import numpy as np
 from hermes.errors import HermesError
 
 __all__ = ["write_atomic", "write_json", "write_csv", "write_npz", "write_run", "default_run_dir", "file_mode",
-           "MARKER", "run_dir_for", "check_run_dir", "open_run_dir", "write_records", "read_summary",
+           "MARKER", "LOCK", "KINDS", "run_dir_for", "check_run_dir", "claim_dir", "open_run_dir", "clear_dir",
+           "DirLock", "read_marker", "write_marker", "safe_name", "slug", "write_records", "read_summary",
            "RunDirError"]
 
-#: the file that marks a directory as a hermes run (written before the first phase)
+#: the file that marks a directory as hermes' (a run or an experiment; :func:`read_marker`)
 MARKER = ".hermes-run"
+#: the lock file of a hermes directory (:class:`DirLock`)
+LOCK = ".hermes-lock"
 
 
 class RunDirError(HermesError):
@@ -155,8 +163,181 @@ def read_summary(path: str | Path) -> dict | None:
 def _exists(path: Path) -> bool:
     try:
         return path.exists() or path.is_symlink()
-    except OSError:
+    except (OSError, ValueError):
         return False
+
+
+# -- names -----------------------------------------------------------------------------------------------------
+_SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")
+
+
+def safe_name(name: Any, what: str) -> str:
+    """``name`` if it is a safe file name — letters, digits, ``.``, ``_``, ``-``, not starting with a dot, at
+    most 200 characters: never ``.``, ``..``, a separator, a NUL byte or a name that leaves its directory —,
+    else RunDirError naming ``what``."""
+    if not isinstance(name, str) or not _SAFE.fullmatch(name):
+        shown = repr(name)[:60]
+        raise RunDirError(f"{what}: {shown} is not a safe file name (letters, digits, '.', '_', '-', not starting "
+                          f"with '.', at most 200 characters)")
+    return name
+
+
+def slug(label: str) -> str:
+    """A safe file name made from a label (:func:`safe_name`): runs of other characters become ``-``, leading
+    dots and dashes go; ``_`` if nothing is left."""
+    text = re.sub(r"[^A-Za-z0-9_.\-]+", "-", str(label)).strip("-").lstrip(".").strip("-")[:120]
+    return text or "_"
+
+
+# -- what hermes owns ------------------------------------------------------------------------------------------
+#: the kinds of directories hermes makes: a run (``hermes run``) and an experiment (``hermes compare``)
+KINDS = ("run", "experiment")
+#: the legacy marker's text (hermes 0.1 before the JSON marker)
+_LEGACY = "a hermes run directory"
+
+
+def read_marker(path: str | Path) -> str | None:
+    """The kind of hermes directory ``path`` is (``run`` or ``experiment``) by its :data:`MARKER`, or None: no
+    marker, a marker that is not a regular file (a symlink), or one hermes did not write."""
+    try:
+        fd = os.open(Path(path) / MARKER, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        raw = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.startswith(_LEGACY):
+        return "run"
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    kind = doc.get("hermes") if isinstance(doc, dict) else None
+    return kind if kind in KINDS else None
+
+
+def write_marker(path: Path, kind: str, name: str | None = None) -> None:
+    """Mark ``path`` as a hermes directory of ``kind`` (:data:`KINDS`)."""
+    from hermes.version import __version__
+
+    doc = {"hermes": kind, "name": name, "version": __version__,
+           "note": f"a hermes {kind} directory: hermes replaces or deletes only directories that carry this file"}
+    write_atomic(path / MARKER, json.dumps(doc, indent=1) + "\n")
+
+
+class DirLock:
+    """An exclusive lock on a hermes directory (``flock`` on its :data:`LOCK` file), held for the life of a run
+    or an experiment: a second run into the same directory is refused while it is held. The kernel releases it
+    when the holder dies, however it dies.
+
+    A launcher that holds the lock hands it to its MPI job with :attr:`token`: the job's rank 0 finds the lock
+    held and the file naming that token, and goes on under the launcher's lock.
+    """
+
+    def __init__(self, path: Path, fd: int | None, token: str, created: bool):
+        self.path, self.fd, self.token, self.created = path, fd, token, created
+
+    @classmethod
+    def acquire(cls, path: str | Path, key: str, *, token: str | None = None, what: str = "run",
+                created: bool = False) -> DirLock:
+        """Lock the directory ``path`` (which exists) or join the lock its launcher holds with ``token``.
+
+        Raises
+        ------
+        RunDirError
+            One line: another hermes run or experiment holds it, or the lock file cannot be made.
+        """
+        path = Path(path)
+        lock = path / LOCK
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), file_mode())
+        except OSError as err:
+            raise RunDirError(f"{key}: cannot lock {path} ({err.strerror or type(err).__name__})") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RunDirError(f"{key}: {lock} is not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            if token is not None and holder.get("token") == token:
+                return cls(path, None, token, created)
+            who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
+            raise RunDirError(f"{key}: {path} is in use by another hermes {what}{who}: wait for it to end or "
+                              f"choose another directory") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        mine = token if token is not None else secrets.token_hex(16)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "token": mine}).encode(), 0)
+        except OSError as err:
+            os.close(fd)
+            raise RunDirError(f"{key}: cannot lock {path} ({err.strerror or type(err).__name__})") from None
+        return cls(path, fd, mine, created)
+
+    def release(self, *, remove_if_unused: bool = False) -> None:
+        """Release the lock; with ``remove_if_unused``, remove the directory if this lock created it and it
+        holds nothing but hermes' marker and lock (a run that failed before it recorded anything)."""
+        if self.fd is None:
+            return
+        try:
+            if remove_if_unused and self.created:
+                try:
+                    names = {e.name for e in os.scandir(self.path)}
+                    if names <= {MARKER, LOCK}:
+                        for name in names:
+                            os.unlink(self.path / name)
+                        os.rmdir(self.path)
+                except OSError:
+                    pass
+        finally:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> DirLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _lock_holder(fd: int) -> dict[str, Any]:
+    try:
+        doc = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _locked(path: Path, token: str | None) -> dict[str, Any] | None:
+    """The holder of ``path``'s lock if another process holds it (None if it is free or held for ``token``)."""
+    try:
+        fd = os.open(path / LOCK, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            return None if token is not None and holder.get("token") == token else holder
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _probe(directory: Path, key: str) -> None:
@@ -170,20 +351,25 @@ def _probe(directory: Path, key: str) -> None:
         raise RunDirError(f"{key}: cannot write in {directory} ({err.strerror or type(err).__name__})") from None
 
 
-def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False) -> Path:
-    """Check, before any work, that ``path`` can become the run directory; change nothing.
+def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind: str = "run",
+                  token: str | None = None) -> Path:
+    """Check, before any work, that ``path`` can become a hermes directory of ``kind``; change nothing.
 
     It can if it does not exist and its nearest existing ancestor is a writable directory, or if it is a
-    writable directory that is empty, holds a finished hermes run (replaced wholesale by
-    :func:`open_run_dir`), or holds an unfinished one and ``force`` is given.
+    writable directory that is empty or carries hermes' :data:`MARKER` of the same kind, is not in use by
+    another hermes process (its lock, :class:`DirLock`; ``token``: the lock this process's launcher holds),
+    and — a run — is finished (replaced wholesale by :func:`open_run_dir`) or unfinished with ``force``.
 
     Raises
     ------
     RunDirError
-        One line naming ``key`` (``--out`` or ``output.dir``): not a directory, not writable, not empty and
-        not a hermes run, or an unfinished run without ``force``.
+        One line naming ``key`` (``--out``, ``output.dir``, ...): not a directory, not writable, not empty
+        and without hermes' marker, a directory of the other kind, in use, or an unfinished run without
+        ``force``.
     """
     path = Path(path)
+    if "\0" in str(path):
+        raise RunDirError(f"{key}: a path cannot hold a NUL byte")
     if not _exists(path):
         anc = path.parent
         while not _exists(anc) and anc != anc.parent:
@@ -195,19 +381,34 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False) 
     if not path.is_dir():
         raise RunDirError(f"{key}: {path} exists and is not a directory")
     try:
-        entries = [e.name for e in path.iterdir()]
+        entries = {e.name for e in os.scandir(path)}
     except OSError as err:
         raise RunDirError(f"{key}: cannot read {path} ({err.strerror or type(err).__name__})") from None
     _probe(path, key)
-    if not entries:
+    if not entries - {LOCK}:
+        holder = _locked(path, token)
+        if holder is not None:
+            raise RunDirError(f"{key}: {path} is in use by another hermes process (pid {holder.get('pid', '?')})")
+        return path
+    found = read_marker(path)
+    if found is None:
+        raise RunDirError(f"{key}: {path} is not empty and carries no hermes marker ({MARKER}): hermes writes only "
+                          f"into a new or empty directory or one it made (give another directory)")
+    if found != kind:
+        raise RunDirError(f"{key}: {path} is a hermes {found} directory, not a {kind} directory (give another "
+                          f"directory)")
+    holder = _locked(path, token)
+    if holder is not None:
+        who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
+        raise RunDirError(f"{key}: {path} is in use by another hermes {kind}{who}: wait for it to end or choose "
+                          f"another directory")
+    if kind != "run":
         return path
     summary = read_summary(path)
-    if summary is None and MARKER not in entries:
-        raise RunDirError(f"{key}: {path} is not empty and holds no hermes run (give a new or empty directory)")
-    if summary is not None and summary.get("complete", True):  # runs of earlier versions have no 'complete'
+    if summary is None or summary.get("complete", True):  # runs of earlier versions have no 'complete'
         return path
-    done = len(summary["phases"]) if summary is not None else 0
-    checkpoint = (summary or {}).get("checkpoint")
+    done = len(summary["phases"])
+    checkpoint = summary.get("checkpoint")
     if (done or checkpoint) and not force:
         what = f"{done} phase{'s' * (done != 1)} recorded"
         how = (f"resume it with 'hermes run --resume {path}' or replace it with --force" if checkpoint else
@@ -217,22 +418,72 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False) 
     return path
 
 
-def open_run_dir(path: str | Path, key: str = "--out", *, force: bool = False) -> Path:
-    """Make ``path`` the run directory (rank 0, before the first phase): check it (:func:`check_run_dir`),
-    remove a previous hermes run's files — all of them, so no picture or VTU file of an earlier, longer run
-    stays beside the new ones —, create it and mark it (:data:`MARKER`). Returns the directory."""
-    path = check_run_dir(path, key, force=force)
+def claim_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind: str = "run",
+              token: str | None = None, name: str | None = None) -> DirLock:
+    """Make ``path`` a hermes directory of ``kind`` held by this process: :func:`check_run_dir`, create it
+    if needed, take its lock (or join the launcher's with ``token``), check again under the lock, and mark
+    it. Nothing else in it changes (:func:`open_run_dir` clears a run's old files once its set-up is done).
+
+    Returns
+    -------
+    DirLock
+        Held until released (or the process ends); ``release(remove_if_unused=True)`` removes a directory it
+        created if nothing was written in it.
+
+    Raises
+    ------
+    RunDirError
+        One line (see :func:`check_run_dir`).
+    """
+    path = Path(path)
+    check_run_dir(path, key, force=force, kind=kind, token=token)
+    created = not _exists(path)
     try:
-        if path.is_dir():
-            for entry in path.iterdir():
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink()
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
+        raise RunDirError(f"{key}: cannot create {path} ({err.strerror or type(err).__name__})") from None
+    lock = DirLock.acquire(path, key, token=token, what=kind, created=created)
+    try:
+        check_run_dir(path, key, force=force, kind=kind, token=lock.token)  # what another process did meanwhile
+        if read_marker(path) is None:
+            write_marker(path, kind, name)
+    except OSError as err:
+        lock.release(remove_if_unused=True)
+        raise RunDirError(f"{key}: cannot write in {path} ({err.strerror or type(err).__name__})") from None
+    except BaseException:
+        lock.release(remove_if_unused=True)
+        raise
+    return lock
+
+
+def clear_dir(path: Path, keep: tuple[str, ...] = ()) -> None:
+    """Remove every entry of the hermes directory ``path`` but its marker, its lock and ``keep``; a symlink is
+    removed, never followed; nothing outside ``path`` is touched. The caller holds the lock."""
+    if read_marker(path) is None:
+        raise RunDirError(f"{path}: carries no hermes marker; not cleared")
+    for entry in os.scandir(path):
+        if entry.name in (MARKER, LOCK, *keep):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def open_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, token: str | None = None) -> Path:
+    """Make ``path`` the run directory (rank 0, after the set-up, holding its lock from :func:`claim_dir`, or
+    ``token`` naming it): check it again (:func:`check_run_dir`), remove a previous hermes run's files — all of
+    them, so no picture or VTU file of an earlier, longer run stays beside the new ones —, and mark it.
+    Returns the directory."""
+    path = Path(path)
+    check_run_dir(path, key, force=force, token=token)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if read_marker(path) is None:
+            write_marker(path, "run")
+        clear_dir(path)
+    except OSError as err:
         raise RunDirError(f"{key}: cannot prepare {path} ({err.strerror or type(err).__name__})") from None
-    write_atomic(path / MARKER, "a hermes run directory: 'hermes run --out' replaces it when the run is finished\n")
     return path
 
 

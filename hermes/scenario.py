@@ -45,14 +45,16 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hermes.errors import BalancerError, ScenarioError, validation_message
 from hermes.extraload.tasks import ExtraLoadSpec
+from hermes.loaders import parse_yaml, read_text
 from hermes.monitor.series import MonitorSpec
+from hermes.strict import Strict
 
-__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "check_magnitudes", "yaml_value",
+__all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "check_magnitudes", "check_processors",
+           "yaml_value", "FileName",
            "QUICKSTART", "BIG", "TINY"]
 
 #: largest load, time or byte count a run may produce; smallest cell weight (see "Bounds" above)
@@ -63,6 +65,9 @@ MAX_PROCESSORS = 100_000
 #: finite so that per-phase records and loops stay bounded
 MAX_PHASES = 100_000
 MAX_ITERATIONS = 1_000_000
+#: a scenario file larger than this is refused before it is read (an inline schedule of 100 000 processors
+#: × 20 phases is about 20 MB)
+MAX_SCENARIO_BYTES = 64 * 2**20
 #: METIS' seed option is a C int (pymetis truncates larger seeds silently)
 MAX_SEED = 2**31 - 1
 
@@ -71,20 +76,30 @@ NonNegFloat = Annotated[float, Field(ge=0, le=BIG)]
 Coord = Annotated[float, Field(ge=-BIG, le=BIG)]
 
 
+def _file_name(v: Any) -> Any:
+    if isinstance(v, str) and (not v.strip() or any(ord(c) < 32 or c == "\x7f" for c in v)):
+        raise ValueError(f"a file name must be non-empty and hold no control characters (NUL, newline, ...), "
+                         f"got {v[:40]!r}")
+    return v
+
+
+#: a file or directory name from the scenario: non-empty, no control characters (a NUL byte is no path)
+FileName = Annotated[str, AfterValidator(_file_name)]
+
+
 def _positive(x, what: str) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x <= BIG:
         raise ValueError(f"{what} must be a positive number up to {BIG:g}, got {x!r}")
     return float(x)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+_Strict = Strict
 
 
 class MeshSpec(_Strict):
     """Where the work units come from: a file or a generator (exactly one)."""
 
-    file: str | None = None
+    file: FileName | None = None
     grid: str | None = Field(None, description="structured grid of quadrilateral cells, e.g. '20x19'")
     units: Literal["cells", "nodes"] = "cells"
     weight: PosFloat = 1.0
@@ -131,12 +146,12 @@ class LinkSpec(_Strict):
 class PlatformSpec(_Strict):
     """Processors and network (thesis §4.2, α-β model)."""
 
-    capacities: list[PosFloat] | str = Field("homo", description="'homo', a list of relative speeds, or a file")
+    capacities: list[PosFloat] | FileName = Field("homo", description="'homo', a list of relative speeds, or a file")
     speed: PosFloat = Field(1.0e6, description="work units per second of an average processor (c_i = 1/p)")
     latency: NonNegFloat = 1.0e-4
     bandwidth: PosFloat = 1.0e8
     links: list[LinkSpec] = []
-    schedule: list[list[PosFloat]] | str | None = Field(
+    schedule: list[list[PosFloat]] | FileName | None = Field(
         None, description="capacities per phase: a list of per-processor lists, or a CSV file (thesis Table 10.6)")
 
     @field_validator("capacities", mode="before")
@@ -153,8 +168,11 @@ class PlatformSpec(_Strict):
     def _sched(cls, v):
         if v is None or isinstance(v, str):
             return v
-        if not isinstance(v, list) or not all(isinstance(r, list) and r for r in v):
-            raise ValueError("must be a CSV file name or a list of per-processor capacity lists")
+        if not isinstance(v, list) or not v or not all(isinstance(r, list) and r for r in v):
+            raise ValueError("must be a CSV file name or a non-empty list of per-processor capacity lists (one per "
+                             "phase)")
+        if len(v) > MAX_PHASES or max(len(r) for r in v) > MAX_PROCESSORS:
+            raise ValueError(f"at most {MAX_PHASES} phases of at most {MAX_PROCESSORS} capacities")
         return [[_positive(x, f"phase {k + 1}, capacity of processor {i}") for i, x in enumerate(r)]
                 for k, r in enumerate(v)]
 
@@ -362,7 +380,7 @@ class BalancerSpec(_Strict):
 
 
 class OutputSpec(_Strict):
-    dir: str | None = Field(None, description="the run directory, relative to the scenario file (default "
+    dir: FileName | None = Field(None, description="the run directory, relative to the scenario file (default "
                             "runs/<name>-<timestamp> in the current directory; --out overrides)")
     pictures: bool = True
     partitions: bool = True
@@ -405,8 +423,9 @@ class Scenario(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", v):
-            raise ValueError("name may only contain letters, digits, '.', '_' and '-'")
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}", v):
+            raise ValueError("name may only contain letters, digits, '.', '_' and '-', start with a letter, a digit "
+                             f"or '_', and have at most 100 characters (it names the run directory), got {v[:40]!r}")
         return v
 
     def resolve(self, path: str) -> Path:
@@ -435,13 +454,17 @@ def _set_path(d: dict, path: str, value: Any) -> None:
 
 
 def yaml_value(raw: str) -> Any:
-    """A command-line value read as YAML (``""`` for an empty one); ValueError saying why it cannot be read
-    (malformed YAML, or a tag such as ``!!python/name`` that the safe loader refuses)."""
+    """A command-line value read as YAML (``""`` for an empty one; :mod:`hermes.loaders`' limits); ValueError
+    saying why it cannot be read (malformed YAML, a tag such as ``!!python/name`` that the safe loader refuses,
+    nested too deep, aliases expanding too far)."""
+    if not raw.strip():
+        return ""
     try:
-        return yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as err:
-        why = "a tag hermes does not read" if isinstance(err, yaml.constructor.ConstructorError) else "not valid YAML"
-        raise ValueError(f"the value {raw[:40]!r} is {why}") from None
+        return parse_yaml(raw, "value")
+    except ScenarioError as err:
+        kind = getattr(err, "kind", "syntax")
+        why = {"tag": "a tag hermes does not read", "syntax": "not valid YAML"}.get(kind)
+        raise ValueError(f"the value {raw[:40]!r} is {why}" if why else str(err).removeprefix("value: ")) from None
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -483,6 +506,10 @@ def _check_files(sc: Scenario) -> None:
 
     if sc.adaptation.kind == "refine" and sc.mesh.units != "cells":
         raise ScenarioError("adaptation.kind: refine needs mesh.units: cells (it bisects the cell polygons)")
+    if sc.adaptation.kind == "refine" and sc.mesh.file is not None and \
+            Path(sc.mesh.file).suffix.lower() in (".graph", ".chaco", ".metis", ".mtx"):
+        raise ScenarioError(f"adaptation.kind: refine needs a mesh with cell polygons (a meshio file such as .vtu "
+                            f"or .msh, or a grid); mesh.file {sc.mesh.file} is a graph without polygons")
     if sc.adaptation.region.kind == "indicator" and sc.application.kernel != "jacobi":
         raise ScenarioError("adaptation.region.kind: indicator needs application.kernel: jacobi (it marks where "
                             "the solution jumps)")
@@ -501,21 +528,15 @@ def _check_files(sc: Scenario) -> None:
     if isinstance(table, str):
         table = _read(read_schedule_csv, _existing(sc, "platform.schedule", table), "platform.schedule").tolist()
     p = sc.processors
+    for k, link in enumerate(sc.platform.links):
+        if link.ranks[0] == link.ranks[1]:
+            raise ScenarioError(f"platform.links.{k}.ranks: {list(link.ranks)} is not a pair of two ranks")
     if p is not None:
-        if isinstance(caps, list) and len(caps) != p:
-            raise ScenarioError(f"platform.capacities: {len(caps)} values for {p} processors")
-        for k, link in enumerate(sc.platform.links):
-            if max(link.ranks) >= p or link.ranks[0] == link.ranks[1]:
-                raise ScenarioError(f"platform.links.{k}.ranks: {list(link.ranks)} is not a pair of ranks below {p}")
-        if table is not None:
-            for k, row in enumerate(table):
-                if len(row) != p:
-                    raise ScenarioError(f"platform.schedule: phase {k + 1} has {len(row)} capacities for {p} "
-                                        f"processors")
-    if sc.extraload is not None:
+        _check_counts(sc, p, caps, table)
+    elif sc.extraload is not None:
         if isinstance(sc.extraload.tasks, str):
             _existing(sc, "extraload.tasks", sc.extraload.tasks)
-        sc.extraload.compile(sc.resolve, p)  # one-line errors naming the key or the file's line
+        sc.extraload.compile(sc.resolve, None)  # one-line errors naming the key or the file's line
     if (sc.extraload is not None or sc.monitor is not None) and sc.output.checkpoint_every is not None:
         raise ScenarioError("output.checkpoint_every: not available with an extraload or monitor section (their "
                             "state is not checkpointed)")
@@ -531,6 +552,47 @@ def _check_files(sc: Scenario) -> None:
                                 f"most {BIG if isinstance(value, float) else 2**62:g}, got {value:g}")
     check_magnitudes(sc, n_cells=sc.mesh.grid_cells or 1, p=p or 1, capacities=None if caps == "homo" else caps,
                      schedule=table)
+
+
+def _check_counts(sc: Scenario, p: int, caps, table) -> None:
+    """What must agree with the processor count ``p``: capacities, links, schedule, extra-load tasks."""
+    if isinstance(caps, list) and len(caps) != p:
+        raise ScenarioError(f"platform.capacities: {len(caps)} values for {p} processors")
+    for k, link in enumerate(sc.platform.links):
+        if max(link.ranks) >= p:
+            raise ScenarioError(f"platform.links.{k}.ranks: {list(link.ranks)} is not a pair of ranks below {p} "
+                                f"(the run has {p} processors)")
+    if table is not None:
+        for k, row in enumerate(table):
+            if len(row) != p:
+                raise ScenarioError(f"platform.schedule: phase {k + 1} has {len(row)} capacities for {p} "
+                                    f"processors")
+    if sc.extraload is not None:
+        if isinstance(sc.extraload.tasks, str):
+            _existing(sc, "extraload.tasks", sc.extraload.tasks)
+        sc.extraload.compile(sc.resolve, p)  # one-line errors naming the key or the file's line
+
+
+def check_processors(sc: Scenario, p: int) -> None:
+    """The checks that need the processor count, for a scenario without ``processors`` once the run's count
+    ``p`` is known (before launching, and on every rank of a job started by hand): capacities, links, the
+    schedule and the extra load's tasks against ``p``.
+
+    Raises
+    ------
+    ScenarioError
+        One line naming the key.
+    """
+    from hermes.extraload.schedule import read_capacities, read_schedule_csv
+
+    if sc.processors is not None and sc.processors != p:
+        raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors, not {p}")
+    caps, table = sc.platform.capacities, sc.platform.schedule
+    if isinstance(caps, str) and caps != "homo":
+        caps = _read(read_capacities, _existing(sc, "platform.capacities", caps), "platform.capacities").tolist()
+    if isinstance(table, str):
+        table = _read(read_schedule_csv, _existing(sc, "platform.schedule", table), "platform.schedule").tolist()
+    _check_counts(sc, p, caps, table)
 
 
 def _existing(sc: Scenario, key: str, name: str) -> Path:
@@ -624,25 +686,24 @@ def check_magnitudes(sc: Scenario, *, n_cells: int, p: int, capacities=None, sch
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
-    """Read, override and validate a scenario file."""
+    """Read, override and validate a scenario file (read with :mod:`hermes.loaders`' limits)."""
     path = Path(path)
     if path.is_dir():
         raise ScenarioError(f"scenario {path} is a directory, not a file")
     if not path.is_file():
         raise ScenarioError(f"scenario file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ScenarioError(f"{path}: not valid YAML{where}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
+        text = read_text(path, "scenario", max_bytes=MAX_SCENARIO_BYTES)
+    except ScenarioError as err:
+        if "not UTF-8" in str(err):
+            raise ScenarioError(f"{path}: cannot read (UnicodeDecodeError: not UTF-8 text)") from None
+        raise
+    data = parse_yaml(text, str(path))
     if data is None:
         raise ScenarioError(f"{path}: the scenario is empty")
     sc = parse_scenario(data, base_dir=path.parent, overrides=overrides)
     if "name" not in data and not any(o.startswith("name=") for o in overrides or []):
-        sc = sc.model_copy(update={"name": re.sub(r"[^A-Za-z0-9_.\-]", "_", path.stem)})
+        sc = sc.model_copy(update={"name": re.sub(r"[^A-Za-z0-9_.\-]", "_", path.stem).lstrip(".") or "scenario"})
     return sc
 
 

@@ -50,8 +50,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from hermes.app.brusselator import Brusselator, SolverError, auto_overlap, serial_solution, window_steps
 from hermes.app.iteration import (DelayedLinks, IterConfig, Platform, RankRecord, StaticLinks, assemble,
@@ -59,9 +58,11 @@ from hermes.app.iteration import (DelayedLinks, IterConfig, Platform, RankRecord
 from hermes.balance.residual import LineBalance
 from hermes.clock import Links
 from hermes.errors import HermesError, ScenarioError, validation_message
+from hermes.loaders import load_yaml
 from hermes.scenario import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED, apply_overrides
+from hermes.strict import Strict
 
-__all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "is_spec_file", "build", "residual_threshold",
+__all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "check_spec", "is_spec_file", "build", "residual_threshold",
            "contraction_estimate", "run_brusselator", "simulate",
            "summarise", "result_lines", "main", "MAX_POINTS", "MAX_STEPS"]
 
@@ -77,8 +78,7 @@ Value = Annotated[float, Field(ge=-1e30, le=1e30)]
 Count = Annotated[int, Field(ge=1, le=MAX_ITERATIONS)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+_Strict = Strict
 
 
 class ProblemSpec(_Strict):
@@ -209,23 +209,44 @@ def parse_spec(data: Any, overrides: list[str] | None = None) -> BrusselatorSpec
 
 
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> BrusselatorSpec:
-    """Read and validate a spec file."""
-    path = Path(path)
+    """Read and validate a spec file (:mod:`hermes.loaders`' limits), then build its iteration serially
+    (:func:`check_spec`), so that a spec the run cannot start is refused before any MPI job."""
+    spec = parse_spec(load_yaml(path, str(path)), overrides)
+    check_spec(spec)
+    return spec
+
+
+def check_spec(spec: BrusselatorSpec) -> None:
+    """What a spec's run would refuse at its start, checked serially: the blocks of the initial partition (more
+    processors than the line can give points), the iteration's parameters, and the memory of the serial check.
+
+    Raises
+    ------
+    ScenarioError
+        One line.
+    """
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
-    except yaml.YAMLError:
-        raise ScenarioError(f"{path}: not valid YAML") from None
-    return parse_spec(data, overrides)
+        build(spec)
+    except SolverError as err:
+        raise ScenarioError(str(err)) from None
+    if spec.check:
+        from hermes.preflight import memory_available
+
+        steps = round(spec.problem.t_end / spec.problem.dt)
+        need = (steps + 1) * spec.problem.points * 16.0
+        avail = memory_available()
+        if avail is not None and need > avail:
+            raise ScenarioError(f"check: the serial solution of {spec.problem.points} points × {steps + 1} time "
+                                f"levels needs {need / 2**30:.3g} GiB, this machine has {avail / 2**30:.3g} GiB "
+                                f"available (check: false skips it)")
 
 
 def is_spec_file(path: str | Path) -> bool:
     """Whether ``path`` is a Brusselator spec (``application.kernel: brusselator``); False for anything else,
     including files that cannot be read (the scenario loader then says why)."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = load_yaml(path, str(path))
+    except HermesError:
         return False
     app = data.get("application") if isinstance(data, dict) else None
     return isinstance(app, dict) and app.get("kernel") == "brusselator"

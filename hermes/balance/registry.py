@@ -99,23 +99,51 @@ def from_object(name: str, obj: Any) -> BalancerInfo:
     if isinstance(obj, BalancerInfo):
         return obj
     if inspect.isclass(obj):
+        if not callable(getattr(obj, "run", None)):  # checked before the class is instantiated (its code runs)
+            raise BalancerError(f"balancer {name!r}: {obj.__name__} is not a balancer (a class with a method "
+                                f"run(self, ctx), or a function run(ctx))")
         try:
             inst = obj()
         except Exception as err:  # a user's class: say what went wrong in one line
-            raise BalancerError(f"balancer {name!r}: cannot instantiate {obj.__name__} ({err})") from None
+            raise BalancerError(f"balancer {name!r}: cannot instantiate {obj.__name__} ({_line(err)})") from None
         run = getattr(inst, "run", None)
-        if not callable(run):
-            raise BalancerError(f"balancer {name!r}: {obj.__name__} has no run(ctx) method")
+        if not callable(run) or not _takes_one(run):
+            raise BalancerError(f"balancer {name!r}: {obj.__name__}.run must take one argument, the context "
+                                f"(run(self, ctx))")
         params = getattr(obj, "Params", NoParams)
         if not (inspect.isclass(params) and issubclass(params, Params)):
             raise BalancerError(f"balancer {name!r}: {obj.__name__}.Params must derive from hermes.balance.Params")
         doc = (inspect.getdoc(obj) or "").strip().splitlines()[:1]
         serial = getattr(inst, "serial", None)
         return BalancerInfo(name, run, params, doc[0] if doc else "", serial if callable(serial) else None)
-    if callable(obj):
+    if inspect.isfunction(obj):
+        if not _takes_one(obj):
+            raise BalancerError(f"balancer {name!r}: the function {obj.__name__} must take one argument, the "
+                                f"context (run(ctx))")
         doc = (inspect.getdoc(obj) or "").strip().splitlines()[:1]
         return BalancerInfo(name, obj, NoParams, doc[0] if doc else "")
-    raise BalancerError(f"balancer {name!r}: {type(obj).__name__} is neither a balancer class nor a function")
+    kind = "a built-in function" if inspect.isbuiltin(obj) else type(obj).__name__
+    raise BalancerError(f"balancer {name!r}: {kind} is not a balancer (a class with a method run(self, ctx), or a "
+                        f"function run(ctx) written in Python)")
+
+
+def _takes_one(fn) -> bool:
+    """Whether ``fn`` can be called with one positional argument (the context) and needs no other."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    try:
+        sig.bind(object())
+    except TypeError:
+        return False
+    return True
+
+
+def _line(err: BaseException) -> str:
+    """An exception as one short line."""
+    text = " ".join(str(err).split())[:200]
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _import_path(path: str) -> BalancerInfo:
@@ -124,13 +152,14 @@ def _import_path(path: str) -> BalancerInfo:
         raise BalancerError(f"balancer {path!r}: an import path looks like 'package.module:Name'")
     try:
         mod = importlib.import_module(module)
-    except ImportError as err:
-        raise BalancerError(f"balancer {path!r}: cannot import {module} ({err})") from None
+    except (Exception, SystemExit) as err:  # a plug-in that fails while it is imported: one line, never a traceback
+        raise BalancerError(f"balancer {path!r}: cannot import {module} ({_line(err)})") from None
     obj = mod
     for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise BalancerError(f"balancer {path!r}: {module} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # noqa: BLE001 - a missing attribute, or a property of the user's that raises
+            raise BalancerError(f"balancer {path!r}: {module} has no attribute {attr!r}") from None
     return from_object(path, obj)
 
 
@@ -142,8 +171,8 @@ def _plugins() -> dict[str, Any]:
 def _load_plugin(name: str, ep) -> BalancerInfo:
     try:
         obj = ep.load()
-    except Exception as err:  # a broken plugin must not take hermes down with a traceback
-        raise BalancerError(f"balancer {name!r}: its entry point {ep.value} fails to load ({err})") from None
+    except (Exception, SystemExit) as err:  # a broken plugin must not take hermes down with a traceback
+        raise BalancerError(f"balancer {name!r}: its entry point {ep.value} fails to load ({_line(err)})") from None
     return from_object(name, obj)
 
 

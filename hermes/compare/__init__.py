@@ -17,6 +17,7 @@ The experiment format is in :mod:`hermes.compare.experiment`, the scheduling (``
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -29,7 +30,8 @@ from hermes.compare.experiment import Experiment, ExperimentError, load_experime
 from hermes.compare.runner import ERROR, cores, execute, read_summary, side_file
 from hermes.compare.tables import columns_of, make_grid, markdown_tables, phase_rows, run_row
 from hermes.errors import HermesError
-from hermes.results import write_atomic, write_csv
+from hermes.loaders import load_json
+from hermes.results import MARKER, DirLock, claim_dir, read_marker, safe_name, write_atomic, write_csv
 
 __all__ = ["compare", "run_experiment", "render", "collect", "load_experiment", "make_experiment", "Experiment",
            "ExperimentError", "parse_axis_option", "PLAN"]
@@ -62,9 +64,35 @@ def run_experiment(exp: Experiment, out: str | os.PathLike | None = None, *, job
     ExperimentError
         A malformed experiment or an invalid run scenario, before anything runs (one line).
     """
+    check_options(jobs, timeout)
     runs = exp.runs()
     d = Path(out) if out is not None else Path("runs") / exp.name
-    d.mkdir(parents=True, exist_ok=True)
+    # the experiment directory is hermes' (marked) and locked for compare's life: a second compare into it is
+    # refused, a directory hermes did not make is never written into
+    lock = claim_dir(d, "--out", kind="experiment", name=exp.name)
+    try:
+        return _run_experiment(exp, runs, d, lock, jobs, oversubscribe, timeout, report, say)
+    finally:
+        lock.release(remove_if_unused=True)
+
+
+#: the most runs ``--jobs`` may start at once; the longest wall time ``--timeout`` may give a run (115 days)
+MAX_JOBS = 1024
+MAX_TIMEOUT = 1e7
+
+
+def check_options(jobs: Any, timeout: Any) -> None:
+    """``--jobs`` an integer in [1, MAX_JOBS], ``--timeout`` None or a finite number of seconds in (0, 1e7]."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+        raise ExperimentError(f"--jobs {jobs!r}: expected an integer from 1 to {MAX_JOBS}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not math.isfinite(timeout) or not 0 < timeout <= MAX_TIMEOUT):
+        raise ExperimentError(f"--timeout {timeout!r}: expected a number of seconds above 0 and at most "
+                              f"{MAX_TIMEOUT:g}")
+
+
+def _run_experiment(exp: Experiment, runs, d: Path, lock, jobs: int, oversubscribe: bool, timeout: float | None,
+                    report: bool, say: Callable[[str], None]) -> Path:
     plan = {"name": exp.name, "description": exp.description, "axes": [a.name for a in exp.axes],
             "columns": exp.column_axis, "runs": [{"id": r.id, "labels": r.labels, "values": r.values,
                                                   "processors": r.processors} for r in runs],
@@ -75,7 +103,7 @@ def run_experiment(exp: Experiment, out: str | os.PathLike | None = None, *, job
         f"{cores()} cores" + (", oversubscribed: wall-clock timings unreliable" if oversubscribe else ""))
     t0 = time.perf_counter()
     outcomes = execute(runs, d / "runs", jobs=jobs, oversubscribe=oversubscribe, timeout=timeout, say=say)
-    written = render(d, report=report, say=say)
+    written = render(d, report=report, say=say, token=lock.token)
     n = {s: sum(o.status == s for o in outcomes) for s in ("done", "skipped", "failed")}
     say(f"hermes compare: {n['done']} ran, {n['skipped']} already complete, {n['failed']} failed in "
         f"{time.perf_counter() - t0:.1f} s wall; " + ", ".join(str(p) for p in written if p.parent == d))
@@ -83,13 +111,22 @@ def run_experiment(exp: Experiment, out: str | os.PathLike | None = None, *, job
 
 
 def _read_plan(d: Path) -> dict[str, Any]:
-    try:
-        plan = json.loads((d / PLAN).read_text())
-        plan["runs"], plan["axes"]  # noqa: B018
-    except FileNotFoundError:
-        raise ExperimentError(f"{d}: not an experiment directory (no {PLAN}; run hermes compare first)") from None
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ExperimentError(f"{d / PLAN}: unreadable ({type(err).__name__})") from None
+    if not (d / PLAN).is_file():
+        raise ExperimentError(f"{d}: not an experiment directory (no {PLAN}; run hermes compare first)")
+    if read_marker(d) != "experiment":
+        raise ExperimentError(f"{d}: not an experiment directory hermes made (no {MARKER} marker; run hermes "
+                              f"compare into a new directory)")
+    plan = load_json(d / PLAN, str(d / PLAN), error=ExperimentError)
+    runs = plan.get("runs") if isinstance(plan, dict) else None
+    if not isinstance(runs, list) or not isinstance(plan.get("axes"), list) or not all(
+            isinstance(r, dict) and isinstance(r.get("labels"), dict) and isinstance(r.get("values"), dict)
+            and isinstance(r.get("id"), str) for r in runs):
+        raise ExperimentError(f"{d / PLAN}: not an experiment plan of hermes")
+    for r in runs:
+        try:
+            safe_name(r["id"], f"{d / PLAN}: run id")
+        except HermesError as err:
+            raise ExperimentError(str(err)) from None
     return plan
 
 
@@ -125,10 +162,22 @@ def _public(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render(d: str | os.PathLike, *, report: bool = True, say: Callable[[str], None] = print,
-           dpi: int = 100) -> list[Path]:
+           dpi: int = 100, token: str | None = None) -> list[Path]:
     """Write results.csv, phases.csv, table.md and (``report``) the plots and report.html from the runs in
-    the experiment directory ``d`` as they are (``hermes compare --report DIR``). Returns the files written."""
+    the experiment directory ``d`` as they are (``hermes compare --report DIR``): a directory hermes made,
+    locked meanwhile (``token``: the lock the caller holds). Returns the files written."""
     d = Path(d)
+    _read_plan(d)  # an experiment directory of hermes, before anything is locked or written
+    lock = DirLock.acquire(d, "--report", token=token, what="experiment")
+    try:
+        return _render(d, report, say, dpi)
+    except OSError as err:
+        raise ExperimentError(f"cannot write the results in {d} ({err.strerror or err})") from None
+    finally:
+        lock.release()
+
+
+def _render(d: Path, report: bool, say: Callable[[str], None], dpi: int) -> list[Path]:
     plan, rows, prows = collect(d)
     public = _public(rows)
     written = [write_csv(d / "results.csv", public, columns_of(public))]

@@ -38,7 +38,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes.errors import HermesError
-from hermes.scenario import QUICKSTART, BalancerSpec, Scenario, parse_scenario
+from hermes.loaders import load_yaml
+from hermes.results import safe_name, slug
+from hermes.scenario import QUICKSTART, BalancerSpec, Scenario, parse_scenario, yaml_value
 
 __all__ = ["Experiment", "AxisValue", "Axis", "PlannedRun", "ExperimentError", "load_experiment",
            "make_experiment", "parse_axis_option", "absolute_paths", "PATH_KEYS"]
@@ -144,6 +146,11 @@ class Experiment:
             values = {a.name: (v.raw if v.raw is not None else v.label) for a, v in zip(self.axes, combo)}
             run_id = "__".join(_slug(a.name.rsplit(".", 1)[-1] + "-" + v.label if v.raw is not None else v.label)
                                for a, v in zip(self.axes, combo)) or "run"
+            try:
+                safe_name(run_id, "run directory")
+            except HermesError as err:
+                raise ExperimentError(f"run {' · '.join(labels.values())!r}: {err} (give its values shorter "
+                                      f"labels)") from None
             if run_id in seen:
                 raise ExperimentError(f"runs {seen[run_id]!r} and {' · '.join(labels.values())!r} get the same "
                                       f"directory {run_id!r}: give the values distinct labels")
@@ -226,14 +233,16 @@ def make_experiment(data: dict[str, Any] | None, *, here: str | Path = ".", set_
     else:
         for item in sets or []:
             k, v = _split_item(item, "--set")
-            fixed[k] = yaml.safe_load(v) if v.strip() else ""
+            fixed[k] = _value(v, f"--set {k}")
     for key in fixed:
         _check_key(key, "set")
     fixed = _absolute_sets(fixed, here)
     built = tuple(_axis(key, values, here) for key, values in raw_axes.items())
     exp_name = name or spec.name or (base.get("name") if isinstance(base.get("name"), str) else None) or "experiment"
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", exp_name):
-        raise ExperimentError(f"experiment: name {exp_name!r} may only contain letters, digits, '.', '_' and '-'")
+    if not isinstance(exp_name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}", exp_name):
+        raise ExperimentError(f"experiment: name {str(exp_name)[:60]!r} may only contain letters, digits, '.', '_' "
+                              f"and '-', and start with a letter, a digit or '_' (it names the experiment "
+                              f"directory)")
     exp = Experiment(exp_name, base, base_dir, here, fixed, built, spec.description.strip(), spec.table.columns, data)
     if exp.columns is not None and exp.columns not in [a.name for a in built]:
         raise ExperimentError(f"experiment: table.columns: {exp.columns!r} is not an axis "
@@ -247,12 +256,9 @@ def parse_axis_option(item: str) -> tuple[str, list[Any]]:
     key, text = _split_item(item, "--set-axis")
     text = text.strip()
     if text.startswith("["):
-        try:
-            values = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise ExperimentError(f"--set-axis {item!r}: not a YAML list") from None
+        values = _value(text, f"--set-axis {key}")
     else:
-        values = [yaml.safe_load(v) if v.strip() else "" for v in text.split(",")]
+        values = [_value(v, f"--set-axis {key}") for v in text.split(",")]
     if not isinstance(values, list) or not values:
         raise ExperimentError(f"--set-axis {item!r}: expected KEY=V1,V2,... with at least one value")
     return key, values
@@ -417,7 +423,16 @@ def _compact(v: Any) -> str:
 
 
 def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", label).strip("-") or "_"
+    """A safe directory name from a label: never '.', '..', a separator or a NUL (:func:`hermes.results.slug`)."""
+    return slug(label)
+
+
+def _value(text: str, what: str) -> Any:
+    """A command-line value read as YAML (:func:`hermes.scenario.yaml_value`: the loaders' limits)."""
+    try:
+        return yaml_value(text)
+    except ValueError as err:
+        raise ExperimentError(f"{what}: {err}") from None
 
 
 def _resolve(here: Path, p: str) -> Path:
@@ -436,14 +451,7 @@ def _read_scenario(path: Path) -> dict[str, Any]:
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ExperimentError(f"file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise ExperimentError(f"{path}: not valid YAML" + (f" (line {mark.line + 1})" if mark else "")) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ExperimentError(f"{path}: cannot read ({type(err).__name__})") from None
+    data = load_yaml(path, str(path), error=ExperimentError)
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: expected a mapping of keys")
     return data
-

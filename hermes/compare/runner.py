@@ -10,7 +10,6 @@ results are in the scenario's clock (virtual by default), the elapsed time and t
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +23,10 @@ from typing import Any
 import yaml
 
 from hermes.compare.experiment import PlannedRun
+from hermes.errors import HermesError
 from hermes.launch import _LAUNCHER_ENV, mpiexec_command
+from hermes.loaders import load_json, load_yaml
+from hermes.results import DirLock, RunDirError, clear_dir, file_mode, read_marker, safe_name, write_atomic
 
 __all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores"]
 
@@ -57,19 +59,29 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The run's summary.json if it is complete (parses, every phase recorded, not ``"complete": false``)."""
-    import json
-
+def _scenario_of(run_dir: Path) -> Any:
+    """The run's scenario.yaml as data (None if it is missing or unreadable; :mod:`hermes.loaders`' limits)."""
     try:
-        s = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
+        return load_yaml(run_dir / "scenario.yaml")
+    except HermesError:
+        return None
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's summary.json if it is complete (parses, every phase recorded, not ``"complete": false``) and
+    the directory is a hermes run (its marker)."""
+    if read_marker(run_dir) != "run":
+        return None
+    try:
+        s = load_json(run_dir / "summary.json")
+    except HermesError:
         return None
     if not isinstance(s, dict) or s.get("complete", True) is not True or not isinstance(s.get("phases"), list):
         return None
+    had = _scenario_of(run_dir)
     try:
-        planned = yaml.safe_load((run_dir / "scenario.yaml").read_text())["adaptation"]["phases"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        planned = had["adaptation"]["phases"]
+    except (KeyError, TypeError):
         planned = None
     if planned is not None and len(s["phases"]) != planned:
         return None
@@ -80,11 +92,7 @@ def run_status(run: PlannedRun, run_dir: Path) -> str:
     """``complete``, ``stale`` (complete, but for another scenario: the experiment changed), ``failed`` (an
     ID.error.txt from an earlier attempt) or ``missing``."""
     if read_summary(run_dir) is not None:
-        try:
-            had = yaml.safe_load((run_dir / "scenario.yaml").read_text())
-        except (OSError, yaml.YAMLError):
-            return "stale"
-        return "complete" if had == run.scenario.to_dict() else "stale"
+        return "complete" if _scenario_of(run_dir) == run.scenario.to_dict() else "stale"
     return "failed" if side_file(run_dir, ERROR).is_file() else "missing"
 
 
@@ -219,7 +227,13 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
                 used = sum(j.run.processors for j in executing)
                 if executing and not oversubscribe and used + todo[0].processors > budget:
                     break
-                executing.append(_start(todo.popleft(), runs_dir, env))
+                run = todo.popleft()
+                try:
+                    executing.append(_start(run, runs_dir, env))
+                except HermesError as err:  # its directory is not one hermes may replace: the others go on
+                    outcomes[run.id] = Outcome(run, "failed", str(err))
+                    progress.event("FAILED", f"{run.title()}: {err}")
+                    continue
                 say(f"{' ' * len(progress.bar())}  start    {executing[-1].run.title()} "
                     f"({executing[-1].run.processors} ranks)")
             time.sleep(0.05)
@@ -256,16 +270,40 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _clean(d: Path) -> None:
+    """Empty the run directory ``d`` of an incomplete, stale or failed attempt — only if hermes made it (its
+    marker; a symlink or a directory without the marker is refused and left as it is) and no run holds it."""
+    safe_name(d.name, "run directory")
+    if d.is_symlink() or (d.exists() and not d.is_dir()):
+        raise RunDirError(f"{d} is not a run directory hermes made (not touched)")
+    if not d.exists() or not any(d.iterdir()):
+        return
+    if read_marker(d) != "run":
+        raise RunDirError(f"{d} holds files and carries no hermes marker (not touched; move it away)")
+    with DirLock.acquire(d, str(d)):
+        clear_dir(d)
+
+
+def _create(path: Path):
+    """A new file for writing at ``path`` (whatever was there removed first; never through a symlink)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                 file_mode())
+    return os.fdopen(fd, "w")
+
+
 def _start(run: PlannedRun, runs_dir: Path, env: dict[str, str]) -> _Job:
     d = runs_dir / run.id
-    if d.exists():
-        shutil.rmtree(d)  # an incomplete, stale or failed attempt: start clean
+    _clean(d)
     side_file(d, ERROR).unlink(missing_ok=True)
     runs_dir.mkdir(parents=True, exist_ok=True)
     spec = side_file(d, SPEC)  # the run writes the same resolved scenario into its directory
-    spec.write_text(yaml.safe_dump(run.scenario.to_dict(), sort_keys=False))
+    write_atomic(spec, yaml.safe_dump(run.scenario.to_dict(), sort_keys=False))
     cmd = mpiexec_command(run.processors, ["run", str(spec), "--no-launch", "--quiet", "--out", str(d)])
-    log = open(side_file(d, LOG), "w")
+    try:
+        log = _create(side_file(d, LOG))
+    except OSError as err:
+        raise RunDirError(f"cannot write {side_file(d, LOG)} ({err.strerror or err})") from None
     log.write("$ " + " ".join(cmd) + "\n")
     log.flush()
     kwargs: dict[str, Any] = {"start_new_session": True}
@@ -296,5 +334,5 @@ def _finish(job: _Job, runs_dir: Path, rc: int | None, timed_out: float | None) 
         if summary is not None:
             return Outcome(job.run, "done", None, wall, summary)
         err = "the run ended without a complete summary.json"
-    side_file(d, ERROR).write_text(err + "\n")
+    write_atomic(side_file(d, ERROR), err + "\n")
     return Outcome(job.run, "failed", err, wall)

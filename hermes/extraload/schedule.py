@@ -11,6 +11,7 @@ per processor — the layout of the thesis' table.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,35 +23,105 @@ from hermes.errors import ScenarioError
 __all__ = ["CapacitySchedule", "read_schedule_csv", "read_capacities"]
 
 
+#: the largest capacity or schedule file hermes reads (a table of 100 000 processors × 100 phases is ~70 MB)
+MAX_TABLE_BYTES = 256 * 2**20
+
+
+def _limits() -> tuple[float, int, int]:
+    from hermes.scenario import BIG, MAX_PHASES, MAX_PROCESSORS
+
+    return BIG, MAX_PHASES, MAX_PROCESSORS
+
+
+def _processor_id(text: str) -> int | None:
+    """A schedule row's processor: an integer from 0, or ``P1``, ``P2``, ... (the thesis' numbering, from 1)."""
+    t = text.strip()
+    if t.isdigit() and len(t) <= 9:
+        return int(t)
+    if len(t) > 1 and t[0] in "Pp" and t[1:].isdigit() and len(t) <= 10:
+        return int(t[1:]) - 1
+    return None
+
+
 def read_schedule_csv(path: str | Path) -> NDArray[np.float64]:
-    """Read a processors × phases CSV; returns a phases × processors array."""
+    """Read a processors × phases CSV; returns a phases × processors array.
+
+    The header is ``processor,adpt1,adpt2,...``; each row a processor and its capacity in every phase. The
+    processors are ``0`` … ``p−1`` or ``P1`` … ``Pp`` (the thesis' numbering), each once, in any order (rows are
+    put in processor order). Lines starting with ``#`` and blank lines are skipped.
+
+    Raises
+    ------
+    ScenarioError
+        One line naming the file and the row: not comma-separated, a row of another width, an id that is not
+        an integer, repeated or out of range, a capacity that is not a positive finite number up to ``BIG``.
+    """
+    from hermes.loaders import read_text
+
+    big, max_phases, max_procs = _limits()
     path = Path(path)
-    try:
-        rows = list(csv.reader(path.read_text().splitlines()))
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{path}: cannot read schedule ({err.__class__.__name__})") from None
-    rows = [r for r in rows if r and not r[0].lstrip().startswith("#")]
-    if len(rows) < 2:
+    text = read_text(path, "schedule", max_bytes=MAX_TABLE_BYTES)
+    numbered = [(n, r) for n, r in enumerate(csv.reader(text.splitlines()), 1)
+                if r and any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+    if len(numbered) < 2:
         raise ScenarioError(f"{path}: schedule needs a header and one row per processor")
-    try:
-        table = np.array([[float(x) for x in r[1:]] for r in rows[1:]], dtype=np.float64)
-    except ValueError:
-        raise ScenarioError(f"{path}: schedule values must be numbers") from None
-    if table.ndim != 2 or table.shape[1] != len(rows[0]) - 1:
-        raise ScenarioError(f"{path}: every row needs {len(rows[0]) - 1} capacities")
-    if np.any(~np.isfinite(table)) or np.any(table <= 0):
-        raise ScenarioError(f"{path}: capacities must be positive")
+    header = numbered[0][1]
+    if len(header) < 2:
+        sep = next((c for c in (";", "\t", "|") if c in header[0]), None)
+        hint = f" (it is separated by {sep!r}: use commas)" if sep else ""
+        raise ScenarioError(f"{path}: the header needs 'processor' and one column per phase, separated by commas "
+                            f"(processor,adpt1,adpt2,...){hint}")
+    width = len(header)
+    if width - 1 > max_phases or len(numbered) - 1 > max_procs:
+        raise ScenarioError(f"{path}: at most {max_phases} phases and {max_procs} processors")
+    ids, rows = [], []
+    for n, r in numbered[1:]:
+        if len(r) != width:
+            raise ScenarioError(f"{path}, line {n}: {len(r)} fields, the header has {width}")
+        pid = _processor_id(r[0])
+        if pid is None:
+            raise ScenarioError(f"{path}, line {n}: {r[0].strip()[:20]!r} is not a processor id (0, 1, 2, ... or the "
+                                f"thesis' P1, P2, ...)")
+        try:
+            vals = [float(x) for x in r[1:]]
+        except ValueError:
+            raise ScenarioError(f"{path}, line {n}: schedule values must be numbers") from None
+        if not all(math.isfinite(v) and 0 < v <= big for v in vals):
+            raise ScenarioError(f"{path}, line {n}: capacities must be positive finite numbers up to {big:g}")
+        ids.append(pid)
+        rows.append(vals)
+    p = len(ids)
+    seen = set()
+
+    def r_text(pid: int) -> str:
+        return f"{pid} (P{pid + 1})"
+
+    for (n, _), pid in zip(numbered[1:], ids):
+        if not 0 <= pid < p:
+            raise ScenarioError(f"{path}, line {n}: processor {r_text(pid)} is out of range (the file has {p} "
+                                f"processors: 0 to {p - 1}, or P1 to P{p})")
+        if pid in seen:
+            raise ScenarioError(f"{path}, line {n}: processor {r_text(pid)} is given twice")
+        seen.add(pid)
+    table = np.array(rows, dtype=np.float64)[np.argsort(ids, kind="stable")]
     return table.T.copy()
 
 
 def read_capacities(path: str | Path) -> NDArray[np.float64]:
-    """A capacity list from a text file: numbers separated by commas, spaces or newlines."""
+    """A capacity list from a text file: numbers separated by commas, spaces or newlines (positive, finite, at
+    most ``BIG``; at most ``MAX_PROCESSORS`` of them)."""
+    from hermes.loaders import read_text
+
+    big, _, max_procs = _limits()
+    text = read_text(path, "capacities", max_bytes=MAX_TABLE_BYTES)
     try:
-        vals = np.array(Path(path).read_text().replace(",", " ").split(), dtype=np.float64)
-    except (OSError, ValueError, UnicodeDecodeError):
+        vals = np.array(text.replace(",", " ").split(), dtype=np.float64)
+    except ValueError:
         raise ScenarioError(f"{path}: capacities must be a list of numbers") from None
-    if vals.size == 0 or np.any(~np.isfinite(vals)) or np.any(vals <= 0):
-        raise ScenarioError(f"{path}: capacities must be positive numbers")
+    if vals.size == 0 or np.any(~np.isfinite(vals)) or np.any(vals <= 0) or np.any(vals > big):
+        raise ScenarioError(f"{path}: capacities must be positive numbers up to {big:g}")
+    if vals.size > max_procs:
+        raise ScenarioError(f"{path}: {vals.size} capacities, more than {max_procs} processors")
     return vals
 
 

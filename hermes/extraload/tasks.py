@@ -36,10 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hermes.errors import ScenarioError
+from hermes.loaders import load_yaml
+from hermes.strict import Strict
 
 __all__ = ["Step", "Task", "TaskSpec", "TaskFile", "ExtraLoadSpec", "load_tasks", "parse_tasks", "compile_tasks",
            "check_tasks", "CSV_COLUMNS"]
@@ -50,8 +51,7 @@ CSV_COLUMNS = ["task", "processor", "priority", "start_phase", "start_time", "st
 NonNeg = Annotated[float, Field(ge=0, le=1e15, allow_inf_nan=False)]  # bytes, work units, seconds: finite, bounded
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = Strict
 
 
 class TripleSpec(_Strict):
@@ -329,14 +329,7 @@ def load_tasks(path: str | Path) -> list[Task]:
             raise ScenarioError(_format(err, where)) from None
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise ScenarioError(f"{path}: task files are .yaml, .yml or .csv")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise ScenarioError(f"{path}: not valid YAML" + (f" (line {mark.line + 1})" if mark else "")) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
-    return parse_tasks(data, str(path))
+    return parse_tasks(load_yaml(path), str(path))
 
 
 class ExtraLoadSpec(_Strict):

@@ -35,9 +35,10 @@ from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from hermes.errors import ScenarioError
+from hermes.strict import Strict
 from hermes.monitor.forecast import (DEFAULT_FAMILY, DEFAULT_GAINS, DEFAULT_WINDOWS, family, forecast,
                                      mean_abs_rel_error, parse_forecaster)
 
@@ -132,7 +133,7 @@ class Observation:
     bandwidth_error: float  # same for the measured links' bandwidths
 
 
-class MonitorSpec(BaseModel):
+class MonitorSpec(Strict):
     """The scenario's ``monitor:`` section.
 
     ::
@@ -145,7 +146,6 @@ class MonitorSpec(BaseModel):
           gains: [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 0.9]   # exponential smoothing gains
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     source: Literal["forecast", "measured", "nominal", "oracle"] = "forecast"
     forecaster: str = "adaptive_mse"
     link_weight: Literal["conductance", "inverse_square"] = "conductance"

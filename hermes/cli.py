@@ -601,12 +601,12 @@ def _prepare_launch(args):
     new run: the scenario and its run directory (the default one named here, so that every rank uses the
     same); a resumed run: the checkpoint and its directory. The launcher holds the directory's lock
     (:func:`hermes.results.claim_dir`) and hands it to the job with ``--lock-token``."""
-    from hermes.checkpoint import read_manifest
+    from hermes.checkpoint import verify_checkpoint
     from hermes.results import claim_dir, run_dir_for
 
     _timeout(args)
     if args.resume is not None:
-        man = read_manifest(args.resume)
+        man = verify_checkpoint(args.resume)  # every file, and scenario.yaml unchanged, before mpiexec starts
         lock = claim_dir(args.resume, "--resume", force=True)
         return man.ranks, ["--lock-token", lock.token], lock
     sc = _load(args)

@@ -40,9 +40,9 @@ def _crash_after(monkeypatch, phase: int) -> list[dict]:
     r_out: list = []
     real_open = driver._open
 
-    def spy_open(r, path, key, force):
+    def spy_open(r, path, *args, **kwargs):
         r_out.append(path)
-        return real_open(r, path, key, force)
+        return real_open(r, path, *args, **kwargs)
 
     monkeypatch.setattr(driver, "_fault", fault)
     monkeypatch.setattr(driver, "_open", spy_open)
@@ -85,33 +85,52 @@ def test_a_checkpoint_that_cannot_be_resumed_is_refused_in_one_line(tmp_path, mo
     monkeypatch.undo()
     man = tmp_path / "c" / "checkpoint" / "manifest.json"
     doc = json.loads(man.read_text())
-    state = tmp_path / "c" / "checkpoint" / "phase-0002" / "rank-00000.pkl"
+    state = tmp_path / "c" / "checkpoint" / "phase-0002" / "rank-00000.npz"
     good = state.read_bytes()
     state.write_bytes(good[:-10] + b"0123456789")
-    with pytest.raises(HermesError, match=r"^--resume: .*rank-00000.pkl is damaged"):
+    with pytest.raises(HermesError, match=r"^--resume: .*rank-00000.npz is damaged"):
         driver.resume(tmp_path / "c", MPI.COMM_SELF)
     state.write_bytes(good)
-    man.write_text(json.dumps({**doc, "ranks": 4, "files": doc["files"] * 4}))
+    four = [{**doc["files"][0], "name": f"rank-{r:05d}.npz"} for r in range(4)]
+    man.write_text(json.dumps({**doc, "ranks": 4, "files": four}))
     with pytest.raises(HermesError, match=r"the checkpoint holds 4 ranks, the job has 1"):
         driver.resume(tmp_path / "c", MPI.COMM_SELF)
     man.write_text(json.dumps({**doc, "hermes": "0.0.1"}))
     with pytest.raises(HermesError, match=r"written by hermes 0.0.1, this is hermes "):
         driver.resume(tmp_path / "c", MPI.COMM_SELF)
     man.write_text("{")
-    with pytest.raises(HermesError, match=r"cannot read .*manifest.json \(JSONDecodeError\)"):
+    with pytest.raises(HermesError, match=r"^--resume: .*manifest.json: not JSON \("):
         driver.resume(tmp_path / "c", MPI.COMM_SELF)
     man.write_text(json.dumps(doc))
     assert driver.resume(tmp_path / "c", MPI.COMM_SELF, quiet=True).summary["complete"] is True
 
 
-def test_state_that_cannot_be_pickled_is_reported_in_one_line(tmp_path, monkeypatch):
+class Plugin:
+    """A plug-in's own object: not data a checkpoint holds."""
+
+
+#: (what a plug-in balancer keeps in ctx.state, where the message says it is, the type it names)
+NOT_DATA = {
+    "closure": (lambda tmp: lambda: None, "state.balancer_state['hook']", "function"),
+    "open file": (lambda tmp: open(tmp / "log.txt", "w"), "state.balancer_state['hook']", "_io.TextIOWrapper"),
+    "object in a list": (lambda tmp: [1, {"x": Plugin()}], "state.balancer_state['hook'][1]['x']",
+                         f"{__name__}.Plugin"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_DATA))
+def test_state_that_is_not_data_is_reported_in_one_line(tmp_path, monkeypatch, case):
+    make, where, kind = NOT_DATA[case]
     real = driver.start
 
     def start(comm, sc, **kw):
         r = real(comm, sc, **kw)
-        r.balancer_state["hook"] = lambda: None  # a closure: pickle cannot store it
+        r.balancer_state["hook"] = make(tmp_path)
         return r
 
     monkeypatch.setattr(driver, "start", start)
-    with pytest.raises(HermesError, match=r"^checkpoint: the state of rank 0 cannot be saved \("):
+    with pytest.raises(HermesError) as err:
         driver.run(_scenario(), MPI.COMM_SELF, out_dir=tmp_path / "c", quiet=True)
+    assert str(err.value) == (f"checkpoint: the state of rank 0 cannot be saved: {where} holds a {kind} (checkpoints "
+                              f"hold arrays, numbers, strings, lists, mappings and hermes' own records)")
+    assert not (tmp_path / "c" / "checkpoint" / "manifest.json").exists()

@@ -185,7 +185,7 @@ def safe_name(name: Any, what: str) -> str:
 def slug(label: str) -> str:
     """A safe file name made from a label (:func:`safe_name`): runs of other characters become ``-``, leading
     dots and dashes go; ``_`` if nothing is left."""
-    text = re.sub(r"[^A-Za-z0-9_.\-]+", "-", str(label)).strip("-").lstrip(".").strip("-")[:120]
+    text = re.sub(r"[^A-Za-z0-9_.\-]+", "-", str(label)).lstrip(".-").rstrip("-")[:120]
     return text or "_"
 
 
@@ -223,6 +223,14 @@ def read_marker(path: str | Path) -> str | None:
         return None
     kind = doc.get("hermes") if isinstance(doc, dict) else None
     return kind if kind in KINDS else None
+
+
+def _marker_name(path: Path) -> str | None:
+    try:
+        doc = json.loads((path / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("name") if isinstance(doc, dict) and isinstance(doc.get("name"), str) else None
 
 
 def write_marker(path: Path, kind: str, name: str | None = None) -> None:
@@ -395,8 +403,8 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
         raise RunDirError(f"{key}: {path} is not empty and carries no hermes marker ({MARKER}): hermes writes only "
                           f"into a new or empty directory or one it made (give another directory)")
     if found != kind:
-        raise RunDirError(f"{key}: {path} is a hermes {found} directory, not a {kind} directory (give another "
-                          f"directory)")
+        raise RunDirError(f"{key}: {path} is a hermes {found} directory, not {'an' if kind[0] in 'aeiou' else 'a'} "
+                          f"{kind} directory (give another directory)")
     holder = _locked(path, token)
     if holder is not None:
         who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
@@ -482,6 +490,7 @@ def open_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, t
         if read_marker(path) is None:
             write_marker(path, "run")
         clear_dir(path)
+        write_marker(path, "run", _marker_name(path))  # this version's marker, with this run's file mode
     except OSError as err:
         raise RunDirError(f"{key}: cannot prepare {path} ({err.strerror or type(err).__name__})") from None
     return path

@@ -65,6 +65,10 @@ MAX_PROCESSORS = 100_000
 #: finite so that per-phase records and loops stay bounded
 MAX_PHASES = 100_000
 MAX_ITERATIONS = 1_000_000
+#: the monitor's capacity probe (1 ms of an average processor) and the widest span of the platform's times it
+#: may be measured against (a duration of 1e-12 × the longest still keeps 3 of the clock's 16 digits)
+PROBE_SECONDS = 1e-3
+MAX_TIME_SPAN = 1e12
 #: a scenario file larger than this is refused before it is read (an inline schedule of 100 000 processors
 #: × 20 phases is about 20 MB)
 MAX_SCENARIO_BYTES = 64 * 2**20
@@ -683,6 +687,18 @@ def check_magnitudes(sc: Scenario, *, n_cells: int, p: int, capacities=None, sch
         fail("platform.latency, platform.bandwidth, application.bytes_per_edge, application.iterations",
              "the communication time (iterations × phases × (latency × cells + bytes_per_edge × cells² / "
              "bandwidth))", comm, f"{BIG:g} s")
+    # the monitor measures durations as differences of virtual times: the platform's shortest and longest
+    # message (and its 1 ms capacity probe) must stay within MAX_TIME_SPAN of each other
+    lats = [v for v in [pl.latency] + [k.latency for k in pl.links if k.latency is not None] if v > 0]
+    bws = [pl.bandwidth] + [k.bandwidth for k in pl.links if k.bandwidth is not None]
+    times = [PROBE_SECONDS, *lats] + ([app.bytes_per_edge / b for b in bws] if app.bytes_per_edge > 0 else [])
+    span = lg(max(times)) - lg(min(times))
+    if span > lg(MAX_TIME_SPAN):
+        raise ScenarioError(f"platform.latency, platform.bandwidth, platform.links: the platform's times span "
+                            f"1e{span:.0f} (from {min(times):.3g} s to {max(times):.3g} s: latencies, "
+                            f"bytes_per_edge / bandwidths and the monitor's {PROBE_SECONDS:g} s probe), beyond "
+                            f"{MAX_TIME_SPAN:g}: the virtual clock (relative precision 2e-16) could no longer measure "
+                            f"the shortest against the longest")
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
@@ -692,12 +708,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
         raise ScenarioError(f"scenario {path} is a directory, not a file")
     if not path.is_file():
         raise ScenarioError(f"scenario file not found: {path}")
-    try:
-        text = read_text(path, "scenario", max_bytes=MAX_SCENARIO_BYTES)
-    except ScenarioError as err:
-        if "not UTF-8" in str(err):
-            raise ScenarioError(f"{path}: cannot read (UnicodeDecodeError: not UTF-8 text)") from None
-        raise
+    text = read_text(path, "scenario", max_bytes=MAX_SCENARIO_BYTES)
     data = parse_yaml(text, str(path))
     if data is None:
         raise ScenarioError(f"{path}: the scenario is empty")

@@ -18,6 +18,7 @@ import yaml
 from hermes.compare import collect, load_experiment, make_experiment, render, run_experiment
 from hermes.compare.experiment import ExperimentError, parse_axis_option
 from hermes.compare.runner import error_line, read_summary
+from hermes.results import write_marker
 from hermes.compare.tables import format_time, make_grid, markdown_tables, run_row
 from hermes.viz.compare import pareto_front
 
@@ -183,6 +184,8 @@ def test_read_summary_knows_complete_runs(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(s)[:-5])
     assert read_summary(tmp_path) is None  # truncated
     (tmp_path / "summary.json").write_text(json.dumps(s))
+    assert read_summary(tmp_path) is None  # no hermes marker: not a run directory of hermes
+    write_marker(tmp_path, "run")
     assert read_summary(tmp_path)["total_time"] == 1.0
 
 

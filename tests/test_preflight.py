@@ -54,7 +54,7 @@ def test_mesh_cells_of_a_grid_and_of_a_file(tmp_path):
 
 
 @pytest.mark.parametrize("p, top, message", [
-    (4, {"platform": {"schedule": "s.csv"}}, "platform.schedule: 3 processors in the schedule, 4 in the run"),
+    (4, {"platform": {"schedule": "s.csv"}}, "platform.schedule: phase 1 has 3 capacities for 4 processors"),
     (3, {"platform": {"capacities": "homo", "schedule": "s.csv"}, "mesh": {"grid": "1x2"}},
      "more processors (3) than cells (2) in mesh.grid: 1x2"),
     (4, {"processors": 2, "platform": {"capacities": "homo"}}, "processors: the scenario asks for 2 processors, not 4"),

@@ -11,16 +11,22 @@ import numpy as np
 import pytest
 
 from hermes.results import (
+    LOCK,
     MARKER,
     RunDirError,
     check_run_dir,
+    claim_dir,
     file_mode,
     open_run_dir,
+    read_marker,
     read_summary,
     run_dir_for,
+    safe_name,
+    slug,
     write_atomic,
     write_csv,
     write_json,
+    write_marker,
     write_npz,
 )
 from hermes.scenario import QUICKSTART, parse_scenario
@@ -56,34 +62,41 @@ def test_vtu_files_get_the_mode_of_the_umask(tmp_path, umask):
     assert stat.S_IMODE(write_vtu(tmp_path / "m.vtu", mesh).stat().st_mode) == 0o640
 
 
-def _run(path, *, complete: bool | None = True, phases: int = 2, checkpoint: int | None = None, marker=True):
-    """A fake hermes run directory (``complete`` None: a summary of an earlier version, without the flag)."""
+def _run(path, *, complete=True, phases=2, checkpoint=None, marker=True):
+    """A fake hermes run directory (``complete`` None: a summary of an earlier version, without the flag;
+    ``marker`` "legacy": the text marker of earlier versions)."""
     path.mkdir(parents=True)
     summary = {"scenario": "x", "phases": [{"phase": k + 1} for k in range(phases)]}
     if complete is not None:
         summary.update(complete=complete, checkpoint=checkpoint)
     (path / "summary.json").write_text(json.dumps(summary))
-    if marker:
-        (path / MARKER).write_text("hermes")
+    if marker == "legacy":
+        (path / MARKER).write_text("a hermes run directory: 'hermes run --out' replaces it when the run is finished\n")
+    elif marker:
+        write_marker(path, "run")
     (path / "partition-003.png").write_bytes(b"png")
     (path / "vtu").mkdir()
     (path / "vtu" / "phase-004.vtu").write_text("<VTKFile/>")
     return path
 
 
+def _left(path):
+    return sorted(p.name for p in path.iterdir() if p.name != LOCK)
+
+
 def test_absent_and_empty_directories_are_used(tmp_path):
     assert check_run_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b" and not (tmp_path / "a").exists()
     out = open_run_dir(tmp_path / "a" / "b")
-    assert out.is_dir() and [p.name for p in out.iterdir()] == [MARKER]
+    assert out.is_dir() and _left(out) == [MARKER] and read_marker(out) == "run"
     (tmp_path / "empty").mkdir()
     assert open_run_dir(tmp_path / "empty") == tmp_path / "empty"
 
 
-@pytest.mark.parametrize("complete, marker", [(True, True), (None, False), (True, False)])
+@pytest.mark.parametrize("complete, marker", [(True, True), (None, "legacy"), (True, "legacy")])
 def test_a_finished_run_is_replaced_wholesale(tmp_path, complete, marker):
     old = _run(tmp_path / "r", complete=complete, marker=marker)
     out = open_run_dir(old, "--out")
-    assert sorted(p.name for p in out.iterdir()) == [MARKER]  # no picture or VTU file of the old run stays
+    assert _left(out) == [MARKER]  # no picture or VTU file of the old run stays
 
 
 def test_an_unfinished_run_is_kept_unless_forced(tmp_path):
@@ -95,27 +108,116 @@ def test_an_unfinished_run_is_kept_unless_forced(tmp_path):
     plain = _run(tmp_path / "p", complete=False, phases=1)
     with pytest.raises(RunDirError, match=r"\(1 phase recorded\): replace it with --force or choose another"):
         check_run_dir(plain, "output.dir")
-    assert sorted(p.name for p in open_run_dir(run, "--out", force=True).iterdir()) == [MARKER]
+    assert _left(open_run_dir(run, "--out", force=True)) == [MARKER]
     # an unfinished run that recorded nothing (it failed during the set-up) is replaced without --force
     empty = _run(tmp_path / "e", complete=False, phases=0)
-    assert sorted(p.name for p in open_run_dir(empty).iterdir()) == [MARKER]
+    assert _left(open_run_dir(empty)) == [MARKER]
 
 
-def test_other_directories_and_files_are_refused(tmp_path):
+@pytest.mark.parametrize("planted", ["nothing", "summary", "forged marker", "marker symlink", "experiment"])
+def test_a_directory_hermes_did_not_mark_is_refused_whatever_it_holds(tmp_path, planted):
+    """Only hermes' own marker makes a directory hermes' — not a summary.json that looks like a run's (with a
+    ``phases`` key), not a marker file another program wrote, not a symlink to hermes' marker elsewhere, not
+    a marker of the other kind."""
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep")
-    (mine / "summary.json").write_text('{"not": "hermes"}')
+    if planted == "summary":
+        (mine / "summary.json").write_text('{"scenario": "x", "phases": [], "complete": true}')
+    elif planted == "forged marker":
+        (mine / MARKER).write_text("hermes")
+    elif planted == "marker symlink":
+        elsewhere = _run(tmp_path / "real", marker=True)
+        (mine / MARKER).symlink_to(elsewhere / MARKER)
+    elif planted == "experiment":
+        write_marker(mine, "experiment")
+    before = {p.name: p.read_bytes() if p.is_file() else None for p in mine.iterdir()}
     for force in (False, True):
-        with pytest.raises(RunDirError, match=r"^--out: .*mine is not empty and holds no hermes run"):
+        with pytest.raises(RunDirError, match=r"^--out: .*mine is (not empty and carries no hermes marker|a hermes "
+                                              r"experiment directory, not a run directory)"):
             open_run_dir(mine, force=force)
-    assert (mine / "notes.txt").read_text() == "keep"
+        with pytest.raises(RunDirError):
+            claim_dir(mine, force=force)
+    assert {p.name: p.read_bytes() if p.is_file() else None for p in mine.iterdir()} == before
+
+
+def test_other_files_are_refused(tmp_path):
     afile = tmp_path / "f"
     afile.write_text("x")
     with pytest.raises(RunDirError, match=r"^output.dir: .*/f exists and is not a directory$"):
         check_run_dir(afile, "output.dir")
     with pytest.raises(RunDirError, match=r"^--out: .*/f is not a directory \(cannot create .*/f/a/b in it\)$"):
         check_run_dir(afile / "a" / "b")
+    with pytest.raises(RunDirError, match="NUL byte"):
+        check_run_dir(tmp_path / "a\0b")
+
+
+def test_clearing_never_follows_a_symlink_out_of_the_directory(tmp_path):
+    """A symlink planted in a run directory (to a file, to a directory) is removed; what it points to stays."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep")
+    run = _run(tmp_path / "r")
+    (run / "link-dir").symlink_to(outside)
+    (run / "link-file").symlink_to(outside / "precious.txt")
+    (run / "vtu" / "deep-link").symlink_to(outside)
+    assert _left(open_run_dir(run)) == [MARKER]
+    assert (outside / "precious.txt").read_text() == "keep"
+
+
+def test_a_locked_directory_is_refused_and_the_lock_is_handed_over_by_token(tmp_path):
+    """The lock of a run directory refuses a second run while the first holds it (another process here: a
+    flock taken by another open file, as a second ``hermes run`` would take it); the token of the holder lets
+    its own job in; released, the directory is free again, and one that nothing was written in is removed."""
+    d = tmp_path / "run"
+    lock = claim_dir(d, "--out", name="first")
+    assert read_marker(d) == "run" and (d / LOCK).is_file()
+    with pytest.raises(RunDirError, match=r"^--out: .*run is in use by another hermes run \(pid \d+ on "):
+        claim_dir(d, "--out")
+    with pytest.raises(RunDirError, match="in use"):
+        check_run_dir(d, "--out")
+    joined = claim_dir(d, "--out", token=lock.token)  # the launcher's job, with the token it was given
+    assert joined.fd is None and check_run_dir(d, token=lock.token) == d
+    with pytest.raises(RunDirError, match="in use"):
+        claim_dir(d, "--out", token="another-token")
+    joined.release()
+    lock.release(remove_if_unused=True)
+    assert not d.exists()  # created by the lock, nothing written: removed
+    kept = claim_dir(d)
+    (d / "summary.json").write_text("{}")
+    kept.release(remove_if_unused=True)
+    assert d.is_dir() and (d / "summary.json").exists()
+
+
+def test_the_lock_ends_with_its_process(tmp_path):
+    """A holder killed with SIGKILL leaves no stale lock (the kernel releases a flock with its process)."""
+    import subprocess
+    import sys
+
+    d = tmp_path / "run"
+    code = ("import sys, time; from hermes.results import claim_dir; claim_dir(sys.argv[1]); print('held', "
+            "flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(d)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirError, match="in use"):
+            claim_dir(d)
+    finally:
+        proc.kill()
+        proc.wait()
+    claim_dir(d).release()
+
+
+@pytest.mark.parametrize("name", [".", "..", "", "a/b", "../x", "a\0b", "-x", ".hidden", "x" * 201, "a b", 7, None])
+def test_unsafe_names_are_refused(name):
+    with pytest.raises(RunDirError, match="not a safe file name"):
+        safe_name(name, "label")
+
+
+@pytest.mark.parametrize("label", [".", "..", "...", "../..", "a/../b", "/", "\0", "-", " . ", ".hidden", "ok"])
+def test_labels_become_safe_names(label):
+    s = slug(label)
+    assert safe_name(s, "x") == s and s not in (".", "..") and "/" not in s
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a read-only directory")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from hermes.launch import _LAUNCHER_ENV
+from hermes.results import LOCK
 from tests.conftest import ROOT
 
 QUICK = ["--no-pictures", "--quiet"]
@@ -108,10 +109,10 @@ def test_output_problems_are_found_before_launching(tmp_path, here):
     other = tmp_path / "other"
     other.mkdir()
     (other / "thesis.tex").write_text("mine")
-    _one_error(here("run", "--out", other), f"--out: {other} is not empty and holds no hermes run")
-    _one_error(here("run", "--out", other, "--force"), f"--out: {other} is not empty and holds no hermes run")
+    _one_error(here("run", "--out", other), f"--out: {other} is not empty and carries no hermes marker")
+    _one_error(here("run", "--out", other, "--force"), f"--out: {other} is not empty and carries no hermes marker")
     assert (other / "thesis.tex").read_text() == "mine"
-    _one_error(here("run", "--timeout", "0"), "--timeout: Input should be greater than 0")
+    _one_error(here("run", "--timeout", "0"), "--timeout: must be above 0, got '0'")
     _one_error(here("run", "--resume", other), f"--resume: {other} holds no checkpoint")
     _one_error(here("run", "--resume", other, "--set", "seed=2"), "--resume takes the scenario")
 
@@ -169,7 +170,9 @@ def test_a_new_run_replaces_a_finished_one_wholesale_and_files_get_the_umask(tmp
     assert not (out / "vtu" / "phase-003.vtu").exists() and not (out / "partition-003.png").exists()
     assert not list(out.glob("*.png")) and (out / "vtu" / "phase-002.vtu").is_file()
     assert len(_summary(out)["phases"]) == 2 and _summary(out)["complete"] is True
-    assert {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()} == {oct(0o666 & ~old)}
+    # every file of the new run (hermes' lock file is the directory's, made by the first run, and stays)
+    assert {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file() and p.name != LOCK} == \
+        {oct(0o666 & ~old)}
 
 
 # -- kill a rank, resume ---------------------------------------------------------------------------------------

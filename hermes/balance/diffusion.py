@@ -33,7 +33,7 @@ from hermes.balance.flow import (
     alpha_beta_time,
     ordered_total,
 )
-from hermes.balance.interface import Count, Flag, NonNegative, Params, flow_balancer
+from hermes.balance.interface import Count, Flag, Params, flow_balancer, number_type
 from hermes.balance.matrices import (
     GLOBAL_KINDS,
     Setup,
@@ -462,8 +462,8 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
 class StopParams(Params):
     """The stopping rule shared by the diffusion family (gda0 … gda6, sos, implicit schemes)."""
 
-    tolerance: NonNegative = Field(1e-3, lt=1, description="stop when max_i |l_i − l̄_i| / l̄_i ≤ tolerance")
-    max_iterations: Count = Field(100_000, description="sweep limit")
+    tolerance: number_type(ge=0, lt=1) = Field(1e-3, description="stop when max_i |l_i − l̄_i| / l̄_i ≤ tolerance")
+    max_iterations: Count = Field(100_000, description="sweep limit (one neighbour exchange each)")
     check_every: Count = Field(1, description="sweeps between two global residual checks (one allreduce each)")
     lazy: Flag = Field(False, description="iterate with ½(I + M) (thesis ch. 6)")
 

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BeforeValidator, Field
 
 from hermes.balance.diffusion import StopParams, gda, gda_distributed
 from hermes.balance.implicit import implicit, implicit_distributed
-from hermes.balance.interface import BalanceContext, Decision, Integer, Number, flow_balancer
+from hermes.balance.interface import (BIG, BalanceContext, Decision, NonNegative, flow_balancer, integer_type,
+                                      number_type)
 from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.balance.second_order import omega_opt, omega_star, sos, sos_distributed
@@ -44,13 +45,17 @@ __all__ = ["SOSParams", "SOSOptParams", "ImplicitParams", "WattsParams"]
 
 # -- parameter models -----------------------------------------------------------------------------------
 def _eps(v: Any) -> Any:
-    if v == "eps0" or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+    if v == "eps0" or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= BIG):
         return v
-    raise ValueError(f"must be 'eps0' or a number ≥ 0, got {v!r}")
+    raise ValueError(f"must be 'eps0' or a number in [0, {BIG:g}], got {v!r}")
 
 
-#: ε of M¹(ε): ``eps0`` (thesis Cor. 2) or a number ≥ 0
-Eps = Annotated[str | float, BeforeValidator(_eps)]
+#: ε of M¹(ε): ``eps0`` (thesis Cor. 2) or a number in [0, BIG] (added to the degrees: a large ε only slows
+#: the diffusion down, and max_iterations bounds the sweeps)
+Eps = Annotated[Literal["eps0"] | NonNegative, BeforeValidator(_eps)]
+#: inner Jacobi sweeps per implicit step: every outer step costs sweeps + 1 neighbour exchanges, so with
+#: max_iterations ≤ 1e6 a run stays below 1e9 exchanges (the count from inner_tolerance is rarely above 100)
+MAX_SWEEPS = 1000
 
 
 class SOSOptParams(StopParams):
@@ -62,17 +67,18 @@ class SOSOptParams(StopParams):
 class SOSParams(SOSOptParams):
     """Parameters of ``sos``."""
 
-    omega: Annotated[Number, Field(gt=0, lt=2)] | None = Field(None, description="ω in (0, 2) (null: ω*, eq. 7.1.7)")
+    omega: number_type(gt=0, lt=2) | None = Field(None, description="ω in (0, 2) (null: ω*, eq. 7.1.7)")
 
 
 class WattsParams(StopParams):
     """Parameters of ``implicit_watts``."""
 
-    alpha: Annotated[Number, Field(gt=0, le=1e6)] = Field(
+    alpha: number_type(gt=0, le=1e6) = Field(
         1.0, description="implicit step α (≤ 1e6: the inner solve's diagonal 1 + α δ/c must not swamp the loads)")
-    inner_tolerance: Annotated[Number, Field(gt=0, lt=1)] = Field(1e-2, description="inner Jacobi tolerance")
-    sweeps: Annotated[Integer, Field(ge=0)] | None = Field(
-        None, description="inner sweeps per step (null: from inner_tolerance)")
+    inner_tolerance: number_type(gt=0, lt=1) = Field(1e-2, description="inner Jacobi tolerance")
+    sweeps: integer_type(ge=0, le=MAX_SWEEPS) | None = Field(
+        None, description=f"inner sweeps per step (null: from inner_tolerance; ≤ {MAX_SWEEPS}: each costs a "
+        "neighbour exchange in every outer step)")
 
 
 class ImplicitParams(WattsParams):

@@ -78,20 +78,23 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from hermes.balance.flow import ordered_total
 from hermes.balance.gossip_serial import (
     HEADER_WORDS,
+    MAX_GOSSIP_ITERATIONS,
+    MAX_GOSSIP_ROUNDS,
     MOVE_BYTES,
     ONE_BIT,
     bit_members,
     bitrows,
     check_gossip_params,
+    gossip_uniforms,
     history_entry,
     is_settled,
     load_stats,
@@ -102,7 +105,8 @@ from hermes.balance.gossip_serial import (
     transfer_turn,
     turn_coordinator,
 )
-from hermes.balance.interface import BalanceContext, Count, Decision, Integer, Number, Params
+from hermes.balance.interface import (MAX_PROCESSORS, BalanceContext, Decision, Params, Seed, integer_type,
+                                      number_type)
 from hermes.balance.registry import register
 from hermes.comm import Counters, allgather, bcast, exchange_arrays, gather_error
 from hermes.errors import BalancerError
@@ -181,6 +185,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     me, p = comm.Get_rank(), comm.Get_size()
     cnt = counters if counters is not None else Counters()
     f, modified, frozen = int(fanout), criterion == "modified", source_load == "turn"
+    used = min(f, p - 1)  # the uniforms that can pick a peer (gossip_uniforms)
     gid_in = np.asarray(gid).ravel()
     error = None
     try:
@@ -217,17 +222,17 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         if settled:
             break
         done = it
-        block = rng.random(rounds * f)
         known = np.zeros((1, nwords), dtype=np.uint64)
         lk, sk = np.zeros(p), np.ones(p)
         sending = load / speed < x_ave
         if sending:
             known |= selfrow
             lk[me], sk[me] = load, speed
-        for rd in range(rounds):  # inform stage
+        for _ in range(rounds):  # inform stage
             out = {}
+            u = gossip_uniforms(rng, f, used)
             if sending:
-                targets = pick_targets(known | selfrow | pad, block[None, rd * f: (rd + 1) * f], p)[0]
+                targets = pick_targets(known | selfrow | pad, u[None, :], p)[0]
                 ids = bit_members(known, p)[1]
                 msg = np.column_stack([ids, lk[ids], sk[ids]]).ravel()
                 out = {int(t): msg for t in targets[targets >= 0]}
@@ -293,15 +298,28 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
 class GrapevineParams(Params):
     """Parameters of ``grapevine`` (004 ch. 2)."""
 
-    iterations: Annotated[Integer, Field(ge=0)] = Field(4, description="inform + transfer iterations i")
-    rounds: Count = Field(4, description="gossip rounds k per iteration")
-    fanout: Count = Field(4, description="peers f informed per round")
-    threshold: Annotated[Number, Field(ge=1)] = Field(1.0, description="overload threshold T (transfer above T·L_ave)")
+    iterations: integer_type(ge=0, le=MAX_GOSSIP_ITERATIONS) = Field(
+        4, description="inform + transfer iterations i (each a whole gossip and transfer stage)")
+    rounds: integer_type(ge=1, le=MAX_PROCESSORS) = Field(
+        4, description=f"gossip rounds k per iteration (iterations × rounds ≤ {MAX_GOSSIP_ROUNDS}: each round "
+        "is an all-to-all)")
+    fanout: integer_type(ge=1, le=MAX_PROCESSORS) = Field(
+        4, description="peers f informed per round (beyond p − 1: every other rank, as p − 1)")
+    threshold: number_type(ge=1) = Field(1.0, description="overload threshold T (transfer above T·L_ave)")
     criterion: Literal["original", "modified"] = Field("modified", description="acceptance: 6 (original) or 6′")
-    seed: Annotated[Integer, Field(ge=0)] | None = Field(None, description="random streams (null: the scenario seed)")
+    seed: Seed | None = Field(None, description="random streams (null: the scenario seed)")
     source_load: Literal["turn", "current"] = Field(
         "turn", description="L_i in criterion 6′: the source's load when its turn starts (the report's) or its "
         "current load (a variant where every single transfer keeps Lemma 1)")
+
+    @field_validator("rounds")
+    @classmethod
+    def _gossip_rounds(cls, rounds: int, info: ValidationInfo) -> int:
+        iterations = info.data.get("iterations")
+        if iterations and iterations * rounds > MAX_GOSSIP_ROUNDS:
+            raise ValueError(f"with iterations {iterations}, must be at most {MAX_GOSSIP_ROUNDS // iterations} "
+                             f"(iterations × rounds ≤ {MAX_GOSSIP_ROUNDS} gossip rounds)")
+        return rounds
 
 
 @register("grapevine", params=GrapevineParams,

@@ -23,10 +23,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.balance.flow import ordered_total
+from hermes.balance.interface import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED
 from hermes.comm import Counters
 from hermes.errors import BalancerError
 
-__all__ = ["CRITERIA", "SOURCE_LOADS", "GossipState", "GossipResult", "grapevine_iter", "grapevine"]
+__all__ = ["CRITERIA", "SOURCE_LOADS", "MAX_GOSSIP_ITERATIONS", "MAX_GOSSIP_ROUNDS", "GossipState", "GossipResult",
+           "gossip_uniforms", "grapevine_iter", "grapevine"]
 
 CRITERIA = ("original", "modified")
 #: what L_i is in criterion 6': the source's load when its turn starts (the report's simulator), or
@@ -42,6 +44,11 @@ HEADER_WORDS = 3
 GATHER_WORDS = 6
 #: uniforms a source draws at least at a time in its turn (then as many as it holds objects)
 CHUNK = 16
+#: outer iterations: each is a whole inform + transfer stage (``rounds`` all-to-alls, up to p broadcasts) and
+#: leaves a history record; the report's experiments run at most 100
+MAX_GOSSIP_ITERATIONS = 10_000
+#: gossip rounds in all (iterations × rounds): each is an all-to-all of message counts over every rank
+MAX_GOSSIP_ROUNDS = MAX_ITERATIONS
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
 ONE_BIT = np.uint64(1)
 #: _SELECT[v, k]: position of the k-th set bit of the byte v (−1 if v has fewer)
@@ -114,6 +121,21 @@ def pick_targets(excl: NDArray[np.uint64], u: NDArray[np.float64], p: int) -> ND
     kb = k - (cpc[rows, byte] - pc[rows, byte])
     out[r, j] = 64 * w + 8 * byte + _SELECT[octets[rows, byte], kb]
     return out
+
+
+def gossip_uniforms(rng: np.random.Generator, fanout: int, used: int) -> NDArray[np.float64]:
+    """The first ``used`` of the ``fanout`` uniforms a rank draws for one gossip round; the generator ends where
+    ``rng.random(fanout)`` would leave it.
+
+    Only ``used = min(fanout, p − 1)`` of them can pick a target (a rank has p − 1 peers, :func:`pick_targets`
+    stops at the ranks available): those are drawn and the generator is advanced past the others (one 64-bit
+    step per double), so a fanout beyond p − 1 costs neither memory nor time and gives the results of the full
+    draw.
+    """
+    u = rng.random(used)
+    if fanout > used:
+        rng.bit_generator.advance(fanout - used)
+    return u
 
 
 def _merge(known: NDArray[np.uint64], src: NDArray[np.int64], dst: NDArray[np.int64]) -> NDArray[np.uint64]:
@@ -240,23 +262,37 @@ def turn_coordinator(seed: int | Sequence[int], p: int) -> np.random.Generator:
 
 def check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, prefix: str = "",
                   source_load: str = "turn") -> None:
-    def positive_int(name, v, low):
-        if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= low):
-            raise BalancerError(f"{prefix}{name}: must be an integer ≥ {low}, got {v!r}")
+    """BalancerError (one line, ``{prefix}{name}: ...``) unless every parameter is within its bounds.
 
-    positive_int("iterations", iterations, 0)
-    positive_int("rounds", rounds, 1)
-    positive_int("fanout", fanout, 1)
-    if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and math.isfinite(threshold)
-            and threshold >= 1.0):
-        raise BalancerError(f"{prefix}threshold: must be a number ≥ 1, got {threshold!r}")
+    ``iterations`` 0..MAX_GOSSIP_ITERATIONS, ``rounds`` and ``fanout`` 1..MAX_PROCESSORS (a fanout beyond
+    p − 1 informs every other rank, as p − 1 does: :func:`gossip_uniforms`), ``iterations × rounds`` at most
+    MAX_GOSSIP_ROUNDS, ``threshold`` in [1, BIG], seed words in 0..MAX_SEED.
+    """
+    def integer(name, v, low, high):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise BalancerError(f"{prefix}{name}: must be an integer, got {v!r}")
+        if not low <= v <= high:
+            raise BalancerError(f"{prefix}{name}: must be at {'least' if v < low else 'most'} "
+                                f"{low if v < low else high}, got {v!r}")
+
+    integer("iterations", iterations, 0, MAX_GOSSIP_ITERATIONS)
+    integer("rounds", rounds, 1, MAX_PROCESSORS)
+    integer("fanout", fanout, 1, MAX_PROCESSORS)
+    if iterations * rounds > MAX_GOSSIP_ROUNDS:
+        raise BalancerError(f"{prefix}rounds: with {prefix}iterations {iterations}, must be at most "
+                            f"{MAX_GOSSIP_ROUNDS // iterations} (iterations × rounds ≤ {MAX_GOSSIP_ROUNDS} gossip "
+                            f"rounds), got {rounds}")
+    if not (isinstance(threshold, (int, float, np.integer, np.floating)) and not isinstance(threshold, bool)
+            and math.isfinite(threshold) and 1.0 <= threshold <= BIG):
+        raise BalancerError(f"{prefix}threshold: must be a number in [1, {BIG:g}], got {threshold!r}")
     if criterion not in CRITERIA:
         raise BalancerError(f"{prefix}criterion: must be 'original' (6) or 'modified' (6'), got {criterion!r}")
     if source_load not in SOURCE_LOADS:
         raise BalancerError(f"{prefix}source_load: must be 'turn' or 'current', got {source_load!r}")
     words = seed if isinstance(seed, (list, tuple)) else [seed]
-    if not words or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in words):
-        raise BalancerError(f"{prefix}seed: must be a non-negative integer, got {seed!r}")
+    if not words or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s <= MAX_SEED
+                            for s in words):
+        raise BalancerError(f"{prefix}seed: must be an integer in 0..{MAX_SEED}, got {seed!r}")
 
 
 def _check_objects(loads, owner, p: int, speeds) -> tuple[NDArray, NDArray, NDArray]:
@@ -359,6 +395,7 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     ell, owner, s = _check_objects(object_loads, object_rank, n_ranks, speeds)
     p, f, modified, frozen = int(n_ranks), int(fanout), criterion == "modified", source_load == "turn"
+    used = min(f, p - 1)  # the uniforms that can pick a peer (gossip_uniforms)
     rngs = [np.random.default_rng(c) for c in np.random.SeedSequence(seed).spawn(p)]
     coord = turn_coordinator(seed, p)
     nwords = (p + 63) // 64
@@ -393,7 +430,6 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
         if settled:
             return
         cnt.iterations += 1
-        gossip_u = np.array([rngs[r].random(rounds * f) for r in range(p)]).reshape(p, rounds * f)
         # inform stage
         x = loads / s
         under = np.flatnonzero(x < x_ave)
@@ -401,9 +437,16 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
         known[under] = bitrows(under, nwords)
         full = np.bitwise_or.reduce(known[under], axis=0) if under.size else np.zeros(nwords, dtype=np.uint64)
         senders = under
-        for rd in range(rounds):
+        for _ in range(rounds):
+            # every rank draws its round's fanout uniforms (the distributed form's streams), the senders use them
+            sending = np.zeros(p, dtype=bool)
+            sending[senders] = True
+            u = np.array([gossip_uniforms(rngs[r], f, used) for r in senders.tolist()])
+            u = u.reshape(senders.size, used)
+            for r in np.flatnonzero(~sending).tolist():
+                rngs[r].bit_generator.advance(f)
             excl = known[senders] | bitrows(senders, nwords) | pad
-            targets = pick_targets(excl, gossip_u[senders, rd * f: (rd + 1) * f], p)
+            targets = pick_targets(excl, u, p)
             row, col = np.nonzero(targets >= 0)
             src, dst = senders[row], targets[row, col]
             sizes = _popcount(known[senders]).sum(axis=1)

@@ -22,7 +22,6 @@ it in ``BalanceContext.state["ada"]`` from phase to phase. The case is ``extra["
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,7 +30,7 @@ from pydantic import Field
 from hermes.balance.balancing_operator import operator_row_distributed, operator_rows, row_flows
 from hermes.balance.charpoly import NeighbourTables, check_refine, ordered_dot, schedule_counters
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.interface import Integer, Params, flow_balancer
+from hermes.balance.interface import Params, flow_balancer, integer_type
 from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
@@ -230,7 +229,7 @@ _inner = flow_balancer(_dist, store=lambda ctx: ctx.state)
 class AdAParams(Params):
     """Parameters of ``ada``."""
 
-    refine: Annotated[Integer, Field(ge=0, le=20)] = Field(
+    refine: integer_type(ge=0, le=20) = Field(
         0, description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update")
 
 

@@ -42,26 +42,36 @@ from typing import Annotated, Any, get_args
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from hermes.balance.model import Model
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["BalanceContext", "Decision", "Params", "NoParams", "BalancerInfo", "flow_from_local", "flow_balancer",
-           "Number", "Integer", "Tolerance", "Count", "OptionalCount", "Fraction", "NonNegative", "Positive", "Flag",
+           "Number", "Integer", "Tolerance", "Count", "OptionalCount", "Seed", "Fraction", "NonNegative", "Positive",
+           "Flag", "number_type", "integer_type", "BIG", "MAX_PROCESSORS", "MAX_ITERATIONS", "MAX_SEED",
            "describe_params", "serial_kwargs"]
 
 
 # -- parameter types shared by the families ----------------------------------------------------------------
+#: The scenario's bounds (hermes/scenario.py, "Bounds"), restated because hermes.scenario imports the
+#: balancers (tests/balance/test_param_bounds.py checks that both agree): ``BIG`` the largest magnitude of a
+#: number (loads, times and byte counts stay finite when squared and summed over MAX_PROCESSORS ranks),
+#: ``MAX_PROCESSORS`` the largest processor count (and so of a fanout, a degree, a number of peers),
+#: ``MAX_ITERATIONS`` the largest iteration count (finite time; a method whose iterations are costly
+#: declares a smaller one and says why), ``MAX_SEED`` the largest seed (a C int, as METIS takes it).
+BIG = 1e100
+MAX_PROCESSORS = 100_000
+MAX_ITERATIONS = 1_000_000
+MAX_SEED = 2**31 - 1
+
+
 def _no_bool(v: Any) -> Any:
+    """A number as given, or ValueError: a bool (YAML ``true``) is not a number, nor is ``.inf`` or ``.nan``."""
     if isinstance(v, bool):
         raise ValueError(f"must be a number, got {v!r}")
-    return v
-
-
-def _finite(v: float) -> float:
-    if not math.isfinite(v):
+    if isinstance(v, (float, np.floating)) and not math.isfinite(v):
         raise ValueError(f"must be finite, got {v!r}")
     return v
 
@@ -78,20 +88,42 @@ def _strict_int(v: Any) -> Any:
     return int(v)
 
 
-#: a finite float (not a bool)
-Number = Annotated[float, BeforeValidator(_no_bool), AfterValidator(_finite)]
+def number_type(*, ge: float | None = None, gt: float | None = None, le: float | None = None,
+                lt: float | None = None) -> Any:
+    """The annotated type of a finite float (not a bool) within bounds; a side not given is bounded by ∓BIG.
+
+    Declare a field's bounds here rather than by ``Annotated[Number, Field(ge=...)]``: both validate, but only
+    these reach the JSON schema as ``minimum``/``maximum`` (what ``hermes balancers --markdown`` prints).
+    """
+    ge = -BIG if ge is None and gt is None else ge
+    le = BIG if le is None and lt is None else le
+    return Annotated[float, Field(ge=ge, gt=gt, le=le, lt=lt), BeforeValidator(_no_bool)]
+
+
+def integer_type(*, ge: int = -MAX_ITERATIONS, le: int = MAX_ITERATIONS) -> Any:
+    """The annotated type of an integer (not a bool, not a float) in ``ge..le`` (default ±MAX_ITERATIONS)."""
+    return Annotated[int, Field(ge=ge, le=le), BeforeValidator(_strict_int)]
+
+
+#: a finite float (not a bool) of magnitude at most BIG
+Number = number_type()
 #: a relative convergence tolerance in [1e-15, 1): below ~10 ε no iteration in double precision can meet it
-Tolerance = Annotated[Number, Field(ge=1e-15, lt=1)]
-#: an integer (not a bool, not a float)
-Integer = Annotated[int, BeforeValidator(_strict_int)]
-#: a positive integer (iteration counts, strides)
-Count = Annotated[Integer, Field(ge=1)]
-#: a positive integer or null (null: the method's own default, e.g. a bound in p)
+Tolerance = number_type(ge=1e-15, lt=1)
+#: an integer (not a bool, not a float) of magnitude at most MAX_ITERATIONS (declare wider ones with
+#: :func:`integer_type`)
+Integer = integer_type()
+#: a positive integer (iteration counts, strides) up to MAX_ITERATIONS
+Count = integer_type(ge=1)
+#: a positive integer up to MAX_ITERATIONS or null (null: the method's own default, e.g. a bound in p)
 OptionalCount = Count | None
+#: a seed of a random stream: 0..MAX_SEED
+Seed = integer_type(ge=0, le=MAX_SEED)
 #: a number in [0, 1]
-Fraction = Annotated[Number, Field(ge=0, le=1)]
-NonNegative = Annotated[Number, Field(ge=0)]
-Positive = Annotated[Number, Field(gt=0)]
+Fraction = number_type(ge=0, le=1)
+#: a number in [0, BIG]
+NonNegative = number_type(ge=0)
+#: a number in (0, BIG]
+Positive = number_type(gt=0)
 #: true or false, nothing else (YAML ``yes`` is read as true by the YAML parser, "yes" the string is refused)
 Flag = Annotated[bool, BeforeValidator(_strict_bool)]
 
@@ -117,6 +149,9 @@ def _format(err: ValidationError, prefix: str) -> str:
     if e["type"] == "extra_forbidden":
         return f"{prefix}{loc}: unknown parameter"
     msg = e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
+    bound = (e.get("ctx") or {}).get("le" if e["type"] == "less_than_equal" else "ge")
+    if e["type"] in ("less_than_equal", "greater_than_equal") and bound in (BIG, -BIG):  # the default bound
+        msg = f"must be a finite number of magnitude at most {BIG:g}"
     got = "" if "got " in msg or "input" not in e else f", got {e['input']!r}"
     return f"{prefix}{loc}: {msg}{got}"
 

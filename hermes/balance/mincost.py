@@ -40,7 +40,7 @@ for p = 1,024 (1,984 edges), 0.25 s for p = 4,096 (8,064 edges).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -49,7 +49,7 @@ from pydantic import Field
 from scipy.optimize import linprog
 
 from hermes.balance.flow import FlowResult, minimal_flow, validate_model
-from hermes.balance.interface import BalanceContext, Decision, Number, Params
+from hermes.balance.interface import BalanceContext, Decision, Params, number_type
 from hermes.balance.model import Model, edge_values
 from hermes.balance.registry import register
 from hermes.comm import Counters, bcast
@@ -172,7 +172,7 @@ def mincost(model: Model, slack: float = 0.0, later: str = "minimal", *, links=N
 class MinCostParams(Params):
     """Parameters of ``mincost``."""
 
-    slack: Annotated[Number, Field(ge=0.0, lt=1.0)] = Field(
+    slack: number_type(ge=0.0, lt=1.0) = Field(
         0.0, description="0: balance exactly; s > 0: move only what brings every load to at most (1 + s) times "
         "its fair share")
     later: Literal["mincost", "minimal"] = Field(

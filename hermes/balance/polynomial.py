@@ -64,7 +64,7 @@ from hermes.balance.charpoly import (
     polynomial_potential,
 )
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.interface import Integer, Number, OptionalCount, Params, flow_balancer
+from hermes.balance.interface import MAX_PROCESSORS, Params, flow_balancer, integer_type, number_type
 from hermes.balance.leja import (
     SpectralPlan,
     cached_plan,
@@ -320,7 +320,7 @@ def _refine_value(v: Any) -> Any:
 
 #: refinement sweeps: an integer 0..20, or ``auto`` (the eigen forms refine until the predicted error is
 #: ≤ 1e-10, at most 3 sweeps; the thesis' monomial forms read auto as 0)
-Refine = Annotated[Literal["auto"] | Integer, BeforeValidator(_refine_value)]
+Refine = Annotated[Literal["auto"] | integer_type(ge=0, le=20), BeforeValidator(_refine_value)]
 
 
 class LPSParams(Params):
@@ -338,9 +338,10 @@ class MPAParams(Params):
     polynomial: Literal["spectrum", "berlekamp-massey"] = Field(
         "spectrum", description="the minimal polynomial from the distinct eigenvalues (Leja product form) or by "
         "Berlekamp–Massey on 2p Krylov steps (the thesis' Alg. 14, accurate to p ≈ 5)")
-    tolerance: Annotated[Number, Field(ge=0, lt=1)] = Field(
+    tolerance: number_type(ge=0, lt=1) = Field(
         1e-13, description="Berlekamp–Massey: a discrepancy below this (relative) counts as zero")
-    max_degree: OptionalCount = Field(None, description="stop the minimal polynomial at this degree (null: 2p)")
+    max_degree: integer_type(ge=1, le=MAX_PROCESSORS) | None = Field(
+        None, description="stop the minimal polynomial at this degree (null: 2p; a degree beyond p acts as p)")
     refine: Refine = Field("auto", description="refinement sweeps: 0..20 or auto")
 
 

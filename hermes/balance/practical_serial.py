@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 
 from hermes.balance.detection import Replay, bfs_tree, edge_costs, fos_counters
 from hermes.balance.flow import FlowResult, neighbour_table, ordered_row_sums, ordered_total, validate_model
-from hermes.balance.interface import Flag, Integer, NonNegative, Number, Params, Positive
+from hermes.balance.interface import Flag, NonNegative, Params, Positive, Seed, integer_type, number_type
 from hermes.balance.model import Model
 from hermes.errors import BalancerError
 
@@ -43,9 +43,9 @@ class FOSParams(Params):
     shaker: Flag = Field(False, description="random unit moves against stalls (needs integer)")
     kappa: Positive = Field(DEFAULT_KAPPA, description="shaker probability e^{−κU} (κ = −ln(p)/τ)")
     detection: Flag = Field(True, description="spanning-tree convergence detection")
-    tolerance: Annotated[Number, Field(ge=0, lt=1)] = Field(1e-3, description="relative residual to stop at")
-    max_iterations: Annotated[Integer, Field(ge=0)] = Field(1000, description="iteration limit")
-    seed: Annotated[Integer, Field(ge=0)] = Field(0, description="shaker's random stream")
+    tolerance: number_type(ge=0, lt=1) = Field(1e-3, description="relative residual to stop at")
+    max_iterations: integer_type(ge=0) = Field(1000, description="iteration limit")
+    seed: Seed = Field(0, description="shaker's random stream")
     unit_bytes: NonNegative = Field(64.0, description="bytes one load unit costs to move")
     unit_time: Positive = Field(1e-6, description="seconds one load unit costs to compute")
 

@@ -43,7 +43,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import BeforeValidator, Field, model_validator
 
-from hermes.balance.interface import BalanceContext, Decision, Integer, Params
+from hermes.balance.interface import BalanceContext, Decision, Params, integer_type, number_type
 from hermes.balance.registry import register
 from hermes.balance.scratch import Targets, gather_graph, scatter_destinations
 from hermes.data.partition import metis_vertex_weights
@@ -241,14 +241,19 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
     return new
 
 
+#: Scotch's emraval: 0 or a number in [0.01, MAX_MIGRATION_COST] (the validator's message says so)
+MigrationCost = Annotated[number_type(ge=0, le=MAX_MIGRATION_COST), BeforeValidator(_check_migration_cost)]
+
+
 # -- the balancer (collective) ---------------------------------------------------------------------
 class ScotchParams(Params):
     """Parameters of ``scotch``."""
 
     targets: Targets = Field("fair", description="part sizes: the measured capacities (fair) or equal")
-    migration_cost: Annotated[float, BeforeValidator(_check_migration_cost)] = Field(
-        1.0, description="Scotch's emraval: the cost of moving a cell against an edge cut (0 or 0.01 … 1e6)")
-    ufactor: Annotated[Integer, Field(ge=1, le=1000)] = Field(30, description="allowed imbalance (1/1000)")
+    migration_cost: MigrationCost = Field(
+        1.0, description="Scotch's emraval: the cost of moving a cell against an edge cut (0 or 0.01 … "
+        f"{MAX_MIGRATION_COST:g})")
+    ufactor: integer_type(ge=1, le=1000) = Field(30, description="allowed imbalance (1/1000)")
 
     @model_validator(mode="after")
     def _binding(self):

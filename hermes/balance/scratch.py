@@ -10,13 +10,13 @@ costs; it is charged to the balancing time under the virtual clock.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from hermes.balance.interface import BalanceContext, Decision, Integer, Params
+from hermes.balance.interface import BalanceContext, Decision, Params, integer_type
 from hermes.balance.registry import register
 from hermes.comm import Counters, allreduce
 from hermes.data.partition import metis_partition, remap
@@ -84,7 +84,7 @@ class MetisParams(Params):
     """Parameters of ``metis``."""
 
     targets: Targets = Field("fair", description="part sizes: the measured capacities (fair) or equal")
-    ufactor: Annotated[Integer, Field(ge=1, le=1000)] = Field(30, description="METIS load imbalance (1/1000)")
+    ufactor: integer_type(ge=1, le=1000) = Field(30, description="METIS load imbalance (1/1000)")
 
 
 @register("none", doc="no dynamic load balancing")

@@ -4,14 +4,17 @@ results, and the one-line refusals of a checkpoint that cannot be resumed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import struct
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 from hermes import driver
-from hermes.checkpoint import read_manifest
+from hermes.checkpoint import load_state, read_manifest, save_state
+from hermes.clock import Links
 from hermes.errors import HermesError
 from hermes.scenario import QUICKSTART, parse_scenario
 
@@ -134,3 +137,70 @@ def test_state_that_is_not_data_is_reported_in_one_line(tmp_path, monkeypatch, c
     assert str(err.value) == (f"checkpoint: the state of rank 0 cannot be saved: {where} holds a {kind} (checkpoints "
                               f"hold arrays, numbers, strings, lists, mappings and hermes' own records)")
     assert not (tmp_path / "c" / "checkpoint" / "manifest.json").exists()
+
+
+def _same(a, b) -> bool:
+    """``a`` and ``b`` equal value for value, type for type (arrays: dtype, shape, memory order, bytes)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return (a.dtype == b.dtype and a.shape == b.shape and a.flags.f_contiguous == b.flags.f_contiguous
+                and a.tobytes() == b.tobytes() and b.flags.writeable)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.generic):
+        return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if isinstance(a, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    return a == b
+
+
+def test_the_state_tree_reads_back_exactly(tmp_path, monkeypatch):
+    """Every kind of value a state holds reads back equal and of its type; objects reached twice stay one;
+    random streams go on identically (spawn included); hermes records are rebuilt without their __init__."""
+    sc = _scenario()
+    (tmp_path / "scenario.yaml").write_text("run's scenario\n")
+    sha = hashlib.sha256(b"run's scenario\n").hexdigest()
+    shared = [1, 2]
+    rng, mt = np.random.default_rng(7), np.random.Generator(np.random.MT19937(np.random.SeedSequence(3).spawn(2)[1]))
+    rng.random(5)  # a stream part-way
+    cyclic: list = ["me"]
+    cyclic.append(cyclic)
+    state = {
+        "numbers": [0, -1, 2**200, 1.5, -0.0, float("inf"), float("-inf"), float("nan"), True, None, "é\ud800"],
+        "numpy": [np.float64(0.1), np.int32(-3), np.bool_(True), np.float32(np.nan), np.complex128(1 - 2j),
+                  np.str_("ab")],
+        "arrays": [np.arange(6.0).reshape(2, 3), np.asfortranarray(np.arange(6).reshape(2, 3)), np.array(3.5),
+                   np.zeros((0, 3)), np.array(["a", "bc"]), np.arange(4, dtype=">i2"),
+                   np.zeros(2, dtype=[("x", "<f8"), ("n", "<i4")])],
+        "keys": {1: "int", (0, 1): "tuple", "s": "str", b"k": "bytes", 2.5: "float", None: "none"},
+        "containers": ((1, (2,)), {3, 4}, frozenset({"a"}), b"\x00\xff"),
+        "shared": [shared, shared], "cyclic": cyclic,
+        "rng": rng, "mt": mt, "seq": np.random.SeedSequence(11),
+        "record": Links(1e-3, 2e9, {(0, 1): (1e-4, 1e8)}),
+        "comm": MPI.COMM_SELF,
+    }
+    save_state(MPI.COMM_SELF, state, phase=1, run_dir=tmp_path, scenario=sc, refs={"comm": MPI.COMM_SELF},
+               keep={"wall_seconds": 1.25}, scenario_sha256=sha)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a record's __init__ ran while reading a checkpoint")
+
+    monkeypatch.setattr(Links, "__init__", refuse)
+    back, head = load_state(MPI.COMM_SELF, tmp_path, lambda s: {"comm": MPI.COMM_SELF})
+    monkeypatch.undo()
+    assert head["phase"] == 1 and head["wall_seconds"] == 1.25 and head["scenario"] == sc
+    for key in ("numbers", "numpy", "arrays", "keys", "containers"):
+        assert _same(state[key], back[key]), key
+    assert back["shared"][0] is back["shared"][1] and back["shared"][0] == [1, 2]
+    assert back["cyclic"][1] is back["cyclic"] and back["cyclic"][0] == "me"
+    assert back["record"] == state["record"] and type(back["record"]) is Links and back["comm"] is MPI.COMM_SELF
+    for key in ("rng", "mt"):
+        assert np.array_equal(back[key].random(1000), state[key].random(1000))
+        assert np.array_equal(back[key].integers(0, 2**62, 100), state[key].integers(0, 2**62, 100))
+    kids, kids_back = state["rng"].spawn(2), back["rng"].spawn(2)
+    assert all(np.array_equal(a.random(10), b.random(10)) for a, b in zip(kids, kids_back))
+    assert _same(back["seq"].generate_state(8), state["seq"].generate_state(8))
+    assert back["seq"].spawn(1)[0].spawn_key == state["seq"].spawn(1)[0].spawn_key

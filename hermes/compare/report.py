@@ -3,6 +3,11 @@ tables, its plots and each run's final partition — a file to mail or archive, 
 
 A small script in the page counts the images the browser could not decode and writes the count to
 ``<body data-images="N" data-broken-images="K">`` (tests read it from a headless browser's DOM).
+
+The page is written atomically through an exclusive temporary file (:func:`hermes.results.write_atomic`). A
+picture is embedded only if it is a regular file (not a symbolic link: a link planted among the pictures
+would copy its target into the page), a PNG, and at most :data:`MAX_PICTURE_BYTES`; otherwise the page says
+"no picture".
 """
 
 from __future__ import annotations
@@ -10,13 +15,22 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+import logging
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from hermes.compare.tables import Grid, table_blocks
 from hermes.results import write_atomic
 
-__all__ = ["write_report", "data_uri"]
+__all__ = ["write_report", "data_uri", "MAX_PICTURE_BYTES"]
+
+log = logging.getLogger(__name__)
+
+#: the largest PNG embedded in the page (a 1200-dpi partition picture is a few MB)
+MAX_PICTURE_BYTES = 64 * 2**20
+_PNG = b"\x89PNG\r\n\x1a\n"
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
@@ -46,9 +60,30 @@ window.addEventListener('load', function () {
 """
 
 
-def data_uri(path: Path) -> str:
-    """A PNG file as a ``data:image/png;base64,...`` URI."""
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+def data_uri(path: Path) -> str | None:
+    """A PNG file as a ``data:image/png;base64,...`` URI; None (logged) if ``path`` is a symbolic link, not a
+    regular file, unreadable, larger than :data:`MAX_PICTURE_BYTES` or not a PNG."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError) as err:
+        log.warning("%s: not embedded (%s)", path, getattr(err, "strerror", None) or type(err).__name__)
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_PICTURE_BYTES:
+            log.warning("%s: not embedded (not a regular file, or larger than %d bytes)", path, MAX_PICTURE_BYTES)
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(MAX_PICTURE_BYTES + 1)
+    except OSError as err:
+        log.warning("%s: not embedded (%s)", path, err.strerror or type(err).__name__)
+        return None
+    finally:
+        os.close(fd)
+    if not data.startswith(_PNG) or len(data) > MAX_PICTURE_BYTES:
+        log.warning("%s: not embedded (not a PNG)", path)
+        return None
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 def _table_html(caption: str, head: list[str], body: list[list[str]], bold_min: bool) -> str:
@@ -118,14 +153,19 @@ def write_report(path: Path, *, title: str, description: str, grid: Grid, plots:
                      + "</ul>")
     parts.append("<h2>Plots</h2>")
     for caption, png in plots:
-        parts.append(f"<figure><img src=\"{data_uri(png)}\" alt=\"{e(caption)}\"><figcaption>{e(caption)}"
-                     f"</figcaption></figure>")
-    parts.append("<h2>Final partitions</h2><div class=\"partitions\">")
-    for caption, png in partitions:
-        if png is None:
+        uri = data_uri(png)
+        if uri is None:
             parts.append(f"<figure><figcaption>{e(caption)} — no picture</figcaption></figure>")
         else:
-            parts.append(f"<figure><img src=\"{data_uri(png)}\" alt=\"{e(caption)}\" loading=\"eager\">"
+            parts.append(f"<figure><img src=\"{uri}\" alt=\"{e(caption)}\"><figcaption>{e(caption)}"
+                         f"</figcaption></figure>")
+    parts.append("<h2>Final partitions</h2><div class=\"partitions\">")
+    for caption, png in partitions:
+        uri = None if png is None else data_uri(png)
+        if uri is None:
+            parts.append(f"<figure><figcaption>{e(caption)} — no picture</figcaption></figure>")
+        else:
+            parts.append(f"<figure><img src=\"{uri}\" alt=\"{e(caption)}\" loading=\"eager\">"
                          f"<figcaption>{e(caption)}</figcaption></figure>")
     parts.append("</div></body></html>\n")
     return write_atomic(path, "\n".join(parts))

@@ -6,31 +6,33 @@
 A phase whose mesh was refined carries its own geometry in ``geometry.npz`` (``coords_XXX``,
 ``points_XXX``, ``cell_ptr_XXX``, ``cell_nodes_XXX``, optionally ``xadj_XXX``/``adjncy_XXX``; the names
 :mod:`hermes.viz.vtu` reads); it replaces the shared arrays for that phase's picture.
+
+The run directory is read through :mod:`hermes.viz.rundir` (size limits, no pickle, every array checked) and
+every picture is written through an exclusive temporary file (:func:`hermes.viz.partition.save_figure`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 from collections.abc import Iterable
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hermes.errors import HermesError
-from hermes.viz.partition import plot_partition
+from hermes.viz.partition import check_dpi, plain, plot_partition
+from hermes.viz.rundir import (MAX_PHASES, Geometry, NpzArchive, check_owner, check_unit_array, phase_geometry,
+                               read_capacities, read_summary, recorded_phases)
 from hermes.viz.timeline import plot_comparison, plot_phases
-from hermes.viz.zoom import Box, auto_zoom, cell_areas, parse_zoom
+from hermes.viz.zoom import Box, auto_zoom, cell_areas, check_zoom, parse_zoom
 
 __all__ = ["plot_run", "plot_partition", "plot_phases", "plot_comparison", "auto_zoom", "parse_zoom",
            "DEFAULT_SHOW", "SHOW_CHOICES"]
 
 log = logging.getLogger(__name__)
-
-_OWNER = re.compile(r"owner_(\d+)$")
 
 #: the panels a partition picture can add (``hermes plot --show``) and those it adds by default
 SHOW_CHOICES = ("weights", "loads")
@@ -55,15 +57,18 @@ def plot_run(
         A run directory holding ``geometry.npz``, ``partitions.npz`` and ``summary.json`` (and ``phases.csv``,
         whose capacities give the fair loads).
     phases : iterable of int, optional
-        Only draw the partitions after these phases (0 = initial distribution); default all.
+        Only draw the partitions after these phases (0 = initial distribution; integers up to
+        ``MAX_PHASES``); default all.
     zoom : "auto", None or (x0, x1, y0, y1)
         ``"auto"`` (default): the window in which every rank is legible (:func:`hermes.viz.zoom.auto_zoom`,
-        one window for all the run's pictures; the whole domain on a uniform mesh); None: the whole domain.
+        one window for all the run's pictures; the whole domain on a uniform mesh); None: the whole domain;
+        a box of four finite numbers with x0 < x1, y0 < y1 (:func:`hermes.viz.zoom.check_zoom`; a ``--zoom``
+        text is parsed).
     show : iterable of str
         Extra panels: ``weights`` (the unit weights beside the partition, or the refinement levels when the
         run recorded them) and ``loads`` (per-rank bars of the load against the fair load, under it).
     dpi : int
-        Resolution of the PNGs.
+        Resolution of the PNGs, an integer in :data:`hermes.viz.partition.DPI_RANGE` (10 to 1200).
     out_dir : path-like, optional
         Where the pictures go (default: the run directory).
     timeline : bool
@@ -77,8 +82,11 @@ def plot_run(
     Raises
     ------
     HermesError
-        If ``run_dir`` or one of the three files is missing or unreadable, a requested phase was not
-        recorded, or ``show`` names an unknown panel. All inputs are read and checked before anything is written.
+        One line: an option out of range (``--dpi``, ``--zoom``, ``--phase``, ``--show``), ``run_dir`` or one of
+        the three files missing, unreadable or damaged (:mod:`hermes.viz.rundir`: wrong types in the summary,
+        arrays of the wrong dtype or shape, non-finite coordinates, rank ids outside ``[0, processors)``, CSR
+        arrays that do not fit), or a requested phase not recorded. All inputs are read and checked before
+        anything is written.
 
     Notes
     -----
@@ -87,6 +95,9 @@ def plot_run(
     edge cut and migrated cells. The fair load of rank i in phase k is ``c_i(k) · Σ l`` with the capacities
     of ``phases.csv`` (phase 0, the initial distribution, was cut for the capacities of phase 1).
     """
+    dpi = check_dpi(dpi)
+    zoom = check_zoom(zoom)
+    asked = None if phases is None else _check_phases(phases)
     run = Path(run_dir)
     if not run.is_dir():
         raise HermesError(f"run directory not found: {run}")
@@ -94,62 +105,49 @@ def plot_run(
     unknown = sorted(panels - set(SHOW_CHOICES))
     if unknown:
         raise HermesError(f"--show {unknown[0]!r}: expected some of {', '.join(SHOW_CHOICES)}")
-    summary = _read_summary(run / "summary.json")
-    geo = _read_npz(run / "geometry.npz", required=("coords", "xadj", "adjncy"))
-    parts = _read_npz(run / "partitions.npz", required=())
-    caps = _read_capacities(run / "phases.csv")
-
-    recorded = sorted(int(m.group(1)) for k in parts if (m := _OWNER.match(k)))
-    if not recorded:
-        raise HermesError(f"cannot read {run / 'partitions.npz'}: no owner_XXX arrays")
-    wanted = recorded if phases is None else sorted({int(p) for p in phases})
-    missing = [p for p in wanted if p not in recorded]
-    if missing:
-        raise HermesError(
-            f"phase {missing[0]} not recorded in {run / 'partitions.npz'} (recorded: {_ranges(recorded)})"
-        )
-
-    top = max(int(parts[f"owner_{p:03d}"].max(initial=-1)) for p in recorded) + 1
-    try:
-        procs = int(summary.get("processors") or 0)
-    except (TypeError, ValueError):
-        procs = 0
-    nparts = max(procs, top)
-    entries = {p.get("phase"): p for p in summary.get("phases") or [] if isinstance(p, dict)}
-
-    plans = []
-    for p in wanted:
-        g = _phase_geometry(geo, p)
-        n = g["coords"].shape[0]
-        owner = parts[f"owner_{p:03d}"]
-        if owner.shape != (n,):
+    summary = read_summary(run / "summary.json")
+    procs = summary.get("processors")
+    with NpzArchive(run / "geometry.npz") as geo, NpzArchive(run / "partitions.npz") as parts:
+        recorded = recorded_phases(parts, "owner")
+        if not recorded:
+            raise parts.error("no owner_XXX arrays")
+        wanted = recorded if asked is None else asked
+        missing = [p for p in wanted if p not in recorded]
+        if missing:
             raise HermesError(
-                f"cannot read {run / 'partitions.npz'}: owner_{p:03d} has {owner.size} entries for {n} units"
+                f"phase {missing[0]} not recorded in {run / 'partitions.npz'} (recorded: {_ranges(recorded)})"
             )
-        plans.append((p, g, owner))
+        shared: dict = {}
+        plans = []
+        for p in wanted:
+            g = phase_geometry(geo, p, shared)
+            owner = check_owner(parts, f"owner_{p:03d}", g.n, procs)
+            plans.append((p, g, owner, check_unit_array(parts, f"weight_{p:03d}", g.n, "weight"),
+                          check_unit_array(parts, f"level_{p:03d}", g.n, "level")))
+    nparts = procs if procs is not None else max((int(o.max(initial=0)) + 1 for _, _, o, _, _ in plans), default=1)
+    caps = read_capacities(run / "phases.csv", nparts) if "loads" in panels else {}
+    entries = {e.get("phase"): e for e in summary.get("phases") or []}
+
     windows = _windows(zoom, plans, nparts)
     dest = Path(out_dir) if out_dir is not None else run
     written = []
-    for (p, g, owner), window in zip(plans, windows):
-        has_cells = all(g.get(k) is not None for k in ("points", "cell_ptr", "cell_nodes"))
-        w = parts.get(f"weight_{p:03d}")
+    for (p, g, owner, w, levels), window in zip(plans, windows):
         loads = fair = None
-        if "loads" in panels and w is not None and w.shape == owner.shape:
-            loads = np.bincount(owner, weights=w, minlength=nparts)[:nparts]
+        if "loads" in panels and w is not None:
+            loads = np.bincount(owner, weights=w, minlength=nparts)
             c = caps.get(p, caps.get(1))
-            fair = c * loads.sum() if c is not None and c.size == nparts else None
-        levels = parts.get(f"level_{p:03d}")
+            fair = c * loads.sum() if c is not None else None
         path = plot_partition(
             dest / f"partition-{p:03d}.png",
-            g["coords"],
+            g.coords,
             owner,
-            points=g["points"] if has_cells else None,
-            cell_ptr=g["cell_ptr"] if has_cells else None,
-            cell_nodes=g["cell_nodes"] if has_cells else None,
-            xadj=g.get("xadj"),
-            adjncy=g.get("adjncy"),
+            points=g.points,
+            cell_ptr=g.cell_ptr,
+            cell_nodes=g.cell_nodes,
+            xadj=g.xadj,
+            adjncy=g.adjncy,
             weights=w,
-            levels=levels if levels is not None and levels.shape == owner.shape else None,
+            levels=levels,
             nparts=nparts,
             title=_partition_title(summary, p, entries.get(p)),
             show_weights="weights" in panels and w is not None,
@@ -165,86 +163,35 @@ def plot_run(
     return written
 
 
+def _check_phases(phases: Iterable[int]) -> list[int]:
+    """``--phase``: integers (not booleans) in ``[0, MAX_PHASES]``, sorted without repeats."""
+    try:
+        values = list(phases)
+    except TypeError:
+        raise HermesError(f"--phase: expected phase numbers, got {type(phases).__name__}") from None
+    for v in values:
+        if not (isinstance(v, Integral) and not isinstance(v, (bool, np.bool_)) and 0 <= v <= MAX_PHASES):
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise HermesError(f"--phase: must be phase numbers between 0 and {MAX_PHASES}, got {shown}")
+    return sorted({int(v) for v in values})
+
+
 def _windows(zoom: Box | str | None, plans: list, nparts: int) -> list[Box | None]:
     """The window of every picture: ``auto`` finds one for all phases that share the run's mesh (so the
     pictures of a run line up) and one per phase whose mesh was refined."""
     if zoom != "auto":
-        return [zoom if zoom is None else tuple(float(v) for v in zoom)] * len(plans)  # type: ignore[misc]
+        return [zoom] * len(plans)  # type: ignore[list-item]
     out: list[Box | None] = [None] * len(plans)
     groups: dict[int, list[int]] = {}
-    for i, (_, g, _) in enumerate(plans):
-        groups.setdefault(id(g["coords"]), []).append(i)
+    for i, plan in enumerate(plans):
+        groups.setdefault(id(plan[1]), []).append(i)
     for idx in groups.values():
-        g = plans[idx[0]][1]
-        has_cells = all(g.get(k) is not None for k in ("points", "cell_ptr", "cell_nodes"))
-        areas = cell_areas(g["points"], g["cell_ptr"], g["cell_nodes"]) if has_cells else None
-        window = auto_zoom(g["coords"], [plans[i][2] for i in idx], areas=areas, nparts=nparts)
+        g: Geometry = plans[idx[0]][1]
+        areas = cell_areas(g.points, g.cell_ptr, g.cell_nodes) if g.has_cells else None
+        window = auto_zoom(g.coords, [plans[i][2] for i in idx], areas=areas, nparts=nparts)
         for i in idx:
             out[i] = window
     return out
-
-
-def _read_capacities(path: Path) -> dict[int, np.ndarray]:
-    """The capacities of every phase from ``phases.csv`` ({} when the file is absent or unreadable)."""
-    import csv
-
-    if not path.is_file():
-        return {}
-    per: dict[int, dict[int, float]] = {}
-    try:
-        with open(path, newline="") as fh:
-            for row in csv.DictReader(fh):
-                per.setdefault(int(row["phase"]), {})[int(row["rank"])] = float(row["capacity"])
-    except (OSError, KeyError, ValueError, TypeError):
-        return {}
-    return {k: np.array([v[r] for r in sorted(v)]) for k, v in per.items()}
-
-
-# ----------------------------------------------------------------------------------------- helpers
-_CELLS = ("coords", "points", "cell_ptr", "cell_nodes")
-
-
-def _phase_geometry(geo: dict[str, np.ndarray], phase: int) -> dict[str, np.ndarray | None]:
-    """The geometry of ``phase``: its own ``NAME_XXX`` arrays where recorded, else the shared ones.
-
-    A phase with its own cells does not inherit the shared graph (``xadj``/``adjncy`` describe other units).
-    """
-    tag = f"_{phase:03d}"
-    own = any(k + tag in geo for k in _CELLS)
-    out = {k: geo.get(k + tag, geo.get(k)) for k in _CELLS}
-    out.update({k: geo.get(k + tag, None if own else geo.get(k)) for k in ("xadj", "adjncy")})
-    return out
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
-def _read_summary(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise HermesError(f"missing {path.name} in run directory {path.parent}")
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise HermesError(f"cannot read {path}: {_one_line(err)}") from None
-    if not isinstance(summary, dict):
-        raise HermesError(f"cannot read {path}: expected a JSON object")
-    return summary
-
-
-def _read_npz(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
-    if not path.is_file():
-        raise HermesError(f"missing {path.name} in run directory {path.parent}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except Exception as err:  # zipfile.BadZipFile, ValueError, OSError, ...: all mean "unreadable"
-        raise HermesError(f"cannot read {path}: {_one_line(err)}") from None
-    absent = [k for k in required if k not in arrays]
-    if absent:
-        raise HermesError(f"cannot read {path}: no array '{absent[0]}'")
-    return arrays
 
 
 def _ranges(values: list[int]) -> str:
@@ -258,7 +205,10 @@ def _ranges(values: list[int]) -> str:
 
 
 def _partition_title(summary: dict[str, Any], phase: int, entry: dict[str, Any] | None) -> str:
-    head = f"{summary.get('scenario', '?')} — {summary.get('balancer', '?')}, {summary.get('processors', '?')} ranks"
+    """The picture's title from the summary (checked by :func:`hermes.viz.rundir.check_summary`); names are
+    shortened to one line of 60 characters."""
+    head = (f"{plain(summary.get('scenario') or '?')} — {plain(summary.get('balancer') or '?')}, "
+            f"{summary.get('processors') or '?'} ranks")
     if phase == 0:
         return f"{head}\ninitial distribution"
     text = f"{head}\nafter phase {phase}"
@@ -267,9 +217,14 @@ def _partition_title(summary: dict[str, Any], phase: int, entry: dict[str, Any] 
         if entry.get("imbalance_after") is not None:
             facts.append(f"imbalance {float(entry['imbalance_after']):.3f}")
         if entry.get("edge_cut") is not None:
-            facts.append(f"edge cut {entry['edge_cut']}")
+            facts.append(f"edge cut {_count(entry['edge_cut'])}")
         if entry.get("migrated_cells") is not None:
-            facts.append(f"migrated {entry['migrated_cells']} cells")
+            facts.append(f"migrated {_count(entry['migrated_cells'])} cells")
         if facts:
             text += ": " + ", ".join(facts)
     return text
+
+
+def _count(v: float) -> str:
+    """A count as recorded (``12``), a huge or fractional one in 6 digits."""
+    return str(v) if isinstance(v, int) and abs(v) < 10**15 else f"{v:.6g}"

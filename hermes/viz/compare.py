@@ -8,7 +8,9 @@
 - :func:`plot_pareto` — migration volume against the final edge cut, one panel per row, the Pareto front
   (no other balancer moves less *and* cuts less) drawn and filled.
 
-matplotlib is imported inside the functions; figures use the Agg canvas, never pyplot.
+matplotlib is imported inside the functions; figures use the Agg canvas, never pyplot. A summary's values
+that are not numbers count as missing (a damaged run's summary draws gaps, never a traceback); names are
+drawn as text (their dollars escaped, never TeX).
 """
 
 from __future__ import annotations
@@ -22,17 +24,49 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.viz.partition import rank_colors, save_figure
+from hermes.errors import HermesError
+from hermes.viz.partition import check_dpi, plain, rank_colors, save_figure
 from hermes.viz.timeline import TIME_PARTS
 
 __all__ = ["plot_totals", "plot_imbalance", "plot_breakdown", "plot_pareto", "pareto_front", "migration_volume"]
 
 Cells = Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]
 
+#: panels of a figure (rows of the experiment's table): 3 columns of 3.4-inch rows, within Agg's 65 536 pixels
+MAX_PANELS = 300
 
-def _mean(vals: Sequence[float]) -> float:
-    v = [float(x) for x in vals if isinstance(x, (int, float)) and math.isfinite(float(x))]
+
+def _num(x: Any) -> float:
+    """A recorded number as a finite float, else NaN (None, booleans, text, infinities, huge integers)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return math.nan
+    try:
+        f = float(x)
+    except OverflowError:
+        return math.nan
+    return f if math.isfinite(f) else math.nan
+
+
+def _mean(vals: Sequence[Any]) -> float:
+    v = [f for f in map(_num, vals) if math.isfinite(f)]
     return sum(v) / len(v) if v else math.nan
+
+
+def _phases(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The summary's phase entries that are mappings (a damaged summary may hold anything)."""
+    phases = summary.get("phases") if isinstance(summary, Mapping) else None
+    return [p for p in phases if isinstance(p, Mapping)] if isinstance(phases, list) else []
+
+
+def _text(label: Any) -> str:
+    """A row or column name as drawn: one line of at most 80 characters, never TeX."""
+    return plain(label, 80, tex=True)
+
+
+def _check(rows: Sequence[str], dpi: object) -> int:
+    if len(rows) > MAX_PANELS:
+        raise HermesError(f"{len(rows)} rows to draw, more than the {MAX_PANELS} panels of one figure")
+    return check_dpi(dpi)
 
 
 def _colors(cols: Sequence[str]) -> dict[str, tuple]:
@@ -56,6 +90,8 @@ def plot_totals(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
     bar; a logarithmic axis when the totals span more than a factor 20 (meshes of different sizes)."""
     from matplotlib.figure import Figure
 
+    dpi = _check(rows, dpi)
+
     colors = _colors(cols)
     fig = Figure(figsize=(max(7.0, 1.1 + 0.35 * len(rows) * (len(cols) + 1)), 4.8), dpi=dpi, layout="constrained")
     ax = fig.subplots()
@@ -66,7 +102,8 @@ def plot_totals(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
         t = np.array([_mean([s.get("total_time") for s in cells.get((r, c), [])]) for r in rows])
         imb = [_mean([s.get("final_imbalance") for s in cells.get((r, c), [])]) for r in rows]
         pos = x - 0.4 + width * (j + 0.5)
-        bars = ax.bar(pos, np.nan_to_num(t, nan=0.0), width, color=colors[c], label=c, edgecolor="0.3", linewidth=0.4)
+        bars = ax.bar(pos, np.nan_to_num(t, nan=0.0), width, color=colors[c], label=_text(c),
+                      edgecolor="0.3", linewidth=0.4)
         totals.extend(t[np.isfinite(t)])
         if len(rows) * len(cols) <= 60:
             for b, i in zip(bars, imb):
@@ -75,7 +112,8 @@ def plot_totals(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
                                 textcoords="offset points", ha="center", va="bottom", fontsize=6, rotation=90)
     if totals and max(totals) > 20 * max(min(totals), 1e-300):
         ax.set_yscale("log")
-    ax.set_xticks(x, rows, rotation=20 if len(rows) > 4 else 0, ha="right" if len(rows) > 4 else "center")
+    ax.set_xticks(x, [_text(r) for r in rows], rotation=20 if len(rows) > 4 else 0,
+                  ha="right" if len(rows) > 4 else "center")
     ax.set_ylabel(f"total time [{_unit(cells)}]")
     ax.set_title("total time (label: final imbalance)", fontsize="medium")
     ax.legend(fontsize="small", ncols=min(len(cols), 4), loc="upper left", bbox_to_anchor=(0, -0.12) if len(rows) > 4
@@ -85,11 +123,12 @@ def plot_totals(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
 
 
 def _phase_means(runs: Sequence[Mapping[str, Any]], key: str) -> tuple[NDArray, NDArray]:
-    by: dict[int, list[float]] = {}
+    by: dict[float, list[float]] = {}
     for s in runs:
-        for p in s.get("phases") or []:
-            if isinstance(p, dict) and isinstance(p.get(key), (int, float)):
-                by.setdefault(int(p.get("phase", 0)), []).append(float(p[key]))
+        for p in _phases(s):
+            k, v = _num(p.get("phase", 0)), _num(p.get(key))
+            if math.isfinite(k) and math.isfinite(v):
+                by.setdefault(k, []).append(v)
     ks = sorted(by)
     return np.array(ks, dtype=float), np.array([_mean(by[k]) for k in ks])
 
@@ -98,6 +137,8 @@ def plot_imbalance(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequ
                    dpi: int = 120) -> Path:
     """Imbalance after balancing per phase: one panel per row, one line per column (dashed: 1.0, fair)."""
     from matplotlib.figure import Figure
+
+    dpi = _check(rows, dpi)
 
     colors = _colors(cols)
     nr, nc, size = _grid(len(rows))
@@ -113,7 +154,7 @@ def plot_imbalance(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequ
         ax.axhline(1.0, color="k", linestyle="--", linewidth=0.8)
         if top > 5:
             ax.set_yscale("log")
-        ax.set_title(r, fontsize="small")
+        ax.set_title(_text(r), fontsize="small")
         ax.set_xlabel("phase", fontsize="small")
         ax.set_ylabel("imbalance after balancing", fontsize="small")
         ax.grid(True, alpha=0.3)
@@ -133,6 +174,8 @@ def plot_breakdown(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequ
     the phases; the categories add up to the total time)."""
     from matplotlib.figure import Figure
 
+    dpi = _check(rows, dpi)
+
     nr, nc, size = _grid(len(rows), width=5.2, height=0.6 + 0.32 * len(cols))
     fig = Figure(figsize=size, dpi=dpi, layout="constrained")
     axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False).ravel())
@@ -140,14 +183,14 @@ def plot_breakdown(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequ
         left = np.zeros(len(cols))
         y = np.arange(len(cols))
         for key, label, color in TIME_PARTS:
-            v = np.array([_mean([sum(float(p.get(key) or 0.0) for p in s.get("phases") or [] if isinstance(p, dict))
+            v = np.array([_mean([math.fsum(np.nan_to_num(_num(p.get(key)), nan=0.0) for p in _phases(s))
                                  for s in cells.get((r, c), [])]) for c in cols])
             v = np.nan_to_num(v, nan=0.0)
             ax.barh(y, v, left=left, color=color, label=label, height=0.7)
             left += v
-        ax.set_yticks(y, cols, fontsize="small")
+        ax.set_yticks(y, [_text(c) for c in cols], fontsize="small")
         ax.invert_yaxis()
-        ax.set_title(r, fontsize="small")
+        ax.set_title(_text(r), fontsize="small")
         ax.set_xlabel(f"time [{_unit(cells)}]", fontsize="small")
         ax.grid(True, axis="x", alpha=0.3)
     for ax in axes[len(rows):]:
@@ -161,18 +204,16 @@ def plot_breakdown(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequ
 def migration_volume(summary: Mapping[str, Any]) -> float:
     """Cells that changed owner, summed over the phases (``quality.migration_cells``, else ``migrated_cells``)."""
     total = 0.0
-    for p in summary.get("phases") or []:
-        if not isinstance(p, dict):
-            continue
-        v = (p.get("quality") or {}).get("migration_cells", p.get("migrated_cells"))
-        total += float(v or 0.0)
-    return total
+    for p in _phases(summary):
+        q = p.get("quality")
+        v = q.get("migration_cells", p.get("migrated_cells")) if isinstance(q, Mapping) else p.get("migrated_cells")
+        total += np.nan_to_num(_num(v), nan=0.0)
+    return float(total)
 
 
 def final_edge_cut(summary: Mapping[str, Any]) -> float:
-    phases = [p for p in summary.get("phases") or [] if isinstance(p, dict)]
-    v = phases[-1].get("edge_cut") if phases else None
-    return float(v) if isinstance(v, (int, float)) else math.nan
+    phases = _phases(summary)
+    return _num(phases[-1].get("edge_cut")) if phases else math.nan
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -195,6 +236,8 @@ def plot_pareto(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
     staircase, the others hollow."""
     from matplotlib.figure import Figure
 
+    dpi = _check(rows, dpi)
+
     colors = _colors(cols)
     nr, nc, size = _grid(len(rows))
     fig = Figure(figsize=size, dpi=dpi, layout="constrained")
@@ -209,13 +252,13 @@ def plot_pareto(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
             on = i in front
             ax.scatter([x], [y], s=60 if on else 40, color=colors[c] if on else "none", edgecolors=colors[c],
                        linewidths=1.5, zorder=3)
-            ax.annotate(c, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
+            ax.annotate(_text(c), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
         fp = sorted((pts[i] for i in front), key=lambda p: p[0])
         if len(fp) > 1:
             xs = [p[0] for p in fp]
             ys = [p[1] for p in fp]
             ax.step(xs, ys, where="post", color="0.4", linewidth=1, linestyle=":", zorder=1)
-        ax.set_title(r, fontsize="small")
+        ax.set_title(_text(r), fontsize="small")
         ax.set_xlabel("migration volume [cells moved, all phases]", fontsize="small")
         ax.set_ylabel("final edge cut", fontsize="small")
         ax.grid(True, alpha=0.3)
@@ -232,4 +275,4 @@ def _legend(fig, cols: Sequence[str], colors: Mapping[str, tuple], line: bool = 
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colors[c], marker="o", linestyle="-" if line else "none") for c in cols]
-    fig.legend(handles, list(cols), loc="outside right upper", fontsize="small", frameon=False)
+    fig.legend(handles, [_text(c) for c in cols], loc="outside right upper", fontsize="small", frameon=False)

@@ -19,31 +19,61 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from hermes.errors import HermesError
-from hermes.viz.partition import save_figure
+from hermes.viz.partition import check_dpi, save_figure
+from hermes.viz.rundir import MAX_PHASES, MAX_PROCESSORS
+
+#: panels (ranks) drawn: the first ones of a larger run, named in the title
+MAX_PANELS = 64
+#: entries of the (phases × ranks) tables :func:`monitor_arrays` builds (8 bytes each)
+MAX_TABLE = 10_000_000
 
 __all__ = ["plot_monitor", "monitor_arrays"]
 
 
 def monitor_arrays(rows: Iterable[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-    """``phases`` (K,) and ``true``, ``forecast``, ``measured`` (K, p) from ``phases.csv`` rows (NaN if absent)."""
+    """``phases`` (K,) and ``true``, ``forecast``, ``measured`` (K, p) from ``phases.csv`` rows (NaN if absent,
+    not a number or not finite).
+
+    Raises
+    ------
+    HermesError
+        One line: no rows, a row without an integer ``phase`` in ``[0, MAX_PHASES]`` and ``rank`` in
+        ``[0, MAX_PROCESSORS)``, or more than :data:`MAX_TABLE` phase × rank entries.
+    """
     rows = list(rows)
     if not rows:
         raise HermesError("no rows to plot")
     try:
-        phases = sorted({int(r["phase"]) for r in rows})
-        p = max(int(r["rank"]) for r in rows) + 1
-    except (KeyError, ValueError) as err:
-        raise HermesError(f"phases.csv rows need 'phase' and 'rank' columns ({err.__class__.__name__})") from None
+        keys = [(int(r["phase"]), int(r["rank"])) for r in rows]
+    except (KeyError, ValueError, TypeError) as err:
+        raise HermesError(f"phases.csv rows need integer 'phase' and 'rank' columns ({err.__class__.__name__})") \
+            from None
+    bad = [(k, r) for k, r in keys if not (0 <= k <= MAX_PHASES and 0 <= r < MAX_PROCESSORS)]
+    if bad:
+        raise HermesError(f"phases.csv: phase {bad[0][0]}, rank {bad[0][1]} out of range (phases 0..{MAX_PHASES}, "
+                          f"ranks 0..{MAX_PROCESSORS - 1})")
+    phases = sorted({k for k, _ in keys})
+    p = max(r for _, r in keys) + 1
+    if len(phases) * p > MAX_TABLE:
+        raise HermesError(f"phases.csv: {len(phases)} phases × {p} ranks, more than the {MAX_TABLE:,} entries "
+                          "hermes draws")
     index = {k: i for i, k in enumerate(phases)}
     out = {"phases": np.array(phases)}
     for key in ("true", "forecast", "measured"):
         a = np.full((len(phases), p), np.nan)
-        for r in rows:
-            v = r.get(f"capacity_{key}")
-            if v not in (None, ""):
-                a[index[int(r["phase"])], int(r["rank"])] = float(v)
+        for r, (k, rank) in zip(rows, keys):
+            a[index[k], rank] = _value(r.get(f"capacity_{key}"))
         out[key] = a
     return out
+
+
+def _value(v: Any) -> float:
+    """A CSV cell as a finite float, else NaN (empty, text, infinite)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f if math.isfinite(f) else math.nan
 
 
 def plot_monitor(path: str | os.PathLike[str], phases: ArrayLike, true: ArrayLike, forecast: ArrayLike,
@@ -61,18 +91,35 @@ def plot_monitor(path: str | os.PathLike[str], phases: ArrayLike, true: ArrayLik
     Raises
     ------
     HermesError
-        If the arrays' shapes disagree.
+        If the arrays' shapes disagree, they are not numbers, the phases are not finite, or ``dpi`` is outside
+        10..1200.
+
+    Notes
+    -----
+    At most :data:`MAX_PANELS` ranks are drawn (the first ones; the title says so).
     """
     from matplotlib.figure import Figure
 
-    x = np.asarray(phases, dtype=np.float64).reshape(-1)
-    T = np.atleast_2d(np.asarray(true, dtype=np.float64))
-    F = np.atleast_2d(np.asarray(forecast, dtype=np.float64))
-    M = None if measured is None else np.atleast_2d(np.asarray(measured, dtype=np.float64))
+    dpi = check_dpi(dpi)
+    try:
+        x = np.asarray(phases, dtype=np.float64).reshape(-1)
+        T = np.atleast_2d(np.asarray(true, dtype=np.float64))
+        F = np.atleast_2d(np.asarray(forecast, dtype=np.float64))
+        M = None if measured is None else np.atleast_2d(np.asarray(measured, dtype=np.float64))
+    except (TypeError, ValueError) as err:
+        raise HermesError(f"monitor plot: the arrays must be numbers ({type(err).__name__})") from None
     shapes = {T.shape, F.shape} | ({M.shape} if M is not None else set())
-    if len(shapes) != 1 or T.shape[0] != x.size:
+    if len(shapes) != 1 or T.ndim != 2 or T.shape[0] != x.size:
         raise HermesError(f"monitor plot: {x.size} phases but arrays of shapes {sorted(shapes)}")
-    K, p = T.shape
+    if not np.isfinite(x).all():
+        raise HermesError("monitor plot: the phases must be finite numbers")
+    T, F, M = (None if a is None else np.where(np.isfinite(a), a, np.nan) for a in (T, F, M))
+    K, total = T.shape
+    if total == 0:
+        raise HermesError("monitor plot: no ranks to draw")
+    p = min(total, MAX_PANELS)
+    if total > p:
+        title = f"{title + ' — ' if title else ''}ranks 0–{p - 1} of {total}"
     cols = min(p, 5)
     rows = math.ceil(p / cols)
     fig = Figure(figsize=(2.6 * cols + 0.5, 1.9 * rows + 0.9), dpi=dpi, layout="constrained")
@@ -80,7 +127,7 @@ def plot_monitor(path: str | os.PathLike[str], phases: ArrayLike, true: ArrayLik
     ok = ~np.isnan(T) & ~np.isnan(F) & (T != 0)
     err = float(np.mean(np.abs(F[ok] - T[ok]) / np.abs(T[ok]))) if ok.any() else float("nan")
     fig.suptitle(f"{title + ' — ' if title else ''}capacity per rank: true vs forecast "
-                 f"(mean |F − T| / T = {err:.3f})", fontsize="medium")
+                 f"(mean |F − T| / T = {err:.3f})", fontsize="medium", parse_math=False)
     for r in range(rows * cols):
         ax = axes[r]
         if r >= p:

@@ -8,9 +8,11 @@ figures are rendered with the Agg canvas directly, without pyplot and its global
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +20,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.errors import HermesError
-from hermes.viz.zoom import Box
+from hermes.results import write_atomic
+from hermes.viz.rundir import COORD_MAX, MAX_PROCESSORS, csr_problem
+from hermes.viz.zoom import Box, check_zoom
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -31,6 +35,9 @@ __all__ = [
     "partition_boundaries",
     "graph_segments",
     "save_figure",
+    "check_dpi",
+    "plain",
+    "DPI_RANGE",
 ]
 
 log = logging.getLogger(__name__)
@@ -39,6 +46,14 @@ log = logging.getLogger(__name__)
 EDGE_LIMIT = 20_000
 #: Up to this many parts the figure carries a legend with one entry per rank.
 LEGEND_LIMIT = 16
+#: Up to this many ranks the load panel draws one outlined bar per rank (above: one collection, no outlines).
+BAR_LIMIT = 64
+#: The resolutions a picture may have (``--dpi``): 10 is a thumbnail, 1200 a print (an 18 × 13 inch figure at
+#: 1200 dpi is 22 000 × 16 000 pixels, within Agg's 65 536 and about 1.4 GB of canvas).
+DPI_RANGE = (10, 1200)
+#: The largest canvas rendered: Agg's limit of 65 536 pixels a side, and 4·10⁸ pixels (1.6 GB of RGBA); a
+#: larger figure (a table of many rows, a huge dpi) is drawn at the resolution that fits, with a warning.
+MAX_SIDE, MAX_PIXELS = 65_000, 400_000_000
 _GOLDEN = 0.618033988749895
 
 
@@ -138,24 +153,53 @@ def graph_segments(
     return np.stack([xy[rows[keep]], xy[cols[keep]]], axis=1)
 
 
-def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
-    """Write ``fig`` as a PNG atomically: render to ``<name>.tmp`` next to ``path``, then rename.
+def plain(text: object, limit: int = 60, *, tex: bool = False) -> str:
+    """A name from a run's files as one line of at most ``limit`` characters (whitespace collapsed).
 
-    A reader never sees a half-written picture, and a failed render leaves no ``.tmp`` file behind.
+    ``tex``: the text goes where matplotlib reads ``$...$`` as TeX (legends, tick labels); its dollars are
+    escaped, so a name cannot start math mode (a malformed formula fails only when the figure is drawn).
+    """
+    s = " ".join(str(text).split())
+    s = s if len(s) <= limit else s[:limit - 1] + "…"
+    return s.replace("$", r"\$") if tex else s
+
+
+def check_dpi(dpi: object) -> int:
+    """``dpi`` as an int, if it is an integer (not a boolean) in :data:`DPI_RANGE`.
+
+    Raises
+    ------
+    HermesError
+        ``--dpi: must be an integer between 10 and 1200, got 0``.
+    """
+    lo, hi = DPI_RANGE
+    if not (isinstance(dpi, Integral) and not isinstance(dpi, (bool, np.bool_)) and lo <= dpi <= hi):
+        shown = repr(dpi) if len(repr(dpi)) <= 40 else repr(dpi)[:37] + "..."
+        raise HermesError(f"--dpi: must be an integer between {lo} and {hi}, got {shown}")
+    return int(dpi)
+
+
+def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
+    """Write ``fig`` as a PNG atomically: rendered in memory, then written by :func:`hermes.results.write_atomic`.
+
+    The file is created next to ``path`` under an unpredictable name with exclusive creation (``mkstemp``,
+    which neither follows nor reuses anything planted there), gets the umask's mode and is renamed onto
+    ``path`` (``os.replace``: a symbolic link at ``path`` is replaced, its target untouched). A reader never
+    sees a half-written picture; a failed render leaves no file behind.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    w, h = (float(v) * fig.dpi for v in fig.get_size_inches())
+    scale = min(1.0, MAX_SIDE / max(w, h, 1.0), (MAX_PIXELS / max(w * h, 1.0)) ** 0.5)
+    if scale < 1.0:
+        log.warning("%s: a %.0f x %.0f picture is too large; drawn at %.0f dpi", Path(path).name, w, h,
+                    fig.dpi * scale)
+        fig.set_dpi(fig.dpi * scale)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=fig.dpi)
+    path = write_atomic(path, buf.getvalue())
     log.debug("wrote %s", path)
     return path
 
@@ -225,7 +269,10 @@ def plot_partition(
     Raises
     ------
     HermesError
-        If the arrays do not fit together, or ``show_weights`` is set without ``weights``.
+        If the arrays do not fit together (shapes, CSR arrays that index outside their range), coordinates are
+        not finite or beyond ``COORD_MAX``, a rank id is negative or at least ``nparts`` (at most
+        ``MAX_PROCESSORS``, :mod:`hermes.viz.rundir`), ``zoom`` is not a box (:func:`hermes.viz.zoom.check_zoom`),
+        ``dpi`` is outside :data:`DPI_RANGE`, or ``show_weights`` is set without ``weights``.
 
     Notes
     -----
@@ -238,18 +285,27 @@ def plot_partition(
     from matplotlib.collections import LineCollection, PolyCollection
     from matplotlib.figure import Figure
 
+    dpi = check_dpi(dpi)
+    zoom = check_zoom(zoom)
+    if zoom == "auto":
+        raise HermesError("--zoom: plot_partition takes a box or None (hermes.viz.auto_zoom finds one)")
     xy = _plane(coords)
     n = xy.shape[0]
     own = np.asarray(owner)
-    if own.shape != (n,) or (n and not np.issubdtype(own.dtype, np.integer)):
+    if own.shape != (n,) or (n and own.dtype.kind not in "iu"):
         raise HermesError(f"owner must be {n} integer ranks, got shape {own.shape} dtype {own.dtype}")
-    own = own.astype(np.int64)
     if n and own.min() < 0:
         raise HermesError(f"owner has negative rank {int(own.min())}")
     top = int(own.max()) + 1 if n else 1
+    if nparts is not None and not (isinstance(nparts, Integral) and not isinstance(nparts, bool)
+                                   and 1 <= nparts <= MAX_PROCESSORS):
+        raise HermesError(f"nparts must be an integer between 1 and {MAX_PROCESSORS}, got {nparts!r}")
     nparts = top if nparts is None else int(nparts)
     if nparts < top:
         raise HermesError(f"owner has rank {top - 1} but nparts is {nparts}")
+    if nparts > MAX_PROCESSORS:
+        raise HermesError(f"owner has rank {top - 1}; hermes draws at most {MAX_PROCESSORS} ranks")
+    own = own.astype(np.int64)
     w = _per_unit(weights, n, "weights", np.float64)
     lev = _per_unit(levels, n, "levels", np.int64)
     if show_weights and w is None and lev is None:
@@ -260,14 +316,22 @@ def plot_partition(
                 None if fair is None else _per_unit(fair, nparts, "fair", np.float64))
 
     polys = None
+    if xadj is not None and adjncy is not None:
+        problem = csr_problem(np.asarray(xadj), np.asarray(adjncy), n, n, names=("xadj", "adjncy"))
+        if problem:
+            raise HermesError(problem)
     if points is not None and cell_ptr is not None and cell_nodes is not None:
-        pts = np.asarray(points, dtype=np.float64)
-        ptr = np.asarray(cell_ptr, dtype=np.int64)
-        if ptr.shape != (n + 1,):
-            raise HermesError(f"cell_ptr must have shape ({n + 1},), got {ptr.shape}")
-        planar = pts.ndim == 2 and (pts.shape[1] == 2 or (pts.shape[1] == 3 and np.ptp(pts[:, 2]) == 0))
+        pts = _finite_coords(points, "points")
+        if pts.ndim != 2 or pts.shape[1] not in (2, 3):
+            raise HermesError(f"points must have shape (m, 2) or (m, 3), got {pts.shape}")
+        problem = csr_problem(np.asarray(cell_ptr), np.asarray(cell_nodes), n, pts.shape[0],
+                              names=("cell_ptr", "cell_nodes"))
+        if problem:
+            raise HermesError(problem)
+        ptr, nodes = np.asarray(cell_ptr, dtype=np.int64), np.asarray(cell_nodes, dtype=np.int64)
+        planar = pts.shape[1] == 2 or np.ptp(pts[:, 2]) == 0
         if planar:
-            polys = cell_polygons(pts, ptr, np.asarray(cell_nodes))
+            polys = cell_polygons(pts, ptr, nodes)
             full = _bounds(pts[:, :2])
         else:
             log.info("3-D cells: drawing %d units as a graph projected on (x, y)", n)
@@ -289,7 +353,7 @@ def plot_partition(
         thin = big or visible > EDGE_LIMIT
         outline = dict(edgecolors="face", linewidths=0.3) if thin else dict(edgecolors=(0, 0, 0, 0.35), linewidths=0.3)
         ax.add_collection(PolyCollection(polys, facecolors=facecolors, **outline))
-        seg = partition_boundaries(np.asarray(points), np.asarray(cell_ptr), np.asarray(cell_nodes), own)
+        seg = partition_boundaries(pts, ptr, nodes, own)
         ax.add_collection(LineCollection(seg, colors="k", linewidths=0.5 if thin else 1.0))
     else:
         _draw_graph(ax, xy, xadj, adjncy, facecolors, msize)
@@ -307,14 +371,17 @@ def plot_partition(
         _load_bars(axes["L"], colors, *bars)
 
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, parse_math=False)  # a run's names are text, never TeX
     return save_figure(fig, path)
 
 
 def _per_unit(values: ArrayLike | None, n: int, what: str, dtype) -> NDArray | None:
     if values is None:
         return None
-    v = np.asarray(values, dtype=dtype)
+    try:
+        v = np.asarray(values, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        raise HermesError(f"{what} must be numbers") from None
     if v.shape != (n,):
         raise HermesError(f"{what} must have shape ({n},), got {v.shape}")
     return v
@@ -382,20 +449,34 @@ def _side_panel(fig: Figure, wax: Axes, polys, xy, xadj, adjncy, w, lev, msize: 
 
 def _load_bars(ax: Axes, colors: NDArray[np.float64], loads: NDArray[np.float64],
                fair: NDArray[np.float64] | None) -> None:
-    """Per rank: its load as a bar in its colour, its fair load ``c_i Σ l`` as a black tick."""
+    """Per rank: its load as a bar in its colour, its fair load ``c_i Σ l`` as a black tick.
+
+    The bars are one collection (a patch per bar costs ~1 ms to lay out: 100 000 ranks would take minutes);
+    up to :data:`BAR_LIMIT` ranks they are outlined.
+    """
+    from matplotlib.collections import PolyCollection
+
     p = loads.size
     r = np.arange(p)
-    ax.bar(r, loads, width=0.8, color=colors[:p], edgecolor="0.3", linewidth=0.4)
+    h = np.where(np.isfinite(loads), loads, 0.0)
+    x0, x1 = r - 0.4, r + 0.4
+    bars = np.stack([np.column_stack([x0, np.zeros(p)]), np.column_stack([x0, h]), np.column_stack([x1, h]),
+                     np.column_stack([x1, np.zeros(p)])], axis=1)
+    outline = dict(edgecolors="0.3", linewidths=0.4) if p <= BAR_LIMIT else dict(edgecolors="face", linewidths=0)
+    ax.add_collection(PolyCollection(bars, facecolors=colors[:p], **outline))
+    top = float(h.max(initial=0.0))
     title = "load per rank"
     if fair is not None:
         ax.scatter(r, fair, marker="_", s=max(40.0, 3000.0 / max(p, 1)), color="k", linewidths=2, zorder=3,
                    label="fair load $c_i\\,\\Sigma l$")
+        top = max(top, float(np.max(fair, where=np.isfinite(fair), initial=0.0)))
         ok = fair > 0
         if ok.any():
             title += f" (bars) against the fair load $c_i\\,\\Sigma l$ (black): max $l_i/\\bar l_i$ = " \
                      f"{float(np.max(loads[ok] / fair[ok])):.3f}"
     ax.set_title(title, fontsize="small")
     ax.set_xlim(-0.6, p - 0.4)
+    ax.set_ylim(0.0, 1.05 * top if top > 0 else 1.0)
     ax.set_xlabel("rank", fontsize="small")
     ax.set_ylabel("load", fontsize="small")
     ax.tick_params(labelsize="x-small")
@@ -405,9 +486,20 @@ def _load_bars(ax: Axes, colors: NDArray[np.float64], loads: NDArray[np.float64]
 
 
 # ----------------------------------------------------------------------------------------- helpers
+def _finite_coords(values: ArrayLike, what: str) -> NDArray[np.float64]:
+    """``values`` as floats, if they are finite and at most ``COORD_MAX`` in magnitude (the extent stays finite)."""
+    try:
+        c = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise HermesError(f"{what} must be numbers") from None
+    if c.size and not (np.isfinite(c).all() and np.abs(c).max() <= COORD_MAX):
+        raise HermesError(f"{what} must be finite and at most {COORD_MAX:g} in magnitude")
+    return c
+
+
 def _plane(coords: ArrayLike) -> NDArray[np.float64]:
     """Coordinates as ``(n, 2)``: 3-D projected on (x, y), 1-D padded with y = 0."""
-    c = np.asarray(coords, dtype=np.float64)
+    c = _finite_coords(coords, "coords")
     if c.ndim == 1:
         c = c[:, None]
     if c.ndim != 2 or c.shape[1] < 1:
@@ -511,11 +603,14 @@ def _rank_key(fig: Figure, ax: Axes, colors: NDArray[np.float64], nparts: int) -
         )
         return
     from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.colors import ListedColormap, Normalize
 
+    # rank r fills [r - 0.5, r + 0.5): a linear norm over nparts colours (a BoundaryNorm would give every
+    # rank a minor tick, minutes of layout for 10⁴ ranks, and its int16 colour index overflows above 32 767)
     cmap = ListedColormap(colors[:, :3])
-    norm = BoundaryNorm(np.arange(nparts + 1) - 0.5, nparts)
-    cb = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.8, label="rank")
+    cb = fig.colorbar(ScalarMappable(norm=Normalize(-0.5, nparts - 0.5), cmap=cmap), ax=ax, shrink=0.8,
+                      label="rank")
+    cb.minorticks_off()
     step = max(1, int(np.ceil(nparts / 16)))
     cb.set_ticks(np.arange(0, nparts, step))
 

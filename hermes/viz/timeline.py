@@ -16,12 +16,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.viz.partition import save_figure
+from hermes.viz.partition import check_dpi, plain, save_figure
+from hermes.viz.rundir import check_summary
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
 __all__ = ["plot_phases", "plot_comparison", "TIME_PARTS"]
+
+#: Up to this many phases the time split is drawn as bars; above, as stacked steps (one artist per category:
+#: a bar per phase and category costs ~1 ms to lay out).
+BAR_LIMIT = 400
 
 #: The stacked time categories of a phase, bottom to top, with their colours.
 TIME_PARTS: tuple[tuple[str, str, str], ...] = (
@@ -57,14 +62,21 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
     value 1 dashed; the y axis is logarithmic when the largest imbalance exceeds 5. Bottom panel: the
     phase's compute, halo-exchange, synchronisation, balancing and migration times, stacked as recorded
     (the driver records per-rank means; the phase ``time`` is that of the slowest rank).
+
+    Raises
+    ------
+    HermesError
+        ``dpi`` outside 10..1200, or a summary field of the wrong type (:func:`hermes.viz.rundir.check_summary`).
     """
     from matplotlib.figure import Figure
 
+    dpi = check_dpi(dpi)
+    check_summary(summary)
     phases = list(summary.get("phases") or [])
     x = _column(phases, "phase", default=np.arange(1, len(phases) + 1))
     fig = Figure(figsize=(max(7.0, min(14.0, 5.0 + 0.12 * len(phases))), 7.0), dpi=dpi, layout="constrained")
     ax_imb, ax_t = fig.subplots(2, 1, sharex=True, height_ratios=[1, 1.2])
-    fig.suptitle(_run_title(summary), fontsize="medium")
+    fig.suptitle(_run_title(summary), fontsize="medium", parse_math=False)
 
     if not phases:
         for ax in (ax_imb, ax_t):
@@ -84,9 +96,14 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
 
     bottom = np.zeros(len(phases))
     width = 0.8 * (float(np.min(np.diff(np.unique(x)))) if np.unique(x).size > 1 else 1.0)
+    order = np.argsort(x, kind="stable")
     for key, label, color in TIME_PARTS:
         t = np.nan_to_num(_column(phases, key), nan=0.0)
-        ax_t.bar(x, t, width, bottom=bottom, color=color, label=label, linewidth=0)
+        if len(phases) <= BAR_LIMIT:
+            ax_t.bar(x, t, width, bottom=bottom, color=color, label=label, linewidth=0)
+        else:
+            ax_t.fill_between(x[order], bottom[order], (bottom + t)[order], step="mid", color=color, label=label,
+                              linewidth=0)
         bottom += t
     ax_t.set_ylabel(f"time per phase [{_unit(summary)}]")
     ax_t.set_xlabel("phase")
@@ -120,16 +137,25 @@ def plot_comparison(
     Left: cumulative time ``Σ_{k' ≤ k} time_k'`` over the phases (the per-phase ``time`` values, summed).
     Middle: imbalance after balancing per phase. Right: final imbalance per run, bars annotated with the
     run's total time. Runs are labelled by balancer, with processors/clock/scenario added when they differ.
+
+    Raises
+    ------
+    HermesError
+        ``dpi`` outside 10..1200, or a summary field of the wrong type (:func:`hermes.viz.rundir.check_summary`).
     """
     from matplotlib.figure import Figure
 
+    dpi = check_dpi(dpi)
     runs = list(summaries)
+    for i, s in enumerate(runs):
+        check_summary(s, f"summary {i}")
     labels = _labels(runs)
     colors = _series_colors(len(runs))
     fig = Figure(figsize=(15.0, 4.8), dpi=dpi, layout="constrained")
     ax_c, ax_i, ax_f = fig.subplots(1, 3, width_ratios=[1.3, 1.3, 1])
-    scen = sorted({str(s.get("scenario", "?")) for s in runs})
-    fig.suptitle("comparison: " + (", ".join(scen) if len(scen) <= 3 else f"{len(scen)} scenarios"))
+    scen = sorted({plain(s.get("scenario") or "?") for s in runs})
+    fig.suptitle("comparison: " + (", ".join(scen) if len(scen) <= 3 else f"{len(scen)} scenarios"),
+                 parse_math=False)
 
     for s, label, color in zip(runs, labels, colors):
         phases = list(s.get("phases") or [])
@@ -183,10 +209,14 @@ def plot_comparison(
 
 # ----------------------------------------------------------------------------------------- helpers
 def _num(v: Any) -> float:
-    try:
-        return float(v) if v is not None else float("nan")
-    except (TypeError, ValueError):
+    """A recorded number as a float; NaN for anything else (None, a boolean, text, a value beyond the floats)."""
+    if isinstance(v, bool):
         return float("nan")
+    try:
+        f = float(v) if v is not None else float("nan")
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
+    return f if np.isfinite(f) else float("nan")
 
 
 def _column(phases: list[Mapping[str, Any]], key: str, default: NDArray | None = None) -> NDArray[np.float64]:
@@ -203,10 +233,10 @@ def _unit(summary: Mapping[str, Any]) -> str:
 def _run_title(s: Mapping[str, Any]) -> str:
     total = _num(s.get("total_time"))
     parts = [
-        f"{s.get('scenario', '?')}",
-        f"balancer {s.get('balancer', '?')}",
-        f"{s.get('processors', '?')} processors",
-        f"{s.get('clock', '?')} clock",
+        plain(s.get("scenario") or "?"),
+        f"balancer {plain(s.get('balancer') or '?')}",
+        f"{s.get('processors') or '?'} processors",
+        f"{plain(s.get('clock') or '?')} clock",
     ]
     if np.isfinite(total):
         parts.append(f"total {total:.4g} {_unit(s)}")
@@ -243,9 +273,10 @@ def _labels(runs: list[Mapping[str, Any]]) -> list[str]:
     extra = [k for k in ("processors", "clock", "scenario") if len({str(s.get(k)) for s in runs}) > 1]
     labels = []
     for s in runs:
-        label = str(s.get("balancer", "?"))
+        label = plain(s.get("balancer") or "?", 40, tex=True)
         if extra:
-            label += " (" + ", ".join(f"{s.get(k)} procs" if k == "processors" else str(s.get(k)) for k in extra) + ")"
+            label += " (" + ", ".join(f"{s.get(k)} procs" if k == "processors" else plain(s.get(k), 40, tex=True)
+                                      for k in extra) + ")"
         labels.append(label)
     seen: dict[str, int] = {}
     out = []

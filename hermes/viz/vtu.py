@@ -24,6 +24,11 @@ What is read (see ``docs/ARCHITECTURE.md``, "Run directory"):
     both phases have the same units (same count, no per-phase geometry); else it is left out.
     Missing optional arrays are skipped.
 
+Both archives are read through :class:`hermes.viz.rundir.NpzArchive` (no pickle, a size limit, every array's
+dtype and declared size checked before it is read) and checked like the pictures' input
+(:func:`hermes.viz.rundir.phase_geometry`: finite coordinates, consistent CSR arrays; owners integers in
+``[0, MAX_PROCESSORS)``; fields numbers of shape ``(n,)`` or ``(n, k)``); a damaged file is one line.
+
 Cells become meshio cell blocks — ``triangle``, ``quad`` and one ``polygon`` block per larger node
 count, so mixed meshes work — with the cell data ``owner`` (rank), ``weight``, ``migrated`` (0/1),
 ``gid`` (the unit's global id: blocks group cells by type, so the VTU order may differ from the id
@@ -35,17 +40,17 @@ from __future__ import annotations
 
 import logging
 import os
-import re
+import shutil
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from hermes.errors import HermesError
 from hermes.results import file_mode, write_atomic
+from hermes.viz.rundir import NpzArchive, check_owner, check_unit_array, phase_arrays, phase_geometry
 
 __all__ = ["write_run_vtu", "partition_mesh", "write_vtu", "write_pvd", "PVD_NAME", "VTU_DIR"]
 
@@ -55,8 +60,8 @@ log = logging.getLogger(__name__)
 PVD_NAME = "partition.pvd"
 VTU_DIR = "vtu"
 
-_PHASE_ARRAY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*?)_(\d{3,})$")
-_GEOMETRY = ("coords", "points", "cell_ptr", "cell_nodes", "xadj", "adjncy")
+#: per-phase arrays read with their own check (hermes.viz.rundir.check_unit_array); any other is a "field"
+_KNOWN = {"weight": "weight", "migrated": "migrated", "gid": "gid", "level": "level"}
 _BLOCK_TYPE = {3: "triangle", 4: "quad"}
 
 
@@ -78,37 +83,54 @@ def write_run_vtu(run_dir: str | os.PathLike[str], *, graph_edges: bool = True) 
     Raises
     ------
     HermesError
-        If a file or required array is missing or unreadable, or an array does not match its
-        phase's unit count. Every phase is checked before anything is written.
+        If a file or required array is missing, unreadable or damaged (module docstring), an array does not
+        match its phase's unit count, or ``vtu`` in the run directory is a symbolic link. Every phase is
+        checked before anything is written.
 
     Notes
     -----
     Each file is written to a temporary file in the same directory and renamed, so a reader sees a
-    complete file or none.
+    complete file or none (:func:`write_vtu`, :func:`hermes.results.write_atomic`).
     """
     run = Path(run_dir)
     if not run.is_dir():
         raise HermesError(f"run directory not found: {run}")
-    geo = _read_npz(run / "geometry.npz")
-    parts = _read_npz(run / "partitions.npz")
-    if "coords" not in geo:
-        raise HermesError(f"cannot read {run / 'geometry.npz'}: no array 'coords'")
-    per_phase: dict[int, dict[str, NDArray]] = {}
-    for key, arr in parts.items():
-        if m := _PHASE_ARRAY.fullmatch(key):
-            per_phase.setdefault(int(m.group(2)), {})[m.group(1)] = arr
-    phases = sorted(k for k, arrays in per_phase.items() if "owner" in arrays)
-    if not phases:
-        raise HermesError(f"cannot read {run / 'partitions.npz'}: no owner_XXX arrays")
+    with NpzArchive(run / "geometry.npz") as geo, NpzArchive(run / "partitions.npz") as parts:
+        per_phase = phase_arrays(parts)
+        phases = sorted(k for k, names in per_phase.items() if "owner" in names)
+        if not phases:
+            raise parts.error("no owner_XXX arrays")
+        plans = _plans(run, geo, parts, per_phase, phases)
 
+    out = run / VTU_DIR
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise HermesError(f"{out} is a symbolic link or not a directory: no VTU files written through it")
+    out.mkdir(exist_ok=True)
+    written = []
+    for k, g, fields in plans:
+        mesh = partition_mesh(
+            g.coords, fields, points=g.points, cell_ptr=g.cell_ptr, cell_nodes=g.cell_nodes,
+            xadj=g.xadj if graph_edges else None, adjncy=g.adjncy if graph_edges else None,
+        )
+        written.append(write_vtu(out / f"phase-{k:03d}.vtu", mesh))
+    written.append(write_pvd(run / PVD_NAME, [(k, f"{VTU_DIR}/phase-{k:03d}.vtu") for k in phases]))
+    log.info("wrote %d VTU files and %s in %s", len(phases), PVD_NAME, run)
+    return written
+
+
+def _plans(run: Path, geo: NpzArchive, parts: NpzArchive, per_phase: dict[int, list[str]],
+           phases: list[int]) -> list[tuple]:
+    """``(phase, geometry, fields)`` of every recorded phase, every array read and checked."""
     plans = []
+    shared: dict = {}
     prev: tuple[NDArray, bool, NDArray | None] | None = None
     for k in phases:
-        g = {name: geo.get(f"{name}_{k:03d}", geo.get(name)) for name in _GEOMETRY}
+        g = phase_geometry(geo, k, shared)
         own_geometry = any(f"{name}_{k:03d}" in geo for name in ("coords", "points", "cell_ptr", "cell_nodes"))
-        arrays = per_phase[k]
-        owner = np.asarray(arrays["owner"])
-        n = int(g["coords"].shape[0])
+        n = g.n
+        owner = check_owner(parts, f"owner_{k:03d}", n, None)
+        arrays = {name: check_unit_array(parts, f"{name}_{k:03d}", n, _KNOWN.get(name, "field"))
+                  for name in per_phase[k] if name != "owner"}
         fields: dict[str, NDArray] = {"owner": owner.astype(np.int32)}
         if "weight" in arrays:
             fields["weight"] = arrays["weight"]
@@ -116,7 +138,7 @@ def write_run_vtu(run_dir: str | os.PathLike[str], *, graph_edges: bool = True) 
             fields["migrated"] = arrays["migrated"]
         elif prev is None:
             fields["migrated"] = np.zeros(n, dtype=np.uint8)
-        elif prev[2] is not None and "gid" in arrays and arrays["gid"].shape == owner.shape:
+        elif prev[2] is not None and "gid" in arrays:
             fields["migrated"] = _moved_by_gid(prev[2], prev[0], arrays["gid"], owner, run, k)
         elif prev[0].shape == owner.shape and not (own_geometry or prev[1]):
             fields["migrated"] = (prev[0] != owner).astype(np.uint8)
@@ -124,30 +146,9 @@ def write_run_vtu(run_dir: str | os.PathLike[str], *, graph_edges: bool = True) 
             log.info("phase %d: units renumbered and no migrated_%03d recorded: no migrated flag", k, k)
         fields.update({name: a for name, a in sorted(arrays.items()) if name not in fields})
         fields.setdefault("gid", np.arange(n, dtype=np.int64))
-        for name, a in fields.items():
-            if a.ndim not in (1, 2) or a.shape[0] != n:
-                raise HermesError(f"cannot read {run / 'partitions.npz'}: {name}_{k:03d} has shape {a.shape} "
-                                  f"for {n} units")
-            if a.dtype.kind not in "biuf":
-                raise HermesError(f"cannot read {run / 'partitions.npz'}: {name}_{k:03d} is not numeric")
-        has_cells = all(g[name] is not None for name in ("points", "cell_ptr", "cell_nodes"))
-        _check_geometry(g, n, has_cells, run, k)
-        plans.append((k, g, has_cells, fields))
+        plans.append((k, g, {name: _vtk_dtype(a) for name, a in fields.items()}))
         prev = (owner, own_geometry, arrays.get("gid"))
-
-    out = run / VTU_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for k, g, has_cells, fields in plans:
-        mesh = partition_mesh(
-            g["coords"], fields, points=g["points"] if has_cells else None,
-            cell_ptr=g["cell_ptr"] if has_cells else None, cell_nodes=g["cell_nodes"] if has_cells else None,
-            xadj=g["xadj"] if graph_edges else None, adjncy=g["adjncy"] if graph_edges else None,
-        )
-        written.append(write_vtu(out / f"phase-{k:03d}.vtu", mesh))
-    written.append(write_pvd(run / PVD_NAME, [(k, f"{VTU_DIR}/phase-{k:03d}.vtu") for k in phases]))
-    log.info("wrote %d VTU files and %s in %s", len(phases), PVD_NAME, run)
-    return written
+    return plans
 
 
 def partition_mesh(coords: NDArray[np.float64], fields: dict[str, NDArray], *,
@@ -198,24 +199,30 @@ def partition_mesh(coords: NDArray[np.float64], fields: dict[str, NDArray], *,
 
 
 def write_vtu(path: str | os.PathLike[str], mesh) -> Path:
-    """Write a meshio mesh as binary, zlib-compressed VTU, atomically (temporary file + rename)."""
+    """Write a meshio mesh as binary, zlib-compressed VTU, atomically (temporary file + rename).
+
+    meshio writes by file name (it opens the name itself), so the name is inside a fresh private directory
+    (``mkdtemp``: an unpredictable name, mode 0700, created exclusively next to ``path``) where nobody else can
+    plant a link; the file gets the umask's mode and is renamed onto ``path`` (``os.replace``: a symbolic
+    link at ``path`` is replaced, its target untouched), then the directory is removed.
+    """
     import meshio
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    private = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, file_mode())  # the umask's mode, not mkstemp's 0600
-    finally:
-        os.close(fd)
-    try:
+        tmp = os.path.join(private, "mesh.vtu")
         meshio.write(tmp, mesh, file_format="vtu")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(fd, file_mode())  # the umask's mode, as any file hermes writes
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     return path
 
 
@@ -233,6 +240,15 @@ def write_pvd(path: str | os.PathLike[str], entries: list[tuple[float, str]]) ->
 
 
 # ----------------------------------------------------------------------------------------- helpers
+def _vtk_dtype(a: NDArray) -> NDArray:
+    """``a`` in a dtype VTK has: native byte order, booleans as uint8, half floats as float32."""
+    if a.dtype == bool:
+        return a.astype(np.uint8)
+    if a.dtype.kind == "f" and a.dtype.itemsize < 4:
+        return a.astype(np.float32)
+    return a.astype(a.dtype.newbyteorder("="), copy=False)
+
+
 def _pad3(x: NDArray) -> NDArray[np.float64]:
     x = np.asarray(x, dtype=np.float64)
     x = x.reshape(x.shape[0], -1)
@@ -249,31 +265,3 @@ def _moved_by_gid(gid0: NDArray, owner0: NDArray, gid1: NDArray, owner1: NDArray
     pos = np.minimum(np.searchsorted(gid0, gid1, sorter=order), max(gid0.size - 1, 0))
     found = gid0[order[pos]] == gid1 if gid0.size else np.zeros(gid1.size, bool)
     return (found & (owner0[order[pos]] != owner1)).astype(np.uint8)
-
-
-def _check_geometry(g: dict[str, Any], n: int, has_cells: bool, run: Path, k: int) -> None:
-    where = f"cannot read {run / 'geometry.npz'} (phase {k})"
-    if g["coords"].ndim != 2 or not 1 <= g["coords"].shape[1] <= 3:
-        raise HermesError(f"{where}: coords has shape {g['coords'].shape}")
-    if has_cells:
-        ptr, nodes, pts = g["cell_ptr"], g["cell_nodes"], g["points"]
-        if ptr.shape != (n + 1,) or ptr[0] != 0 or ptr[-1] != nodes.size or np.any(np.diff(ptr) < 3):
-            raise HermesError(f"{where}: cell_ptr does not describe {n} polygons of 3 or more nodes")
-        if nodes.size and (nodes.min() < 0 or nodes.max() >= pts.shape[0]):
-            raise HermesError(f"{where}: cell node index out of range 0..{pts.shape[0] - 1}")
-    elif g["xadj"] is not None and g["adjncy"] is not None:
-        xadj, adjncy = g["xadj"], g["adjncy"]
-        if xadj.shape != (n + 1,) or xadj[-1] != adjncy.size or (adjncy.size and not 0 <= adjncy.min()
-                                                                    <= adjncy.max() < n):
-            raise HermesError(f"{where}: xadj/adjncy do not describe a graph on {n} units")
-
-
-def _read_npz(path: Path) -> dict[str, NDArray]:
-    if not path.is_file():
-        raise HermesError(f"missing {path.name} in run directory {path.parent}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except Exception as err:  # BadZipFile, ValueError, OSError: all mean "unreadable"
-        text = " ".join(str(err).split())
-        raise HermesError(f"cannot read {path}: {type(err).__name__}: {text}") from None

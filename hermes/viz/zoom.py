@@ -10,19 +10,23 @@ and nothing is zoomed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Real
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.errors import HermesError
 
-__all__ = ["Box", "auto_zoom", "parse_zoom", "domain_box", "cell_areas", "coverage", "MIN_SHARE"]
+__all__ = ["Box", "auto_zoom", "parse_zoom", "check_zoom", "domain_box", "cell_areas", "coverage", "MIN_SHARE",
+           "BOX_MAX"]
 
 #: (x0, x1, y0, y1), the order of :meth:`matplotlib.axes.Axes.axis`
 Box = tuple[float, float, float, float]
 
 #: a rank is legible when it covers at least this share of the picture (2 % of a 6.5-inch panel ≈ 0.9 inch²)
 MIN_SHARE = 0.02
+#: the corners of a zoom box (hermes.data.mesh.COORD_MAX, the largest coordinate of a mesh)
+BOX_MAX = 1e100
 
 
 def cell_areas(points: ArrayLike, cell_ptr: ArrayLike, cell_nodes: ArrayLike) -> NDArray[np.float64]:
@@ -138,16 +142,46 @@ def parse_zoom(text: str | None) -> Box | str | None:
     Raises
     ------
     HermesError
-        A malformed or empty box (one line).
+        A malformed, non-finite or empty box (one line).
     """
     if text is None or text.strip().lower() in ("none", "off", "full", ""):
         return None
     if text.strip().lower() == "auto":
         return "auto"
+    shown = text if len(text) <= 60 else text[:57] + "..."
     try:
         x0, y0, x1, y1 = (float(v) for v in text.split(","))
     except ValueError:
-        raise HermesError(f"--zoom {text!r}: expected auto, none or x0,y0,x1,y1") from None
-    if not (x1 > x0 and y1 > y0):
-        raise HermesError(f"--zoom {text!r}: the box is empty (need x0 < x1 and y0 < y1)")
+        raise HermesError(f"--zoom {shown!r}: expected auto, none or x0,y0,x1,y1") from None
+    return check_zoom((x0, x1, y0, y1))
+
+
+def check_zoom(zoom: object) -> Box | str | None:
+    """A zoom argument of the Python API checked: ``"auto"``, None, a ``--zoom`` text (:func:`parse_zoom`) or
+    a box ``(x0, x1, y0, y1)`` of four finite numbers (not booleans) at most :data:`BOX_MAX` in magnitude with
+    ``x0 < x1`` and ``y0 < y1``.
+
+    Raises
+    ------
+    HermesError
+        ``--zoom: ...`` (one line).
+    """
+    if zoom is None:
+        return None
+    if isinstance(zoom, str):
+        return parse_zoom(zoom)
+    try:
+        values = list(zoom)  # type: ignore[call-overload]
+    except TypeError:
+        raise HermesError(f"--zoom: expected auto, none or a box (x0, x1, y0, y1), got {type(zoom).__name__}") \
+            from None
+    if len(values) != 4 or not all(isinstance(v, Real) and not isinstance(v, (bool, np.bool_)) for v in values):
+        raise HermesError("--zoom: a box is 4 numbers (x0, x1, y0, y1)")
+    x0, x1, y0, y1 = (float(v) for v in values)
+    if not all(np.isfinite(v) and abs(v) <= BOX_MAX for v in (x0, x1, y0, y1)):
+        raise HermesError(f"--zoom: the box's corners must be finite numbers of magnitude at most {BOX_MAX:g}, "
+                          f"got {x0:g}, {y0:g}, {x1:g}, {y1:g}")
+    if not (x1 - x0 > 0 and y1 - y0 > 0):
+        raise HermesError(f"--zoom: the box is empty (need x0 < x1 and y0 < y1), got x {x0:g}..{x1:g}, "
+                          f"y {y0:g}..{y1:g}")
     return x0, x1, y0, y1

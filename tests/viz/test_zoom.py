@@ -9,6 +9,7 @@ import pytest
 
 from hermes.cli import main
 from hermes.errors import HermesError
+from hermes.results import write_marker
 from hermes.viz import plot_partition, plot_run
 from hermes.viz.partition import rank_colors
 from hermes.viz.zoom import MIN_SHARE, auto_zoom, cell_areas, coverage, parse_zoom
@@ -129,6 +130,7 @@ def run_dir(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(make_summary()))
     rows = ["phase,rank,capacity"] + [f"{k},{r},{[0.5, 0.25, 0.25][r]}" for k in (1, 2) for r in range(NPARTS)]
     (tmp_path / "phases.csv").write_text("\n".join(rows) + "\n")
+    write_marker(tmp_path, "run")  # hermes plot draws only into a run directory hermes made
     return tmp_path
 
 

@@ -45,10 +45,11 @@ file system every rank sees.
 
 Resuming needs the hermes version that wrote the checkpoint, the same number of ranks and the run's
 ``scenario.yaml`` as it was: the run goes on with the scenario it started with, so an edited copy is
-refused rather than ignored. ``hermes run --resume`` verifies all of this before ``mpiexec`` starts
+refused rather than ignored, and every rank's file must hold that scenario (but ``output.pictures``),
+compared before it is validated. ``hermes run --resume`` verifies all of this before ``mpiexec`` starts
 (:func:`verify_checkpoint`), and every rank checks again under ``mpiexec`` (:func:`load_state`). The
-checksums detect damage, not tampering; a tampered checkpoint can change the run's data but not run code —
-except what its scenario names, as any scenario does (a plug-in balancer ``balancer.algorithm:
+checksums detect damage, not tampering; a tampered checkpoint can change the run's data but not run code
+beyond what its scenario.yaml shows, as any scenario does (a plug-in balancer ``balancer.algorithm:
 pkg.module:Name`` is imported).
 """
 
@@ -568,9 +569,12 @@ def _why(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0][:160]}" if text else type(err).__name__
 
 
-def _read_rank(man: Manifest, rank: int, refs: Callable[[Any], dict[str, Any]] | None) -> tuple[Any, dict]:
+def _read_rank(man: Manifest, rank: int, refs: Callable[[Any], dict[str, Any]] | None,
+               scenario: Any) -> tuple[Any, dict]:
     """Rank ``rank``'s file: present, its size and checksum the manifest's, exactly a file hermes writes, its
-    header the manifest's, its tree read back (with placeholders for the references if ``refs`` is None)."""
+    header the manifest's, its scenario the run's (``scenario``: scenario.yaml's data, compared before the
+    scenario is validated, which may import a plug-in balancer it names), its tree read back (with
+    placeholders for the references if ``refs`` is None)."""
     entry, path = man.files[rank], man.path(rank)
     try:
         size = path.stat().st_size
@@ -599,6 +603,9 @@ def _read_rank(man: Manifest, rank: int, refs: Callable[[Any], dict[str, Any]] |
                               f"(rank {rank} of {man.ranks})")
     if any(type(v) not in (int, float) or not math.isfinite(v) for k, v in head.items() if k not in _HEAD):
         raise CheckpointError(f"--resume: {path} is damaged (its header holds a value that is not a number)")
+    if type(doc["scenario"]) is not dict or _comparable(doc["scenario"].get("json")) != scenario:
+        raise CheckpointError(f"--resume: {path} holds another scenario than the run directory's scenario.yaml "
+                              f"(start a new run)")
     dec = _Decoder(arrays, None)
     try:
         head = {**head, "scenario": dec(doc["scenario"])}
@@ -676,21 +683,36 @@ def read_manifest(run_dir: str | Path) -> Manifest:
     return Manifest(phase, ranks, __version__, files, _phase_dir(run_dir, phase), doc["scenario_sha256"])
 
 
-def _check_scenario(run_dir: Path, man: Manifest) -> None:
-    """The run directory's scenario.yaml is the one the checkpoint's run started with."""
+def _comparable(scenario: Any) -> Any:
+    """A scenario's data as a checkpoint and scenario.yaml must agree on it: all but ``output.pictures``
+    (which ``hermes run --resume --no-pictures`` changes)."""
+    if not isinstance(scenario, dict) or not isinstance(scenario.get("output"), dict):
+        return scenario
+    return {**scenario, "output": {k: v for k, v in scenario["output"].items() if k != "pictures"}}
+
+
+def _check_scenario(run_dir: Path, man: Manifest) -> Any:
+    """The run directory's scenario.yaml is the one the checkpoint's run started with; its data (to compare
+    with the scenario each rank's file holds)."""
+    import yaml
+
     path = run_dir / "scenario.yaml"
     if not path.is_file():
         raise CheckpointError(f"--resume: {path} is missing (the run's scenario: restore it, or start a new run)")
-    if hashlib.sha256(read_bytes(path, "--resume", error=CheckpointError)).hexdigest() != man.scenario_sha256:
+    data = read_bytes(path, "--resume", error=CheckpointError)
+    if hashlib.sha256(data).hexdigest() != man.scenario_sha256:
         raise CheckpointError(f"--resume: {path} was edited after the run started (a resumed run goes on with the "
                               f"scenario it started with: restore the file, or start a new run with the edited "
                               f"scenario)")
+    # the text hermes wrote with yaml.safe_dump (its checksum says so): read back by its exact inverse
+    return _comparable(yaml.safe_load(data))
 
 
 def verify_checkpoint(run_dir: str | Path) -> Manifest:
     """Check the run directory's last checkpoint completely before a job reads it (serial): the manifest,
     scenario.yaml unchanged, every rank's file present, of the manifest's size and checksum, exactly a file
-    hermes writes, of the manifest's phase and rank, its state readable (references left unresolved).
+    hermes writes, of the manifest's phase and rank, holding the run's scenario, its state readable
+    (references left unresolved).
 
     Raises
     ------
@@ -698,9 +720,9 @@ def verify_checkpoint(run_dir: str | Path) -> Manifest:
         The first problem, in one line ``--resume: ...``.
     """
     man = read_manifest(run_dir)
-    _check_scenario(Path(run_dir), man)
+    scenario = _check_scenario(Path(run_dir), man)
     for rank in range(man.ranks):
-        _read_rank(man, rank, None)
+        _read_rank(man, rank, None, scenario)
     return man
 
 
@@ -804,5 +826,5 @@ def load_state(comm, run_dir: str | Path, refs: Callable[[Any], dict[str, Any]])
     if man.ranks != size:
         raise CheckpointError(f"--resume: the checkpoint holds {man.ranks} ranks, the job has {size} (run "
                               f"'hermes run --resume {run_dir}' without mpiexec, or mpiexec -n {man.ranks})")
-    agree(comm, lambda: _check_scenario(Path(run_dir), man) if rank == 0 else None)
-    return agree(comm, _read_rank, man, rank, refs)
+    scenario = agree(comm, _check_scenario, Path(run_dir), man)
+    return agree(comm, _read_rank, man, rank, refs, scenario)

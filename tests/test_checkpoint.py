@@ -161,8 +161,8 @@ def test_the_state_tree_reads_back_exactly(tmp_path, monkeypatch):
     """Every kind of value a state holds reads back equal and of its type; objects reached twice stay one;
     random streams go on identically (spawn included); hermes records are rebuilt without their __init__."""
     sc = _scenario()
-    (tmp_path / "scenario.yaml").write_text("run's scenario\n")
-    sha = hashlib.sha256(b"run's scenario\n").hexdigest()
+    (tmp_path / "scenario.yaml").write_text(driver._scenario_yaml(sc))
+    sha = hashlib.sha256(driver._scenario_yaml(sc).encode()).hexdigest()
     shared = [1, 2]
     rng, mt = np.random.default_rng(7), np.random.Generator(np.random.MT19937(np.random.SeedSequence(3).spawn(2)[1]))
     rng.random(5)  # a stream part-way

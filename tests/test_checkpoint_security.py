@@ -224,6 +224,31 @@ def test_a_model_outside_hermes_is_refused(run_dir):
     _refused(run_dir, "it holds a class outside hermes: 'pydantic.main:BaseModel'")
 
 
+@pytest.mark.parametrize("change", ["plug-in", "seed"])
+def test_a_scenario_other_than_scenario_yaml_is_refused_before_it_is_validated(run_dir, tmp_path, monkeypatch,
+                                                                               change):
+    """The scenario a rank file holds is the one scenario.yaml shows (validating it may import a plug-in
+    balancer it names by import path: a crafted one is refused first)."""
+    marker = tmp_path / "imported"
+    (tmp_path / f"{PROBE}.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).mkdir()\n"
+                                          f"def run(ctx):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    doc, arrays = _tree(run_dir)
+    if change == "plug-in":
+        doc["scenario"]["json"]["balancer"]["algorithm"] = f"{PROBE}:run"
+    else:
+        doc["scenario"]["json"]["seed"] += 1
+    _replace(run_dir, checkpoint._encode_file(doc, arrays))
+    _refused(run_dir, "rank-00000.npz holds another scenario than the run directory's scenario.yaml",
+             marker=marker)
+    assert PROBE not in sys.modules
+    doc["scenario"]["json"]["output"]["pictures"] = True  # the one key a resume may change
+    if change == "seed":
+        doc["scenario"]["json"]["seed"] -= 1
+        _replace(run_dir, checkpoint._encode_file(doc, arrays))
+        assert verify_checkpoint(run_dir).phase == 2
+
+
 # -- damage ----------------------------------------------------------------------------------------------------
 def test_a_flipped_byte_with_the_checksum_updated_is_one_line(run_dir):
     path = run_dir / RANK0

@@ -137,6 +137,7 @@ class _Unsaveable(Exception):
     """What the state holds that a checkpoint cannot (``where`` in the state, ``what`` it is)."""
 
     def __init__(self, where: str, what: str, tail: str = _KINDS):
+        where = where if len(where) <= 160 else f"{where[:70]}…{where[-70:]}"
         super().__init__(f"{where} holds {what}" + (f" {tail}" if tail else ""))
 
 
@@ -542,6 +543,8 @@ def _unpack(data: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
             names = [_TREE, *(f"a{i}" for i in range(len(infos) - 1))]
             if [i.filename for i in infos] != [f"{n}.npy" for n in names]:
                 raise _Bad("its entries are not tree, a0, a1, …")
+            if sum(max(i.file_size, i.compress_size) for i in infos) > len(data):
+                raise _Bad("its entries overlap")
             members = []
             for info, name in zip(infos, names):
                 if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data):

@@ -204,3 +204,18 @@ def test_the_state_tree_reads_back_exactly(tmp_path, monkeypatch):
     assert all(np.array_equal(a.random(10), b.random(10)) for a, b in zip(kids, kids_back))
     assert _same(back["seq"].generate_state(8), state["seq"].generate_state(8))
     assert back["seq"].spawn(1)[0].spawn_key == state["seq"].spawn(1)[0].spawn_key
+
+
+def test_a_state_nested_too_deep_is_one_short_line(tmp_path):
+    deep: list = []
+    cur = deep
+    for _ in range(150):
+        cur.append([])
+        cur = cur[0]
+    with pytest.raises(HermesError) as err:
+        save_state(MPI.COMM_SELF, deep, phase=1, run_dir=tmp_path, scenario=_scenario(), refs={},
+                   scenario_sha256="0" * 64)
+    msg = str(err.value)
+    assert msg.startswith("checkpoint: the state of rank 0 cannot be saved: state[0][0]") and "\n" not in msg
+    assert msg.endswith("holds containers nested more than 100 deep") and len(msg) < 300
+    assert not (tmp_path / "checkpoint").exists()

@@ -41,7 +41,7 @@ from pydantic import Field
 
 from hermes.balance.charpoly import NeighbourTables, schedule_counters
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.interface import Decision, OptionalCount, Params, Tolerance, flow_from_local
+from hermes.balance.interface import MAX_ITERATIONS, Decision, OptionalCount, Params, Tolerance, flow_from_local
 from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
@@ -106,8 +106,8 @@ def _check(tol, bounds, max_iterations=None) -> None:
     if bounds not in BOUNDS:
         raise BalancerError(f"bounds must be one of {', '.join(BOUNDS)}, got {bounds!r}")
     if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(max_iterations, int)
-                                       or max_iterations < 1):
-        raise BalancerError(f"max_iterations must be a positive integer, got {max_iterations!r}")
+                                       or not 1 <= max_iterations <= MAX_ITERATIONS):
+        raise BalancerError(f"max_iterations must be an integer in 1..{MAX_ITERATIONS}, got {max_iterations!r}")
 
 
 @dataclass

@@ -33,7 +33,7 @@ from hermes.balance.flow import (
     alpha_beta_time,
     ordered_total,
 )
-from hermes.balance.interface import Count, Flag, Params, flow_balancer, number_type
+from hermes.balance.interface import MAX_ITERATIONS, Count, Flag, Params, flow_balancer, number_type
 from hermes.balance.matrices import (
     GLOBAL_KINDS,
     Setup,
@@ -87,14 +87,15 @@ class GDAState:
 def check_stopping(tolerance: float, max_iterations: int, check_every: int) -> None:
     """Validate the stopping rule of :func:`gda_iter`; BalancerError (one line) if a parameter is bad.
 
-    ``tolerance`` must be ≥ 0, ``max_iterations`` an integer ≥ 0 and ``check_every`` an integer ≥ 1.
+    ``tolerance`` must be ≥ 0, ``max_iterations`` an integer in 0..MAX_ITERATIONS and ``check_every`` one in
+    1..MAX_ITERATIONS.
     """
     if not (math.isfinite(float(tolerance)) and tolerance >= 0):
         raise BalancerError(f"tolerance must be ≥ 0, got {tolerance!r}")
-    if int(max_iterations) != max_iterations or max_iterations < 0:
-        raise BalancerError(f"max_iterations must be a non-negative integer, got {max_iterations!r}")
-    if int(check_every) != check_every or check_every < 1:
-        raise BalancerError(f"check_every must be a positive integer, got {check_every!r}")
+    if int(max_iterations) != max_iterations or not 0 <= max_iterations <= MAX_ITERATIONS:
+        raise BalancerError(f"max_iterations must be an integer in 0..{MAX_ITERATIONS}, got {max_iterations!r}")
+    if int(check_every) != check_every or not 1 <= check_every <= MAX_ITERATIONS:
+        raise BalancerError(f"check_every must be an integer in 1..{MAX_ITERATIONS}, got {check_every!r}")
 
 
 def residual(loads: NDArray[np.float64], fair: NDArray[np.float64]) -> float:

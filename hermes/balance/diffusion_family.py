@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import BeforeValidator, Field
 
 from hermes.balance.diffusion import StopParams, gda, gda_distributed
-from hermes.balance.implicit import implicit, implicit_distributed
+from hermes.balance.implicit import MAX_SWEEPS, implicit, implicit_distributed
 from hermes.balance.interface import (BIG, BalanceContext, Decision, NonNegative, flow_balancer, integer_type,
                                       number_type)
 from hermes.balance.model import Model
@@ -53,9 +53,7 @@ def _eps(v: Any) -> Any:
 #: ε of M¹(ε): ``eps0`` (thesis Cor. 2) or a number in [0, BIG] (added to the degrees: a large ε only slows
 #: the diffusion down, and max_iterations bounds the sweeps)
 Eps = Annotated[Literal["eps0"] | NonNegative, BeforeValidator(_eps)]
-#: inner Jacobi sweeps per implicit step: every outer step costs sweeps + 1 neighbour exchanges, so with
-#: max_iterations ≤ 1e6 a run stays below 1e9 exchanges (the count from inner_tolerance is rarely above 100)
-MAX_SWEEPS = 1000
+
 
 
 class SOSOptParams(StopParams):
@@ -77,8 +75,8 @@ class WattsParams(StopParams):
         1.0, description="implicit step α (≤ 1e6: the inner solve's diagonal 1 + α δ/c must not swamp the loads)")
     inner_tolerance: number_type(gt=0, lt=1) = Field(1e-2, description="inner Jacobi tolerance")
     sweeps: integer_type(ge=0, le=MAX_SWEEPS) | None = Field(
-        None, description=f"inner sweeps per step (null: from inner_tolerance; ≤ {MAX_SWEEPS}: each costs a "
-        "neighbour exchange in every outer step)")
+        None, description="inner sweeps per step (null: from inner_tolerance; either way at most "
+        f"{MAX_SWEEPS}: each costs a neighbour exchange in every outer step)")
 
 
 class ImplicitParams(WattsParams):

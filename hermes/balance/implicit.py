@@ -40,13 +40,19 @@ from hermes.balance.flow import (
     neighbour_table,
     ordered_row_sums,
 )
+from hermes.balance.interface import MAX_ITERATIONS
 from hermes.balance.matrices import check_eps, check_positive, local_edge_rates, setup
 from hermes.balance.model import Model
 from hermes.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
-__all__ = ["implicit_rates", "implicit_flow", "inner_sweeps", "implicit_iter", "implicit", "implicit_counters",
-           "implicit_distributed"]
+__all__ = ["MAX_SWEEPS", "implicit_rates", "implicit_flow", "inner_sweeps", "implicit_iter", "implicit",
+           "implicit_counters", "implicit_distributed"]
+
+
+#: inner Jacobi sweeps per implicit step, given or computed (:func:`inner_sweeps`): the inner solve is an iteration
+#: and is bounded as one; the count from inner_tolerance grows like α δ/c (α = 1e6 on a 16-path: 2.6e7 sweeps, 2 min)
+MAX_SWEEPS = MAX_ITERATIONS
 
 
 def _check(alpha, inner_tolerance, watts, lazy) -> None:
@@ -109,6 +115,12 @@ def inner_sweeps(beta_max: float, inner_tolerance: float) -> int:
     int
         ``m = max(1, ⌈ln(τ / A) / ln γ⌉)``, ``A = max(1, μ̂ √β_max)``, ``μ̂ = 2 (β_max − 1)``.
 
+    Raises
+    ------
+    BalancerError
+        If m exceeds MAX_SWEEPS (a long implicit step α on fast neighbours of a slow processor); β_max is the
+        same on every rank, so every rank raises.
+
     Notes
     -----
     Thesis Alg. 5/6 take ``m = ⌈ln τ / ln(max_i β_i⁻¹ Σ_j T_ij)⌉``. hermes changes two things.
@@ -126,12 +138,17 @@ def inner_sweeps(beta_max: float, inner_tolerance: float) -> int:
         return 1
     gamma = 1.0 - 1.0 / beta_max
     amp = max(1.0, 2.0 * (beta_max - 1.0) * math.sqrt(beta_max))
-    return max(1, math.ceil(math.log(inner_tolerance / amp) / math.log(gamma)))
+    m = max(1, math.ceil(math.log(inner_tolerance / amp) / math.log(gamma)))
+    if m > MAX_SWEEPS:
+        raise BalancerError(f"the implicit step's inner solve needs {m} Jacobi sweeps (β_max = {beta_max:.3g}, "
+                            f"inner_tolerance {inner_tolerance:g}), more than {MAX_SWEEPS}: take a smaller alpha")
+    return m
 
 
 def _check_sweeps(sweeps) -> None:
-    if sweeps is not None and (isinstance(sweeps, bool) or not isinstance(sweeps, (int, np.integer)) or sweeps < 0):
-        raise BalancerError(f"sweeps must be None or an integer ≥ 0, got {sweeps!r}")
+    if sweeps is not None and (isinstance(sweeps, bool) or not isinstance(sweeps, (int, np.integer))
+                               or not 0 <= sweeps <= MAX_SWEEPS):
+        raise BalancerError(f"sweeps must be None or an integer in 0..{MAX_SWEEPS}, got {sweeps!r}")
 
 
 def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = False, alpha: float = 1.0,

@@ -27,7 +27,7 @@ from hermes.balance.flow import (
     ordered_total,
     validate_model,
 )
-from hermes.balance.interface import OptionalCount, Params, Tolerance, flow_balancer
+from hermes.balance.interface import MAX_ITERATIONS, OptionalCount, Params, Tolerance, flow_balancer
 from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm, ordered_sum
@@ -61,11 +61,12 @@ class PCGState:
     converged: bool
 
 
-def _check_params(tolerance: float, max_iterations: int) -> None:
+def _check_params(tolerance: float, max_iterations: int | None) -> None:
     if not (math.isfinite(float(tolerance)) and tolerance >= 0):
         raise BalancerError(f"tolerance must be ≥ 0, got {tolerance!r}")
-    if int(max_iterations) != max_iterations or max_iterations < 0:
-        raise BalancerError(f"max_iterations must be a non-negative integer, got {max_iterations!r}")
+    if max_iterations is not None and (int(max_iterations) != max_iterations
+                                       or not 0 <= max_iterations <= MAX_ITERATIONS):  # (None: 10 p)
+        raise BalancerError(f"max_iterations must be an integer in 0..{MAX_ITERATIONS}, got {max_iterations!r}")
 
 
 def _relres(rho: float, bnorm2: float) -> float:
@@ -123,8 +124,8 @@ def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | Non
     :func:`pcg_distributed` bit for bit.
     """
     validate_model(model)
-    max_iterations = 10 * model.p if max_iterations is None else max_iterations
     _check_params(tolerance, max_iterations)
+    max_iterations = 10 * model.p if max_iterations is None else max_iterations
     nbr, edge, sign = neighbour_table(model)
     mask = sign != 0
     wt = np.where(mask, model.weights[edge], 0.0)
@@ -266,9 +267,9 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     ``r_i²``; finally one exchange of ``x_i``. Counters: :func:`pcg_counters`.
     """
     wt = np.asarray(weights, dtype=np.float64).ravel()
+    total = agree_local_inputs(nb, load, capacity, wt, extra_checks=lambda: _check_params(tolerance, max_iterations))
     if max_iterations is None:
         max_iterations = 10 * nb.size
-    total = agree_local_inputs(nb, load, capacity, wt, extra_checks=lambda: _check_params(tolerance, max_iterations))
     load, capacity = float(load), float(capacity)
     b = load - capacity * total
     bnorm2 = nb.allreduce(b * b)

@@ -22,7 +22,8 @@ from pydantic import Field, model_validator
 
 from hermes.balance.detection import Replay, bfs_tree, edge_costs, fos_counters
 from hermes.balance.flow import FlowResult, neighbour_table, ordered_row_sums, ordered_total, validate_model
-from hermes.balance.interface import Flag, NonNegative, Params, Positive, Seed, integer_type, number_type
+from hermes.balance.interface import (BIG, MAX_ITERATIONS, MAX_SEED, Flag, NonNegative, Params, Positive, Seed,
+                                      integer_type, number_type)
 from hermes.balance.model import Model
 from hermes.errors import BalancerError
 
@@ -64,11 +65,12 @@ _DEFAULTS = {name: f.default for name, f in FOSParams.model_fields.items()}
 
 def check_fos_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
                   unit_bytes, unit_time) -> None:
-    def num(x) -> bool:
-        return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
+    def num(x) -> bool:  # finite, of magnitude at most BIG (the models' bounds)
+        return (isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
+                and abs(x) <= BIG)
 
-    def count(x) -> bool:
-        return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0
+    def count(x, high: int = MAX_ITERATIONS) -> bool:
+        return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and 0 <= x <= high
 
     if variant not in ("A", "B"):
         raise BalancerError(f"variant must be 'A' or 'B', got {variant!r}")
@@ -87,10 +89,12 @@ def check_fos_params(variant, k, k_schedule, integer, shaker, kappa, detection, 
         raise BalancerError(f"kappa must be > 0 (κ = −ln(p)/τ), got {kappa!r}")
     if not (num(tolerance) and 0 <= tolerance < 1):
         raise BalancerError(f"tolerance must be in [0, 1), got {tolerance!r}")
-    if not count(max_iterations) or not count(seed):
-        raise BalancerError(f"max_iterations and seed must be integers ≥ 0, got {max_iterations!r} and {seed!r}")
+    if not count(max_iterations) or not count(seed, MAX_SEED):
+        raise BalancerError(f"max_iterations must be an integer in 0..{MAX_ITERATIONS} and seed one in 0..{MAX_SEED}, "
+                            f"got {max_iterations!r} and {seed!r}")
     if not (num(unit_bytes) and unit_bytes >= 0 and num(unit_time) and unit_time > 0):
-        raise BalancerError(f"unit_bytes must be ≥ 0 and unit_time > 0, got {unit_bytes!r} and {unit_time!r}")
+        raise BalancerError(f"unit_bytes must be in [0, {BIG:g}] and unit_time in (0, {BIG:g}], got {unit_bytes!r} "
+                            f"and {unit_time!r}")
 
 
 @dataclass(frozen=True)

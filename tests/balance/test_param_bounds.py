@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from hermes.balance.gossip_serial import check_gossip_params, grapevine
 from hermes.balance.interface import BIG, MAX_ITERATIONS, MAX_PROCESSORS, Count, Integer, Number, Params
 from hermes.balance.registry import BALANCERS
 from hermes.errors import BalancerError
+from hermes.lab.specs import parse_model
 
 
 def _numbers(node: dict, path: str):
@@ -150,3 +152,28 @@ def test_the_distributed_form_checks_the_same_bounds():
     with pytest.raises(BalancerError, match="iterations: must be at most 10000"):
         grapevine(np.ones(2), np.zeros(2, dtype=int), 2, iterations=10**9)
     assert GrapevineParams().fanout == 4
+
+
+@pytest.mark.parametrize("name, params, words", [
+    ("gda0", {"max_iterations": 10**9}, "max_iterations must be an integer in 0..1000000"),
+    ("gda0", {"check_every": 10**9}, "check_every must be an integer in 1..1000000"),
+    ("pcg", {"max_iterations": 10**9}, "max_iterations must be an integer in 0..1000000"),
+    ("chebyshev", {"max_iterations": 10**9}, "max_iterations must be an integer in 1..1000000"),
+    ("implicit", {"sweeps": 10**9}, "sweeps must be None or an integer in 0..1000000"),
+    ("fos", {"seed": 2**40}, "seed one in 0..2147483647"),
+    ("fos", {"unit_bytes": 1e300}, "unit_bytes must be in [0, 1e+100]"),
+])
+def test_the_serial_references_check_the_same_bounds(name, params, words):
+    """Called from Python without the model (``hermes.balance.potential.pcg(model, max_iterations=...)``)."""
+    model = parse_model("path:4", "homo", "1", "one")
+    with pytest.raises(BalancerError, match=re.escape(words)):
+        BALANCERS[name].serial(model, **params)
+
+
+def test_a_long_implicit_step_is_refused_not_iterated_for_minutes():
+    """α = 1e6 is within alpha's bound, but its inner solve would take 2.6e7 Jacobi sweeps per step (2 min on a
+    16-path): refused on every rank (β_max is agreed) before the first sweep."""
+    model = parse_model("path:16", "homo", "1", "random:0")
+    with pytest.raises(BalancerError, match=r"inner solve needs \d+ Jacobi sweeps .* more than 1000000"):
+        BALANCERS["implicit"].flow(model, alpha=1e6)
+    assert BALANCERS["implicit"].flow(model, alpha=100.0).extra["sweeps"] == 1215

@@ -57,6 +57,7 @@ def main(cases_path: str, out_path: str) -> None:
 
     warnings.simplefilter("always")  # a warning of one case must not hide the same warning of another
     cases = json.loads(Path(cases_path).read_text())
+    sys.path.insert(0, str(Path(cases_path).parent))  # the catalogue's plug-in modules live beside the cases
     state: dict = {}
 
     def no_launch(*args, **kwargs):

@@ -124,7 +124,7 @@ RUN = [
     ("scenario-not-yaml", ["{d}/notyaml.yaml"], "not valid YAML (line"),
     ("scenario-a-list", ["{d}/list.yaml"], "the file must contain a mapping of keys"),
     ("scenario-empty", ["{d}/empty.yaml"], "the scenario is empty"),
-    ("scenario-binary", ["{d}/binary.yaml"], "cannot read (UnicodeDecodeError)"),
+    ("scenario-binary", ["{d}/binary.yaml"], "binary.yaml is not UTF-8 text"),
     ("refine-nodes", ["--set", NO_SET, "--set", f"mesh.file={VTU}", "--set", "mesh.units=nodes", "--set",
                       "adaptation.kind=refine"], "refine needs mesh.units: cells"),
     ("indicator-synthetic", ["--set", "adaptation.region.kind=indicator", "--set", "application.kernel=synthetic"],
@@ -156,6 +156,58 @@ RUN = [
     ("bahi-boundary-huge", [BAHI, "--set", "problem.u_boundary=1e200"], "problem.u_boundary: must be at most 1e+30"),
     ("bahi-mode", [BAHI, "--set", "application.mode=fast"], "application.mode: must be 'sync' or 'async'"),
     ("bahi-unknown-key", [BAHI, "--set", "solver.colour=red"], "solver.colour: unknown key"),
+    # values that passed validation: no bool for a number, ids against the processors, the platform's time span
+    ("processors-bool", ["--set", "processors=true"], "processors: must be a number, got true"),
+    ("seed-bool", ["--set", "seed=false"], "seed: must be a number, got false"),
+    ("link-ranks-bool", ["--set", "platform.links=[{ranks: [0, true]}]"], "platform.links.0.ranks: must be a number"),
+    ("link-ranks-no-processors", ["--set", "processors=null", "--set", "platform.capacities=homo", "--set",
+                                  "platform.links=[{ranks: [0, 7]}]"],
+     "platform.links.0.ranks: [0, 7] is not a pair of ranks below 4 (the run has 4 processors)"),
+    ("link-latency-huge", ["--set", "platform.links=[{ranks: [0, 1], latency: 1e90}]"], "the platform's times span"),
+    ("link-bandwidth-tiny", ["--set", "platform.links=[{ranks: [0, 1], bandwidth: 1e-90}]"],
+     "the platform's times span"),
+    ("capacity-exponent", ["--set", "platform.capacities=[1e100, 1, 1, 1]"], "the computing time"),
+    ("schedule-empty", ["--set", "platform.schedule=[]"], "platform.schedule: must be a CSV file name or a non-empty"),
+    ("schedule-semicolons", ["--set", "platform.schedule={d}/sched_semi.csv"], "(it is separated by ';': use commas)"),
+    ("schedule-duplicate-id", ["--set", "platform.schedule={d}/sched_dup.csv"], "processor 0 (P1) is given twice"),
+    ("schedule-id-range", ["--set", "platform.schedule={d}/sched_range.csv"], "processor 9 (P10) is out of range"),
+    ("schedule-id-word", ["--set", "platform.schedule={d}/sched_word.csv"], "'cpu0' is not a processor id"),
+    ("schedule-row-width", ["--set", "platform.schedule={d}/sched_width.csv"], "3 fields, the header has 2"),
+    ("output-dir-nul", ["--set", 'output.dir="a\\0b"'], "output.dir: a file name must be non-empty and hold no"),
+    ("mesh-file-newline", ["--set", NO_SET, "--set", 'mesh.file="a\\nb.vtu"'], "mesh.file: a file name must be"),
+    ("timeout-negative", ["--timeout", "-1"], "--timeout: must be above 0"),
+    ("timeout-word", ["--timeout", "soon"], "--timeout: must be a valid number"),
+    ("refine-graph", [*_mesh("disc.graph"), "--set", "adaptation.kind=refine"], "is a graph without polygons"),
+    # parsers with limits
+    ("scenario-deep-yaml", ["{d}/deep.yaml"], "nested more than 100 levels deep"),
+    ("scenario-deep-flow", ["{d}/deep_flow.yaml"], "nested more than 100 levels deep"),
+    ("scenario-laughs", ["{d}/laughs.yaml"], "its YAML aliases expand to more than"),
+    ("set-deep", ["--set", "mesh.grid=" + "[" * 5000 + "]" * 5000], "nested more than 100 levels deep"),
+    ("set-laughs", ["--set", "balancer.metis=" + "&a [1,1,1,1,1,1,1,1,1,1]"], "balancer.metis"),
+    ("scenario-huge", ["{d}/huge.yaml"], "more than the 64 MB hermes reads"),
+    # plug-ins checked before launch
+    ("plugin-builtin", ["--set", "balancer.algorithm=os:system"], "a built-in function is not a balancer"),
+    ("plugin-module", ["--set", "balancer.algorithm=os:path"], "module is not a balancer"),
+    ("plugin-class", ["--set", "balancer.algorithm=collections:OrderedDict"], "OrderedDict is not a balancer"),
+    ("plugin-raises", ["--set", "balancer.algorithm=hermes_bad_plugin:Balancer"],
+     "cannot import hermes_bad_plugin (RuntimeError: broken at import)"),
+    ("plugin-exits", ["--set", "balancer.algorithm=hermes_exit_plugin:Balancer"],
+     "cannot import hermes_exit_plugin (SystemExit: 3)"),
+    ("plugin-signature", ["--set", "balancer.algorithm=hermes_sig_plugin:Balancer"],
+     "Balancer.run must take one argument"),
+    # run directories hermes does not own (nothing in them changes: tests/test_faults.py)
+    ("out-foreign", ["--out", "{d}/foreign"], "foreign is not empty and carries no hermes marker"),
+    ("out-foreign-force", ["--out", "{d}/foreign", "--force"], "foreign is not empty and carries no hermes marker"),
+    ("out-experiment", ["--out", "{d}/an_experiment"], "an_experiment is a hermes experiment directory, not a run"),
+    ("out-file", ["--out", "{d}/garbage.vtu"], "garbage.vtu exists and is not a directory"),
+    ("name-dotdot", ["--set", "name=.."], "name: name may only contain letters"),
+    # Brusselator specs: the lifecycle and checks of every run
+    ("bahi-timeout", [BAHI, "--timeout", "-1"], "--timeout: must be above 0"),
+    ("bahi-out-foreign", [BAHI, "--out", "{d}/foreign"], "foreign is not empty and carries no hermes marker"),
+    ("bahi-processors-points", [BAHI, "--set", "processors=8", "--set", "problem.points=10"],
+     "10 points cannot give 8 processors"),
+    ("bahi-processors-bool", [BAHI, "--set", "processors=true"], "processors: must be a number, got true"),
+    ("bahi-deep", ["{d}/bahi_deep.yaml"], "nested more than 100 levels deep"),
 ]
 
 #: other commands: (id, argv, expected words)
@@ -195,6 +247,26 @@ OTHER = [
      "beyond 1e+100"),
     ("scenario-set-yaml", ["scenario", "--set", "mesh.file=[1,2"], "--set mesh.file: the value '[1,2' is not valid"),
     ("scenario-cmd-directory", ["scenario", "{d}/adir"], "is a directory, not a file"),
+    # issue 22: every command's options bounded, one line; directories hermes does not own refused
+    ("run-unknown-option", ["run", "--colour", "red"], "unrecognized arguments: --colour"),
+    ("gossip-fanout-float", ["gossip", "--ranks", "4", "--objects", "4", "--fanout", "1e9"],
+     "gossip: argument --fanout: invalid int value: '1e9'"),
+    ("compare-timeout-zero", ["compare", "--timeout", "0", "--out", "{d}/cmp-t0"], "--timeout 0.0: expected a number"),
+    ("compare-timeout-negative", ["compare", "--timeout", "-1", "--out", "{d}/cmp-t1"], "--timeout -1.0: expected"),
+    ("compare-timeout-inf", ["compare", "--timeout", "inf", "--out", "{d}/cmp-t2"], "--timeout inf: expected"),
+    ("compare-jobs-zero", ["compare", "--jobs", "0", "--out", "{d}/cmp-j0"], "--jobs 0: expected an integer"),
+    ("compare-jobs-huge", ["compare", "--jobs", "1000000", "--out", "{d}/cmp-j1"], "--jobs 1000000: expected"),
+    ("compare-out-file", ["compare", "--out", "{d}/garbage.vtu"], "garbage.vtu exists and is not a directory"),
+    ("compare-out-foreign", ["compare", "--out", "{d}/foreign"], "foreign is not empty and carries no hermes marker"),
+    ("compare-out-run", ["compare", "--out", "{d}/a_run"], "a_run is a hermes run directory, not an experiment"),
+    ("compare-name-dotdot", ["compare", "{d}/exp_dotdot.yaml"], "experiment: name '..' may only contain"),
+    ("compare-deep", ["compare", "{d}/deep.yaml"], "nested more than 100 levels deep"),
+    ("compare-set-axis-deep", ["compare", "--set-axis", "seed=" + "[" * 5000 + "]" * 5000],
+     "nested more than 100 levels deep"),
+    ("compare-report-foreign", ["compare", "--report", "{d}/foreign_exp"], "not an experiment directory hermes made"),
+    ("scenario-cmd-laughs", ["scenario", "{d}/laughs.yaml"], "its YAML aliases expand to more than"),
+    ("plot-foreign", ["plot", "{d}/foreign"], "foreign: not a run directory hermes made"),
+    ("plot-missing", ["plot", "{d}/nowhere"], "run directory not found"),
 ]
 
 
@@ -241,10 +313,55 @@ def _write_inputs(d) -> None:
     }
     for stem, doc in traces.items():
         (d / f"{stem}.0.json").write_text(json.dumps(doc))
+    _write_issue22_inputs(d)
+
+
+def _write_issue22_inputs(d) -> None:
+    """The inputs of the issue-22 classes: schedules, deep and exploding YAML, plug-ins, foreign directories."""
+    from hermes.results import write_marker
+
+    (d / "sched_semi.csv").write_text("processor;adpt1\n0;1\n1;1\n2;1\n3;1\n")
+    (d / "sched_dup.csv").write_text("processor,adpt1\n0,1\n0,1\n2,1\n3,1\n")
+    (d / "sched_range.csv").write_text("processor,adpt1\n0,1\n1,1\n2,1\n9,1\n")
+    (d / "sched_word.csv").write_text("processor,adpt1\ncpu0,1\ncpu1,1\ncpu2,1\ncpu3,1\n")
+    (d / "sched_width.csv").write_text("processor,adpt1\n0,1\n1,1,2\n2,1\n3,1\n")
+    (d / "deep.yaml").write_text("mesh:\n" + "".join("  " * i + "x:\n" for i in range(1, 201)))
+    (d / "deep_flow.yaml").write_text("mesh: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    (d / "bahi_deep.yaml").write_text("application: {kernel: brusselator}\nproblem: " + "{a: " * 50_000
+                                      + "1" + "}" * 50_000 + "\n")
+    # the billion laughs: 9 levels of 9 aliases, 536 bytes, 9^9 values, under a key the balancer ignores
+    laughs = ["mesh: {grid: 10x10}", "balancer:", "  algorithm: none", "  metis:", '    a0: &a0 ["lol"]']
+    for k in range(1, 10):
+        laughs.append(f"    a{k}: &a{k} [" + ", ".join([f"*a{k - 1}"] * 9) + "]")
+    (d / "laughs.yaml").write_text("\n".join(laughs) + "\n")
+    with open(d / "huge.yaml", "w") as fh:  # 65 MB of comments
+        fh.write("mesh: {grid: 10x10}\n")
+        fh.write(("#" * 1023 + "\n") * (65 * 1024))
+    (d / "hermes_bad_plugin.py").write_text("raise RuntimeError('broken at import')\n")
+    (d / "hermes_exit_plugin.py").write_text("import sys\nsys.exit(3)\n")
+    (d / "hermes_sig_plugin.py").write_text("class Balancer:\n    def run(self, ctx, extra):\n        pass\n")
+    foreign = d / "foreign"
+    foreign.mkdir()
+    (foreign / "summary.json").write_text('{"scenario": "x", "phases": [], "complete": true}')
+    (foreign / "thesis.tex").write_text("precious")
+    (d / "foreign_exp").mkdir()
+    (d / "foreign_exp" / "plan.json").write_text('{"runs": [], "axes": []}')
+    (d / "an_experiment").mkdir()
+    write_marker(d / "an_experiment", "experiment")
+    (d / "an_experiment" / "plan.json").write_text("{}")
+    (d / "a_run").mkdir()
+    write_marker(d / "a_run", "run")
+    (d / "a_run" / "summary.json").write_text("{}")
+    (d / "exp_dotdot.yaml").write_text("name: '..'\naxes: {seed: [1, 2]}\n")
 
 
 def _argv(args: list[str], d) -> list[str]:
     return [a.replace("{d}", str(d)) for a in args]
+
+
+def _out(args: list[str], default) -> list[str]:
+    """``--out DEFAULT`` unless the case gives its own ``--out``."""
+    return [] if "--out" in args else ["--out", str(default)]
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +392,7 @@ def _batch(d, name: str, cases: list[dict], *, mpi: bool) -> list[list[dict]]:
 
 @pytest.fixture(scope="module")
 def self_launched(inputs):
-    cases = [{"id": i, "argv": ["run", *_argv(a, inputs), "--out", str(inputs / f"out-{i}")]} for i, a, _ in RUN]
+    cases = [{"id": i, "argv": ["run", *_argv(a, inputs), *_out(a, inputs / f"out-{i}")]} for i, a, _ in RUN]
     cases += [{"id": i, "argv": _argv(a, inputs)} for i, a, _ in OTHER]
     (results,) = _batch(inputs, "self", cases, mpi=False)
     return {r["id"]: r for r in results}
@@ -283,15 +400,15 @@ def self_launched(inputs):
 
 @pytest.fixture(scope="module")
 def under_mpiexec(inputs):
-    cases = [{"id": i, "argv": ["run", *_argv(a, inputs), "--no-launch", "--quiet", "--out",
-                                str(inputs / f"mpi-{i}")]} for i, a, _ in RUN]
+    cases = [{"id": i, "argv": ["run", *_argv(a, inputs), "--no-launch", "--quiet", *_out(a, inputs / f"mpi-{i}")]}
+             for i, a, _ in RUN]
     per_rank = _batch(inputs, "mpi", cases, mpi=True)
     return {c["id"]: [rank[k] for rank in per_rank] for k, c in enumerate(cases)}
 
 
 def test_the_catalogue_is_large_and_distinct():
     ids = [i for i, _, _ in RUN] + [i for i, _, _ in OTHER]
-    assert len(RUN) >= 40 and len(set(ids)) == len(ids)
+    assert len(RUN) >= 90 and len(OTHER) >= 35 and len(set(ids)) == len(ids)
 
 
 def _one_line(res: dict, words: str) -> None:

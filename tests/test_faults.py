@@ -1,0 +1,262 @@
+"""Faults that once destroyed data: one test per class of deletion, as real ``hermes`` processes.
+
+Each test plants what a hostile user (or an unlucky one) would — a foreign directory that looks like a run, an
+axis label ``..``, a second run into the same directory, a symlink at a temporary name, a full disk — and checks
+that nothing outside a hermes-marked directory changes, that the command says why in one line, and that the
+records of what was finished are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hermes.launch import _LAUNCHER_ENV
+from hermes.results import LOCK, MARKER, read_marker
+from tests.conftest import ROOT
+
+SMALL = ["--set", "mesh.grid=8x6", "--set", "platform.capacities=homo", "--set", "adaptation.phases=2"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+def hermes(*args, cwd=None, timeout=300, preexec=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hermes", *map(str, args)], capture_output=True, text=True,
+                          check=False, timeout=timeout, cwd=cwd or ROOT, env=_env(), preexec_fn=preexec)
+
+
+def snapshot(root: Path) -> dict[str, bytes | str]:
+    """Every entry under ``root`` (not following symlinks): file bytes, link targets, directories."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = "-> " + os.readlink(p)
+            elif p.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = p.read_bytes()
+    return out
+
+
+def _without_mpi_frames(text: str) -> list[str]:
+    """The lines of ``text`` outside Open MPI's framed messages (``-----`` ... ``-----``); under a file-size limit
+    Open MPI warns that it cannot size its shared-memory file, which is its own message, not hermes'."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("-" * 20):
+            inside = not inside
+            continue
+        if not inside and line.strip():
+            out.append(line)
+    return out
+
+
+def one_line(res: subprocess.CompletedProcess, words: str, code: int = 2) -> None:
+    lines = _without_mpi_frames(res.stderr)
+    assert res.returncode == code, res.stdout + res.stderr
+    assert lines and lines[0].startswith("hermes: error: ") and words in lines[0], res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_a_foreign_directory_that_looks_like_a_run_is_never_touched(tmp_path):
+    """A directory whose summary.json has a ``phases`` key, with other files, symlinks and subdirectories: run,
+    run --force, a Brusselator spec, compare and plot all refuse it, and not a byte of it changes."""
+    foreign = tmp_path / "foreign"
+    (foreign / "sub").mkdir(parents=True)
+    (foreign / "summary.json").write_text(json.dumps({"scenario": "x", "phases": [{"phase": 1}], "complete": True}))
+    (foreign / "partition-001.png").write_bytes(b"not a picture of ours")
+    (foreign / "sub" / "thesis.tex").write_text("three years of work")
+    (foreign / "link").symlink_to(tmp_path)
+    before = snapshot(tmp_path)
+    for args in (["run", "--no-launch", "--set", "processors=1", *SMALL, "--out", foreign],
+                 ["run", *SMALL, "--out", foreign, "--force"],
+                 ["run", ROOT / "scenarios" / "bahi-homogeneous.yaml", "--out", foreign],
+                 ["compare", "--out", foreign], ["plot", foreign]):
+        res = hermes(*args)
+        assert res.returncode == 2 and "hermes: error:" in res.stderr, (args, res.stderr)
+        assert "launching" not in res.stdout, args
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_axis_labels_dot_and_dotdot_stay_inside_the_experiment(tmp_path):
+    """Labels ``..`` and ``.`` once made compare remove its own ``--out`` directory (on a second run) and another
+    run's directory; they become safe names, and a second invocation finds its runs complete."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "keep.txt").write_text("beside the experiment")
+    (work / "other").mkdir()
+    (work / "other" / "summary.json").write_text("{}")
+    for label, out in (("..", work / "exp"), (".", work / "other" / "exp")):
+        axis = f"balancer=[{{label: '{label}', algorithm: none}}, {{label: x, algorithm: pcg}}]"
+        args = ["compare", "--set-axis", axis, *SMALL, "--set", "processors=2", "--out", out, "--no-report"]
+        first = hermes(*args, cwd=work)
+        assert first.returncode == 0, first.stdout + first.stderr
+        runs = sorted(p.name for p in (out / "runs").iterdir() if p.is_dir())
+        assert runs == ["_", "x"], runs
+        before = snapshot(work)
+        second = hermes(*args, cwd=work)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert second.stdout.count("complete ") == 2, second.stdout  # skipped: nothing ran, nothing was removed
+        after = snapshot(work)
+        assert {k: v for k, v in before.items() if "/runs/" in k and k.endswith(".json")} == \
+            {k: v for k, v in after.items() if "/runs/" in k and k.endswith(".json")}
+        assert (work / "keep.txt").read_text() == "beside the experiment"
+        assert (work / "other" / "summary.json").read_text() == "{}"
+
+
+def test_an_experiment_named_dotdot_is_refused(tmp_path):
+    (tmp_path / "e.yaml").write_text("name: '..'\naxes: {seed: [1, 2]}\n")
+    before = snapshot(tmp_path)
+    one_line(hermes("compare", tmp_path / "e.yaml", cwd=tmp_path), "experiment: name '..' may only contain")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_two_runs_into_one_directory_one_is_refused_and_nothing_is_lost(tmp_path):
+    """Two ``hermes run --out D`` started at the same moment: exactly one runs (its records complete), the other
+    is refused in one line — before, both exited 0 and one run was lost."""
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "hermes", "run", "--set", "mesh.grid=30x30", "--set", "platform.capacities=homo",
+            "--set", "processors=2", "--set", "adaptation.phases=25", "--no-pictures", "--out", str(out)]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+             for _ in range(2)]
+    results = [p.communicate(timeout=600) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], results
+    loser = results[[p.returncode for p in procs].index(2)]
+    assert "is in use by another hermes run" in loser[1] and len(loser[1].strip().splitlines()) == 1, loser
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and len(summary["phases"]) == 25
+    assert read_marker(out) == "run"
+
+
+def test_a_run_holding_its_directory_refuses_a_second_and_plot(tmp_path):
+    """While a run writes its directory, a second run and ``hermes plot`` into it are refused; afterwards both
+    work (the lock dies with its holder)."""
+    out = tmp_path / "run"
+    first = subprocess.Popen([sys.executable, "-m", "hermes", "run", "--no-launch", "--set", "processors=1",
+                              "--set", "mesh.grid=40x40", "--set", "platform.capacities=homo", "--set",
+                              "adaptation.phases=40", "--out", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+    try:
+        line = first.stdout.readline()  # the set-up line: the directory is claimed by now
+        assert line.startswith("hermes:"), line + first.stderr.read()
+        one_line(hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--out", out, "--force"),
+                 "is in use by another hermes run")
+        one_line(hermes("plot", out), "is in use by another hermes run")
+    finally:
+        rest, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err
+    assert json.loads((out / "summary.json").read_text())["complete"] is True
+    res = hermes("plot", out, "--phase", "0", "--show", "none")
+    assert res.returncode == 0, res.stderr
+
+
+def test_plot_never_writes_through_a_planted_symlink(tmp_path):
+    """Symlinks planted at the old fixed temporary name and at every picture's name point outside; plot
+    replaces the links inside the run directory and the files outside stay as they were."""
+    out = tmp_path / "run"
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", out)
+    assert res.returncode == 0, res.stderr
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for k in range(3):
+        (out / f"partition-{k:03d}.png.tmp").symlink_to(victim)
+    (out / "partition-001.png").symlink_to(victim)
+    (out / "phases.png.tmp").symlink_to(victim)
+    res = hermes("plot", out)
+    assert res.returncode == 0, res.stderr
+    assert victim.read_text() == "precious"
+    assert (out / "partition-001.png").is_file() and not (out / "partition-001.png").is_symlink()
+
+
+def _limit_files(nbytes: int):
+    def preexec():  # runs in the child: files larger than nbytes fail with EFBIG, as on a full disk
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    return preexec
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 96 kB file system (tmpfs) that fills up: a real full disk. Skipped where mounting is not allowed."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(where)], capture_output=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.decode().strip()[:80]})")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=[pytest.mark.mpi, pytest.mark.slow])])
+def test_a_full_disk_while_drawing_is_one_line_and_keeps_the_records(small_disk, ranks):
+    """The run directory on a 96 kB file system: the records (a few kB) are complete, a picture does not fit
+    (ENOSPC); one line, exit 2 — on every rank, agreed —, and the records stay."""
+    out = small_disk / "run"
+    launch = ["--no-launch", "--set", "processors=1"] if ranks == 1 else ["--set", "processors=2"]
+    res = hermes("run", *launch, *SMALL, "--out", out)
+    one_line(res, "cannot write the pictures in")
+    assert "No space left on device" in res.stderr and "the run's records are complete" in res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and len(summary["phases"]) == 2
+    assert (out / "phases.csv").read_text().count("\n") == 1 + 2 * ranks
+    assert not [p for p in out.iterdir() if ".tmp" in p.name]
+
+
+def test_a_read_only_medium_is_refused_before_launching(small_disk):
+    """A directory on a file system mounted read-only: one line before mpiexec starts, nothing written."""
+    (small_disk / "old").mkdir()
+    ro = subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], capture_output=True)
+    if ro.returncode != 0:
+        pytest.skip("cannot remount read-only here")
+    for out in (small_disk / "old", small_disk / "new"):
+        res = hermes("run", *SMALL, "--out", out)
+        one_line(res, "Read-only file system")
+        assert "launching" not in res.stdout
+
+
+def test_a_full_disk_during_the_phases_keeps_the_finished_phases(tmp_path):
+    """A limit the growing summary.json crosses after some phases (RLIMIT_FSIZE: a write beyond 12 kB fails
+    with EFBIG as it fails with ENOSPC on a full disk; one rank: Open MPI's own files of a multi-rank job would
+    hit the limit first): one line naming the records, exit 2, and the summary of the phases finished before is
+    intact (each file is replaced atomically or not at all)."""
+    out = tmp_path / "run"
+    res = hermes("run", "--no-launch", "--set", "processors=1", "--set", "mesh.grid=8x6", "--set",
+                 "platform.capacities=homo", "--set", "adaptation.phases=30", "--no-pictures", "--out", out,
+                 preexec=_limit_files(12_000))
+    one_line(res, "cannot write the records in")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and 1 <= len(summary["phases"]) < 30
+    assert [p["phase"] for p in summary["phases"]] == list(range(1, len(summary["phases"]) + 1))
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_marker_and_lock_are_hermes_own_files(tmp_path):
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", tmp_path / "r")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((tmp_path / "r" / MARKER).read_text())
+    assert doc["hermes"] == "run" and doc["name"] == "quickstart"
+    assert (tmp_path / "r" / LOCK).is_file()
+    t0 = time.perf_counter()
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", tmp_path / "r")
+    assert res.returncode == 0 and time.perf_counter() - t0 < 120, res.stderr  # a finished run is replaced

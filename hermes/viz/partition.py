@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from hermes.errors import HermesError
 from hermes.results import write_atomic
-from hermes.viz.rundir import COORD_MAX, MAX_PROCESSORS, csr_problem
+from hermes.viz.rundir import COORD_MAX, MAX_PROCESSORS, csr_problem, one_line
 from hermes.viz.zoom import Box, check_zoom
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -198,7 +198,13 @@ def save_figure(fig: Figure, path: str | os.PathLike[str]) -> Path:
                     fig.dpi * scale)
         fig.set_dpi(fig.dpi * scale)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=fig.dpi)
+    try:
+        fig.savefig(buf, format="png", dpi=fig.dpi)
+    except (ValueError, ArithmeticError) as err:  # LinAlgError is a ValueError
+        # a last guard: the inputs are checked (hermes.viz.rundir) and windows kept drawable, so matplotlib
+        # should never refuse; if it does, the user gets one line and --verbose the traceback
+        log.debug("drawing %s failed", Path(path).name, exc_info=True)
+        raise HermesError(f"cannot draw {Path(path).name}: {one_line(err)}") from None
     path = write_atomic(path, buf.getvalue())
     log.debug("wrote %s", path)
     return path
@@ -337,7 +343,8 @@ def plot_partition(
             log.info("3-D cells: drawing %d units as a graph projected on (x, y)", n)
     if polys is None:
         full = _bounds(xy, pad=0.04)  # room for the markers on the border
-    bounds = full if zoom is None else tuple(float(v) for v in zoom)
+    full = _drawable(full)
+    bounds = full if zoom is None else _drawable(zoom)
 
     colors = rank_colors(nparts)
     facecolors = colors[own]
@@ -517,6 +524,28 @@ def _bounds(xy: NDArray[np.float64], pad: float = 0.02) -> tuple[float, float, f
     size = max(x1 - x0, y1 - y0) or 1.0
     pad = pad * size
     return float(x0 - pad), float(x1 + pad), float(y0 - pad), float(y1 + pad)
+
+
+#: the most elongated window drawn (height / width or its inverse): a thinner one is widened about its centre
+#: (matplotlib's equal-aspect axes of a 10⁻¹² × 10¹² box are a singular transform)
+MAX_ELONGATION = 1e4
+
+
+def _drawable(box: Box) -> Box:
+    """``box`` widened where it could not be drawn: a side shorter than ``1/MAX_ELONGATION`` of the other, or
+    than ``10⁻⁹`` of its distance from 0 (beyond float64's resolution for a picture's ticks and transforms)."""
+    x0, x1, y0, y1 = (float(v) for v in box)
+    w, h = x1 - x0, y1 - y0
+    tiny = 1e-300
+    w_min = max(h / MAX_ELONGATION, 1e-9 * max(abs(x0), abs(x1)), tiny)
+    h_min = max(w / MAX_ELONGATION, 1e-9 * max(abs(y0), abs(y1)), tiny)
+    if w < w_min:
+        cx = 0.5 * (x0 + x1)
+        x0, x1 = cx - 0.5 * w_min, cx + 0.5 * w_min
+    if h < h_min:
+        cy = 0.5 * (y0 + y1)
+        y0, y1 = cy - 0.5 * h_min, cy + 0.5 * h_min
+    return x0, x1, y0, y1
 
 
 @dataclass(frozen=True)

@@ -286,7 +286,7 @@ def _shape(archive: NpzArchive, key: str, a: NDArray, shape: tuple[int, ...], wh
 
 
 def _finite(archive: NpzArchive, key: str, a: NDArray, bound: float, what: str) -> None:
-    if a.size and not (np.isfinite(a).all() and np.abs(a).max() <= bound):
+    if a.size and not (np.isfinite(a).all() and float(np.abs(a).max()) <= bound):
         raise archive.error(f"{key} holds {what} that are not finite or exceed {bound:g} in magnitude")
 
 
@@ -298,8 +298,10 @@ def csr_problem(ptr: NDArray, idx: NDArray, rows: int, hi: int, *, min_row: int 
     p, i = names
     if ptr.dtype.kind not in "iu" or idx.dtype.kind not in "iu":
         return f"{p} and {i} must hold integers, not {ptr.dtype} and {idx.dtype}"
-    if ptr.shape != (rows + 1,) or idx.ndim != 1:
-        return f"{p} has shape {ptr.shape} and {i} {idx.shape} for {rows} rows"
+    if ptr.shape != (rows + 1,):
+        return f"{p} has shape {ptr.shape} for {rows} units (expected ({rows + 1},))"
+    if idx.ndim != 1:
+        return f"{i} has shape {idx.shape}, not a list of indices"
     # the range first: with every entry in [0, len(idx)] the differences cannot overflow
     if ptr[0] != 0 or ptr.min() < 0 or ptr.max() > idx.size or ptr[-1] != idx.size \
             or (ptr.size > 1 and np.diff(ptr.astype(np.int64)).min() < min_row):
@@ -307,7 +309,7 @@ def csr_problem(ptr: NDArray, idx: NDArray, rows: int, hi: int, *, min_row: int 
         return f"{p} does not run from 0 to {idx.size} (the length of {i}) {steps}"
     if idx.size and (idx.min() < 0 or idx.max() >= hi):
         bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
-        return f"{i} holds index {bad} outside 0..{hi - 1}"
+        return f"{i} holds index {bad} outside 0..{hi - 1}" if hi else f"{i} holds index {bad} into nothing"
     return None
 
 
@@ -370,8 +372,9 @@ def phase_geometry(archive: NpzArchive, phase: int, cache: dict | None = None) -
         raise archive.error("no array 'coords'")
     coords = archive.get(keys["coords"])
     _kind(archive, keys["coords"], coords, "iuf")
-    if coords.ndim != 2 or coords.shape[1] not in (2, 3):
-        raise archive.error(f"{keys['coords']} has shape {coords.shape}, not (units, 2) or (units, 3)")
+    if coords.ndim != 2 or coords.shape[1] not in (2, 3) or coords.shape[0] == 0:
+        raise archive.error(f"{keys['coords']} has shape {coords.shape}, not (units, 2) or (units, 3) with units "
+                            "≥ 1")
     _finite(archive, keys["coords"], coords, COORD_MAX, "coordinates")
     n = coords.shape[0]
     out: dict[str, Any] = {"coords": coords.astype(np.float64, copy=False)}
@@ -408,7 +411,8 @@ def check_owner(archive: NpzArchive, key: str, n: int, processors: int | None) -
         raise archive.error(f"{key} holds a negative rank id ({int(owner.min())})")
     top = int(owner.max()) if owner.size else -1
     if processors is not None and top >= processors:
-        raise archive.error(f"{key} holds rank ids up to {top} for a run of {processors} processors")
+        raise archive.error(f"{key} holds rank ids up to {top} for a run of {processors} "
+                            f"processor{'s' if processors != 1 else ''}")
     if top >= MAX_PROCESSORS:
         raise archive.error(f"{key} holds rank ids up to {top}; hermes draws at most {MAX_PROCESSORS} ranks")
     return owner.astype(np.int64)
@@ -431,7 +435,7 @@ def check_unit_array(archive: NpzArchive, key: str, n: int, kind: str) -> NDArra
         return a
     _shape(archive, key, a, (n,), f"{n} units")
     if kind == "weight":
-        if a.size and not (np.isfinite(a).all() and a.min() >= 0 and a.max() <= WEIGHT_MAX):
+        if a.size and not (np.isfinite(a).all() and a.min() >= 0 and float(a.max()) <= WEIGHT_MAX):
             raise archive.error(f"{key} holds weights that are negative, not finite or above {WEIGHT_MAX:g}")
         return a.astype(np.float64, copy=False)
     if kind == "level":

@@ -251,7 +251,7 @@ def _vtk_dtype(a: NDArray) -> NDArray:
 
 def _pad3(x: NDArray) -> NDArray[np.float64]:
     x = np.asarray(x, dtype=np.float64)
-    x = x.reshape(x.shape[0], -1)
+    x = x[:, None] if x.ndim == 1 else x
     return np.column_stack([x, np.zeros((x.shape[0], 3 - x.shape[1]))]) if x.shape[1] < 3 else x[:, :3]
 
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.compare import compare
@@ -27,7 +26,7 @@ from hermes.compare.experiment import absolute_paths
 from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
 from hermes.errors import HermesError
-from hermes.loaders import load_json
+from hermes.loaders import dump_yaml, load_json
 from hermes.records import RunResult
 from hermes.results import claim_dir, run_dir_for
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
@@ -38,7 +37,7 @@ __all__ = ["run", "load_run", "compare", "read_mesh", "partition", "scenario"]
 def _overrides(overrides: dict[str, Any]) -> list[str]:
     """``{"balancer.algorithm": "metis", "adaptation__phases": 3}`` → ``--set`` items (``__`` reads as ``.``)."""
     def text(value: Any) -> str:
-        return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+        return dump_yaml(value, default_flow_style=True).strip().removesuffix("...").strip()
 
     return [f"{key.replace('__', '.')}={text(value)}" for key, value in overrides.items()]
 
@@ -124,7 +123,7 @@ def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> Run
 
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"
-        spec.write_text(yaml.safe_dump(absolute_paths(sc).to_dict(), sort_keys=False))
+        spec.write_text(dump_yaml(absolute_paths(sc).to_dict(), sort_keys=False))
         args = ["run", str(spec), "--no-launch", "--set", f"processors={n}", "--out", str(out_dir),
                 "--lock-token", token]
         cmd = mpiexec_command(n, [*args, *(["--quiet"] if quiet else [])])

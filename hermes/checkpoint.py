@@ -79,7 +79,7 @@ from pydantic import BaseModel, ValidationError
 
 from hermes.comm import Bookkeeping, agree
 from hermes.errors import HermesError, validation_message
-from hermes.loaders import json_depth, load_json, parse_json, read_bytes
+from hermes.loaders import json_depth, load_json, parse_json, parse_yaml, read_bytes
 from hermes.results import read_summary, write_atomic, write_json
 from hermes.scenario import MAX_PHASES, MAX_PROCESSORS
 from hermes.version import __version__
@@ -697,8 +697,6 @@ def _comparable(scenario: Any) -> Any:
 def _check_scenario(run_dir: Path, man: Manifest) -> Any:
     """The run directory's scenario.yaml is the one the checkpoint's run started with; its data (to compare
     with the scenario each rank's file holds)."""
-    import yaml
-
     path = run_dir / "scenario.yaml"
     if not path.is_file():
         raise CheckpointError(f"--resume: {path} is missing (the run's scenario: restore it, or start a new run)")
@@ -707,8 +705,9 @@ def _check_scenario(run_dir: Path, man: Manifest) -> Any:
         raise CheckpointError(f"--resume: {path} was edited after the run started (a resumed run goes on with the "
                               f"scenario it started with: restore the file, or start a new run with the edited "
                               f"scenario)")
-    # the text hermes wrote with yaml.safe_dump (its checksum says so): read back by its exact inverse
-    return _comparable(yaml.safe_load(data))
+    # the text hermes wrote (its checksum says so, but a crafted manifest could say it of any text): read back
+    # with the loaders' limits, the inverse of hermes' dump_yaml
+    return _comparable(parse_yaml(data.decode("utf-8", "replace"), f"--resume: {path}", error=CheckpointError))
 
 
 def verify_checkpoint(run_dir: str | Path) -> Manifest:

@@ -392,7 +392,7 @@ def _cmd_gossip(args) -> int:
 
 
 def _cmd_scenario(args) -> int:
-    import yaml
+    from hermes.loaders import dump_yaml
 
     from hermes.errors import HermesError
 
@@ -400,7 +400,7 @@ def _cmd_scenario(args) -> int:
         sc = _load(args)
     except HermesError as err:
         return _error(str(err))
-    print(yaml.safe_dump(sc.to_dict(), sort_keys=False), end="")
+    print(dump_yaml(sc.to_dict(), sort_keys=False), end="")
     return 0
 
 
@@ -584,13 +584,12 @@ def _write_brusselator(out: Path, spec, summary: dict) -> None:
     """Rank 0: a Brusselator run's directory — its old files replaced, the spec and the summary, each atomic."""
     import json
 
-    import yaml
-
+    from hermes.loaders import dump_yaml
     from hermes.results import RunDirError, _finite, clear_dir, write_atomic
 
     try:
         clear_dir(out)
-        write_atomic(out / "scenario.yaml", yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+        write_atomic(out / "scenario.yaml", dump_yaml(spec.model_dump(mode="json"), sort_keys=False))
         write_atomic(out / "summary.json", json.dumps(_finite(summary), indent=1, allow_nan=False) + "\n")
     except OSError as err:
         raise RunDirError(f"--out: cannot write the results in {out} ({err.strerror or err})") from None

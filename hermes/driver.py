@@ -749,9 +749,9 @@ def _open(r: RunState, path: Path, key: str, force: bool, token: str | None = No
 
 def _scenario_yaml(sc: Scenario) -> str:
     """The text of the run directory's scenario.yaml (a checkpoint records its SHA-256)."""
-    import yaml
+    from hermes.loaders import dump_yaml
 
-    return yaml.safe_dump(sc.to_dict(), sort_keys=False)
+    return dump_yaml(sc.to_dict(), sort_keys=False)
 
 
 def _summary_head(r: RunState) -> dict[str, Any]:

@@ -31,6 +31,7 @@ import yaml
 from hermes.errors import HermesError, ScenarioError
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_DOCUMENT_BYTES", "read_bytes", "read_text", "parse_yaml", "load_yaml",
+           "dump_yaml",
            "parse_json", "load_json", "json_depth"]
 
 #: nesting of mappings and lists in any document hermes reads (a scenario is 4 deep, an LBDatafile 6)
@@ -113,6 +114,19 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT12, list("-+0123456789."))
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper that knows YAML 1.2's exponent floats, so that a string such as ``"1e5"`` is quoted
+    and reads back as a string through :func:`parse_yaml`."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT12, list("-+0123456789."))
+
+
+def dump_yaml(data: Any, **options: Any) -> str:
+    """``yaml.safe_dump(data, **options)`` whose text :func:`parse_yaml` reads back to ``data``."""
+    return yaml.dump(data, Dumper=_Dumper, **options)
 
 
 def _expanded_nodes(node, memo: dict[int, int]) -> int:

@@ -153,9 +153,11 @@ def run_dir_for(sc, out_dir: str | Path | None = None) -> tuple[Path, str]:
 
 def read_summary(path: str | Path) -> dict | None:
     """The run's summary.json if it is a hermes summary, else None."""
+    from hermes.loaders import load_json
+
     try:
-        doc = json.loads((Path(path) / "summary.json").read_text())
-    except (OSError, ValueError):
+        doc = load_json(Path(path) / "summary.json", error=HermesError)
+    except HermesError:
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("phases"), list) else None
 
@@ -196,11 +198,10 @@ KINDS = ("run", "experiment")
 _LEGACY = "a hermes run directory"
 
 
-def read_marker(path: str | Path) -> str | None:
-    """The kind of hermes directory ``path`` is (``run`` or ``experiment``) by its :data:`MARKER`, or None: no
-    marker, a marker that is not a regular file (a symlink), or one hermes did not write."""
+def _read_small(path: Path) -> str | None:
+    """The first 4 kB of the regular file ``path`` as text (None: missing, a symlink, not a file, not UTF-8)."""
     try:
-        fd = os.open(Path(path) / MARKER, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
         return None
     try:
@@ -212,25 +213,26 @@ def read_marker(path: str | Path) -> str | None:
     finally:
         os.close(fd)
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
+        return None
+
+
+def read_marker(path: str | Path) -> str | None:
+    """The kind of hermes directory ``path`` is (``run`` or ``experiment``) by its :data:`MARKER`, or None: no
+    marker, a marker that is not a regular file (a symlink), or one hermes did not write."""
+    text = _read_small(Path(path) / MARKER)
+    if text is None:
         return None
     if text.startswith(_LEGACY):
         return "run"
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return None
-    kind = doc.get("hermes") if isinstance(doc, dict) else None
+    kind = _small_json(text).get("hermes")
     return kind if kind in KINDS else None
 
 
 def _marker_name(path: Path) -> str | None:
-    try:
-        doc = json.loads((path / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return doc.get("name") if isinstance(doc, dict) and isinstance(doc.get("name"), str) else None
+    name = _small_json(_read_small(path / MARKER) or "").get("name")
+    return name if isinstance(name, str) else None
 
 
 def write_marker(path: Path, kind: str, name: str | None = None) -> None:
@@ -322,8 +324,19 @@ class DirLock:
 
 def _lock_holder(fd: int) -> dict[str, Any]:
     try:
-        doc = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+        return _small_json(os.pread(fd, 4096, 0).decode("utf-8"))
     except (OSError, ValueError):
+        return {}
+
+
+def _small_json(text: str) -> dict[str, Any]:
+    """A small JSON object of hermes' own (a marker, a lock), {} if it is anything else (read with the limits of
+    :mod:`hermes.loaders`: no nesting bomb)."""
+    from hermes.loaders import parse_json
+
+    try:
+        doc = parse_json(text, "marker", error=HermesError, max_depth=4)
+    except HermesError:
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -510,11 +523,11 @@ def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partition
 
     The default directory is ``runs/<scenario>-<timestamp>``.
     """
-    import yaml
+    from hermes.loaders import dump_yaml
 
     out = Path(out_dir) if out_dir is not None else default_run_dir(sc.name)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "scenario.yaml", yaml.safe_dump(sc.to_dict(), sort_keys=False))
+    write_atomic(out / "scenario.yaml", dump_yaml(sc.to_dict(), sort_keys=False))
     write_csv(out / "phases.csv", rows, columns)
     if sc.output.partitions or sc.output.pictures or sc.output.vtu:
         geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}

@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes.errors import HermesError
-from hermes.loaders import load_yaml
+from hermes.loaders import dump_yaml, load_yaml
 from hermes.results import safe_name, slug
 from hermes.scenario import QUICKSTART, BalancerSpec, Scenario, parse_scenario, yaml_value
 
@@ -395,7 +394,7 @@ def _absolute_sets(sets: dict[str, Any], here: Path) -> dict[str, Any]:
 
 def _as_sets(sets: dict[str, Any]) -> list[str]:
     def text(value: Any) -> str:
-        return yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip().removesuffix("...").strip()
+        return dump_yaml(value, default_flow_style=True, width=1 << 30).strip().removesuffix("...").strip()
 
     return [f"{k}={text(v)}" for k, v in sets.items()]
 

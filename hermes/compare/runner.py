@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from hermes.compare.experiment import PlannedRun
 from hermes.errors import HermesError
 from hermes.launch import _LAUNCHER_ENV, mpiexec_command
-from hermes.loaders import load_json, load_yaml
+from hermes.loaders import dump_yaml, load_json, load_yaml
 from hermes.results import DirLock, RunDirError, clear_dir, file_mode, read_marker, safe_name, write_atomic
 
 __all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores"]
@@ -298,7 +297,7 @@ def _start(run: PlannedRun, runs_dir: Path, env: dict[str, str]) -> _Job:
     side_file(d, ERROR).unlink(missing_ok=True)
     runs_dir.mkdir(parents=True, exist_ok=True)
     spec = side_file(d, SPEC)  # the run writes the same resolved scenario into its directory
-    write_atomic(spec, yaml.safe_dump(run.scenario.to_dict(), sort_keys=False))
+    write_atomic(spec, dump_yaml(run.scenario.to_dict(), sort_keys=False))
     cmd = mpiexec_command(run.processors, ["run", str(spec), "--no-launch", "--quiet", "--out", str(d)])
     try:
         log = _create(side_file(d, LOG))

@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hermes.errors import MeshError, validation_message
+from hermes.loaders import parse_json, read_bytes
 from hermes.results import write_atomic
 
 __all__ = ["LBDataset", "dataset_from_assignment", "read_lbdatafile", "write_lbdatafile", "lbdatafile_paths"]
@@ -215,28 +216,20 @@ class _LBDatafile(_Part):
     phases: list[_Phase]
 
 
-class _NotJSON(ValueError):
-    pass
-
-
-def _no_constant(name: str):
-    raise _NotJSON(f"{name} is not a JSON number")
+#: the largest LBDatafile hermes reads (a rank's file of a real application is a few MB to a few hundred)
+MAX_TRACE_BYTES = 2**30
 
 
 def _read_doc(path: Path, r: int) -> _LBDatafile:
     """One rank's file, parsed as strict JSON and checked against the schema (MeshError in one line)."""
+    if not path.exists():
+        raise MeshError(f"missing LBDatafile {path}")
+    data = read_bytes(path, "LBDatafile", max_bytes=MAX_TRACE_BYTES, error=MeshError)
     try:
-        doc = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
-    except FileNotFoundError:
-        raise MeshError(f"missing LBDatafile {path}") from None
-    except IsADirectoryError:
-        raise MeshError(f"LBDatafile {path} is a directory") from None
-    except OSError as err:
-        raise MeshError(f"cannot read LBDatafile {path}: {err.strerror or err}") from None
-    except _NotJSON as err:
-        raise MeshError(f"{path}: not JSON ({err})") from None
-    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        data.decode("utf-8")
+    except UnicodeDecodeError:
         raise MeshError(f"{path}: not JSON (brotli-compressed LBAF traces are not supported)") from None
+    doc = parse_json(data, str(path), error=MeshError)
     if not isinstance(doc, dict):
         raise MeshError(f"{path}: not an LBDatafile (the file must hold a JSON object)")
     kinds = {doc.get("type"), doc["metadata"].get("type") if isinstance(doc.get("metadata"), dict) else None}

@@ -72,7 +72,6 @@ Every bad spec raises :class:`~hermes.errors.GraphError` (graphs) or
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +82,7 @@ from numpy.typing import NDArray
 
 from hermes.balance.model import Model
 from hermes.errors import GraphError, HermesError, ScenarioError
+from hermes.loaders import parse_json, read_text
 from hermes.metrics import subdomain_graph
 from hermes.scenario import BIG, TINY
 
@@ -213,15 +213,9 @@ def _sizes(kind: str, rest: str, spec: str) -> tuple[int, list[int]]:
 
 
 def _edge_file(path: Path, spec: str) -> tuple[int, NDArray[np.int64]]:
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise GraphError(f"graph file {spec!r}: cannot read it ({type(err).__name__})") from None
+    text = read_text(path, f"graph file {spec!r}", error=GraphError)
     if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise GraphError(f"graph file {spec!r}: invalid JSON ({err.msg}, line {err.lineno})") from None
+        data = parse_json(text, f"graph file {spec!r}", error=GraphError)
         if not isinstance(data, dict) or "edges" not in data:
             raise GraphError(f"graph file {spec!r}: JSON must be an object {{\"p\": ..., \"edges\": [[i, j], ...]}}")
         rows = data["edges"]
@@ -317,15 +311,9 @@ def parse_graph(spec: str) -> ProcessorGraph:
 
 # -- vectors: capacities, weights, loads -------------------------------------------------------------
 def _numbers_from_file(path: Path, what: str, spec: str) -> NDArray[np.float64]:
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{what} file {spec!r}: cannot read it ({type(err).__name__})") from None
+    text = read_text(path, f"{what} file {spec!r}")
     if path.suffix.lower() == ".json" or text.lstrip().startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ScenarioError(f"{what} file {spec!r}: invalid JSON ({err.msg}, line {err.lineno})") from None
+        data = parse_json(text, f"{what} file {spec!r}")
         if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                  for x in data):
             raise ScenarioError(f"{what} file {spec!r}: JSON must be a list of numbers")

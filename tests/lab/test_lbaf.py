@@ -85,7 +85,7 @@ def test_malformed_field_is_one_line_naming_file_and_key(tmp_path, path, value, 
     (b"[1, 2]", "must hold a JSON object"),
     (b'{"type": "LBDatafile", "phases": [{"id": 0, "tasks": [{"time": NaN}]}]}', "not JSON .NaN is not a JSON"),
     (b'{"phases": []}', "type must be 'LBDatafile'"),
-    (b"{" * 100_000, "not JSON"),
+    (b"{" * 100_000, "nested 100000 levels deep"),
 ])
 def test_not_an_lbdatafile(tmp_path, content, message):
     write_lbdatafile(tmp_path / "t", dataset_from_assignment([1.0, 2.0], [0, 1], 2))

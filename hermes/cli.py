@@ -3,8 +3,9 @@
 Commands are thin wrappers over Python functions (:func:`hermes.driver.run`,
 :func:`hermes.viz.plot_run`). This is the only module that touches ``MPI.COMM_WORLD``.
 
-Exit codes: 0 success, 2 bad input (one line ``hermes: error: ...`` on rank 0, every rank exits 2),
-1 an unexpected failure (under MPI the whole job is aborted so no rank waits forever).
+Exit codes: 0 success, 2 bad input or results that cannot be written (a full disk, a read-only medium, a directory
+in use: one line ``hermes: error: ...`` on rank 0, every rank exits 2), 124 the watchdog ended a job without
+progress, 1 an unexpected failure (under MPI the whole job is aborted so no rank waits forever).
 """
 
 from __future__ import annotations

@@ -20,12 +20,14 @@ import pytest
 from hermes.compare.report import data_uri
 from hermes.errors import HermesError
 from hermes.results import write_marker
-from hermes.viz import plot_run
+from hermes.viz import plot_phases, plot_run
+from hermes.viz.compare import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
+from hermes.viz.monitor import monitor_arrays, plot_monitor
 from hermes.viz.partition import DPI_RANGE, check_dpi, plot_partition
 from hermes.viz.rundir import MAX_PHASES, MAX_PROCESSORS, NpzArchive, check_summary
 from hermes.viz.vtu import write_run_vtu
 from hermes.viz.zoom import check_zoom, parse_zoom
-from tests.viz.test_viz import NPARTS, block_owner, grid, make_summary
+from tests.viz.test_viz import NPARTS, grid, make_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 DPI = DPI_RANGE[0]  # the smallest picture: the fuzz draws many
@@ -514,11 +516,70 @@ def test_extreme_but_valid_arrays_draw(run: Path):
     assert "coords has shape (0, 2)" in _attempt(run, timeline=False)  # a run has at least one unit
 
 
+# -- the other pictures: monitor.png, the experiment's plots, phases.png of a long run ------------------------------
+def test_monitor_rows_from_a_damaged_phases_csv(tmp_path: Path):
+    rows = [{"phase": k, "rank": r, "capacity_true": v, "capacity_forecast": "x", "capacity_measured": None}
+            for k in (1, 2) for r, v in enumerate(["0.5", "nan", "inf", "", "1e999"])]
+    a = monitor_arrays(rows)
+    assert np.isnan(a["true"][:, 1:]).all() and np.isnan(a["forecast"]).all() and a["true"][0, 0] == 0.5
+    start = time.perf_counter()
+    for bad in ({"phase": 1, "rank": 10**9}, {"phase": -1, "rank": 0}, {"phase": 10**7, "rank": 0},
+                {"phase": "1.5", "rank": 0}, {"phase": None, "rank": 0}):
+        with pytest.raises(HermesError, match="phases.csv"):
+            monitor_arrays(rows + [bad])
+    with pytest.raises(HermesError, match="more than the 10,000,000 entries"):
+        monitor_arrays([{"phase": k, "rank": 99_999} for k in range(200)])
+    assert time.perf_counter() - start < FAIL_FAST_SECONDS
+    with pytest.raises(HermesError, match="--dpi"):
+        plot_monitor(tmp_path / "m.png", [1], np.ones((1, 1)), np.ones((1, 1)), dpi=0)
+    with pytest.raises(HermesError, match="finite"):
+        plot_monitor(tmp_path / "m.png", [np.nan], np.ones((1, 1)), np.ones((1, 1)))
+
+
+@pytest.mark.slow
+def test_monitor_of_many_ranks_draws_the_first_64(tmp_path: Path):
+    p = 200  # a rank per panel: the first 64 are drawn, the title says so
+    out = plot_monitor(tmp_path / "m.png", [1, 2], np.full((2, p), 1 / p), np.full((2, p), np.inf), dpi=DPI,
+                       title="$\\frac{")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_experiment_plots_of_damaged_summaries(tmp_path: Path):
+    good = make_summary()
+    damaged = [{"phases": "x", "total_time": "1"}, {"phases": [None, {"phase": "a", "imbalance_after": [1]},
+                                                              {"quality": [], "migrated_cells": "9", "edge_cut": {}}]},
+               {"total_time": 10**400, "final_imbalance": True, "phases": [{"phase": 10**400, "time": 1e308}] * 3}]
+    rows, cols = ["$\\frac{row", "b" * 500], ["gda0", "$x"]
+    cells = {(r, c): [good, *damaged] for r in rows for c in cols}
+    for plot in (plot_totals, plot_imbalance, plot_breakdown, plot_pareto):
+        assert plot(tmp_path / f"{plot.__name__}.png", rows, cols, cells, dpi=DPI).is_file()
+        with pytest.raises(HermesError, match="--dpi"):
+            plot(tmp_path / "x.png", rows, cols, cells, dpi=True)
+    with pytest.raises(HermesError, match="more than the 300 panels"):
+        plot_imbalance(tmp_path / "x.png", [str(i) for i in range(301)], cols, {}, dpi=DPI)
+
+
+def test_a_long_run_draws_its_phases_in_seconds(tmp_path: Path):
+    """5 000 phases: the time split becomes stacked steps (a bar per phase and part took a minute)."""
+    phases = [{"phase": k, "time": 1.0, "compute_time": 0.5 + 0.1 * (k % 7), "comm_time": 0.1,
+               "imbalance_before": 1.5, "imbalance_after": 1.01} for k in range(1, 5001)]
+    start = time.perf_counter()
+    plot_phases(tmp_path / "phases.png", {**make_summary(), "phases": phases}, dpi=DPI)
+    assert time.perf_counter() - start < 30.0
+    with pytest.raises(HermesError, match=r"^summary: phases\[1\] must be a mapping"):
+        plot_phases(tmp_path / "phases.png", {"phases": [{}, 5]}, dpi=DPI)
+
+
 # -- the CLI: one line, exit status 2 ------------------------------------------------------------------------------
+def test_hermes_plot_dpi_0_is_one_line_and_exit_2(run: Path):
+    r = _hermes("plot", str(run), "--dpi", "0")
+    assert (r.returncode, r.stderr) == (2, "hermes: error: --dpi: must be an integer between 10 and 1200, got 0\n")
+    assert not list(run.glob("*.png"))
+
+
 @pytest.mark.slow
 def test_hermes_plot_refuses_in_one_line(run: Path):
-    for args, want in [(("--dpi", "0"), "--dpi: must be an integer between 10 and 1200, got 0"),
-                       (("--dpi", "100000"), "--dpi: must be an integer between 10 and 1200, got 100000"),
+    for args, want in [(("--dpi", "100000"), "--dpi: must be an integer between 10 and 1200, got 100000"),
                        (("--zoom=-inf,0,1,1",), "--zoom: the box's corners must be finite"),
                        (("--phase", "-1"), "--phase")]:
         r = _hermes("plot", str(run), *args)

@@ -27,7 +27,10 @@ import io
 import logging
 import math
 import numbers
+import os
 import re
+import stat
+import struct
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,9 +42,10 @@ from numpy.typing import NDArray
 
 from hermes.errors import HermesError
 
-__all__ = ["MAX_PROCESSORS", "MAX_PHASES", "MAX_NPZ_BYTES", "MAX_LEVEL", "COORD_MAX", "WEIGHT_MAX", "NUMBER_MAX",
-           "NpzArchive", "Geometry", "read_summary", "check_summary", "phase_geometry", "recorded_phases",
-           "phase_arrays", "check_owner", "check_unit_array", "csr_problem", "read_capacities", "one_line"]
+__all__ = ["MAX_PROCESSORS", "MAX_PHASES", "MAX_NPZ_BYTES", "MAX_NPZ_MEMBERS", "MAX_LEVEL", "COORD_MAX",
+           "WEIGHT_MAX", "NUMBER_MAX", "NpzArchive", "Geometry", "read_summary", "check_summary",
+           "phase_geometry", "recorded_phases", "phase_arrays", "check_owner", "check_unit_array", "csr_problem",
+           "read_capacities", "one_line"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,9 @@ MAX_PROCESSORS = 100_000
 MAX_PHASES = 100_000
 #: bytes of arrays read from one ``.npz`` file (decompressed, as the ``.npy`` headers declare them)
 MAX_NPZ_BYTES = 2 * 2**30
+#: members of one ``.npz`` file (5 arrays per phase of a run of MAX_PHASES phases; parsing 10⁶ zip entries
+#: takes ~6 s, and a 2 GB file of empty entries would hold 4·10⁷)
+MAX_NPZ_MEMBERS = 1_000_000
 #: refinement levels drawn (``level_XXX``): the level panel has one colour per level out of 256
 MAX_LEVEL = 255
 #: coordinates (``hermes.data.mesh.COORD_MAX``): a picture's extent and areas stay finite
@@ -190,18 +197,27 @@ class NpzArchive:
         self.path = Path(path)
         if not self.path.is_file():
             raise HermesError(f"missing {self.path.name} in run directory {self.path.parent}")
-        try:
-            size = self.path.stat().st_size
+        self._left = self._limit = max_bytes
+        try:  # one open file for every check and the reads (a FIFO swapped in meanwhile does not block)
+            self._fh = os.fdopen(os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
         except OSError as err:
             raise self.error(one_line(err)) from None
-        if size > max_bytes:
-            raise self.error(f"the file is {_size(size)}, more than the {_size(max_bytes)} hermes reads")
-        self._left = max_bytes
-        self._limit = max_bytes
         try:
-            self._zip = zipfile.ZipFile(self.path)
+            info = os.fstat(self._fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise self.error("not a regular file")
+            if info.st_size > max_bytes:
+                raise self.error(f"the file is {_size(info.st_size)}, more than the {_size(max_bytes)} hermes reads")
+            entries = _zip_entries(self._fh)
+            if entries is not None and entries > MAX_NPZ_MEMBERS:
+                raise self.error(f"the archive lists {entries} members, more than the {MAX_NPZ_MEMBERS} hermes reads")
+            self._zip = zipfile.ZipFile(self._fh)
             members = self._zip.namelist()
-        except Exception as err:  # BadZipFile, OSError, ValueError, ...: all mean "not a readable archive"
+        except BaseException as err:
+            self._fh.close()
+            if isinstance(err, HermesError) or not isinstance(err, Exception):
+                raise
+            # BadZipFile, OSError, ValueError, ...: all mean "not a readable archive"
             raise self.error(one_line(err)) from None
         self.names = frozenset(m[:-4] for m in members if m.endswith(".npy"))
 
@@ -220,6 +236,7 @@ class NpzArchive:
 
     def close(self) -> None:
         self._zip.close()
+        self._fh.close()
 
     def get(self, name: str) -> NDArray | None:
         """The array ``name``, or None if the archive has none of that name."""
@@ -251,6 +268,26 @@ class NpzArchive:
             raise self.error(f"{name}: {one_line(err)}") from None
         self._left -= nbytes
         return array
+
+
+def _zip_entries(fh) -> int | None:
+    """The member count a zip file's end-of-central-directory record declares (ZIP64 too), read from the last
+    64 kB before :mod:`zipfile` parses (and allocates) the whole directory; None if there is no such record
+    (:mod:`zipfile` then refuses the file)."""
+    size = fh.seek(0, 2)
+    start = max(0, size - (22 + 65_535))  # the record and the longest comment
+    fh.seek(start)
+    tail = fh.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return None
+    entries = struct.unpack("<H", tail[at + 10:at + 12])[0]
+    if entries == 0xFFFF and at >= 20 and tail[at - 20:at - 16] == b"PK\x06\x07":  # ZIP64: its own record
+        fh.seek(struct.unpack("<Q", tail[at - 12:at - 4])[0])
+        record = fh.read(56)
+        if len(record) == 56 and record[:4] == b"PK\x06\x06":
+            entries = struct.unpack("<Q", record[32:40])[0]
+    return entries
 
 
 def recorded_phases(archive: NpzArchive, name: str = "owner") -> list[int]:

@@ -24,6 +24,7 @@ from hermes.viz import plot_phases, plot_run
 from hermes.viz.compare import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
 from hermes.viz.monitor import monitor_arrays, plot_monitor
 from hermes.viz.partition import DPI_RANGE, check_dpi, plot_partition
+from hermes.viz import rundir
 from hermes.viz.rundir import MAX_PHASES, MAX_PROCESSORS, NpzArchive, check_summary
 from hermes.viz.vtu import write_run_vtu
 from hermes.viz.zoom import check_zoom, parse_zoom
@@ -411,6 +412,16 @@ def test_a_compressed_bomb_is_refused_by_its_declared_size(tmp_path: Path):
         assert time.perf_counter() - start < 1.0
     with pytest.raises(HermesError, match="the file is .* more than the 100 bytes hermes reads"):
         NpzArchive(tmp_path / "bomb.npz", max_bytes=100)
+
+
+def test_an_archive_of_too_many_members_is_refused_before_zipfile_parses_it(tmp_path: Path, monkeypatch):
+    with zipfile.ZipFile(tmp_path / "many.npz", "w") as zf:  # 70 000 members: the count is in the ZIP64 record
+        for i in range(70_000):
+            zf.writestr(f"a{i}.npy", b"")
+    monkeypatch.setattr(rundir, "MAX_NPZ_MEMBERS", 69_999)
+    monkeypatch.setattr(zipfile, "ZipFile", None)  # never reached
+    with pytest.raises(HermesError, match="lists 70000 members, more than the 69999 hermes reads"):
+        NpzArchive(tmp_path / "many.npz")
 
 
 #: replacements of one JSON value of summary.json: (path of keys, values tried)

@@ -91,6 +91,10 @@ def pick_targets(excl: NDArray[np.uint64], u: NDArray[np.float64], p: int) -> ND
 
     Pick j takes index ``⌊u_j (m − j)⌋`` among the ids not picked yet (sequential sampling without
     replacement), mapped to the clear bits in ascending order.
+
+    The a-th index not picked yet is ``a + #{c : s_c − c ≤ a}``, with ``s_0 < s_1 < …`` the earlier picks in
+    ascending order (``s_c − c``, the unpicked indices below ``s_c``, never decreases, so the earlier picks
+    skipped are a prefix); the rows keep ``s_c − c`` sorted, and a pick costs O(n·j), not a loop over j.
     """
     n, f = u.shape
     out = np.full((n, f), -1, dtype=np.int64)
@@ -99,13 +103,16 @@ def pick_targets(excl: NDArray[np.uint64], u: NDArray[np.float64], p: int) -> ND
     zeros = 64 - _popcount(excl)
     m = zeros.sum(axis=1)
     idx = np.zeros((n, f), dtype=np.int64)
+    below = np.zeros((n, f), dtype=np.int64)  # s_c − c of the picks so far (only picks j < m are kept)
+    rows = np.arange(n)
     for j in range(f):
         span = np.maximum(m - j, 1)
         a = np.minimum((u[:, j] * span).astype(np.int64), span - 1)
-        prev = np.sort(idx[:, :j], axis=1)
-        for c in range(j):  # skip the earlier picks, in ascending order
-            a += a >= prev[:, c]
-        idx[:, j] = a
+        k = np.count_nonzero(below[:, :j] <= a[:, None], axis=1)  # the earlier picks skipped, at positions < k
+        idx[:, j] = a + k
+        # the pick goes in at position k (s − c = a); the later ones move up one place (s − c one less)
+        np.copyto(below[:, 1:j + 1], below[:, :j] - 1, where=np.arange(1, j + 1)[None, :] > k[:, None])
+        below[rows, k] = a
     r, j = np.nonzero(np.arange(f)[None, :] < m[:, None])
     a = idx[r, j]
     cz = np.cumsum(zeros, axis=1)

@@ -36,7 +36,7 @@ def random_known(p: int, n: int, density: float, seed: int) -> np.ndarray:
 
 # -- kernels ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("p,f,density,seed", [(5, 3, 0.3, 0), (64, 4, 0.5, 1), (130, 6, 0.9, 2), (200, 2, 0.0, 3),
-                                              (70, 8, 0.97, 4)])
+                                              (70, 8, 0.97, 4), (40, 39, 0.0, 5), (90, 120, 0.3, 6)])
 def test_pick_targets_matches_sequential_sampling(p, f, density, seed):
     n = 40
     excl = random_known(p, n, density, seed) | pad_row(p, (p + 63) // 64)

@@ -603,3 +603,13 @@ def test_hermes_plot_refuses_in_one_line(run: Path):
     assert r.stderr == (f"hermes: error: cannot read {run / 'partitions.npz'}: owner_002 holds rank ids up to 999999 "
                         "for a run of 1 processor\n")
     assert not list(run.glob("*.png"))
+
+
+def test_the_bounds_are_the_scenarios_and_the_meshes():
+    """hermes.viz.rundir keeps its own copies (viz need not import pydantic or scipy): they must agree."""
+    from hermes.data.mesh import COORD_MAX, WEIGHT_MAX
+    from hermes.scenario import MAX_PHASES as SCENARIO_PHASES
+    from hermes.scenario import MAX_PROCESSORS as SCENARIO_PROCESSORS
+
+    assert (rundir.MAX_PROCESSORS, rundir.MAX_PHASES) == (SCENARIO_PROCESSORS, SCENARIO_PHASES)
+    assert (rundir.COORD_MAX, rundir.WEIGHT_MAX) == (COORD_MAX, WEIGHT_MAX)

@@ -47,6 +47,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PHASES, MAX_PROCESSORS, MAX_SEED, TINY
 from hermes.errors import BalancerError, ScenarioError, validation_message
 from hermes.extraload.tasks import ExtraLoadSpec
 from hermes.loaders import parse_yaml, read_text
@@ -57,14 +58,6 @@ __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "ch
            "yaml_value", "FileName",
            "QUICKSTART", "BIG", "TINY"]
 
-#: largest load, time or byte count a run may produce; smallest cell weight (see "Bounds" above)
-BIG = 1e100
-TINY = 1e-100
-MAX_PROCESSORS = 100_000
-#: phases and solver iterations per phase: far beyond the seeds' experiments (≤ 30 phases, 20 iterations),
-#: finite so that per-phase records and loops stay bounded
-MAX_PHASES = 100_000
-MAX_ITERATIONS = 1_000_000
 #: the monitor's capacity probe (1 ms of an average processor) and the widest span of the platform's times it
 #: may be measured against (a duration of 1e-12 × the longest still keeps 3 of the clock's 16 digits)
 PROBE_SECONDS = 1e-3
@@ -72,8 +65,6 @@ MAX_TIME_SPAN = 1e12
 #: a scenario file larger than this is refused before it is read (an inline schedule of 100 000 processors
 #: × 20 phases is about 20 MB)
 MAX_SCENARIO_BYTES = 64 * 2**20
-#: METIS' seed option is a C int (pymetis truncates larger seeds silently)
-MAX_SEED = 2**31 - 1
 
 PosFloat = Annotated[float, Field(gt=0, le=BIG)]
 NonNegFloat = Annotated[float, Field(ge=0, le=BIG)]

@@ -28,7 +28,7 @@ MAX_TABLE_BYTES = 256 * 2**20
 
 
 def _limits() -> tuple[float, int, int]:
-    from hermes.scenario import BIG, MAX_PHASES, MAX_PROCESSORS
+    from hermes.bounds import BIG, MAX_PHASES, MAX_PROCESSORS
 
     return BIG, MAX_PHASES, MAX_PROCESSORS
 

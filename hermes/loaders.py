@@ -12,6 +12,8 @@ file (or the option) and the limit:
   refused (the "billion laughs": a few hundred bytes of nested aliases that expand to billions of nodes when
   the document is validated, copied or written back);
 * **YAML tags** — only the safe loader's plain data (``!!python/...`` tags are refused);
+* **JSON values** — at most :data:`MAX_JSON_VALUES` (counted before parsing: 10⁷ empty objects would take a
+  gigabyte of Python objects);
 * **JSON constants** — ``NaN``, ``Infinity`` are not JSON numbers (RFC 8259) and are refused.
 
 YAML numbers follow YAML 1.2: ``1e100`` (no dot) is a number, where PyYAML's YAML 1.1 rules read it as the
@@ -32,13 +34,15 @@ from hermes.errors import HermesError, ScenarioError
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_DOCUMENT_BYTES", "read_bytes", "read_text", "parse_yaml", "load_yaml",
            "dump_yaml",
-           "parse_json", "load_json", "json_depth"]
+           "parse_json", "load_json", "json_depth", "json_shape", "MAX_JSON_VALUES"]
 
 #: nesting of mappings and lists in any document hermes reads (a scenario is 4 deep, an LBDatafile 6)
 MAX_DEPTH = 100
 #: nodes of a YAML document, an alias counted again at every use (a 100 000-processor inline schedule of
 #: 20 phases has 2 · 10⁶)
 MAX_NODES = 5_000_000
+#: values of a JSON document (a 100 000-phase summary.json holds about 5 · 10⁶)
+MAX_JSON_VALUES = 20_000_000
 #: the default size limit of a document (scenarios, experiments, specs, summaries, manifests)
 MAX_DOCUMENT_BYTES = 256 * 2**20
 
@@ -197,15 +201,22 @@ def load_yaml(path: str | Path, what: str | None = None, *, max_bytes: int = MAX
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
-def json_depth(data: bytes | str) -> int:
-    """The deepest nesting of ``[`` / ``{`` in a JSON text (strings skipped); computed without recursion."""
+def json_shape(data: bytes | str) -> tuple[int, int]:
+    """(deepest nesting of ``[`` / ``{``, an upper bound on the number of values) of a JSON text, strings
+    skipped; computed without recursion, in a few vectorised passes."""
     raw = data.encode() if isinstance(data, str) else data
     if b"[" not in raw and b"{" not in raw:
-        return 0
+        return 0, 1
     bare = np.frombuffer(_STRING.sub(b'""', raw), dtype=np.uint8)
-    step = (np.isin(bare, (ord("["), ord("{"))).astype(np.int64)
-            - np.isin(bare, (ord("]"), ord("}"))).astype(np.int64))
-    return int(np.cumsum(step).max(initial=0))
+    opens = np.isin(bare, (ord("["), ord("{")))
+    step = opens.astype(np.int64) - np.isin(bare, (ord("]"), ord("}"))).astype(np.int64)
+    values = int(opens.sum()) + int(np.count_nonzero(bare == ord(","))) + 1
+    return int(np.cumsum(step).max(initial=0)), values
+
+
+def json_depth(data: bytes | str) -> int:
+    """The deepest nesting of ``[`` / ``{`` in a JSON text (strings skipped); computed without recursion."""
+    return json_shape(data)[0]
 
 
 def _no_constant(name: str):
@@ -213,17 +224,21 @@ def _no_constant(name: str):
 
 
 def parse_json(data: bytes | str, where: str, *, error: type[HermesError] = ScenarioError,
-               max_depth: int = MAX_DEPTH) -> Any:
-    """The data of the JSON text ``data`` (strict: no NaN or Infinity), nested at most ``max_depth`` deep.
+               max_depth: int = MAX_DEPTH, max_values: int = MAX_JSON_VALUES) -> Any:
+    """The data of the JSON text ``data`` (strict: no NaN or Infinity), nested at most ``max_depth`` deep and
+    holding at most about ``max_values`` values (each costs Python tens of bytes: 10⁷ empty objects are a
+    gigabyte).
 
     Raises
     ------
     HermesError (``error``)
-        One line: not UTF-8, not JSON (with the line), nested too deep.
+        One line: not UTF-8, not JSON (with the line), nested too deep, too many values.
     """
-    depth = json_depth(data)
+    depth, values = json_shape(data)
     if depth > max_depth:
         raise error(f"{where}: nested {depth} levels deep (refused; hermes reads at most {max_depth} levels)")
+    if values > max_values:
+        raise error(f"{where}: about {values:,} values (refused; hermes reads at most {max_values:,})")
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text, parse_constant=_no_constant)
@@ -236,8 +251,10 @@ def parse_json(data: bytes | str, where: str, *, error: type[HermesError] = Scen
 
 
 def load_json(path: str | Path, what: str | None = None, *, max_bytes: int = MAX_DOCUMENT_BYTES,
-              error: type[HermesError] = ScenarioError, max_depth: int = MAX_DEPTH) -> Any:
+              error: type[HermesError] = ScenarioError, max_depth: int = MAX_DEPTH,
+              max_values: int = MAX_JSON_VALUES) -> Any:
     """The data of the JSON file ``path`` (:func:`read_bytes`, then :func:`parse_json`)."""
     what = what or str(path)
     data = read_bytes(path, what, max_bytes=max_bytes, error=error)
-    return parse_json(data, what if what == str(path) else f"{what}: {path}", error=error, max_depth=max_depth)
+    return parse_json(data, what if what == str(path) else f"{what}: {path}", error=error, max_depth=max_depth,
+                      max_values=max_values)

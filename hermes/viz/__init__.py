@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from hermes.errors import HermesError
+from hermes.results import MARKER, read_marker
 from hermes.viz.partition import check_dpi, plain, plot_partition
 from hermes.viz.rundir import (MAX_PHASES, Geometry, NpzArchive, check_owner, check_unit_array, phase_geometry,
                                read_capacities, read_summary, recorded_phases)
@@ -101,6 +102,9 @@ def plot_run(
     run = Path(run_dir)
     if not run.is_dir():
         raise HermesError(f"run directory not found: {run}")
+    if out_dir is None and read_marker(run) != "run":  # pictures go into a run directory only if hermes made it
+        raise HermesError(f"{run}: not a run directory hermes made (no {MARKER} marker): nothing drawn (give "
+                          f"out_dir to draw elsewhere)")
     panels = {s.strip() for s in show if s.strip()}
     unknown = sorted(panels - set(SHOW_CHOICES))
     if unknown:

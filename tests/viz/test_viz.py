@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from hermes.errors import HermesError
+from hermes.results import write_marker
 from hermes.viz import plot_comparison, plot_partition, plot_phases, plot_run
 from hermes.viz.partition import cell_polygons, graph_segments, partition_boundaries, rank_colors
 
@@ -85,6 +86,7 @@ def run_dir(tmp_path: Path) -> Path:
         parts[f"weight_{k:03d}"] = rng.uniform(1.0, 10.0, NX * NY)
     np.savez(tmp_path / "partitions.npz", **parts)
     (tmp_path / "summary.json").write_text(json.dumps(make_summary()))
+    write_marker(tmp_path, "run")  # a run directory hermes made: plot_run draws into it
     return tmp_path
 
 
@@ -219,6 +221,9 @@ def test_plot_phases_and_comparison(tmp_path: Path):
 def test_plot_run_errors(run_dir: Path, tmp_path: Path):
     with pytest.raises(HermesError, match="run directory not found"):
         plot_run(tmp_path / "nope")
+    (tmp_path / "foreign").mkdir()
+    with pytest.raises(HermesError, match="foreign: not a run directory hermes made"):
+        plot_run(tmp_path / "foreign")
     (run_dir / "geometry.npz").write_bytes(b"not an npz")
     with pytest.raises(HermesError, match="cannot read .*geometry.npz") as err:
         plot_run(run_dir)

@@ -36,7 +36,8 @@ import numpy as np
 
 from hermes.balance.spectral import graph_diameter
 from hermes.clock import Links
-from hermes.lab.specs import parse_model
+from hermes.lab.flow import check_flow_cost
+from hermes.lab.specs import build_model, parse_graph, parse_model
 from hermes.results import write_csv
 
 __all__ = ["diffusion_family", "polynomial_family", "table101_family", "flow_bench", "ENVIRONMENTS", "FAMILIES",
@@ -62,11 +63,14 @@ def _topology(kind: str, p: int) -> str | None:
 
 
 def _run(graph: str, caps: str, weights: str, loads: str, algorithm: str, tol: float, links: Links | None):
-    from hermes.balance.registry import BALANCERS
+    """One serial run, its tolerance checked by the balancer's model and its size by the flow lab's bounds."""
+    from hermes.balance.registry import BALANCERS, check_params
 
-    model = parse_model(graph, caps, weights, loads)
     info = BALANCERS[algorithm]
     params = {"tolerance": tol} if "tolerance" in info.defaults else {}
+    pg = parse_graph(graph)
+    check_flow_cost(graph, pg.p, pg.q, check_params(algorithm, params, prefix="tol "))
+    model = build_model(pg, caps, weights, loads)
     t = time.perf_counter()
     res = info.serial(model, **params, links=links)
     return model, res, time.perf_counter() - t

@@ -7,6 +7,11 @@ form) and report its flow, the loads before and after, the iteration count, the 
 (diffusion methods), the distance to the exact minimal balancing flow and the cost counters the
 distributed form would report. :func:`flow_lab` returns a JSON-ready dict (``hermes flow --json``);
 :func:`format_flow_report` is the human-readable form.
+
+Bounds: ``--tol`` and every ``--param`` are checked by the balancer's parameter model (finite bounds on every
+number, :mod:`hermes.balance.interface`); the graph has at most ``MAX_FLOW_PROCESSORS`` processors (the
+references' set-up grows faster than p²); the iterations it allows, times what one costs, at most
+``MAX_FLOW_WORK`` (:func:`check_flow_cost`).
 """
 
 from __future__ import annotations
@@ -24,15 +29,45 @@ from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import build_model, parse_graph
 from hermes.metrics import imbalance
 
-__all__ = ["flow_algorithms", "flow_lab", "format_flow_report"]
+__all__ = ["flow_algorithms", "flow_lab", "format_flow_report", "check_flow_cost", "MAX_FLOW_PROCESSORS",
+           "MAX_FLOW_WORK"]
 
 #: flow rows shown by :func:`format_flow_report` (the JSON has all of them)
 REPORT_ROWS = 24
+#: the largest processor graph of the lab: the serial references' set-up grows faster than p² (measured here:
+#: ε₀'s edge connectivity by networkx max-flows 2 × 64 s at 4,000 processors; LPA's and AdA's operators 90 s at
+#: 2,000; dense spectra O(p³)); at 2,048 every built-in runs within minutes (the seeds' graphs have ≤ 256)
+MAX_FLOW_PROCESSORS = 2048
+#: the work budget of one run, in element operations (~10 ns each here): the iterations a method may take
+#: (max_iterations; null: 10 p) × (1 + inner sweeps) × (p + q + 2.5e4, the Python overhead of a sweep)
+MAX_FLOW_WORK = 1e11
+#: inner sweeps assumed when the implicit schemes compute their count (about 10 at alpha 1)
+_AUTO_SWEEPS = 10
 
 
 def flow_algorithms() -> list[str]:
     """Names of the balancers that have a serial reference (those ``hermes flow`` can run)."""
     return sorted(name for name, info in BALANCERS.items() if info.serial is not None)
+
+
+def check_flow_cost(graph: str, p: int, q: int, params: dict[str, Any]) -> None:
+    """BalancerError (one line naming the option) if the graph is larger than ``MAX_FLOW_PROCESSORS`` or the
+    run's iterations could cost more than ``MAX_FLOW_WORK`` (validated ``params``, defaults filled in)."""
+    if p > MAX_FLOW_PROCESSORS:
+        raise BalancerError(f"--graph {graph!r}: {p} processors, more than the flow lab's {MAX_FLOW_PROCESSORS} (the "
+                            f"serial references' set-up grows faster than p²: ε₀'s edge connectivity, dense spectra)")
+    if "max_iterations" not in params:
+        return
+    its = params["max_iterations"]
+    sweeps = params.get("sweeps", 0)
+    inner = 1 + (_AUTO_SWEEPS if sweeps is None else sweeps)
+    n = 10 * p if its is None else its
+    work = n * inner * (p + q + 2.5e4)
+    if work > MAX_FLOW_WORK:
+        raise BalancerError(f"--param max_iterations: {n} iterations" + (" (null: 10 p)" if its is None else "")
+                            + f" on --graph {graph!r} ({p} processors, {q} edges"
+                            + (f", {inner - 1} inner sweeps each" if inner > 1 else "") + f") are about {work:.2g} "
+                            f"operations, more than the flow lab's {MAX_FLOW_WORK:.0e} (minutes); give fewer")
 
 
 def _jsonable(x: Any) -> Any:
@@ -91,7 +126,8 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     ------
     BalancerError
         Unknown algorithm or one without a serial reference (listing the valid names), ``tol`` for
-        a method without a tolerance, bad parameters.
+        a method without a tolerance, bad parameters (``--param max_iterations: must be less than or equal to
+        1000000, got 1000000000``), a graph or a run beyond the lab's bounds (:func:`check_flow_cost`).
     GraphError, ScenarioError
         A bad spec (one line naming it).
     """
@@ -106,9 +142,11 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     if tol is not None:
         if "tolerance" not in info.defaults:
             raise BalancerError(f"--tol: algorithm {algorithm!r} has no tolerance parameter")
+        check_params(algorithm, {"tolerance": tol}, prefix="--tol ")  # (named as the option)
         given["tolerance"] = tol
-    merged = check_params(algorithm, given)
+    merged = check_params(algorithm, given, prefix="--param ")
     pg = parse_graph(graph)
+    check_flow_cost(graph if isinstance(graph, str) else pg.spec, pg.p, pg.q, merged)
     model = build_model(pg, capacities, weights, loads)
     try:
         return _run(info, algorithm, merged, pg, model, links, (graph, capacities, weights, loads))

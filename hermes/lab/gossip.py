@@ -3,6 +3,16 @@
 Object generators (``iso``, ``uniform:A,B``, ``lognormal:A,B``, an LBAF trace), the iso-load optimum
 of the Grapevine report (§3.2.1), and the JSON-ready lab run around
 :func:`hermes.balance.gossip.grapevine`.
+
+Bounds. The options are bounded as the balancer's parameters are (:func:`check_gossip_params`: iterations
+≤ 1e4, rounds and fanout ≤ 1e5, iterations × rounds ≤ 1e6, seed a C int) and ``--ranks`` as a scenario's
+processors (≤ 1e5). What they cost together is checked before any allocation: the serial reference keeps
+one bitset of known ranks per rank (p²/8 bytes, copied a few times: ``RANK_PAIR_BYTES`` per pair of ranks),
+draws and maps ``min(fanout, p − 1)`` peers per sender and round (``PICK_BYTES`` each) and holds the objects
+(``OBJECT_BYTES``): together within the memory available. Its time grows like
+``iterations × (p² + 500 p + 1000 · objects + rounds · (2e4 + p · (500 + p/64 + min(f, p − 1)²/2)))``
+element operations (the transfer turns' CMFs, the bitset merges, the picks; a step of a Python loop — a
+turn, a rank's draws in a round, an object's proposal — counted as hundreds): at most ``MAX_WORK``.
 """
 
 from __future__ import annotations
@@ -17,14 +27,67 @@ from numpy.typing import NDArray
 
 from hermes.balance.gossip_serial import check_gossip_params, grapevine
 from hermes.errors import BalancerError
-from hermes.scenario import BIG
+from hermes.scenario import BIG, MAX_PROCESSORS
 
-__all__ = ["iso_optimum", "make_objects", "gossip_lab", "format_gossip_report"]
+__all__ = ["iso_optimum", "make_objects", "gossip_cost", "gossip_lab", "format_gossip_report"]
 
 _LAB_STREAM = 0x6C6162  # entropy word of the lab's load/mapping generator (apart from the rank streams)
 #: peak memory per object of the lab (measured: ``ru_maxrss`` of ``hermes gossip --ranks 64 --iterations 2``
 #: grew by 94 bytes per object from 10⁵ to 10⁶ objects), rounded up
 OBJECT_BYTES = 128
+#: peak memory per pair of ranks (measured: 2.8 GB at 65,536 ranks, 6.3 GB at 10⁵ with 4 rounds of fanout 4:
+#: the bitsets of known ranks and their copies), rounded up
+RANK_PAIR_BYTES = 1.0
+#: peak memory per sender and picked peer in a gossip round (measured: 1.2 GB for 4,096 ranks × fanout 1,000:
+#: the uniforms, pick_targets' arrays and the messages), rounded up
+PICK_BYTES = 384
+#: the lab's work budget in element operations (measured here: 3.5 to 6 ns each; an iteration on 10⁵ ranks is
+#: about 1e10 of them and takes 37 s, 4 × 10⁵ rounds on 8 ranks 1e10 and 54 s): some minutes
+MAX_WORK = 1e11
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long to be a path
+        return False
+
+
+def _integer(option: str, v: Any, low: int, high: int | None = None) -> int:
+    """``v`` as an int in ``low..high``, or BalancerError naming the option (a bool is not an integer)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise BalancerError(f"{option}: must be an integer, got {v!r}")
+    if v < low:
+        raise BalancerError(f"{option}: must be at least {low}, got {v!r}")
+    if high is not None and v > high:
+        raise BalancerError(f"{option}: must be at most {high}, got {v!r}")
+    return int(v)
+
+
+def gossip_cost(ranks: int, objects: int, iterations: int, rounds: int, fanout: int) -> tuple[float, float]:
+    """(peak bytes, element operations) of a lab run: the estimates of the module docstring."""
+    p, used = float(ranks), float(min(fanout, ranks - 1))
+    memory = OBJECT_BYTES * (float(objects) + p) + RANK_PAIR_BYTES * p * p + PICK_BYTES * p * used
+    work = iterations * (p * p + 500 * p + 1000.0 * objects + rounds * (2e4 + p * (500 + p / 64 + used * used / 2)))
+    return memory, work
+
+
+def _check_cost(ranks: int, objects: int, iterations: int, rounds: int, fanout: int) -> None:
+    """BalancerError (one line naming the options) if the run needs more memory than available or more work
+    than ``MAX_WORK``."""
+    from hermes.preflight import memory_available
+
+    memory, work = gossip_cost(ranks, objects, iterations, rounds, fanout)
+    avail = memory_available()
+    if avail is not None and memory > avail:
+        raise BalancerError(f"--ranks {ranks}, --objects {objects}, --fanout {fanout}: need about {memory / 2**30:.3g} "
+                            f"GB of memory ({OBJECT_BYTES} bytes per object or rank, {RANK_PAIR_BYTES:g} per pair of "
+                            f"ranks, {PICK_BYTES} per rank and peer informed), this machine has {avail / 2**30:.3g} GB "
+                            f"available")
+    if work > MAX_WORK:
+        raise BalancerError(f"--iterations {iterations} on --ranks {ranks} (--rounds {rounds}, --fanout {fanout}, "
+                            f"--objects {objects}): about {work:.2g} operations, more than the lab's {MAX_WORK:.0e} "
+                            f"(minutes); take fewer iterations, ranks, rounds, peers or objects")
 
 
 def iso_optimum(n_ranks: int, n_objects: int) -> float:
@@ -44,7 +107,7 @@ def make_objects(ranks: int, objects: int, mapped_ranks: int | None, loads_spec:
     objects start uniformly at random on ranks ``0..mapped_ranks−1`` (all ranks by default).
     """
     stem = loads_spec[5:] if loads_spec.startswith("lbaf:") else loads_spec
-    if loads_spec.startswith("lbaf:") or Path(f"{stem}.0.json").is_file():
+    if loads_spec.startswith("lbaf:") or _is_file(Path(f"{stem}.0.json")):
         from hermes.lab.lbaf import read_lbdatafile
 
         data = read_lbdatafile(stem)
@@ -55,8 +118,7 @@ def make_objects(ranks: int, objects: int, mapped_ranks: int | None, loads_spec:
         if data.n_ranks > ranks:
             raise BalancerError(f"{stem} uses {data.n_ranks} ranks, more than --ranks {ranks}")
         return data.loads, data.ranks
-    if not (isinstance(objects, (int, np.integer)) and objects >= 0):
-        raise BalancerError(f"objects must be a non-negative integer, got {objects!r}")
+    objects = _integer("--objects", objects, 0)
     from hermes.preflight import memory_available
 
     avail = memory_available()
@@ -64,9 +126,7 @@ def make_objects(ranks: int, objects: int, mapped_ranks: int | None, loads_spec:
         raise BalancerError(f"{objects} objects on {ranks} ranks need about "
                             f"{(objects + ranks) * OBJECT_BYTES / 2**30:.3g} GB of memory ({OBJECT_BYTES} bytes per "
                             f"object or rank), this machine has {avail / 2**30:.3g} GB available")
-    m = ranks if mapped_ranks is None else mapped_ranks
-    if not (isinstance(m, (int, np.integer)) and 1 <= m <= ranks):
-        raise BalancerError(f"mapped ranks must be in 1..{ranks}, got {mapped_ranks!r}")
+    m = ranks if mapped_ranks is None else _integer("--mapped-ranks", mapped_ranks, 1, ranks)
     rng = np.random.default_rng(np.random.SeedSequence([seed, _LAB_STREAM]))
     kind, _, args = loads_spec.partition(":")
     if kind == "iso" and not args:
@@ -105,12 +165,23 @@ def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: s
         (F(D) ≤ 0 at the end), ``iterations_run``, ``history`` (per iteration: transfers, rejected,
         rejection_rate, ignored, imbalance, min, max, sigma; iteration 0 is the initial state),
         ``counters`` of the distributed form and ``seconds`` (wall time of generation + balancing).
+
+    Raises
+    ------
+    BalancerError
+        An option out of its bounds, or the run's estimated memory or work beyond the machine's or the lab's
+        (one line naming the options: ``--fanout: must be at most 100000, got 1000000000``).
     """
     t0 = time.perf_counter()
-    if not (isinstance(ranks, (int, np.integer)) and ranks >= 1):
-        raise BalancerError(f"ranks must be a positive integer, got {ranks!r}")
-    check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
+    ranks = _integer("--ranks", ranks, 1, MAX_PROCESSORS)
+    given = 0 if objects is None else _integer("--objects", objects, 0)
+    if mapped_ranks is not None:
+        _integer("--mapped-ranks", mapped_ranks, 1, ranks)
+    check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, prefix="--", source_load=source_load)
+    _check_cost(ranks, given, iterations, rounds, fanout)
     loads, owner = make_objects(ranks, objects, mapped_ranks, loads_spec, seed)
+    if loads.size != given:  # an LBAF trace: its tasks are the objects
+        _check_cost(ranks, loads.size, iterations, rounds, fanout)
     res = grapevine(loads, owner, ranks, iterations=iterations, rounds=rounds, fanout=fanout, threshold=threshold,
                     criterion=criterion, seed=seed, source_load=source_load)
     return {"ranks": int(ranks), "objects": int(loads.size), "mapped_ranks": mapped_ranks, "loads": loads_spec,

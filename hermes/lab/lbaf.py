@@ -271,8 +271,11 @@ def read_lbdatafile(stem: str | Path, *, phase: int | None = None, n_ranks: int 
     """
     if n_ranks is None:
         n_ranks = 0
-        while Path(f"{stem}.{n_ranks}.json").is_file():
-            n_ranks += 1
+        try:
+            while Path(f"{stem}.{n_ranks}.json").is_file():
+                n_ranks += 1
+        except (OSError, ValueError):  # a stem too long to be a path
+            n_ranks = 0
         if n_ranks == 0:
             raise MeshError(f"no LBDatafile {stem}.0.json")
     docs = [_read_doc(path, r) for r, path in enumerate(lbdatafile_paths(stem, n_ranks))]

@@ -94,13 +94,15 @@ LOAD_KINDS = ("one", "eq", "high", "half", "random:SEED")
 #: largest ratio of two capacities or two edge weights: the weighted Laplacian's condition number grows
 #: with it, and at 1e12 its double-precision solves (eps 2.2e-16) keep about four correct digits
 SPREAD_MAX = 1e12
-#: generated graphs larger than this are refused (the lab is for processor graphs)
+#: graphs larger than this, generated or read, are refused (the lab is for processor graphs)
 MAX_PROCESSORS = 1_000_000
 MAX_EDGES = 5_000_000
 
-_SIZE = re.compile(r"\d+")
-_DIMS = re.compile(r"(\d+)x(\d+)", re.IGNORECASE)
-_MOD = re.compile(r"(k|ij)mod(\d+)")
+#: a size, a processor number, a modulus or a seed in a spec: at most 18 digits (an int64; Python refuses to
+#: convert more than 4300 digits at all), then bounded by what it counts
+_SIZE = re.compile(r"\d{1,18}")
+_DIMS = re.compile(r"(\d{1,18})x(\d{1,18})", re.IGNORECASE)
+_MOD = re.compile(r"(k|ij)mod(\d{1,18})")
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,6 +129,14 @@ class ProcessorGraph:
     @property
     def q(self) -> int:
         return int(len(self.edges))
+
+
+def _is(path: Path, kind: str) -> bool:
+    """``path.is_file()`` or ``is_dir()``, False where the name cannot be a path (too long: ENAMETOOLONG)."""
+    try:
+        return path.is_file() if kind == "file" else path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 # -- graphs ----------------------------------------------------------------------------------------
@@ -223,12 +233,15 @@ def _edge_file(path: Path, spec: str) -> tuple[int, NDArray[np.int64]]:
                 isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
                 for r in rows):
             raise GraphError(f"graph file {spec!r}: 'edges' must be a list of [i, j] integer pairs")
+        if len(rows) > MAX_EDGES or not all(0 <= x < MAX_PROCESSORS for r in rows for x in r):
+            raise GraphError(f"graph file {spec!r}: too large for the lab (at most {MAX_EDGES} edges between "
+                             f"processors 0..{MAX_PROCESSORS - 1})")
         edges = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
         p = data.get("p")
         if p is None:
             p = int(edges.max()) + 1 if edges.size else 1
-        if isinstance(p, bool) or not isinstance(p, int) or p < 1:
-            raise GraphError(f"graph file {spec!r}: 'p' must be a positive integer, got {p!r}")
+        if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= MAX_PROCESSORS:
+            raise GraphError(f"graph file {spec!r}: 'p' must be an integer in 1..{MAX_PROCESSORS}, got {p!r}")
         where = [f"edge {k}" for k in range(len(edges))]
     else:
         rows, where = [], []
@@ -242,6 +255,9 @@ def _edge_file(path: Path, spec: str) -> tuple[int, NDArray[np.int64]]:
                                  f"got {s[:40]!r}")
             rows.append((int(tok[0]), int(tok[1])))
             where.append(f"line {lineno}")
+            if rows[-1][0] >= MAX_PROCESSORS or rows[-1][1] >= MAX_PROCESSORS or len(rows) > MAX_EDGES:
+                raise GraphError(f"graph file {spec!r}, line {lineno}: too large for the lab (at most {MAX_EDGES} "
+                                 f"edges between processors 0..{MAX_PROCESSORS - 1})")
         edges = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
         p = int(edges.max()) + 1 if edges.size else 1
     if edges.size and (edges.min() < 0 or edges.max() >= p):
@@ -267,6 +283,8 @@ def _mesh_file_graph(rest: str, spec: str) -> ProcessorGraph:
     path, sep, parts = rest.rpartition(":")
     if not sep or not path or not _SIZE.fullmatch(parts) or int(parts) < 1:
         raise GraphError(f"graph spec {spec!r}: expected mesh-file:PATH:P with P a positive integer")
+    if int(parts) > MAX_PROCESSORS:
+        raise GraphError(f"graph spec {spec!r}: too large for the lab ({int(parts)} parts, at most {MAX_PROCESSORS})")
     nparts = int(parts)
     try:
         mesh = read_mesh(path)
@@ -300,9 +318,9 @@ def parse_graph(spec: str) -> ProcessorGraph:
         p, args = _sizes(kind, rest.strip(), spec)
         return ProcessorGraph(p, _generated(kind, args), spec, {"kind": kind, "sizes": args})
     path = Path(spec)
-    if path.is_dir():
+    if _is(path, "dir"):
         raise GraphError(f"graph spec {spec!r}: a directory, not a graph file")
-    if path.is_file():
+    if _is(path, "file"):
         p, edges = _edge_file(path, spec)
         return ProcessorGraph(p, edges, spec, {"kind": "file", "file": str(path)})
     raise GraphError(f"graph spec {spec!r}: not a generator ({', '.join(k + ':…' for k in GRAPH_KINDS)}) "
@@ -346,7 +364,7 @@ def _vector(spec, n: int, what: str, count: str, *, positive: bool) -> NDArray[n
             v = np.asarray([float(t) for t in s.split(",")], dtype=np.float64)
         except ValueError:
             path = Path(s)
-            if not path.is_file():
+            if not _is(path, "file"):
                 return None
             v = _numbers_from_file(path, what, spec)
     if v.size == 1 and n != 1:

@@ -400,7 +400,7 @@ def test_make_objects():
     for spec in ("gauss:1,2", "uniform:3,1", "uniform:1", "lognormal:0,-1", "iso:2"):
         with pytest.raises(BalancerError):
             make_objects(50, 10, None, spec, 0)
-    with pytest.raises(BalancerError, match="mapped ranks"):
+    with pytest.raises(BalancerError, match="--mapped-ranks: must be at most 50, got 51"):
         make_objects(50, 10, 51, "iso", 0)
 
 

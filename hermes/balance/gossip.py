@@ -48,8 +48,10 @@ Relative loads: ``(L_X + ℓ)/s_X < L_i/s_i`` and ``(L_i − ℓ)/s_i < L_i/s_i`
 ``I = max x / x̄ − 1``; at the iso-load optimum ``I* = (|P| − r)/|O|`` with ``r = |O| mod |P| ≠ 0``
 (report §3.2.1; 0 when r = 0).
 
-Randomness: rank r draws from ``default_rng(SeedSequence(seed).spawn(p)[r])``: at the start of every
-iteration ``rounds·fanout`` uniforms (``fanout`` per gossip round), then in its turn ``max(16, n)``
+Randomness: rank r draws from ``default_rng(SeedSequence(seed).spawn(p)[r])``: in every gossip round
+``fanout`` uniforms (of which only the first ``min(fanout, p − 1)`` can pick a peer: those are drawn and
+the stream advanced past the others, :func:`~hermes.balance.gossip_serial.gossip_uniforms`, so a fanout
+beyond p − 1 informs every other rank, as p − 1 does, at no cost), then in its turn ``max(16, n)``
 uniforms at a time (n: objects it still holds), one per proposal. The turn order is
 ``permutation(p)`` of child p of the same ``SeedSequence`` (a stream all ranks share), drawn once.
 :func:`grapevine` draws the same numbers rank by rank, so the serial and distributed forms give the

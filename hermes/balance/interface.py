@@ -12,17 +12,20 @@ Its parameters are declared once, as a pydantic model derived from :class:`Param
 description per field): the scenario's ``balancer:`` section, ``--set balancer.<name>.<key>=…``,
 ``hermes balancers`` and the generated documentation all read that model. :class:`BalancerInfo` ties a name,
 the SPMD ``run`` function, the parameter model, a one-line description and an optional serial reference
-together; :func:`hermes.balance.registry.register` files it under its name.
+together; :func:`hermes.balance.registry.register` files it under its name. The shared field types below
+(``Count``, ``Number``, ``Tolerance``, ``Seed``, ...; :func:`number_type` and :func:`integer_type` for other
+ranges) carry finite bounds, so no accepted value hangs a run or exhausts its memory, a plug-in's included.
 
 Writing a balancer (see ``examples/custom_balancer`` for a complete one)::
 
     from hermes.balance import BalanceContext, Decision, Params, flow_from_local
+    from hermes.balance.interface import Count
 
     class MyDiffusion:
         "Plain first-order diffusion for a fixed number of steps."
 
         class Params(Params):
-            steps: int = Field(50, ge=1, description="neighbour steps")
+            steps: Count = Field(50, description="neighbour steps")  # 1..MAX_ITERATIONS
 
         def run(self, ctx: BalanceContext) -> Decision:
             ...  # ctx.nb.exchange(...) with the neighbours, ctx.params["steps"], ctx.state for memory
@@ -149,9 +152,16 @@ def _format(err: ValidationError, prefix: str) -> str:
     if e["type"] == "extra_forbidden":
         return f"{prefix}{loc}: unknown parameter"
     msg = e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
-    bound = (e.get("ctx") or {}).get("le" if e["type"] == "less_than_equal" else "ge")
-    if e["type"] in ("less_than_equal", "greater_than_equal") and bound in (BIG, -BIG):  # the default bound
-        msg = f"must be a finite number of magnitude at most {BIG:g}"
+    words = {"less_than_equal": ("le", "less than or equal to"), "less_than": ("lt", "less than"),
+             "greater_than_equal": ("ge", "greater than or equal to"), "greater_than": ("gt", "greater than")}
+    if e["type"] in words:  # the bound as written (1e-15, not 0.000000000000001; 1000000, not 1e+06)
+        key, text = words[e["type"]]
+        bound = e["ctx"][key]
+        if bound in (BIG, -BIG):  # the default bound
+            msg = f"must be a finite number of magnitude at most {BIG:g}"
+        else:
+            shown = str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e16 else f"{bound:g}"
+            msg = f"must be {text} {shown}"
     got = "" if "got " in msg or "input" not in e else f", got {e['input']!r}"
     return f"{prefix}{loc}: {msg}{got}"
 

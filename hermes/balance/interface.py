@@ -48,6 +48,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from hermes.balance.model import Model
+from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
@@ -58,16 +59,11 @@ __all__ = ["BalanceContext", "Decision", "Params", "NoParams", "BalancerInfo", "
 
 
 # -- parameter types shared by the families ----------------------------------------------------------------
-#: The scenario's bounds (hermes/scenario.py, "Bounds"), restated because hermes.scenario imports the
-#: balancers (tests/balance/test_param_bounds.py checks that both agree): ``BIG`` the largest magnitude of a
-#: number (loads, times and byte counts stay finite when squared and summed over MAX_PROCESSORS ranks),
-#: ``MAX_PROCESSORS`` the largest processor count (and so of a fanout, a degree, a number of peers),
-#: ``MAX_ITERATIONS`` the largest iteration count (finite time; a method whose iterations are costly
-#: declares a smaller one and says why), ``MAX_SEED`` the largest seed (a C int, as METIS takes it).
-BIG = 1e100
-MAX_PROCESSORS = 100_000
-MAX_ITERATIONS = 1_000_000
-MAX_SEED = 2**31 - 1
+# The run's bounds (hermes.bounds; derived in hermes/scenario.py, "Bounds") bound the parameters too: ``BIG``
+# the largest magnitude of a number (loads, times and byte counts stay finite when squared and summed over
+# MAX_PROCESSORS ranks), ``MAX_PROCESSORS`` the largest processor count (and so of a fanout, a degree, a
+# number of peers), ``MAX_ITERATIONS`` the largest iteration count (finite time; a method whose iterations
+# are costly declares a smaller one and says why), ``MAX_SEED`` the largest seed (a C int, as METIS takes it).
 
 
 def _no_bool(v: Any) -> Any:

@@ -64,8 +64,8 @@ def check_flow_cost(graph: str, p: int, q: int, params: dict[str, Any]) -> None:
     n = 10 * p if its is None else its
     work = n * inner * (p + q + 2.5e4)
     if work > MAX_FLOW_WORK:
-        raise BalancerError(f"--param max_iterations: {n} iterations" + (" (null: 10 p)" if its is None else "")
-                            + f" on --graph {graph!r} ({p} processors, {q} edges"
+        raise BalancerError(f"--param balancer.max_iterations: {n} iterations"
+                            + (" (null: 10 p)" if its is None else "") + f" on --graph {graph!r} ({p} processors, {q} edges"
                             + (f", {inner - 1} inner sweeps each" if inner > 1 else "") + f") are about {work:.2g} "
                             f"operations, more than the flow lab's {MAX_FLOW_WORK:.0e} (minutes); give fewer")
 
@@ -126,8 +126,8 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     ------
     BalancerError
         Unknown algorithm or one without a serial reference (listing the valid names), ``tol`` for
-        a method without a tolerance, bad parameters (``--param max_iterations: must be less than or equal to
-        1000000, got 1000000000``), a graph or a run beyond the lab's bounds (:func:`check_flow_cost`).
+        a method without a tolerance, bad parameters (``--param balancer.max_iterations: must be less than or
+        equal to 1000000, got 1000000000``), a graph or a run beyond the lab's bounds (:func:`check_flow_cost`).
     GraphError, ScenarioError
         A bad spec (one line naming it).
     """
@@ -142,9 +142,9 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     if tol is not None:
         if "tolerance" not in info.defaults:
             raise BalancerError(f"--tol: algorithm {algorithm!r} has no tolerance parameter")
-        check_params(algorithm, {"tolerance": tol}, prefix="--tol ")  # (named as the option)
+        check_params(algorithm, {"tolerance": tol}, prefix="--tol balancer.")  # the option and the key
         given["tolerance"] = tol
-    merged = check_params(algorithm, given, prefix="--param ")
+    merged = check_params(algorithm, given, prefix="--param balancer.")
     pg = parse_graph(graph)
     check_flow_cost(graph if isinstance(graph, str) else pg.spec, pg.p, pg.q, merged)
     model = build_model(pg, capacities, weights, loads)

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import hermes.balance  # noqa: F401  (fills the registry)
-from hermes.balance import interface
 from hermes.balance.gossip import GrapevineParams, grapevine_distributed
 from hermes.balance import gossip_serial
 from hermes.balance.gossip_serial import check_gossip_params, grapevine
@@ -49,13 +48,6 @@ def test_the_models_have_the_numbers_we_expect():
     assert {"grapevine.iterations", "grapevine.fanout", "grapevine.rounds", "grapevine.seed[0]", "pcg.tolerance",
             "pcg.max_iterations[0]", "gda0.max_iterations", "sos.eps[1]", "lps.refine[1]", "fos.unit_bytes",
             "scotch.migration_cost", "mpa.max_degree[0]"} <= paths
-
-
-def test_the_bounds_are_the_scenarios():
-    from hermes.scenario import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED
-
-    assert (interface.BIG, interface.MAX_PROCESSORS, interface.MAX_ITERATIONS, interface.MAX_SEED) == \
-        (BIG, MAX_PROCESSORS, MAX_ITERATIONS, MAX_SEED)
 
 
 @pytest.mark.parametrize("name, key, path, node", FIELDS, ids=[p for _, _, p, _ in FIELDS])

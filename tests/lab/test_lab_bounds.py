@@ -64,19 +64,20 @@ def test_the_report_sizes_are_within_the_bounds():
 
 
 @pytest.mark.parametrize("kw, error, words", [
-    ({"tol": 1e300}, BalancerError, "--tol tolerance: must be less than 1, got 1e+300"),
-    ({"tol": 0.0}, BalancerError, "--tol tolerance: must be greater than or equal to 1e-15, got 0.0"),
+    ({"tol": 1e300}, BalancerError, "--tol balancer.tolerance: must be less than 1, got 1e+300"),
+    ({"tol": 0.0}, BalancerError, "--tol balancer.tolerance: must be greater than or equal to 1e-15, got 0.0"),
     ({"params": {"max_iterations": 10**9}}, BalancerError,
-     "--param max_iterations: must be less than or equal to 1000000, got 1000000000"),
-    ({"params": {"max_iterations": True}}, BalancerError, "--param max_iterations: must be an integer, got True"),
+     "--param balancer.max_iterations: must be less than or equal to 1000000, got 1000000000"),
+    ({"params": {"max_iterations": True}}, BalancerError,
+     "--param balancer.max_iterations: must be an integer, got True"),
     ({"graph": f"path:{MAX_FLOW_PROCESSORS + 1}"}, BalancerError,
      "--graph 'path:2049': 2049 processors, more than the flow lab's 2048"),
     ({"graph": "complete:2048", "algorithm": "gda0"}, BalancerError,
-     "--param max_iterations: 100000 iterations on --graph 'complete:2048' (2048 processors, 2096128 edges) are "
-     "about 2.1e+11 operations"),
+     "--param balancer.max_iterations: 100000 iterations on --graph 'complete:2048' (2048 processors, 2096128 "
+     "edges) are about 2.1e+11 operations"),
     ({"graph": "path:2000", "algorithm": "implicit", "params": {"sweeps": 1000}}, BalancerError,
-     "--param max_iterations: 100000 iterations on --graph 'path:2000' (2000 processors, 1999 edges, 1000 inner "
-     "sweeps each)"),
+     "--param balancer.max_iterations: 100000 iterations on --graph 'path:2000' (2000 processors, 1999 edges, "
+     "1000 inner sweeps each)"),
     ({"graph": "path:" + "9" * 5000}, GraphError, "graph spec 'path:9999"),
     ({"graph": "mesh-file:meshes/grid20x19.vtu:99999999999"}, GraphError,
      "too large for the lab (99999999999 parts, at most 1000000)"),

@@ -158,9 +158,11 @@ def test_refinement_needs_cell_polygons(tmp_path):
     scen = tmp_path / "s.yaml"
     scen.write_text(yaml.safe_dump({**SCENARIO, "processors": 2, "platform": {"capacities": "homo"},
                                   "mesh": {"file": str(graph)}}))
+    with pytest.raises(ScenarioError, match="is a graph without polygons"):  # found by validation, before MPI
+        parse_scenario({**SCENARIO, "mesh": {"file": str(graph)}})
     res = run_mpi(2, ["run", str(scen), "--out", str(tmp_path / "o"), "--no-launch", "--quiet"], timeout=120)
     lines = [line for line in res.stderr.splitlines() if line.startswith("hermes: error:")]
-    assert res.returncode != 0 and len(lines) == 1 and "no cell polygons" in lines[0], res.stderr
+    assert res.returncode != 0 and len(lines) == 1 and "is a graph without polygons" in lines[0], res.stderr
     assert "Traceback" not in res.stderr
 
 

@@ -11,9 +11,11 @@ over the same functions.
 from __future__ import annotations
 
 import csv
+import io
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,24 +24,45 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.compare import compare
+from hermes.launch import _die_with_parent
 from hermes.compare.experiment import absolute_paths
 from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
-from hermes.errors import HermesError
-from hermes.loaders import dump_yaml, load_json
+from hermes.errors import HermesError, ScenarioError
+from hermes.loaders import dump_yaml, load_json, read_text
 from hermes.records import RunResult
-from hermes.results import claim_dir, run_dir_for
+from hermes.results import check_run_dir, claim_dir, run_dir_for
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
 
 __all__ = ["run", "load_run", "compare", "read_mesh", "partition", "scenario"]
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays as Python values (a numpy bool stays a bool, refused where a number is meant)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _overrides(overrides: dict[str, Any]) -> list[str]:
     """``{"balancer.algorithm": "metis", "adaptation__phases": 3}`` → ``--set`` items (``__`` reads as ``.``)."""
     def text(value: Any) -> str:
-        return dump_yaml(value, default_flow_style=True).strip().removesuffix("...").strip()
+        try:
+            return dump_yaml(_plain(value), default_flow_style=True).strip().removesuffix("...").strip()
+        except Exception:  # noqa: BLE001 - yaml's RepresenterError: a Python object YAML cannot write
+            raise ScenarioError(f"{key}: {type(value).__name__} is not a value a scenario holds (numbers, strings, "
+                                f"booleans, lists and mappings)") from None
 
-    return [f"{key.replace('__', '.')}={text(value)}" for key, value in overrides.items()]
+    out = []
+    for key, value in overrides.items():
+        out.append(f"{key.replace('__', '.')}={text(value)}")
+    return out
 
 
 def scenario(source: str | os.PathLike | dict | Scenario | None = None, **overrides: Any) -> Scenario:
@@ -109,10 +132,10 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
 
     preflight(sc, n)  # files, mesh, magnitudes, memory: before any MPI job starts
     path, key = run_dir_for(sc, out)
-    out_dir = path.resolve()
-    lock = claim_dir(out_dir, key, name=sc.name)  # held until the job has ended, as hermes run does
+    check_run_dir(path, key)  # a path that cannot be one (a NUL byte, a file) before it is resolved
+    lock = claim_dir(path.absolute(), key, name=sc.name)  # held until the job has ended, as hermes run does
     try:
-        return _launch(sc, n, out_dir, lock.token, quiet)
+        return _launch(sc, n, lock.path, lock.token, quiet)
     finally:
         lock.release(remove_if_unused=True)
 
@@ -128,8 +151,11 @@ def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> Run
                 "--lock-token", token]
         cmd = mpiexec_command(n, [*args, *(["--quiet"] if quiet else [])])
         # its own session, so that an interrupted caller (KeyboardInterrupt, an exception) never leaves the job
+        # its own session (an interrupted caller never leaves the job), and on Linux it ends if the caller is
+        # killed outright (kill -9): a job must not outlive the lock its caller holds on the run directory
         job = subprocess.Popen(cmd, stdout=None if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+                               text=True, start_new_session=True,
+                               preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         try:
             _, err = job.communicate()
         finally:
@@ -155,13 +181,11 @@ def load_run(run_dir: str | os.PathLike) -> RunResult:
     if not (d / "summary.json").is_file():
         raise HermesError(f"{d}: not a hermes run directory (summary.json is missing)")
     summary = load_json(d / "summary.json", error=HermesError)
+    text = read_text(d / "phases.csv", f"{d}: phases.csv", error=HermesError)
     try:
-        with open(d / "phases.csv", newline="") as fh:
-            rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(fh)]
-    except FileNotFoundError as err:
-        raise HermesError(f"{d}: not a hermes run directory ({Path(err.filename).name} is missing)") from None
-    except (OSError, ValueError) as err:
-        raise HermesError(f"{d}: cannot read the run ({type(err).__name__})") from None
+        rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text, newline=""))]
+    except csv.Error as err:
+        raise HermesError(f"{d}: cannot read phases.csv ({err})") from None
     if not isinstance(summary, dict) or "phases" not in summary:
         raise HermesError(f"{d}: summary.json is not a hermes summary")
     return RunResult(summary, rows, d)

@@ -78,9 +78,9 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from hermes.comm import Bookkeeping, agree
-from hermes.errors import HermesError, validation_message
+from hermes.errors import HermesError, OutputError, validation_message
 from hermes.loaders import json_depth, load_json, parse_json, parse_yaml, read_bytes
-from hermes.results import read_summary, write_atomic, write_json
+from hermes.results import read_summary, reason, subdir, write_atomic, write_json
 from hermes.scenario import MAX_PHASES, MAX_PROCESSORS
 from hermes.version import __version__
 
@@ -773,9 +773,10 @@ def save_state(comm, state: Any, *, phase: int, run_dir: str | Path, scenario: A
             raise CheckpointError(f"checkpoint: the state of rank {rank} cannot be saved: {err}") from None
         name = _rank_name(rank)
         try:
+            subdir(run_dir, CHECKPOINT, where.name)  # real directories of the run's own, never a symlink
             write_atomic(where / name, data)
-        except OSError as err:
-            raise CheckpointError(f"checkpoint: cannot write {where / name} ({err.strerror or err})") from None
+        except (OSError, OutputError) as err:
+            raise CheckpointError(f"checkpoint: cannot write {where / name} ({reason(err)})") from None
         return {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
     entry = agree(comm, write_mine)
@@ -790,13 +791,12 @@ def save_state(comm, state: Any, *, phase: int, run_dir: str | Path, scenario: A
             write_json(run_dir / CHECKPOINT / "manifest.json",
                        {"format": FORMAT, "hermes": __version__, "phase": phase, "ranks": size,
                         "scenario_sha256": sha, "files": files})
-            for old in (run_dir / CHECKPOINT).glob("phase-*"):
-                if old.is_dir() and old != where:
+            for old in subdir(run_dir, CHECKPOINT).glob("phase-*"):
+                if old.is_dir() and not old.is_symlink() and old != where:
                     shutil.rmtree(old, ignore_errors=True)
             return sha
-        except OSError as err:
-            raise CheckpointError(f"checkpoint: cannot write the manifest in {run_dir} ({err.strerror or err})") \
-                from None
+        except (OSError, OutputError) as err:
+            raise CheckpointError(f"checkpoint: cannot write the manifest in {run_dir} ({reason(err)})") from None
 
     sha = agree(comm, publish)  # the checkpoint is complete on every rank's return
     return Manifest(phase, size, __version__, files or [], where, sha or "")

@@ -205,8 +205,11 @@ def _world_rank() -> int:
 
 
 def _error(msg: str, rank: int = 0) -> int:
+    """One line ``hermes: error: ...`` on rank 0 (a newline in a path or a value shown as ``\\n``)."""
     if rank == 0:
-        print(f"hermes: error: {msg}", file=sys.stderr)
+        from hermes.errors import one_line
+
+        print(f"hermes: error: {one_line(msg)}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
@@ -219,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as err:  # a file a command could not read or write that no check named: still one line
+        from hermes.launch import under_mpi_launcher
+
+        if under_mpi_launcher():  # in a job the exception must reach the hook that aborts every rank
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        return _error(f"{where}{err.strerror or type(err).__name__}")
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -602,17 +612,27 @@ def _prepare_launch(args):
     same); a resumed run: the checkpoint and its directory. The launcher holds the directory's lock
     (:func:`hermes.results.claim_dir`) and hands it to the job with ``--lock-token``."""
     from hermes.checkpoint import verify_checkpoint
-    from hermes.results import claim_dir, run_dir_for
+    from hermes.errors import HermesError
+    from hermes.results import MARKER, claim_dir, read_marker, run_dir_for
 
     _timeout(args)
     if args.resume is not None:
-        man = verify_checkpoint(args.resume)  # every file, and scenario.yaml unchanged, before mpiexec starts
-        lock = claim_dir(args.resume, "--resume", force=True)
+        d = Path(args.resume)
+        if not d.is_dir():
+            raise HermesError(f"--resume: {d} is not a run directory")
+        if read_marker(d) != "run":  # nothing of a directory hermes did not make is read, let alone imported
+            raise HermesError(f"--resume: {d} is not a run directory hermes made (no {MARKER} marker)")
+        lock = claim_dir(d, "--resume", force=True)
+        try:
+            man = verify_checkpoint(d)  # every file, and scenario.yaml unchanged, before mpiexec starts
+        except BaseException:
+            lock.release()
+            raise
         return man.ranks, ["--lock-token", lock.token], lock
     sc = _load(args)
     path, key = run_dir_for(sc, args.out)
     lock = claim_dir(path, key, force=args.force, name=sc.name)
-    extra = ["--out", str(path)] if args.out is None and sc.output.dir is None else []
+    extra = ["--out", str(lock.path)] if args.out is None and sc.output.dir is None else []
     return sc.processors or 4, [*extra, "--lock-token", lock.token], lock
 
 

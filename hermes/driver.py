@@ -77,14 +77,14 @@ from hermes.data.distributed import LocalDomain, dense_view, gather_to_root, sca
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import TriMesh, from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
-from hermes.errors import BalancerError, HermesError, ScenarioError
+from hermes.errors import BalancerError, HermesError, OutputError, ScenarioError
 from hermes.extraload import CapacitySchedule
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
 from hermes.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord, RunResult
-from hermes.results import (RunDirError, claim_dir, open_run_dir, run_dir_for, write_atomic, write_csv, write_records,
-                            write_run)
+from hermes.results import (RunDirError, claim_dir, open_run_dir, reason, run_dir_for, write_atomic, write_csv,
+                            write_records, write_run)
 from hermes.scenario import Scenario, check_processors
 from hermes.version import __version__
 from hermes.watch import Watch, close_load, open_load
@@ -413,28 +413,48 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
 
 
 def _run_balancer(info: BalancerInfo, ctx: BalanceContext) -> Decision:
-    """``info.run(ctx)``, with a plug-in's failure as one line: an exception other than a HermesError ends the
-    job at once (its message on stderr, then ``MPI_Abort``; the other ranks may be waiting in the plug-in's own
-    collectives), and an answer that is not a :class:`Decision` is a BalancerError on every rank."""
+    """``info.run(ctx)``, with a plug-in's failure as one line: an exception other than a HermesError — an
+    interrupt or a ``SystemExit`` included — ends the job at once (its message on stderr, the same on every rank
+    that fails, then ``MPI_Abort``: the other ranks may be waiting in the plug-in's own collectives), and an
+    answer that is not a :class:`Decision` of the model's shape is a BalancerError on every rank."""
     builtin = info.name in BALANCERS and BALANCERS[info.name] is info
     try:
         decision = info.run(ctx)
     except HermesError:
         raise
-    except Exception as err:
+    except BaseException as err:
         if builtin:
             raise
         import sys
 
         text = " ".join(str(err).split())[:300]
-        print(f"hermes: error: balancer {info.name!r} failed on rank {ctx.comm.Get_rank()}: {type(err).__name__}"
-              f"{': ' + text if text else ''}", file=sys.stderr, flush=True)
+        print(f"hermes: error: balancer {info.name!r} failed: {type(err).__name__}{': ' + text if text else ''}",
+              file=sys.stderr, flush=True)
         ctx.comm.Abort(1)
         raise  # pragma: no cover  (Abort does not return)
-    if not isinstance(decision, Decision):
-        raise BalancerError(f"balancer {info.name!r} returned {type(decision).__name__}, not a "
-                            f"hermes.balance.Decision")
+    if not builtin:
+        _check_decision(info.name, decision, ctx)
     return decision
+
+
+def _check_decision(name: str, decision: Any, ctx: BalanceContext) -> None:
+    """A plug-in's answer is a Decision with a finite flow on the model's edges or this rank's cells' owners."""
+    if not isinstance(decision, Decision):
+        raise BalancerError(f"balancer {name!r} returned {type(decision).__name__}, not a hermes.balance.Decision")
+    if decision.flow is not None:
+        flow = np.asarray(decision.flow)
+        if flow.shape != (ctx.model.q,) or flow.dtype.kind not in "iuf" or not np.all(np.isfinite(flow)):
+            raise BalancerError(f"balancer {name!r} returned a flow of shape {flow.shape} ({flow.dtype}); the model "
+                                f"has {ctx.model.q} edges: expected that many finite numbers")
+        decision.flow = flow.astype(np.float64)
+    if decision.dest is not None:
+        dest = np.asarray(decision.dest)
+        p = ctx.comm.Get_size()
+        if dest.shape != (ctx.dom.n,) or dest.dtype.kind not in "iu" or (dest.size and (dest.min() < 0 or
+                                                                                         dest.max() >= p)):
+            raise BalancerError(f"balancer {name!r} returned destinations of shape {dest.shape} ({dest.dtype}); "
+                                f"expected one rank in [0, {p}) for each of this rank's {ctx.dom.n} cells")
+        decision.dest = dest.astype(np.int64)
 
 
 def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
@@ -653,7 +673,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
 
         def claim():
             held.append(claim_dir(path, key, force=force, token=lock_token, name=sc.name))
-            return path
+            return held[-1].path  # the default directory may have become path-2 (another run in the same second)
 
         where = Bookkeeping(comm).bcast(agree(comm, lambda: claim() if path else None))
     try:
@@ -699,7 +719,7 @@ def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable
         return _resume(out, comm, say, timeout, pictures)
     finally:
         for lock in held:
-            lock.release()
+            lock.release(remove_if_unused=True)
 
 
 def _resume(out: Path, comm, say: Callable[[str], None], timeout: float | None,
@@ -770,8 +790,8 @@ def _write_progress(r: RunState, out: Path, checkpoint_phase: int | None) -> Non
                "weight_initial": r.weight_initial, "phases": [ph.as_dict() for ph in r.phases]}
     try:
         write_records(out, summary, r.rank_rows(), r.columns)
-    except OSError as err:
-        raise RunDirError(f"cannot write the records in {out} ({err.strerror or err})") from None
+    except (OSError, OutputError) as err:
+        raise RunDirError(f"cannot write the records in {out} ({reason(err)})") from None
 
 
 def _refs(comm, sc: Scenario, say: Callable[[str], None]) -> dict[str, Any]:
@@ -856,8 +876,8 @@ def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_
                                        r.geometry)
             if r.watch is not None and r.watch.link_rows:
                 write_csv(result.out_dir / "links.csv", r.watch.link_rows)
-        except OSError as err:
-            raise RunDirError(f"cannot write the results in {out} ({err.strerror or err}); the records of the phases "
+        except (OSError, OutputError) as err:
+            raise RunDirError(f"cannot write the results in {out} ({reason(err)}); the records of the phases "
                               f"finished before are kept") from None
         shutil.rmtree(result.out_dir / CHECKPOINT, ignore_errors=True)  # a finished run has nothing to resume
         draw(result.out_dir, sc)
@@ -874,6 +894,8 @@ def draw(out: Path, sc: Scenario) -> None:
 
             try:
                 write_run_vtu(out)
+            except OutputError:
+                raise
             except HermesError as err:
                 log.warning("VTU files not written: %s", err)
         if sc.output.pictures:
@@ -881,12 +903,14 @@ def draw(out: Path, sc: Scenario) -> None:
 
             try:
                 plot_run(out)
+            except OutputError:
+                raise
             except HermesError as err:
                 log.warning("pictures not written: %s", err)
             if sc.extraload is not None or sc.monitor is not None:
                 _draw_monitor(out)
-    except OSError as err:
-        raise RunDirError(f"cannot write the pictures in {out} ({err.strerror or err}); the run's records are "
+    except (OSError, OutputError) as err:
+        raise RunDirError(f"cannot write the pictures in {out} ({reason(err)}); the run's records are "
                           f"complete") from None
 
 
@@ -900,6 +924,8 @@ def _draw_monitor(out: Path) -> None:
         with open(out / "phases.csv", newline="") as f:
             a = monitor_arrays(csv.DictReader(f))
         plot_monitor(out / "monitor.png", a["phases"], a["true"], a["forecast"], a["measured"])
+    except OutputError:
+        raise
     except HermesError as err:
         log.warning("monitor.png not written: %s", err)
 

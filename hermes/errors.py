@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError", "validation_message"]
+__all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError", "OutputError",
+           "validation_message", "one_line"]
 
 
 class HermesError(Exception):
@@ -23,6 +24,10 @@ class GraphError(HermesError):
 
 class BalancerError(HermesError):
     """An unknown balancer or bad balancer parameters."""
+
+
+class OutputError(HermesError):
+    """A result that cannot be written: a full disk, a read-only medium, a path that is not a directory."""
 
 
 def validation_message(err, *, root: str = "value", more: bool = True) -> str:
@@ -71,3 +76,9 @@ def _shown(value) -> str:
         return _kind(value)
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line: newlines and other control characters (from a path or a value a user gave) shown
+    as escapes, so that an error is always exactly one line."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))

@@ -26,8 +26,10 @@ then exits 0 (checked with Open MPI 5.0.11: ranks exiting 2, with or without ``M
 ``mpiexec`` status 0). No other PRRTE option silences the report and keeps the status, and an
 ``MPI_Abort`` prints a longer one. hermes therefore keeps the status and avoids the report the other way:
 ``hermes run`` validates everything it can before it starts ``mpiexec`` (:mod:`hermes.preflight`), so bad
-input is one line and no MPI job; only a job started by hand with ``mpiexec ... --no-launch`` shows Open
-MPI's report after hermes' line (tests/test_bad_input.py checks both).
+input is one line and no MPI job; what only the job can find (a full disk, a plug-in's bad answer) reaches
+the user through the launcher's relay of the job's standard error (:func:`_relay_stderr`), which drops
+Open MPI's report when hermes' line came. Only a job started by hand with ``mpiexec ... --no-launch`` shows
+Open MPI's report after hermes' line (tests/test_bad_input.py checks both).
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ class JobEnd:
 _FRAME = b"-" * 20
 #: what Open MPI's messages about the end of a job say (an abort, a rank that died, the launcher's exit)
 _JOB_END = (b"MPI_ABORT was invoked", b"has exited due to", b"noticed that process rank", b"exited on signal",
-            b"was killed", b"returned a non-zero exit code")
+            b"was killed", b"returned a non-zero exit code", b"exited with non-zero status")
 
 
 def _relay_stderr(pipe, sink) -> None:

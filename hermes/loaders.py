@@ -23,7 +23,9 @@ string ``"1e100"``; ``1.0e+100`` reads the same in both.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -58,27 +60,40 @@ def _size(b: float) -> str:
 def read_bytes(path: str | Path, what: str, *, max_bytes: int = MAX_DOCUMENT_BYTES,
                error: type[HermesError] = ScenarioError) -> bytes:
     """The bytes of the file ``path`` (``what`` names it in errors), refused in one line if it is missing, a
-    directory, unreadable or larger than ``max_bytes``."""
+    directory, not a regular file (a FIFO or a device, which could block or never end), unreadable or larger
+    than ``max_bytes``. It is opened without blocking and measured before anything is read."""
     path = Path(path)
     head = "" if what == str(path) else f"{what}: "
     try:
-        if path.is_dir():
-            raise error(f"{head}{path} is a directory, not a file")
-        size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise error(f"{head}no such file: {path}") from None
+    except IsADirectoryError:
+        raise error(f"{head}{path} is a directory, not a file") from None
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
         raise error(f"{head}cannot read {path} ({getattr(err, 'strerror', None) or type(err).__name__})") from None
-    if size > max_bytes:
-        raise error(f"{head}{path} is {_size(size)}, more than the {_size(max_bytes)} hermes reads")
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{head}{path} is a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{head}{path} is not a regular file (a FIFO, a socket or a device): hermes reads files")
+        if st.st_size > max_bytes:
+            raise error(f"{head}{path} is {_size(st.st_size)}, more than the {_size(max_bytes)} hermes reads")
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 24, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
     except OSError as err:
         raise error(f"{head}cannot read {path} ({err.strerror or type(err).__name__})") from None
-    if len(data) > max_bytes:  # it grew while we looked (a pipe, a file being written)
+    finally:
+        os.close(fd)
+    if total > max_bytes:  # it grew while we read it
         raise error(f"{head}{path} is more than the {_size(max_bytes)} hermes reads")
-    return data
+    return b"".join(chunks)
 
 
 def read_text(path: str | Path, what: str, *, max_bytes: int = MAX_DOCUMENT_BYTES,
@@ -100,8 +115,18 @@ class _LimitError(yaml.YAMLError):
 _FLOAT12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$|^[-+]?\.[0-9_]+[eE][-+]?[0-9]+$")
 
 
+class _Refused(yaml.YAMLError):
+    """A document hermes does not read (a duplicate key, a tag outside plain data): its message is the reason."""
+
+    def __init__(self, message: str, mark=None):
+        super().__init__(message)
+        self.problem_mark = mark
+
+
 class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader with a depth limit while composing and YAML 1.2 exponent floats."""
+    """PyYAML's safe loader, reading plain data only: a depth limit while composing, YAML 1.2 exponent floats,
+    no timestamps (a date stays a string, as in YAML 1.2's core schema), no ``!!binary``/``!!set``/``!!omap``/
+    ``!!pairs`` values, and a key given twice in one mapping refused (the last one would silently win)."""
 
     def __init__(self, stream):
         super().__init__(stream)
@@ -116,8 +141,29 @@ class _Loader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                if (key_node.tag, key_node.value) in seen:
+                    raise _Refused(f"the key {key_node.value[:40]!r} is given twice in one mapping",
+                                   key_node.start_mark)
+                seen.add((key_node.tag, key_node.value))
+        return super().construct_mapping(node, deep)
+
+
+def _refuse(loader, node):
+    raise yaml.constructor.ConstructorError(None, None, f"{node.tag} values are not plain data", node.start_mark)
+
 
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT12, list("-+0123456789."))
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()}
+for _tag in ("timestamp", "binary", "set", "omap", "pairs"):
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -133,17 +179,21 @@ def dump_yaml(data: Any, **options: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, **options)
 
 
-def _expanded_nodes(node, memo: dict[int, int]) -> int:
-    """Nodes of the tree a node stands for, each alias expanded (memoised: linear in the distinct nodes)."""
+def _expanded_nodes(node, memo: dict[int, int], active: set[int]) -> int:
+    """Nodes of the tree a node stands for, each alias expanded (memoised: linear in the distinct nodes); an
+    alias inside the node it names (a tree without end) is refused."""
     key = id(node)
     if key in memo:
         return memo[key]
-    memo[key] = 1  # a recursive alias (a node containing itself) counts once; the constructor handles it
+    if key in active:
+        raise _LimitError("an alias refers to a mapping or list that contains it (a document without end)")
+    active.add(key)
     total = 1
     if isinstance(node, yaml.SequenceNode):
-        total += sum(_expanded_nodes(n, memo) for n in node.value)
+        total += sum(_expanded_nodes(n, memo, active) for n in node.value)
     elif isinstance(node, yaml.MappingNode):
-        total += sum(_expanded_nodes(k, memo) + _expanded_nodes(v, memo) for k, v in node.value)
+        total += sum(_expanded_nodes(k, memo, active) + _expanded_nodes(v, memo, active) for k, v in node.value)
+    active.discard(key)
     memo[key] = min(total, MAX_NODES + 1)
     return memo[key]
 
@@ -168,12 +218,17 @@ def parse_yaml(text: str, where: str, *, error: type[HermesError] = ScenarioErro
         node = loader.get_single_node()
         if node is None:
             return None
-        if _expanded_nodes(node, {}) > MAX_NODES:
+        if _expanded_nodes(node, {}, set()) > MAX_NODES:
             raise _error(error, f"{where}: its YAML aliases expand to more than {MAX_NODES:,} values (refused)",
                          "limit")
         return loader.construct_document(node)
     except _LimitError as err:
-        raise _error(error, f"{where}: {err} (refused; hermes reads at most {MAX_DEPTH} levels)", "limit") from None
+        tail = f" (refused; hermes reads at most {MAX_DEPTH} levels)" if "levels" in str(err) else " (refused)"
+        raise _error(error, f"{where}: {err}{tail}", "limit") from None
+    except _Refused as err:
+        mark = err.problem_mark
+        raise _error(error, f"{where}: {err}" + (f" (line {mark.line + 1})" if mark is not None else ""),
+                     "syntax") from None
     except yaml.constructor.ConstructorError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""
@@ -183,6 +238,9 @@ def parse_yaml(text: str, where: str, *, error: type[HermesError] = ScenarioErro
         mark = getattr(err, "problem_mark", None)
         raise _error(error, f"{where}: not valid YAML" + (f" (line {mark.line + 1})" if mark is not None else ""),
                      "syntax") from None
+    except (ValueError, OverflowError, TypeError) as err:  # a scalar its tag cannot hold (a 5000-digit int, ...)
+        text = " ".join(str(err).split())[:100]
+        raise _error(error, f"{where}: a value hermes cannot read ({text})", "syntax") from None
     except RecursionError:  # pragma: no cover - the depth limit comes first
         raise _error(error, f"{where}: nested too deep", "limit") from None
     finally:
@@ -198,20 +256,37 @@ def load_yaml(path: str | Path, what: str | None = None, *, max_bytes: int = MAX
 
 
 # -- JSON ------------------------------------------------------------------------------------------------------
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-
-
-def json_shape(data: bytes | str) -> tuple[int, int]:
+def json_shape(data: bytes | str, *, chunk: int = 1 << 20) -> tuple[int, int]:
     """(deepest nesting of ``[`` / ``{``, an upper bound on the number of values) of a JSON text, strings
-    skipped; computed without recursion, in a few vectorised passes."""
-    raw = data.encode() if isinstance(data, str) else data
-    if b"[" not in raw and b"{" not in raw:
-        return 0, 1
-    bare = np.frombuffer(_STRING.sub(b'""', raw), dtype=np.uint8)
-    opens = np.isin(bare, (ord("["), ord("{")))
-    step = opens.astype(np.int64) - np.isin(bare, (ord("]"), ord("}"))).astype(np.int64)
-    values = int(opens.sum()) + int(np.count_nonzero(bare == ord(","))) + 1
-    return int(np.cumsum(step).max(initial=0)), values
+    skipped (a quote after an odd run of backslashes is escaped); computed without recursion, ``chunk`` bytes
+    at a time, so its memory is a few tens of bytes per byte of one chunk whatever the document's size."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    depth = deepest = 0
+    values = 1
+    inside = 0  # 1 while in a string
+    run = 0  # backslashes ending the previous chunk
+    for start in range(0, len(raw), chunk):
+        a = np.frombuffer(raw, dtype=np.uint8, count=min(chunk, len(raw) - start), offset=start)
+        n = a.size
+        idx = np.arange(n, dtype=np.int64)
+        bs = a == 92
+        last_other = np.maximum.accumulate(np.where(bs, -1, idx))  # the last non-backslash at or before i
+        before = np.empty(n, dtype=np.int64)  # backslashes right before position i
+        before[0] = run
+        before[1:] = idx[:-1] - last_other[:-1]
+        before[1:] += np.where(last_other[:-1] < 0, run, 0)
+        quotes = (a == 34) & (before % 2 == 0)
+        state = (np.cumsum(quotes, dtype=np.int64) + inside) % 2  # 1 inside a string (the opening quote too)
+        out = (state == 0) & ~quotes
+        opens = out & ((a == 91) | (a == 123))
+        step = opens.astype(np.int64) - (out & ((a == 93) | (a == 125))).astype(np.int64)
+        levels = np.cumsum(step) + depth
+        deepest = max(deepest, int(levels.max(initial=depth)))
+        depth = int(levels[-1])
+        values += int(opens.sum()) + int(np.count_nonzero(out & (a == 44)))
+        inside = int(state[-1])
+        run = int(n - 1 - last_other[-1]) + (run if last_other[-1] < 0 else 0)
+    return deepest, values
 
 
 def json_depth(data: bytes | str) -> int:

@@ -24,17 +24,18 @@ import shutil
 import socket
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hermes.errors import HermesError
+from hermes.errors import HermesError, OutputError
 
 __all__ = ["write_atomic", "write_json", "write_csv", "write_npz", "write_run", "default_run_dir", "file_mode",
            "MARKER", "LOCK", "KINDS", "run_dir_for", "check_run_dir", "claim_dir", "open_run_dir", "clear_dir",
            "DirLock", "read_marker", "write_marker", "safe_name", "slug", "write_records", "read_summary",
-           "RunDirError"]
+           "RunDirError", "output_error", "reason", "subdir", "DEFAULT_KEY", "write_through"]
 
 #: the file that marks a directory as hermes' (a run or an experiment; :func:`read_marker`)
 MARKER = ".hermes-run"
@@ -42,7 +43,7 @@ MARKER = ".hermes-run"
 LOCK = ".hermes-lock"
 
 
-class RunDirError(HermesError):
+class RunDirError(OutputError):
     """The run directory cannot be used (not a directory, not writable, holds other files or an unfinished
     run)."""
 
@@ -62,26 +63,88 @@ def file_mode() -> int:
 
 
 def write_atomic(path: str | Path, data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` atomically (same-directory temp file + fsync + os.replace), with the mode
-    of :func:`file_mode` (``mkstemp`` alone would leave it 0600)."""
+    """Write ``data`` to ``path`` atomically (an exclusive temporary file of an unpredictable name in the same
+    directory + fsync + os.replace, which replaces a symlink at ``path`` itself, never its target), with the
+    mode of :func:`file_mode` (``mkstemp`` alone would leave it 0600).
+
+    Raises
+    ------
+    OutputError
+        One line naming the file and why it cannot be written (a full disk, a read-only medium, a directory at
+        its name); the file is then as it was.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), file_mode())
             fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        _discard(tmp)
+        raise output_error(path, err) from None
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _discard(tmp)
         raise
     return path
+
+
+def write_through(path: str | Path, write: Callable[[str], Any], name: str | None = None) -> Path:
+    """Write ``path`` atomically with a writer that opens a file by name itself (meshio, numpy.savetxt):
+    ``write(tmp)`` writes into a fresh private directory next to ``path`` (``mkdtemp``: an unpredictable name,
+    mode 0700, where nobody can plant a link), then the file gets the umask's mode and is renamed onto
+    ``path`` (replacing a symlink there, never its target). If ``write`` fails nothing at ``path`` changes.
+
+    Raises
+    ------
+    OutputError
+        The file cannot be written (one line); the writer's own exceptions pass unchanged.
+    """
+    path = Path(path)
+    private = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        private = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = os.path.join(private, name or path.name)
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(fd, file_mode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise output_error(path, err) from None
+    finally:
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
+    return path
+
+
+def output_error(path: str | Path, err: OSError) -> OutputError:
+    """The one-line OutputError of a file that cannot be written; ``reason`` holds the system's word for why."""
+    out = OutputError(f"cannot write {path} ({err.strerror or type(err).__name__})")
+    out.reason = err.strerror or type(err).__name__
+    return out
+
+
+def reason(err: BaseException) -> str:
+    """Why a write failed, in the system's words (an OSError's or an OutputError's)."""
+    return getattr(err, "reason", None) or getattr(err, "strerror", None) or str(err)
+
+
+def _discard(tmp: str | None) -> None:
+    if tmp is not None:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _default(o: Any):
@@ -133,8 +196,13 @@ def write_npz(path: str | Path, **arrays) -> Path:
     return write_atomic(path, buf.getvalue())
 
 
+#: the key of the default run directory (:func:`run_dir_for`): claimed new, never reused (:func:`claim_dir`)
+DEFAULT_KEY = "run directory"
+
+
 def default_run_dir(name: str) -> Path:
-    """``runs/<name>-<timestamp>`` (relative to the current directory)."""
+    """``runs/<name>-<timestamp>`` (relative to the current directory; :func:`claim_dir` adds ``-2``, ``-3``, ...
+    when runs started in the same second would share it)."""
     import datetime as _dt
 
     return Path("runs") / f"{name}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
@@ -148,7 +216,7 @@ def run_dir_for(sc, out_dir: str | Path | None = None) -> tuple[Path, str]:
         return Path(out_dir).expanduser(), "--out"
     if sc.output.dir is not None:
         return sc.resolve(sc.output.dir), "output.dir"
-    return default_run_dir(sc.name), "run directory"
+    return default_run_dir(sc.name), DEFAULT_KEY
 
 
 def read_summary(path: str | Path) -> dict | None:
@@ -192,8 +260,11 @@ def slug(label: str) -> str:
 
 
 # -- what hermes owns ------------------------------------------------------------------------------------------
-#: the kinds of directories hermes makes: a run (``hermes run``) and an experiment (``hermes compare``)
-KINDS = ("run", "experiment")
+#: the kinds of directories hermes makes: a run (``hermes run``), an experiment (``hermes compare``) and the
+#: figure families of ``hermes flow-bench``
+KINDS = ("run", "experiment", "flow-bench")
+#: the environment variable through which hermes compare lets its own runs into its locked experiment
+EXPERIMENT_TOKEN = "HERMES_EXPERIMENT_TOKEN"
 #: the legacy marker's text (hermes 0.1 before the JSON marker)
 _LEGACY = "a hermes run directory"
 
@@ -201,7 +272,7 @@ _LEGACY = "a hermes run directory"
 def _read_small(path: Path) -> str | None:
     """The first 4 kB of the regular file ``path`` as text (None: missing, a symlink, not a file, not UTF-8)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):
         return None
     try:
@@ -269,7 +340,9 @@ class DirLock:
         path = Path(path)
         lock = path / LOCK
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), file_mode())
+            # 0600: the token inside lets a job join its launcher's lock, so only the user may read it
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+                         0o600)
         except OSError as err:
             raise RunDirError(f"{key}: cannot lock {path} ({err.strerror or type(err).__name__})") from None
         try:
@@ -344,10 +417,12 @@ def _small_json(text: str) -> dict[str, Any]:
 def _locked(path: Path, token: str | None) -> dict[str, Any] | None:
     """The holder of ``path``'s lock if another process holds it (None if it is free or held for ``token``)."""
     try:
-        fd = os.open(path / LOCK, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {"pid": "?", "host": "not a regular file"}
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -391,6 +466,11 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
     path = Path(path)
     if "\0" in str(path):
         raise RunDirError(f"{key}: a path cannot hold a NUL byte")
+    if kind == "run" and path.parent.name == "runs" and read_marker(path.parent.parent) == "experiment":
+        holder = _locked(path.parent.parent, os.environ.get(EXPERIMENT_TOKEN))
+        if holder is not None:  # a run of an experiment that hermes compare is running: its runs are compare's
+            raise RunDirError(f"{key}: {path} belongs to the experiment {path.parent.parent}, which hermes compare "
+                              f"is running (pid {holder.get('pid', '?')}): wait for it to end")
     if not _exists(path):
         anc = path.parent
         while not _exists(anc) and anc != anc.parent:
@@ -423,6 +503,10 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
         who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
         raise RunDirError(f"{key}: {path} is in use by another hermes {kind}{who}: wait for it to end or choose "
                           f"another directory")
+    nested = _nested_hermes_dir(path)
+    if nested is not None:
+        raise RunDirError(f"{key}: {path} holds another hermes directory, {nested}: hermes replaces a directory only "
+                          f"as a whole and never one that holds another (move it out first)")
     if kind != "run":
         return path
     summary = read_summary(path)
@@ -437,6 +521,43 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
         raise RunDirError(f"{key}: {path} holds an unfinished hermes run ({what}"
                           f"{f', a checkpoint at phase {checkpoint}' if checkpoint else ''}): {how}")
     return path
+
+
+def _nested_hermes_dir(path: Path) -> Path | None:
+    """A hermes directory (its marker) below ``path``, not following symlinks; None if there is none."""
+    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+        if Path(dirpath) != Path(path) and (MARKER in filenames or LOCK in filenames):
+            return Path(dirpath)
+    return None
+
+
+def subdir(root: str | Path, *parts: str) -> Path:
+    """``root/part/...``, each part a real directory inside ``root`` (made if missing): a symlink or a file at
+    any of them is refused, so that nothing hermes writes or deletes in its own directory leaves it.
+
+    Raises
+    ------
+    OutputError
+        One line naming the part that is not a directory of hermes' own.
+    """
+    cur = Path(root)
+    for part in parts:
+        safe_name(part, str(cur))
+        cur = cur / part
+        try:
+            os.mkdir(cur)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise output_error(cur, err) from None
+        try:
+            st = os.lstat(cur)
+        except OSError as err:
+            raise output_error(cur, err) from None
+        if not stat.S_ISDIR(st.st_mode):
+            what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            raise OutputError(f"{cur} is {what}: hermes writes only into directories it made (move it away)")
+    return cur
 
 
 def claim_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind: str = "run",
@@ -457,12 +578,15 @@ def claim_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind
         One line (see :func:`check_run_dir`).
     """
     path = Path(path)
-    check_run_dir(path, key, force=force, kind=kind, token=token)
-    created = not _exists(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise RunDirError(f"{key}: cannot create {path} ({err.strerror or type(err).__name__})") from None
+    if key == DEFAULT_KEY and token is None:  # the default directory is a new one, whatever ran in this second
+        path, created = _new_dir(path, key), True
+    else:
+        check_run_dir(path, key, force=force, kind=kind, token=token)
+        created = not _exists(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise RunDirError(f"{key}: cannot create {path} ({err.strerror or type(err).__name__})") from None
     lock = DirLock.acquire(path, key, token=token, what=kind, created=created)
     try:
         check_run_dir(path, key, force=force, kind=kind, token=lock.token)  # what another process did meanwhile
@@ -477,11 +601,38 @@ def claim_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind
     return lock
 
 
+def _new_dir(path: Path, key: str) -> Path:
+    """Create ``path`` — or ``path-2``, ``path-3``, ... if it exists — exclusively; the one created."""
+    anc = path.parent
+    while not _exists(anc) and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise RunDirError(f"{key}: {anc} is not a directory (cannot create {path} in it)")
+    _probe(anc, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunDirError(f"{key}: cannot create {path.parent} ({err.strerror or type(err).__name__})") from None
+    for k in range(1, 10_000):
+        candidate = path if k == 1 else path.with_name(f"{path.name}-{k}")
+        try:
+            os.mkdir(candidate)
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise RunDirError(f"{key}: cannot create {candidate} ({err.strerror or type(err).__name__})") from None
+    raise RunDirError(f"{key}: {path} and 9,999 others like it exist")
+
+
 def clear_dir(path: Path, keep: tuple[str, ...] = ()) -> None:
     """Remove every entry of the hermes directory ``path`` but its marker, its lock and ``keep``; a symlink is
     removed, never followed; nothing outside ``path`` is touched. The caller holds the lock."""
     if read_marker(path) is None:
         raise RunDirError(f"{path}: carries no hermes marker; not cleared")
+    nested = _nested_hermes_dir(path)
+    if nested is not None:
+        raise RunDirError(f"{path} holds another hermes directory, {nested}: not cleared (move it out first)")
     for entry in os.scandir(path):
         if entry.name in (MARKER, LOCK, *keep):
             continue

@@ -12,6 +12,7 @@ import types
 import typing
 from typing import Any, get_args, get_origin
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 __all__ = ["Strict", "admits_bool", "admits_number", "holds_bool"]
@@ -51,7 +52,7 @@ def admits_number(annotation: Any) -> bool:
 
 def holds_bool(value: Any) -> bool:
     """Whether ``value`` is a boolean or a list/tuple holding one (at any depth)."""
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         return True
     return isinstance(value, (list, tuple)) and any(holds_bool(v) for v in value)
 
@@ -66,6 +67,6 @@ class Strict(BaseModel):
     def _no_bool(cls, value: Any, info: ValidationInfo) -> Any:
         kind = cls.model_fields[info.field_name].annotation
         if holds_bool(value) and admits_number(kind) and not admits_bool(kind):
-            shown = str(value).lower() if isinstance(value, bool) else "a list holding true or false"
+            shown = str(value).lower() if isinstance(value, (bool, np.bool_)) else "a list holding true or false"
             raise ValueError(f"must be a number, got {shown}")
         return value

@@ -45,12 +45,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hermes.app.brusselator import Brusselator, SolverError, auto_overlap, serial_solution, window_steps
 from hermes.app.iteration import (DelayedLinks, IterConfig, Platform, RankRecord, StaticLinks, assemble,
@@ -174,6 +175,14 @@ class BrusselatorSpec(_Strict):
     platform: PlatformSpec = PlatformSpec()
     balancing: BalancingSpec = BalancingSpec()
     check: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}", v):
+            raise ValueError("may only contain letters, digits, '.', '_' and '-', start with a letter, a digit or "
+                             f"'_', and have at most 100 characters, got {v[:40]!r}")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from hermes.compare.experiment import Experiment, ExperimentError, load_experiment, make_experiment, parse_axis_option
-from hermes.compare.runner import ERROR, cores, execute, read_summary, side_file
+from hermes.compare.runner import (ERROR, _scenario_of, cores, error_of, execute, planned_scenario, read_summary,
+                                   side_file)
 from hermes.compare.tables import columns_of, make_grid, markdown_tables, phase_rows, run_row
 from hermes.errors import HermesError
 from hermes.loaders import load_json
-from hermes.results import MARKER, DirLock, claim_dir, read_marker, safe_name, write_atomic, write_csv
+from hermes.results import MARKER, DirLock, claim_dir, read_marker, safe_name, subdir, write_atomic, write_csv
 
 __all__ = ["compare", "run_experiment", "render", "collect", "load_experiment", "make_experiment", "Experiment",
            "ExperimentError", "parse_axis_option", "PLAN"]
@@ -102,7 +103,8 @@ def _run_experiment(exp: Experiment, runs, d: Path, lock, jobs: int, oversubscri
     say(f"hermes compare: {exp.name}: {len(runs)} run{'s' * (len(runs) != 1)} ({shape}) in {d}; jobs {jobs}, "
         f"{cores()} cores" + (", oversubscribed: wall-clock timings unreliable" if oversubscribe else ""))
     t0 = time.perf_counter()
-    outcomes = execute(runs, d / "runs", jobs=jobs, oversubscribe=oversubscribe, timeout=timeout, say=say)
+    outcomes = execute(runs, d / "runs", jobs=jobs, oversubscribe=oversubscribe, timeout=timeout, say=say,
+                       token=lock.token)
     written = render(d, report=report, say=say, token=lock.token)
     n = {s: sum(o.status == s for o in outcomes) for s in ("done", "skipped", "failed")}
     say(f"hermes compare: {n['done']} ran, {n['skipped']} already complete, {n['failed']} failed in "
@@ -143,10 +145,14 @@ def collect(d: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]],
         rd = d / "runs" / r["id"]
         summary = read_summary(rd)
         err = None
-        if summary is not None:
+        if summary is not None and _scenario_of(rd) != planned_scenario(rd):
+            # a run directory that holds another scenario than compare planned (an older experiment, or a run
+            # someone else wrote there): not this experiment's result
+            summary, status, err = None, "stale", "the run directory holds another scenario than planned"
+        elif summary is not None:
             status = "done"
-        elif side_file(rd, ERROR).is_file():
-            status, err = "failed", side_file(rd, ERROR).read_text().strip()
+        elif side_file(rd, ERROR).exists():
+            status, err = "failed", error_of(rd)
         else:
             status = "missing"
         row = run_row(r["id"], r["values"], status, err, summary, str(Path("runs") / r["id"]))
@@ -202,7 +208,7 @@ def _draw(d: Path, plan: dict, rows: list[dict], grid, failures, clock: str, tit
     from hermes.viz.compare import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
 
     cells = grid.summaries()
-    pd = d / "plots"
+    pd = subdir(d, "plots")
     plots = [
         ("Total time per " + (" × ".join(grid.row_axes) or "run") + ", one bar per " + (grid.col_axis or "run")
          + " (label: final imbalance).", plot_totals(pd / "total-time.png", grid.rows, grid.cols, cells, dpi=dpi)),
@@ -233,7 +239,7 @@ def _final_partition(d: Path, run_id: str, summary: dict, plot_run, say) -> Path
     """The run's last partition, drawn once into plots/partitions/<run>/ (redrawn when the run is newer)."""
     run_dir = d / "runs" / run_id
     last = max([int(p.get("phase", 0)) for p in summary.get("phases") or [] if isinstance(p, dict)], default=0)
-    dest = d / "plots" / "partitions" / run_id
+    dest = subdir(d, "plots", "partitions", run_id)
     png = dest / f"partition-{last:03d}.png"
     if png.is_file() and png.stat().st_mtime >= (run_dir / "summary.json").stat().st_mtime:
         return png

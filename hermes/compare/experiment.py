@@ -29,6 +29,7 @@ to that file.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,8 @@ __all__ = ["Experiment", "AxisValue", "Axis", "PlannedRun", "ExperimentError", "
 PATH_KEYS = ("mesh.file", "platform.capacities", "platform.schedule")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _GRID = re.compile(r"\s*\d+\s*x\s*\d+\s*")
+#: the most runs an experiment may have (each is validated, planned and given a directory)
+MAX_RUNS = 10_000
 #: what every run of an experiment gets unless the experiment says otherwise: no pictures of its own (the
 #: report draws each run's final partition, once)
 RUN_DEFAULTS = {"output.pictures": False}
@@ -138,6 +141,11 @@ class Experiment:
         ExperimentError
             One line naming the run and the key, for the first run whose scenario is invalid.
         """
+        count = math.prod(len(a.values) for a in self.axes)
+        if count > MAX_RUNS:
+            shape = " × ".join(f"{len(a.values)} {a.name}" for a in self.axes)
+            raise ExperimentError(f"experiment: {shape} is {count:,} runs, more than the {MAX_RUNS:,} hermes compare "
+                                  f"runs (split it into several experiments)")
         out, seen = [], {}
         combos = itertools.product(*(a.values for a in self.axes)) if self.axes else [()]
         for combo in combos:

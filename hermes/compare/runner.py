@@ -25,9 +25,10 @@ from hermes.compare.experiment import PlannedRun
 from hermes.errors import HermesError
 from hermes.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.loaders import dump_yaml, load_json, load_yaml
-from hermes.results import DirLock, RunDirError, clear_dir, file_mode, read_marker, safe_name, write_atomic
+from hermes.results import (EXPERIMENT_TOKEN, DirLock, RunDirError, _read_small, clear_dir, file_mode, read_marker,
+                            safe_name, subdir, write_atomic)
 
-__all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores"]
+__all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores", "error_of", "planned_scenario"]
 
 #: compare's own files about run ID, beside its run directory ``runs/ID/`` (which belongs to the run: hermes
 #: replaces a run directory wholesale and refuses one holding files it did not write)
@@ -85,6 +86,21 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     if planned is not None and len(s["phases"]) != planned:
         return None
     return s
+
+
+def error_of(run_dir: Path) -> str:
+    """The error line compare recorded for a run (its side file; the first line, at most 4 kB, never through a
+    symlink)."""
+    text = _read_small(side_file(run_dir, ERROR))
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else "failed (no error recorded)"
+
+
+def planned_scenario(run_dir: Path) -> Any:
+    """The scenario compare planned for a run (its side file ``runs/ID.yaml``), as data; None if unreadable."""
+    try:
+        return load_yaml(side_file(run_dir, SPEC))
+    except HermesError:
+        return None
 
 
 def run_status(run: PlannedRun, run_dir: Path) -> str:
@@ -164,7 +180,7 @@ def _result_text(summary: dict[str, Any]) -> str:
 
 def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscribe: bool = False,
             timeout: float | None = None, rerun_failed: bool = True, say: Callable[[str], None] = print,
-            budget: int | None = None) -> list[Outcome]:
+            budget: int | None = None, token: str | None = None) -> list[Outcome]:
     """Run every run that is not complete, at most ``jobs`` at once, and return one outcome per run (in order).
 
     Parameters
@@ -184,6 +200,9 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
         Wall seconds after which a run is killed (and counted failed).
     rerun_failed : bool
         Retry runs that failed before (default); False keeps their error.
+    token : str, optional
+        The experiment's lock token (:func:`hermes.compare.run_experiment` holds the lock): given to the runs
+        so that they may write into the experiment (a run from elsewhere is refused while compare runs).
     say : callable
         Receives the progress lines.
 
@@ -207,7 +226,7 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
             outcomes[run.id] = Outcome(run, "skipped", summary=read_summary(d))
             progress.event("complete", f"{run.title()}: {_result_text(outcomes[run.id].summary)}")
         elif status == "failed" and not rerun_failed:
-            err = side_file(d, ERROR).read_text().strip()
+            err = error_of(d)
             outcomes[run.id] = Outcome(run, "failed", err)
             progress.event("FAILED", f"{run.title()}: {err} (earlier attempt)")
         else:
@@ -217,6 +236,8 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
     executing: list[_Job] = []
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
     env.setdefault("SCOTCH_PTHREAD_NUMBER", "1")
+    if token is not None:  # the experiment's lock, held by this compare: its own runs may write in it
+        env[EXPERIMENT_TOKEN] = token
     old_term = signal.getsignal(signal.SIGTERM)
     if old_term is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -232,6 +253,10 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
                 except HermesError as err:  # its directory is not one hermes may replace: the others go on
                     outcomes[run.id] = Outcome(run, "failed", str(err))
                     progress.event("FAILED", f"{run.title()}: {err}")
+                    try:
+                        write_atomic(side_file(runs_dir / run.id, ERROR), f"{err}\n")
+                    except HermesError:
+                        pass  # the row says why in any case
                     continue
                 say(f"{' ' * len(progress.bar())}  start    {executing[-1].run.title()} "
                     f"({executing[-1].run.processors} ranks)")
@@ -292,10 +317,17 @@ def _create(path: Path):
 
 
 def _start(run: PlannedRun, runs_dir: Path, env: dict[str, str]) -> _Job:
+    try:
+        return _start_job(run, runs_dir, env)
+    except OSError as err:  # a side file that is a directory, a full disk: this run fails, the others go on
+        raise RunDirError(f"cannot prepare {runs_dir / run.id} ({err.strerror or type(err).__name__})") from None
+
+
+def _start_job(run: PlannedRun, runs_dir: Path, env: dict[str, str]) -> _Job:
     d = runs_dir / run.id
+    subdir(runs_dir.parent, runs_dir.name)  # the experiment's runs/: a directory of its own, never a symlink
     _clean(d)
     side_file(d, ERROR).unlink(missing_ok=True)
-    runs_dir.mkdir(parents=True, exist_ok=True)
     spec = side_file(d, SPEC)  # the run writes the same resolved scenario into its directory
     write_atomic(spec, dump_yaml(run.scenario.to_dict(), sort_keys=False))
     cmd = mpiexec_command(run.processors, ["run", str(spec), "--no-launch", "--quiet", "--out", str(d)])

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from hermes.data.mesh import Mesh, csr_from_edges, validate_graph
-from hermes.errors import MeshError
+from hermes.errors import MeshError, OutputError
 
 __all__ = [
     "GRAPH_SUFFIXES",
@@ -388,12 +388,14 @@ def write_chaco(mesh: Mesh, path: str | os.PathLike, *, coords: bool = True) -> 
         else:
             tokens += map(str, nbr[lo:hi])
         out.append(" ".join(tokens))
-    try:
-        p.write_text("\n".join(out) + "\n")
+    from hermes.results import write_atomic, write_through
+
+    try:  # each file atomically: never through a symlink at its name, as it was if the write fails
+        write_atomic(p, "\n".join(out) + "\n")
         if coords:
-            np.savetxt(p.with_name(p.name + ".xyz"), mesh.coords, fmt="%.17g")
-    except OSError as err:
-        raise MeshError(f"cannot write {p}: {err.strerror or err}") from err
+            write_through(p.with_name(p.name + ".xyz"), lambda tmp: np.savetxt(tmp, mesh.coords, fmt="%.17g"))
+    except OutputError as err:
+        raise MeshError(str(err)) from None
     return p
 
 

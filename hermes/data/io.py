@@ -39,7 +39,8 @@ from hermes.data.formats import (
     validated_mesh,
 )
 from hermes.data.mesh import Mesh, csr_from_edges
-from hermes.errors import MeshError
+from hermes.errors import MeshError, OutputError
+from hermes.results import write_through
 
 __all__ = ["check_writable_format", "read_mesh", "read_meshio", "write_mesh"]
 
@@ -355,20 +356,23 @@ def write_mesh(mesh: Mesh, path: str | os.PathLike) -> Path:
         pts = np.column_stack([pts, np.zeros(pts.shape[0])])
     out = meshio.Mesh(pts, blocks)
     suffix = p.suffix.lower()
-    try:
+    def write(tmp: str) -> None:
         if suffix == ".msh":  # gmsh wants physical / geometrical tags: one surface, tag 1
             tags = [np.ones(len(data), dtype=np.int32) for _, data in blocks]
             out.cell_data = {"gmsh:physical": tags, "gmsh:geometrical": tags}
-            meshio.write(p, out, file_format="gmsh22", binary=True)
+            meshio.write(tmp, out, file_format="gmsh22", binary=True)
         elif suffix == ".vtu":
-            meshio.write(p, out, file_format="vtu", binary=True, compression="zlib")
+            meshio.write(tmp, out, file_format="vtu", binary=True, compression="zlib")
         else:
-            meshio.write(p, out)
-    except OSError as err:
-        raise MeshError(f"cannot write {p}: {err.strerror or err}") from err
+            meshio.write(tmp, out)
+
+    # written in a private directory and renamed onto p: a file already at p stays as it was if the writer
+    # fails, and a symlink at p is replaced, never written through
+    try:
+        write_through(p, write)
+    except OutputError as err:
+        raise MeshError(str(err)) from None
     except Exception as err:  # a meshio writer that cannot take this mesh (e.g. su2 in meshio 5.3: TypeError)
-        with contextlib.suppress(OSError):
-            p.unlink()
         raise MeshError(f"cannot write {p} as {suffix}: meshio's writer failed ({one_line(err) or type(err).__name__})"
                         ) from None
     return p

@@ -61,8 +61,11 @@ def read_schedule_csv(path: str | Path) -> NDArray[np.float64]:
     big, max_phases, max_procs = _limits()
     path = Path(path)
     text = read_text(path, "schedule", max_bytes=MAX_TABLE_BYTES)
-    numbered = [(n, r) for n, r in enumerate(csv.reader(text.splitlines()), 1)
-                if r and any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+    try:
+        numbered = [(n, r) for n, r in enumerate(csv.reader(text.splitlines()), 1)
+                    if r and any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+    except csv.Error as err:  # a field beyond csv's size limit, a NUL byte
+        raise ScenarioError(f"{path}: not a CSV schedule ({err})") from None
     if len(numbered) < 2:
         raise ScenarioError(f"{path}: schedule needs a header and one row per processor")
     header = numbered[0][1]

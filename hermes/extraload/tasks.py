@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hermes.errors import ScenarioError
-from hermes.loaders import load_yaml
+from hermes.loaders import load_yaml, read_text
 from hermes.strict import Strict
 
 __all__ = ["Step", "Task", "TaskSpec", "TaskFile", "ExtraLoadSpec", "load_tasks", "parse_tasks", "compile_tasks",
@@ -246,12 +246,20 @@ def _csv_data(raw: str, where: str) -> list[list[float]]:
     return pairs
 
 
+#: the largest task-script file hermes reads
+MAX_TASK_BYTES = 64 * 2**20
+
+
 def _read_csv(path: Path) -> dict[str, Any]:
     """CSV rows → the YAML structure, remembering which line each task and triple came from."""
+    text = read_text(path, str(path), max_bytes=MAX_TASK_BYTES)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
+        return _parse_csv(path, text)
+    except csv.Error as err:  # a field beyond csv's size limit, a NUL byte
+        raise ScenarioError(f"{path}: not a CSV task file ({err})") from None
+
+
+def _parse_csv(path: Path, text: str) -> dict[str, Any]:
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1)
              if line.strip() and not line.lstrip().startswith("#")]
     if not lines:
@@ -329,7 +337,7 @@ def load_tasks(path: str | Path) -> list[Task]:
             raise ScenarioError(_format(err, where)) from None
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise ScenarioError(f"{path}: task files are .yaml, .yml or .csv")
-    return parse_tasks(load_yaml(path), str(path))
+    return parse_tasks(load_yaml(path, max_bytes=MAX_TASK_BYTES), str(path))
 
 
 class ExtraLoadSpec(_Strict):

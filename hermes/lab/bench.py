@@ -38,7 +38,7 @@ from hermes.balance.spectral import graph_diameter
 from hermes.clock import Links
 from hermes.lab.flow import check_flow_cost
 from hermes.lab.specs import build_model, parse_graph, parse_model
-from hermes.results import write_csv
+from hermes.results import claim_dir, write_csv
 
 __all__ = ["diffusion_family", "polynomial_family", "table101_family", "flow_bench", "ENVIRONMENTS", "FAMILIES",
            "TABLE_10_1"]
@@ -279,9 +279,18 @@ def _plot_polynomial(rows, out: Path) -> list[Path]:
 
 
 def flow_bench(out: str | Path, *, quick: bool = False, families=FAMILIES) -> list[Path]:
-    """Run the families, write CSV + PNG into ``out``; returns the written paths."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Run the families, write CSV + PNG into ``out``; returns the written paths.
+
+    ``out`` is a directory of hermes' own (:func:`hermes.results.claim_dir`, kind ``flow-bench``): new, empty,
+    or made by an earlier ``flow-bench``; locked while the families run."""
+    lock = claim_dir(out, "--out", kind="flow-bench")
+    try:
+        return _flow_bench(Path(lock.path), quick, families)
+    finally:
+        lock.release(remove_if_unused=True)
+
+
+def _flow_bench(out: Path, quick: bool, families) -> list[Path]:
     written: list[Path] = []
     if "diffusion" in families:
         ps = [8, 16] if quick else list(range(8, 65, 8))

@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from hermes.bounds import BIG
 from hermes.errors import MeshError, validation_message
 from hermes.loaders import parse_json, read_bytes
 from hermes.results import write_atomic
@@ -108,7 +109,8 @@ def lbdatafile_paths(stem: str | Path, n_ranks: int) -> list[Path]:
 # -- the LBDatafile schema (LBAF's src/lbaf/imported/LBDatafile_schema.py, as pydantic models) --------------
 _I64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 _ID = Annotated[int, Field(ge=0, le=2**63 - 1)]
-_TIME = Annotated[float, Field(ge=0)]
+#: a task's time and a message's bytes: finite, at most BIG (the lab's sums and squares stay finite)
+_TIME = Annotated[float, Field(ge=0, le=BIG)]
 
 
 class _Part(BaseModel):
@@ -167,7 +169,7 @@ class _Communication(_Part):
     to: _Entity
     from_: _Entity = Field(alias="from")
     messages: Annotated[int, Field(ge=0, le=2**63 - 1)]
-    bytes: Annotated[float, Field(ge=0)]
+    bytes: Annotated[float, Field(ge=0, le=BIG)]
 
 
 class _Iteration(_Part):
@@ -217,7 +219,7 @@ class _LBDatafile(_Part):
 
 
 #: the largest LBDatafile hermes reads (a rank's file of a real application is a few MB to a few hundred)
-MAX_TRACE_BYTES = 2**30
+MAX_TRACE_BYTES = 256 * 2**20
 
 
 def _read_doc(path: Path, r: int) -> _LBDatafile:

@@ -335,6 +335,9 @@ def _numbers_from_file(path: Path, what: str, spec: str) -> NDArray[np.float64]:
         if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                  for x in data):
             raise ScenarioError(f"{what} file {spec!r}: JSON must be a list of numbers")
+        big = next((k for k, x in enumerate(data) if isinstance(x, int) and abs(x) > BIG), None)
+        if big is not None:  # a 400-digit integer is no float: say so rather than overflow
+            raise ScenarioError(f"{what} file {spec!r}: value {big} is beyond {BIG:g}")
         return np.asarray(data, dtype=np.float64)
     values = []
     for lineno, line in enumerate(text.splitlines(), 1):

@@ -269,8 +269,14 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "flow-bench":
         from hermes.lab.bench import flow_bench
 
+        from hermes.errors import HermesError
+
         fams = ("diffusion", "polynomial", "table10.1") if args.family == "all" else (args.family,)
-        for path in flow_bench(args.out, quick=args.quick, families=fams):
+        try:
+            paths = flow_bench(args.out, quick=args.quick, families=fams)
+        except HermesError as err:
+            return _error(str(err))
+        for path in paths:
             print(path)
         return 0
     build_parser().print_help()

@@ -697,7 +697,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     path = Path(path)
     if path.is_dir():
         raise ScenarioError(f"scenario {path} is a directory, not a file")
-    if not path.is_file():
+    if not path.exists():
         raise ScenarioError(f"scenario file not found: {path}")
     text = read_text(path, "scenario", max_bytes=MAX_SCENARIO_BYTES)
     data = parse_yaml(text, str(path))

@@ -208,6 +208,18 @@ RUN = [
      "10 points cannot give 8 processors"),
     ("bahi-processors-bool", [BAHI, "--set", "processors=true"], "processors: must be a number, got true"),
     ("bahi-deep", ["{d}/bahi_deep.yaml"], "nested more than 100 levels deep"),
+    ("bahi-name-dotdot", [BAHI, "--set", "name=.."], "name: may only contain letters"),
+    # documents hermes does not read (plain data only), files that are not files, paths that are not one line
+    ("yaml-duplicate-key", ["{d}/dup_key.yaml"], "the key 'seed' is given twice in one mapping (line 3)"),
+    ("yaml-self-alias", ["--set", "processors=&a [*a]"], "alias refers to a mapping or list that contains it"),
+    ("yaml-long-int", ["{d}/long_int.yaml"], "a value hermes cannot read"),
+    ("yaml-bad-int-tag", ["--set", "seed=!!int abc"], "the value '!!int abc' is not valid YAML"),
+    ("yaml-timestamp-tag", ["{d}/timestamp.yaml"], "a tag hermes does not read (line 2)"),
+    ("scenario-fifo", ["{d}/a_fifo.yaml"], "a_fifo.yaml is not a regular file"),
+    ("out-fifo-marker", ["--out", "{d}/fifo_marker"], "fifo_marker is not empty and carries no hermes marker"),
+    ("out-nested-run", ["--out", "{d}/outer_run"], "holds another hermes directory"),
+    ("out-newline", ["--out", "{d}/garbage.vtu/new\nline"], "garbage.vtu/new\\nline in it)"),
+    ("schedule-huge-field", ["--set", "platform.schedule={d}/sched_field.csv"], "not a CSV schedule"),
     # balancer and lab bounds
     ("grapevine-iterations-huge", ["--set", "balancer.algorithm=grapevine", "--set",
                                    "balancer.grapevine.iterations=1000000000"],
@@ -300,6 +312,13 @@ OTHER = [
     ("scenario-cmd-laughs", ["scenario", "{d}/laughs.yaml"], "its YAML aliases expand to more than"),
     ("plot-foreign", ["plot", "{d}/foreign"], "foreign: not a run directory hermes made"),
     ("plot-missing", ["plot", "{d}/nowhere"], "run directory not found"),
+    ("plot-newline", ["plot", "{d}/no\nwhere"], "no\\nwhere"),
+    ("flow-bench-foreign", ["flow-bench", "--out", "{d}/foreign", "--family", "table10.1", "--quick"],
+     "foreign is not empty and carries no hermes marker"),
+    ("compare-duplicate-key", ["compare", "{d}/exp_dup.yaml"], "the key 'axes' is given twice"),
+    ("compare-many-runs", ["compare", "--set-axis", "seed=" + ",".join(map(str, range(200))), "--set-axis",
+                           "adaptation.phases=" + ",".join(map(str, range(1, 101)))], "20,000 runs, more than"),
+    ("scenario-cmd-fifo", ["scenario", "{d}/a_fifo.yaml"], "a_fifo.yaml is not a regular file"),
     # balancer and lab bounds
     ("gossip-fanout-huge", ["gossip", "--ranks", "4", "--objects", "4", "--fanout", "1000000000"],
      "--fanout: must be at most 100000, got 1000000000"),
@@ -435,6 +454,18 @@ def _write_issue22_inputs(d) -> None:
     write_marker(d / "a_run", "run")
     (d / "a_run" / "summary.json").write_text("{}")
     (d / "exp_dotdot.yaml").write_text("name: '..'\naxes: {seed: [1, 2]}\n")
+    (d / "exp_dup.yaml").write_text("axes: {seed: [1]}\naxes: {seed: [2]}\n")
+    (d / "dup_key.yaml").write_text("mesh: {grid: 10x10}\nseed: 1\nseed: 2\n")
+    (d / "long_int.yaml").write_text("mesh: {grid: 10x10}\nseed: " + "1" * 5000 + "\n")
+    (d / "timestamp.yaml").write_text("mesh: {grid: 10x10}\nname: !!timestamp 2001-12-14\n")
+    os.mkfifo(d / "a_fifo.yaml")
+    (d / "fifo_marker").mkdir()
+    os.mkfifo(d / "fifo_marker" / ".hermes-run")
+    (d / "outer_run" / "inner").mkdir(parents=True)
+    write_marker(d / "outer_run", "run")
+    write_marker(d / "outer_run" / "inner", "run")
+    (d / "outer_run" / "inner" / "summary.json").write_text("{}")
+    (d / "sched_field.csv").write_text("processor,adpt1\n0,\"" + "1" * 200_000 + "\"\n1,1\n2,1\n3,1\n")
 
 
 def _argv(args: list[str], d) -> list[str]:

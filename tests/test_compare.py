@@ -301,6 +301,17 @@ def test_report_rerenders_from_the_runs(small_experiment):
     assert (out / "report.html").is_file() and "| 8x6 |" in (out / "table.md").read_text()
     bad = _hermes("compare", "--report", str(d))
     assert bad.returncode == 2 and "not an experiment directory" in bad.stderr
+    # a run directory that holds another scenario than planned (a run someone else wrote there) is not a result
+    # of this experiment: reported stale, never as the planned run
+    sc = out / "runs" / "8x6__pcg" / "scenario.yaml"
+    saved = sc.read_text()
+    try:
+        sc.write_text(saved.replace("algorithm: pcg", "algorithm: gda0"))
+        status = {r["run"]: (r["status"], r["error"]) for r in collect(out)[1]}
+        assert status["8x6__pcg"] == ("stale", "the run directory holds another scenario than planned")
+        assert status["8x6__none"][0] == "done"
+    finally:
+        sc.write_text(saved)
 
 
 @pytest.mark.mpi

@@ -260,3 +260,85 @@ def test_the_marker_and_lock_are_hermes_own_files(tmp_path):
     t0 = time.perf_counter()
     res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", tmp_path / "r")
     assert res.returncode == 0 and time.perf_counter() - t0 < 120, res.stderr  # a finished run is replaced
+
+
+# -- symlinks and nested directories inside what hermes owns (a hostile review's cases) -------------------------
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_symlinked_subdirectories_of_an_experiment_are_never_written_through(tmp_path):
+    """An experiment whose ``runs/`` or ``plots/`` has become a symlink to a foreign directory: compare and
+    --report refuse to write there (runs fail with one line each, the report says why), and not a byte of the
+    foreign directory changes."""
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "pcg.log").write_text("mine")
+    (foreign / "pcg.error.txt").write_text("mine too")
+    (foreign / "total-time.png").write_bytes(b"my picture")
+    exp = tmp_path / "exp"
+    args = ["compare", "--set-axis", "balancer=pcg,none", *SMALL, "--set", "processors=2", "--out", exp]
+    first = hermes(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = snapshot(foreign)
+    for sub in ("runs", "plots"):
+        real = exp / f"{sub}.real"
+        (exp / sub).rename(real)
+        (exp / sub).symlink_to(foreign)
+        res = hermes(*args) if sub == "runs" else hermes("compare", "--report", exp)
+        assert "Traceback" not in res.stderr + res.stdout, res.stderr
+        assert snapshot(foreign) == before, sub
+        (exp / sub).unlink()
+        real.rename(exp / sub)
+    assert snapshot(foreign) == before
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_symlinked_checkpoint_directory_is_never_written_through(tmp_path):
+    """A run killed after a checkpoint whose ``checkpoint/`` then points at a foreign directory: resuming
+    refuses in one line; the foreign directory (holding a phase-0042 of its own) is untouched."""
+    out = tmp_path / "run"
+    env = {**_env(), "HERMES_FAULT": "kill:1:1"}
+    res = subprocess.run([sys.executable, "-m", "hermes", "run", *SMALL, "--set", "processors=2", "--set",
+                          "adaptation.phases=3", "--set", "output.checkpoint_every=1", "--no-pictures", "--out",
+                          str(out)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert res.returncode != 0 and (out / "checkpoint" / "manifest.json").is_file(), res.stderr
+    foreign = tmp_path / "foreign"
+    (foreign / "phase-0042").mkdir(parents=True)
+    (foreign / "phase-0042" / "keep").write_text("mine")
+    for item in (out / "checkpoint").iterdir():
+        item.rename(foreign / item.name) if not (foreign / item.name).exists() else None
+    (out / "checkpoint").rmdir()
+    (out / "checkpoint").symlink_to(foreign)
+    before = snapshot(foreign)
+    res = hermes("run", "--resume", out)
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    assert snapshot(foreign) == before
+
+
+def test_a_run_directory_holding_another_hermes_directory_is_not_replaced(tmp_path):
+    """A finished run with another run nested in it (running or not): a new run into the outer one is refused
+    in one line, and nothing of either is removed."""
+    outer = tmp_path / "outer"
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", outer)
+    assert res.returncode == 0, res.stderr
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", outer / "inner")
+    assert res.returncode == 0, res.stderr
+    before = snapshot(outer)
+    one_line(hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--out", outer, "--force"),
+             "holds another hermes directory")
+    assert snapshot(outer) == before
+
+
+def test_mesh_generate_never_writes_through_a_link_nor_deletes_on_failure(tmp_path):
+    target = tmp_path / "target.txt"
+    target.write_text("precious")
+    (tmp_path / "link.vtu").symlink_to(target)
+    res = hermes("mesh", "generate", "grid", "--size", "50", "--out", tmp_path / "link.vtu")
+    assert res.returncode == 0, res.stderr
+    assert target.read_text() == "precious" and not (tmp_path / "link.vtu").is_symlink()
+    mine = tmp_path / "important.su2"  # meshio's su2 writer fails on this mesh: the file must stay
+    mine.write_text("precious")
+    res = hermes("mesh", "generate", "grid", "--size", "50", "--out", mine)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert mine.read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["important.su2", "link.vtu", "target.txt"]

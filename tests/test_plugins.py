@@ -72,3 +72,51 @@ def test_broken_plugins_fail_in_one_line(tmp_path, algorithm, message):
     assert res.returncode == 2 and len(lines) == 1 and message in lines[0], res.stderr
     listing = _hermes(env, "balancers")  # a broken plug-in does not take the listing down
     assert listing.returncode == 0 and "pcg" in listing.stdout
+
+
+MISBEHAVING = '''
+import numpy as np
+from hermes.balance import Decision
+
+
+def wrong_flow(ctx):
+    return Decision(flow=np.zeros(ctx.model.q + 5))
+
+
+def wrong_type(ctx):
+    return None
+
+
+def far_destinations(ctx):
+    return Decision(dest=np.full(ctx.dom.n, 99))
+
+
+def interrupted(ctx):
+    raise KeyboardInterrupt("stop")
+
+
+def exits(ctx):
+    raise SystemExit(0)
+'''
+
+
+@pytest.mark.parametrize("name, code, message", [
+    ("wrong_flow", 2, "returned a flow of shape"),
+    ("wrong_type", 2, "returned NoneType, not a hermes.balance.Decision"),
+    ("far_destinations", 2, "expected one rank in [0, 2)"),
+    ("interrupted", 1, "failed: KeyboardInterrupt: stop"),
+    ("exits", 1, "failed: SystemExit: 0"),
+])
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_plugin_that_misbehaves_while_it_balances_is_one_line(tmp_path, name, code, message):
+    """A plug-in passes the checks before launch but answers wrongly (or raises anything at all, an interrupt
+    or SystemExit included) on every rank: one line, a non-zero exit, no traceback, no rank left waiting."""
+    (tmp_path / "misbehaving.py").write_text(MISBEHAVING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "MPLBACKEND": "Agg"}
+    res = _hermes(env, "run", "--quiet", "--no-pictures", "--out", str(tmp_path / "run"), "--set", "processors=2",
+                  "--set", "mesh.grid=8x6", "--set", "platform.capacities=homo", "--set", "adaptation.phases=1",
+                  "--set", f"balancer.algorithm=misbehaving:{name}")
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == code and lines and message in lines[0], res.stderr
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr

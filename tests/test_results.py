@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from hermes.results import (
+    DEFAULT_KEY,
     LOCK,
     MARKER,
     RunDirError,
@@ -250,3 +251,28 @@ def test_read_summary_accepts_only_hermes_summaries(tmp_path):
     assert read_summary(tmp_path) is None
     (tmp_path / "summary.json").write_text('{"phases": []}')
     assert read_summary(tmp_path) == {"phases": []}
+
+
+def test_the_default_run_directory_is_always_a_new_one(tmp_path):
+    """Runs started in the same second share runs/<name>-<timestamp>: each gets its own (-2, -3, ...) instead of
+    replacing the one before."""
+    base = tmp_path / "runs" / "x-20260101-000000"
+    locks = [claim_dir(base, DEFAULT_KEY) for _ in range(3)]
+    assert [lk.path.name for lk in locks] == ["x-20260101-000000", "x-20260101-000000-2", "x-20260101-000000-3"]
+    for lk in locks:
+        lk.release()
+
+
+def test_subdirectories_are_real_directories_of_the_owner(tmp_path):
+    from hermes.errors import OutputError
+    from hermes.results import subdir
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "own").mkdir()
+    assert subdir(tmp_path / "own", "a", "b") == tmp_path / "own" / "a" / "b"
+    (tmp_path / "own" / "link").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OutputError, match="link is a symlink"):
+        subdir(tmp_path / "own", "link", "c")
+    assert not (tmp_path / "elsewhere" / "c").exists()
+    with pytest.raises(RunDirError, match="not a safe file name"):
+        subdir(tmp_path / "own", "..")

@@ -503,12 +503,12 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
         who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
         raise RunDirError(f"{key}: {path} is in use by another hermes {kind}{who}: wait for it to end or choose "
                           f"another directory")
+    if kind != "run":  # an experiment holds its runs' directories; only a run's directory is replaced whole
+        return path
     nested = _nested_hermes_dir(path)
     if nested is not None:
         raise RunDirError(f"{key}: {path} holds another hermes directory, {nested}: hermes replaces a directory only "
                           f"as a whole and never one that holds another (move it out first)")
-    if kind != "run":
-        return path
     summary = read_summary(path)
     if summary is None or summary.get("complete", True):  # runs of earlier versions have no 'complete'
         return path

@@ -253,7 +253,8 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
                 except HermesError as err:  # its directory is not one hermes may replace: the others go on
                     outcomes[run.id] = Outcome(run, "failed", str(err))
                     progress.event("FAILED", f"{run.title()}: {err}")
-                    try:
+                    try:  # only into the experiment's own runs/ (not through a symlink planted there)
+                        subdir(runs_dir.parent, runs_dir.name)
                         write_atomic(side_file(runs_dir / run.id, ERROR), f"{err}\n")
                     except HermesError:
                         pass  # the row says why in any case
@@ -365,5 +366,9 @@ def _finish(job: _Job, runs_dir: Path, rc: int | None, timed_out: float | None) 
         if summary is not None:
             return Outcome(job.run, "done", None, wall, summary)
         err = "the run ended without a complete summary.json"
-    write_atomic(side_file(d, ERROR), err + "\n")
+    try:  # only into the experiment's own runs/ (not through a symlink planted there meanwhile)
+        subdir(runs_dir.parent, runs_dir.name)
+        write_atomic(side_file(d, ERROR), err + "\n")
+    except HermesError:
+        pass  # the row says why in any case
     return Outcome(job.run, "failed", err, wall)

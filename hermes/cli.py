@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", metavar="SECONDS",
                    help="end the job if a phase (or the set-up) takes longer (a rank stopped or hung); "
                    "overrides run.timeout")
+    r.add_argument("--processes", type=int, metavar="N",
+                   help="MPI processes hosting the processors (default: one per processor up to this machine's "
+                   "cores, the processors shared evenly); overrides run.processes")
     r.add_argument("--no-launch", action="store_true",
                    help="never start mpiexec; run in this process (a 1-processor scenario, or already under MPI)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
@@ -173,9 +176,11 @@ def _load(args):
     else:
         sc = parse_scenario(QUICKSTART, overrides=overrides)
     if args.command == "run" and not args.no_launch and not under_mpi_launcher():
+        from hermes.hosting import processes_for
         from hermes.preflight import preflight
 
-        preflight(sc, sc.processors or 4)
+        p = sc.processors or 4
+        preflight(sc, p, processes=processes_for(sc, p, getattr(args, "processes", None)))
     return sc
 
 
@@ -619,7 +624,9 @@ def _prepare_launch(args):
     (:func:`hermes.results.claim_dir`) and hands it to the job with ``--lock-token``."""
     from hermes.checkpoint import verify_checkpoint
     from hermes.errors import HermesError
+    from hermes.hosting import processes_for
     from hermes.results import MARKER, claim_dir, read_marker, run_dir_for
+    from hermes.scenario import load_scenario
 
     _timeout(args)
     if args.resume is not None:
@@ -631,22 +638,30 @@ def _prepare_launch(args):
         lock = claim_dir(d, "--resume", force=True)
         try:
             man = verify_checkpoint(d)  # every file, and scenario.yaml unchanged, before mpiexec starts
+            n = processes_for(load_scenario(d / "scenario.yaml"), man.ranks, args.processes)
         except BaseException:
             lock.release()
             raise
-        return man.ranks, ["--lock-token", lock.token], lock
+        return n, ["--lock-token", lock.token], lock
     sc = _load(args)
+    p = sc.processors or 4
+    n = processes_for(sc, p, args.processes)
     path, key = run_dir_for(sc, args.out)
     lock = claim_dir(path, key, force=args.force, name=sc.name)
     extra = ["--out", str(lock.path)] if args.out is None and sc.output.dir is None else []
-    return sc.processors or 4, [*extra, "--lock-token", lock.token], lock
+    if sc.processors is None:
+        extra += ["--set", f"processors={p}"]
+    return n, [*extra, "--lock-token", lock.token], lock
 
 
 def _run_here(args) -> int:
     from mpi4py import MPI
 
+    from functools import partial
+
     from hermes.driver import resume, run
-    from hermes.errors import HermesError
+    from hermes.errors import HermesError, ScenarioError
+    from hermes.hosting import host_run, processes_for
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -659,15 +674,20 @@ def _run_here(args) -> int:
     try:
         _timeout(args)
         if args.resume is not None:
-            summary = resume(args.resume, comm, quiet=args.quiet, progress=show, timeout=_timeout(args),
-                             pictures=False if args.no_pictures else None, lock_token=args.lock_token)
-            sc = None
+            p, sc = _resume_processors(args), None
+            job = partial(resume, args.resume, quiet=args.quiet, progress=show, timeout=_timeout(args),
+                          pictures=False if args.no_pictures else None, lock_token=args.lock_token)
         else:
             sc = _load(args)  # every rank validates the same file: same verdict, no communication needed
             if args.no_pictures:
                 sc = sc.model_copy(update={"output": sc.output.model_copy(update={"pictures": False})})
-            summary = run(sc, comm, out_dir=args.out, quiet=args.quiet, progress=show, force=args.force,
+            p = sc.processors or comm.Get_size()
+            processes_for(sc, p, comm.Get_size() if args.processes is None else args.processes)
+            if args.processes is not None and args.processes != comm.Get_size():
+                raise ScenarioError(f"--processes: {args.processes}, but the job has {comm.Get_size()} processes")
+            job = partial(run, sc, out_dir=args.out, quiet=args.quiet, progress=show, force=args.force,
                           timeout=None, lock_token=args.lock_token)  # --timeout is in the scenario already
+        summary = host_run(p, lambda c: job(c), comm).get(0)
     except HermesError as err:
         code = _error(str(err), rank)
         if comm.Get_size() > 1:
@@ -683,6 +703,18 @@ def _run_here(args) -> int:
                 if sc is not None and sc.output.pictures:
                     print(f"pictures: {out}/partition-*.png, {out}/phases.png")
     return 0
+
+
+def _resume_processors(args) -> int:
+    """The processors of the run to resume (its checkpoint's manifest; one line if there is none)."""
+    from hermes.checkpoint import read_manifest
+    from hermes.errors import HermesError
+    from hermes.results import MARKER, read_marker
+
+    d = Path(args.resume)
+    if not d.is_dir() or read_marker(d) != "run":
+        raise HermesError(f"--resume: {d} is not a run directory hermes made (no {MARKER} marker)")
+    return read_manifest(d).ranks
 
 
 def _exit_together(comm, code: int, timeout: float = 60.0) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.clock import Clock
+from hermes.hosting import waitall
 
 __all__ = ["Comm", "Counters", "NeighbourComm", "allreduce", "agree", "gather_error", "ordered_sum", "Bookkeeping",
            "exchange_objects", "sparse_exchange", "allgather", "bcast", "exchange_arrays"]
@@ -99,8 +100,6 @@ class NeighbourComm:
             payloads = [np.asarray(s, dtype=np.float64).ravel() for s in send]
         if len(payloads) != len(nb):
             raise ValueError(f"{len(payloads)} payloads for {len(nb)} neighbours")
-        from mpi4py import MPI
-
         clock = self.clock
         stamp = clock.stamp()
         t_start = clock.now
@@ -122,7 +121,7 @@ class NeighbourComm:
                     reqs.append(self.comm.Irecv(rsizes[k : k + 1], source=int(j), tag=_TAG_EXCHANGE))
                 for k, j in enumerate(nb):
                     reqs.append(self.comm.Isend(sizes[k : k + 1], dest=int(j), tag=_TAG_EXCHANGE))
-                MPI.Request.Waitall(reqs)
+                waitall(reqs)
             else:
                 rsizes = np.asarray(recv_sizes, dtype=np.int64)
             bufs = [np.empty(int(n) + head, dtype=np.float64) for n in rsizes]
@@ -133,7 +132,7 @@ class NeighbourComm:
                 reqs.append(self.comm.Irecv(bufs[k], source=int(j), tag=_TAG_EXCHANGE + 1))
             for k, j in enumerate(nb):
                 reqs.append(self.comm.Isend(outs[k], dest=int(j), tag=_TAG_EXCHANGE + 1))
-            MPI.Request.Waitall(reqs)
+            waitall(reqs)
         if congested:
             arrivals = np.array([b[0] + b[1] for b in bufs])
         else:
@@ -208,6 +207,23 @@ def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters:
     between runs (MPI's own reduction order may vary).
     """
     scalar = np.ndim(x) == 0
+    fast = getattr(comm, "reduce_stamped", None)  # hosted processors: the fold once per process, same bits
+    if fast is not None and op in ("sum", "max", "min"):
+        v = np.atleast_1d(np.asarray(x, dtype=np.float64)).ravel()
+        stamp = clock.stamp() if clock is not None else 0.0
+        if clock is not None:
+            with clock.measure("sync"):
+                latest, out = fast(stamp, v, op)
+            t0 = clock.now
+            clock.synchronised(np.array([latest]), clock.links.collective_cost(comm.Get_size(), 8.0 * v.size))
+            if counters is not None and clock.kind == "virtual":
+                counters.time += clock.now - t0
+        else:
+            latest, out = fast(stamp, v, op)
+        if counters is not None:
+            counters.count_collective(kind)
+            counters.bytes += 8 * v.size
+        return float(out[0]) if scalar else out
     vals = allgather(comm, x, clock, counters=counters, kind=kind)
     if op == "sum":
         out = np.zeros(vals.shape[1])
@@ -252,8 +268,6 @@ def exchange_arrays(comm, out: dict[int, NDArray], clock: Clock | None = None, *
     """Send the float array ``out[d]`` to rank d, receive from whoever sends (collective): an ``Alltoall`` of
     (stamp, size) headers, charged as a collective, then point-to-point messages carrying the virtual send
     time, charged α + β·bytes each. Empty arrays are not sent. Returns the received arrays by source rank."""
-    from mpi4py import MPI
-
     me, p = comm.Get_rank(), comm.Get_size()
     out = {int(d): np.asarray(a, dtype=np.float64).ravel() for d, a in out.items() if np.size(a)}
     head = np.zeros((p, 2))
@@ -275,12 +289,12 @@ def exchange_arrays(comm, out: dict[int, NDArray], clock: Clock | None = None, *
     reqs += [comm.Isend(b, dest=d, tag=tag) for d, b in sends.items()]
     if clock is not None:
         with clock.measure("comm"):
-            MPI.Request.Waitall(reqs)
+            waitall(reqs)
         links = clock.links
         clock.exchanged(np.array([links.cost(me, d, 8.0 * a.size) for d, a in out.items()]),
                         np.array([b[0] + links.cost(r, me, 8.0 * (b.size - 1)) for r, b in bufs.items()]))
     else:
-        MPI.Request.Waitall(reqs)
+        waitall(reqs)
     if counters is not None:
         counters.count_collective("alltoall")
         counters.time += clock.now - t0 if clock is not None and clock.kind == "virtual" else 0.0
@@ -294,11 +308,9 @@ def exchange_objects(comm, ranks, payloads: list, tag: int) -> list:
     """Send ``payloads[k]`` (any picklable object) to ``ranks[k]`` and receive one object from each, in the
     order of ``ranks`` (collective over symmetric neighbours: every rank in ``ranks`` lists this one). The
     caller charges the clock, if the exchange is part of the model."""
-    from mpi4py import MPI
-
     reqs = [comm.isend(pl, dest=int(r), tag=tag) for r, pl in zip(ranks, payloads)]
     got = [comm.recv(source=int(r), tag=tag) for r in ranks]
-    MPI.Request.Waitall(reqs)
+    waitall(reqs)
     return got
 
 
@@ -308,15 +320,17 @@ def sparse_exchange(comm, sends: dict[int, Any], tag: int) -> dict[int, Any]:
     Who sends to whom is found with one all-to-all of flags (bookkeeping, not charged); the messages
     themselves are point to point. Returns the received objects by source rank, in increasing rank order.
     """
-    from mpi4py import MPI
-
-    flags = [0] * comm.Get_size()
-    for r in sends:
-        flags[int(r)] = 1
-    incoming = comm.alltoall(flags)
+    sources = getattr(comm, "sources", None)  # hosted processors: the senders without p × p flags
+    if sources is not None:
+        senders = sources(list(sends))
+    else:
+        flags = [0] * comm.Get_size()
+        for r in sends:
+            flags[int(r)] = 1
+        senders = [r for r, f in enumerate(comm.alltoall(flags)) if f]
     reqs = [comm.isend(obj, dest=int(r), tag=tag) for r, obj in sorted(sends.items())]
-    got = {r: comm.recv(source=r, tag=tag) for r, f in enumerate(incoming) if f}
-    MPI.Request.Waitall(reqs)
+    got = {r: comm.recv(source=r, tag=tag) for r in senders}
+    waitall(reqs)
     return got
 
 

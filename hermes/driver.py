@@ -227,7 +227,7 @@ def load_mesh(sc: Scenario):
     return mesh
 
 
-def _read_and_partition(sc: Scenario, p: int):
+def _read_and_partition(sc: Scenario, p: int, processes: int | None = None):
     """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields."""
     from hermes.data.partition import metis_partition
     from hermes.preflight import check_size
@@ -236,10 +236,10 @@ def _read_and_partition(sc: Scenario, p: int):
     caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
     rows = None if sched.table is None else sched.table.tolist()
     if sc.mesh.grid_cells is not None:  # cells ≥ processors, magnitudes, memory: before the grid is built
-        check_size(sc, sc.mesh.grid_cells, p, capacities=caps, schedule=rows)
+        check_size(sc, sc.mesh.grid_cells, p, capacities=caps, schedule=rows, ranks_here=processes)
     mesh = load_mesh(sc)
     if sc.mesh.grid_cells is None:
-        check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows,
+        check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows, ranks_here=processes,
                    weights=(float(mesh.weights.min()), float(mesh.weights.max())))
     tm = None
     if sc.adaptation.kind == "refine":  # the work units become the triangles
@@ -253,7 +253,11 @@ def distribute(comm, sc: Scenario) -> tuple[LocalDomain, Setup]:
     """Rank 0 reads and partitions the mesh, every rank receives its cells (collective; a bad mesh raises the
     same error on every rank)."""
     rank, p = comm.Get_rank(), comm.Get_size()
-    payload = agree(comm, _read_and_partition, sc, p) if rank == 0 else agree(comm, lambda: None)
+    from hermes.preflight import ranks_on_this_machine
+
+    host = getattr(comm, "host", None)  # hosted processors (hermes.hosting): the processes on this machine
+    here = None if host is None else ranks_on_this_machine(host.n)
+    payload = agree(comm, _read_and_partition, sc, p, here) if rank == 0 else agree(comm, lambda: None)
     mesh, owner, fields, tm = payload if rank == 0 else (None, None, None, None)
     meta = (mesh.name, mesh.n_cells, (mesh.coords.min(axis=0), mesh.coords.max(axis=0))) if rank == 0 else None
     name, n_cells, bbox = comm.bcast(meta, root=0)

@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 RANK_BYTES = 90 * 2**20
+#: a hosted processor's own state beyond its cells (hermes.hosting; measured in BENCHMARKS.md)
+PROCESSOR_BYTES = 2**20
 CELL_BYTES = 1300
 PHASE_BYTES = 16
 #: mesh files up to this size are read before launching (a few seconds at most); larger ones are read by
@@ -49,9 +51,11 @@ PHASE_BYTES = 16
 READ_LIMIT = 64 * 2**20
 
 
-def memory_needed(n_cells: int, ranks: int, phases: int) -> float:
-    """Bytes a run of ``n_cells`` cells on ``ranks`` ranks of this machine needs (module docstring)."""
-    return ranks * RANK_BYTES + n_cells * (CELL_BYTES + phases * PHASE_BYTES)
+def memory_needed(n_cells: int, ranks: int, phases: int, processors: int | None = None) -> float:
+    """Bytes a run of ``n_cells`` cells on ``ranks`` MPI processes of this machine hosting ``processors``
+    emulated processors (default: one per process) needs (module docstring)."""
+    hosted = ranks if processors is None else max(processors, ranks)
+    return ranks * RANK_BYTES + hosted * PROCESSOR_BYTES + n_cells * (CELL_BYTES + phases * PHASE_BYTES)
 
 
 def memory_available() -> int | None:
@@ -102,7 +106,8 @@ def ranks_on_this_machine(p: int) -> int:
     return p
 
 
-def check_memory(sc: Scenario, n_cells: int, ranks: int, *, available: int | None = None) -> None:
+def check_memory(sc: Scenario, n_cells: int, ranks: int, *, available: int | None = None,
+                 processors: int | None = None) -> None:
     """Refuse a run that needs more memory than this machine has (``ranks``: ranks on this machine).
 
     Raises
@@ -110,16 +115,18 @@ def check_memory(sc: Scenario, n_cells: int, ranks: int, *, available: int | Non
     ScenarioError
         One line: what the run needs (and from what), what is available.
     """
-    need = memory_needed(n_cells, ranks, sc.adaptation.phases)
+    need = memory_needed(n_cells, ranks, sc.adaptation.phases, processors)
     avail = memory_available() if available is None else available
     if avail is not None and need > avail:
+        hosted = "" if processors is None or processors <= ranks else \
+            f" + {processors} processors × {_size(PROCESSOR_BYTES)}"
         raise ScenarioError(f"{_mesh_key(sc)} needs about {_size(need)} of memory ({n_cells} cells × "
-                            f"{CELL_BYTES} bytes + {ranks} ranks × {_size(RANK_BYTES)}), but this machine has "
-                            f"{_size(avail)} available")
+                            f"{CELL_BYTES} bytes + {ranks} processes × {_size(RANK_BYTES)}{hosted}), but this "
+                            f"machine has {_size(avail)} available")
 
 
 def check_size(sc: Scenario, n_cells: int, p: int, *, ranks_here: int | None = None, capacities=None,
-               schedule=None, weights: tuple[float, float] = (1.0, 1.0)) -> None:
+               schedule=None, weights: tuple[float, float] = (1.0, 1.0), processors_here: int | None = None) -> None:
     """The checks that need the mesh: cells ≥ processors, magnitudes, memory.
 
     ``capacities`` and ``schedule`` are the base capacities and the schedule's rows as read (None:
@@ -130,7 +137,8 @@ def check_size(sc: Scenario, n_cells: int, p: int, *, ranks_here: int | None = N
     if n_cells < p:
         raise MeshError(f"more processors ({p}) than cells ({n_cells}) in {_mesh_key(sc)}")
     check_magnitudes(sc, n_cells=n_cells, p=p, capacities=capacities, schedule=schedule, weights=weights)
-    check_memory(sc, n_cells, ranks_on_this_machine(p) if ranks_here is None else ranks_here)
+    here = ranks_on_this_machine(p) if ranks_here is None else ranks_here
+    check_memory(sc, n_cells, here, processors=p if processors_here is None else processors_here)
 
 
 def mesh_cells(sc: Scenario) -> tuple[int, tuple[float, float]] | None:
@@ -152,7 +160,7 @@ def mesh_cells(sc: Scenario) -> tuple[int, tuple[float, float]] | None:
     return mesh.n_cells, (float(mesh.weights.min()), float(mesh.weights.max()))
 
 
-def preflight(sc: Scenario, p: int) -> None:
+def preflight(sc: Scenario, p: int, *, processes: int | None = None) -> None:
     """Everything about a run on ``p`` processors that can be checked serially before starting MPI.
 
     Raises
@@ -169,4 +177,4 @@ def preflight(sc: Scenario, p: int) -> None:
     if known is not None:
         caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
         check_size(sc, known[0], p, capacities=caps, schedule=None if sched.table is None else sched.table.tolist(),
-                   weights=known[1])
+                   weights=known[1], ranks_here=processes)

@@ -391,6 +391,10 @@ class RunSpec(_Strict):
     timeout: Annotated[float, Field(gt=0, le=1e7)] | None = Field(
         None, description="wall seconds a phase (or the set-up) may take; a job without progress for that long "
         "(a rank stopped or hung) is ended with one line and exit status 124; --timeout overrides")
+    processes: Annotated[int, Field(ge=1, le=MAX_PROCESSORS)] | None = Field(
+        None, description="MPI processes hosting the processors (at most one process per processor); default: "
+        "one per processor up to the cores of this machine, the processors shared evenly among them "
+        "(hermes.hosting); clock: wall needs one per processor; --processes overrides")
 
 
 class Scenario(_Strict):

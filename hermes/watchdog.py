@@ -46,7 +46,8 @@ class Watchdog:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Watchdog:
-        if self.timeout is not None:
+        # one watchdog per process: the first processor it hosts watches for all (hermes.hosting)
+        if self.timeout is not None and getattr(self.comm, "process_leader", True):
             self._last = time.monotonic()
             self._thread = threading.Thread(target=self._watch, name="hermes-watchdog", daemon=True)
             self._thread.start()

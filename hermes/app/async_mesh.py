@@ -81,6 +81,7 @@ from hermes.app.kernels import jacobi_sweeps
 from hermes.app.simulate import LoopStats, ghost_layout, jacobi_step
 from hermes.comm import NeighbourComm
 from hermes.data.distributed import HaloPlan, LocalDomain, halo_plan
+from hermes.hosting import waitall
 
 __all__ = ["AsyncSweep", "AsyncReference", "async_sweeps", "solve_phase_async", "async_serial", "ASYNC_TAG"]
 
@@ -192,8 +193,6 @@ def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int,
         On the virtual clock, a link of this rank to a neighbour with latency ≤ 0 (the conservative simulation
         could deadlock; the scenario refuses it first).
     """
-    from mpi4py import MPI
-
     plan = plan if plan is not None else halo_plan(dom)
     ranks = [int(j) for j in plan.ranks]
     nb = nb if nb is not None else NeighbourComm(comm, plan.ranks, clock)
@@ -250,7 +249,7 @@ def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int,
         post(-1, clock.stamp(), np.full(len(ranks), np.inf), [np.zeros(g.size) for g in plan.send_idx])
         for st in streams:
             st.close()
-        MPI.Request.Waitall([q for q, _ in sends])
+        waitall([q for q, _ in sends])
 
 
 def solve_phase_async(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int, work_per_weight: float,

@@ -36,6 +36,7 @@ from mpi4py import MPI
 
 from hermes.app.asynchronous import CONTROL_KINDS, AiacRank
 from hermes.app.iteration import Event, IterConfig, Platform, RankRecord, WallTimer
+from hermes.hosting import waitall
 
 __all__ = ["aiac_mpi_virtual", "aiac_mpi_wall"]
 
@@ -69,7 +70,7 @@ def aiac_mpi_virtual(comm, cfg: IterConfig, platform: Platform, bounds) -> tuple
         for j in nbrs:
             for ev in comm.recv(source=j, tag=_TAG):
                 heapq.heappush(inbox, (ev.arrival, 0, ev.sender, ev.seq, ev))
-        MPI.Request.Waitall(reqs)
+        waitall(reqs)
         outgoing = []
         if rk.finished:
             inbox.clear()
@@ -139,6 +140,6 @@ def aiac_mpi_wall(comm, cfg: IterConfig, platform: Platform, bounds) -> tuple[Ra
         ev = comm.recv(source=MPI.ANY_SOURCE, tag=_TAG)
         if ev.kind == "bye":
             byes.add(ev.sender)
-    MPI.Request.Waitall(pending)
+    waitall(pending)
     root = (p - 1) // 2
     return rk.record, rk.rounds if r == root else [], 0

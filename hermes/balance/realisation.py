@@ -60,6 +60,8 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
     rank = comm.Get_rank()
     stats = MigrationStats()
     realised = np.zeros(len(edges))
+    out_edges = np.flatnonzero(edges[:, 0] == rank) if len(edges) else np.zeros(0, np.int64)
+    in_edges = np.flatnonzero(edges[:, 1] == rank) if len(edges) else np.zeros(0, np.int64)
     for level in levels:
         if not comm.allreduce(int(rank in set(level.tolist()) and _has_out(rank, edges, flow))):
             continue
@@ -73,10 +75,13 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
             dom = announce_moves(NeighbourComm(comm, dom.neighbour_ranks, _clock(comm, clock)), dom, dest)
         dom, st = migrate(comm, dom, dest, clock, refresh=False)
         stats.add(st)
-        for k, (i, j) in enumerate(edges):
-            if i == rank and j in moved_to:
+        for k in out_edges.tolist():  # only this rank's edges can carry its moves
+            j = int(edges[k, 1])
+            if j in moved_to:
                 realised[k] += moved_to[j]
-            elif j == rank and i in moved_to:
+        for k in in_edges.tolist():
+            i = int(edges[k, 0])
+            if i != rank and i in moved_to:
                 realised[k] -= moved_to[i]
     if not exact:
         dom = refresh_owners(comm, dom)

@@ -1,0 +1,182 @@
+"""Many emulated processors per MPI process (hermes.hosting): the communicator's semantics, serially and over
+real MPI processes, and the identity of a run's results whatever the number of processes hosting it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hermes.errors import HermesError, ScenarioError
+from hermes.hosting import HostedError, blocks, host_run, processes_for
+from hermes.scenario import parse_scenario
+from tests.conftest import run_mpi
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _collectives(comm):
+    r, p = comm.Get_rank(), comm.Get_size()
+    assert comm.allgather(r) == list(range(p))
+    assert comm.allreduce(r) == p * (p - 1) // 2
+    assert comm.scan(1) == r + 1 and comm.exscan(1) == (r or None)
+    got = comm.bcast({"a": [1, 2]} if r == 0 else None)
+    got["a"].append(r)  # a received object is this processor's own copy
+    assert comm.allgather(len(got["a"])) == [3] * p
+    g = comm.gather(2 * r, root=p - 1)
+    assert g == ([2 * i for i in range(p)] if r == p - 1 else None)
+    assert comm.scatter([10 * i for i in range(p)] if r == 1 % p else None, root=1 % p) == 10 * r
+    assert comm.alltoall([100 * r + d for d in range(p)]) == [100 * s + r for s in range(p)]
+    send = np.array([[100 * r + d, 1.0] for d in range(p)])
+    recv = np.empty_like(send)
+    comm.Alltoall(send, recv)
+    assert recv[:, 0].tolist() == [100 * s + r for s in range(p)]
+    rows = np.empty((p, 2))
+    comm.Allgather(np.array([r, 1.0]), rows)
+    assert rows[:, 0].tolist() == list(range(p))
+    b = np.arange(4.0) if r == 2 % p else np.zeros(4)
+    comm.Bcast(b, root=2 % p)
+    assert b.tolist() == [0.0, 1.0, 2.0, 3.0]
+    return r
+
+
+def _point_to_point(comm):
+    r, p = comm.Get_rank(), comm.Get_size()
+    right, left = (r + 1) % p, (r - 1) % p
+    for k in range(3):  # messages of one source and tag arrive in send order
+        comm.isend((r, k), dest=right, tag=5)
+    assert [comm.recv(source=left, tag=5) for _ in range(3)] == [(left, k) for k in range(3)]
+    buf = np.empty(3)
+    q = comm.Irecv(buf, source=right, tag=7)  # posted before the message is sent
+    comm.Isend(np.arange(3.0) + r, dest=left, tag=7).Wait()
+    q.Wait()
+    assert buf.tolist() == [right, right + 1.0, right + 2.0]
+    comm.isend(r, dest=right, tag=9)
+    from mpi4py import MPI
+
+    st = MPI.Status()
+    comm.Probe(source=MPI.ANY_SOURCE, tag=9, status=st)
+    assert st.Get_source() == left and comm.recv(source=MPI.ANY_SOURCE, tag=9) == left
+    return r
+
+
+@pytest.mark.parametrize("p", [1, 2, 7, 64])
+def test_serial_semantics(p):
+    assert host_run(p, _collectives) == {r: r for r in range(p)}
+    assert host_run(p, _point_to_point) == {r: r for r in range(p)}
+
+
+def test_blocks_are_even_and_contiguous():
+    assert blocks(10, 3).tolist() == [0, 4, 7, 10]
+    assert blocks(4, 4).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_processor_that_waits_for_nothing_is_reported_not_hung():
+    def never(comm):
+        if comm.Get_rank() == 1:
+            comm.recv(source=0, tag=1)  # rank 0 never sends
+        return 0
+
+    with pytest.raises(HostedError, match="wait for each other"):
+        host_run(3, never)
+
+
+def test_mismatched_collectives_are_a_defect():
+    def odd(comm):
+        return comm.allgather(0) if comm.Get_rank() else comm.bcast(0)
+
+    with pytest.raises(HostedError, match="calls"):
+        host_run(2, odd)
+
+
+def test_errors_end_every_processor():
+    def bad_input(comm):
+        from hermes.comm import agree
+
+        def check():
+            if comm.Get_rank() == 2:
+                raise ScenarioError("mesh.file: no such file")
+
+        agree(comm, check)
+
+    with pytest.raises(ScenarioError, match="no such file"):  # every processor raised it; reported once
+        host_run(4, bad_input)
+
+    def defect(comm):
+        if comm.Get_rank() == 1:
+            raise ZeroDivisionError("a defect")
+        comm.barrier()
+
+    with pytest.raises(ZeroDivisionError):  # at once: the caller aborts the job
+        host_run(3, defect)
+
+
+def test_mpi_bridges_processes():
+    script = ROOT / "tests" / "mpi" / "hosting_bridge.py"
+    res = run_mpi(3, [], script=script, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert sorted(res.stdout.split()) == ["ok0", "ok1", "ok2"]
+
+
+def _sc(**keys):
+    return parse_scenario({"mesh": {"grid": "8x8"}, **keys})
+
+
+def test_processes_for():
+    sc = _sc()
+    assert processes_for(sc, 16, cores=2) == 2
+    assert processes_for(sc, 1, cores=8) == 1
+    assert processes_for(sc, 16, 5) == 5
+    assert processes_for(_sc(run={"processes": 3}), 16) == 3
+    with pytest.raises(HermesError, match="at most one process per processor"):
+        processes_for(sc, 4, 8)
+    with pytest.raises(HermesError, match="clock: wall"):
+        processes_for(_sc(clock="wall"), 8, 2)
+    assert processes_for(_sc(clock="wall"), 8, cores=2) == 8
+
+
+def _hermes(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hermes", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
+def _results(d: Path) -> tuple:
+    summary = json.loads((d / "summary.json").read_text())
+    for k in ("wall_seconds", "adapt_wall_seconds", "versions"):
+        summary.pop(k, None)
+    parts = np.load(d / "partitions.npz")
+    return (json.dumps(summary, sort_keys=True), (d / "phases.csv").read_text(),
+            {k: parts[k].tobytes() for k in sorted(parts.files)})
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("balancer", ["pcg", "grapevine", "mincost", "metis"])
+def test_results_identical_whatever_the_processes(tmp_path, balancer):
+    """P = 6 processors as 6 processes, 3, 2 and 1 (in this process): summary.json, phases.csv and
+    partitions.npz bit for bit the same."""
+    base = ["run", "--no-pictures", "--quiet", "--set", "processors=6", "--set", "platform.capacities=homo",
+            "--set", f"balancer.algorithm={balancer}", "--set", "adaptation.phases=2"]
+    got = {}
+    for n in (6, 3, 2, 1):
+        out = tmp_path / f"n{n}"
+        extra = ["--no-launch"] if n == 1 else ["--processes", str(n)]
+        res = _hermes([*base, *extra, "--out", str(out)])
+        assert res.returncode == 0, res.stderr
+        got[n] = _results(out)
+    for n in (3, 2, 1):
+        assert got[n] == got[6], f"{balancer}: {n} processes differ from 6"
+
+
+@pytest.mark.mpi
+def test_bad_processes_is_one_line(tmp_path):
+    res = _hermes(["run", "--set", "processors=4", "--processes", "8", "--out", str(tmp_path / "x")])
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "at most one process per processor" in lines[0], res.stderr
+    res = _hermes(["run", "--set", "processors=4", "--set", "clock=wall", "--processes", "2",
+                   "--out", str(tmp_path / "y")])
+    assert res.returncode != 0 and "clock: wall" in res.stderr and "Traceback" not in res.stderr

@@ -505,7 +505,7 @@ def _cmd_run(args, argv: list[str]) -> int:
     if not under_mpi_launcher() and not args.no_launch:
         # validate first (serially) — the scenario, the run directory —, then start the job under mpiexec
         try:
-            n, extra, lock = _prepare_launch(args)
+            n, extra, lock, p = _prepare_launch(args)
         except HermesError as err:
             return _error(str(err))
         try:  # the lock is held until the job has ended (a second run into the directory is refused meanwhile)
@@ -514,8 +514,9 @@ def _cmd_run(args, argv: list[str]) -> int:
             except HermesError as err:
                 return _error(str(err))
             if not args.quiet:
+                hosted = f" ({p} processors on {n} process{'es' * (n != 1)})" if p != n else ""
                 print("hermes: launching: " + " ".join(c for c in cmd if c != lock.token)
-                      .replace(" --lock-token", ""), flush=True)
+                      .replace(" --lock-token", "") + hosted, flush=True)
             end = run_job(cmd)
         finally:
             lock.release(remove_if_unused=True)
@@ -618,7 +619,8 @@ def _write_brusselator(out: Path, spec, summary: dict) -> None:
 
 
 def _prepare_launch(args):
-    """The launcher's checks before mpiexec: (ranks, extra arguments for the job, the run directory's lock). A
+    """The launcher's checks before mpiexec: (processes, extra arguments for the job, the run directory's lock,
+    processors). A
     new run: the scenario and its run directory (the default one named here, so that every rank uses the
     same); a resumed run: the checkpoint and its directory. The launcher holds the directory's lock
     (:func:`hermes.results.claim_dir`) and hands it to the job with ``--lock-token``."""
@@ -642,7 +644,7 @@ def _prepare_launch(args):
         except BaseException:
             lock.release()
             raise
-        return n, ["--lock-token", lock.token], lock
+        return n, ["--lock-token", lock.token], lock, man.ranks
     sc = _load(args)
     p = sc.processors or 4
     n = processes_for(sc, p, args.processes)
@@ -651,7 +653,7 @@ def _prepare_launch(args):
     extra = ["--out", str(lock.path)] if args.out is None and sc.output.dir is None else []
     if sc.processors is None:
         extra += ["--set", f"processors={p}"]
-    return n, [*extra, "--lock-token", lock.token], lock
+    return n, [*extra, "--lock-token", lock.token], lock, p
 
 
 def _run_here(args) -> int:

@@ -292,8 +292,12 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
                      dom, setup, cells_initial=book.sum(dom.n), weight_initial=weight_initial, say=say,
                      wall_start=wall_start, load=load)
     state.watch = Watch.create(comm, sc, clock, state.probe_work)
-    say(f"hermes: {setup.name} ({setup.n_cells} cells) on {p} rank{'s' * (p != 1)}, balancer {balancer.name}, "
+    host = getattr(comm, "host", None)
+    on = f"{p} processor{'s' * (p != 1)}" + ("" if host is None or host.n == p else
+                                               f" on {host.n} process{'es' * (host.n != 1)}")
+    say(f"hermes: {setup.name} ({setup.n_cells} cells) on {on}, balancer {balancer.name}, "
         f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
+    say(f"set-up: mesh, initial partition and distribution in {time.perf_counter() - wall_start:.1f} s wall")
     if state.rank == 0:
         _record_initial(state)
     return state

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from hermes.hosting import usable_cores
+
 from hermes.launch import _LAUNCHER_ENV, mpiexec_command, under_mpi_launcher
 from tests.conftest import ROOT
 
@@ -44,7 +46,9 @@ def test_run_launches_itself_under_mpiexec_and_plot_redraws(tmp_path):
     res = cli("run", "--set", "adaptation.phases=2", "--out", str(out))
     assert res.returncode == 0, res.stderr
     first = res.stdout.splitlines()[0]
-    assert first.startswith("hermes: launching: ") and "mpiexec" in first and " -n 4 " in first
+    n = min(4, usable_cores())  # the default: one process per processor up to the cores
+    assert first.startswith("hermes: launching: ") and "mpiexec" in first and f" -n {n} " in first
+    assert n == 4 or first.endswith(f"(4 processors on {n} processes)"), first
     assert "phase 2/2" in res.stdout and (out / "summary.json").exists()
     for png in out.glob("*.png"):
         png.unlink()

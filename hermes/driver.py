@@ -79,6 +79,7 @@ from hermes.data.refine import TriMesh, from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
 from hermes.errors import BalancerError, HermesError, OutputError, ScenarioError
 from hermes.extraload import CapacitySchedule
+from hermes.hosting import shared
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
@@ -1023,7 +1024,12 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
 
 def _gather_costs(book: Bookkeeping, p: int, est: Estimates) -> np.ndarray:
     """The p×p link-cost matrix w̃ of the gain function (0 off the subdomain graph)."""
-    cost = np.zeros((p, p))
-    for i, (nbrs, cs) in enumerate(book.allgather((est.neighbours.tolist(), est.costs.tolist()))):
-        cost[i, nbrs] = cs
-    return cost
+    rows = book.allgather((est.neighbours.tolist(), est.costs.tolist()))
+
+    def build() -> np.ndarray:
+        cost = np.zeros((p, p))
+        for i, (nbrs, cs) in enumerate(rows):
+            cost[i, nbrs] = cs
+        return cost
+
+    return shared(book.comm, "link-costs", rows, build)  # hosted processors share one read-only matrix

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ANY_SOURCE", "ANY_TAG", "Host", "HostedComm", "HostedError", "Status", "blocks", "host_run", "processes_for",
-           "usable_cores", "waitall"]
+__all__ = ["ANY_SOURCE", "ANY_TAG", "Host", "HostedComm", "HostedError", "Status", "blocks", "host_run",
+           "processes_for", "shared", "usable_cores", "waitall"]
 
 ANY_SOURCE = -1
 ANY_TAG = -1
@@ -259,6 +259,7 @@ class Host:
         self.sends: list = []  # MPI requests of envelopes in flight
         self.gathering: dict[int, dict[int, Any]] = {}  # process 0: collective k's parts by process
         self.finished: dict[int, tuple[bool, Any]] = {}
+        self.shared: dict[str, tuple[bytes, Any]] = {}  # hermes.hosting.shared: one array for all processors
         self.idle = 0
 
     def process_of(self, rank: int) -> int:
@@ -753,6 +754,25 @@ def _src(source) -> int:
 def _tag(tag) -> int:
     tag = int(tag)
     return ANY_TAG if tag in (ANY_TAG, _any("ANY_TAG")) else tag
+
+
+def shared(comm, name: str, inputs: Any, build: Callable[[], np.ndarray]) -> np.ndarray:
+    """``build()`` — an array every processor computes alike from the same ``inputs`` (a global matrix) — once
+    per process for the processors it hosts: the processors whose ``inputs`` are equal (compared by their
+    pickled SHA-256) get the same read-only array; without hosting, ``build()`` itself."""
+    host = getattr(comm, "host", None)
+    if host is None:
+        return build()
+    import hashlib
+
+    key = hashlib.sha256(pickle.dumps(inputs, pickle.HIGHEST_PROTOCOL)).digest()
+    hit = host.shared.get(name)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    value = build()
+    value.flags.writeable = False
+    host.shared[name] = (key, value)
+    return value
 
 
 def host_run(p: int, fn: Callable[[HostedComm], Any], world=None) -> dict[int, Any]:

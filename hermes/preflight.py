@@ -53,8 +53,9 @@ READ_LIMIT = 64 * 2**20
 
 def memory_needed(n_cells: int, ranks: int, phases: int, processors: int | None = None) -> float:
     """Bytes a run of ``n_cells`` cells on ``ranks`` MPI processes of this machine hosting ``processors``
-    emulated processors (default: one per process) needs (module docstring)."""
-    hosted = ranks if processors is None else max(processors, ranks)
+    emulated processors (default: one per process) needs (module docstring): a process' own figure covers
+    its first processor, each further one it hosts costs :data:`PROCESSOR_BYTES`."""
+    hosted = 0 if processors is None else max(processors - ranks, 0)
     return ranks * RANK_BYTES + hosted * PROCESSOR_BYTES + n_cells * (CELL_BYTES + phases * PHASE_BYTES)
 
 
@@ -119,7 +120,7 @@ def check_memory(sc: Scenario, n_cells: int, ranks: int, *, available: int | Non
     avail = memory_available() if available is None else available
     if avail is not None and need > avail:
         hosted = "" if processors is None or processors <= ranks else \
-            f" + {processors} processors × {_size(PROCESSOR_BYTES)}"
+            f" + {processors - ranks} more hosted processors × {_size(PROCESSOR_BYTES)}"
         raise ScenarioError(f"{_mesh_key(sc)} needs about {_size(need)} of memory ({n_cells} cells × "
                             f"{CELL_BYTES} bytes + {ranks} processes × {_size(RANK_BYTES)}{hosted}), but this "
                             f"machine has {_size(avail)} available")

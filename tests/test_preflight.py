@@ -7,6 +7,7 @@ import pytest
 from hermes.errors import HermesError, MeshError, ScenarioError
 from hermes.preflight import (
     CELL_BYTES,
+    PROCESSOR_BYTES,
     RANK_BYTES,
     check_memory,
     memory_available,
@@ -35,6 +36,34 @@ def test_a_grid_beyond_the_memory_is_refused_in_one_line():
     with pytest.raises(ScenarioError) as err:
         check_memory(sc, 10**6, 4, available=10**9)
     assert str(err.value).startswith("mesh.grid: 1000x1000 needs about 1.") and "available" in str(err.value)
+
+
+def test_hosted_processors_count_in_the_memory_estimate():
+    # 2 processes hosting 4,096 processors: each processor beyond the processes' own costs PROCESSOR_BYTES
+    assert memory_needed(10**6, 2, 3, 4096) == 2 * RANK_BYTES + 4094 * PROCESSOR_BYTES + 10**6 * (CELL_BYTES + 48)
+    assert memory_needed(10**6, 4, 3, 4) == memory_needed(10**6, 4, 3)
+    sc = _sc(mesh={"grid": "1000x1000"})
+    need = memory_needed(10**6, 2, sc.adaptation.phases, 100_000)
+    check_memory(sc, 10**6, 2, available=int(need) + 1, processors=100_000)
+    with pytest.raises(ScenarioError) as err:
+        check_memory(sc, 10**6, 2, available=int(need) - 1, processors=100_000)
+    assert "99998 more hosted processors" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_too_many_processors_for_the_memory_is_refused_before_launching(tmp_path):
+    """A P that the memory estimate refuses: one line, no mpiexec started (the grid is never built)."""
+    import subprocess
+    import sys
+
+    avail = memory_available()
+    if avail is None or avail > 60 * 2**30:
+        pytest.skip("this machine has the memory for 100,000 hosted processors")
+    res = subprocess.run([sys.executable, "-m", "hermes", "run", "--set", "processors=100000", "--set",
+                          "mesh.grid=400x300", "--set", "platform.capacities=homo", "--processes", "2",
+                          "--out", str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "launching" not in res.stdout, res.stdout
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "more hosted processors" in lines[0], res.stderr
 
 
 def test_the_launcher_tells_how_many_ranks_share_the_machine(monkeypatch):

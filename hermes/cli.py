@@ -628,7 +628,6 @@ def _prepare_launch(args):
     from hermes.errors import HermesError
     from hermes.hosting import processes_for
     from hermes.results import MARKER, claim_dir, read_marker, run_dir_for
-    from hermes.scenario import load_scenario
 
     _timeout(args)
     if args.resume is not None:
@@ -640,7 +639,7 @@ def _prepare_launch(args):
         lock = claim_dir(d, "--resume", force=True)
         try:
             man = verify_checkpoint(d)  # every file, and scenario.yaml unchanged, before mpiexec starts
-            n = processes_for(load_scenario(d / "scenario.yaml"), man.ranks, args.processes)
+            n = processes_for(_saved_hosting(d), man.ranks, args.processes)
         except BaseException:
             lock.release()
             raise
@@ -705,6 +704,21 @@ def _run_here(args) -> int:
                 if sc is not None and sc.output.pictures:
                     print(f"pictures: {out}/partition-*.png, {out}/phases.png")
     return 0
+
+
+def _saved_hosting(run_dir: Path):
+    """The clock and ``run.processes`` of the run in ``run_dir`` (its scenario.yaml as hermes wrote it; the mesh
+    and the other files are the checkpoint's to check), for :func:`hermes.hosting.processes_for`."""
+    from types import SimpleNamespace
+
+    from hermes.loaders import load_yaml
+
+    doc = load_yaml(run_dir / "scenario.yaml")
+    doc = doc if isinstance(doc, dict) else {}
+    run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
+    processes = run.get("processes")
+    return SimpleNamespace(clock=doc.get("clock", "virtual"),
+                           run=SimpleNamespace(processes=processes if type(processes) is int else None))
 
 
 def _resume_processors(args) -> int:

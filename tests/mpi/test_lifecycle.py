@@ -213,11 +213,12 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_results(tmp_path, c
 
 # -- signals and the watchdog ----------------------------------------------------------------------------------
 def _start(out: Path, *args) -> tuple[subprocess.Popen, Path]:
-    """Start a long self-launching run; return once its first phase is recorded."""
+    """Start a long self-launching run, a process per processor (4); return once its first phase is recorded."""
     log = out.with_suffix(".log")
     with open(log, "w") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "hermes", "run", "--no-pictures", "--set",
-                                 "adaptation.phases=500", "--set", "adaptation.factor=1", "--out", str(out), *args],
+                                 "adaptation.phases=500", "--set", "adaptation.factor=1", "--processes", "4",
+                                 "--out", str(out), *args],
                                 cwd=ROOT, env=_env(),
                                 stdout=fh, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

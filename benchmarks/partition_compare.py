@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from hermes.hosting import usable_cores
 from hermes.launch import _LAUNCHER_ENV, mpiexec_command
 
 __all__ = ["METHODS", "DEFAULT_METHODS", "MESHES", "capacities", "scenario", "run_hermes", "run_row",
@@ -117,8 +118,11 @@ def scenario(mesh_file: str | Path, balancer: dict[str, Any], *, ranks: int, pha
     }
 
 
-def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0) -> tuple[dict[str, Any], float]:
-    """Run ``hermes run`` on ``sc['processors']`` ranks under mpiexec; return (summary.json, seconds).
+def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | None = None) -> tuple[dict[str, Any],
+                                                                                                  float]:
+    """Run ``hermes run`` of ``sc['processors']`` processors under mpiexec on ``processes`` MPI processes
+    (default: hermes' own, one per processor up to the cores, :func:`hermes.hosting.processes_for`; the results
+    are the same whatever the number); return (summary.json, seconds).
 
     The job runs in its own process group, killed as a whole if it outlives ``timeout``. Scotch runs
     single-threaded (``SCOTCH_PTHREAD_NUMBER=1`` unless set): its threaded remapping returned different
@@ -137,8 +141,9 @@ def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0) -> tuple[dict[str,
         path = Path(tmp) / "scenario.yaml"
         path.write_text(yaml.safe_dump(sc, sort_keys=False))
         out = Path(tmp) / "run"
-        cmd = mpiexec_command(int(sc["processors"]), ["run", str(path), "--no-launch", "--quiet", "--no-pictures",
-                                                       "--out", str(out)])
+        p = int(sc["processors"])
+        n = processes or (p if sc.get("clock") == "wall" else min(p, usable_cores()))
+        cmd = mpiexec_command(n, ["run", str(path), "--no-launch", "--quiet", "--no-pictures", "--out", str(out)])
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                 start_new_session=True)

@@ -108,6 +108,7 @@ METHODS: dict[str, dict[str, Any]] = {
                                      "trigger": "auto"},
     "mincost3+compacta+trigger+r1": {"algorithm": "mincost", "mincost": {"slack": 0.03}, **COMPACTA, "rounds": 1,
                                      "trigger": "auto"},
+    "grapevine": {"algorithm": "grapevine"},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
     # Scotch's trade of cut against migration (its migration_cost; 1 above): how far a repartitioner goes
@@ -234,7 +235,7 @@ def run(args) -> int:
                             continue
                         print(f"run {path.stem}", file=sys.stderr, flush=True)
                         try:
-                            summary, seconds = run_hermes(sc, timeout=args.timeout)
+                            summary, seconds = run_hermes(sc, timeout=args.timeout, processes=args.processes)
                         except RuntimeError as err:
                             print(f"  failed: {err}", file=sys.stderr)
                             continue
@@ -407,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=200, help="solver iterations per phase")
     ap.add_argument("--phases", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    ap.add_argument("--processes", type=int, default=None,
+                    help="MPI processes hosting each run's processors (default: hermes' own, one per processor up to "
+                    "the cores; the results do not depend on it)")
     ap.add_argument("--plot", default=None, help="report: write the plot here")
     ap.add_argument("--frontier", default=None, help="report: write the migration / cut plot at 64 ranks here")
     ap.add_argument("--quick", action="store_true", help="CI smoke: 40x30 grid, 4 ranks, pcg and auto+refine")

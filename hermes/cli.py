@@ -682,10 +682,15 @@ def _run_here(args) -> int:
             sc = _load(args)  # every rank validates the same file: same verdict, no communication needed
             if args.no_pictures:
                 sc = sc.model_copy(update={"output": sc.output.model_copy(update={"pictures": False})})
-            p = sc.processors or comm.Get_size()
-            processes_for(sc, p, comm.Get_size() if args.processes is None else args.processes)
-            if args.processes is not None and args.processes != comm.Get_size():
-                raise ScenarioError(f"--processes: {args.processes}, but the job has {comm.Get_size()} processes")
+            n = comm.Get_size()
+            p = sc.processors or n
+            if p < n:
+                raise ScenarioError(f"processors: the scenario asks for {p} processors but the job has {n} processes "
+                                    f"(at most one process per processor: start at most {p}, or --set processors={n})")
+            processes_for(sc, p, n if args.processes is None else args.processes,
+                          what="the job's processes" if args.processes is None else "--processes")
+            if args.processes is not None and args.processes != n:
+                raise ScenarioError(f"--processes: {args.processes}, but the job has {n} processes")
             job = partial(run, sc, out_dir=args.out, quiet=args.quiet, progress=show, force=args.force,
                           timeout=None, lock_token=args.lock_token)  # --timeout is in the scenario already
         summary = host_run(p, lambda c: job(c), comm).get(0)

@@ -789,7 +789,8 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None = None) -> int:
+def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None = None,
+                  what: str = "--processes") -> int:
     """The MPI processes that host a run of ``p`` processors: ``requested`` (``--processes``), else the
     scenario's ``run.processes``, else one per processor up to the usable cores (the processors shared
     evenly among them). ``clock: wall`` measures each processor's own process: one per processor.
@@ -802,7 +803,7 @@ def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None
     from hermes.errors import ScenarioError
 
     n = requested if requested is not None else sc.run.processes
-    key = "--processes" if requested is not None else "run.processes"
+    key = what if requested is not None else "run.processes"
     if n is None:
         return p if sc.clock == "wall" else min(p, cores or usable_cores())
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:

@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes.errors import HermesError
+from hermes.hosting import processes_for
 from hermes.loaders import dump_yaml, load_yaml
 from hermes.results import safe_name, slug
 from hermes.scenario import QUICKSTART, BalancerSpec, Scenario, parse_scenario, yaml_value
@@ -89,6 +90,11 @@ class PlannedRun:
     @property
     def processors(self) -> int:
         return int(self.scenario.processors or 4)
+
+    @property
+    def processes(self) -> int:
+        """The MPI processes hosting its processors (:func:`hermes.hosting.processes_for`)."""
+        return processes_for(self.scenario, self.processors)
 
     def title(self, sep: str = " · ") -> str:
         return sep.join(self.labels.values()) or self.id
@@ -174,6 +180,10 @@ class Experiment:
                 raise ExperimentError(f"run {run_id}: {err}") from None
             if sc.processors is None:
                 sc = sc.model_copy(update={"processors": 4})
+            try:
+                processes_for(sc, sc.processors)
+            except HermesError as err:
+                raise ExperimentError(f"run {run_id}: {err}") from None
             out.append(PlannedRun(run_id, labels, values, absolute_paths(sc)))
         return out
 

@@ -244,8 +244,8 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
     try:
         while todo or executing:
             while todo and len(executing) < jobs:
-                used = sum(j.run.processors for j in executing)
-                if executing and not oversubscribe and used + todo[0].processors > budget:
+                used = sum(j.run.processes for j in executing)
+                if executing and not oversubscribe and used + todo[0].processes > budget:
                     break
                 run = todo.popleft()
                 try:
@@ -260,7 +260,7 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
                         pass  # the row says why in any case
                     continue
                 say(f"{' ' * len(progress.bar())}  start    {executing[-1].run.title()} "
-                    f"({executing[-1].run.processors} ranks)")
+                    f"({executing[-1].run.processors} processors on {executing[-1].run.processes})")
             time.sleep(0.05)
             for job in list(executing):
                 rc = job.proc.poll()
@@ -331,7 +331,7 @@ def _start_job(run: PlannedRun, runs_dir: Path, env: dict[str, str]) -> _Job:
     side_file(d, ERROR).unlink(missing_ok=True)
     spec = side_file(d, SPEC)  # the run writes the same resolved scenario into its directory
     write_atomic(spec, dump_yaml(run.scenario.to_dict(), sort_keys=False))
-    cmd = mpiexec_command(run.processors, ["run", str(spec), "--no-launch", "--quiet", "--out", str(d)])
+    cmd = mpiexec_command(run.processes, ["run", str(spec), "--no-launch", "--quiet", "--out", str(d)])
     try:
         log = _create(side_file(d, LOG))
     except OSError as err:

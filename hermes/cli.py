@@ -690,7 +690,7 @@ def _run_here(args) -> int:
             processes_for(sc, p, n if args.processes is None else args.processes,
                           what="the job's processes" if args.processes is None else "--processes")
             if args.processes is not None and args.processes != n:
-                raise ScenarioError(f"--processes: {args.processes}, but the job has {n} processes")
+                raise ScenarioError(f"--processes: {args.processes}, but the job has {n} process{'es' * (n != 1)}")
             job = partial(run, sc, out_dir=args.out, quiet=args.quiet, progress=show, force=args.force,
                           timeout=None, lock_token=args.lock_token)  # --timeout is in the scenario already
         summary = host_run(p, lambda c: job(c), comm).get(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -69,13 +70,17 @@ def test_bad_scenario_is_reported_before_launching(tmp_path):
 
 
 @pytest.mark.slow
-def test_no_launch_runs_in_process_as_a_single_rank(tmp_path):
+def test_no_launch_runs_in_process_hosting_every_processor(tmp_path):
     res = cli("run", "--no-launch", "--no-pictures", "--set", "processors=1", "--set", "platform.capacities=homo",
               "--set", "adaptation.phases=1", "--out", str(tmp_path / "one"))
     assert res.returncode == 0, res.stderr
     assert "launching" not in res.stdout and (tmp_path / "one" / "summary.json").exists()
-    res = cli("run", "--no-launch", "--set", "adaptation.phases=1", "--out", str(tmp_path / "four"))
-    assert res.returncode == 2 and "asks for 4 processors but the job has 1" in res.stderr
+    res = cli("run", "--no-launch", "--no-pictures", "--set", "adaptation.phases=1", "--out", str(tmp_path / "four"))
+    assert res.returncode == 0, res.stderr
+    assert "launching" not in res.stdout and "on 4 processors on 1 process," in res.stdout
+    assert json.loads((tmp_path / "four" / "summary.json").read_text())["processors"] == 4
+    res = cli("run", "--no-launch", "--processes", "2", "--out", str(tmp_path / "two"))
+    assert res.returncode == 2 and "--processes: 2, but the job has 1 process" in res.stderr
 
 
 def test_launcher_flags(monkeypatch):

@@ -331,6 +331,9 @@ class Host:
             self.idle = 0
             return
         if self.world is None or self.n == 1:
+            errors = [v for _, (ok, v) in sorted(self.finished.items()) if not ok]
+            if errors:  # a processor's error the others did not agree on: they wait for it in vain
+                raise errors[0]
             stuck = sorted(live)
             raise HostedError(f"hosted processors {stuck[:8]}{'…' if len(stuck) > 8 else ''} wait for each other "
                               f"(a message never sent or a collective not called by all)")

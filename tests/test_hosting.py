@@ -85,6 +85,16 @@ def test_a_processor_that_waits_for_nothing_is_reported_not_hung():
         host_run(3, never)
 
 
+def test_an_error_of_one_processor_alone_ends_the_others():
+    def alone(comm):
+        if comm.Get_rank() == 1:
+            raise ScenarioError("only processor 1 saw this")
+        comm.barrier()  # the others wait for processor 1, which has ended
+
+    with pytest.raises(ScenarioError, match="only processor 1"):
+        host_run(3, alone)
+
+
 def test_mismatched_collectives_are_a_defect():
     def odd(comm):
         return comm.allgather(0) if comm.Get_rank() else comm.bcast(0)

@@ -1,0 +1,96 @@
+"""Many emulated processors per MPI process: :class:`HostedComm`, the communicator every run's code sees.
+
+A run of ``P`` processors on ``N ≤ P`` MPI processes gives each process a contiguous block of processors
+(:func:`blocks`); each processor runs the unchanged SPMD code of hermes in its own *greenlet* (a user-level
+thread, as Adaptive MPI's virtual ranks and SimGrid's SMPI actors are), on a :class:`HostedComm` that offers
+the part of mpi4py's communicator API hermes uses. A processor that waits — for a message, a request or a
+collective — switches to its process' scheduler (:class:`Host`), which runs the next processor that can go
+on. Switching is cooperative, so a processor's code runs undisturbed between two communications, and the
+order in which a process runs its processors never changes a result: every message is matched as MPI
+matches it (per source and tag, in send order; posted receives in post order) and every collective is
+computed once per process from all ``P`` contributions in rank order.
+
+Between processes the scheduler bridges over MPI with envelopes (mpi4py's own object messages, as hermes'
+other messages between its processes): point-to-point messages go straight
+to the process hosting the destination (MPI keeps their order per pair of processes), and the ``k``-th
+collective of a process' processors is sent to process 0, which assembles the ``P`` contributions and sends
+each process what its processors need. Nothing waits inside MPI: the scheduler probes for envelopes while
+its processors wait, so a process never blocks the progress of another.
+
+What a processor's code gets is what MPI gives: a received object is a copy (a deep copy; immutable values
+are shared), a buffer is copied into, reductions of Python objects fold in rank order (so results do not
+depend on ``N``; mpi4py's own order for floats may differ), ``Abort`` ends the whole job. The clock, the
+counters and the costs are hermes' own (:mod:`hermes.comm`): a message between two processors hosted
+together is counted and charged as any other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hermes.hosting.comm import HostedComm
+from hermes.hosting.host import Host, host_run
+from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, Status, blocks,
+                                   waitall)
+
+__all__ = ["ANY_SOURCE", "ANY_TAG", "Host", "HostedComm", "HostedError", "Request", "Status", "blocks", "host_run",
+           "processes_for", "shared", "usable_cores", "waitall"]
+
+
+def shared(comm, name: str, inputs: Any, build: Callable[[], np.ndarray]) -> np.ndarray:
+    """``build()`` — an array every processor computes alike from the same ``inputs`` (a global matrix) — once
+    per process for the processors it hosts: the processors whose ``inputs`` are equal (compared by their
+    SHA-256 of their ``repr``: plain lists and numbers, whose repr is exact) get the same read-only array;
+    without hosting, ``build()`` itself."""
+    host = getattr(comm, "host", None)
+    if host is None:
+        return build()
+    import hashlib
+
+    key = hashlib.sha256(repr(inputs).encode()).digest()
+    hit = host.shared.get(name)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    value = build()
+    value.flags.writeable = False
+    host.shared[name] = (key, value)
+    return value
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity; else the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None = None,
+                  what: str = "--processes") -> int:
+    """The MPI processes that host a run of ``p`` processors: ``requested`` (``--processes``), else the
+    scenario's ``run.processes``, else one per processor up to the usable cores (the processors shared
+    evenly among them). ``clock: wall`` measures each processor's own process: one per processor.
+
+    Raises
+    ------
+    ScenarioError
+        One line: more processes than processors, or fewer than processors on the wall clock.
+    """
+    from hermes.errors import ScenarioError
+
+    n = requested if requested is not None else sc.run.processes
+    key = what if requested is not None else "run.processes"
+    if n is None:
+        return p if sc.clock == "wall" else min(p, cores or usable_cores())
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ScenarioError(f"{key}: {n!r} is not a number of processes (an integer ≥ 1)")
+    if n > p:
+        raise ScenarioError(f"{key}: {n} processes for {p} processors (at most one process per processor)")
+    if sc.clock == "wall" and n != p:
+        raise ScenarioError(f"{key}: clock: wall measures each processor's own process, so it needs one process "
+                            f"per processor ({p}), not {n}")
+    return n

@@ -1,0 +1,349 @@
+"""A process' share of a hosted run: its processors as greenlets, their mailboxes, the scheduler and the
+bridge to the other processes (:mod:`hermes.hosting`)."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _apply, _copies, _copy, _directory, _fold,
+                                   _frozen, _into, _reduce_rows, blocks)
+
+__all__ = ["Host", "host_run"]
+
+_TAG_P2P, _TAG_COLL, _TAG_RESULT = 30001, 30002, 30003
+
+
+class _Slot:
+    """The k-th collective of a process' processors: their contributions, then their results."""
+
+    __slots__ = ("kind", "root", "op", "parts", "results", "count")
+
+    def __init__(self, kind: str, root: int, op) -> None:
+        self.kind, self.root, self.op = kind, root, op
+        self.parts: dict[int, Any] = {}
+        self.results: dict[int, Any] | None = None
+        self.count = 0
+
+
+class Host:
+    """One MPI process' share of a hosted run: its processors, their mailboxes and the scheduler.
+
+    Parameters
+    ----------
+    p : int
+        Processors of the run.
+    world : mpi4py communicator, optional
+        The MPI processes (``N = world.Get_size() ≤ p``); None: every processor in this process.
+    """
+
+    def __init__(self, p: int, world=None) -> None:
+        n = world.Get_size() if world is not None else 1
+        if not 1 <= n <= p:
+            raise HostedError(f"{n} processes cannot host {p} processors")
+        self.p, self.n, self.world = p, n, world
+        self.pid = world.Get_rank() if world is not None else 0
+        self.starts = blocks(p, n)
+        self.lo, self.hi = int(self.starts[self.pid]), int(self.starts[self.pid + 1])
+        self.local = range(self.lo, self.hi)
+        self.posted: dict[int, list[Request]] = {r: [] for r in self.local}
+        self.unexpected: dict[int, deque] = {r: deque() for r in self.local}
+        self.waiting: dict[int, Callable[[], bool]] = {}
+        self.runnable: deque[int] = deque()
+        self.slots: dict[int, _Slot] = {}
+        self.seq: dict[int, int] = {r: 0 for r in self.local}
+        self.greenlets: dict[int, Any] = {}
+        self.sched = None
+        self.sends: list = []  # MPI requests of envelopes in flight
+        self.gathering: dict[int, dict[int, Any]] = {}  # process 0: collective k's parts by process
+        self.finished: dict[int, tuple[bool, Any]] = {}
+        self.shared: dict[str, tuple[bytes, Any]] = {}  # hermes.hosting.shared: one array for all processors
+        self.idle = 0
+
+    def process_of(self, rank: int) -> int:
+        return int(np.searchsorted(self.starts, rank, side="right") - 1)
+
+    # -- running --------------------------------------------------------------------------------------
+    def run(self, fn: Callable[[HostedComm], Any]) -> dict[int, Any]:
+        """Run ``fn(comm)`` on every processor of this process; their return values by rank.
+
+        Raises the first error of a processor (in rank order) once every processor has ended; a processor's
+        error other than a :class:`~hermes.errors.HermesError` is raised at once (the caller aborts the job).
+        """
+        from greenlet import greenlet, getcurrent
+
+        from hermes.errors import HermesError
+        from hermes.hosting.comm import HostedComm
+
+        self.sched = getcurrent()
+        for r in self.local:
+            comm = HostedComm(self, r)
+            self.greenlets[r] = greenlet(lambda c=comm: fn(c), parent=self.sched)
+        self.runnable.extend(self.local)
+        live = set(self.local)
+        while live:
+            while self.runnable:
+                r = self.runnable.popleft()
+                g = self.greenlets[r]
+                try:
+                    value = g.switch()
+                except HermesError as err:
+                    self.finished[r] = (False, err)
+                except BaseException:
+                    raise
+                else:
+                    if g.dead:
+                        self.finished[r] = (True, value)
+                if g.dead:
+                    live.discard(r)
+                    self.greenlets[r] = None
+            if live:
+                self._progress(block=True, live=live)
+        self._flush()
+        errors = [(r, v) for r, (ok, v) in sorted(self.finished.items()) if not ok]
+        if errors:
+            raise errors[0][1]
+        return {r: v for r, (ok, v) in self.finished.items()}
+
+    def wait(self, rank: int, ready: Callable[[], bool]) -> None:
+        """Processor ``rank`` waits until ``ready()`` (its greenlet is resumed when it may be)."""
+        while not ready():
+            self.waiting[rank] = ready
+            self.sched.switch()
+
+    def pause(self, rank: int) -> None:
+        """Let the others run once (a test or probe that found nothing)."""
+        self.runnable.append(rank)
+        self.sched.switch()
+
+    def _wake(self, rank: int) -> None:
+        ready = self.waiting.get(rank)
+        if ready is not None and ready():
+            del self.waiting[rank]
+            self.runnable.append(rank)
+
+    def _progress(self, *, block: bool, live: set) -> None:
+        """Receive envelopes from the other processes; with nothing runnable and nothing received, wait a
+        little (or, alone, report a deadlock: a defect, never a hang)."""
+        got = self._poll()
+        if self.runnable or got:
+            self.idle = 0
+            return
+        if self.world is None or self.n == 1:
+            errors = [v for _, (ok, v) in sorted(self.finished.items()) if not ok]
+            if errors:  # a processor's error the others did not agree on: they wait for it in vain
+                raise errors[0]
+            stuck = sorted(live)
+            raise HostedError(f"hosted processors {stuck[:8]}{'…' if len(stuck) > 8 else ''} wait for each other "
+                              f"(a message never sent or a collective not called by all)")
+        self.idle += 1
+        if self.idle > 100:
+            time.sleep(min(1e-3, 1e-6 * self.idle))
+
+    def _poll(self) -> bool:
+        if self.world is None or self.n == 1:
+            return False
+        from mpi4py import MPI
+
+        world, st, got = self.world, MPI.Status(), False
+        while world.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=st):
+            tag, src = st.Get_tag(), st.Get_source()
+            msg = world.recv(source=src, tag=tag)
+            got = True
+            if tag == _TAG_P2P:
+                s, d, t, payload = msg
+                self._deliver(d, s, t, payload)
+            elif tag == _TAG_COLL:
+                k, parts = msg
+                self._gather(k, src, parts)
+            elif tag == _TAG_RESULT:
+                k, payload = msg
+                self._results(k, payload)
+        if self.sends:
+            self.sends = [q for q in self.sends if not q.Test()]
+        return got
+
+    def _send(self, process: int, tag: int, msg) -> None:
+        self.sends.append(self.world.isend(msg, dest=process, tag=tag))
+
+    def _flush(self) -> None:
+        from mpi4py import MPI
+
+        if self.sends:
+            MPI.Request.Waitall(self.sends)
+            self.sends = []
+
+    # -- point to point -------------------------------------------------------------------------------
+    def send(self, src: int, dest: int, tag: int, payload) -> None:
+        if not 0 <= dest < self.p:
+            raise HostedError(f"processor {src} sends to processor {dest} of {self.p}")
+        if self.lo <= dest < self.hi:
+            self._deliver(dest, src, tag, payload)
+        else:
+            self._send(self.process_of(dest), _TAG_P2P, (src, dest, tag, payload))
+
+    def _deliver(self, dest: int, src: int, tag: int, payload) -> None:
+        posted = self.posted[dest]
+        for i, q in enumerate(posted):
+            if q.source in (ANY_SOURCE, src) and q.tag in (ANY_TAG, tag):
+                del posted[i]
+                self._complete(q, src, tag, payload)
+                self._wake(dest)
+                return
+        self.unexpected[dest].append((src, tag, payload))
+        self._wake(dest)
+
+    @staticmethod
+    def _complete(q: Request, src: int, tag: int, payload) -> None:
+        kind, data = payload
+        if q.buf is not None:
+            _into(q.buf, data if kind == "buffer" else np.asarray(data))
+        else:
+            q.value = data
+        q.status_source, q.status_tag, q.done = src, tag, True
+
+    def post(self, rank: int, q: Request) -> Request:
+        box = self.unexpected[rank]
+        for i, (src, tag, payload) in enumerate(box):
+            if q.source in (ANY_SOURCE, src) and q.tag in (ANY_TAG, tag):
+                del box[i]
+                self._complete(q, src, tag, payload)
+                return q
+        self.posted[rank].append(q)
+        return q
+
+    def probe(self, rank: int, source: int, tag: int, status) -> bool:
+        for src, t, payload in self.unexpected[rank]:
+            if source in (ANY_SOURCE, src) and tag in (ANY_TAG, t):
+                if status is not None:
+                    status.source, status.tag = src, t
+                    status.count = payload[1].size if payload[0] == "buffer" else 0
+                return True
+        return False
+
+    # -- collectives ----------------------------------------------------------------------------------
+    def collective(self, rank: int, kind: str, value, root: int = 0, op=None):
+        """Processor ``rank``'s part in its next collective; returns its result (waits for the others)."""
+        k = self.seq[rank]
+        self.seq[rank] = k + 1
+        slot = self.slots.get(k)
+        if slot is None:
+            slot = self.slots[k] = _Slot(kind, root, op)
+        elif (slot.kind, slot.root) != (kind, root):
+            raise HostedError(f"collective {k}: processor {rank} calls {kind} (root {root}) where the others "
+                              f"call {slot.kind} (root {slot.root})")
+        slot.parts[rank] = value
+        if len(slot.parts) == len(self.local):
+            if self.n == 1:
+                self._finish(k, [slot.parts[r] for r in self.local])
+            else:
+                parts = [slot.parts[r] for r in self.local]
+                if self.pid == 0:
+                    self._gather(k, 0, parts)
+                else:
+                    self._send(0, _TAG_COLL, (k, parts))
+            slot.parts = {}
+        self.wait(rank, lambda: slot.results is not None)
+        out = slot.results.pop(rank)
+        slot.count += 1
+        if slot.count == len(self.local):
+            del self.slots[k]
+        return out
+
+    def _gather(self, k: int, process: int, parts: list) -> None:
+        """Process 0: process ``process``'s contributions to collective ``k``; when all are in, the results."""
+        got = self.gathering.setdefault(k, {})
+        got[process] = parts
+        if len(got) < self.n:
+            return
+        del self.gathering[k]
+        full = [v for i in range(self.n) for v in got[i]]
+        slot = self.slots[k]
+        for i in range(self.n):
+            payload = self._share(slot.kind, slot.root, full, i)
+            if i == 0:
+                self._results(k, payload)
+            else:
+                self._send(i, _TAG_RESULT, (k, payload))
+
+    def _share(self, kind: str, root: int, full: list, process: int):
+        """What process ``process`` needs of the ``P`` contributions ``full`` to collective ``kind``."""
+        lo, hi = int(self.starts[process]), int(self.starts[process + 1])
+        if kind in ("bcast", "Bcast"):
+            return full[root]
+        if kind in ("gather", "barrier"):
+            return full if lo <= root < hi and kind == "gather" else None
+        if kind == "scatter":
+            return full[root][lo:hi]
+        if kind in ("alltoall", "Alltoall"):
+            return [[row[r] for row in full] for r in range(lo, hi)]
+        if kind == "directory":
+            return _directory(full, lo, hi)
+        return full
+
+    def _results(self, k: int, payload) -> None:
+        self._finish(k, payload, shared=True)
+
+    def _finish(self, k: int, data, shared: bool = False) -> None:
+        """Collective ``k``'s result for each processor of this process, from what this process received
+        (``shared``) or from its own processors' contributions (a single process)."""
+        slot = self.slots[k]
+        kind, root, op = slot.kind, slot.root, slot.op
+        if not shared:  # one process: data is the full list of contributions
+            data = self._share(kind, root, data, 0)
+        res: dict[int, Any] = {}
+        if kind == "allgather":
+            res = {r: _copies(data) if not all(map(_frozen, data)) else list(data) for r in self.local}
+        elif kind == "gather":
+            res = {r: (_copies(data) if r == root else None) for r in self.local}
+        elif kind == "rows":  # (stamp, vector) of every processor: the latest stamp and the reduced vector
+            latest = float(np.max([v[0] for v in data]))
+            total = _reduce_rows([v[1] for v in data], op)
+            res = {r: (latest, total.copy()) for r in self.local}
+        elif kind == "sources":  # the processors that name each one among their destinations
+            into: dict[int, list[int]] = {r: [] for r in self.local}
+            for src, dests in enumerate(data):
+                for d in dests:
+                    if self.lo <= d < self.hi:
+                        into[d].append(src)
+            res = into
+        elif kind == "bcast":
+            res = {r: (_copy(data)) for r in self.local}
+        elif kind == "scatter":
+            res = {r: _copy(data[r - self.lo]) for r in self.local}
+        elif kind == "alltoall":
+            res = {r: _copies(data[r - self.lo]) for r in self.local}
+        elif kind == "allreduce":
+            total = _fold(data, op)
+            res = {r: _copy(total) for r in self.local}
+        elif kind in ("scan", "exscan"):
+            acc = None
+            for r in range(self.hi):
+                if kind == "exscan" and r >= self.lo:
+                    res[r] = _copy(acc)
+                acc = data[r] if r == 0 else _apply(op, acc, data[r])
+                if kind == "scan" and r >= self.lo:
+                    res[r] = _copy(acc)
+        elif kind == "directory":
+            res = {r: data[r - self.lo] for r in self.local}
+        elif kind == "barrier":
+            res = {r: None for r in self.local}
+        elif kind in ("Allgather", "Bcast"):
+            res = {r: data for r in self.local}  # the processors copy into their own buffers
+        elif kind == "Alltoall":
+            res = {r: data[r - self.lo] for r in self.local}
+        else:
+            raise HostedError(f"unknown collective {kind}")
+        slot.results = res
+        for r in self.local:
+            self._wake(r)
+
+
+def host_run(p: int, fn: Callable[[HostedComm], Any], world=None) -> dict[int, Any]:
+    """Run ``fn(comm)`` for each of the ``p`` processors this process hosts (``world``: the MPI processes
+    that share them, None: all here); the processors' return values by rank (collective over ``world``)."""
+    return Host(p, world).run(fn)

@@ -277,3 +277,37 @@ def test_a_stopped_rank_ends_the_job_through_the_watchdog(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"hermes: error: no progress for {timeout:g} s since phase ")
     assert lines[0].endswith("a rank is stopped or hung; ending the job")
     shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_stopped_process_hosting_processors_ends_the_job(tmp_path):
+    """4 processors on 2 processes: a stopped process leaves the other's processors waiting; its watchdog (one per
+    process) ends the job with one line; a signal to the launcher ends both processes."""
+    out = tmp_path / "run"
+    timeout = 6.0
+    proc, _ = _start(out, "--timeout", str(timeout), "--processes", "2")
+    ranks = [pid for pid in _job_pids(str(out)) if _is_rank(pid)]
+    assert len(ranks) == 2
+    os.kill(max(ranks), signal.SIGSTOP)
+    try:
+        _, err = proc.communicate(timeout=timeout + 60)
+        time.sleep(1)
+        assert not _job_pids(str(out)), "processes of the job survived the watchdog"
+    finally:
+        _kill_all(_job_pids(str(out)))
+    assert proc.returncode == 124
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"hermes: error: no progress for {timeout:g} s since phase ")
+    out2 = tmp_path / "run2"
+    proc, _ = _start(out2, "--processes", "2")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while _job_pids(str(out2)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _job_pids(str(out2)), "processes of the job survived the launcher"
+    finally:
+        _kill_all(_job_pids(str(out2)))
+    assert proc.returncode == 128 + signal.SIGTERM

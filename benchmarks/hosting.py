@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from partition_compare import finish_job  # noqa: E402
 from scale import scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,11 +79,7 @@ def run(sc: dict, processes: int, out: Path, timeout: float) -> dict:
     th = threading.Thread(target=sample, daemon=True)
     th.start()
     try:
-        stdout, stderr = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.communicate()
-        raise SystemExit(f"timed out after {timeout:.0f} s: {' '.join(cmd)}") from None
+        stdout, stderr = finish_job(job, cmd, timeout)
     finally:
         done.set()
         th.join()

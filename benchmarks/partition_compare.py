@@ -45,8 +45,9 @@ from typing import Any
 
 import yaml
 
-from hermes.hosting import usable_cores
+from hermes.hosting import processes_for
 from hermes.launch import _LAUNCHER_ENV, mpiexec_command
+from hermes.scenario import parse_scenario
 
 __all__ = ["METHODS", "DEFAULT_METHODS", "MESHES", "capacities", "scenario", "run_hermes", "run_row",
            "markdown_table", "write_csv", "main"]
@@ -141,26 +142,31 @@ def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | N
         path = Path(tmp) / "scenario.yaml"
         path.write_text(yaml.safe_dump(sc, sort_keys=False))
         out = Path(tmp) / "run"
-        p = int(sc["processors"])
-        n = processes or (p if sc.get("clock") == "wall" else min(p, usable_cores()))
+        n = processes or processes_for(parse_scenario(sc), int(sc["processors"]))
         cmd = mpiexec_command(n, ["run", str(path), "--no-launch", "--quiet", "--no-pictures", "--out", str(out)])
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                 start_new_session=True)
-        try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise RuntimeError(f"timed out after {timeout:.0f} s: {' '.join(cmd)}") from None
-        except BaseException:  # interrupted: take the job down with us
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
+        _, err = finish_job(proc, cmd, timeout)
         seconds = time.perf_counter() - t0
         if proc.returncode != 0:
             tail = "\n".join(err.strip().splitlines()[-5:])
             raise RuntimeError(f"exit status {proc.returncode}: {' '.join(cmd)}\n{tail}")
         return json.loads((out / "summary.json").read_text()), seconds
+
+
+def finish_job(proc: subprocess.Popen, cmd: list[str], timeout: float) -> tuple[str, str]:
+    """(stdout, stderr) of a job started in its own session; its whole process group is killed if it outlives
+    ``timeout`` (RuntimeError) or if the caller is interrupted."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"timed out after {timeout:.0f} s: {' '.join(cmd)}") from None
+    except BaseException:  # interrupted: take the job down with us
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
 
 
 def _quality(ph: dict[str, Any], key: str, fallback: str) -> float:

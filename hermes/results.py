@@ -472,12 +472,7 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
             raise RunDirError(f"{key}: {path} belongs to the experiment {path.parent.parent}, which hermes compare "
                               f"is running (pid {holder.get('pid', '?')}): wait for it to end")
     if not _exists(path):
-        anc = path.parent
-        while not _exists(anc) and anc != anc.parent:
-            anc = anc.parent
-        if not anc.is_dir():
-            raise RunDirError(f"{key}: {anc} is not a directory (cannot create {path} in it)")
-        _probe(anc, key)
+        _creatable(path, key)
         return path
     if not path.is_dir():
         raise RunDirError(f"{key}: {path} exists and is not a directory")
@@ -601,14 +596,19 @@ def claim_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind
     return lock
 
 
-def _new_dir(path: Path, key: str) -> Path:
-    """Create ``path`` — or ``path-2``, ``path-3``, ... if it exists — exclusively; the one created."""
+def _creatable(path: Path, key: str) -> None:
+    """``path`` can be created: its nearest existing ancestor is a directory this process can write in."""
     anc = path.parent
     while not _exists(anc) and anc != anc.parent:
         anc = anc.parent
     if not anc.is_dir():
         raise RunDirError(f"{key}: {anc} is not a directory (cannot create {path} in it)")
     _probe(anc, key)
+
+
+def _new_dir(path: Path, key: str) -> Path:
+    """Create ``path`` — or ``path-2``, ``path-3``, ... if it exists — exclusively; the one created."""
+    _creatable(path, key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -230,14 +230,8 @@ def _start(out: Path, *args) -> tuple[subprocess.Popen, Path]:
     return proc, log
 
 
-@pytest.mark.mpi
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_a_signal_to_the_launcher_ends_every_rank(tmp_path, sig):
-    out = tmp_path / "run"
-    proc, _ = _start(out)
-    ranks = [pid for pid in _job_pids(str(out)) if pid != proc.pid]
-    assert len(ranks) >= 5  # mpiexec and 4 ranks
+def _signal_launcher(proc: subprocess.Popen, out: Path, sig: int) -> str:
+    """Send ``sig`` to the launcher of the run in ``out``; its stderr once every process of the job has ended."""
     proc.send_signal(sig)
     try:
         _, err = proc.communicate(timeout=60)
@@ -247,6 +241,18 @@ def test_a_signal_to_the_launcher_ends_every_rank(tmp_path, sig):
         assert not _job_pids(str(out)), "processes of the job survived the launcher"
     finally:
         _kill_all(_job_pids(str(out)))
+    return err
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_to_the_launcher_ends_every_rank(tmp_path, sig):
+    out = tmp_path / "run"
+    proc, _ = _start(out)
+    ranks = [pid for pid in _job_pids(str(out)) if pid != proc.pid]
+    assert len(ranks) >= 5  # mpiexec and 4 ranks
+    err = _signal_launcher(proc, out, sig)
     assert proc.returncode == 128 + sig
     assert err.strip().splitlines()[-1].startswith(f"hermes: stopped by {sig.name}: the job was ended")
     assert json.loads((out / "summary.json").read_text())["complete"] is False
@@ -301,13 +307,5 @@ def test_a_stopped_process_hosting_processors_ends_the_job(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"hermes: error: no progress for {timeout:g} s since phase ")
     out2 = tmp_path / "run2"
     proc, _ = _start(out2, "--processes", "2")
-    proc.send_signal(signal.SIGTERM)
-    try:
-        _, err = proc.communicate(timeout=60)
-        deadline = time.monotonic() + 10
-        while _job_pids(str(out2)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _job_pids(str(out2)), "processes of the job survived the launcher"
-    finally:
-        _kill_all(_job_pids(str(out2)))
+    _signal_launcher(proc, out2, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM

@@ -9,7 +9,8 @@ METIS, target fractions = the capacities; every rank receives its cells), then f
    (:mod:`hermes.adaptation`);
 3. :func:`monitor` — capacities and link costs are measured (not for ``none``);
 4. :func:`decide` — another balancing round runs while the measured imbalance exceeds
-   ``balancer.trigger``, rounds remain and the last round lowered it; with ``trigger: auto`` while the
+   ``balancer.trigger``, rounds remain and the last round changed it (lowered it, or raised it: the next
+   round's flow is computed on the subdomain graph the failed one left); with ``trigger: auto`` while the
    round's expected gain over the phase's iterations exceeds its modelled cost (:mod:`hermes.balance.payoff`,
    recorded as the phase's ``balance_decision``);
 5. :func:`balance` — the balancer computes a flow (or new destinations);
@@ -368,11 +369,13 @@ def _seen(r: RunState, ph: PhaseState) -> tuple[float, np.ndarray]:
 
 
 def decide(r: RunState, ph: PhaseState) -> bool:
-    """Step 4: whether another balancing round runs: rounds remain, the last one moved cells and lowered the
-    imbalance, the measured imbalance exceeds rounding noise and the trigger — a number, or ``auto``: the
+    """Step 4: whether another balancing round runs: rounds remain, the last one moved cells and changed the
+    imbalance (lowered it; or raised it: a realisation that failed — a subdomain cut in two by earlier moves
+    cannot pass on what it received — leaves a new subdomain graph, and the next round's flow is computed on
+    it), the measured imbalance exceeds rounding noise and the trigger — a number, or ``auto``: the
     round's expected gain exceeds its modelled cost (:func:`estimate_payoff`, recorded in ``ph.decisions``)."""
     bal = r.sc.balancer
-    if not (ph.moved_last_round and ph.rounds < bal.rounds and 1 + 1e-9 < ph.model.imbalance < ph.last):
+    if not (ph.moved_last_round and ph.rounds < bal.rounds and 1 + 1e-9 < ph.model.imbalance != ph.last):
         return False
     if bal.trigger != "auto":
         return ph.model.imbalance > bal.trigger
@@ -480,7 +483,8 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
             flow, model = decision.flow, ph.model
             levels = topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0))
             r.dom, stats, realised = realise_flow(r.comm, r.dom, model.edges, flow, cost, r.clock, levels=levels,
-                                                  select=r.select, exact=r.sc.balancer.ghosts == "exact")
+                                                  select=r.select, exact=r.sc.balancer.ghosts == "exact",
+                                                  adaptive=r.sc.balancer.realisation == "adaptive")
             ph.flow_moved = True
             if r.rank == 0 and log.isEnabledFor(logging.DEBUG):
                 for e, f, done in zip(model.edges.tolist(), flow, realised):

@@ -274,7 +274,11 @@ class BalancerSpec(_Strict):
         1.0, description="balance only if imbalance exceeds this; auto: only if the expected gain over the "
         "phase's iterations exceeds the modelled cost of balancing and migrating (hermes.balance.payoff)")
     rounds: Annotated[int, Field(ge=1, le=1000)] = Field(
-        3, description="balancing rounds per phase: a round runs while it still lowers the imbalance")
+        3, description="balancing rounds per phase: a round runs while the last one changed the imbalance")
+    realisation: Literal["adaptive", "literal"] = Field(
+        "adaptive", description="how a rank realises its part of a flow: adaptive (passes on what arrived beyond "
+        "the flow and reroutes what a target it cannot reach any more was to get: "
+        "hermes.balance.realisation.select_adaptive) or literal (sends each edge's flow as computed, thesis §10.1)")
     selection: Literal["gain", "peel", "wavefront"] = Field(
         "gain", description="which cells realise a flow: gain (thesis §10.1), peel (BFS layers from the shared "
         "boundary), wavefront (straight front)")

@@ -21,19 +21,20 @@ from numpy.typing import NDArray
 
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model
-from hermes.balance.selection import Selection, get_selection, select_gain
+from hermes.balance.selection import BEHIND_HEAVY_MIN, Selection, get_selection, select_gain
 from hermes.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
 from hermes.data.migrate import MigrationStats, announce_moves, migrate
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
-__all__ = ["realise_flow", "realisation_report", "simulate_realisation"]
+__all__ = ["realise_flow", "select_adaptive", "realisation_report", "simulate_realisation"]
 
 
 def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray[np.float64],
                  cost: NDArray[np.float64], clock=None, *, levels: list[NDArray[np.int64]],
-                 select=None, exact: bool = False) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
+                 select=None, exact: bool = False,
+                 adaptive: bool = True) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
     """Move cells so that the load crossing each subdomain edge approximates ``flow`` (collective).
 
     Parameters
@@ -51,6 +52,10 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
         of :func:`simulate_realisation` — and no directory refresh is needed at the end. Default: ghosts
         are patched only with what a rank sent and received, and refreshed once at the end (a selection may
         see a ghost that moved between two other ranks at an earlier level where it was).
+    adaptive : bool
+        Each rank's selection is corrected by :func:`select_adaptive` (passes on what arrived beyond the
+        flow's inflow, reroutes what a target it cannot reach any more was to get). False: the literal
+        realisation of thesis §10.1, each rank sending each edge's flow as computed.
 
     Returns
     -------
@@ -62,6 +67,7 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
     realised = np.zeros(len(edges))
     out_edges = np.flatnonzero(edges[:, 0] == rank) if len(edges) else np.zeros(0, np.int64)
     in_edges = np.flatnonzero(edges[:, 1] == rank) if len(edges) else np.zeros(0, np.int64)
+    load0 = dom.load  # before any level: what arrives beyond the flow's inflow is passed on (select_adaptive)
     for level in levels:
         if not comm.allreduce(int(rank in set(level.tolist()) and _has_out(rank, edges, flow))):
             continue
@@ -69,7 +75,8 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
         if rank in set(level.tolist()):
             out = _outflow(rank, edges, flow)
             if out:
-                dest = select(dom, out, cost)
+                dest = select_adaptive(select, dom, out, cost, inflow=_inflow(rank, edges, flow),
+                                       load0=load0) if adaptive else select(dom, out, cost)
         moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank}
         if exact:
             dom = announce_moves(NeighbourComm(comm, dom.neighbour_ranks, _clock(comm, clock)), dom, dest)
@@ -102,6 +109,68 @@ def _clock(comm, clock):
 
 def _has_out(rank: int, edges, flow) -> bool:
     return bool(np.any((edges[:, 0] == rank) & (flow > 0)) or np.any((edges[:, 1] == rank) & (flow < 0)))
+
+
+def _inflow(rank: int, edges, flow) -> float:
+    """The weight the flow brings to ``rank`` (the sum over its incoming edges)."""
+    f = np.asarray(flow, dtype=np.float64)
+    return float(f[(edges[:, 1] == rank) & (f > 0)].sum() - f[(edges[:, 0] == rank) & (f < 0)].sum())
+
+
+def select_adaptive(select: Selection, dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.float64], *,
+                    inflow: float, load0: float) -> NDArray[np.int64]:
+    """One rank's selection at its level, corrected so that the rank ends where the flow means it to.
+
+    The flow sends ``outflow[q]`` to each q after the rank received ``inflow``; the rank should end at
+    ``load0 + inflow − Σ outflow``. Two corrections keep a failed realisation upstream from piling load up:
+
+    * *Passing on what arrived.* If what arrived (the rank's load now minus ``load0``) differs from ``inflow``
+      by more than the rank's slack (:func:`_slack`: its heaviest cell, and :data:`BEHIND_HEAVY_MIN` of its
+      load), the outflows are scaled together so that their sum is the load now minus the rank's planned end
+      (none if that is negative): an upstream rank that could not deliver, or delivered more, is made up here.
+    * *Rerouting.* If, after the selection, targets are short by more than the slack in total (their
+      frontier closed: a corner contact, cut off by the cells chosen for other targets), their shortfall goes
+      to the other targets in proportion to their outflows and the selection runs once more on that plan,
+      the short targets asking only what they got (up to :data:`REROUTES` times, while it sends more): the
+      rank still sends its total downstream, where the targets pass it on in turn.
+
+    Where neither applies (every realisation within its slack) the result is ``select(dom, outflow, cost)``.
+    On 256 subdomains of a 320×240 grid the realisation of a front's flow ended at imbalance 2.57 without
+    these corrections: a rank holding 5.4 times its share after its inflow could send only 16 of the 580
+    its flow asked over a corner contact of 4 mesh edges.
+    """
+    load = float(dom.weight.sum())
+    slack = _slack(dom, load)
+    planned_out = float(sum(outflow.values()))
+    arrived = load - load0
+    if abs(arrived - inflow) > slack and planned_out > 0:
+        scale = max(planned_out + arrived - inflow, 0.0) / planned_out
+        outflow = {q: f * scale for q, f in outflow.items()}
+    dest = select(dom, outflow, cost)
+    want = sum(outflow.values())
+    for _ in range(REROUTES):
+        got = {q: float(dom.weight[dest == q].sum()) for q in outflow}
+        missing = want - sum(got.values())
+        open_ = [q for q in outflow if outflow[q] - got[q] <= 0.5 * slack]
+        if missing <= slack or not open_ or len(open_) == len(outflow):
+            break
+        base = sum(outflow[q] for q in open_)
+        outflow = {q: (outflow[q] + missing * outflow[q] / base if q in open_ else got[q]) for q in outflow}
+        again = select(dom, {q: f for q, f in outflow.items() if f > 0}, cost)
+        if float(dom.weight[again != dom.rank].sum()) <= want - missing:
+            break  # no closer: keep the first answer
+        dest = again
+    return dest
+
+
+#: how many times :func:`select_adaptive` reroutes the shortfall of closed targets
+REROUTES = 3
+
+
+def _slack(dom: LocalDomain, load: float) -> float:
+    """What a rank's realisation may miss by without correction: its heaviest cell, or
+    :data:`hermes.balance.selection.BEHIND_HEAVY_MIN` of its load if that is more."""
+    return max(float(dom.weight.max(initial=0.0)), BEHIND_HEAVY_MIN * load)
 
 
 def _outflow(rank: int, edges, flow) -> dict[int, float]:
@@ -199,7 +268,8 @@ def _local_view(xadj, adjncy, coords, weights, owner, rank: int) -> LocalDomain:
 
 
 def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, select: Selection | str = "gain",
-                         cost: NDArray[np.float64] | None = None) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+                         cost: NDArray[np.float64] | None = None, *,
+                         adaptive: bool = True) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Serial replay of :func:`realise_flow` on a whole mesh.
 
     Ranks act level by level in the topological order of the flow
@@ -215,6 +285,8 @@ def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, sele
     edges, flow : the flow on the subdomain graph.
     select : a strategy or its name in :data:`SELECTIONS`.
     cost : (p, p) link-cost matrix for the gain; default 1 on the edges of ``edges``.
+    adaptive : bool
+        As :func:`realise_flow`'s (default: the corrections of :func:`select_adaptive`).
 
     Returns
     -------
@@ -238,11 +310,11 @@ def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, sele
     for level in topological_order(model, f, 1e-12 * max(float(loads.sum()), 1.0)):
         new = owner.copy()
         for r in level.tolist():
-            out = {int(j): fk for (i, j), fk in zip(e.tolist(), f.tolist()) if i == r and fk > 0}
-            out.update({int(i): -fk for (i, j), fk in zip(e.tolist(), f.tolist()) if j == r and fk < 0})
+            out = _outflow(r, e, f)
             if out:
                 dom = _local_view(xadj, adjncy, coords, weights, owner, r)
-                new[dom.gid] = select(dom, out, cost)
+                new[dom.gid] = select_adaptive(select, dom, out, cost, inflow=_inflow(r, e, f),
+                                               load0=float(loads[r])) if adaptive else select(dom, out, cost)
         moved = new != owner
         transfer = np.bincount(owner[moved] * p + new[moved], weights=weights[moved], minlength=p * p).reshape(p, p)
         realised += transfer[e[:, 0], e[:, 1]] - transfer[e[:, 1], e[:, 0]]

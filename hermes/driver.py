@@ -80,7 +80,7 @@ from hermes.data.refine import TriMesh, from_mesh
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
 from hermes.errors import BalancerError, HermesError, OutputError, ScenarioError
 from hermes.extraload import CapacitySchedule
-from hermes.hosting import shared
+from hermes.hosting import shared, shared_value
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
@@ -349,12 +349,23 @@ def monitor(r: RunState, ph: PhaseState) -> None:
         if ph.rounds == 0:
             ph.capacity_estimate = capacity
     me, est = r.rank, ph.est
-    entry = (est.capacity, [(me, int(j), float(w)) for j, w in zip(est.neighbours, est.weights) if me < j])
+    # a tuple of tuples: hosted processors share what is gathered instead of copying it p times (hermes.hosting)
+    entry = (est.capacity, tuple((me, int(j), float(w)) for j, w in zip(est.neighbours, est.weights) if me < j))
     allent = r.book.allgather(entry)
-    edges = [(i, j) for _, es in allent for i, j, _ in es]
-    weights = [w for _, es in allent for _, _, w in es]
-    ph.model = Model.create(r.p, np.array(edges, dtype=np.int64).reshape(-1, 2), list(ph.loads),
+
+    def build() -> Model:
+        edges = [(i, j) for _, es in allent for i, j, _ in es]
+        weights = [w for _, es in allent for _, _, w in es]
+        return Model.create(r.p, np.array(edges, dtype=np.int64).reshape(-1, 2), list(ph.loads),
                             [a[0] for a in allent], weights)
+
+    # hosted processors share one model (read-only), as they share one link-cost matrix (_gather_costs)
+    ph.model = shared_value(r.book.comm, "model", allent, ph.loads, build, freeze=_read_only_model)
+
+
+def _read_only_model(model: Model) -> None:
+    for a in (model.edges, model.loads, model.capacities, model.weights):
+        a.flags.writeable = False
 
 
 def _seen(r: RunState, ph: PhaseState) -> tuple[float, np.ndarray]:
@@ -1028,7 +1039,7 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
 
 def _gather_costs(book: Bookkeeping, p: int, est: Estimates) -> np.ndarray:
     """The p×p link-cost matrix w̃ of the gain function (0 off the subdomain graph)."""
-    rows = book.allgather((est.neighbours.tolist(), est.costs.tolist()))
+    rows = book.allgather((tuple(est.neighbours.tolist()), tuple(est.costs.tolist())))  # tuples: shared hosted
 
     def build() -> np.ndarray:
         cost = np.zeros((p, p))

@@ -38,7 +38,7 @@ from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, St
                                    waitall)
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "Host", "HostedComm", "HostedError", "Request", "Status", "blocks", "host_run",
-           "processes_for", "shared", "usable_cores", "waitall"]
+           "processes_for", "shared", "shared_value", "usable_cores", "waitall"]
 
 
 def shared(comm, name: str, inputs: Any, build: Callable[[], np.ndarray]) -> np.ndarray:
@@ -51,14 +51,46 @@ def shared(comm, name: str, inputs: Any, build: Callable[[], np.ndarray]) -> np.
         return build()
     import hashlib
 
-    key = hashlib.sha256(repr(inputs).encode()).digest()
+    from hermes.hosting.values import _frozen
+
     hit = host.shared.get(name)
+    if hit is not None and hit[2] is not None and _same_items(hit[2], inputs):
+        return hit[1]  # the very immutable objects a hosted gather shared: no hashing
+    key = hashlib.sha256(repr(inputs).encode()).digest()
     if hit is not None and hit[0] == key:
         return hit[1]
     value = build()
     value.flags.writeable = False
-    host.shared[name] = (key, value)
+    immutable = isinstance(inputs, (list, tuple)) and all(map(_frozen, inputs))
+    host.shared[name] = (key, value, inputs if immutable else None)
     return value
+
+
+def shared_value(comm, name: str, items: list, array: np.ndarray, build: Callable[[], Any],
+                 freeze: Callable[[Any], None] | None = None) -> Any:
+    """``build()`` once per process for the hosted processors whose inputs are the same: ``items`` the very
+    same immutable objects (a hosted gather shares them) and ``array`` equal; ``freeze(value)`` makes the
+    shared value read-only (a processor changing it in place would change it for all). Without hosting, or
+    with mutable items, ``build()`` itself."""
+    host = getattr(comm, "host", None)
+    if host is None:
+        return build()
+    from hermes.hosting.values import _frozen
+
+    hit = host.shared.get(name)
+    if hit is not None and _same_items(hit[0], items) and np.array_equal(hit[1], array):
+        return hit[2]
+    value = build()
+    if all(map(_frozen, items)):
+        if freeze is not None:
+            freeze(value)
+        host.shared[name] = (items, np.array(array, copy=True), value)
+    return value
+
+
+def _same_items(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are sequences of the same objects (identity)."""
+    return isinstance(b, (list, tuple)) and len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def usable_cores() -> int:

@@ -169,8 +169,8 @@ class HostedComm:
         if send.size % self.size_:
             raise HostedError(f"Alltoall: {send.size} elements for {self.size_} processors")
         rows = np.array(send, copy=True).reshape(self.size_, -1)
-        got = self.host.collective(self.rank_, "Alltoall", list(rows))
-        _into(recv, np.concatenate(got))
+        got = self.host.collective(self.rank_, "Alltoall", rows)  # row j of every sender's buffer, for j
+        _into(recv, got.reshape(-1))
 
     def Allreduce(self, sendbuf, recvbuf, op=None) -> None:
         send, recv = _buffer(sendbuf), _buffer(recvbuf)

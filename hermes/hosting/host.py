@@ -279,8 +279,12 @@ class Host:
             return full if lo <= root < hi and kind == "gather" else None
         if kind == "scatter":
             return full[root][lo:hi]
-        if kind in ("alltoall", "Alltoall"):
+        if kind == "alltoall":
             return [[row[r] for row in full] for r in range(lo, hi)]
+        if kind == "Alltoall":  # (P, p_send, k) buffers stacked: the columns of this process' processors
+            if len({(a.shape, a.dtype) for a in full}) > 1:
+                raise HostedError("Alltoall: the processors' buffers differ in size or type")
+            return np.stack(full)[:, lo:hi]
         if kind == "directory":
             return _directory(full, lo, hi)
         return full
@@ -297,7 +301,8 @@ class Host:
             data = self._share(kind, root, data, 0)
         res: dict[int, Any] = {}
         if kind == "allgather":
-            res = {r: _copies(data) if not all(map(_frozen, data)) else list(data) for r in self.local}
+            frozen = all(map(_frozen, data))  # once: immutable values are shared, not copied
+            res = {r: list(data) if frozen else _copies(data) for r in self.local}
         elif kind == "gather":
             res = {r: (_copies(data) if r == root else None) for r in self.local}
         elif kind == "rows":  # (stamp, vector) of every processor: the latest stamp and the reduced vector
@@ -335,7 +340,7 @@ class Host:
         elif kind in ("Allgather", "Bcast"):
             res = {r: data for r in self.local}  # the processors copy into their own buffers
         elif kind == "Alltoall":
-            res = {r: data[r - self.lo] for r in self.local}
+            res = {r: data[:, r - self.lo] for r in self.local}
         else:
             raise HostedError(f"unknown collective {kind}")
         slot.results = res

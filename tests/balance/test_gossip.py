@@ -407,8 +407,8 @@ def test_make_objects():
 def test_registry_entry_and_checks():
     info = BALANCERS["grapevine"]
     assert info.serial is None and set(info.defaults) == {"iterations", "rounds", "fanout", "threshold",
-                                                          "criterion", "seed", "source_load"}
-    assert info.defaults["source_load"] == "turn"
+                                                          "criterion", "seed", "source_load", "transfer"}
+    assert info.defaults["source_load"] == "turn" and info.defaults["transfer"] == "broadcast"
     assert check_params("grapevine", {"criterion": "original", "seed": 3})["fanout"] == 4
     with pytest.raises(BalancerError, match="balancer.fanout"):
         check_params("grapevine", {"fanout": 0})

@@ -78,6 +78,21 @@ def main(seed: int) -> int:
             tot = sum(row[2][key] for row in rows)
             if tot != getattr(ref.counters, key):
                 failures.append(f"{name}: Σ {key} = {tot}, serial {getattr(ref.counters, key)}")
+    for name, loads, owner, speeds, crit, kw, kind in cases:  # the token stage: the same moves and history
+        ref = grapevine(loads, owner, p, criterion=crit, seed=[seed, 1], speeds=speeds, **kw) if me == 0 else None
+        mine = np.flatnonzero(owner == me)
+        res = grapevine_distributed(comm, mine, loads[mine], speed=1.0 if speeds is None else float(speeds[me]),
+                                    clock=clock(kind), criterion=crit, seed=[seed, 1], transfer="token", **kw)
+        rows = comm.gather((mine, res.dest, res.history, res.iterations), root=0)
+        if me != 0:
+            continue
+        final = np.full(loads.size, -1)
+        for ids, dest, *_ in rows:
+            final[ids] = dest
+        if not np.array_equal(final, ref.object_rank):
+            failures.append(f"{name} token: {np.count_nonzero(final != ref.object_rank)} objects end elsewhere")
+        if any(hist != ref.history or it != ref.iterations for _, _, hist, it in rows):
+            failures.append(f"{name} token: history or iterations differ from serial")
 
     # the hermes-run adapter: cells = objects, speed = p·c_i, seed mixed with the call number
     weights = rng.uniform(0.2, 3.0, 300)

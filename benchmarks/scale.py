@@ -109,6 +109,8 @@ METHODS: dict[str, dict[str, Any]] = {
     "mincost3+compacta+trigger+r1": {"algorithm": "mincost", "mincost": {"slack": 0.03}, **COMPACTA, "rounds": 1,
                                      "trigger": "auto"},
     "grapevine": {"algorithm": "grapevine"},
+    # the same moves with the token transfer stage (p times fewer collectives: the form that runs at 1,024+)
+    "grapevine-token": {"algorithm": "grapevine", "grapevine": {"transfer": "token"}},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
     # Scotch's trade of cut against migration (its migration_cost; 1 above): how far a repartitioner goes

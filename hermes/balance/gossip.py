@@ -139,6 +139,24 @@ def _local_load(ell: NDArray[np.float64]) -> float:
     return float(np.bincount(np.zeros(ell.size, dtype=np.intp), weights=ell, minlength=1)[0])
 
 
+def _apply_moves(mv: NDArray[np.float64], me: int, gid0, dest0, gid, ell, home):
+    """Rank ``me``'s view after the moves ``mv`` (rows: id, load, home, destination; in the order they were made):
+    the destinations of the objects it homes are noted in ``dest0`` (in place; the last move of an object wins),
+    the objects that arrive join (gid, ell, home), kept sorted by id. Returns the new (gid, ell, home)."""
+    ids, dst = mv[:, 0].astype(np.int64), mv[:, 3].astype(np.int64)
+    mine = mv[:, 2].astype(np.int64) == me
+    for i, d in zip(np.searchsorted(gid0, ids[mine]).tolist(), dst[mine].tolist()):
+        dest0[i] = d
+    arrive = dst == me
+    if arrive.any():
+        gid = np.concatenate([gid, ids[arrive]])
+        ell = np.concatenate([ell, mv[arrive, 1]])
+        home = np.concatenate([home, mv[arrive, 2].astype(np.int64)])
+        o = np.argsort(gid, kind="stable")
+        gid, ell, home = gid[o], ell[o], home[o]
+    return gid, ell, home
+
+
 _TAG_TOKEN = _TAG + 1
 #: kinds of the token stage's messages
 _TOKEN, _END = 0.0, 1.0
@@ -198,17 +216,7 @@ def _token_stage(comm, clock, cnt: Counters, turns: list[int], live: list[float]
         seen = moves.shape[0]
         if mv.size == 0:
             return
-        ids, dst = mv[:, 0].astype(np.int64), mv[:, 3].astype(np.int64)
-        mine = mv[:, 2].astype(np.int64) == me
-        for i, d in zip(np.searchsorted(gid0, ids[mine]).tolist(), dst[mine].tolist()):
-            dest0[i] = d  # in move order: the last move of an object wins, as turn by turn
-        arrive = dst == me
-        if arrive.any():
-            gid = np.concatenate([gid, ids[arrive]])
-            ell = np.concatenate([ell, mv[arrive, 1]])
-            home = np.concatenate([home, mv[arrive, 2].astype(np.int64)])
-            o = np.argsort(gid, kind="stable")
-            gid, ell, home = gid[o], ell[o], home[o]
+        gid, ell, home = _apply_moves(mv, me, gid0, dest0, gid, ell, home)
 
     holder = after(0, live)
     if holder < 0:
@@ -411,17 +419,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
                 for _, e, _, d in mv.reshape(n, 4).tolist():  # the source's live updates, in its order
                     live[int(d)] += e
                     live[r] -= e
-            mv = mv.reshape(n, 4)
-            ids, dst = mv[:, 0].astype(np.int64), mv[:, 3].astype(np.int64)
-            mine = mv[:, 2].astype(np.int64) == me
-            dest0[np.searchsorted(gid0, ids[mine])] = dst[mine]
-            arrive = dst == me
-            if arrive.any():
-                gid = np.concatenate([gid, ids[arrive]])
-                ell = np.concatenate([ell, mv[arrive, 1]])
-                home = np.concatenate([home, mv[arrive, 2].astype(np.int64)])
-                o = np.argsort(gid, kind="stable")
-                gid, ell, home = gid[o], ell[o], home[o]
+            gid, ell, home = _apply_moves(mv.reshape(n, 4), me, gid0, dest0, gid, ell, home)
         load = _local_load(ell)
         cnt.iterations += 1
         rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, 0.0], clock, counters=cnt)

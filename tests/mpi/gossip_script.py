@@ -27,6 +27,14 @@ from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
 
+def assignment(rows, n: int) -> np.ndarray:
+    """The final rank of each of the n objects from every rank's (ids, dest, ...) row."""
+    final = np.full(n, -1)
+    for ids, dest, *_ in rows:
+        final[ids] = dest
+    return final
+
+
 def main(seed: int) -> int:
     comm = MPI.COMM_WORLD
     me, p = comm.Get_rank(), comm.Get_size()
@@ -59,9 +67,7 @@ def main(seed: int) -> int:
                            root=0)
         if me != 0:
             continue
-        final = np.full(loads.size, -1)
-        for ids, dest, *_ in rows:
-            final[ids] = dest
+        final = assignment(rows, loads.size)
         if not np.array_equal(final, ref.object_rank):
             failures.append(f"{name}: {np.count_nonzero(final != ref.object_rank)} objects end elsewhere than serial")
         if sum(h["transfers"] for h in ref.history) == 0:
@@ -86,9 +92,7 @@ def main(seed: int) -> int:
         rows = comm.gather((mine, res.dest, res.history, res.iterations), root=0)
         if me != 0:
             continue
-        final = np.full(loads.size, -1)
-        for ids, dest, *_ in rows:
-            final[ids] = dest
+        final = assignment(rows, loads.size)
         if not np.array_equal(final, ref.object_rank):
             failures.append(f"{name} token: {np.count_nonzero(final != ref.object_rank)} objects end elsewhere")
         if any(hist != ref.history or it != ref.iterations for _, _, hist, it in rows):

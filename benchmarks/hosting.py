@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -30,33 +29,10 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from partition_compare import finish_job  # noqa: E402
+from partition_compare import PeakRSS, finish_job  # noqa: E402
 from scale import scenario  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _tree_rss(root: int) -> int:
-    """Summed resident bytes of ``root`` and its descendants (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ppid, pages = int(fields[1]), int(fields[21])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-        rss[int(name)] = pages * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo += children.get(pid, [])
-    return total
 
 
 def run(sc: dict, processes: int, out: Path, timeout: float) -> dict:
@@ -66,28 +42,16 @@ def run(sc: dict, processes: int, out: Path, timeout: float) -> dict:
     cmd = [sys.executable, "-m", "hermes", "run", str(spec), "--processes", str(processes), "--no-pictures",
            "--out", str(out)]
     env = {**os.environ, "SCOTCH_PTHREAD_NUMBER": "1"}
-    peak = [0]
     t0 = time.perf_counter()
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                            start_new_session=True, cwd=ROOT)
-    done = threading.Event()
-
-    def sample():
-        while not done.wait(0.2):
-            peak[0] = max(peak[0], _tree_rss(job.pid))
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    try:
+    with PeakRSS(job.pid) as peak:
         stdout, stderr = finish_job(job, cmd, timeout)
-    finally:
-        done.set()
-        th.join()
     wall = time.perf_counter() - t0
     if job.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{stderr[-2000:]}")
     setup = next((ln for ln in stdout.splitlines() if ln.startswith("set-up:")), "")
-    return {"wall": wall, "rss": peak[0], "setup": setup, "out": out}
+    return {"wall": wall, "rss": peak.bytes, "setup": setup, "out": out}
 
 
 def results(d: Path) -> tuple:

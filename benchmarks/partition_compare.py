@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -119,8 +120,57 @@ def scenario(mesh_file: str | Path, balancer: dict[str, Any], *, ranks: int, pha
     }
 
 
-def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | None = None) -> tuple[dict[str, Any],
-                                                                                                  float]:
+def tree_rss(root: int) -> int:
+    """Summed resident bytes of ``root`` and its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ppid, pages = int(fields[1]), int(fields[21])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+        rss[int(name)] = pages * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total
+
+
+class PeakRSS:
+    """The peak of :func:`tree_rss` of a running job, sampled every ``every`` seconds on a thread::
+
+        with PeakRSS(job.pid) as peak:
+            job.communicate()
+        peak.bytes
+    """
+
+    def __init__(self, pid: int, every: float = 0.2) -> None:
+        self.pid, self.every, self.bytes = pid, every, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._done.wait(self.every):
+            self.bytes = max(self.bytes, tree_rss(self.pid))
+
+    def __enter__(self) -> "PeakRSS":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | None = None,
+               measured: dict[str, Any] | None = None) -> tuple[dict[str, Any], float]:
     """Run ``hermes run`` of ``sc['processors']`` processors under mpiexec on ``processes`` MPI processes
     (default: hermes' own, one per processor up to the cores, :func:`hermes.hosting.processes_for`; the results
     are the same whatever the number); return (summary.json, seconds).
@@ -134,6 +184,9 @@ def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | N
     ------
     RuntimeError
         If the job fails or times out (with the tail of its stderr).
+
+    ``measured``, if given, receives ``peak_rss`` (bytes: the peak summed resident memory of every process
+    of the job, launcher included, sampled every 0.2 s).
     """
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -147,8 +200,11 @@ def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | N
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                 start_new_session=True)
-        _, err = finish_job(proc, cmd, timeout)
+        with PeakRSS(proc.pid) as peak:
+            _, err = finish_job(proc, cmd, timeout)
         seconds = time.perf_counter() - t0
+        if measured is not None:
+            measured["peak_rss"] = peak.bytes
         if proc.returncode != 0:
             tail = "\n".join(err.strip().splitlines()[-5:])
             raise RuntimeError(f"exit status {proc.returncode}: {' '.join(cmd)}\n{tail}")

@@ -126,14 +126,14 @@ SETUPS = ("quickstart", "data", "thesis-homogeneous", "thesis-heterogeneous")
 COLUMNS = ["setup", "mesh", "capacities", "kind", "iterations", "phases", "ranks", "method", "cells", "total_time",
            "balance_time", "migrate_time", "compute_time", "final_imbalance", "imbalance_max", "edge_cut",
            "edge_cut_phases", "distinct_cells", "distinct_phases", "cell_sends", "refined_cells", "skipped",
-           "wall_seconds"]
+           "wall_seconds", "peak_rss_gib"]
 TABLE = [("ranks", "p", "{}"), ("method", "method", "{}"), ("total_time", "total (s)", "{:.4f}"),
          ("balance_time", "balance (s)", "{:.4f}"), ("migrate_time", "migrate (s)", "{:.4f}"),
          ("imbalance_max", "imbalance (worst phase)", "{:.3f}"), ("edge_cut_phases", "edge cut per phase", "{}"),
          ("cut_vs_metis", "cut / METIS (worst)", "{:.3f}"), ("distinct_phases", "distinct cells moved per phase",
                                                                  "{}"),
          ("distinct_vs_metis", "moved / METIS", "{:.2f}"), ("cell_sends", "cell sends", "{:,}"),
-         ("wall_seconds", "wall (s)", "{:.0f}")]
+         ("wall_seconds", "wall (s)", "{:.0f}"), ("peak_rss_gib", "peak RSS (GiB)", "{:.2f}")]
 
 
 def table_schedule(p: int, phases: int) -> list[list[float]]:
@@ -237,16 +237,20 @@ def run(args) -> int:
                             continue
                         print(f"run {path.stem}", file=sys.stderr, flush=True)
                         try:
-                            summary, seconds = run_hermes(sc, timeout=args.timeout, processes=args.processes)
+                            measured: dict[str, Any] = {}
+                            summary, seconds = run_hermes(sc, timeout=args.timeout, processes=args.processes,
+                                                          measured=measured)
                         except RuntimeError as err:
                             print(f"  failed: {err}", file=sys.stderr)
                             continue
                         r = row(summary, **case)
                         print(f"  total {r['total_time']:.4f} s, imbalance {r['imbalance_max']:.3f}, cut "
-                              f"{r['edge_cut_phases']}, moved {r['distinct_phases']}, {seconds:.0f} s wall",
+                              f"{r['edge_cut_phases']}, moved {r['distinct_phases']}, {seconds:.0f} s wall, peak RSS "
+                              f"{measured['peak_rss'] / 2**30:.2f} GiB",
                               file=sys.stderr, flush=True)
                         tmp = path.with_suffix(".tmp")
-                        tmp.write_text(json.dumps({"case": case, "summary": summary, "seconds": seconds}))
+                        tmp.write_text(json.dumps({"case": case, "summary": summary, "seconds": seconds,
+                                                   "peak_rss": measured["peak_rss"]}))
                         tmp.replace(path)
     return 0
 
@@ -255,7 +259,10 @@ def load(out: Path) -> list[dict[str, Any]]:
     rows = []
     for path in sorted(out.glob("*.json")):
         data = json.loads(path.read_text())
-        rows.append(row(data["summary"], **data["case"]))
+        r = row(data["summary"], **data["case"])
+        # the peak summed resident memory of the job (recorded since the hosted study; absent before)
+        r["peak_rss_gib"] = data["peak_rss"] / 2**30 if data.get("peak_rss") else None
+        rows.append(r)
     return rows
 
 

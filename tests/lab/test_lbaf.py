@@ -96,7 +96,7 @@ def test_not_an_lbdatafile(tmp_path, content, message):
 
 def test_a_directory_is_not_a_trace(tmp_path):
     (tmp_path / "d.0.json").mkdir()
-    with pytest.raises(MeshError, match="no LBDatafile"):  # not a file: the stem has no trace
+    with pytest.raises(MeshError, match="is a directory"):
         read_lbdatafile(tmp_path / "d")
     with pytest.raises(MeshError, match="is a directory"):
         read_lbdatafile(tmp_path / "d", n_ranks=1)

@@ -1,0 +1,713 @@
+"""DARMA vt's LBDatafile: the per-rank JSON trace of a real application, read completely and written back.
+
+A trace is one file per rank, ``<stem>.<rank>.json``, plain JSON or brotli-compressed JSON under the same name
+(vt compresses by default; the two are told apart by content, not by name)::
+
+    {"type": "LBDatafile", "metadata": {"type": "LBDatafile", "rank": r,
+                                        "phases": {"count": 3, "skipped": {"list": [], "range": []},
+                                                   "identical_to_previous": {"list": [2], "range": []}}},
+     "phases": [{"id": 0,
+                 "tasks": [{"entity": {"type": "object", "seq_id": 2, "collection_id": 0, "home": 1,
+                                       "migratable": true, "index": [0, 2]},
+                            "node": 1, "resource": "cpu", "time": 2.0,
+                            "subphases": [{"id": 0, "time": 1.5}, {"id": 1, "time": 0.5}],
+                            "user_defined": {"task_footprint_bytes": 1024.0, "shared_id": 4, ...}}, ...],
+                 "communications": [{"type": "SendRecv", "from": {"type": "object", "seq_id": 2, ...},
+                                     "to": {"type": "object", "id": 4325376012, ...},
+                                     "messages": 25, "bytes": 8799.0}, ...]}, ...]}
+
+What is read (every key of LBAF's schema, ``src/lbaf/imported/LBDatafile_schema.py``, written here as strict
+pydantic models, so a malformed file is one line naming the file and the key path, never a traceback):
+
+- every phase (or those asked: :func:`parse_phase_spec`), a phase listed in ``metadata.phases.
+  identical_to_previous`` and absent from the file repeated from the one before, ``skipped`` ones left out;
+- per task: the object id (``seq_id``, else the 64-bit ``id`` as vt encodes it, kept whole), its load
+  (``time``), the rank whose file lists it, ``home``, ``migratable``, ``collection_id``, ``index``, the
+  subphase times, and the numbers of ``user_defined`` (memory footprints, shared-block ids and sizes,
+  whatever else the application recorded);
+- every communication whose endpoints are objects (``SendRecv``; objgroup and other entities as endpoints
+  too: they become endpoints that are not tasks), with messages and bytes, and the ranks of its endpoints.
+
+The LBAF output key ``lb_iterations`` and ``attributes`` are checked and not kept. Files are bounded
+(:data:`MAX_TRACE_BYTES` compressed and decompressed), so neither a large file nor a brotli bomb exhausts
+the memory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hermes.bounds import BIG
+from hermes.errors import MeshError, one_line, validation_message
+from hermes.loaders import parse_json, read_bytes
+from hermes.results import write_atomic
+
+__all__ = ["Trace", "TracePhase", "TraceError", "read_trace", "write_trace", "parse_phase_spec", "trace_paths",
+           "count_ranks", "MAX_TRACE_BYTES", "MEMORY_KEYS"]
+
+#: the largest rank file hermes reads, compressed or decompressed (a real application's are a few MB to a
+#: few hundred)
+MAX_TRACE_BYTES = 256 * 2**20
+#: at most this many values per file (each costs Python tens of bytes)
+MAX_TRACE_VALUES = 20_000_000
+#: the ``user_defined`` keys of vt's memory model (what LBAF's memory constraint reads)
+MEMORY_KEYS = ("task_footprint_bytes", "task_working_bytes", "task_serialized_bytes", "rank_working_bytes",
+               "shared_id", "shared_bytes")
+
+
+class TraceError(MeshError):
+    """A missing, unreadable or malformed LBDatafile trace (one line naming the file and the key path)."""
+
+
+# -- the schema (LBAF's LBDatafile_schema.py as pydantic models) ------------------------------------------------
+_I64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+_ID = Annotated[int, Field(ge=0, le=2**63 - 1)]
+#: a time or a byte count: finite, non-negative, at most BIG (sums and squares stay finite)
+_AMOUNT = Annotated[float, Field(ge=0, le=BIG)]
+
+
+class _Part(BaseModel):
+    # strict: no "1" → 1 nor 1.5 → int nor true → 1; finite floats only; keys added by later vt versions are
+    # accepted and ignored
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", populate_by_name=True)
+
+
+class _Entity(_Part):
+    """An object (or objgroup, or other entity) reference: ``seq_id`` or ``id``; a migratable object named by
+    ``seq_id`` has a ``collection_id`` (LBAF's ``validate_ids``)."""
+
+    type: str
+    id: _ID | None = None
+    seq_id: _ID | None = None
+    home: _I64 | None = None
+    collection_id: _I64 | None = None
+    migratable: bool | None = None
+    index: list[_I64] | None = None
+    objgroup_id: _I64 | None = None
+
+    @model_validator(mode="after")
+    def _ids(self):
+        if self.seq_id is None and self.id is None:
+            raise ValueError("either id (bit-encoded) or seq_id must be given")
+        if self.migratable and self.seq_id is not None and self.collection_id is None:
+            raise ValueError("a migratable entity with a seq_id needs a collection_id")
+        return self
+
+    @property
+    def oid(self) -> int:
+        return self.seq_id if self.seq_id is not None else self.id
+
+
+class _TaskEntity(_Entity):
+    home: _I64
+    migratable: bool
+
+
+class _Subphase(_Part):
+    id: _I64
+    time: _AMOUNT
+
+
+class _Task(_Part):
+    entity: _TaskEntity
+    node: _I64
+    resource: str
+    time: _AMOUNT
+    subphases: list[_Subphase] | None = None
+    user_defined: dict[str, Any] | None = None
+    attributes: dict[str, Any] | None = None
+
+
+class _Communication(_Part):
+    type: str
+    to: _Entity
+    from_: _Entity = Field(alias="from")
+    messages: Annotated[int, Field(ge=0, le=2**63 - 1)]
+    bytes: _AMOUNT
+
+
+class _Iteration(_Part):
+    id: _I64
+    tasks: list[_Task]
+    communications: list[_Communication] | None = None
+    user_defined: dict[str, Any] | None = None
+
+
+class _Phase(_Iteration):
+    lb_iterations: list[_Iteration] | None = None
+
+
+class _SharedNode(_Part):
+    id: _I64
+    size: _I64
+    rank: _I64
+    num_nodes: _I64
+
+
+class _PhaseSet(_Part):
+    list: list[_I64]
+    range: list[list[_I64]]
+
+    def ids(self) -> set[int]:
+        out = set(self.list)
+        for r in self.range:
+            if len(r) != 2 or r[1] < r[0] or r[1] - r[0] > 10**7:
+                raise ValueError(f"a phase range must be [first, last] with first ≤ last, got {r}")
+            out.update(range(r[0], r[1] + 1))
+        return out
+
+
+class _PhasesMeta(_Part):
+    count: _I64 | None = None
+    skipped: _PhaseSet
+    identical_to_previous: _PhaseSet
+
+
+class _Metadata(_Part):
+    type: Literal["LBDatafile"] | None = None
+    rank: _I64 | None = None
+    shared_node: _SharedNode | None = None
+    phases: _PhasesMeta | None = None
+    attributes: dict[str, Any] | None = None
+
+
+class _LBDatafile(_Part):
+    """One rank's file. LBAF's schema makes ``type`` optional; hermes needs it at the top or in ``metadata``
+    (it tells an LBDatafile from LBAF's other JSON files)."""
+
+    type: Literal["LBDatafile"] | None = None
+    metadata: _Metadata | None = None
+    phases: list[_Phase]
+
+
+# -- what a trace is in memory -------------------------------------------------------------------------------------
+def _i64(n: int = 0) -> NDArray[np.int64]:
+    return np.zeros(n, dtype=np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class TracePhase:
+    """One phase of a trace: arrays over its tasks (sorted by object id) and over its communications.
+
+    Attributes
+    ----------
+    n_ranks : int
+    ids : int64 array
+        Object ids (``seq_id``, else vt's bit-encoded ``id``), unique within the phase.
+    loads : float64 array
+        Task times (the load LBAF balances).
+    ranks : int64 array
+        Rank holding the task (the file that lists it).
+    home : int64 array
+    migratable : bool array
+    phase : int
+        The phase id.
+    comm_from, comm_to : int64 arrays
+        Object ids of the endpoints of each communication (sorted by (from, to, from rank)); an endpoint need
+        not be a task of the phase (an objgroup, an object of another collection).
+    comm_messages : int64 array
+    comm_bytes : float64 array
+    comm_from_rank, comm_to_rank : int64 arrays
+        The ranks of the endpoints: a task's rank, else the rank whose file lists the communication for the
+        sender and the entity's ``home`` (that file's rank if it has none) for the receiver.
+    collection : int64 array
+        ``collection_id`` (−1: none).
+    index : tuple of tuples
+        The objects' ``index`` (empty: none).
+    subphase_ids : int64 array (S,)
+    subphases : float64 array (n, S)
+        Subphase times (0 where a task has no such subphase).
+    user : dict of str to float64 array
+        The numbers of ``user_defined`` per task (NaN where a task has none), by key.
+    """
+
+    n_ranks: int
+    ids: NDArray[np.int64]
+    loads: NDArray[np.float64]
+    ranks: NDArray[np.int64]
+    home: NDArray[np.int64]
+    migratable: NDArray[np.bool_]
+    phase: int = 0
+    comm_from: NDArray[np.int64] = field(default_factory=_i64)
+    comm_to: NDArray[np.int64] = field(default_factory=_i64)
+    comm_messages: NDArray[np.int64] = field(default_factory=_i64)
+    comm_bytes: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    comm_from_rank: NDArray[np.int64] | None = None
+    comm_to_rank: NDArray[np.int64] | None = None
+    collection: NDArray[np.int64] | None = None
+    index: tuple[tuple[int, ...], ...] | None = None
+    subphase_ids: NDArray[np.int64] = field(default_factory=_i64)
+    subphases: NDArray[np.float64] | None = None
+    user: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = self.ids.size
+        fill = {"collection": np.full(n, -1, dtype=np.int64), "index": ((),) * n,
+                "subphases": np.zeros((n, self.subphase_ids.size))}
+        for name, value in fill.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        stale = any(a is None or a.size != self.comm_from.size for a in (self.comm_from_rank, self.comm_to_rank))
+        if stale:  # not given (or given for other communications): the ranks of the endpoint tasks
+            where = dict(zip(self.ids.tolist(), self.ranks.tolist()))
+            object.__setattr__(self, "comm_from_rank", np.array([where.get(i, 0) for i in self.comm_from.tolist()],
+                                                                dtype=np.int64))
+            object.__setattr__(self, "comm_to_rank", np.array([where.get(i, 0) for i in self.comm_to.tolist()],
+                                                              dtype=np.int64))
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.ids.size)
+
+    def rank_loads(self, ranks: ArrayLike | None = None) -> NDArray[np.float64]:
+        """The load of every rank (the sum of its tasks' times) under ``ranks`` (default: the trace's)."""
+        r = self.ranks if ranks is None else np.asarray(ranks, dtype=np.int64)
+        return np.bincount(r, weights=self.loads, minlength=self.n_ranks)
+
+    def object_ranks(self, ranks: ArrayLike | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The ranks of the communications' endpoints when the tasks are on ``ranks`` (endpoints that are not
+        tasks stay where the trace has them)."""
+        if ranks is None:
+            return self.comm_from_rank, self.comm_to_rank
+        r = np.asarray(ranks, dtype=np.int64)
+        out = []
+        for ends, fixed in ((self.comm_from, self.comm_from_rank), (self.comm_to, self.comm_to_rank)):
+            pos = np.searchsorted(self.ids, ends)
+            pos = np.minimum(pos, max(self.ids.size - 1, 0))
+            is_task = self.ids.size > 0
+            hit = (self.ids[pos] == ends) if is_task else np.zeros(ends.size, dtype=bool)
+            out.append(np.where(hit, r[pos] if is_task else 0, fixed))
+        return out[0], out[1]
+
+    def with_ranks(self, ranks: ArrayLike) -> TracePhase:
+        """The same tasks on new ranks (homes unchanged; communication endpoints that are tasks follow them)."""
+        r = np.asarray(ranks, dtype=np.int64).ravel()
+        if r.shape != self.ids.shape or (r.size and (r.min() < 0 or r.max() >= self.n_ranks)):
+            raise TraceError(f"new ranks must be {self.ids.size} integers in 0..{self.n_ranks - 1}")
+        fr, tr = self.object_ranks(r)
+        return replace(self, ranks=r, comm_from_rank=fr, comm_to_rank=tr)
+
+    def with_id(self, phase: int) -> TracePhase:
+        return replace(self, phase=int(phase))
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """A whole trace: its phases in file order, the number of ranks, where it came from."""
+
+    n_ranks: int
+    phases: list[TracePhase]
+    stem: str = ""
+    #: whether its files were brotli-compressed
+    compressed: bool = False
+
+    @property
+    def phase_ids(self) -> list[int]:
+        return [ph.phase for ph in self.phases]
+
+    def phase(self, pid: int) -> TracePhase:
+        for ph in self.phases:
+            if ph.phase == pid:
+                return ph
+        raise TraceError(f"{self.stem}: no phase {pid} (phases: {_ids_text(self.phase_ids)})")
+
+
+def _ids_text(ids: list[int]) -> str:
+    """``0-9, 12, 20-25``: runs of consecutive ids."""
+    out, ids = [], sorted(set(ids))
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ", ".join(out) if out else "none"
+
+
+def parse_phase_spec(spec: str | int | None) -> list[tuple[int, int]] | None:
+    """A phase selection: ``None`` or ``all`` (every phase), ``K``, ``A-B`` (inclusive), or a comma list of
+    those (``0,3-5,9``); as (first, last) ranges, None for all.
+
+    Raises
+    ------
+    TraceError
+        One line if the text is none of these.
+    """
+    if spec is None:
+        return None
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return [(spec, spec)]
+    text = str(spec).strip()
+    if text.lower() == "all":
+        return None
+    out = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(-?\d{1,18})\s*(?:-\s*(-?\d{1,18})\s*)?", part)
+        if not m:
+            raise TraceError(f"--phase {one_line(text[:60])!r}: expected 'all', a phase id K, a range A-B or a comma "
+                             f"list of those (e.g. 0,3-5)")
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) is not None else a
+        if b < a:
+            raise TraceError(f"--phase {text!r}: the range {a}-{b} is empty (write first-last)")
+        out.append((a, b))
+    return out
+
+
+def _selected(pid: int, ranges: list[tuple[int, int]] | None) -> bool:
+    return ranges is None or any(a <= pid <= b for a, b in ranges)
+
+
+# -- reading --------------------------------------------------------------------------------------------------
+def trace_paths(stem: str | Path, n_ranks: int) -> list[Path]:
+    """``<stem>.0.json`` ... ``<stem>.<n−1>.json``."""
+    return [Path(f"{stem}.{r}.json") for r in range(n_ranks)]
+
+
+def count_ranks(stem: str | Path) -> int:
+    """The number of rank files ``<stem>.<r>.json``: they must be 0..n−1 without a gap.
+
+    Raises
+    ------
+    TraceError
+        No ``<stem>.0.json``; or a gap (``<stem>.2.json`` missing while ``<stem>.3.json`` exists).
+    """
+    stem = Path(stem)
+    try:
+        parent = stem.parent if str(stem.parent) else Path(".")
+        pattern = re.compile(re.escape(stem.name) + r"\.(\d{1,9})\.json")
+        found = sorted(int(m.group(1)) for p in parent.iterdir() if (m := pattern.fullmatch(p.name)))
+    except (OSError, ValueError):  # no such directory, a stem too long to be a path
+        found = []
+    if not found or found[0] != 0:
+        hint = f" (found {stem}.{found[0]}.json)" if found else ""
+        raise TraceError(f"no LBDatafile {stem}.0.json{hint}: give the stem of the per-rank files <stem>.<rank>.json")
+    n = len(found)
+    if found[-1] != n - 1:
+        gap = next(r for r in range(n) if r not in set(found))
+        raise TraceError(f"{stem}: rank file {stem}.{gap}.json is missing (files for {n} ranks up to rank "
+                         f"{found[-1]}): a trace has one file per rank, 0 to n−1")
+    return n
+
+
+def _decompress(data: bytes, path: Path) -> bytes:
+    """Brotli-decompressed ``data``, bounded by MAX_TRACE_BYTES (TraceError on a corrupt or truncated stream)."""
+    import brotli
+
+    d = brotli.Decompressor()
+    chunks, total = [], 0
+    try:
+        out = d.process(data, output_buffer_limit=1 << 24)
+        while True:
+            chunks.append(out)
+            total += len(out)
+            if total > MAX_TRACE_BYTES:
+                raise TraceError(f"{path}: decompresses to more than {MAX_TRACE_BYTES // 2**20} MiB, the largest rank "
+                                 f"file hermes reads")
+            if d.is_finished() or (d.can_accept_more_data() and not out):
+                break
+            out = d.process(b"", output_buffer_limit=1 << 24)
+    except brotli.error:
+        raise TraceError(f"{path}: neither JSON nor a valid brotli stream (corrupt or not an LBDatafile)") from None
+    if not d.is_finished():
+        raise TraceError(f"{path}: the brotli stream ends early (a truncated file)")
+    return b"".join(chunks)
+
+
+def _looks_like_json(data: bytes) -> bool:
+    """Whether ``data`` may be JSON text: UTF-8 beginning with ``{`` or ``[``."""
+    head = data.lstrip(b" \t\r\n")[:1]
+    if head not in (b"{", b"["):
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _read_doc(path: Path, r: int) -> tuple[_LBDatafile, bool]:
+    """One rank's file, parsed as strict JSON and checked against the schema; (document, was compressed)."""
+    if not path.exists():
+        raise TraceError(f"missing LBDatafile {path}")
+    data = read_bytes(path, "LBDatafile", max_bytes=MAX_TRACE_BYTES, error=TraceError)
+    # plain or brotli-compressed: a brotli stream has no magic number and may begin with '{' or '[', so text
+    # that does not parse as JSON is tried as brotli before its JSON error is reported
+    compressed = not _looks_like_json(data)
+    if compressed:
+        if not data:
+            raise TraceError(f"{path}: empty file")
+        data = _decompress(data, path)
+        doc = parse_json(data, str(path), error=TraceError, max_values=MAX_TRACE_VALUES)
+    else:
+        try:
+            doc = parse_json(data, str(path), error=TraceError, max_values=MAX_TRACE_VALUES)
+        except TraceError as err:
+            try:
+                unpacked = _decompress(data, path)
+            except TraceError:
+                raise err from None
+            doc, compressed = parse_json(unpacked, str(path), error=TraceError, max_values=MAX_TRACE_VALUES), True
+    if not isinstance(doc, dict):
+        raise TraceError(f"{path}: not an LBDatafile (the file must hold a JSON object)")
+    kinds = {doc.get("type"), doc["metadata"].get("type") if isinstance(doc.get("metadata"), dict) else None}
+    if "LBDatafile" not in kinds:
+        raise TraceError(f"{path}: not an LBDatafile (type must be 'LBDatafile')")
+    try:
+        data = _LBDatafile.model_validate(doc)
+    except ValidationError as err:
+        raise TraceError(f"{path}: {validation_message(err)}") from None
+    meta_rank = data.metadata.rank if data.metadata is not None and data.metadata.rank is not None else r
+    if meta_rank != r:
+        raise TraceError(f"{path}: metadata says rank {meta_rank}, the file name rank {r}")
+    return data, compressed
+
+
+def _phases_of(doc: _LBDatafile, path: Path) -> list[_Phase | int]:
+    """The file's phases in order, a phase ``identical_to_previous`` and absent given as its bare id."""
+    listed = [ph.id for ph in doc.phases]
+    if len(set(listed)) != len(listed):
+        dup = next(i for i in listed if listed.count(i) > 1)
+        raise TraceError(f"{path}: phase {dup} is listed twice")
+    meta = doc.metadata.phases if doc.metadata is not None else None
+    if meta is None:
+        return list(doc.phases)
+    try:
+        same, skipped = meta.identical_to_previous.ids(), meta.skipped.ids()
+    except ValueError as err:
+        raise TraceError(f"{path}: metadata.phases: {err}") from None
+    out: list[_Phase | int] = list(doc.phases)
+    have = set(listed)
+    for pid in sorted(same - have - skipped):
+        out.append(pid)
+    out.sort(key=lambda ph: ph if isinstance(ph, int) else ph.id)
+    return out
+
+
+def _user_numbers(ud: dict[str, Any] | None) -> dict[str, float]:
+    if not ud:
+        return {}
+    return {k: float(v) for k, v in ud.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= BIG and v == v}
+
+
+def _build_phase(pid: int, docs: list[tuple[Path, _Phase | None]], n_ranks: int, stem: str) -> TracePhase:
+    ids: list[int] = []
+    loads: list[float] = []
+    ranks: list[int] = []
+    home: list[int] = []
+    mig: list[bool] = []
+    coll: list[int] = []
+    index: list[tuple[int, ...]] = []
+    subs: list[dict[int, float]] = []
+    users: list[dict[str, float]] = []
+    cf, ct, cm, cb, cfr, ctr = [], [], [], [], [], []
+    for r, (path, ph) in enumerate(docs):
+        if ph is None:
+            continue
+        for k, task in enumerate(ph.tasks):
+            e = task.entity
+            ids.append(e.oid)
+            loads.append(task.time)
+            ranks.append(r)
+            home.append(e.home)
+            mig.append(e.migratable)
+            coll.append(-1 if e.collection_id is None else e.collection_id)
+            index.append(tuple(e.index or ()))
+            sp: dict[int, float] = {}
+            for s in task.subphases or []:
+                sp[s.id] = sp.get(s.id, 0.0) + s.time
+            subs.append(sp)
+            users.append(_user_numbers(task.user_defined))
+        for c in ph.communications or []:
+            if c.from_.type != "object" or c.to.type != "object":  # node or collection endpoints: not objects
+                continue
+            cf.append(c.from_.oid)
+            ct.append(c.to.oid)
+            cm.append(c.messages)
+            cb.append(c.bytes)
+            cfr.append(r)
+            ctr.append(c.to.home if c.to.home is not None and 0 <= c.to.home < n_ranks else r)
+    i = np.asarray(ids, dtype=np.int64)
+    o = np.argsort(i, kind="stable")
+    i = i[o]
+    if i.size and np.any(i[1:] == i[:-1]):
+        dup = int(i[1:][i[1:] == i[:-1]][0])
+        raise TraceError(f"{stem}: object {dup} is listed twice in phase {pid} (in the files of ranks "
+                         f"{', '.join(str(r) for r in sorted({ranks[k] for k in range(len(ids)) if ids[k] == dup}))})")
+    h = np.asarray(home, dtype=np.int64)[o]
+    if h.size and (h.min() < 0 or h.max() >= n_ranks):
+        bad = int(h[(h < 0) | (h >= n_ranks)][0])
+        raise TraceError(f"{stem}: phase {pid}: a task's home is rank {bad}, not one of the {n_ranks} ranks of the "
+                         f"trace (a rank file missing?)")
+    r_task = np.asarray(ranks, dtype=np.int64)[o]
+    sub_ids = np.array(sorted({s for sp in subs for s in sp}), dtype=np.int64)
+    sub = np.zeros((i.size, sub_ids.size))
+    col = {s: k for k, s in enumerate(sub_ids.tolist())}
+    for row, k in enumerate(o.tolist()):
+        for s, t in subs[k].items():
+            sub[row, col[s]] = t
+    keys = sorted({k for u in users for k in u})
+    user = {k: np.array([users[j].get(k, np.nan) for j in o.tolist()]) for k in keys}
+    # the ranks of the endpoints: a task's own; otherwise the rank listing the communication (sender) or the
+    # entity's home (receiver)
+    cf_a, ct_a = np.asarray(cf, dtype=np.int64), np.asarray(ct, dtype=np.int64)
+    where = dict(zip(i.tolist(), r_task.tolist()))
+    cfr_a = np.array([where.get(a, b) for a, b in zip(cf, cfr)], dtype=np.int64)
+    ctr_a = np.array([where.get(a, b) for a, b in zip(ct, ctr)], dtype=np.int64)
+    c = np.lexsort((cfr_a, ct_a, cf_a))  # (from, to, from rank): the same order whichever file listed them
+    return TracePhase(n_ranks, i, np.asarray(loads, dtype=np.float64)[o], r_task, h,
+                      np.asarray(mig, dtype=bool)[o], int(pid), cf_a[c], ct_a[c], np.asarray(cm, dtype=np.int64)[c],
+                      np.asarray(cb, dtype=np.float64)[c], cfr_a[c], ctr_a[c], np.asarray(coll, dtype=np.int64)[o],
+                      tuple(index[k] for k in o.tolist()), sub_ids, sub, user)
+
+
+def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | None = None,
+               n_ranks: int | None = None) -> Trace:
+    """Read the LBDatafile trace ``<stem>.<r>.json`` (every rank file, plain or brotli-compressed).
+
+    Parameters
+    ----------
+    stem : str or Path
+    phases : str, int or list of (first, last), optional
+        The phases to keep (:func:`parse_phase_spec`: ``all``, ``K``, ``A-B``, ``0,3-5``); default all.
+    n_ranks : int, optional
+        The number of rank files (default: all, :func:`count_ranks`).
+
+    Raises
+    ------
+    TraceError
+        One line naming the file and the key path (``t.1.json: phases.0.tasks.2.entity.home: ...``): a missing
+        rank file, not JSON nor brotli-compressed JSON, a truncated brotli stream, not an LBDatafile, a field of
+        the wrong type or range, a rank mismatch, an object listed twice, a home outside the ranks, no phase
+        selected.
+    """
+    stem_text = str(stem)
+    if n_ranks is None:
+        n_ranks = count_ranks(stem)
+    ranges = phases if isinstance(phases, list) else parse_phase_spec(phases)
+    docs, compressed = [], False
+    for r, path in enumerate(trace_paths(stem, n_ranks)):
+        doc, packed = _read_doc(path, r)
+        docs.append((path, _phases_of(doc, path)))
+        compressed |= packed
+    order: list[int] = []
+    for _, phs in docs:
+        for ph in phs:
+            pid = ph if isinstance(ph, int) else ph.id
+            if pid not in order:
+                order.append(pid)
+    order.sort()
+    chosen = [pid for pid in order if _selected(pid, ranges)]
+    if not chosen:
+        raise TraceError(f"{stem_text}: no phase {'' if ranges is None else _ranges_text(ranges) + ' '}in the trace "
+                         f"(phases: {_ids_text(order)})")
+    by_rank = [{(ph if isinstance(ph, int) else ph.id): ph for ph in phs} for _, phs in docs]
+    out: list[TracePhase] = []
+    last: dict[int, TracePhase] = {}
+    for pid in order:
+        entries = []
+        repeat = all(isinstance(m.get(pid), int) for m in by_rank if pid in m)
+        if repeat:
+            prev = [q for q in order if q < pid]
+            if not prev or prev[-1] not in last:
+                raise TraceError(f"{stem_text}: phase {pid} is marked identical to the previous one, but there is "
+                                 f"none before it")
+            ph = last[prev[-1]].with_id(pid)
+        else:
+            for r, (path, _) in enumerate(docs):
+                got = by_rank[r].get(pid)
+                if isinstance(got, int):
+                    raise TraceError(f"{path}: phase {pid} is marked identical to the previous one here but listed "
+                                     f"in other ranks' files (a trace mixing both cannot be read)")
+                entries.append((path, got))
+            if not _selected(pid, ranges) and not any(_selected(q, ranges) for q in order if q > pid):
+                break
+            ph = _build_phase(pid, entries, n_ranks, stem_text)
+        last[pid] = ph
+        if _selected(pid, ranges):
+            out.append(ph)
+    return Trace(n_ranks, out, stem_text, compressed)
+
+
+def _ranges_text(ranges: list[tuple[int, int]]) -> str:
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+# -- writing --------------------------------------------------------------------------------------------------
+def _entity(ph: TracePhase, k: int | None, oid: int, home: int) -> dict[str, Any]:
+    e: dict[str, Any] = {"type": "object", "seq_id": int(oid)}
+    if k is None:  # an endpoint that is not a task of the phase
+        e.update(collection_id=0, home=int(home), migratable=False)
+        return e
+    e["collection_id"] = int(ph.collection[k]) if ph.collection[k] >= 0 else 0
+    e["home"] = int(ph.home[k])
+    e["migratable"] = bool(ph.migratable[k])
+    if ph.index[k]:
+        e["index"] = list(ph.index[k])
+    return e
+
+
+def write_trace(stem: str | Path, trace: Trace | TracePhase | list[TracePhase], *, compress: bool = False,
+                quality: int = 11) -> list[Path]:
+    """Write ``trace`` as ``<stem>.<r>.json`` for every rank (empty ranks get empty task lists), each file
+    atomically; brotli-compressed under the same names with ``compress`` (as vt writes them).
+
+    Every phase is written with its tasks (object ids as ``seq_id``), subphases, ``user_defined`` numbers and the
+    communications, each in the file of the rank of its sender. The files pass vt's JSON validator and LBAF's
+    schema, and :func:`read_trace` reads them back to the same arrays.
+    """
+    phases = [trace] if isinstance(trace, TracePhase) else list(trace.phases if isinstance(trace, Trace) else trace)
+    if not phases:
+        raise TraceError("a trace needs at least one phase to be written")
+    n_ranks = phases[0].n_ranks
+    if any(ph.n_ranks != n_ranks for ph in phases):
+        raise TraceError("every phase of a trace must have the same number of ranks")
+    files: list[list[dict[str, Any]]] = [[] for _ in range(n_ranks)]
+    for ph in phases:
+        pos = {int(o): k for k, o in enumerate(ph.ids.tolist())}
+        tasks: list[list[dict[str, Any]]] = [[] for _ in range(n_ranks)]
+        sub_ids = ph.subphase_ids.tolist()
+        for k, (oid, ell, r) in enumerate(zip(ph.ids.tolist(), ph.loads.tolist(), ph.ranks.tolist())):
+            t: dict[str, Any] = {"entity": _entity(ph, k, oid, r), "node": int(r), "resource": "cpu", "time": float(ell)}
+            if sub_ids:
+                t["subphases"] = [{"id": int(s), "time": float(ph.subphases[k, j])} for j, s in enumerate(sub_ids)]
+            ud = {key: _plain_number(key, vals[k]) for key, vals in ph.user.items() if vals[k] == vals[k]}
+            if ud:
+                t["user_defined"] = ud
+            tasks[r].append(t)
+        comms: list[list[dict[str, Any]]] = [[] for _ in range(n_ranks)]
+        for a, b, nm, nb, ra, rb in zip(ph.comm_from.tolist(), ph.comm_to.tolist(), ph.comm_messages.tolist(),
+                                        ph.comm_bytes.tolist(), ph.comm_from_rank.tolist(), ph.comm_to_rank.tolist()):
+            comms[ra].append({"type": "SendRecv", "from": _entity(ph, pos.get(a), a, ra),
+                              "to": _entity(ph, pos.get(b), b, rb), "messages": int(nm), "bytes": float(nb)})
+        for r in range(n_ranks):
+            entry: dict[str, Any] = {"id": int(ph.phase), "tasks": tasks[r]}
+            if comms[r]:
+                entry["communications"] = comms[r]
+            files[r].append(entry)
+    paths = trace_paths(stem, n_ranks)
+    for r, path in enumerate(paths):
+        doc = {"type": "LBDatafile", "metadata": {"type": "LBDatafile", "rank": r}, "phases": files[r]}
+        text = json.dumps(doc, indent=None if compress else 1, separators=(",", ":") if compress else None) + "\n"
+        if compress:
+            import brotli
+
+            write_atomic(path, brotli.compress(text.encode(), quality=quality))
+        else:
+            write_atomic(path, text)
+    return paths
+
+
+def _plain_number(key: str, v: float) -> int | float:
+    """A ``user_defined`` number as vt writes it: ids as integers, the rest as floats."""
+    return int(v) if key.endswith("_id") and float(v).is_integer() else float(v)

@@ -158,7 +158,106 @@ def build_parser() -> argparse.ArgumentParser:
                     help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
     gp.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     gp.add_argument("--json", action="store_true", help="print one JSON object")
+
+    rp = sub.add_parser("replay", help="balance the phases of a real application's trace (vt LBDatafile) with any "
+                        "balancers and compare them")
+    rp.add_argument("stem", help="the trace: STEM for the per-rank files STEM.0.json ... (plain or brotli)")
+    rp.add_argument("--algorithm", default="grapevine,pcg,metis",
+                    help="balancers, comma-separated (default grapevine,pcg,metis; 'hermes replay --list' names "
+                    "those replay runs)")
+    rp.add_argument("--phase", default="all", help="phases: all (default), K, A-B or a comma list (0,3-5)")
+    rp.add_argument("--out", help="results directory (default runs/replay-<stem>-<timestamp>)")
+    rp.add_argument("--graph", choices=["auto", "comm", "full"], default="auto",
+                    help="processor graph of the flow balancers: comm (ranks that exchange messages), full (every "
+                    "pair), auto (comm if connected, else full; default)")
+    rp.add_argument("--param", dest="params", action="append", default=[], metavar="ALGORITHM.KEY=VALUE",
+                    help="a balancer parameter, e.g. pcg.tolerance=1e-6 or grapevine.fanout=6 (repeatable)")
+    rp.add_argument("--capacities", default="homo", help="homo (default) or one relative speed per rank, "
+                    "comma-separated")
+    rp.add_argument("--alpha", type=float, default=1.0, help="work model: weight of the load (LBAF's α, default 1)")
+    rp.add_argument("--beta", type=float, default=0.0, help="work model: weight of max(sent, received) off-rank "
+                    "bytes (LBAF's β, default 0)")
+    rp.add_argument("--gamma", type=float, default=0.0, help="work model: constant per rank (LBAF's γ)")
+    rp.add_argument("--delta", type=float, default=0.0, help="work model: weight of the shared blocks homed "
+                    "elsewhere (LBAF's δ)")
+    rp.add_argument("--memory-limit", type=float, help="bytes per rank (LBAF's upper_bounds.max_memory_usage): a "
+                    "rank above it has infinite work and is counted in memory_over")
+    rp.add_argument("--seed", type=int, default=0, help="random seed of grapevine and the partitioners (default 0)")
+    rp.add_argument("--write-trace", action="store_true", help="also write each balanced assignment as an "
+                    "LBDatafile trace (OUT/traces/ALGORITHM/STEM.r.json)")
+    rp.add_argument("--compress", action="store_true", help="brotli-compress the written traces (as vt does)")
+    rp.add_argument("--no-plot", action="store_true", help="no replay.png")
+    rp.add_argument("--list", action="store_true", help="print the balancers replay runs and exit")
+    rp.add_argument("--quiet", action="store_true", help="print only the results directory")
     return ap
+
+
+def _cmd_replay(args) -> int:
+    from hermes.errors import BalancerError, HermesError
+    from hermes.results import DEFAULT_KEY, claim_dir, default_run_dir, slug
+    from hermes.trace.replay import replay_algorithms
+
+    if args.list:
+        print("\n".join(replay_algorithms()))
+        return 0
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    try:
+        from hermes.trace import read_trace
+        from hermes.trace.report import replay_to_dir
+        from hermes.trace.workmodel import WorkModel
+
+        algorithms = [a.strip() for a in args.algorithm.split(",") if a.strip()]
+        if not algorithms:
+            raise BalancerError("--algorithm: give at least one balancer")
+        known = replay_algorithms()
+        for a in algorithms:
+            if a not in known:
+                from hermes.balance.registry import get_balancer
+
+                get_balancer(a)  # an unknown name: the registry's one line
+                raise BalancerError(f"--algorithm {a}: it has no serial reference, so replay cannot run it (replay "
+                                    f"runs: {', '.join(known)})")
+        params: dict[str, dict] = {}
+        for key, value in _parse_params(args.params).items():
+            algo, dot, name = key.partition(".")
+            if not dot or algo not in algorithms:
+                raise BalancerError(f"--param {key}: expected ALGORITHM.KEY=VALUE with ALGORITHM one of --algorithm "
+                                    f"({', '.join(algorithms)})")
+            params.setdefault(algo, {})[name] = value
+        caps = None
+        if args.capacities != "homo":
+            try:
+                caps = [float(x) for x in args.capacities.split(",")]
+            except ValueError:
+                raise HermesError(f"--capacities {args.capacities!r}: expected homo or comma-separated numbers") \
+                    from None
+        wm = WorkModel(args.alpha, args.beta, args.gamma, args.delta, args.memory_limit)
+        trace = read_trace(args.stem, phases=args.phase)
+        if caps is not None and len(caps) != trace.n_ranks:
+            raise HermesError(f"--capacities: {len(caps)} numbers for the trace's {trace.n_ranks} ranks")
+        say(f"trace {args.stem}: {trace.n_ranks} ranks, phases {', '.join(map(str, trace.phase_ids))}"
+            f"{' (brotli)' if trace.compressed else ''}, {sum(ph.n_tasks for ph in trace.phases)} tasks")
+        if args.out:
+            out_path, key = Path(args.out), "--out"
+        else:
+            out_path, key = default_run_dir("replay-" + slug(Path(args.stem).name)), DEFAULT_KEY
+        lock = claim_dir(out_path, key, kind="replay")
+        out = lock.path
+        done = False
+        try:
+            replay_to_dir(trace, algorithms, out, params=params, graph=args.graph, capacities=caps, work_model=wm,
+                          seed=args.seed, write_traces=args.write_trace, compress=args.compress,
+                          plot=not args.no_plot, say=say)
+            done = True
+        finally:
+            lock.release(remove_if_unused=not done)
+    except HermesError as err:
+        return _error(str(err))
+    say(f"results:  {out}/replay.csv, {out}/replay.json, {out}/table.md"
+        + ("" if args.no_plot else f", {out}/replay.png"))
+    if args.quiet:
+        print(out)
+    return 0
 
 
 def _load(args):
@@ -269,6 +368,8 @@ def _main(argv: list[str] | None = None) -> int:
         return _cmd_flow(args)
     if args.command == "gossip":
         return _cmd_gossip(args)
+    if args.command == "replay":
+        return _cmd_replay(args)
     if args.command == "mesh":
         return _cmd_mesh(args)
     if args.command == "flow-bench":

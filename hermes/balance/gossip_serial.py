@@ -356,7 +356,7 @@ class GossipResult:
 def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int, *, iterations: int = 4,
                    rounds: int = 4, fanout: int = 4, threshold: float = 1.0, criterion: str = "modified",
                    seed: int | Sequence[int] = 0, speeds: ArrayLike | None = None,
-                   source_load: str = "turn") -> Iterator[GossipState]:
+                   source_load: str = "turn", migratable: ArrayLike | None = None) -> Iterator[GossipState]:
     """Grapevine on the whole system, one state per iteration (see :mod:`hermes.balance.gossip`).
 
     Parameters
@@ -380,6 +380,9 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     source_load : {"turn", "current"}
         L_i in criterion 6': the source's load when its turn starts (default, the report's
         simulator) or its current load (variant ``current``).
+    migratable : array of bool, shape (n,), optional
+        Objects that may move (default all): the others count in their rank's load and are never
+        offered (a trace's non-migratable objects, :mod:`hermes.trace.replay`).
 
     Yields
     ------
@@ -432,6 +435,11 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     yield GossipState(0, owner.copy(), loads, x_ave, history_entry(0, 0, 0, 0, load_stats(loads, s, x_ave)), settled, cnt)
     order = np.argsort(owner, kind="stable")
     held = [list(a) for a in np.split(order, np.cumsum(np.bincount(owner, minlength=p))[:-1])]
+    if migratable is not None:  # objects that cannot move count in their rank's load and are never offered
+        mig = np.asarray(migratable, dtype=bool).ravel()
+        if mig.shape != ell.shape:
+            raise BalancerError(f"migratable: {mig.size} flags for {ell.size} objects")
+        held = [[o for o in h if mig[o]] for h in held]
     turns = coord.permutation(p).tolist()  # the same order in every iteration (the simulator's)
     for it in range(1, iterations + 1):
         if settled:

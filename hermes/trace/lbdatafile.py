@@ -21,12 +21,14 @@ pydantic models, so a malformed file is one line naming the file and the key pat
 
 - every phase (or those asked: :func:`parse_phase_spec`), a phase listed in ``metadata.phases.
   identical_to_previous`` and absent from the file repeated from the one before, ``skipped`` ones left out;
-- per task: the object id (``seq_id``, else the 64-bit ``id`` as vt encodes it, kept whole), its load
+- per task: the object id (the 64-bit ``id`` as vt encodes it, kept whole, else ``seq_id``: LBAF's rule;
+  :func:`decode_vt_id` splits an encoded id into its home node and sequence number), its load
   (``time``), the rank whose file lists it, ``home``, ``migratable``, ``collection_id``, ``index``, the
   subphase times, and the numbers of ``user_defined`` (memory footprints, shared-block ids and sizes,
   whatever else the application recorded);
-- every communication whose endpoints are objects (``SendRecv``; objgroup and other entities as endpoints
-  too: they become endpoints that are not tasks), with messages and bytes, and the ranks of its endpoints.
+- every point-to-point communication between objects (``SendRecv`` with both endpoints of type ``object``, as
+  LBAF's model takes them; an endpoint need not be a task of the phase), with messages and bytes, and the
+  ranks of its endpoints. Broadcasts and the other kinds are checked, not kept.
 
 The LBAF output key ``lb_iterations`` and ``attributes`` are checked and not kept. Files are bounded
 (:data:`MAX_TRACE_BYTES` compressed and decompressed), so neither a large file nor a brotli bomb exhausts
@@ -51,7 +53,7 @@ from hermes.loaders import parse_json, read_bytes
 from hermes.results import write_atomic
 
 __all__ = ["Trace", "TracePhase", "TraceError", "read_trace", "write_trace", "parse_phase_spec", "trace_paths",
-           "count_ranks", "MAX_TRACE_BYTES", "MEMORY_KEYS"]
+           "count_ranks", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS"]
 
 #: the largest rank file hermes reads, compressed or decompressed (a real application's are a few MB to a
 #: few hundred)
@@ -103,7 +105,8 @@ class _Entity(_Part):
 
     @property
     def oid(self) -> int:
-        return self.seq_id if self.seq_id is not None else self.id
+        """The object id as LBAF takes it: the (bit-encoded) ``id`` when given, else ``seq_id``."""
+        return self.id if self.id is not None else self.seq_id
 
 
 class _TaskEntity(_Entity):
@@ -201,7 +204,7 @@ class TracePhase:
     ----------
     n_ranks : int
     ids : int64 array
-        Object ids (``seq_id``, else vt's bit-encoded ``id``), unique within the phase.
+        Object ids (vt's bit-encoded ``id``, else ``seq_id``), unique within the phase.
     loads : float64 array
         Task times (the load LBAF balances).
     ranks : int64 array
@@ -227,6 +230,8 @@ class TracePhase:
         Subphase times (0 where a task has no such subphase).
     user : dict of str to float64 array
         The numbers of ``user_defined`` per task (NaN where a task has none), by key.
+    rank_working : float64 array (n_ranks,) or None
+        ``rank_working_bytes`` per rank, as LBAF takes it: from the last task the rank's file lists.
     """
 
     n_ranks: int
@@ -247,6 +252,8 @@ class TracePhase:
     subphase_ids: NDArray[np.int64] = field(default_factory=_i64)
     subphases: NDArray[np.float64] | None = None
     user: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+    #: ``rank_working_bytes`` of every rank (the value given with the last task its file lists; None: none)
+    rank_working: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         n = self.ids.size
@@ -331,6 +338,14 @@ def _ids_text(ids: list[int]) -> str:
         out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
         i = j + 1
     return ", ".join(out) if out else "none"
+
+
+def decode_vt_id(oid: int) -> tuple[int, int, int]:
+    """(control bits, home node, sequence id) of vt's bit-encoded object id: bits 0–1 the control (0 objgroup,
+    1 bare handler, 2 non-migratable collection element, 3 migratable), bits 2–17 the home node, 18 and up the
+    sequence id (vt's ``elm_id_bits``; LBAF does not decode ids). Example: 1572867 → (3, 0, 6)."""
+    oid = int(oid)
+    return oid & 0b11, (oid >> 2) & 0xFFFF, oid >> 18
 
 
 def parse_phase_spec(spec: str | int | None) -> list[tuple[int, int]] | None:
@@ -511,9 +526,15 @@ def _build_phase(pid: int, docs: list[tuple[Path, _Phase | None]], n_ranks: int,
     subs: list[dict[int, float]] = []
     users: list[dict[str, float]] = []
     cf, ct, cm, cb, cfr, ctr = [], [], [], [], [], []
+    rank_working = np.zeros(n_ranks)
+    any_working = False
     for r, (path, ph) in enumerate(docs):
         if ph is None:
             continue
+        if ph.tasks:
+            last = _user_numbers(ph.tasks[-1].user_defined).get("rank_working_bytes")
+            if last is not None:
+                rank_working[r], any_working = last, True
         for k, task in enumerate(ph.tasks):
             e = task.entity
             ids.append(e.oid)
@@ -529,7 +550,9 @@ def _build_phase(pid: int, docs: list[tuple[Path, _Phase | None]], n_ranks: int,
             subs.append(sp)
             users.append(_user_numbers(task.user_defined))
         for c in ph.communications or []:
-            if c.from_.type != "object" or c.to.type != "object":  # node or collection endpoints: not objects
+            # LBAF's model: point-to-point messages between objects (Broadcast and the collective kinds, and
+            # node or collection endpoints, are checked but not kept)
+            if c.type != "SendRecv" or c.from_.type != "object" or c.to.type != "object":
                 continue
             cf.append(c.from_.oid)
             ct.append(c.to.oid)
@@ -568,7 +591,8 @@ def _build_phase(pid: int, docs: list[tuple[Path, _Phase | None]], n_ranks: int,
     return TracePhase(n_ranks, i, np.asarray(loads, dtype=np.float64)[o], r_task, h,
                       np.asarray(mig, dtype=bool)[o], int(pid), cf_a[c], ct_a[c], np.asarray(cm, dtype=np.int64)[c],
                       np.asarray(cb, dtype=np.float64)[c], cfr_a[c], ctr_a[c], np.asarray(coll, dtype=np.int64)[o],
-                      tuple(index[k] for k in o.tolist()), sub_ids, sub, user)
+                      tuple(index[k] for k in o.tolist()), sub_ids, sub, user,
+                      rank_working if any_working else None)
 
 
 def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | None = None,

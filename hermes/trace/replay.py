@@ -1,0 +1,331 @@
+"""``hermes replay``: any balancer of the registry on the phases of a real application's trace.
+
+Each phase of the trace is balanced on its own, from the assignment the trace records (as LBAF analyses a
+phase): the objects (tasks) are the units, their times the loads, the ranks the processors (homogeneous
+unless capacities are given). Per algorithm:
+
+- a **flow balancer** (every registry entry with a serial reference: pcg, chebyshev, gda*, mincost, ...)
+  computes its flow on the processor graph — the ranks whose objects communicate (``graph: comm``), every
+  pair of ranks (``full``), or ``auto``: the communication graph when it is connected, else the full graph —
+  and the flow is realised by choosing objects (:func:`realise_flow_on_objects`);
+- ``grapevine`` runs the gossip of the Sandia report on the objects (its serial form, the full graph);
+- ``metis`` partitions the objects' communication graph (bytes as edge weights, loads as vertex weights)
+  from scratch and relabels the parts to keep the most load in place; ``scotch`` remaps it with Scotch;
+- ``none`` leaves the assignment as it is.
+
+Only non-migratable objects stay put whatever the algorithm. Per phase the figures of
+:func:`hermes.trace.workmodel.phase_figures` are computed before and after; :func:`replay` returns them as
+tidy rows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from hermes.errors import BalancerError, GraphError
+from hermes.trace.lbdatafile import Trace, TracePhase
+from hermes.trace.workmodel import WorkModel, phase_figures
+
+__all__ = ["ReplayResult", "replay", "replay_phase", "realise_flow_on_objects", "processor_graph", "object_graph",
+           "REPLAY_SPECIAL", "replay_algorithms"]
+
+#: algorithms replayed by their own serial code rather than a flow
+REPLAY_SPECIAL = ("none", "grapevine", "metis", "scotch")
+
+
+def replay_algorithms() -> list[str]:
+    """The registry's balancers ``hermes replay`` runs: those with a serial reference and :data:`REPLAY_SPECIAL`."""
+    from hermes.balance.registry import all_balancers
+
+    return sorted(n for n, info in all_balancers().items() if info.serial is not None or n in REPLAY_SPECIAL)
+
+
+# -- graphs ---------------------------------------------------------------------------------------------------
+def object_graph(ph: TracePhase) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """The symmetric CSR graph of the phase's tasks (positions in ``ph.ids``) whose edges are their
+    communications, weighted by the bytes both ways (communications with an endpoint that is not a task, and
+    an object's messages to itself, are left out)."""
+    n = ph.n_tasks
+    if n == 0 or ph.comm_from.size == 0:
+        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+    a = np.searchsorted(ph.ids, ph.comm_from)
+    b = np.searchsorted(ph.ids, ph.comm_to)
+    a_ok = (a < n) & (ph.ids[np.minimum(a, n - 1)] == ph.comm_from)
+    b_ok = (b < n) & (ph.ids[np.minimum(b, n - 1)] == ph.comm_to)
+    keep = a_ok & b_ok & (a != b)
+    a, b, w = a[keep], b[keep], ph.comm_bytes[keep]
+    from scipy.sparse import coo_matrix
+
+    m = coo_matrix((np.concatenate([w, w]), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n)).tocsr()
+    m.sum_duplicates()
+    m.sort_indices()
+    return m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data.astype(np.float64)
+
+
+def processor_graph(ph: TracePhase, kind: str = "auto") -> tuple[NDArray[np.int64], str]:
+    """Edges (i < j, sorted) of the processor graph and the kind used: ``comm`` (ranks exchanging messages in
+    the phase), ``full`` (every pair) or ``auto`` (comm when connected, else full)."""
+    p = ph.n_ranks
+    if kind not in ("auto", "comm", "full"):
+        raise GraphError(f"--graph {kind!r}: expected auto, comm or full")
+    full = np.array([(i, j) for i in range(p) for j in range(i + 1, p)], dtype=np.int64).reshape(-1, 2)
+    if kind == "full":
+        return full, "full"
+    fr, tr = ph.comm_from_rank, ph.comm_to_rank
+    off = fr != tr
+    pairs = np.unique(np.sort(np.stack([fr[off], tr[off]], axis=1), axis=1), axis=0) if off.any() else \
+        np.zeros((0, 2), dtype=np.int64)
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    adj = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(p, p)) if len(pairs) else \
+        coo_matrix((p, p))
+    ncomp = connected_components(adj, directed=False)[0] if p else 0
+    if ncomp <= 1:
+        return pairs.astype(np.int64), "comm"
+    if kind == "comm":
+        raise GraphError(f"phase {ph.phase}: the ranks' communication graph has {ncomp} components (a flow cannot "
+                         f"cross between them); replay with --graph full or auto")
+    return full, "full"
+
+
+# -- realising a flow by choosing objects -------------------------------------------------------------------------
+def _flow_order(p: int, edges: NDArray[np.int64], flow: NDArray[np.float64]) -> list[int]:
+    """The ranks in a topological order of the directed flow (a cycle, which a potential flow does not have, is
+    broken at the rank with the least inflow still to come)."""
+    out: list[list[tuple[int, float]]] = [[] for _ in range(p)]
+    indeg = np.zeros(p, dtype=np.int64)
+    for (i, j), f in zip(edges.tolist(), flow.tolist()):
+        if f > 0:
+            out[i].append((j, f))
+            indeg[j] += 1
+        elif f < 0:
+            out[j].append((i, -f))
+            indeg[i] += 1
+    done = np.zeros(p, dtype=bool)
+    order: list[int] = []
+    ready = [r for r in range(p) if indeg[r] == 0]
+    while len(order) < p:
+        if not ready:
+            rest = np.flatnonzero(~done)
+            ready = [int(rest[np.argmin(indeg[rest])])]
+        r = ready.pop(0)
+        if done[r]:
+            continue
+        done[r] = True
+        order.append(r)
+        for j, _ in out[r]:
+            indeg[j] -= 1
+            if indeg[j] == 0 and not done[j]:
+                ready.append(j)
+    return order
+
+
+def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDArray[np.float64],
+                            ranks: ArrayLike | None = None,
+                            graph: tuple[NDArray, NDArray, NDArray] | None = None) -> NDArray[np.int64]:
+    """New ranks of the phase's tasks realising ``flow`` on ``edges`` by choosing objects.
+
+    Ranks are taken in a topological order of the flow, so what arrives at a rank can be passed on. A rank
+    sends its largest outflow first; for each it takes its migratable objects by decreasing affinity to the
+    target (bytes exchanged with objects there minus bytes with objects staying), an object taken when it brings
+    what is still to send closer to zero (its load below twice the remainder). Load is conserved: objects only
+    change ranks.
+    """
+    r = (ph.ranks if ranks is None else np.asarray(ranks, dtype=np.int64)).copy()
+    p = ph.n_ranks
+    xadj, adjncy, w = object_graph(ph) if graph is None else graph
+    loads = ph.loads
+    mig = ph.migratable
+    order = _flow_order(p, edges, flow)
+    out: list[list[tuple[int, float]]] = [[] for _ in range(p)]
+    for (i, j), f in zip(edges.tolist(), flow.tolist()):
+        if f > 0:
+            out[i].append((j, f))
+        elif f < 0:
+            out[j].append((i, -f))
+    for i in order:
+        for j, demand in sorted(out[i], key=lambda t: -t[1]):
+            cand = np.flatnonzero((r == i) & mig)
+            if cand.size == 0 or demand <= 0:
+                continue
+            if adjncy.size:
+                gain = np.zeros(cand.size)
+                for k, v in enumerate(cand.tolist()):
+                    nb = adjncy[xadj[v]:xadj[v + 1]]
+                    ww = w[xadj[v]:xadj[v + 1]]
+                    gain[k] = ww[r[nb] == j].sum() - ww[r[nb] == i].sum()
+            else:
+                gain = np.zeros(cand.size)
+            pick = cand[np.lexsort((cand, -loads[cand], -gain))]  # gain, then heavier first, then id
+            rem = demand
+            for v in pick.tolist():
+                if rem <= 0:
+                    break
+                if loads[v] < 2.0 * rem:
+                    r[v] = j
+                    rem -= loads[v]
+    return r
+
+
+# -- one phase --------------------------------------------------------------------------------------------------
+@dataclass
+class ReplayResult:
+    """One algorithm on one phase: the new ranks, the figures before and after, the balancer's own figures."""
+
+    phase: int
+    algorithm: str
+    ranks: NDArray[np.int64]
+    before: dict[str, float]
+    after: dict[str, float]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        """The tidy row of ``replay.csv``: phase, algorithm, every figure before and after, the balancer's."""
+        out: dict[str, Any] = {"phase": self.phase, "algorithm": self.algorithm}
+        for k, v in self.before.items():
+            out[f"{k}_before"] = v
+        for k, v in self.after.items():
+            out[f"{k}_after"] = v
+        out.update(self.info)
+        return out
+
+
+def _capacities(caps: ArrayLike | None, p: int) -> NDArray[np.float64]:
+    if caps is None:
+        return np.full(p, 1.0 / p)
+    c = np.asarray(caps, dtype=np.float64).ravel()
+    if c.shape != (p,) or not np.all(np.isfinite(c)) or np.any(c <= 0):
+        raise GraphError(f"capacities: need {p} positive numbers, one per rank of the trace")
+    return c / c.sum()
+
+
+def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None = None, *, graph: str = "auto",
+                 capacities: ArrayLike | None = None, work_model: WorkModel | None = None, seed: int = 0
+                 ) -> ReplayResult:
+    """Balance one phase with ``algorithm`` (module docstring); the figures before and after.
+
+    Raises
+    ------
+    BalancerError
+        An unknown algorithm, one without a serial reference, or bad parameters (one line).
+    GraphError
+        ``graph: comm`` on a disconnected communication graph; bad capacities.
+    """
+    from hermes.balance.registry import get_balancer
+
+    info_entry = get_balancer(algorithm)
+    checked = info_entry.check(params or {}, prefix=f"{algorithm}.")
+    wm = work_model or WorkModel()
+    p = ph.n_ranks
+    caps = _capacities(capacities, p)
+    before = phase_figures(ph, ph.ranks, wm, caps)
+    info: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    if ph.n_tasks == 0 or p == 1 or algorithm == "none":
+        new = ph.ranks.copy()
+    elif algorithm == "grapevine":
+        from hermes.balance.gossip_serial import grapevine
+
+        speeds = caps * p
+        kw = {k: checked[k] for k in ("iterations", "rounds", "fanout", "threshold", "criterion", "source_load")}
+        res = grapevine(ph.loads, ph.ranks, p, seed=seed if checked["seed"] is None else checked["seed"],
+                        speeds=speeds, migratable=ph.migratable, **kw)
+        new = res.object_rank
+        info.update(iterations=res.iterations, graph="full")
+    elif algorithm in ("metis", "scotch"):
+        new = _partition(ph, algorithm, checked, caps, seed)
+        info["graph"] = "objects"
+    else:
+        if info_entry.serial is None:
+            raise BalancerError(f"balancer {algorithm!r} has no serial reference, so hermes replay cannot run it "
+                                f"(replay runs: {', '.join(replay_algorithms())})")
+        from hermes.balance.model import Model
+
+        edges, kind = processor_graph(ph, graph)
+        loads = ph.rank_loads()
+        movable = np.bincount(ph.ranks, weights=np.where(ph.migratable, ph.loads, 0.0), minlength=p)
+        model = Model.create(p, edges, loads, caps)
+        res = info_entry.flow(model, **checked)
+        new = realise_flow_on_objects(ph, model.edges, res.flow)
+        info.update(iterations=int(res.iterations), converged=bool(res.converged), graph=kind,
+                    flow_total=float(np.abs(res.flow).sum()), movable_load=float(movable.sum()))
+    info["seconds"] = time.perf_counter() - t0
+    after = phase_figures(ph, new, wm, caps)
+    moved = new != ph.ranks
+    info.update(objects_moved=int(moved.sum()), load_moved=float(ph.loads[moved].sum()))
+    return ReplayResult(ph.phase, algorithm, new, before, after, info)
+
+
+def _induced(xadj: NDArray[np.int64], adjncy: NDArray[np.int64], w: NDArray[np.float64],
+             keep: NDArray[np.bool_]) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """The CSR subgraph induced by the vertices ``keep`` (renumbered in order)."""
+    new_id = np.cumsum(keep) - 1
+    rows = np.repeat(np.arange(keep.size), np.diff(xadj))
+    e = keep[rows] & keep[adjncy] if adjncy.size else np.zeros(0, dtype=bool)
+    r, c, ww = new_id[rows[e]], new_id[adjncy[e]], w[e]
+    n = int(keep.sum())
+    x = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(x, r + 1, 1)
+    return np.cumsum(x), c.astype(np.int64), ww
+
+
+def _partition(ph: TracePhase, algorithm: str, params: dict[str, Any], caps: NDArray[np.float64],
+               seed: int) -> NDArray[np.int64]:
+    """METIS from scratch and relabelled, or Scotch's remap, of the migratable objects' communication graph.
+
+    The objects that cannot move stay; each rank's part is sized for its fair share less what stays on it
+    (the partitioners' target fractions), so the whole is balanced, not only what moves."""
+    from hermes.data.partition import metis_partition, remap
+
+    p = ph.n_ranks
+    mig = ph.migratable
+    if int(mig.sum()) < p:
+        raise GraphError(f"phase {ph.phase}: {int(mig.sum())} migratable objects for {p} ranks: {algorithm} needs "
+                         f"at least one per rank")
+    xadj, adjncy, w = _induced(*object_graph(ph), mig)
+    loads = ph.loads[mig]
+    total = float(ph.loads.sum())
+    pos = loads[loads > 0]
+    weights = np.where(loads > 0, loads, pos.min() if pos.size else 1.0)  # a zero load weighs as the lightest
+    fixed = np.bincount(ph.ranks[~mig], weights=ph.loads[~mig], minlength=p)
+    fair = caps * total if params.get("targets", "fair") == "fair" else np.full(p, total / p)
+    room = np.maximum(fair - fixed, 0.0)
+    targets = np.maximum(room, 1e-6 * max(total, 1e-300)) if room.sum() > 0 else np.full(p, 1.0 / p)
+    targets = targets / targets.sum()
+    old = ph.ranks[mig]
+    ew = w if w.size else None
+    if algorithm == "metis":
+        part = metis_partition(xadj, adjncy, weights, p, targets=targets, seed=seed, ufactor=params["ufactor"],
+                               edge_weights=ew)
+        part = remap(old, part, weights, p, targets=targets)
+    else:
+        from hermes.balance.scotch import scotch_remap
+
+        part = scotch_remap(xadj, adjncy, weights, old, p, targets=targets, migration_cost=params["migration_cost"],
+                            imbalance=params["ufactor"] / 1000.0, seed=seed)
+    new = ph.ranks.copy()
+    new[mig] = part
+    return new
+
+
+def replay(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
+           graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
+           seed: int = 0) -> list[ReplayResult]:
+    """Every algorithm on every phase of ``trace`` (phases in order, algorithms in the order given)."""
+    out = []
+    for ph in trace.phases:
+        for name in algorithms:
+            out.append(replay_phase(ph, name, (params or {}).get(name), graph=graph, capacities=capacities,
+                                    work_model=work_model, seed=seed))
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None

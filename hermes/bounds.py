@@ -18,3 +18,7 @@ MAX_PHASES = 100_000
 MAX_ITERATIONS = 1_000_000
 #: METIS' seed option is a C int (pymetis truncates larger seeds silently)
 MAX_SEED = 2**31 - 1
+
+#: the most tasks per phase hermes writes into a trace of a run (``output.lbdatafile``): 10⁶ cells with four
+#: neighbours each are 8·10⁶ communications, gigabytes of JSON; beyond, blocks of cells (``cells_per_block``)
+MAX_TRACE_TASKS = 200_000

@@ -158,6 +158,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
     gp.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     gp.add_argument("--json", action="store_true", help="print one JSON object")
+    gp.add_argument("--write-trace", metavar="STEM", help="also write the initial and final assignments as an "
+                    "LBDatafile trace STEM.<rank>.json (phases 0 and 1) for LBAF or vt-tv")
+
+    tr = sub.add_parser("trace", help="vt LBDatafile traces: describe one, write a hermes run as one")
+    tsub = tr.add_subparsers(dest="trace_command", required=True)
+    ti = tsub.add_parser("info", help="ranks, phases, tasks, communications, user_defined keys, loads per phase")
+    ti.add_argument("stem", help="the trace: STEM for STEM.0.json ... (plain or brotli)")
+    ti.add_argument("--phase", default="all", help="phases: all (default), K, A-B or a comma list")
+    ti.add_argument("--json", action="store_true", help="print one JSON object")
+    tw = tsub.add_parser("write", help="write a hermes run directory as a trace (what output.lbdatafile writes)")
+    tw.add_argument("run_dir", help="a run directory with recorded partitions")
+    tw.add_argument("--out", help="the trace's stem (default RUN_DIR/lbdatafile/data)")
+    tw.add_argument("--cells-per-block", type=int, help="tasks are blocks of about K cells (default: cells)")
+    tw.add_argument("--compress", action="store_true", help="brotli-compress the files")
 
     rp = sub.add_parser("replay", help="balance the phases of a real application's trace (vt LBDatafile) with any "
                         "balancers and compare them")
@@ -190,6 +204,31 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--list", action="store_true", help="print the balancers replay runs and exit")
     rp.add_argument("--quiet", action="store_true", help="print only the results directory")
     return ap
+
+
+def _cmd_trace(args) -> int:
+    import json
+
+    from hermes.errors import HermesError
+
+    try:
+        if args.trace_command == "write":
+            from hermes.trace.record import write_run_trace
+
+            if args.cells_per_block is not None and args.cells_per_block < 1:
+                raise HermesError(f"--cells-per-block: must be at least 1, got {args.cells_per_block}")
+            paths = write_run_trace(args.run_dir, args.out, cells_per_block=args.cells_per_block,
+                                    compress=args.compress)
+            print(f"{len(paths)} rank files: {str(paths[0]).removesuffix('.0.json')}.<rank>.json")
+            return 0
+        from hermes.trace import read_trace
+        from hermes.trace.lbdatafile import format_trace_summary, trace_summary
+
+        info = trace_summary(read_trace(args.stem, phases=args.phase))
+    except HermesError as err:
+        return _error(str(err))
+    print(json.dumps(info) if args.json else format_trace_summary(info))
+    return 0
 
 
 def _cmd_replay(args) -> int:
@@ -370,6 +409,8 @@ def _main(argv: list[str] | None = None) -> int:
         return _cmd_gossip(args)
     if args.command == "replay":
         return _cmd_replay(args)
+    if args.command == "trace":
+        return _cmd_trace(args)
     if args.command == "mesh":
         return _cmd_mesh(args)
     if args.command == "flow-bench":
@@ -507,7 +548,8 @@ def _cmd_gossip(args) -> int:
 
     try:
         result = gossip_lab(args.ranks, args.objects, args.mapped_ranks, args.loads, args.iterations, args.rounds,
-                            args.fanout, args.threshold, args.criterion, args.seed, args.source_load)
+                            args.fanout, args.threshold, args.criterion, args.seed, args.source_load,
+                            write_trace=args.write_trace)
     except HermesError as err:
         return _error(str(err))
     print(json.dumps(result) if args.json else format_gossip_report(result))

@@ -652,7 +652,7 @@ def record(r: RunState, ph: PhaseState) -> None:
                                       bytes_per_cell=cell_bytes(dom))
     r.total_moves += moved
     cells_now, weight_now = book.sum(dom.n), book.sum(dom.load)
-    arrays = _phase_arrays(r, ph.k) if r.sc.output.partitions or r.sc.output.pictures or r.sc.output.vtu else ({}, {})
+    arrays = _phase_arrays(r, ph.k) if _records_partitions(r.sc.output) else ({}, {})
     imb_after = imbalance(ph.loads, ph.caps)
     if r.rank == 0:
         r.rows.extend(rows)
@@ -900,6 +900,11 @@ def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_
                                        r.geometry)
             if r.watch is not None and r.watch.link_rows:
                 write_csv(result.out_dir / "links.csv", r.watch.link_rows)
+            spec = sc.output.trace_spec
+            if spec is not None:
+                from hermes.trace.record import write_run_trace
+
+                write_run_trace(result.out_dir, cells_per_block=spec.cells_per_block, compress=spec.compress)
         except (OSError, OutputError) as err:
             raise RunDirError(f"cannot write the results in {out} ({reason(err)}); the records of the phases "
                               f"finished before are kept") from None
@@ -1024,6 +1029,12 @@ def _phase_arrays(r: RunState, phase: int):
     parts[f"gid_{tag}"] = alive
     return parts, {f"coords_{tag}": tm.centroids, f"points_{tag}": tm.points, f"cell_nodes_{tag}": tm.tris.ravel(),
                    f"cell_ptr_{tag}": np.arange(0, 3 * tm.n_cells + 1, 3, dtype=np.int64)}
+
+
+def _records_partitions(output) -> bool:
+    """Whether the run keeps every phase's per-cell arrays (partitions.npz): for themselves, the pictures, the VTU
+    files or the trace."""
+    return bool(output.partitions or output.pictures or output.vtu or output.trace_spec is not None)
 
 
 def _jsonable(info: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hermes.bounds import MAX_TRACE_TASKS
 from hermes.errors import MeshError, ScenarioError
 from hermes.scenario import Scenario, check_magnitudes, check_processors
 
@@ -137,6 +138,10 @@ def check_size(sc: Scenario, n_cells: int, p: int, *, ranks_here: int | None = N
     """
     if n_cells < p:
         raise MeshError(f"more processors ({p}) than cells ({n_cells}) in {_mesh_key(sc)}")
+    spec = sc.output.trace_spec
+    if spec is not None and spec.cells_per_block is None and n_cells > MAX_TRACE_TASKS:
+        raise ScenarioError(f"output.lbdatafile: {n_cells} cells in {_mesh_key(sc)} are more tasks than a trace file "
+                            f"should hold ({MAX_TRACE_TASKS}); give output.lbdatafile.cells_per_block")
     check_magnitudes(sc, n_cells=n_cells, p=p, capacities=capacities, schedule=schedule, weights=weights)
     here = ranks_on_this_machine(p) if ranks_here is None else ranks_here
     check_memory(sc, n_cells, here, processors=p if processors_here is None else processors_here)

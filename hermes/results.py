@@ -680,7 +680,7 @@ def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partition
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "scenario.yaml", dump_yaml(sc.to_dict(), sort_keys=False))
     write_csv(out / "phases.csv", rows, columns)
-    if sc.output.partitions or sc.output.pictures or sc.output.vtu:
+    if sc.output.partitions or sc.output.pictures or sc.output.vtu or sc.output.trace_spec is not None:
         geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
         if mesh.has_polygons:
             geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)

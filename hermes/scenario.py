@@ -47,7 +47,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PHASES, MAX_PROCESSORS, MAX_SEED, TINY
+from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PHASES, MAX_PROCESSORS, MAX_SEED, MAX_TRACE_TASKS, TINY
 from hermes.errors import BalancerError, ScenarioError, validation_message
 from hermes.extraload.tasks import ExtraLoadSpec
 from hermes.loaders import parse_yaml, read_text
@@ -378,6 +378,15 @@ class BalancerSpec(_Strict):
         return self
 
 
+class LBDatafileSpec(_Strict):
+    """The run written as a vt LBDatafile trace (:mod:`hermes.trace.record`): ``<run>/lbdatafile/data.<r>.json``."""
+
+    cells_per_block: Annotated[int, Field(ge=1, le=10**9)] | None = Field(
+        None, description="tasks are blocks of about this many cells (a fixed METIS partition of the mesh, one task "
+        "per piece of a block on a rank); default: every cell is a task (at most 200,000 cells)")
+    compress: bool = Field(False, description="brotli-compress the files, as vt writes them")
+
+
 class OutputSpec(_Strict):
     dir: FileName | None = Field(None, description="the run directory, relative to the scenario file (default "
                             "runs/<name>-<timestamp> in the current directory; --out overrides)")
@@ -385,8 +394,23 @@ class OutputSpec(_Strict):
     partitions: bool = True
     #: write vtu/phase-XXX.vtu per phase and partition.pvd (ParaView time series)
     vtu: bool = False
+    lbdatafile: LBDatafileSpec | None = Field(
+        None, description="also write the run as a vt LBDatafile trace (lbdatafile/data.<rank>.json: per phase the "
+        "cells with their loads and halo messages, as LBAF and vt-tv read it): true, or {cells_per_block, compress}")
     checkpoint_every: Annotated[int, Field(ge=1, le=MAX_PHASES)] | None = Field(
         None, description="save the distributed state every K phases (hermes run --resume RUN_DIR continues)")
+
+    @field_validator("lbdatafile", mode="before")
+    @classmethod
+    def _lbdatafile(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # true: the defaults; false: no trace
+            return {} if v else None
+        return v
+
+    @property
+    def trace_spec(self) -> LBDatafileSpec | None:
+        """``lbdatafile`` (None: no trace)."""
+        return self.lbdatafile
 
 
 class RunSpec(_Strict):
@@ -430,6 +454,18 @@ class Scenario(_Strict):
             raise ValueError("name may only contain letters, digits, '.', '_' and '-', start with a letter, a digit "
                              f"or '_', and have at most 100 characters (it names the run directory), got {v[:40]!r}")
         return v
+
+    @model_validator(mode="after")
+    def _trace_output(self):
+        spec = self.output.trace_spec
+        if spec is not None and self.adaptation.kind == "refine":
+            raise ValueError("output.lbdatafile: a refining run's cells change from phase to phase; its trace is not "
+                             "written yet (adaptation.kind weights runs are)")
+        cells = self.mesh.grid_cells
+        if spec is not None and spec.cells_per_block is None and cells is not None and cells > MAX_TRACE_TASKS:
+            raise ValueError(f"output.lbdatafile: {cells} cells are more tasks than a trace file should hold "
+                             f"({MAX_TRACE_TASKS}); give output.lbdatafile.cells_per_block")
+        return self
 
     def resolve(self, path: str) -> Path:
         """A path from the scenario, relative to the scenario file's directory."""

@@ -152,8 +152,13 @@ def make_objects(ranks: int, objects: int, mapped_ranks: int | None, loads_spec:
 
 
 def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: str, iterations: int, rounds: int,
-               fanout: int, threshold: float, criterion: str, seed: int, source_load: str = "turn") -> dict[str, Any]:
+               fanout: int, threshold: float, criterion: str, seed: int, source_load: str = "turn",
+               write_trace: str | None = None) -> dict[str, Any]:
     """Grapevine offline on generated objects (the engine of ``hermes gossip``); JSON-ready summary.
+
+    ``write_trace``: also write the objects as an LBDatafile trace ``<write_trace>.<rank>.json`` with two phases,
+    0 the initial assignment and 1 Grapevine's (objects numbered 0..n−1; for a vt trace whose ids and
+    communications should be kept, ``hermes replay STEM --algorithm grapevine --write-trace``).
 
     ``source_load`` is L_i of criterion 6' (:func:`hermes.balance.gossip.grapevine_iter`): ``turn``
     (the report's simulator, default) or ``current``.
@@ -184,7 +189,14 @@ def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: s
         _check_cost(ranks, loads.size, iterations, rounds, fanout)
     res = grapevine(loads, owner, ranks, iterations=iterations, rounds=rounds, fanout=fanout, threshold=threshold,
                     criterion=criterion, seed=seed, source_load=source_load)
+    written = None
+    if write_trace is not None:
+        from hermes.trace import write_trace as write
+        from hermes.trace.record import trace_from_assignments
+
+        written = str(write(write_trace, trace_from_assignments(loads, [owner, res.object_rank], ranks))[0])
     return {"ranks": int(ranks), "objects": int(loads.size), "mapped_ranks": mapped_ranks, "loads": loads_spec,
+            "trace": written,
             "iterations": int(iterations), "rounds": int(rounds), "fanout": int(fanout),
             "threshold": float(threshold), "criterion": criterion, "source_load": source_load, "seed": seed,
             "average": float(res.average),
@@ -213,6 +225,8 @@ def format_gossip_report(result: dict[str, Any]) -> str:
         lines.append(f"iso-load optimum I* = (|P| - r)/|O| = {r['iso_optimum']:.4g}")
     lines.append(f"F(D) <= 0 reached: {'yes' if r['converged'] else 'no'}; {r['iterations_run']} iterations;"
                  f" {r['counters']['messages']} messages; {r['seconds']:.2f} s")
+    if r.get("trace"):
+        lines.append(f"trace (phase 0 initial, phase 1 Grapevine's): {r['trace'].removesuffix('.0.json')}.<rank>.json")
     return "\n".join(lines)
 
 

@@ -254,6 +254,9 @@ class TracePhase:
     user: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     #: ``rank_working_bytes`` of every rank (the value given with the last task its file lists; None: none)
     rank_working: NDArray[np.float64] | None = None
+    #: the numbers of each rank's phase-level ``user_defined`` (NaN where a rank has none), by key; hermes writes
+    #: ``hermes_capacity`` (the rank's relative speed in the phase)
+    rank_user: dict[str, NDArray[np.float64]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = self.ids.size
@@ -528,9 +531,12 @@ def _build_phase(pid: int, docs: list[tuple[Path, _Phase | None]], n_ranks: int,
     cf, ct, cm, cb, cfr, ctr = [], [], [], [], [], []
     rank_working = np.zeros(n_ranks)
     any_working = False
+    rank_user: dict[str, NDArray[np.float64]] = {}
     for r, (path, ph) in enumerate(docs):
         if ph is None:
             continue
+        for key, value in _user_numbers(ph.user_defined).items():
+            rank_user.setdefault(key, np.full(n_ranks, np.nan))[r] = value
         if ph.tasks:
             last = _user_numbers(ph.tasks[-1].user_defined).get("rank_working_bytes")
             if last is not None:
@@ -592,7 +598,7 @@ def _build_phase(pid: int, docs: list[tuple[Path, _Phase | None]], n_ranks: int,
                       np.asarray(mig, dtype=bool)[o], int(pid), cf_a[c], ct_a[c], np.asarray(cm, dtype=np.int64)[c],
                       np.asarray(cb, dtype=np.float64)[c], cfr_a[c], ctr_a[c], np.asarray(coll, dtype=np.int64)[o],
                       tuple(index[k] for k in o.tolist()), sub_ids, sub, user,
-                      rank_working if any_working else None)
+                      rank_working if any_working else None, rank_user)
 
 
 def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | None = None,
@@ -718,6 +724,9 @@ def write_trace(stem: str | Path, trace: Trace | TracePhase | list[TracePhase], 
             entry: dict[str, Any] = {"id": int(ph.phase), "tasks": tasks[r]}
             if comms[r]:
                 entry["communications"] = comms[r]
+            ud = {key: float(v[r]) for key, v in ph.rank_user.items() if v[r] == v[r]}
+            if ud:
+                entry["user_defined"] = ud
             files[r].append(entry)
     paths = trace_paths(stem, n_ranks)
     for r, path in enumerate(paths):
@@ -735,3 +744,54 @@ def write_trace(stem: str | Path, trace: Trace | TracePhase | list[TracePhase], 
 def _plain_number(key: str, v: float) -> int | float:
     """A ``user_defined`` number as vt writes it: ids as integers, the rest as floats."""
     return int(v) if key.endswith("_id") and float(v).is_integer() else float(v)
+
+
+# -- describing a trace -----------------------------------------------------------------------------------------
+def trace_summary(trace: Trace) -> dict[str, Any]:
+    """What ``hermes trace info`` prints: the trace as a whole and per phase (tasks, migratable ones,
+    communications, subphases, ``user_defined`` keys, load sum/min/mean/max, imbalance max/mean and LBAF's
+    max/mean − 1, off-rank bytes). JSON-ready."""
+    phases = []
+    for ph in trace.phases:
+        loads = ph.rank_loads()
+        mean = float(loads.mean()) if ph.n_ranks else 0.0
+        off = ph.comm_from_rank != ph.comm_to_rank
+        codes = {decode_vt_id(i)[0] for i in ph.ids[:1000].tolist()} if ph.n_tasks else set()
+        c = ph.rank_user.get("hermes_capacity")
+        caps = c / c.sum() if c is not None and np.all(np.isfinite(c)) and np.all(c > 0) else None
+        phases.append({
+            "phase": ph.phase, "tasks": ph.n_tasks, "migratable": int(ph.migratable.sum()),
+            "communications": int(ph.comm_from.size), "offrank_bytes": float(ph.comm_bytes[off].sum()),
+            "local_bytes": float(ph.comm_bytes[~off].sum()), "subphases": int(ph.subphase_ids.size),
+            "user_defined": sorted(ph.user), "rank_user_defined": sorted(ph.rank_user),
+            "collections": sorted({int(c) for c in ph.collection.tolist() if c >= 0}),
+            "load_sum": float(loads.sum()), "load_min": float(loads.min()) if ph.n_ranks else 0.0,
+            "load_mean": mean, "load_max": float(loads.max()) if ph.n_ranks else 0.0,
+            # relative to the capacities a hermes-written trace records, else to the mean
+            "imbalance": (float(np.max(loads / (loads.sum() * caps))) if caps is not None else
+                          float(loads.max() / mean)) if mean > 0 else 1.0,
+            "capacities": None if caps is None else [float(c) for c in caps],
+            "lbaf_imbalance": float(loads.max() / mean - 1.0) if mean > 0 else None,
+            "id_control_bits": sorted(codes),
+        })
+    return {"stem": trace.stem, "ranks": trace.n_ranks, "compressed": trace.compressed,
+            "phase_ids": trace.phase_ids, "phases": phases}
+
+
+def format_trace_summary(info: dict[str, Any]) -> str:
+    """:func:`trace_summary` as a table."""
+    head = (f"{info['stem']}: {info['ranks']} ranks, {len(info['phases'])} phase(s) "
+            f"({_ids_text(info['phase_ids'])}){', brotli' if info['compressed'] else ''}")
+    keys = sorted({k for ph in info["phases"] for k in ph["user_defined"]})
+    lines = [head]
+    if keys:
+        lines.append(f"user_defined: {', '.join(keys)}")
+    lines.append(f"{'phase':>7} {'tasks':>7} {'migr.':>7} {'comms':>7} {'load sum':>11} {'min':>10} {'mean':>10} "
+                 f"{'max':>10} {'max/mean':>9} {'off-rank B':>11}")
+    for ph in info["phases"]:
+        lines.append(f"{ph['phase']:>7} {ph['tasks']:>7} {ph['migratable']:>7} {ph['communications']:>7} "
+                     f"{ph['load_sum']:>11.6g} {ph['load_min']:>10.4g} {ph['load_mean']:>10.4g} {ph['load_max']:>10.4g} "
+                     f"{ph['imbalance']:>9.4f} {ph['offrank_bytes']:>11.6g}")
+    lines.append("max/mean is hermes' imbalance (1.0 fair; relative to the capacities a hermes trace records); LBAF "
+                 "prints max/mean - 1")
+    return "\n".join(lines)

@@ -197,19 +197,83 @@ class ReplayResult:
         return out
 
 
-def _capacities(caps: ArrayLike | None, p: int) -> NDArray[np.float64]:
+def trace_capacities(ph: TracePhase) -> NDArray[np.float64] | None:
+    """The capacities a hermes-written phase records (``user_defined.hermes_capacity`` of every rank), else None."""
+    c = ph.rank_user.get("hermes_capacity")
+    if c is None or not np.all(np.isfinite(c)) or np.any(c <= 0):
+        return None
+    return c / c.sum()
+
+
+def _capacities(caps: ArrayLike | None, p: int, ph: TracePhase | None = None) -> NDArray[np.float64]:
     if caps is None:
-        return np.full(p, 1.0 / p)
+        found = None if ph is None else trace_capacities(ph)
+        return np.full(p, 1.0 / p) if found is None else found
     c = np.asarray(caps, dtype=np.float64).ravel()
     if c.shape != (p,) or not np.all(np.isfinite(c)) or np.any(c <= 0):
         raise GraphError(f"capacities: need {p} positive numbers, one per rank of the trace")
     return c / c.sum()
 
 
+def has_centroids(ph: TracePhase) -> bool:
+    """Whether the phase's tasks carry centroids (``user_defined`` x and y, as hermes writes them)."""
+    return all(k in ph.user and np.all(np.isfinite(ph.user[k])) for k in ("x", "y"))
+
+
+def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArray[np.float64], graph: str,
+                 rounds: int, trigger: float, realisation: str) -> tuple[NDArray[np.int64], dict[str, Any]]:
+    """The balancing rounds of a flow balancer, as ``hermes run`` runs them: a round while rounds remain, the last
+    one moved objects and changed the imbalance, and the imbalance exceeds the trigger (and rounding noise).
+    Each round computes the flow on the processor graph of the current assignment and realises it by choosing
+    objects, or with hermes' own cell selection (``realisation: cells``; ``auto``: when the tasks have centroids)."""
+    from hermes.balance.model import Model
+    from hermes.balance.realisation import simulate_realisation
+    from hermes.metrics import imbalance
+
+    p = ph.n_ranks
+    cells = realisation == "cells" or (realisation == "auto" and has_centroids(ph))
+    if cells and not has_centroids(ph):
+        raise GraphError(f"phase {ph.phase}: realisation 'cells' needs the tasks' centroids (user_defined x and y, as "
+                         f"hermes writes them); use objects")
+    graph_csr = object_graph(ph)
+    coords = np.stack([ph.user["x"], ph.user["y"]], axis=1) if cells else None
+    cur = ph.ranks.copy()
+    last, done, its, kinds, total_flow = math.inf, 0, 0, [], 0.0
+    moved = True
+    while done < rounds and moved:
+        loads = np.bincount(cur, weights=ph.loads, minlength=p)
+        imb = imbalance(loads, caps)
+        if not (1 + 1e-9 < imb != last and imb > trigger):
+            break
+        sub = ph.with_ranks(cur)
+        edges, kind = processor_graph(sub, graph)
+        model = Model.create(p, edges, loads, caps)
+        res = info_entry.flow(model, **params)
+        if cells:
+            new, _ = simulate_realisation(graph_csr[0], graph_csr[1], coords, ph.loads, cur, model.edges, res.flow,
+                                          "gain", adaptive=True)
+            new = np.where(ph.migratable, new, cur)
+        else:
+            new = realise_flow_on_objects(sub, model.edges, res.flow, cur, graph_csr)
+        moved = bool(np.any(new != cur))
+        last, cur = imb, np.asarray(new, dtype=np.int64)
+        done += 1
+        its += int(res.iterations)
+        kinds.append(kind)
+        total_flow += float(np.abs(res.flow).sum())
+    return cur, {"iterations": its, "rounds": done, "graph": "/".join(dict.fromkeys(kinds)) or "",
+                 "realisation": "cells" if cells else "objects", "flow_total": total_flow}
+
+
 def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None = None, *, graph: str = "auto",
-                 capacities: ArrayLike | None = None, work_model: WorkModel | None = None, seed: int = 0
-                 ) -> ReplayResult:
+                 capacities: ArrayLike | None = None, work_model: WorkModel | None = None, seed: int = 0,
+                 rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> ReplayResult:
     """Balance one phase with ``algorithm`` (module docstring); the figures before and after.
+
+    ``rounds`` and ``trigger`` are the scenario's ``balancer.rounds`` and ``balancer.trigger`` (defaults 3 and
+    1.0, hermes run's); ``realisation``: ``objects`` (:func:`realise_flow_on_objects`), ``cells`` (hermes'
+    gain selection on the tasks' centroids, :func:`hermes.balance.realisation.simulate_realisation`) or
+    ``auto`` (cells when the tasks have centroids: a trace hermes wrote).
 
     Raises
     ------
@@ -224,7 +288,7 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
     checked = info_entry.check(params or {}, prefix=f"{algorithm}.")
     wm = work_model or WorkModel()
     p = ph.n_ranks
-    caps = _capacities(capacities, p)
+    caps = _capacities(capacities, p, ph)
     before = phase_figures(ph, ph.ranks, wm, caps)
     info: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -246,16 +310,8 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
         if info_entry.serial is None:
             raise BalancerError(f"balancer {algorithm!r} has no serial reference, so hermes replay cannot run it "
                                 f"(replay runs: {', '.join(replay_algorithms())})")
-        from hermes.balance.model import Model
-
-        edges, kind = processor_graph(ph, graph)
-        loads = ph.rank_loads()
-        movable = np.bincount(ph.ranks, weights=np.where(ph.migratable, ph.loads, 0.0), minlength=p)
-        model = Model.create(p, edges, loads, caps)
-        res = info_entry.flow(model, **checked)
-        new = realise_flow_on_objects(ph, model.edges, res.flow)
-        info.update(iterations=int(res.iterations), converged=bool(res.converged), graph=kind,
-                    flow_total=float(np.abs(res.flow).sum()), movable_load=float(movable.sum()))
+        new, flow_info = _flow_rounds(ph, info_entry, checked, caps, graph, rounds, trigger, realisation)
+        info.update(flow_info)
     info["seconds"] = time.perf_counter() - t0
     after = phase_figures(ph, new, wm, caps)
     moved = new != ph.ranks
@@ -317,13 +373,21 @@ def _partition(ph: TracePhase, algorithm: str, params: dict[str, Any], caps: NDA
 
 def replay(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
            graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
-           seed: int = 0) -> list[ReplayResult]:
-    """Every algorithm on every phase of ``trace`` (phases in order, algorithms in the order given)."""
+           seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> list[ReplayResult]:
+    """Every algorithm on every phase of ``trace`` (phases in order, algorithms in the order given;
+    :func:`replay_phase`)."""
+    if realisation not in ("auto", "objects", "cells"):
+        raise GraphError(f"realisation {realisation!r}: expected auto, objects or cells")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000:
+        raise GraphError(f"rounds must be an integer in 1..1000, got {rounds!r}")
+    if not (isinstance(trigger, (int, float)) and 1.0 <= trigger <= 1e6):
+        raise GraphError(f"trigger must be a number in [1, 1e6], got {trigger!r}")
     out = []
     for ph in trace.phases:
         for name in algorithms:
             out.append(replay_phase(ph, name, (params or {}).get(name), graph=graph, capacities=capacities,
-                                    work_model=work_model, seed=seed))
+                                    work_model=work_model, seed=seed, rounds=rounds, trigger=trigger,
+                                    realisation=realisation))
     return out
 
 

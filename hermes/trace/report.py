@@ -118,8 +118,7 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
 
     wm = work_model or WorkModel()
     results = replay(trace, algorithms, params, graph=graph, capacities=capacities, work_model=wm, seed=seed)
-    caps = _capacities(capacities, trace.n_ranks)
-    floors = {ph.phase: _floor(ph, caps) for ph in trace.phases}
+    floors = {ph.phase: _floor(ph, _capacities(capacities, trace.n_ranks, ph)) for ph in trace.phases}
     tasks = {ph.phase: ph.n_tasks for ph in trace.phases}
     rows = []
     for res in results:
@@ -136,7 +135,7 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
     write_csv(out / "replay.csv", rows, COLUMNS + extra)
     meta = {"trace": trace.stem, "ranks": trace.n_ranks, "phases": trace.phase_ids, "compressed": trace.compressed,
             "algorithms": algorithms, "params": params or {}, "graph": graph, "seed": seed,
-            "capacities": None if capacities is None else [float(c) for c in caps],
+            "capacities": None if capacities is None else [float(c) for c in capacities],
             "work_model": {"alpha": wm.alpha, "beta": wm.beta, "gamma": wm.gamma, "delta": wm.delta,
                            "memory_limit": wm.memory_limit},
             "versions": {"hermes": __version__, "python": platform.python_version(), "numpy": np.__version__,

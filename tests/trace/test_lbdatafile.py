@@ -1,0 +1,203 @@
+"""The LBDatafile reader and writer (hermes.trace.lbdatafile): every key LBAF reads, brotli, phases, errors."""
+
+from __future__ import annotations
+
+import json
+
+import brotli
+import numpy as np
+import pytest
+
+from hermes.trace import TraceError, parse_phase_spec, read_trace, write_trace
+from hermes.trace.lbdatafile import TracePhase, count_ranks, decode_vt_id, trace_summary
+
+
+def _task(oid, r, t, *, key="seq_id", migratable=True, sub=None, ud=None, home=None):
+    e = {"type": "object", key: oid, "home": r if home is None else home, "migratable": migratable}
+    if key == "seq_id":
+        e["collection_id"] = 7
+    task = {"entity": e, "node": r, "resource": "cpu", "time": float(t)}
+    if sub is not None:
+        task["subphases"] = [{"id": i, "time": float(x)} for i, x in enumerate(sub)]
+    if ud is not None:
+        task["user_defined"] = ud
+    return task
+
+
+def _comm(a, b, nbytes, kind="SendRecv", msgs=1):
+    return {"type": kind, "from": {"type": "object", "seq_id": a, "home": 0, "collection_id": 7, "migratable": True},
+            "to": {"type": "object", "seq_id": b, "home": 0, "collection_id": 7, "migratable": True},
+            "messages": msgs, "bytes": float(nbytes)}
+
+
+def _write(tmp_path, stem, docs, compress=False):
+    for r, doc in enumerate(docs):
+        text = json.dumps(doc).encode()
+        (tmp_path / f"{stem}.{r}.json").write_bytes(brotli.compress(text) if compress else text)
+    return tmp_path / stem
+
+
+def _two_ranks(phases=(0, 1)):
+    docs = []
+    for r in range(2):
+        phs = []
+        for k in phases:
+            tasks = [_task(10 * r + i, r, 1.0 + i + k, sub=[0.5, 0.5 + i + k]) for i in range(2)]
+            comms = [_comm(10 * r, 10 * (1 - r), 100.0 * (r + 1)), _comm(10 * r, 10 * r + 1, 7.0),
+                     _comm(10 * r, 10 * r + 1, 5.0, kind="Broadcast")]
+            phs.append({"id": k, "tasks": tasks, "communications": comms})
+        docs.append({"type": "LBDatafile", "metadata": {"type": "LBDatafile", "rank": r}, "phases": phs})
+    return docs
+
+
+def test_reads_plain_and_brotli_alike_with_every_phase(tmp_path):
+    plain = read_trace(_write(tmp_path, "p", _two_ranks()))
+    packed = read_trace(_write(tmp_path, "b", _two_ranks(), compress=True))
+    assert not plain.compressed and packed.compressed
+    assert plain.phase_ids == packed.phase_ids == [0, 1]
+    for a, b in zip(plain.phases, packed.phases):
+        for key in ("ids", "loads", "ranks", "home", "comm_from", "comm_to", "comm_bytes", "subphases"):
+            assert np.array_equal(getattr(a, key), getattr(b, key)), key
+    ph = plain.phases[1]
+    assert ph.ids.tolist() == [0, 1, 10, 11] and ph.ranks.tolist() == [0, 0, 1, 1]
+    assert ph.loads.tolist() == [2.0, 3.0, 2.0, 3.0]
+    assert ph.subphases.tolist() == [[0.5, 1.5], [0.5, 2.5], [0.5, 1.5], [0.5, 2.5]]
+    # SendRecv between objects only (the Broadcasts are not kept), endpoint ranks from the tasks
+    assert ph.comm_bytes.size == 4 and sorted(ph.comm_bytes.tolist()) == [7.0, 7.0, 100.0, 200.0]
+    assert ph.collection.tolist() == [7, 7, 7, 7]
+
+
+def test_a_brotli_stream_that_begins_like_json_is_still_read(tmp_path):
+    # brotli has no magic number: with vt's default window (22 bits) a file of more than about 128 kB compresses
+    # to a stream whose first byte is '[' (0x5b), as LBAF's nolb-8color-16nodes-data/data.0.json does
+    docs = _two_ranks((0,))
+    docs[0]["phases"][0]["tasks"] += [_task(100 + i, 0, 1.0 + i % 7, sub=[0.25] * 8) for i in range(1500)]
+    text = json.dumps(docs[0]).encode()
+    assert len(text) > 2**17 and brotli.compress(text)[:1] == b"["
+    tr = read_trace(_write(tmp_path, "j", docs, compress=True))
+    assert tr.compressed and tr.phases[0].n_tasks == 1504
+
+
+@pytest.mark.parametrize("spec, kept", [("all", [0, 1, 2, 3]), ("2", [2]), ("1-2", [1, 2]), ("0,3", [0, 3]),
+                                         (3, [3]), (None, [0, 1, 2, 3])])
+def test_phase_selection(tmp_path, spec, kept):
+    assert read_trace(_write(tmp_path, "t", _two_ranks((0, 1, 2, 3))), phases=spec).phase_ids == kept
+
+
+@pytest.mark.parametrize("spec", ["x", "2-1", "1,,2", "--", "1-"])
+def test_a_bad_phase_selection_is_one_line(spec):
+    with pytest.raises(TraceError, match="--phase") as err:
+        parse_phase_spec(spec)
+    assert "\n" not in str(err.value)
+
+
+def test_identical_and_skipped_phases_of_the_metadata(tmp_path):
+    docs = _two_ranks((0, 1))
+    for doc in docs:  # phase 2 identical to 1 and not listed; phase 3 skipped
+        doc["metadata"]["phases"] = {"count": 4, "skipped": {"list": [3], "range": []},
+                                     "identical_to_previous": {"list": [], "range": [[2, 2]]}}
+    tr = read_trace(_write(tmp_path, "m", docs))
+    assert tr.phase_ids == [0, 1, 2]
+    assert np.array_equal(tr.phase(2).loads, tr.phase(1).loads) and tr.phase(2).phase == 2
+
+
+def test_lbaf_takes_the_encoded_id_before_seq_id(tmp_path):
+    docs = _two_ranks((0,))
+    e = docs[0]["phases"][0]["tasks"][0]["entity"]
+    e["id"] = 1572867  # vt's encoding: control 3 (migratable), home node 0, sequence 6
+    tr = read_trace(_write(tmp_path, "i", docs))
+    assert 1572867 in tr.phases[0].ids.tolist() and 0 not in tr.phases[0].ids.tolist()
+    assert decode_vt_id(1572867) == (3, 0, 6)
+
+
+def test_user_defined_numbers_and_rank_working_bytes(tmp_path):
+    docs = _two_ranks((0,))
+    docs[0]["phases"][0]["tasks"][0]["user_defined"] = {"task_footprint_bytes": 1024.0, "shared_id": 4,
+                                                       "note": "text is kept out", "rank_working_bytes": 5.0}
+    docs[0]["phases"][0]["tasks"][1]["user_defined"] = {"rank_working_bytes": 9.0}
+    docs[1]["phases"][0]["user_defined"] = {"hermes_capacity": 0.25}
+    ph = read_trace(_write(tmp_path, "u", docs)).phases[0]
+    assert ph.user["task_footprint_bytes"][0] == 1024.0 and np.isnan(ph.user["task_footprint_bytes"][1])
+    assert "note" not in ph.user
+    assert ph.rank_working.tolist() == [9.0, 0.0]  # the last task the rank's file lists (LBAF's rule)
+    assert np.isnan(ph.rank_user["hermes_capacity"][0]) and ph.rank_user["hermes_capacity"][1] == 0.25
+
+
+def test_the_writer_round_trips_every_field_plain_and_brotli(tmp_path):
+    src = read_trace(_write(tmp_path, "s", _two_ranks((0, 5))))
+    phases = [TracePhase(**{**ph.__dict__, "user": {"task_footprint_bytes": np.array([1.0, np.nan, 3.0, 4.0]),
+                                                    "shared_id": np.array([1.0, 1.0, 2.0, np.nan])},
+                            "rank_user": {"hermes_capacity": np.array([0.5, 0.5])}}) for ph in src.phases]
+    for compress in (False, True):
+        write_trace(tmp_path / f"w{compress}", phases, compress=compress)
+        back = read_trace(tmp_path / f"w{compress}")
+        assert back.compressed == compress and back.phase_ids == [0, 5]
+        for a, b in zip(phases, back.phases):
+            for key in ("ids", "loads", "ranks", "home", "migratable", "collection", "comm_from", "comm_to",
+                        "comm_messages", "comm_bytes", "comm_from_rank", "comm_to_rank", "subphase_ids",
+                        "subphases"):
+                assert np.array_equal(getattr(a, key), getattr(b, key)), key
+            for key in a.user:
+                assert np.array_equal(a.user[key], b.user[key], equal_nan=True), key
+            assert np.array_equal(a.rank_user["hermes_capacity"], b.rank_user["hermes_capacity"])
+        # the written form is LBAF's: floats where the schema wants floats, ints for ids
+        doc = read_bytes_json(tmp_path / f"w{compress}.1.json", compress)
+        t = doc["phases"][0]["tasks"][0]
+        assert isinstance(t["time"], float) and isinstance(t["entity"]["seq_id"], int)
+        assert isinstance(t["user_defined"]["shared_id"], int)
+        assert all(isinstance(c["bytes"], float) for c in doc["phases"][0]["communications"])
+
+
+def read_bytes_json(path, compressed):
+    data = path.read_bytes()
+    return json.loads(brotli.decompress(data) if compressed else data)
+
+
+def test_every_rank_file_is_needed(tmp_path):
+    stem = _write(tmp_path, "g", _two_ranks((0,)) + _two_ranks((0,))[:1])  # ranks 0, 1, 2
+    (tmp_path / "g.1.json").unlink()
+    with pytest.raises(TraceError, match=r"g\.1\.json is missing") as err:
+        read_trace(stem)
+    assert "\n" not in str(err.value)
+    with pytest.raises(TraceError, match="no LBDatafile"):
+        count_ranks(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b[: len(b) // 2], "ends early|neither JSON nor a valid brotli"),
+    (lambda b: b"\x1b\x8f\x00\xff" + b[4:], "brotli"),
+    (lambda b: b"", "empty file"),
+])
+def test_a_damaged_brotli_file_is_one_line(tmp_path, damage, message):
+    stem = _write(tmp_path, "d", _two_ranks((0,)), compress=True)
+    path = tmp_path / "d.1.json"
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(TraceError, match=message) as err:
+        read_trace(stem)
+    assert "\n" not in str(err.value) and str(err.value).startswith(str(path))
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["phases"][0]["tasks"][0].pop("time"), "phases.0.tasks.0.time: Field required"),
+    (lambda d: d["phases"][0]["tasks"][0].__setitem__("time", -1.0), "phases.0.tasks.0.time"),
+    (lambda d: d["phases"][0]["tasks"][0]["entity"].pop("home"), "entity.home"),
+    (lambda d: d["phases"][0]["communications"][0].__setitem__("messages", 1.5), "messages"),
+    (lambda d: d["phases"][0]["tasks"][0]["entity"].__setitem__("home", 9), "home is rank 9"),
+    (lambda d: d["phases"][0]["tasks"][1]["entity"].__setitem__("seq_id", 0), "listed twice"),
+    (lambda d: d["phases"].append(dict(d["phases"][0])), "phase 0 is listed twice"),
+    (lambda d: d["metadata"].__setitem__("rank", 1), "metadata says rank 1"),
+])
+def test_a_wrong_schema_is_one_line_naming_file_and_key(tmp_path, mutate, message):
+    docs = _two_ranks((0,))
+    mutate(docs[0])
+    with pytest.raises(TraceError, match=message) as err:
+        read_trace(_write(tmp_path, "w", docs))
+    assert "\n" not in str(err.value)
+
+
+def test_summary_names_keys_and_loads(tmp_path):
+    info = trace_summary(read_trace(_write(tmp_path, "s", _two_ranks((0, 1)))))
+    assert info["ranks"] == 2 and info["phase_ids"] == [0, 1]
+    ph = info["phases"][1]
+    assert ph["tasks"] == 4 and ph["communications"] == 4 and ph["load_sum"] == 10.0
+    assert ph["imbalance"] == 1.0 and ph["offrank_bytes"] == 300.0 and ph["subphases"] == 2

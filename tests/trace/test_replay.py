@@ -1,0 +1,170 @@
+"""hermes replay: every balancer on a trace's phases, nothing lost; the command; a hermes run's trace round trip."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import brotli
+import numpy as np
+import pytest
+
+from hermes.balance.interface import BalancerInfo, Decision
+from hermes.balance.registry import BALANCERS
+from hermes.errors import BalancerError, GraphError
+from hermes.trace import Trace, read_trace, write_trace
+from hermes.trace.lbdatafile import TracePhase
+from hermes.trace.replay import processor_graph, replay, replay_algorithms, replay_phase
+from tests.test_cli import cli
+
+
+def _phase(seed: int = 0, p: int = 6, n: int = 90, pid: int = 0) -> TracePhase:
+    """Objects piled on the first ranks, a random communication graph over all of them (connected ranks), a
+    tenth of the objects not migratable."""
+    rng = np.random.default_rng(seed)
+    ranks = np.minimum(rng.integers(0, p, n), rng.integers(0, p, n))  # skewed toward rank 0
+    ranks[:p] = np.arange(p)
+    loads = rng.uniform(0.5, 2.0, n)
+    a = rng.integers(0, n, 4 * n)
+    b = (a + rng.integers(1, n, 4 * n)) % n
+    mig = np.ones(n, dtype=bool)
+    mig[rng.choice(n, n // 10, replace=False)] = False
+    return TracePhase(p, np.arange(n, dtype=np.int64) * 3 + 1, loads, ranks.astype(np.int64), ranks.astype(np.int64),
+                      mig, pid, (a * 3 + 1).astype(np.int64), (b * 3 + 1).astype(np.int64),
+                      np.ones(a.size, dtype=np.int64), rng.uniform(1, 100, a.size))
+
+
+@pytest.mark.parametrize("name", replay_algorithms())
+def test_every_balancer_conserves_the_objects_and_the_load(name):
+    ph = _phase()
+    res = replay_phase(ph, name, seed=3)
+    assert res.ranks.shape == ph.ranks.shape and res.ranks.min() >= 0 and res.ranks.max() < ph.n_ranks
+    assert np.array_equal(res.ranks[~ph.migratable], ph.ranks[~ph.migratable])  # the pinned objects stay
+    # the same objects with the same loads, only on other ranks: the rank loads still add up to the total
+    # (fsum-free sums of 90 terms: relative error ≤ 90 ε)
+    total = ph.loads.sum()
+    assert np.bincount(res.ranks, weights=ph.loads, minlength=ph.n_ranks).sum() == pytest.approx(total, rel=90 * 2.3e-16)
+    assert res.after["load_mean"] == pytest.approx(res.before["load_mean"], rel=90 * 2.3e-16)
+    assert res.info["objects_moved"] == int(np.sum(res.ranks != ph.ranks))
+
+
+@pytest.mark.parametrize("name", ["pcg", "chebyshev", "mincost", "grapevine", "metis", "scotch"])
+def test_the_main_balancers_lower_the_imbalance(name):
+    ph = _phase(1)
+    res = replay_phase(ph, name, seed=1)
+    assert res.before["imbalance"] > 1.5
+    assert res.after["imbalance"] < 0.8 * res.before["imbalance"], (res.before["imbalance"], res.after["imbalance"])
+
+
+def test_the_processor_graph_from_the_communications():
+    ph = _phase()
+    edges, kind = processor_graph(ph, "comm")
+    assert kind == "comm" and len(edges) > 0
+    lonely = TracePhase(4, np.arange(4, dtype=np.int64), np.ones(4), np.arange(4, dtype=np.int64),
+                        np.arange(4, dtype=np.int64), np.ones(4, dtype=bool), 0, np.array([0]), np.array([1]),
+                        np.array([1]), np.array([8.0]))
+    edges, kind = processor_graph(lonely, "auto")
+    assert kind == "full" and len(edges) == 6
+    with pytest.raises(GraphError, match="3 components"):
+        processor_graph(lonely, "comm")
+
+
+def test_a_balancer_without_serial_reference_is_refused_in_one_line():
+    BALANCERS.add(BalancerInfo("distributed-only", lambda ctx: Decision(), doc="test"))
+    try:
+        with pytest.raises(BalancerError, match="no serial reference"):
+            replay_phase(_phase(), "distributed-only")
+    finally:
+        del BALANCERS["distributed-only"]
+    with pytest.raises(BalancerError, match="unknown balancer|not a balancer|no balancer"):
+        replay_phase(_phase(), "no-such-balancer")
+
+
+def test_bad_replay_options_are_one_line():
+    tr = Trace(6, [_phase()])
+    for kw, msg in [({"realisation": "magic"}, "realisation"), ({"rounds": 0}, "rounds"), ({"trigger": 0.5}, "trigger")]:
+        with pytest.raises(GraphError, match=msg):
+            replay(tr, ["pcg"], **kw)
+    with pytest.raises(BalancerError, match="tolerance"):
+        replay(tr, ["pcg"], {"pcg": {"tolerance": -1}})
+
+
+# -- the command ------------------------------------------------------------------------------------------------
+def _trace(tmp_path, compress=True):
+    tr = Trace(6, [_phase(0, pid=1), _phase(1, pid=2)])
+    write_trace(tmp_path / "t", tr, compress=compress)
+    return tmp_path / "t"
+
+
+@pytest.mark.slow
+def test_replay_command_three_balancers_in_one_go(tmp_path):
+    stem = _trace(tmp_path)
+    out = tmp_path / "out"
+    res = cli("replay", str(stem), "--algorithm", "grapevine,pcg,metis", "--out", str(out), "--beta", "1e-3",
+              "--write-trace", "--param", "grapevine.fanout=3")
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.DictReader((out / "replay.csv").open()))
+    assert [(r["phase"], r["algorithm"]) for r in rows] == [(k, a) for k in ("1", "2")
+                                                            for a in ("grapevine", "pcg", "metis")]
+    assert all(float(r["imbalance_after"]) < float(r["imbalance_before"]) for r in rows)
+    meta = json.loads((out / "replay.json").read_text())
+    assert meta["params"] == {"grapevine": {"fanout": 3}} and meta["work_model"]["beta"] == 1e-3
+    assert (out / "replay.png").stat().st_size > 0 and (out / "table.md").read_text().count("\n") == 8
+    back = read_trace(out / "traces" / "metis" / "t")  # the balanced assignment, readable as a trace
+    assert back.phase_ids == [1, 2]
+    row = next(r for r in rows if r["algorithm"] == "metis" and r["phase"] == "2")
+    loads = back.phase(2).rank_loads()
+    assert loads.max() / loads.mean() == pytest.approx(float(row["imbalance_after"]), rel=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage, message", [
+    ("truncate", "brotli stream ends early|neither JSON nor a valid brotli"),
+    ("schema", "phases.0.tasks.0.time"),
+    ("missing", "t.3.json is missing"),
+    ("algorithm", "no-such"),
+    ("param", "--param"),
+    ("phase", "no phase 7"),
+])
+def test_replay_command_errors_are_one_line(tmp_path, damage, message):
+    stem = _trace(tmp_path)
+    args = ["replay", str(stem), "--out", str(tmp_path / "o")]
+    if damage == "truncate":
+        path = tmp_path / "t.2.json"
+        path.write_bytes(path.read_bytes()[:40])
+    elif damage == "schema":
+        doc = json.loads(brotli.decompress((tmp_path / "t.1.json").read_bytes()))
+        doc["phases"][0]["tasks"][0]["time"] = "fast"
+        (tmp_path / "t.1.json").write_bytes(brotli.compress(json.dumps(doc).encode()))
+    elif damage == "missing":
+        (tmp_path / "t.3.json").unlink()
+    elif damage == "algorithm":
+        args += ["--algorithm", "pcg,no-such"]
+    elif damage == "param":
+        args += ["--algorithm", "pcg", "--param", "metis.ufactor=3"]
+    elif damage == "phase":
+        args += ["--phase", "7"]
+    res = cli(*args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hermes: error: ") and "Traceback" not in res.stderr
+    assert any(m in lines[0] for m in message.split("|")), lines[0]
+
+
+@pytest.mark.slow
+def test_a_hermes_run_replayed_gives_its_imbalance_figures(tmp_path):
+    """The round trip: output.lbdatafile writes the run; replaying it with the run's balancer gives each phase's
+    imbalance before exactly (the same loads and capacities: sums of ≤ 1,200 terms, relative error ≤ 1,200 ε)
+    and after within the balancer's own tolerance of the realisation."""
+    out = tmp_path / "run"
+    res = cli("run", "--out", str(out), "--processes", "1", "--set", "processors=4", "--set", "output.pictures=false",
+              "--set", "output.lbdatafile=true")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    trace = read_trace(out / "lbdatafile" / "data")
+    assert trace.phase_ids == [ph["phase"] for ph in summary["phases"]]
+    results = replay(trace, [summary["balancer"]])
+    for ph, r in zip(summary["phases"], results):
+        assert r.before["imbalance"] == pytest.approx(ph["imbalance_before"], rel=1200 * 2.3e-16)
+        assert abs(r.after["imbalance"] - ph["imbalance_after"]) <= 0.01, (ph["phase"], r.after, ph)
+        assert r.info["realisation"] == "cells"

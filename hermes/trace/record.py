@@ -160,8 +160,14 @@ def write_run_trace(run_dir: str | Path, stem: str | Path | None = None, *, cell
                     compress: bool = False) -> list[Path]:
     """Write :func:`trace_from_run` as ``<stem>.<r>.json`` (default ``<run>/lbdatafile/data``)."""
     trace = trace_from_run(run_dir, cells_per_block=cells_per_block)
-    target = Path(stem) if stem is not None else Path(run_dir) / TRACE_DIR / TRACE_STEM
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if stem is None:  # in the run's own directory: a real subdirectory (a symlink planted there is refused)
+        from hermes.results import subdir
+
+        target = subdir(run_dir, TRACE_DIR) / TRACE_STEM
+    else:
+        target = Path(stem)
+        if not target.parent.is_dir():
+            raise TraceError(f"--out {stem}: the directory {target.parent} does not exist")
     return write_trace(target, trace, compress=compress)
 
 

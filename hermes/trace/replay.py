@@ -127,15 +127,64 @@ def _flow_order(p: int, edges: NDArray[np.int64], flow: NDArray[np.float64]) -> 
     return order
 
 
+class _Memory:
+    """Each rank's memory (:mod:`hermes.trace.workmodel`'s definition) kept up to date as objects move, to
+    tell whether one more object fits under a limit."""
+
+    def __init__(self, ph: TracePhase, ranks: NDArray[np.int64]) -> None:
+        from hermes.trace.workmodel import shared_blocks
+
+        p = ph.n_ranks
+        self.block, self.sizes, _ = shared_blocks(ph)
+        nan0 = lambda k: np.nan_to_num(ph.user[k], nan=0.0) if k in ph.user else np.zeros(ph.n_tasks)  # noqa: E731
+        self.foot, self.work = nan0("task_footprint_bytes"), nan0("task_working_bytes")
+        self.base = np.zeros(p) if ph.rank_working is None else ph.rank_working.astype(np.float64)
+        self.foot_sum = np.bincount(ranks, weights=self.foot, minlength=p).astype(np.float64)
+        self.blocks: list[dict[int, int]] = [{} for _ in range(p)]
+        self.works: list[dict[float, int]] = [{} for _ in range(p)]
+        for v, r in enumerate(ranks.tolist()):
+            self._add(v, r)
+
+    def _add(self, v: int, r: int) -> None:
+        b = int(self.block[v])
+        if b >= 0:
+            self.blocks[r][b] = self.blocks[r].get(b, 0) + 1
+        w = float(self.work[v])
+        self.works[r][w] = self.works[r].get(w, 0) + 1
+
+    def _remove(self, v: int, r: int) -> None:
+        for d, key in ((self.blocks[r], int(self.block[v])), (self.works[r], float(self.work[v]))):
+            if key in d and (key != -1 or d is self.works[r]):
+                d[key] -= 1
+                if d[key] == 0:
+                    del d[key]
+
+    def memory_with(self, v: int, r: int) -> float:
+        """Rank ``r``'s memory if object ``v`` joined it."""
+        b = int(self.block[v])
+        shared = sum(self.sizes[k] for k in self.blocks[r]) + (self.sizes[b] if b >= 0 and b not in self.blocks[r]
+                                                              else 0.0)
+        top = max(max(self.works[r], default=0.0), float(self.work[v]))
+        return float(self.base[r] + shared + self.foot_sum[r] + self.foot[v] + top)
+
+    def move(self, v: int, src: int, dst: int) -> None:
+        self._remove(v, src)
+        self._add(v, dst)
+        self.foot_sum[src] -= self.foot[v]
+        self.foot_sum[dst] += self.foot[v]
+
+
 def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDArray[np.float64],
                             ranks: ArrayLike | None = None,
-                            graph: tuple[NDArray, NDArray, NDArray] | None = None) -> NDArray[np.int64]:
+                            graph: tuple[NDArray, NDArray, NDArray] | None = None, *,
+                            memory_limit: float | None = None) -> NDArray[np.int64]:
     """New ranks of the phase's tasks realising ``flow`` on ``edges`` by choosing objects.
 
     Ranks are taken in a topological order of the flow, so what arrives at a rank can be passed on. A rank
     sends its largest outflow first; for each it takes its migratable objects by decreasing affinity to the
     target (bytes exchanged with objects there minus bytes with objects staying), an object taken when it brings
-    what is still to send closer to zero (its load below twice the remainder). Load is conserved: objects only
+    what is still to send closer to zero (its load below twice the remainder) and, with ``memory_limit``, when
+    the target's memory stays within the limit with it (LBAF's constraint). Load is conserved: objects only
     change ranks.
     """
     r = (ph.ranks if ranks is None else np.asarray(ranks, dtype=np.int64)).copy()
@@ -143,6 +192,7 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
     xadj, adjncy, w = object_graph(ph) if graph is None else graph
     loads = ph.loads
     mig = ph.migratable
+    mem = _Memory(ph, r) if memory_limit is not None else None
     order = _flow_order(p, edges, flow)
     out: list[list[tuple[int, float]]] = [[] for _ in range(p)]
     for (i, j), f in zip(edges.tolist(), flow.tolist()):
@@ -169,6 +219,10 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
                 if rem <= 0:
                     break
                 if loads[v] < 2.0 * rem:
+                    if mem is not None:
+                        if mem.memory_with(v, j) > memory_limit:
+                            continue
+                        mem.move(v, i, j)
                     r[v] = j
                     rem -= loads[v]
     return r
@@ -221,7 +275,8 @@ def has_centroids(ph: TracePhase) -> bool:
 
 
 def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArray[np.float64], graph: str,
-                 rounds: int, trigger: float, realisation: str) -> tuple[NDArray[np.int64], dict[str, Any]]:
+                 rounds: int, trigger: float, realisation: str,
+                 memory_limit: float | None = None) -> tuple[NDArray[np.int64], dict[str, Any]]:
     """The balancing rounds of a flow balancer, as ``hermes run`` runs them: a round while rounds remain, the last
     one moved objects and changed the imbalance, and the imbalance exceeds the trigger (and rounding noise).
     Each round computes the flow on the processor graph of the current assignment and realises it by choosing
@@ -231,7 +286,8 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
     from hermes.metrics import imbalance
 
     p = ph.n_ranks
-    cells = realisation == "cells" or (realisation == "auto" and has_centroids(ph))
+    # hermes' cell selection knows no memory limit: with one, objects are chosen (and the limit kept)
+    cells = realisation == "cells" or (realisation == "auto" and has_centroids(ph) and memory_limit is None)
     if cells and not has_centroids(ph):
         raise GraphError(f"phase {ph.phase}: realisation 'cells' needs the tasks' centroids (user_defined x and y, as "
                          f"hermes writes them); use objects")
@@ -254,7 +310,7 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
                                           "gain", adaptive=True)
             new = np.where(ph.migratable, new, cur)
         else:
-            new = realise_flow_on_objects(sub, model.edges, res.flow, cur, graph_csr)
+            new = realise_flow_on_objects(sub, model.edges, res.flow, cur, graph_csr, memory_limit=memory_limit)
         moved = bool(np.any(new != cur))
         last, cur = imb, np.asarray(new, dtype=np.int64)
         done += 1
@@ -310,7 +366,8 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
         if info_entry.serial is None:
             raise BalancerError(f"balancer {algorithm!r} has no serial reference, so hermes replay cannot run it "
                                 f"(replay runs: {', '.join(replay_algorithms())})")
-        new, flow_info = _flow_rounds(ph, info_entry, checked, caps, graph, rounds, trigger, realisation)
+        new, flow_info = _flow_rounds(ph, info_entry, checked, caps, graph, rounds, trigger, realisation,
+                                      wm.memory_limit)
         info.update(flow_info)
     info["seconds"] = time.perf_counter() - t0
     after = phase_figures(ph, new, wm, caps)

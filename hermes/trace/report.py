@@ -108,7 +108,7 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
                   say=lambda s: None) -> tuple[list[dict[str, Any]], list[ReplayResult]]:
     """Replay ``algorithms`` on ``trace`` and write the directory of the module docstring into ``out`` (an
     existing, claimed directory); the rows and the results."""
-    from hermes.results import write_csv, write_json
+    from hermes.results import slug, subdir, write_csv, write_json
     from hermes.trace.replay import _capacities
     import platform
 
@@ -138,8 +138,11 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
             "capacities": None if capacities is None else [float(c) for c in capacities],
             "work_model": {"alpha": wm.alpha, "beta": wm.beta, "gamma": wm.gamma, "delta": wm.delta,
                            "memory_limit": wm.memory_limit},
+            "non_finite": "work is infinite on a rank above the memory limit: written as null here, inf in the CSV",
             "versions": {"hermes": __version__, "python": platform.python_version(), "numpy": np.__version__,
                          "scipy": scipy.__version__}, "rows": rows}
+    meta["rows"] = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+                    for r in rows]
     write_json(out / "replay.json", meta)
     from hermes.results import write_atomic
 
@@ -152,7 +155,5 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
         for a in algorithms:
             phases = [ph.with_ranks(r.ranks) for ph, r in
                       zip(trace.phases, [x for x in results if x.algorithm == a])]
-            d = out / "traces" / a
-            d.mkdir(parents=True, exist_ok=True)
-            write_trace(d / name, phases, compress=compress)
+            write_trace(subdir(out, "traces", slug(a)) / name, phases, compress=compress)
     return rows, results

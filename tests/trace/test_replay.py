@@ -168,3 +168,20 @@ def test_a_hermes_run_replayed_gives_its_imbalance_figures(tmp_path):
         assert r.before["imbalance"] == pytest.approx(ph["imbalance_before"], rel=1200 * 2.3e-16)
         assert abs(r.after["imbalance"] - ph["imbalance_after"]) <= 0.01, (ph["phase"], r.after, ph)
         assert r.info["realisation"] == "cells"
+
+
+def test_the_memory_limit_keeps_a_flow_from_overfilling_a_rank():
+    """Four objects of load 1 and footprint 10 B on rank 0 of 2: balanced, rank 1 would hold 20 B; under a 15 B
+    limit (LBAF's upper bound) the realisation moves one object only: the receiving rank stays within the limit
+    (rank 0, above it from the start, is still counted)."""
+    from hermes.trace.workmodel import WorkModel
+
+    ph = TracePhase(2, np.arange(4, dtype=np.int64), np.ones(4), np.zeros(4, dtype=np.int64),
+                    np.zeros(4, dtype=np.int64), np.ones(4, dtype=bool), 0,
+                    user={"task_footprint_bytes": np.full(4, 10.0)})
+    free = replay_phase(ph, "pcg", work_model=WorkModel(memory_limit=1e9))
+    assert free.after["imbalance"] == 1.0 and free.after["memory_max"] == 20.0
+    capped = replay_phase(ph, "pcg", work_model=WorkModel(memory_limit=15.0))
+    assert capped.before["memory_over"] == 1 and capped.after["memory_over"] == 1  # rank 0: 40 B, then 30 B
+    assert capped.after["memory_max"] == 30.0 and capped.info["objects_moved"] == 1
+    assert capped.after["imbalance"] == 1.5

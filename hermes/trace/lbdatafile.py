@@ -177,6 +177,8 @@ class _PhasesMeta(_Part):
 class _Metadata(_Part):
     type: Literal["LBDatafile"] | None = None
     rank: _I64 | None = None
+    #: the rank's α of LBAF's affine work model (default 1)
+    rank_alpha: _AMOUNT | None = None
     shared_node: _SharedNode | None = None
     phases: _PhasesMeta | None = None
     attributes: dict[str, Any] | None = None
@@ -626,10 +628,13 @@ def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | 
         n_ranks = count_ranks(stem)
     ranges = phases if isinstance(phases, list) else parse_phase_spec(phases)
     docs, compressed = [], False
+    alpha = np.ones(n_ranks)
     for r, path in enumerate(trace_paths(stem, n_ranks)):
         doc, packed = _read_doc(path, r)
         docs.append((path, _phases_of(doc, path)))
         compressed |= packed
+        if doc.metadata is not None and doc.metadata.rank_alpha is not None:
+            alpha[r] = doc.metadata.rank_alpha
     order: list[int] = []
     for _, phs in docs:
         for ph in phs:
@@ -663,6 +668,8 @@ def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | 
             if not _selected(pid, ranges) and not any(_selected(q, ranges) for q in order if q > pid):
                 break
             ph = _build_phase(pid, entries, n_ranks, stem_text)
+            if np.any(alpha != 1.0):  # LBAF's per-rank α of the work model, kept with every phase
+                ph.rank_user["rank_alpha"] = alpha.copy()
         last[pid] = ph
         if _selected(pid, ranges):
             out.append(ph)
@@ -724,13 +731,17 @@ def write_trace(stem: str | Path, trace: Trace | TracePhase | list[TracePhase], 
             entry: dict[str, Any] = {"id": int(ph.phase), "tasks": tasks[r]}
             if comms[r]:
                 entry["communications"] = comms[r]
-            ud = {key: float(v[r]) for key, v in ph.rank_user.items() if v[r] == v[r]}
+            ud = {key: float(v[r]) for key, v in ph.rank_user.items() if v[r] == v[r] and key != "rank_alpha"}
             if ud:
                 entry["user_defined"] = ud
             files[r].append(entry)
     paths = trace_paths(stem, n_ranks)
+    alpha = phases[0].rank_user.get("rank_alpha")
     for r, path in enumerate(paths):
-        doc = {"type": "LBDatafile", "metadata": {"type": "LBDatafile", "rank": r}, "phases": files[r]}
+        meta: dict[str, Any] = {"type": "LBDatafile", "rank": r}
+        if alpha is not None and np.isfinite(alpha[r]):
+            meta["rank_alpha"] = float(alpha[r])
+        doc = {"type": "LBDatafile", "metadata": meta, "phases": files[r]}
         text = json.dumps(doc, indent=None if compress else 1, separators=(",", ":") if compress else None) + "\n"
         if compress:
             import brotli

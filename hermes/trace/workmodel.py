@@ -16,7 +16,8 @@ tools print on the same files), so a replay's figures compare with LBAF's:
   its ``shared_id`` *and* the rank whose file lists the task (its home): a block used by tasks now on other
   ranks counts on each of them;
 - **homing** of a rank: the sizes of the blocks its tasks use whose home is another rank;
-- **work** (LBAF's ``AffineCombination`` model): α·load + β·max(sent, received) + γ + δ·homing, infinite when
+- **work** (LBAF's ``AffineCombination`` model): α·load + β·max(sent, received) + γ + δ·homing (α times the
+  rank's ``metadata.rank_alpha`` when the trace gives one, as LBAF takes α), infinite when
   the rank's memory exceeds the memory limit (the constraint LBAF calls ``upper_bounds.max_memory_usage``).
   ``LoadOnly`` is α = 1, β = γ = δ = 0 without a limit.
 """
@@ -146,7 +147,8 @@ def rank_figures(ph, ranks: ArrayLike, model: WorkModel | None = None) -> RankFi
         top = np.zeros(p)
         np.maximum.at(top, r, working)
         memory = memory + top
-    work = wm.alpha * load + wm.beta * np.maximum(sent, received) + wm.gamma + wm.delta * homing
+    alpha = wm.alpha * ph.rank_user.get("rank_alpha", np.ones(p))  # LBAF's metadata.rank_alpha (default 1)
+    work = alpha * load + wm.beta * np.maximum(sent, received) + wm.gamma + wm.delta * homing
     if wm.memory_limit is not None:
         work = np.where(memory > wm.memory_limit, np.inf, work)
     return RankFigures(load, sent, received, np.asarray(memory, dtype=np.float64) * np.ones(p), homing, work,

@@ -77,3 +77,14 @@ def test_imbalance_relative_to_capacities():
 def test_bad_work_model_is_one_line(kw):
     with pytest.raises(GraphError, match="work model"):
         WorkModel(**kw)
+
+
+def test_the_rank_alpha_of_the_metadata_scales_the_load(tmp_path):
+    from hermes.trace import read_trace, write_trace
+
+    ph = _phase()
+    ph.rank_user["rank_alpha"] = np.array([2.0, 1.0, 0.5])
+    write_trace(tmp_path / "a", ph)
+    back = read_trace(tmp_path / "a").phases[0]
+    assert back.rank_user["rank_alpha"].tolist() == [2.0, 1.0, 0.5]
+    assert rank_figures(back, back.ranks).work.tolist() == [2.0 * 3, 4.0, 0.5 * 1]

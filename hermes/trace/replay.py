@@ -127,6 +127,20 @@ def _flow_order(p: int, edges: NDArray[np.int64], flow: NDArray[np.float64]) -> 
     return order
 
 
+def _affinity(cand: NDArray[np.int64], j: int, i: int, r: NDArray[np.int64], xadj: NDArray[np.int64],
+              adjncy: NDArray[np.int64], w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Bytes each candidate exchanges with objects on rank ``j`` minus those with objects on rank ``i``."""
+    if adjncy.size == 0:
+        return np.zeros(cand.size)
+    starts, ends = xadj[cand], xadj[cand + 1]
+    counts = ends - starts
+    idx = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
+    nb_rank = r[adjncy[idx]]
+    sign = np.where(nb_rank == j, 1.0, np.where(nb_rank == i, -1.0, 0.0)) * w[idx]
+    owner = np.repeat(np.arange(cand.size), counts)
+    return np.bincount(owner, weights=sign, minlength=cand.size)
+
+
 class _Memory:
     """Each rank's memory (:mod:`hermes.trace.workmodel`'s definition) kept up to date as objects move, to
     tell whether one more object fits under a limit."""
@@ -181,11 +195,13 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
     """New ranks of the phase's tasks realising ``flow`` on ``edges`` by choosing objects.
 
     Ranks are taken in a topological order of the flow, so what arrives at a rank can be passed on. A rank
-    sends its largest outflow first; for each it takes its migratable objects by decreasing affinity to the
-    target (bytes exchanged with objects there minus bytes with objects staying), an object taken when it brings
-    what is still to send closer to zero (its load below twice the remainder) and, with ``memory_limit``, when
-    the target's memory stays within the limit with it (LBAF's constraint). Load is conserved: objects only
-    change ranks.
+    sends to the target with the largest remaining outflow, one object at a time: among its migratable objects
+    (those that arrived included), by decreasing affinity to the target (bytes exchanged with objects there minus
+    bytes with objects staying), then heavier first, the first that brings the edge's remainder closer to zero
+    (its load below twice the remainder); if none does — objects coarser than the flow of one edge, as on a
+    complete graph — the lightest that brings the rank's whole remaining outflow closer to zero. With
+    ``memory_limit`` an object goes only where the target's memory stays within the limit (LBAF's constraint).
+    Load is conserved: objects only change ranks.
     """
     r = (ph.ranks if ranks is None else np.asarray(ranks, dtype=np.int64)).copy()
     p = ph.n_ranks
@@ -201,30 +217,37 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
         elif f < 0:
             out[j].append((i, -f))
     for i in order:
-        for j, demand in sorted(out[i], key=lambda t: -t[1]):
+        demand = {j: f for j, f in out[i] if f > 0}
+        over = 0.0  # sent beyond the flow of the edges it went along: owed by the rank's other edges
+        while demand:
+            j = max(demand, key=lambda t: (demand[t], -t))  # the largest remaining outflow first
+            total = sum(demand.values()) - over
+            if total <= 0:
+                break
             cand = np.flatnonzero((r == i) & mig)
-            if cand.size == 0 or demand <= 0:
-                continue
-            if adjncy.size:
-                gain = np.zeros(cand.size)
-                for k, v in enumerate(cand.tolist()):
-                    nb = adjncy[xadj[v]:xadj[v + 1]]
-                    ww = w[xadj[v]:xadj[v + 1]]
-                    gain[k] = ww[r[nb] == j].sum() - ww[r[nb] == i].sum()
-            else:
-                gain = np.zeros(cand.size)
-            pick = cand[np.lexsort((cand, -loads[cand], -gain))]  # gain, then heavier first, then id
-            rem = demand
-            for v in pick.tolist():
-                if rem <= 0:
+            if cand.size == 0:
+                break
+            gain = _affinity(cand, j, i, r, xadj, adjncy, w)
+            pick = cand[np.lexsort((cand, -loads[cand], -gain))]  # affinity, then heavier first, then id
+            fits = [v for v in pick.tolist() if loads[v] < 2.0 * demand[j]]
+            if not fits:  # no object fits this edge's flow: one that fits the rank's whole outflow, the lightest
+                light = [v for v in pick[np.argsort(loads[pick], kind="stable")].tolist() if loads[v] < 2.0 * total]
+                fits = light[:1]
+            chosen = None
+            for v in fits:
+                if mem is None or mem.memory_with(v, j) <= memory_limit:
+                    chosen = v
                     break
-                if loads[v] < 2.0 * rem:
-                    if mem is not None:
-                        if mem.memory_with(v, j) > memory_limit:
-                            continue
-                        mem.move(v, i, j)
-                    r[v] = j
-                    rem -= loads[v]
+            if chosen is None:
+                del demand[j]  # nothing more can go to j
+                continue
+            if mem is not None:
+                mem.move(chosen, i, j)
+            r[chosen] = j
+            demand[j] -= loads[chosen]
+            if demand[j] <= 0:
+                over -= demand[j]
+                del demand[j]
     return r
 
 

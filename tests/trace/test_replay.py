@@ -168,6 +168,27 @@ def test_a_hermes_run_replayed_gives_its_imbalance_figures(tmp_path):
         assert r.before["imbalance"] == pytest.approx(ph["imbalance_before"], rel=1200 * 2.3e-16)
         assert abs(r.after["imbalance"] - ph["imbalance_after"]) <= 0.01, (ph["phase"], r.after, ph)
         assert r.info["realisation"] == "cells"
+    # what LBAF 1.6.0 (commit 9615e7ab) printed for this very trace (docs/TRACES.md: no-op InformAndTransfer,
+    # AffineCombination β 1, γ 0), as LBAF prints them (.6g): load (sum, max/mean − 1, min, mean, max), the
+    # rank-local and total volumes, the inter-rank sent volumes (pairs, sum, max), the work (sum, max/mean − 1, max)
+    from hermes.trace.workmodel import WorkModel, rank_figures
+
+    lbaf = {1: ("0.288", "0.333333", "0.048", "0.072", "0.096", "5.74976e+06", "5.9648e+06", 4, "107520", "40960",
+                "215040", "0.571428", "84480.1"),
+            2: ("0.336", "0.835714", "0.0576", "0.084", "0.1542", "5.73184e+06", "5.9648e+06", 4, "116480", "48640",
+                "232960", "0.692308", "98560.2"),
+            3: ("0.384", "0.679167", "0.0672", "0.096", "0.1612", "5.71392e+06", "5.9648e+06", 4, "125440", "53760",
+                "250880", "0.632653", "102400"),
+            4: ("0.432", "0.601852", "0.0768", "0.108", "0.173", "5.7088e+06", "5.9648e+06", 4, "128000", "49920",
+                "256000", "0.62", "103680")}
+    g = "{:.6g}".format
+    for ph in trace.phases:
+        f = rank_figures(ph, ph.ranks, WorkModel(beta=1.0))
+        mine = (g(f.load.sum()), g(f.load.max() / f.load.mean() - 1), g(f.load.min()), g(f.load.mean()),
+                g(f.load.max()), g(f.local_volume), g(f.local_volume + f.offrank_volume), f.pair_volumes.size,
+                g(f.pair_volumes.sum()), g(f.pair_volumes.max()), g(f.work.sum()),
+                g(f.work.max() / f.work.mean() - 1), g(f.work.max()))
+        assert mine == lbaf[ph.phase], (ph.phase, mine)
 
 
 def test_the_memory_limit_keeps_a_flow_from_overfilling_a_rank():

@@ -197,6 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--memory-limit", type=float, help="bytes per rank (LBAF's upper_bounds.max_memory_usage): a "
                     "rank above it has infinite work and is counted in memory_over")
     rp.add_argument("--seed", type=int, default=0, help="random seed of grapevine and the partitioners (default 0)")
+    rp.add_argument("--rounds", type=int, default=3, help="flow balancers: rounds per phase, as balancer.rounds "
+                    "(default 3)")
+    rp.add_argument("--trigger", type=float, default=1.0, help="flow balancers: balance only above this imbalance, "
+                    "as balancer.trigger (default 1.0)")
+    rp.add_argument("--realisation", choices=["auto", "objects", "cells"], default="auto",
+                    help="how a flow moves objects: objects (by communication affinity), cells (hermes' gain "
+                    "selection on the objects' centroids, as a trace hermes wrote has), auto (cells when there are "
+                    "centroids and no memory limit; default)")
     rp.add_argument("--write-trace", action="store_true", help="also write each balanced assignment as an "
                     "LBDatafile trace (OUT/traces/ALGORITHM/STEM.r.json)")
     rp.add_argument("--compress", action="store_true", help="brotli-compress the written traces (as vt does)")
@@ -285,8 +293,8 @@ def _cmd_replay(args) -> int:
         done = False
         try:
             replay_to_dir(trace, algorithms, out, params=params, graph=args.graph, capacities=caps, work_model=wm,
-                          seed=args.seed, write_traces=args.write_trace, compress=args.compress,
-                          plot=not args.no_plot, say=say)
+                          seed=args.seed, rounds=args.rounds, trigger=args.trigger, realisation=args.realisation,
+                          write_traces=args.write_trace, compress=args.compress, plot=not args.no_plot, say=say)
             done = True
         finally:
             lock.release(remove_if_unused=not done)

@@ -104,7 +104,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 
 def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dict[str, dict[str, Any]] | None = None,
                   graph: str = "auto", capacities: Any = None, work_model: WorkModel | None = None, seed: int = 0,
-                  write_traces: bool = False, compress: bool = False, plot: bool = True,
+                  rounds: int = 3, trigger: float = 1.0, realisation: str = "auto", write_traces: bool = False, compress: bool = False, plot: bool = True,
                   say=lambda s: None) -> tuple[list[dict[str, Any]], list[ReplayResult]]:
     """Replay ``algorithms`` on ``trace`` and write the directory of the module docstring into ``out`` (an
     existing, claimed directory); the rows and the results."""
@@ -117,7 +117,8 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
     from hermes.version import __version__
 
     wm = work_model or WorkModel()
-    results = replay(trace, algorithms, params, graph=graph, capacities=capacities, work_model=wm, seed=seed)
+    results = replay(trace, algorithms, params, graph=graph, capacities=capacities, work_model=wm, seed=seed,
+                     rounds=rounds, trigger=trigger, realisation=realisation)
     floors = {ph.phase: _floor(ph, _capacities(capacities, trace.n_ranks, ph)) for ph in trace.phases}
     tasks = {ph.phase: ph.n_tasks for ph in trace.phases}
     rows = []
@@ -134,7 +135,8 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
     extra = sorted({k for r in rows for k in r} - set(COLUMNS))
     write_csv(out / "replay.csv", rows, COLUMNS + extra)
     meta = {"trace": trace.stem, "ranks": trace.n_ranks, "phases": trace.phase_ids, "compressed": trace.compressed,
-            "algorithms": algorithms, "params": params or {}, "graph": graph, "seed": seed,
+            "algorithms": algorithms, "params": params or {}, "graph": graph, "seed": seed, "rounds": rounds,
+            "trigger": trigger, "realisation": realisation,
             "capacities": None if capacities is None else [float(c) for c in capacities],
             "work_model": {"alpha": wm.alpha, "beta": wm.beta, "gamma": wm.gamma, "delta": wm.delta,
                            "memory_limit": wm.memory_limit},

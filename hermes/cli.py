@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--no-report", action="store_true", help="write results.csv, phases.csv and table.md only "
                     "(no plots, no report.html)")
     cm.add_argument("--quiet", action="store_true", help="no progress lines")
+    cm.add_argument("--trace", metavar="STEM", help="a vt LBDatafile trace as the base: each run replays it "
+                    "(hermes replay) with the axes' balancers and replay options (docs/TRACES.md)")
 
     sc = sub.add_parser("scenario", help="print the resolved scenario (validation only, no MPI)")
     sc.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
@@ -609,6 +611,11 @@ def _cmd_compare(args) -> int:
     from hermes.errors import HermesError
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    from hermes.trace.experiment import is_trace_experiment
+
+    if args.trace or (args.experiment and is_trace_experiment(args.experiment)) or (
+            args.report_dir and (Path(args.report_dir) / "trace-experiment.json").is_file()):
+        return _cmd_compare_trace(args, say)
     try:
         if args.report_dir:
             if args.experiment or args.set_axes or args.overrides:
@@ -632,6 +639,49 @@ def _cmd_compare(args) -> int:
         print("hermes compare: interrupted; the complete runs are kept (run the same command again to resume)",
               file=sys.stderr)
         return 130
+    if not args.quiet:
+        print((out / "table.md").read_text(), end="")
+    return 0
+
+
+def _cmd_compare_trace(args, say) -> int:
+    """hermes compare on a trace (hermes.trace.experiment)."""
+    from hermes.compare.experiment import parse_axis_option
+    from hermes.errors import HermesError
+    from hermes.scenario import yaml_value
+    from hermes.trace.experiment import (load_trace_experiment, render_trace_experiment, run_trace_experiment,
+                                         trace_experiment)
+
+    try:
+        if args.report_dir:
+            for p in render_trace_experiment(Path(args.report_dir), report=not args.no_report):
+                say(str(p))
+            return 0
+        if args.jobs != 1 or args.oversubscribe or args.timeout is not None:
+            raise HermesError("--jobs, --oversubscribe and --timeout apply to runs of a scenario; a trace's replays "
+                              "run one after another")
+        if args.trace and args.experiment:
+            raise HermesError("give a trace experiment file or --trace STEM, not both")
+        if args.trace:
+            exp = trace_experiment(args.trace, name=args.name)
+        else:
+            exp = load_trace_experiment(args.experiment, name=args.name)
+        for item in args.set_axes:
+            key, values = parse_axis_option(item)
+            exp["axes"][key] = values
+        for item in args.overrides:
+            if "=" not in item:
+                raise HermesError(f"--set {item!r}: expected KEY=VALUE")
+            key, value = item.split("=", 1)
+            try:
+                exp["set"][key.strip()] = yaml_value(value)
+            except ValueError as err:
+                raise HermesError(f"--set {key.strip()}: {err}") from None
+        exp = trace_experiment(exp["trace"], axes=exp["axes"], sets=exp["set"], name=exp["name"],
+                               description=exp["description"])
+        out = run_trace_experiment(exp, args.out, report=not args.no_report, say=say)
+    except HermesError as err:
+        return _error(str(err))
     if not args.quiet:
         print((out / "table.md").read_text(), end="")
     return 0

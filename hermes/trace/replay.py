@@ -340,8 +340,8 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
         its += int(res.iterations)
         kinds.append(kind)
         total_flow += float(np.abs(res.flow).sum())
-    return cur, {"iterations": its, "rounds": done, "graph": "/".join(dict.fromkeys(kinds)) or "",
-                 "realisation": "cells" if cells else "objects", "flow_total": total_flow}
+    return cur, {"iterations": its, "rounds_done": done, "graph_used": "/".join(dict.fromkeys(kinds)) or "",
+                 "realisation_used": "cells" if cells else "objects", "flow_total": total_flow}
 
 
 def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None = None, *, graph: str = "auto",
@@ -381,10 +381,10 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
         res = grapevine(ph.loads, ph.ranks, p, seed=seed if checked["seed"] is None else checked["seed"],
                         speeds=speeds, migratable=ph.migratable, **kw)
         new = res.object_rank
-        info.update(iterations=res.iterations, graph="full")
+        info.update(iterations=res.iterations, graph_used="full")
     elif algorithm in ("metis", "scotch"):
         new = _partition(ph, algorithm, checked, caps, seed)
-        info["graph"] = "objects"
+        info["graph_used"] = "objects"
     else:
         if info_entry.serial is None:
             raise BalancerError(f"balancer {algorithm!r} has no serial reference, so hermes replay cannot run it "

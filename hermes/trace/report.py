@@ -31,14 +31,14 @@ COLUMNS = ["phase", "algorithm", "tasks", "imbalance_before", "imbalance_after",
            "memory_max_before", "memory_max_after", "memory_over_before", "memory_over_after", "homing_before",
            "homing_after", "work_max_before", "work_max_after", "work_mean_before", "work_mean_after",
            "work_lbaf_imbalance_before", "work_lbaf_imbalance_after", "objects_moved", "load_moved", "iterations",
-           "graph", "seconds"]
+           "graph_used", "realisation_used", "rounds_done", "seconds"]
 
 _TABLE = [("phase", "phase", "{}"), ("algorithm", "algorithm", "{}"), ("imbalance_before", "imbalance before", "{:.4f}"),
           ("imbalance_after", "after", "{:.4f}"), ("imbalance_floor", "floor", "{:.4f}"),
           ("offrank_bytes_before", "off-rank bytes before", "{:.6g}"), ("offrank_bytes_after", "after", "{:.6g}"),
           ("objects_moved", "objects moved", "{}"), ("work_max_after", "max work after", "{:.6g}"),
           ("memory_max_after", "max memory after", "{:.6g}"), ("iterations", "iterations", "{}"),
-          ("graph", "graph", "{}")]
+          ("graph_used", "graph", "{}")]
 
 
 def _floor(ph, caps: np.ndarray) -> float:
@@ -127,7 +127,7 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
         row["tasks"] = tasks[res.phase]
         row["imbalance_floor"] = floors[res.phase]
         row.setdefault("iterations", 0)
-        row.setdefault("graph", "")
+        row.setdefault("graph_used", "")
         rows.append(row)
         say(f"phase {res.phase} {res.algorithm}: imbalance {res.before['imbalance']:.4f} → "
             f"{res.after['imbalance']:.4f} (floor {floors[res.phase]:.4f}), {res.info['objects_moved']} objects moved, "

@@ -35,6 +35,9 @@ from hermes.trace.workmodel import WorkModel, phase_figures
 __all__ = ["ReplayResult", "replay", "replay_phase", "realise_flow_on_objects", "processor_graph", "object_graph",
            "REPLAY_SPECIAL", "replay_algorithms"]
 
+#: the most ranks a flow balancer's serial reference is given (the offline lab's limit, hermes.lab.flow: their
+#: set-up grows faster than p²)
+MAX_FLOW_RANKS = 2048
 #: algorithms replayed by their own serial code rather than a flow
 REPLAY_SPECIAL = ("none", "grapevine", "metis", "scotch")
 
@@ -74,7 +77,8 @@ def processor_graph(ph: TracePhase, kind: str = "auto") -> tuple[NDArray[np.int6
     p = ph.n_ranks
     if kind not in ("auto", "comm", "full"):
         raise GraphError(f"--graph {kind!r}: expected auto, comm or full")
-    full = np.array([(i, j) for i in range(p) for j in range(i + 1, p)], dtype=np.int64).reshape(-1, 2)
+    iu = np.triu_indices(p, 1)
+    full = np.stack([iu[0], iu[1]], axis=1).astype(np.int64)
     if kind == "full":
         return full, "full"
     fr, tr = ph.comm_from_rank, ph.comm_to_rank
@@ -309,6 +313,10 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
     from hermes.metrics import imbalance
 
     p = ph.n_ranks
+    if p > MAX_FLOW_RANKS:
+        raise GraphError(f"phase {ph.phase}: {p} ranks, more than the {MAX_FLOW_RANKS} the flow balancers' serial "
+                         f"references take (their set-up grows faster than p²); grapevine, metis and scotch replay "
+                         f"any number")
     # hermes' cell selection knows no memory limit: with one, objects are chosen (and the limit kept)
     cells = realisation == "cells" or (realisation == "auto" and has_centroids(ph) and memory_limit is None)
     if cells and not has_centroids(ph):

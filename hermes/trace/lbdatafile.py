@@ -53,7 +53,7 @@ from hermes.loaders import parse_json, read_bytes
 from hermes.results import write_atomic
 
 __all__ = ["Trace", "TracePhase", "TraceError", "read_trace", "write_trace", "parse_phase_spec", "trace_paths",
-           "count_ranks", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS"]
+           "count_ranks", "find_trace", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS", "SUFFIXES"]
 
 #: the largest rank file hermes reads, compressed or decompressed (a real application's are a few MB to a
 #: few hundred)
@@ -388,35 +388,55 @@ def _selected(pid: int, ranges: list[tuple[int, int]] | None) -> bool:
 
 
 # -- reading --------------------------------------------------------------------------------------------------
-def trace_paths(stem: str | Path, n_ranks: int) -> list[Path]:
-    """``<stem>.0.json`` ... ``<stem>.<n−1>.json``."""
-    return [Path(f"{stem}.{r}.json") for r in range(n_ranks)]
+#: the file suffixes of a trace's rank files hermes looks for, in this order (vt writes ``.json`` whether or not it
+#: compresses; LBAF's ``file_suffix`` may name another)
+SUFFIXES = ("json", "json.br", "br")
 
 
-def count_ranks(stem: str | Path) -> int:
-    """The number of rank files ``<stem>.<r>.json``: they must be 0..n−1 without a gap.
+def trace_paths(stem: str | Path, n_ranks: int, suffix: str = "json") -> list[Path]:
+    """``<stem>.0.<suffix>`` ... ``<stem>.<n−1>.<suffix>``."""
+    return [Path(f"{stem}.{r}.{suffix}") for r in range(n_ranks)]
+
+
+def find_trace(stem: str | Path) -> tuple[Path, int, str]:
+    """(stem, number of ranks, suffix) of the trace ``stem``: rank files ``<stem>.<r>.<suffix>`` for r = 0..n−1
+    without a gap, the suffix one of :data:`SUFFIXES`. The path of one rank file (``data.0.json``) names its
+    trace too.
 
     Raises
     ------
     TraceError
-        No ``<stem>.0.json``; or a gap (``<stem>.2.json`` missing while ``<stem>.3.json`` exists).
+        No ``<stem>.0.json`` (nor another suffix); or a gap (``<stem>.2.json`` missing while ``<stem>.3.json``
+        exists).
     """
     stem = Path(stem)
+    m = re.fullmatch(r"(.+)\.\d{1,9}\.(json|json\.br|br)", stem.name)
+    if m and stem.is_file():  # a rank file's path: its trace
+        stem = stem.with_name(m.group(1))
     try:
         parent = stem.parent if str(stem.parent) else Path(".")
-        pattern = re.compile(re.escape(stem.name) + r"\.(\d{1,9})\.json")
-        found = sorted(int(m.group(1)) for p in parent.iterdir() if (m := pattern.fullmatch(p.name)))
+        names = [q.name for q in parent.iterdir()]
     except (OSError, ValueError):  # no such directory, a stem too long to be a path
-        found = []
+        names = []
+    for suffix in SUFFIXES:
+        pattern = re.compile(re.escape(stem.name) + r"\.(\d{1,9})\." + re.escape(suffix))
+        found = sorted(int(m.group(1)) for name in names if (m := pattern.fullmatch(name)))
+        if found:
+            break
     if not found or found[0] != 0:
-        hint = f" (found {stem}.{found[0]}.json)" if found else ""
+        hint = f" (found {stem}.{found[0]}.{suffix})" if found else ""
         raise TraceError(f"no LBDatafile {stem}.0.json{hint}: give the stem of the per-rank files <stem>.<rank>.json")
     n = len(found)
     if found[-1] != n - 1:
         gap = next(r for r in range(n) if r not in set(found))
-        raise TraceError(f"{stem}: rank file {stem}.{gap}.json is missing (files for {n} ranks up to rank "
+        raise TraceError(f"{stem}: rank file {stem}.{gap}.{suffix} is missing (files for {n} ranks up to rank "
                          f"{found[-1]}): a trace has one file per rank, 0 to n−1")
-    return n
+    return stem, n, suffix
+
+
+def count_ranks(stem: str | Path) -> int:
+    """The number of rank files of the trace ``stem`` (:func:`find_trace`)."""
+    return find_trace(stem)[1]
 
 
 def _decompress(data: bytes, path: Path) -> bytes:
@@ -623,13 +643,14 @@ def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | 
         the wrong type or range, a rank mismatch, an object listed twice, a home outside the ranks, no phase
         selected.
     """
-    stem_text = str(stem)
+    suffix = "json"
     if n_ranks is None:
-        n_ranks = count_ranks(stem)
+        stem, n_ranks, suffix = find_trace(stem)
+    stem_text = str(stem)
     ranges = phases if isinstance(phases, list) else parse_phase_spec(phases)
     docs, compressed = [], False
     alpha = np.ones(n_ranks)
-    for r, path in enumerate(trace_paths(stem, n_ranks)):
+    for r, path in enumerate(trace_paths(stem, n_ranks, suffix)):
         doc, packed = _read_doc(path, r)
         docs.append((path, _phases_of(doc, path)))
         compressed |= packed

@@ -201,3 +201,11 @@ def test_summary_names_keys_and_loads(tmp_path):
     ph = info["phases"][1]
     assert ph["tasks"] == 4 and ph["communications"] == 4 and ph["load_sum"] == 10.0
     assert ph["imbalance"] == 1.0 and ph["offrank_bytes"] == 300.0 and ph["subphases"] == 2
+
+
+def test_other_suffixes_and_a_rank_file_name_the_trace(tmp_path):
+    stem = _write(tmp_path, "v", _two_ranks((0,)), compress=True)
+    for r in range(2):
+        (tmp_path / f"v.{r}.json").rename(tmp_path / f"v.{r}.json.br")
+    assert read_trace(stem).phases[0].n_tasks == 4
+    assert read_trace(tmp_path / "v.1.json.br").stem == str(stem)  # a rank file's path names its trace

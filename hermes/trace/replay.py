@@ -147,7 +147,7 @@ def _affinity(cand: NDArray[np.int64], j: int, i: int, r: NDArray[np.int64], xad
 
 class _Memory:
     """Each rank's memory (:mod:`hermes.trace.workmodel`'s definition) kept up to date as objects move, to
-    tell whether one more object fits under a limit."""
+    tell which objects still fit under a limit."""
 
     def __init__(self, ph: TracePhase, ranks: NDArray[np.int64]) -> None:
         from hermes.trace.workmodel import shared_blocks
@@ -160,30 +160,44 @@ class _Memory:
         self.foot_sum = np.bincount(ranks, weights=self.foot, minlength=p).astype(np.float64)
         self.blocks: list[dict[int, int]] = [{} for _ in range(p)]
         self.works: list[dict[float, int]] = [{} for _ in range(p)]
+        self.shared = np.zeros(p)
+        self.top = np.zeros(p)
         for v, r in enumerate(ranks.tolist()):
             self._add(v, r)
 
     def _add(self, v: int, r: int) -> None:
         b = int(self.block[v])
         if b >= 0:
-            self.blocks[r][b] = self.blocks[r].get(b, 0) + 1
+            n = self.blocks[r].get(b, 0)
+            self.blocks[r][b] = n + 1
+            if n == 0:
+                self.shared[r] += self.sizes[b]
         w = float(self.work[v])
         self.works[r][w] = self.works[r].get(w, 0) + 1
+        self.top[r] = max(self.top[r], w)
 
     def _remove(self, v: int, r: int) -> None:
-        for d, key in ((self.blocks[r], int(self.block[v])), (self.works[r], float(self.work[v]))):
-            if key in d and (key != -1 or d is self.works[r]):
-                d[key] -= 1
-                if d[key] == 0:
-                    del d[key]
-
-    def memory_with(self, v: int, r: int) -> float:
-        """Rank ``r``'s memory if object ``v`` joined it."""
         b = int(self.block[v])
-        shared = sum(self.sizes[k] for k in self.blocks[r]) + (self.sizes[b] if b >= 0 and b not in self.blocks[r]
-                                                              else 0.0)
-        top = max(max(self.works[r], default=0.0), float(self.work[v]))
-        return float(self.base[r] + shared + self.foot_sum[r] + self.foot[v] + top)
+        if b >= 0:
+            self.blocks[r][b] -= 1
+            if self.blocks[r][b] == 0:
+                del self.blocks[r][b]
+                self.shared[r] -= self.sizes[b]
+        w = float(self.work[v])
+        self.works[r][w] -= 1
+        if self.works[r][w] == 0:
+            del self.works[r][w]
+            if w >= self.top[r]:
+                self.top[r] = max(self.works[r], default=0.0)
+
+    def fits(self, vs: NDArray[np.int64], r: int, limit: float) -> NDArray[np.bool_]:
+        """Whether rank ``r``'s memory stays within ``limit`` with each object of ``vs`` joining it (alone)."""
+        b = self.block[vs]
+        new_block = (b >= 0) & ~np.isin(b, np.fromiter(self.blocks[r], dtype=np.int64, count=len(self.blocks[r])))
+        extra = np.where(new_block, self.sizes[np.maximum(b, 0)] if self.sizes.size else 0.0, 0.0)
+        after = (self.base[r] + self.shared[r] + extra + self.foot_sum[r] + self.foot[vs]
+                 + np.maximum(self.top[r], self.work[vs]))
+        return after <= limit
 
     def move(self, v: int, src: int, dst: int) -> None:
         self._remove(v, src)
@@ -220,38 +234,51 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
             out[i].append((j, f))
         elif f < 0:
             out[j].append((i, -f))
+    # each rank's migratable objects, kept up to date as objects arrive (a rank's pool is looked at only when its
+    # turn comes, after everything that flows into it)
+    movable = np.flatnonzero(mig)
+    members: list[list[int]] = [[] for _ in range(p)]
+    for v, rv in zip(movable.tolist(), r[movable].tolist()):
+        members[rv].append(v)
     for i in order:
         demand = {j: f for j, f in out[i] if f > 0}
+        if not demand or not members[i]:
+            continue
+        pool = np.array(sorted(members[i]), dtype=np.int64)
+        pool = pool[np.lexsort((pool, -loads[pool]))]  # heavier first, then id
+        alive = np.ones(pool.size, dtype=bool)
+        pl = loads[pool]
         over = 0.0  # sent beyond the flow of the edges it went along: owed by the rank's other edges
-        while demand:
+        while demand and alive.any():
             j = max(demand, key=lambda t: (demand[t], -t))  # the largest remaining outflow first
             total = sum(demand.values()) - over
             if total <= 0:
                 break
-            cand = np.flatnonzero((r == i) & mig)
-            if cand.size == 0:
-                break
-            gain = _affinity(cand, j, i, r, xadj, adjncy, w)
-            pick = cand[np.lexsort((cand, -loads[cand], -gain))]  # affinity, then heavier first, then id
-            fits = [v for v in pick.tolist() if loads[v] < 2.0 * demand[j]]
-            if not fits:  # no object fits this edge's flow: one that fits the rank's whole outflow, the lightest
-                light = [v for v in pick[np.argsort(loads[pick], kind="stable")].tolist() if loads[v] < 2.0 * total]
-                fits = light[:1]
-            chosen = None
-            for v in fits:
-                if mem is None or mem.memory_with(v, j) <= memory_limit:
-                    chosen = v
-                    break
+            idx = np.flatnonzero(alive)
+            if adjncy.size:  # by affinity to j first (stable: then heavier first, then id)
+                gain = _affinity(pool[idx], j, i, r, xadj, adjncy, w)
+                idx = idx[np.argsort(-gain, kind="stable")]
+            fits = idx[pl[idx] < 2.0 * demand[j]]
+            if fits.size == 0:  # no object fits this edge's flow: one that fits the rank's whole outflow, the lightest
+                light = idx[pl[idx] < 2.0 * total]
+                fits = light[np.argsort(pl[light], kind="stable")[:1]] if light.size else light
+            if mem is not None and fits.size:
+                fits = fits[mem.fits(pool[fits], j, memory_limit)]
+            chosen = int(fits[0]) if fits.size else None
             if chosen is None:
                 del demand[j]  # nothing more can go to j
                 continue
+            v = int(pool[chosen])
             if mem is not None:
-                mem.move(chosen, i, j)
-            r[chosen] = j
-            demand[j] -= loads[chosen]
+                mem.move(v, i, j)
+            alive[chosen] = False
+            r[v] = j
+            members[j].append(v)
+            demand[j] -= loads[v]
             if demand[j] <= 0:
                 over -= demand[j]
                 del demand[j]
+        members[i] = pool[alive].tolist()
     return r
 
 

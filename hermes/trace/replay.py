@@ -7,15 +7,18 @@ unless capacities are given). Per algorithm:
 - a **flow balancer** (every registry entry with a serial reference: pcg, chebyshev, gda*, mincost, ...)
   computes its flow on the processor graph — the ranks whose objects communicate (``graph: comm``), every
   pair of ranks (``full``), or ``auto``: the communication graph when it is connected, else the full graph —
-  and the flow is realised by choosing objects (:func:`realise_flow_on_objects`);
-- ``grapevine`` runs the gossip of the Sandia report on the objects (its serial form, the full graph);
-- ``metis`` partitions the objects' communication graph (bytes as edge weights, loads as vertex weights)
-  from scratch and relabels the parts to keep the most load in place; ``scotch`` remaps it with Scotch;
+  in the rounds ``hermes run`` would run, each flow realised by choosing objects
+  (:func:`realise_flow_on_objects`, within a memory limit if one is given) or, on a trace hermes wrote, by
+  hermes' own cell selection on the objects' centroids;
+- ``grapevine`` runs the gossip of the Sandia report on the objects (its serial form, the full graph; objects
+  that cannot move count in their rank's load and are never offered);
+- ``metis`` partitions the migratable objects' communication graph (bytes as edge weights, loads as vertex
+  weights) from scratch into parts sized for each rank's fair share less what stays on it, relabelled to keep
+  the most load in place; ``scotch`` remaps it with Scotch;
 - ``none`` leaves the assignment as it is.
 
-Only non-migratable objects stay put whatever the algorithm. Per phase the figures of
-:func:`hermes.trace.workmodel.phase_figures` are computed before and after; :func:`replay` returns them as
-tidy rows.
+Objects that are not migratable stay put whatever the algorithm. Per phase the figures of
+:func:`hermes.trace.workmodel.phase_figures` are computed before and after (:class:`ReplayResult`).
 """
 
 from __future__ import annotations

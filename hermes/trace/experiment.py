@@ -40,6 +40,20 @@ TRACE_OPTIONS: dict[str, Any] = {"phase": "all", "graph": "auto", "capacities": 
 _TOP = {"name", "description", "trace", "set", "axes"}
 
 
+def _doc(path: Path) -> dict[str, Any] | None:
+    """A JSON file hermes wrote into the experiment (read with the loaders' limits), None if it is not one."""
+    from hermes.loaders import load_json
+
+    try:
+        doc = load_json(path, error=TraceError)
+    except TraceError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows", []), list) or not all(
+            isinstance(r, dict) for r in doc.get("rows", [])):
+        return None
+    return doc
+
+
 def _balancer(v: Any) -> tuple[str, dict[str, Any], str]:
     """(algorithm, its parameters, label) of a balancer axis value: a name or {label, algorithm, params...}."""
     if isinstance(v, str):
@@ -145,8 +159,8 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
             o = run["options"]
             rd = subdir(d, "runs", run["id"])
             done = rd / "replay.json"
-            if done.is_file() and read_marker(rd) == "replay":
-                data = json.loads(done.read_text())
+            data = _doc(done) if done.is_file() and read_marker(rd) == "replay" else None
+            if data is not None:
                 if data.get("experiment_run") == run["id"]:
                     say(f"  {run['id']}: complete, kept")
                     rows += [{**r, **run["labels"]} for r in data["rows"]]
@@ -162,7 +176,9 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
                                    graph=o["graph"], capacities=o["capacities"], work_model=_work_model(o),
                                    seed=o["seed"], rounds=o["rounds"], trigger=o["trigger"],
                                    realisation=o["realisation"], plot=report)
-            meta = json.loads(done.read_text())
+            meta = _doc(done)
+            if meta is None:
+                raise TraceError(f"{done}: the replay's record cannot be read back")
             meta["experiment_run"] = run["id"]
             write_atomic(done, json.dumps(meta, indent=2) + "\n")
             say(f"  {run['id']}: " + ", ".join(f"phase {r['phase']} {r['imbalance_before']:.4f} → "
@@ -247,11 +263,18 @@ def render_trace_experiment(d: str | Path, *, report: bool = True) -> list[Path]
     d = Path(d)
     if read_marker(d) != "trace-experiment" or not (d / "trace-experiment.json").is_file():
         raise TraceError(f"{d}: not a trace experiment directory hermes made")
-    plan = json.loads((d / "trace-experiment.json").read_text())
+    plan = _doc(d / "trace-experiment.json")
+    runs = plan.get("runs") if plan is not None else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("id"), str)
+                                             and isinstance(r.get("labels"), dict) for r in runs) or not (
+            isinstance(plan.get("axes"), dict) and isinstance(plan.get("name"), str)
+            and isinstance(plan.get("trace"), str) and isinstance(plan.get("description", ""), str)):
+        raise TraceError(f"{d / 'trace-experiment.json'}: not a trace experiment's plan")
     rows: list[dict[str, Any]] = []
-    for run in plan["runs"]:
-        f = d / "runs" / run["id"] / "replay.json"
-        if f.is_file():
-            rows += [{**r, **run["labels"]} for r in json.loads(f.read_text())["rows"]]
-    _write(d, plan, plan["runs"], rows, report)
+    for run in runs:
+        f = subdir(d, "runs", run["id"]) / "replay.json"
+        got = _doc(f) if f.is_file() else None
+        if got is not None:
+            rows += [{**r, **run["labels"]} for r in got.get("rows", [])]
+    _write(d, plan, runs, rows, report)
     return [d / "results.csv", d / "table.md"] + ([d / "compare.png"] if report and rows else [])

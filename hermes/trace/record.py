@@ -125,8 +125,8 @@ def trace_from_run(run_dir: str | Path, *, cells_per_block: int | None = None) -
     edge_bytes = float(app.get("bytes_per_edge", 64.0)) * its
     p = int(summary["processors"])
     try:
-        geo = np.load(d / "geometry.npz")
-        parts = np.load(d / "partitions.npz")
+        geo = np.load(d / "geometry.npz", allow_pickle=False)
+        parts = np.load(d / "partitions.npz", allow_pickle=False)
         xadj, adjncy, coords = geo["xadj"].astype(np.int64), geo["adjncy"].astype(np.int64), geo["coords"]
         phases = sorted(int(k.split("_")[1]) for k in parts.files if k.startswith("owner_"))
         owners = {k: parts[f"owner_{k:03d}"].astype(np.int64) for k in phases}

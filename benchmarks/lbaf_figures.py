@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hermes.trace import read_trace  # noqa: E402
-from hermes.trace.workmodel import WorkModel, rank_figures, shared_blocks  # noqa: E402
+from hermes.trace.workmodel import WorkModel, rank_figures  # noqa: E402
 
 
 def stats(name: str, x: np.ndarray) -> str:
@@ -61,12 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + stats("inter-rank sent volumes", f.pair_volumes))
         print("  " + stats("rank work", f.work))
         print("  " + stats("rank maximum memory usage", f.memory))
-        block, sizes, _ = shared_blocks(ph)
-        shared = np.zeros(p)
-        if sizes.size:
-            used = np.unique(np.stack([ph.ranks[block >= 0], block[block >= 0]], axis=1), axis=0)
-            np.add.at(shared, used[:, 0], sizes[used[:, 1]])
-        print("  " + stats("rank shared memory", shared))
+        print("  " + stats("rank shared memory", f.shared))
         if args.ranks_per_node > 1:
             nodes = np.bincount(np.arange(p) // args.ranks_per_node, weights=f.memory)
             print("  " + stats("node maximum memory usage", nodes))

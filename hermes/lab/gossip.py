@@ -184,6 +184,10 @@ def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: s
         _integer("--mapped-ranks", mapped_ranks, 1, ranks)
     check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, prefix="--", source_load=source_load)
     _check_cost(ranks, given, iterations, rounds, fanout)
+    if write_trace is not None:  # before the work: a trace never replaces a file of the user's
+        from hermes.trace.lbdatafile import check_new_trace
+
+        check_new_trace(write_trace, ranks, "--write-trace")
     loads, owner = make_objects(ranks, objects, mapped_ranks, loads_spec, seed)
     if loads.size != given:  # an LBAF trace: its tasks are the objects
         _check_cost(ranks, loads.size, iterations, rounds, fanout)

@@ -53,7 +53,7 @@ from hermes.loaders import parse_json, read_bytes
 from hermes.results import write_atomic
 
 __all__ = ["Trace", "TracePhase", "TraceError", "read_trace", "write_trace", "parse_phase_spec", "trace_paths",
-           "count_ranks", "find_trace", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS", "SUFFIXES"]
+           "count_ranks", "find_trace", "check_new_trace", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS", "SUFFIXES"]
 
 #: the largest rank file hermes reads, compressed or decompressed (a real application's are a few MB to a
 #: few hundred)
@@ -284,20 +284,25 @@ class TracePhase:
         r = self.ranks if ranks is None else np.asarray(ranks, dtype=np.int64)
         return np.bincount(r, weights=self.loads, minlength=self.n_ranks)
 
+    def endpoints(self) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64], NDArray[np.bool_]]:
+        """(position in ``ids`` of each communication's sender, whether it is a task of the phase, the same for
+        the receiver); a position is 0 where its endpoint is not a task."""
+        out = []
+        n = self.ids.size
+        for ends in (self.comm_from, self.comm_to):
+            pos = np.minimum(np.searchsorted(self.ids, ends), max(n - 1, 0))
+            hit = (self.ids[pos] == ends) if n else np.zeros(ends.size, dtype=bool)
+            out += [np.where(hit, pos, 0), hit]
+        return out[0], out[1], out[2], out[3]
+
     def object_ranks(self, ranks: ArrayLike | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The ranks of the communications' endpoints when the tasks are on ``ranks`` (endpoints that are not
         tasks stay where the trace has them)."""
-        if ranks is None:
+        if ranks is None or self.ids.size == 0:
             return self.comm_from_rank, self.comm_to_rank
         r = np.asarray(ranks, dtype=np.int64)
-        out = []
-        for ends, fixed in ((self.comm_from, self.comm_from_rank), (self.comm_to, self.comm_to_rank)):
-            pos = np.searchsorted(self.ids, ends)
-            pos = np.minimum(pos, max(self.ids.size - 1, 0))
-            is_task = self.ids.size > 0
-            hit = (self.ids[pos] == ends) if is_task else np.zeros(ends.size, dtype=bool)
-            out.append(np.where(hit, r[pos] if is_task else 0, fixed))
-        return out[0], out[1]
+        a, a_ok, b, b_ok = self.endpoints()
+        return np.where(a_ok, r[a], self.comm_from_rank), np.where(b_ok, r[b], self.comm_to_rank)
 
     def with_ranks(self, ranks: ArrayLike) -> TracePhase:
         """The same tasks on new ranks (homes unchanged; communication endpoints that are tasks follow them)."""
@@ -771,6 +776,18 @@ def write_trace(stem: str | Path, trace: Trace | TracePhase | list[TracePhase], 
         else:
             write_atomic(path, text)
     return paths
+
+
+def check_new_trace(stem: str | Path, n_ranks: int, key: str = "--out") -> None:
+    """TraceError (one line) if any file ``<stem>.<r>.json`` exists already or its directory does not: a trace
+    written where the user asked never replaces a file of theirs."""
+    stem = Path(stem)
+    if not stem.parent.is_dir():
+        raise TraceError(f"{key} {stem}: the directory {stem.parent} does not exist")
+    for path in trace_paths(stem, n_ranks):
+        if path.exists() or path.is_symlink():
+            raise TraceError(f"{key} {stem}: {path} exists; hermes does not overwrite files outside its own "
+                             f"directories (give a new stem or remove it)")
 
 
 def _plain_number(key: str, v: float) -> int | float:

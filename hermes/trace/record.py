@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from hermes.bounds import MAX_TRACE_TASKS
 from hermes.errors import HermesError
-from hermes.trace.lbdatafile import Trace, TraceError, TracePhase, write_trace
+from hermes.trace.lbdatafile import Trace, TraceError, TracePhase, check_new_trace, write_trace
 
 __all__ = ["trace_from_run", "write_run_trace", "trace_from_assignments", "TRACE_DIR", "TRACE_STEM",
            "MAX_TRACE_TASKS"]
@@ -166,8 +166,7 @@ def write_run_trace(run_dir: str | Path, stem: str | Path | None = None, *, cell
         target = subdir(run_dir, TRACE_DIR) / TRACE_STEM
     else:
         target = Path(stem)
-        if not target.parent.is_dir():
-            raise TraceError(f"--out {stem}: the directory {target.parent} does not exist")
+        check_new_trace(target, trace.n_ranks)
     return write_trace(target, trace, compress=compress)
 
 

@@ -60,10 +60,7 @@ def object_graph(ph: TracePhase) -> tuple[NDArray[np.int64], NDArray[np.int64], 
     n = ph.n_tasks
     if n == 0 or ph.comm_from.size == 0:
         return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
-    a = np.searchsorted(ph.ids, ph.comm_from)
-    b = np.searchsorted(ph.ids, ph.comm_to)
-    a_ok = (a < n) & (ph.ids[np.minimum(a, n - 1)] == ph.comm_from)
-    b_ok = (b < n) & (ph.ids[np.minimum(b, n - 1)] == ph.comm_to)
+    a, a_ok, b, b_ok = ph.endpoints()
     keep = a_ok & b_ok & (a != b)
     a, b, w = a[keep], b[keep], ph.comm_bytes[keep]
     from scipy.sparse import coo_matrix

@@ -64,6 +64,8 @@ class RankFigures:
     sent: NDArray[np.float64]
     received: NDArray[np.float64]
     memory: NDArray[np.float64]
+    #: the sizes of the distinct shared blocks each rank's tasks use (part of ``memory``)
+    shared: NDArray[np.float64]
     homing: NDArray[np.float64]
     work: NDArray[np.float64]
     #: bytes between tasks of the same rank, and between tasks of different ranks (all pairs)
@@ -113,10 +115,8 @@ def rank_figures(ph, ranks: ArrayLike, model: WorkModel | None = None) -> RankFi
     local = offrank = 0.0
     pair_volumes = np.zeros(0)
     if n and ph.comm_from.size:
-        a = np.searchsorted(ph.ids, ph.comm_from)
-        b = np.searchsorted(ph.ids, ph.comm_to)
-        ok = (a < n) & (b < n)
-        ok &= (ph.ids[np.minimum(a, n - 1)] == ph.comm_from) & (ph.ids[np.minimum(b, n - 1)] == ph.comm_to)
+        a, a_ok, b, b_ok = ph.endpoints()
+        ok = a_ok & b_ok
         a, b, w = a[ok], b[ok], ph.comm_bytes[ok]
         ra, rb = r[a], r[b]
         off = ra != rb
@@ -151,7 +151,7 @@ def rank_figures(ph, ranks: ArrayLike, model: WorkModel | None = None) -> RankFi
     work = alpha * load + wm.beta * np.maximum(sent, received) + wm.gamma + wm.delta * homing
     if wm.memory_limit is not None:
         work = np.where(memory > wm.memory_limit, np.inf, work)
-    return RankFigures(load, sent, received, np.asarray(memory, dtype=np.float64) * np.ones(p), homing, work,
+    return RankFigures(load, sent, received, np.asarray(memory, dtype=np.float64) * np.ones(p), shared, homing, work,
                        local, offrank, pair_volumes)
 
 

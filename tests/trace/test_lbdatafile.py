@@ -209,3 +209,17 @@ def test_other_suffixes_and_a_rank_file_name_the_trace(tmp_path):
         (tmp_path / f"v.{r}.json").rename(tmp_path / f"v.{r}.json.br")
     assert read_trace(stem).phases[0].n_tasks == 4
     assert read_trace(tmp_path / "v.1.json.br").stem == str(stem)  # a rank file's path names its trace
+
+
+def test_a_trace_written_where_the_user_asks_never_replaces_a_file(tmp_path):
+    from hermes.lab.gossip import gossip_lab
+    from hermes.trace.lbdatafile import check_new_trace
+
+    (tmp_path / "mine.1.json").write_text("the user's own file")
+    with pytest.raises(TraceError, match=r"mine\.1\.json exists"):
+        check_new_trace(tmp_path / "mine", 2)
+    with pytest.raises(TraceError, match=r"exists"):
+        gossip_lab(2, 10, None, "iso", 1, 1, 1, 1.0, "modified", 0, write_trace=str(tmp_path / "mine"))
+    assert (tmp_path / "mine.1.json").read_text() == "the user's own file"
+    with pytest.raises(TraceError, match="does not exist"):
+        check_new_trace(tmp_path / "no" / "where", 2)

@@ -161,8 +161,10 @@ def write_run_trace(run_dir: str | Path, stem: str | Path | None = None, *, cell
     """Write :func:`trace_from_run` as ``<stem>.<r>.json`` (default ``<run>/lbdatafile/data``)."""
     trace = trace_from_run(run_dir, cells_per_block=cells_per_block)
     if stem is None:  # in the run's own directory: a real subdirectory (a symlink planted there is refused)
-        from hermes.results import subdir
+        from hermes.results import MARKER, read_marker, subdir
 
+        if read_marker(run_dir) != "run":
+            raise TraceError(f"{run_dir}: not a run directory hermes made (no {MARKER} marker): give --out STEM")
         target = subdir(run_dir, TRACE_DIR) / TRACE_STEM
     else:
         target = Path(stem)

@@ -163,7 +163,7 @@ _TOKEN, _END = 0.0, 1.0
 
 
 def _token_stage(comm, clock, cnt: Counters, turns: list[int], live: list[float], s_list: list[float], limit: float,
-                 held, homes, cum, rng, x_ave: float, threshold: float, modified: bool, frozen: bool):
+                 held, homes, cum, rng, x_ave: float, threshold: float, modified: bool, frozen: bool, keep: int = 0):
     """The transfer stage with a token (``transfer="token"`` of :func:`grapevine_distributed`; collective).
 
     Every rank finds the first rank of ``turns`` above ``limit`` on the stage's starting loads (the same on
@@ -229,13 +229,13 @@ def _token_stage(comm, clock, cnt: Counters, turns: list[int], live: list[float]
     if turn:
         apply(moves)
         if cum[-1] > 0:
-            at, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen)
+            at, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen, keep)
             counts += (at.size, rej, 0)
             if at.size:
                 sent = np.column_stack([gid[at], ell[at], home[at], dest]).astype(np.float64)
-                keep = np.ones(gid.size, dtype=bool)
-                keep[at] = False
-                gid, ell, home = gid[keep], ell[keep], home[keep]
+                stay = np.ones(gid.size, dtype=bool)
+                stay[at] = False
+                gid, ell, home = gid[stay], ell[stay], home[stay]
                 moves = np.concatenate([moves, sent])
                 apply(moves)  # the destinations of the objects this rank homes
         else:
@@ -266,7 +266,7 @@ def _tree_children(rel: int, p: int) -> list[int]:
 def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: float = 1.0, clock=None,
                           counters: Counters | None = None, iterations: int = 4, rounds: int = 4, fanout: int = 4,
                           threshold: float = 1.0, criterion: str = "modified", seed: int | Sequence[int] = 0,
-                          source_load: str = "turn", transfer: str = "broadcast") -> LocalGossipResult:
+                          source_load: str = "turn", transfer: str = "broadcast", keep: int = 0) -> LocalGossipResult:
     """Grapevine with real MPI messages between random peers (SPMD; every rank of ``comm`` calls it).
 
     Parameters
@@ -286,6 +286,8 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         As in :func:`grapevine_iter`.
     transfer : ``"broadcast"`` or ``"token"``
         How the sequential transfer stage is carried out (Notes); the moves are the same.
+    keep : int
+        Objects a source keeps whatever its load (:func:`transfer_turn`; a mesh processor keeps one cell).
 
     Returns
     -------
@@ -389,7 +391,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         if transfer == "token":
             gid, ell, home, ntr, nrej, ignored = _token_stage(
                 comm, clock, cnt, turns, live, s_list, limit, (gid, ell, home), (gid0, dest0), cum, rng, x_ave,
-                threshold, modified, frozen)
+                threshold, modified, frozen, keep)
             turns_left: list[int] = []
         else:
             turns_left = turns
@@ -399,7 +401,8 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
             header = np.zeros(HEADER_WORDS)
             if r == me:
                 if cum[-1] > 0:
-                    pos, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen)
+                    pos, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen,
+                                                   keep)
                     header[:2] = pos.size, rej
                 else:
                     header[2] = 1
@@ -411,9 +414,9 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
             if r == me:
                 moves = np.column_stack([gid[pos], ell[pos], home[pos], dest]).ravel()
                 mv = bcast(comm, moves, r, clock, counters=cnt)
-                keep = np.ones(gid.size, dtype=bool)
-                keep[pos] = False
-                gid, ell, home = gid[keep], ell[keep], home[keep]
+                stay = np.ones(gid.size, dtype=bool)
+                stay[pos] = False
+                gid, ell, home = gid[stay], ell[stay], home[stay]
             else:
                 mv = bcast(comm, np.empty(n * MOVE_BYTES // 8), r, clock, counters=cnt)
                 for _, e, _, d in mv.reshape(n, 4).tolist():  # the source's live updates, in its order
@@ -478,8 +481,12 @@ def _run(ctx: BalanceContext) -> Decision:
     res = grapevine_distributed(ctx.comm, ctx.dom.gid, ctx.dom.weight, speed=speed, clock=ctx.clock,
                                 counters=ctx.nb.counters, iterations=prm["iterations"], rounds=prm["rounds"],
                                 fanout=prm["fanout"], threshold=prm["threshold"], criterion=prm["criterion"],
-                                seed=seed, source_load=prm["source_load"], transfer=prm["transfer"])
+                                seed=seed, source_load=prm["source_load"], transfer=prm["transfer"], keep=1)
     last = res.history[-1]
+    # the report's per-iteration columns (its Tables 2.x: transfers, rejections, I), as summary.json strings
+    by_it = {"imbalance_by_iteration": " ".join(f"{h['imbalance']:.6g}" for h in res.history),
+             "transfers_by_iteration": " ".join(str(h["transfers"]) for h in res.history[1:]),
+             "rejected_by_iteration": " ".join(str(h["rejected"]) for h in res.history[1:])}
     return Decision(dest=res.dest, iterations=res.iterations, converged=res.converged, counters=res.counters,
                     info={"criterion": prm["criterion"], "imbalance": last["imbalance"],
-                          "transfers": sum(h["transfers"] for h in res.history)})
+                          "transfers": sum(h["transfers"] for h in res.history), **by_it})

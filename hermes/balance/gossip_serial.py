@@ -183,7 +183,7 @@ def _draw(cum: NDArray[np.float64], u: NDArray[np.float64]) -> NDArray[np.int64]
 
 def transfer_turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live: list[float], speeds: list[float],
           src: int, rng: np.random.Generator, x_ave: float, threshold: float, modified: bool,
-          frozen: bool) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+          frozen: bool, keep: int = 0) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
     """One source's informed transfer (report Alg. 2 lines 4–6 with criterion 6 or 6', §2.1).
 
     The source scans its objects in the given order; each proposal draws a destination X from the
@@ -195,7 +195,9 @@ def transfer_turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live
     with L_X the destination's *current* load (``live``) and L_i the source's load at the start of
     the turn (``frozen``) or its current one. After an accepted transfer the scan restarts at the
     first remaining object (the report's simulator), after a rejection it goes on with the next;
-    the turn ends when ``L_i / s_i ≤ T x̄`` or a scan passes every object without an acceptance.
+    the turn ends when ``L_i / s_i ≤ T x̄``, a scan passes every object without an acceptance, or the
+    source holds only ``keep`` objects (a mesh processor keeps a cell: ``keep=1``; the report's ranks may
+    empty, ``keep=0``).
 
     ``live`` is updated in place (destination += ℓ, then source −= ℓ, move by move: the operations
     every rank of the distributed form replays). Uniforms are drawn ``max(CHUNK, n)`` at a time
@@ -220,7 +222,7 @@ def transfer_turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live
     moved: list[int] = []
     dest: list[int] = []
     rejected = pos = 0
-    while lsrc / s_src > limit and pos < len(remaining):
+    while lsrc / s_src > limit and pos < len(remaining) and len(remaining) > keep:
         for d in _draw(cum, rng.random(max(CHUNK, len(remaining)))).tolist():
             k = remaining[pos]
             ell = ells[k]
@@ -233,7 +235,7 @@ def transfer_turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live
                 pos = 0
                 if modified and not frozen:
                     bound = lsrc / s_src
-                if lsrc / s_src <= limit or not remaining:
+                if lsrc / s_src <= limit or len(remaining) <= keep:
                     break
             else:
                 rejected += 1
@@ -356,7 +358,8 @@ class GossipResult:
 def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int, *, iterations: int = 4,
                    rounds: int = 4, fanout: int = 4, threshold: float = 1.0, criterion: str = "modified",
                    seed: int | Sequence[int] = 0, speeds: ArrayLike | None = None,
-                   source_load: str = "turn", migratable: ArrayLike | None = None) -> Iterator[GossipState]:
+                   source_load: str = "turn", migratable: ArrayLike | None = None,
+                   keep: int = 0) -> Iterator[GossipState]:
     """Grapevine on the whole system, one state per iteration (see :mod:`hermes.balance.gossip`).
 
     Parameters
@@ -383,6 +386,8 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     migratable : array of bool, shape (n,), optional
         Objects that may move (default all): the others count in their rank's load and are never
         offered (a trace's non-migratable objects, :mod:`hermes.trace.replay`).
+    keep : int
+        Objects (of those it may move) a source keeps whatever its load (:func:`transfer_turn`).
 
     Yields
     ------
@@ -490,7 +495,8 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
                 ignored += 1
                 continue
             mine = np.sort(np.array(held[r], dtype=np.int64))
-            pos, dest, rej = transfer_turn(ell[mine], cum, live, s_list, r, rngs[r], x_ave, threshold, modified, frozen)
+            pos, dest, rej = transfer_turn(ell[mine], cum, live, s_list, r, rngs[r], x_ave, threshold, modified, frozen,
+                                           keep)
             nrej += rej
             if pos.size == 0:
                 continue
@@ -499,9 +505,9 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
             obj = mine[pos]
             owner[obj] = dest
             moves.append(np.column_stack([obj, np.full(obj.size, r), dest]))
-            keep = np.ones(mine.size, dtype=bool)
-            keep[pos] = False
-            held[r] = mine[keep].tolist()
+            stay = np.ones(mine.size, dtype=bool)
+            stay[pos] = False
+            held[r] = mine[stay].tolist()
             for o, d in zip(obj.tolist(), dest.tolist()):
                 held[d].append(o)
         loads = np.bincount(owner, weights=ell, minlength=p)

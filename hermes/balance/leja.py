@@ -92,8 +92,13 @@ def laplacian_spectrum(model: Model) -> NDArray[np.float64]:
     if model.p > SPECTRUM_LIMIT:
         raise BalancerError(f"p = {model.p} > {SPECTRUM_LIMIT}: the dense spectrum of the generalized Laplacian "
                             f"is too costly; use pcg or chebyshev with bounds 'cheap'")
-    lap = generalized_laplacian(model)
-    return np.linalg.eigvalsh(0.5 * (lap + lap.T))
+    mu = model.__dict__.get("_spectrum")
+    if mu is None:  # once per model, as its cached properties: hosted processors share one model (driver.monitor)
+        lap = generalized_laplacian(model)
+        mu = np.linalg.eigvalsh(0.5 * (lap + lap.T))
+        mu.flags.writeable = False
+        model.__dict__["_spectrum"] = mu
+    return mu.copy()
 
 
 def distinct_nodes(mu: NDArray[np.float64], p: int | None = None) -> tuple[NDArray[np.float64], float]:

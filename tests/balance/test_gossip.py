@@ -150,6 +150,23 @@ def test_turn_scans_in_order_restarts_after_an_acceptance_and_tests_current_load
     assert pos.tolist() == [0, 3] and rej == 2 and live == [5.0, 5.0]
 
 
+
+def test_a_source_keeps_keep_objects_whatever_its_load():
+    # source 0 holds two objects of load 5, ranks 1 and 2 are empty, x̄ = 10/3: under 6′ (L_X + ℓ < L_0 = 10,
+    # L_0 frozen) the report's rule sends both away with this stream (the source is left empty, above T x̄
+    # until its last object leaves); with keep=1 (a mesh processor keeps a cell) it stops after the first
+    for keep, moved, left in ((0, [0, 1], [0.0, 5.0, 5.0]), (1, [0], [5.0, 0.0, 5.0])):
+        live = [10.0, 0.0, 0.0]
+        pos, dest, rej = transfer_turn(np.array([5.0, 5.0]), np.array([0.0, 0.5, 1.0]), live, [1.0] * 3, 0,
+                                       np.random.default_rng(0), 10 / 3, 1.0, True, True, keep)
+        assert pos.tolist() == moved and rej == 0 and live == left
+    # a single object is never offered with keep=1
+    live = [10.0, 0.0, 0.0]
+    pos, _, rej = transfer_turn(np.array([10.0]), np.array([0.0, 0.5, 1.0]), live, [1.0] * 3, 0,
+                                np.random.default_rng(0), 10 / 3, 1.0, True, True, 1)
+    assert pos.size == 0 and rej == 0 and live == [10.0, 0.0, 0.0]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_criterion_6_keeps_every_receiver_below_the_average(seed):
     # destinations are tested on their current loads, so no two sources overfill one (report §2.1)

@@ -65,7 +65,7 @@ from hermes.app.kernels import initial_fields, jacobi_serial
 from hermes.app.simulate import LoopStats, solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.interface import BalanceContext, BalancerInfo, Decision
-from hermes.balance.model import Model, edge_values
+from hermes.balance.model import Model, derived, edge_values
 from hermes.balance.payoff import History, Payoff, excess, first_estimate, iteration_time, payoff
 from hermes.balance.realisation import realise_flow
 from hermes.balance.refinement import refine_boundary
@@ -363,6 +363,13 @@ def monitor(r: RunState, ph: PhaseState) -> None:
     ph.model = shared_value(r.book.comm, "model", allent, ph.loads, build, freeze=_read_only_model)
 
 
+def _shared_model(p: int, edges, loads, capacities, weights) -> Model:
+    """A model several hosted processors will share: its arrays read-only."""
+    model = Model(p, edges, np.array(loads, copy=True), np.array(capacities, copy=True), np.array(weights, copy=True))
+    _read_only_model(model)
+    return model
+
+
 def _read_only_model(model: Model) -> None:
     for a in (model.edges, model.loads, model.capacities, model.weights):
         a.flags.writeable = False
@@ -403,7 +410,9 @@ def estimate_payoff(r: RunState, ph: PhaseState) -> Payoff:
     fixed = 0.0
     if h.balance_time is None:
         bpw = r.book.sum(float(cell_bytes(r.dom).sum())) / max(r.book.sum(r.dom.load), 1e-300)
-        tb, tm, src = first_estimate(r.balancer, ph.model, r.params, r.clock.links, bpw)
+        # the same on every rank: once per model (hosted processors share one)
+        tb, tm, src = derived(ph.model, ("first-estimate", bpw),
+                              lambda: first_estimate(r.balancer, ph.model, r.params, r.clock.links, bpw))
     else:
         # with decide: always a phase's first round commits to the refinement: its last measured time, once
         if r.sc.balancer.refinement.decide == "always" and not ph.flow_moved:
@@ -492,7 +501,9 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
             # the realisation acts on the global flow: its levels are the topological order of the whole flow DAG
             cost = _gather_costs(r.book, r.p, ph.est)
             flow, model = decision.flow, ph.model
-            levels = topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0))
+            # the same on every rank: once per model and flow (hosted processors share the model)
+            levels = derived(model, ("levels", flow.tobytes()),
+                             lambda: topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0)))
             r.dom, stats, realised = realise_flow(r.comm, r.dom, model.edges, flow, cost, r.clock, levels=levels,
                                                   select=r.select, exact=r.sc.balancer.ghosts == "exact",
                                                   adaptive=r.sc.balancer.realisation == "adaptive")
@@ -621,8 +632,10 @@ def _conductances(r: RunState, ph: PhaseState) -> None:
     share[ok] = length[pos[ok]] / top
     ph.weights = est.weights * share
     m = ph.model
-    ph.model = Model(m.p, m.edges, m.loads, m.capacities,
-                     edge_values(r.book, r.rank, est.neighbours, ph.weights, m.edges))
+    w = edge_values(r.book, r.rank, est.neighbours, ph.weights, m.edges)  # the same on every rank
+    # once per model and weights: hosted processors share the model with conductances too
+    ph.model = derived(m, ("boundary-conductance", w.tobytes()), lambda: _shared_model(m.p, m.edges, m.loads,
+                                                                                      m.capacities, w))
 
 
 def compute(r: RunState, ph: PhaseState) -> None:

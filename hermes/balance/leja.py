@@ -56,7 +56,7 @@ from hermes.balance.charpoly import (
     schedule_counters,
 )
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.model import Model
+from hermes.balance.model import Model, derived
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
@@ -92,13 +92,11 @@ def laplacian_spectrum(model: Model) -> NDArray[np.float64]:
     if model.p > SPECTRUM_LIMIT:
         raise BalancerError(f"p = {model.p} > {SPECTRUM_LIMIT}: the dense spectrum of the generalized Laplacian "
                             f"is too costly; use pcg or chebyshev with bounds 'cheap'")
-    mu = model.__dict__.get("_spectrum")
-    if mu is None:  # once per model, as its cached properties: hosted processors share one model (driver.monitor)
+    def build() -> NDArray[np.float64]:
         lap = generalized_laplacian(model)
-        mu = np.linalg.eigvalsh(0.5 * (lap + lap.T))
-        mu.flags.writeable = False
-        model.__dict__["_spectrum"] = mu
-    return mu.copy()
+        return np.linalg.eigvalsh(0.5 * (lap + lap.T))
+
+    return derived(model, "spectrum", build).copy()  # once per model (hosted processors share one)
 
 
 def distinct_nodes(mu: NDArray[np.float64], p: int | None = None) -> tuple[NDArray[np.float64], float]:

@@ -50,7 +50,7 @@ from scipy.optimize import linprog
 
 from hermes.balance.flow import FlowResult, minimal_flow, validate_model
 from hermes.balance.interface import BalanceContext, Decision, Params, number_type
-from hermes.balance.model import Model, edge_values
+from hermes.balance.model import Model, derived, edge_values
 from hermes.balance.registry import register
 from hermes.comm import Counters, bcast
 from hermes.errors import BalancerError, GraphError
@@ -190,7 +190,9 @@ def with_boundaries(comm, model: Model, dom) -> Model:
     64-rank experiment such a flow could not be realised: imbalance 1.72 → 2.72)."""
     length = edge_values(comm, comm.Get_rank(), dom.neighbour_ranks, dom.boundary_lengths, model.edges, default=0.0)
     share = np.maximum(length, 1.0) / max(float(length.max(initial=0.0)), 1.0)
-    return Model(model.p, model.edges, model.loads, model.capacities, model.weights * share)
+    # the same on every rank: once per model and boundaries (hosted processors share the model)
+    return derived(model, ("with-boundaries", share.tobytes()),
+                   lambda: Model(model.p, model.edges, model.loads, model.capacities, model.weights * share))
 
 
 @register("mincost", params=MinCostParams, serial=mincost,

@@ -12,17 +12,22 @@ The edge weight ``w_k`` plays the role of a conductance: the minimal flow minimi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from hermes.errors import GraphError
+from hermes.hosting import shared_value
 from hermes.metrics import imbalance
 
-__all__ = ["Model", "edge_values"]
+T = TypeVar("T")
+
+__all__ = ["Model", "derived", "edge_values"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,11 +157,30 @@ class Model:
         return Model(self.p, self.edges, np.asarray(loads, dtype=np.float64), self.capacities, self.weights)
 
 
+def derived(model: Model, key: Hashable, build: Callable[[], T]) -> T:
+    """``build()`` — a value computed from ``model`` and inputs that are the same on every rank — once per model
+    object and ``key``, as the model's cached properties are: processors hosted together share one model
+    (:func:`hermes.driver.monitor`), so 1,024 of them compute a spectrum or a serial estimate once instead of
+    1,024 times. The value is shared: give out copies of mutable ones."""
+    memo = model.__dict__.setdefault("_derived", {})
+    if key not in memo:
+        memo[key] = build()
+    return memo[key]
+
+
 def edge_values(comm, rank: int, neighbours, values, edges, default: float | None = None) -> NDArray[np.float64]:
     """Per-neighbour values of every rank (``values[t]`` for the edge to ``neighbours[t]``, each edge reported by
     its lower endpoint) gathered into one array in the order of ``edges`` (collective bookkeeping: one
-    ``comm.allgather``, uncharged). An edge nobody reported takes ``default`` (None: a KeyError)."""
-    mine = [(rank, int(j), float(v)) for j, v in zip(neighbours, values) if rank < j]
-    table = {(i, j): v for part in comm.allgather(mine) for i, j, v in part}
-    key = (lambda e: table[e]) if default is None else (lambda e: table.get(e, default))
-    return np.array([key((int(i), int(j))) for i, j in edges], dtype=np.float64)
+    ``comm.allgather``, uncharged). An edge nobody reported takes ``default`` (None: a KeyError). ``comm`` is a
+    communicator or :class:`hermes.comm.Bookkeeping`."""
+    # a tuple of tuples: hosted processors share the gathered values and assemble them once (hermes.hosting)
+    mine = tuple((rank, int(j), float(v)) for j, v in zip(neighbours, values) if rank < j)
+    gathered = comm.allgather(mine)
+
+    def build() -> NDArray[np.float64]:
+        table = {(i, j): v for part in gathered for i, j, v in part}
+        key = (lambda e: table[e]) if default is None else (lambda e: table.get(e, default))
+        return np.array([key((int(i), int(j))) for i, j in edges], dtype=np.float64)
+
+    edges = np.asarray(edges)
+    return shared_value(getattr(comm, "comm", comm), f"edge-values-{default}", gathered, edges, build).copy()

@@ -79,13 +79,29 @@ class RefineStats:
     migration: MigrationStats = field(default_factory=MigrationStats)
 
 
+#: complete_costs of read-only matrices (hosted processors share one link-cost matrix): id -> (matrix, result)
+_COMPLETED: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+
+
 def complete_costs(cost: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The link-cost matrix with its zeros off the diagonal replaced by the largest known cost (1 if none)."""
+    """The link-cost matrix with its zeros off the diagonal replaced by the largest known cost (1 if none).
+
+    A read-only ``cost`` (the matrix processors hosted together share, :func:`hermes.hosting.shared`) is
+    completed once: its processors get the same read-only result."""
     cost = np.asarray(cost, dtype=np.float64)
+    shared = not cost.flags.writeable
+    if shared:
+        hit = _COMPLETED.get(id(cost))
+        if hit is not None and hit[0] is cost:
+            return hit[1]
     known = cost[cost > 0]
     top = float(known.max()) if known.size else 1.0
     out = np.where(cost > 0, cost, top)
     np.fill_diagonal(out, 0.0)
+    if shared:
+        out.flags.writeable = False
+        _COMPLETED.clear()  # one matrix at a time: the previous round's is released
+        _COMPLETED[id(cost)] = (cost, out)
     return out
 
 

@@ -126,13 +126,14 @@ SETUPS = ("quickstart", "data", "thesis-homogeneous", "thesis-heterogeneous")
 COLUMNS = ["setup", "mesh", "capacities", "kind", "iterations", "phases", "ranks", "method", "cells", "total_time",
            "balance_time", "migrate_time", "compute_time", "final_imbalance", "imbalance_max", "edge_cut",
            "edge_cut_phases", "distinct_cells", "distinct_phases", "cell_sends", "refined_cells", "skipped",
-           "wall_seconds", "peak_rss_gib"]
+           "wall_seconds", "peak_rss_gib", "collectives", "messages"]
 TABLE = [("ranks", "p", "{}"), ("method", "method", "{}"), ("total_time", "total (s)", "{:.4f}"),
          ("balance_time", "balance (s)", "{:.4f}"), ("migrate_time", "migrate (s)", "{:.4f}"),
          ("imbalance_max", "imbalance (worst phase)", "{:.3f}"), ("edge_cut_phases", "edge cut per phase", "{}"),
          ("cut_vs_metis", "cut / METIS (worst)", "{:.3f}"), ("distinct_phases", "distinct cells moved per phase",
                                                                  "{}"),
          ("distinct_vs_metis", "moved / METIS", "{:.2f}"), ("cell_sends", "cell sends", "{:,}"),
+         ("collectives", "balancing collectives (rank 0)", "{:,}"), ("messages", "balancing messages (rank 0)", "{:,}"),
          ("wall_seconds", "wall (s)", "{:.0f}"), ("peak_rss_gib", "peak RSS (GiB)", "{:.2f}")]
 
 
@@ -213,6 +214,9 @@ def row(summary: dict[str, Any], **case: Any) -> dict[str, Any]:
         "distinct": distinct, "cell_sends": int(summary.get("migrated_cells", 0)),
         "refined_cells": sum((x.get("refinement") or {}).get("cells", 0) for x in ph), "skipped": skipped,
         "wall_seconds": summary.get("wall_seconds"),
+        # rank 0's balancing communication over the phases (every round): collectives and point-to-point messages
+        "collectives": sum(sum((x.get("balance_counters") or {}).get("collectives", {}).values()) for x in ph),
+        "messages": sum(int((x.get("balance_counters") or {}).get("messages", 0)) for x in ph),
     }
 
 

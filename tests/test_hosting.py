@@ -164,7 +164,7 @@ def _results(d: Path) -> tuple:
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("balancer", ["pcg", "grapevine", "mincost", "metis"])
+@pytest.mark.parametrize("balancer", ["pcg", "chebyshev", "grapevine", "mincost", "metis"])
 def test_results_identical_whatever_the_processes(tmp_path, balancer):
     """P = 6 processors as 6 processes, 3, 2 and 1 (in this process): summary.json, phases.csv and
     partitions.npz bit for bit the same."""
@@ -190,3 +190,29 @@ def test_bad_processes_is_one_line(tmp_path):
     res = _hermes(["run", "--set", "processors=4", "--set", "clock=wall", "--processes", "2",
                    "--out", str(tmp_path / "y")])
     assert res.returncode != 0 and "clock: wall" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("balancer, trigger, expensive", [("chebyshev", 1.0, "numpy.linalg.eigvalsh"),
+                                                          ("mincost", "auto", "hermes.balance.mincost.mincost_flow")])
+def test_hosted_processors_compute_what_is_global_once(monkeypatch, tmp_path, balancer, trigger, expensive):
+    """What every processor computes alike from the shared model (the spectrum of chebyshev's bounds in every
+    round; with ``trigger: auto`` the payoff's first estimate, a serial least-cost flow) is computed once per
+    round by the processors hosted together, not once per processor: 16 processors, one phase."""
+    import importlib
+
+    from mpi4py import MPI
+
+    from hermes.api import scenario
+    from hermes.driver import run as run_here
+
+    module, _, name = expensive.rpartition(".")
+    mod = importlib.import_module(module)
+    real, calls = getattr(mod, name), []
+    monkeypatch.setattr(mod, name, lambda *a, **k: calls.append(1) or real(*a, **k))
+    sc = scenario(None, **{"processors": 16, "platform.capacities": "homo", "adaptation.phases": 1,
+                           "application.iterations": 2, "balancer.algorithm": balancer, "balancer.trigger": trigger,
+                           "output.pictures": False})
+    res = host_run(16, lambda c: run_here(sc, c, out_dir=tmp_path / "run", quiet=True), MPI.COMM_SELF).get(0)
+    rounds = res.summary["phases"][0]["balance_rounds"]
+    assert rounds >= 1 or trigger == "auto"
+    assert 1 <= len(calls) <= rounds + 1, (len(calls), rounds)  # 16 per round without the sharing

@@ -213,7 +213,7 @@ def _run(ctx: BalanceContext) -> Decision:
     if error:
         name, _, text = error.partition("|")
         raise (GraphError if name == "GraphError" else BalancerError)(text)
-    counters = Counters()
+    counters = ctx.nb.counters  # the phase's balancing counters (summary.json's balance_counters)
     if p > 1:
         flow = bcast(ctx.comm, flow, 0, ctx.clock, counters=counters)
     counters.iterations = 1

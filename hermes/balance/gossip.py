@@ -375,7 +375,9 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
             if sending:
                 targets = pick_targets(known | selfrow | pad, u[None, :], p)[0]
                 ids = bit_members(known, p)[1]
-                msg = np.column_stack([ids, lk[ids], sk[ids]]).ravel()
+                tri = np.column_stack([ids, lk[ids], sk[ids]])
+                tri.flags.writeable = False  # hosted peers share the message instead of a copy each
+                msg = tri.ravel()
                 out = {int(t): msg for t in targets[targets >= 0]}
             got = exchange_arrays(comm, out, clock, counters=cnt, tag=_TAG)
             sending = bool(got)

@@ -13,6 +13,17 @@ from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _b
 __all__ = ["HostedComm"]
 
 
+def _sealed(x: Any) -> bool:
+    """A numpy array (not of objects) read-only down to the memory it views: no one can change it in place."""
+    if type(x) is not np.ndarray or x.dtype == object:
+        return False
+    while isinstance(x, np.ndarray):
+        if x.flags.writeable:
+            return False
+        x = x.base
+    return x is None
+
+
 class HostedComm:
     """Processor ``rank``'s communicator in a hosted run: the part of ``mpi4py.MPI.Comm`` hermes uses.
 
@@ -46,7 +57,9 @@ class HostedComm:
 
     # -- point to point -------------------------------------------------------------------------------
     def _out(self, obj) -> tuple[str, Any]:
-        return ("value", obj if _frozen(obj) else _copy(obj))
+        # a read-only array that owns its data is shared by its receivers, as an immutable value is (nobody can
+        # change it in place: the gossip's known sets, sent alike to f peers, are not copied f times)
+        return ("value", obj if _sealed(obj) or _frozen(obj) else _copy(obj))
 
     def isend(self, obj, dest: int, tag: int = 0) -> Request:
         self.host.send(self.rank_, int(dest), int(tag), self._out(obj))

@@ -47,11 +47,10 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from hermes.balance.model import Model
+from hermes.balance.model import Model, edge_values
 from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
-from hermes.hosting import shared_value
 
 __all__ = ["BalanceContext", "Decision", "Params", "NoParams", "BalancerInfo", "flow_from_local", "flow_balancer",
            "Number", "Integer", "Tolerance", "Count", "OptionalCount", "Seed", "Fraction", "NonNegative", "Positive",
@@ -290,16 +289,7 @@ def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: ND
     testbed's bookkeeping (it stands for the in-flows a rank learns from its neighbours before it sends):
     it is not charged to the clock.
     """
-    me = comm.Get_rank()
-    # a tuple of tuples: hosted processors share the gathered flows and assemble them once (hermes.hosting)
-    mine = tuple((me, int(j), float(f)) for j, f in zip(neighbours, flows) if me < j)
-    gathered = comm.allgather(mine)
-
-    def build() -> NDArray[np.float64]:
-        allf = {(i, j): f for d in gathered for i, j, f in d}
-        return np.array([allf.get((int(i), int(j)), 0.0) for i, j in model.edges], dtype=np.float64)
-
-    return shared_value(comm, "edge-flow", gathered, model.edges, build).copy()
+    return edge_values(comm, comm.Get_rank(), neighbours, flows, model.edges, default=0.0)
 
 
 def _reportable(v: Any) -> bool:

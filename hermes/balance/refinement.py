@@ -60,6 +60,7 @@ from numpy.typing import NDArray
 
 from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats, announce_moves, migrate
+from hermes.hosting import shared_value
 
 __all__ = ["RefineStats", "complete_costs", "refine_gain", "cell_spacing", "centroid", "room_shares",
            "sweep_moves", "local_view", "refine_serial", "refine_boundary"]
@@ -79,29 +80,13 @@ class RefineStats:
     migration: MigrationStats = field(default_factory=MigrationStats)
 
 
-#: complete_costs of read-only matrices (hosted processors share one link-cost matrix): id -> (matrix, result)
-_COMPLETED: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
-
-
 def complete_costs(cost: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The link-cost matrix with its zeros off the diagonal replaced by the largest known cost (1 if none).
-
-    A read-only ``cost`` (the matrix processors hosted together share, :func:`hermes.hosting.shared`) is
-    completed once: its processors get the same read-only result."""
+    """The link-cost matrix with its zeros off the diagonal replaced by the largest known cost (1 if none)."""
     cost = np.asarray(cost, dtype=np.float64)
-    shared = not cost.flags.writeable
-    if shared:
-        hit = _COMPLETED.get(id(cost))
-        if hit is not None and hit[0] is cost:
-            return hit[1]
     known = cost[cost > 0]
     top = float(known.max()) if known.size else 1.0
     out = np.where(cost > 0, cost, top)
     np.fill_diagonal(out, 0.0)
-    if shared:
-        out.flags.writeable = False
-        _COMPLETED.clear()  # one matrix at a time: the previous round's is released
-        _COMPLETED[id(cost)] = (cost, out)
     return out
 
 
@@ -347,7 +332,9 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     me = dom.rank
     fair_me = float(np.asarray(fair, dtype=np.float64)[me])
     low = tolerance if below is None else below
-    cost = complete_costs(cost)
+    # the same on every rank: completed once by the processors hosted together (hermes.hosting.shared_value)
+    cost = shared_value(comm, "completed-costs", [], np.asarray(cost), lambda: complete_costs(cost),
+                        freeze=lambda a: setattr(a.flags, "writeable", False))
     clock = clock if clock is not None else VirtualClock(me, comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())
     stats = RefineStats()
     d = dom.coords.shape[1]

@@ -7,21 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _buffer, _copy, _frozen, _into, _src,
-                                   _tag)
+from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _buffer, _copy, _frozen, _into,
+                                   _sealed, _src, _tag)
 
 __all__ = ["HostedComm"]
-
-
-def _sealed(x: Any) -> bool:
-    """A numpy array (not of objects) read-only down to the memory it views: no one can change it in place."""
-    if type(x) is not np.ndarray or x.dtype == object:
-        return False
-    while isinstance(x, np.ndarray):
-        if x.flags.writeable:
-            return False
-        x = x.base
-    return x is None
 
 
 class HostedComm:

@@ -37,6 +37,18 @@ def _frozen(x: Any, depth: int = 0) -> bool:
     return False
 
 
+def _sealed(x: Any) -> bool:
+    """A numpy array (not of objects) read-only down to the memory it views: no one can change it in place, so
+    point-to-point receivers may share it (:meth:`hermes.hosting.HostedComm.isend`)."""
+    if type(x) is not np.ndarray or x.dtype == object:
+        return False
+    while isinstance(x, np.ndarray):
+        if x.flags.writeable:
+            return False
+        x = x.base
+    return x is None
+
+
 def _copy(x: Any) -> Any:
     """What a receiver gets of ``x``: ``x`` itself if nobody can change it, else a copy (as MPI's)."""
     if _frozen(x):

@@ -16,7 +16,9 @@ Marking (``adaptation.region``)
     Split families the marking lets coarsen are first brought onto one rank
     (:func:`hermes.data.refine_dist.unite_families`, a migration charged like one), then sibling pairs
     are merged (one pass of :func:`~hermes.data.refine_dist.coarsen_domain`) and the marked cells
-    below ``max_level`` bisected (:func:`~hermes.data.refine_dist.refine_domain`). The bisections and
+    below ``max_level`` bisected (:func:`~hermes.data.refine_dist.refine_domain`); ``max_level`` is a cap:
+    a marked cell whose refinement would force a neighbour beyond it, through the conforming closure, is
+    not refined (one level below the cap, only its refinement edge is bisected). The bisections and
     merges and the weight they add (a copy of the parent's weight per bisection) or remove (a merged
     parent gets its children's mean) are read back from the cells' lineage and checked against the
     total weight and cell count (collectively; a mismatch raises).
@@ -92,8 +94,8 @@ def adapt_mesh(comm, dom: LocalDomain, refine_mask, coarsen_mask, *, max_level: 
     ``refine_mask`` and ``coarsen_mask`` mark the local cells once; the marks travel with the cells through
     the family migration (:func:`~hermes.data.refine_dist.unite_families`, charged to ``clock``) and the
     merges (a merged parent is never marked for refinement: both its children were marked for coarsening).
-    Cells marked for refinement are bisected below ``max_level`` (newest-vertex bisection, conforming across
-    ranks). This is the adapt step of :class:`Adapter`; tests and benchmarks call it directly.
+    Cells marked for refinement are bisected, no cell beyond ``max_level`` (newest-vertex bisection,
+    conforming across ranks, the cap kept through the closure). This is the adapt step of :class:`Adapter`; tests and benchmarks call it directly.
     """
     dom = replace(dom, fields={**dom.fields, _REFINE: np.asarray(refine_mask, dtype=np.float64),
                                _COARSEN: np.asarray(coarsen_mask, dtype=np.float64)})
@@ -109,7 +111,7 @@ def adapt_mesh(comm, dom: LocalDomain, refine_mask, coarsen_mask, *, max_level: 
         gone_xy = _removed_vertices(start, dom)
     mid = dom
     want = (dom.fields[_REFINE] > 0.5) & (dom.fields["level"] < max_level)
-    dom, rs = refine_domain(comm, dom, want, edges=edges)
+    dom, rs = refine_domain(comm, dom, want, edges=edges, max_level=max_level)
     bis, w_r, ok = _refine_change(mid, dom)
     bad = bad or not ok or bis != rs.bisections
     dom = replace(dom, fields={k: v for k, v in dom.fields.items() if k not in (_REFINE, _COARSEN)})
@@ -250,7 +252,7 @@ class Adapter:
             c = tm.centroids
             mark = _points_in(c, self.marked[k])
             self.mismatches["refine"] += int(np.count_nonzero(mark != (ref & (tm.level < ad.max_level))))
-            a = refine(tm, mark, edges=ad.edges)
+            a = refine(tm, mark, edges=ad.edges, max_level=ad.max_level)
             tm, u, f = a.mesh, a.apply(u), a.apply(f)
             u = jacobi_sweeps(*tm.graph, f, u, self.sc.application.iterations)
         return tm, u

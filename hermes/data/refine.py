@@ -54,7 +54,8 @@ from hermes.errors import MeshError
 __all__ = [
     "TriMesh", "Adaptation", "nvb_mesh", "from_mesh", "triangulate_quads", "edge_table", "nvb_closure",
     "refine", "coarsen", "dual_graph", "areas", "min_angles", "conformity_problems", "transfer_values",
-    "edge_key", "edge_ends", "mark_edges", "bisect_marked", "merge_pairs",
+    "edge_key", "edge_ends", "mark_edges", "bisect_marked", "merge_pairs", "forbidden_edges", "nvb_blocked",
+    "capped_marks",
 ]
 
 _K = np.int64(1 << 31)  # edge key = lo * _K + hi: vertex ids must stay below 2**31
@@ -388,7 +389,57 @@ def mark_edges(tri2edge: NDArray[np.int64], n_edges: int, marked: NDArray[np.boo
     return out
 
 
-def refine(mesh: TriMesh, marked: NDArray[np.bool_], *, edges: str = "all") -> Adaptation:
+def forbidden_edges(tri2edge: NDArray[np.int64], n_edges: int, level: NDArray[np.int64],
+                    max_level: int | None) -> NDArray[np.bool_]:
+    """The edges whose bisection would take a cell beyond ``max_level``: every edge of a cell at the cap,
+    the two edges other than the refinement edge of a cell one level below it (bisecting one of them
+    bisects that cell twice)."""
+    out = np.zeros(n_edges, dtype=bool)
+    if max_level is not None:
+        out[tri2edge[level >= max_level]] = True
+        out[tri2edge[level >= max_level - 1][:, 1:]] = True
+    return out
+
+
+def nvb_blocked(tri2edge: NDArray[np.int64], blocked: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """The edges whose NVB closure reaches a blocked edge: the backward closure of :func:`nvb_closure`
+    (a triangle whose refinement edge is blocked blocks its two other edges), to a fixed point."""
+    blocked = np.array(blocked, dtype=bool, copy=True)
+    while True:
+        b = blocked[tri2edge]
+        need = b[:, 0] & ~(b[:, 1] & b[:, 2])
+        if not need.any():
+            return blocked
+        blocked[tri2edge[need, 1:]] = True
+
+
+def capped_marks(tri2edge: NDArray[np.int64], n_edges: int, level: NDArray[np.int64], marked: NDArray[np.bool_],
+                 edges: str, max_level: int | None, blocked: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """The edges of the marked cells that refinement under ``max_level`` may bisect.
+
+    A marked cell one level below the cap bisects its refinement edge only (whatever ``edges``); a marked
+    cell at the cap, or whose edges' closure would reach a ``blocked`` edge (:func:`nvb_blocked` of
+    :func:`forbidden_edges`), is dropped from the marking. The closure of what remains never bisects a
+    cell beyond the cap: a triangle with an unblocked edge has an unblocked refinement edge.
+    """
+    if max_level is None:
+        return mark_edges(tri2edge, n_edges, marked, edges)
+    marked = marked & (level < max_level)
+    last = marked & (level == max_level - 1)
+    sel = np.zeros(tri2edge.shape, dtype=bool)
+    sel[:, 0] = marked
+    if edges == "all":
+        sel[:, 1:] = (marked & ~last)[:, None]
+    elif edges != "refinement":
+        raise MeshError(f"edges must be 'all' or 'refinement', got {edges!r}")
+    keep = marked & ~np.any(sel & blocked[tri2edge], axis=1)
+    out = np.zeros(n_edges, dtype=bool)
+    out[tri2edge[sel & keep[:, None]]] = True
+    return out
+
+
+def refine(mesh: TriMesh, marked: NDArray[np.bool_], *, edges: str = "all",
+           max_level: int | None = None) -> Adaptation:
     """Refine the marked cells by newest-vertex bisection, with closure (module docstring).
 
     Parameters
@@ -398,6 +449,9 @@ def refine(mesh: TriMesh, marked: NDArray[np.bool_], *, edges: str = "all") -> A
         Cells to refine.
     edges : {"all", "refinement"}
         Bisect all three edges of a marked cell (≥ 4 children) or only its refinement edge (≥ 2).
+    max_level : int, optional
+        No cell gets beyond this level: marked cells whose refinement would force one there, through
+        the conforming closure, are not refined (:func:`capped_marks`).
 
     Returns
     -------
@@ -406,7 +460,8 @@ def refine(mesh: TriMesh, marked: NDArray[np.bool_], *, edges: str = "all") -> A
     """
     marked = _cell_mask(mesh, marked)
     keys, t2e = edge_table(mesh.tris)
-    em, sweeps = nvb_closure(t2e, mark_edges(t2e, keys.size, marked, edges))
+    blocked = nvb_blocked(t2e, forbidden_edges(t2e, keys.size, mesh.level, max_level))
+    em, sweeps = nvb_closure(t2e, capped_marks(t2e, keys.size, mesh.level, marked, edges, max_level, blocked))
     mid_keys = keys[em]
     lo, hi = edge_ends(mid_keys)
     mid_vid = mesh.points.shape[0] + np.arange(mid_keys.size, dtype=np.int64)

@@ -14,7 +14,10 @@ The domain carries its geometry as per-cell fields (they migrate with the cells 
        the local boundary edges of the cells that touch it (an edge has at most one partner rank).
     2. Closure: the local NVB closure runs to its fixpoint, newly marked shared edges go to the
        partner, and this repeats until an allreduce sees no rank receive a new mark; both sides of
-       every shared edge then agree on its marking.
+       every shared edge then agree on its marking. With ``max_level`` the marking is first capped:
+       the edges whose closure would bisect a cell beyond the cap are found the same way (the
+       backward closure, exchanged until no rank receives a new one) and marked cells touching them
+       are dropped (:func:`hermes.data.refine.capped_marks`).
     3. New vertices: a marked edge belongs to the lower of its ranks; owners number their marked
        edges in key order from ``max vertex id + 1`` plus an exclusive scan of the counts, and send
        the ids of shared edges to the partner. Both sides compute the midpoint as
@@ -68,10 +71,12 @@ from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import (
     TriMesh,
     bisect_marked,
+    capped_marks,
     edge_ends,
     edge_table,
-    mark_edges,
+    forbidden_edges,
     merge_pairs,
+    nvb_blocked,
     nvb_closure,
     transfer_values,
 )
@@ -204,19 +209,47 @@ def _rebuild(comm, dom: LocalDomain, transfer, tris, gid, level, lineage, xy) ->
                        coords=xy.mean(axis=1), xadj=xadj, adjncy=adjncy, nbr_owner=nbr_owner, fields=fields)
 
 
-def refine_domain(comm, dom: LocalDomain, marked: NDArray[np.bool_], *,
-                  edges: str = "all") -> tuple[LocalDomain, AdaptStats]:
+def _spread(comm, ranks, keys, partner, t2e, marks, step, tag) -> tuple[NDArray[np.bool_], int]:
+    """``step`` (a local closure) to its fixed point on every rank, newly set shared edges sent to their
+    partner, until no rank receives a new one (collective). Returns (marks, rounds)."""
+    sent = np.zeros(keys.size, dtype=bool)
+    rounds = 0
+    while True:
+        marks = step(t2e, marks)
+        fresh = marks & (partner >= 0) & ~sent
+        sent |= fresh
+        got = exchange_objects(comm, ranks, [keys[fresh & (partner == r)] for r in ranks], tag)
+        new = 0
+        for k in got:
+            pos = np.searchsorted(keys, k)
+            new += int(np.count_nonzero(~marks[pos]))
+            marks[pos] = True
+            sent[pos] = True  # the partner knows
+        rounds += 1
+        if comm.allreduce(new) == 0:
+            return marks, rounds
+
+
+def refine_domain(comm, dom: LocalDomain, marked: NDArray[np.bool_], *, edges: str = "all",
+                  max_level: int | None = None) -> tuple[LocalDomain, AdaptStats]:
     """Refine the marked local cells by NVB, conforming across ranks (collective; module docstring).
 
-    Returns the new domain (cells sorted by id, adjacency and ghost owners exact) and this rank's
-    counts. Same cells and fields as :func:`hermes.data.refine.refine` on the whole mesh, up to ids.
+    With ``max_level``, marked cells whose refinement would force a cell (on any rank) beyond that level
+    are dropped first (:func:`hermes.data.refine.capped_marks`; the blocked edges spread across ranks
+    like the closure). Returns the new domain (cells sorted by id, adjacency and ghost owners exact) and
+    this rank's counts. Same cells and fields as :func:`hermes.data.refine.refine` on the whole mesh,
+    up to ids.
     """
     rank = comm.Get_rank()
     marked = _check(comm, dom, marked, "refine")
     nodes, xy = dom.fields["nodes"], dom.fields["xy"]
     ranks = dom.neighbour_ranks
     keys, t2e, _, _, partner, _ = _match_boundary(comm, ranks, _touching(dom), nodes, dom.gid, _TAG)
-    em = mark_edges(t2e, keys.size, marked, edges)
+    level = dom.fields["level"]
+    blocked = forbidden_edges(t2e, keys.size, level, max_level)
+    if max_level is not None:
+        blocked, _ = _spread(comm, ranks, keys, partner, t2e, blocked, nvb_blocked, _TAG + 7)
+    em = capped_marks(t2e, keys.size, level, marked, edges, max_level, blocked)
     sent = np.zeros(keys.size, dtype=bool)
     rounds = 0
     while True:  # distributed closure

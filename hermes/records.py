@@ -119,9 +119,10 @@ class RunResult:
         return self.summary["phases"]
 
     def to_pandas(self):
-        """(phases, ranks) as pandas DataFrames (needs pandas: ``pip install hermes-dlb[pandas]``)."""
+        """(phases, ranks) as pandas DataFrames (needs pandas: in the locked environment of ``make run``; else
+        ``pip install pandas``, or ``pip install .[pandas]`` in hermes' clone)."""
         try:
             import pandas as pd
         except ImportError:
-            raise HermesError("to_pandas needs pandas (pip install pandas)") from None
+            raise HermesError("to_pandas needs pandas: pip install pandas") from None
         return pd.json_normalize(self.phases), pd.DataFrame(self.ranks, columns=CSV_COLUMNS)

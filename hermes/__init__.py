@@ -18,17 +18,63 @@ The public API — a few verbs, everything else one import away (as networkx)::
     hermes.balance(model, "pcg").flow                           # any balancer's serial reference
     mesh = hermes.read_mesh("meshes/airfoil.vtu"); hermes.partition(mesh, 8)
 
-Importing hermes does not start MPI; :func:`hermes.run` launches ``mpiexec`` itself when it needs to.
+Importing hermes does not start MPI; :func:`hermes.run` launches ``mpiexec`` itself when it needs to. Nor does
+it import numpy, scipy or any balancer: each name above is imported on first use (PEP 562), so ``hermes --version``
+and every rank of a job pay only for what they use.
 """
 
 from __future__ import annotations
 
-from hermes import balance  # noqa: F401  (the subpackage is callable: hermes.balance(model, "pcg"))
-from hermes import compare  # noqa: F401  (callable too: hermes.compare("experiments/thesis.yaml"))
-from hermes.api import load_run, partition, read_mesh, run, scenario
-from hermes.balance.model import Model
-from hermes.records import RunResult
+import importlib
+import sys
+import types
+
 from hermes.version import __version__
 
 __all__ = ["__version__", "run", "load_run", "compare", "scenario", "balance", "Model", "RunResult", "read_mesh",
            "partition"]
+
+#: the public names and the module that defines each, imported on first use
+_LAZY = {
+    "balance": "hermes.balance",  # the subpackage is callable: hermes.balance(model, "pcg")
+    "compare": "hermes.compare",  # callable too: hermes.compare("experiments/thesis.yaml")
+    "run": "hermes.api",
+    "load_run": "hermes.api",
+    "read_mesh": "hermes.api",
+    "partition": "hermes.api",
+    "Model": "hermes.balance.model",
+    "RunResult": "hermes.records",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hermes' has no attribute {name!r}")
+    mod = importlib.import_module(module)
+    value = mod if module == f"hermes.{name}" else getattr(mod, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """``hermes.scenario`` is the verb :func:`hermes.api.scenario`, although a module of that name exists: importing
+    the module :mod:`hermes.scenario` (``from hermes.scenario import ...``) binds it on its parent package, which
+    would hide the verb, so the verb is a property of the package and the binding is not kept."""
+
+    @property
+    def scenario(self):
+        from hermes.api import scenario
+
+        return scenario
+
+    @scenario.setter
+    def scenario(self, value) -> None:
+        pass  # the submodule stays reachable as sys.modules["hermes.scenario"] and by ``from hermes.scenario import``
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,38 +1,56 @@
 """Dynamic load balancing: the model H = (G, l, c, w), the balancers, and how a flow becomes cell moves.
 
-Importing this package registers every built-in balancer in :data:`BALANCERS` (each family module
-registers its own). The interface a balancer implements is in :mod:`hermes.balance.interface`; the
-registry and the plug-in mechanism (entry points, import paths) in :mod:`hermes.balance.registry`.
+The balancers are registered in :data:`BALANCERS` by their family modules; the registry knows every built-in
+name (:data:`hermes.balance.registry.BUILTIN`) and imports a family the first time one of its balancers is looked
+up, so importing this package imports no balancer. The interface a balancer implements is in
+:mod:`hermes.balance.interface`; the registry and the plug-in mechanism (entry points, import paths) in
+:mod:`hermes.balance.registry`. The names below, and the submodules (``hermes.balance.potential``, ...), are
+imported on first use (PEP 562).
 
 The package itself is callable — ``hermes.balance(model, "pcg", tolerance=1e-10)`` is
 :func:`balance` — so the public verb and the subpackage share one name.
 """
 
+from __future__ import annotations
+
+import importlib
+import importlib.util
 import sys
 import types
+from typing import TYPE_CHECKING
 
-from hermes.balance import (  # noqa: F401  (the families register their balancers on import)
-    chebyshev,
-    diffusion,
-    diffusion_family,
-    gossip,
-    hybrid,
-    incremental,
-    mincost,
-    polynomial,
-    potential,
-    practical,
-    scotch,
-    scratch,
-)
-from hermes.balance.flow import FlowResult, LocalFlowResult, minimal_flow, topological_order
-from hermes.balance.interface import BalanceContext, BalancerInfo, Decision, Params, flow_balancer, flow_from_local
-from hermes.balance.model import Model
-from hermes.balance.registry import BALANCERS, all_balancers, check_params, get_balancer, register
+if TYPE_CHECKING:
+    from hermes.balance.flow import FlowResult
+    from hermes.balance.model import Model
 
 __all__ = ["Model", "minimal_flow", "topological_order", "FlowResult", "LocalFlowResult", "BALANCERS",
            "BalanceContext", "BalancerInfo", "Decision", "Params", "flow_balancer", "flow_from_local",
            "get_balancer", "check_params", "register", "all_balancers", "balance"]
+
+#: the public names and the module that defines each, imported on first use
+_LAZY = {
+    **dict.fromkeys(("FlowResult", "LocalFlowResult", "minimal_flow", "topological_order"), "hermes.balance.flow"),
+    **dict.fromkeys(("BalanceContext", "BalancerInfo", "Decision", "Params", "flow_balancer", "flow_from_local"),
+                    "hermes.balance.interface"),
+    "Model": "hermes.balance.model",
+    **dict.fromkeys(("BALANCERS", "all_balancers", "check_params", "get_balancer", "register"),
+                    "hermes.balance.registry"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")  # a submodule: hermes.balance.potential
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def balance(model: Model, algorithm: str = "pcg", *, links=None, **params) -> FlowResult:
@@ -60,6 +78,8 @@ def balance(model: Model, algorithm: str = "pcg", *, links=None, **params) -> Fl
     BalancerError
         Unknown balancer, one without a flow (``metis``), or a bad parameter.
     """
+    from hermes.balance.registry import get_balancer
+
     return get_balancer(algorithm).flow(model, links=links, **params)
 
 

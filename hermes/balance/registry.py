@@ -1,13 +1,18 @@
 """The registry of balancers by name, and how a user's own balancer plugs in.
 
-:data:`BALANCERS` is a plain mapping filled eagerly: every family module of :mod:`hermes.balance`
-registers its balancers when it is imported (``@register(...)`` or :meth:`Registry.add`), and
-``hermes.balance`` imports every family. Nothing here imports a family, so there is no cycle.
+:data:`BALANCERS` is a mapping filled as the family modules of :mod:`hermes.balance` are imported: each registers
+its balancers where it defines them (``@register(...)`` or :meth:`Registry.add`). :data:`BUILTIN` says which module
+defines each built-in name, so the registry knows every name without importing any family, and imports a family
+the first time one of its balancers is looked up: a run imports the balancer its scenario names and no other
+(importing them all costs a second of CPU, scipy.optimize included, on every rank). Nothing here imports a family
+at import time, so there is no cycle.
 
 A balancer defined outside hermes is found
 
-- by **import path**: ``balancer.algorithm: mypkg.mymodule:MyBalancer`` in a scenario (or
-  ``--set balancer.algorithm=...``), resolved by :func:`get_balancer`;
+- by **import path**: ``balancer.algorithm: mypkg.mymodule:MyBalancer`` (or ``mypkg.mymodule.MyBalancer``) in a
+  scenario (or ``--set balancer.algorithm=...``), resolved by :func:`get_balancer`; its parameter section is
+  keyed by that name as written (``balancer: {algorithm: 'mypkg.mymodule:MyBalancer', 'mypkg.mymodule:MyBalancer':
+  {...}}``), or its parameters go flat under ``balancer:``;
 - by **entry point**: a package declares ``[project.entry-points."hermes.balancers"] mydiff =
   "mypkg.mymodule:MyBalancer"``; :func:`get_balancer` looks entry points up when a name is not built in,
   and :func:`all_balancers` lists them beside the built-ins.
@@ -22,6 +27,7 @@ parameters.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import logging
 from collections.abc import Callable, Iterator, MutableMapping
@@ -32,8 +38,8 @@ from typing import Any
 from hermes.balance.interface import BalanceContext, BalancerInfo, Decision, NoParams, Params
 from hermes.errors import BalancerError
 
-__all__ = ["Registry", "BALANCERS", "register", "get_balancer", "check_params", "all_balancers", "from_object",
-           "ENTRY_POINT_GROUP"]
+__all__ = ["Registry", "BALANCERS", "BUILTIN", "register", "get_balancer", "check_params", "all_balancers",
+           "from_object", "ENTRY_POINT_GROUP"]
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +47,34 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "hermes.balancers"
 
 
+#: the built-in balancers by name: the module that defines and registers each (imported on first look-up)
+BUILTIN: dict[str, str] = {
+    "chebyshev": "hermes.balance.chebyshev",
+    **{f"gda{k}": "hermes.balance.diffusion" for k in (0, 1)},
+    **{f"gda{k}": "hermes.balance.diffusion_family" for k in (2, 3, 4, 5, 6)},
+    **dict.fromkeys(("sos", "sos_opt", "implicit", "implicit_watts"), "hermes.balance.diffusion_family"),
+    "grapevine": "hermes.balance.gossip",
+    "pcg": "hermes.balance.potential",
+    **dict.fromkeys(("lps", "lpa", "mpa"), "hermes.balance.polynomial"),
+    "auto": "hermes.balance.hybrid",
+    "ada": "hermes.balance.incremental",
+    "mincost": "hermes.balance.mincost",
+    "fos": "hermes.balance.practical",
+    **dict.fromkeys(("none", "metis"), "hermes.balance.scratch"),
+    "scotch": "hermes.balance.scotch",
+}
+
+
 class Registry(MutableMapping[str, BalancerInfo]):
     """Balancers by name. :meth:`add` registers a new name (a name taken twice is a programming error);
-    ``BALANCERS[name] = info`` registers or replaces one entry, ``del BALANCERS[name]`` removes it."""
+    ``BALANCERS[name] = info`` registers or replaces one entry, ``del BALANCERS[name]`` removes it.
 
-    def __init__(self) -> None:
-        self._entries: dict[str, BalancerInfo] = {}
+    ``modules`` names the module that registers each name not yet registered: the registry lists such a name
+    and imports its module the first time the name is looked up."""
+
+    def __init__(self, modules: dict[str, str] | None = None) -> None:
+        self._entries: dict[str, BalancerInfo | None] = dict.fromkeys(modules or {})  # None: not imported yet
+        self._modules = dict(modules or {})
 
     def add(self, info: BalancerInfo) -> BalancerInfo:
         """Register ``info`` under ``info.name``.
@@ -56,21 +84,33 @@ class Registry(MutableMapping[str, BalancerInfo]):
         ValueError
             If the name is taken (a programming error, not a user's).
         """
-        if info.name in self._entries:
+        if self._entries.get(info.name) is not None:
             raise ValueError(f"balancer {info.name!r} registered twice")
         self._entries[info.name] = info
+        self._modules.pop(info.name, None)
         return info
 
     def __setitem__(self, name: str, info: BalancerInfo) -> None:
         if not isinstance(info, BalancerInfo):
             raise TypeError(f"a registry entry is a BalancerInfo, got {type(info).__name__}")
         self._entries[name] = info if info.name == name else replace(info, name=name)
+        self._modules.pop(name, None)
 
     def __delitem__(self, name: str) -> None:
         del self._entries[name]
+        self._modules.pop(name, None)
 
     def __getitem__(self, name: str) -> BalancerInfo:
-        return self._entries[name]
+        info = self._entries[name]
+        if info is None:
+            importlib.import_module(self._modules[name])  # the family registers its balancers (add)
+            info = self._entries.get(name)
+            if info is None:  # the table and the family disagree: a programming error
+                raise LookupError(f"balancer {name!r}: {self._modules[name]} does not register it")
+        return info
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries  # a name is known without importing its family
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -79,8 +119,8 @@ class Registry(MutableMapping[str, BalancerInfo]):
         return len(self._entries)
 
 
-#: the built-in balancers (filled by the family modules as :mod:`hermes.balance` imports them)
-BALANCERS = Registry()
+#: the built-in balancers (each family module fills its entries when a look-up first imports it)
+BALANCERS = Registry(BUILTIN)
 
 
 def register(name: str, *, params: type[Params] = NoParams, doc: str = "",
@@ -193,9 +233,20 @@ def get_balancer(name: str) -> BalancerInfo:
     plugins = _plugins()
     if name in plugins:
         return _load_plugin(name, plugins[name])
+    module, _, attr = name.rpartition(".")
+    if module and attr and _importable(module):  # package.module.Name: the import path, last dot for the colon
+        return replace(_import_path(f"{module}:{attr}"), name=name)
     valid = sorted({*BALANCERS, *plugins})
     raise BalancerError(f"unknown balancer {name!r}; valid: {', '.join(valid)} (or an import path "
                         f"'package.module:Name')")
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be found (its parent packages are imported to look; a failure there: False)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (Exception, SystemExit):  # noqa: BLE001 - a parent that fails to import, a malformed name
+        return False
 
 
 def all_balancers() -> dict[str, BalancerInfo]:

@@ -66,7 +66,6 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
-from scipy.sparse.csgraph import dijkstra
 
 from hermes.data.distributed import LocalDomain, csr_ranges
 from hermes.errors import BalancerError
@@ -182,6 +181,8 @@ def _behind_heavy(counts: _EdgeCounts, remaining: NDArray[np.float64], flows: ND
             continue
         g = _local_graph(dom)
         keep = sp.diags_array(home.astype(np.float64))
+        from scipy.sparse.csgraph import dijkstra  # on first use: csgraph imports scipy.linalg (0.15 s of CPU)
+
         dist = dijkstra(keep @ g @ keep, directed=True, unweighted=True, indices=src, min_only=True)
         cand = np.flatnonzero(home & np.isfinite(dist) & (0.5 * w <= remaining[t]))
         if cand.size == 0:
@@ -356,6 +357,8 @@ def layer_distance(dom: LocalDomain, targets) -> NDArray[np.float64]:
         cols.append(b)
     r, c = np.concatenate(rows), np.concatenate(cols)
     big = sp.csr_array((np.ones(r.size), (r, c)), shape=(n + t, n + t))
+    from scipy.sparse.csgraph import dijkstra  # on first use (above)
+
     dist = dijkstra(big, directed=True, unweighted=True, indices=np.arange(n, n + t))
     return np.asarray(dist, dtype=np.float64).reshape(t, n + t)[:, :n]
 

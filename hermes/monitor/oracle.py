@@ -20,7 +20,6 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import brentq
 
 __all__ = ["equal_finish"]
 
@@ -61,6 +60,8 @@ def equal_finish(available: Callable[[float], NDArray[np.float64]], total_work: 
     while lo > 0 and f(lo) >= 0 and n < max_doublings:
         hi, lo = lo, lo / 2.0
         n += 1
+    from scipy.optimize import brentq  # here, not at import: scipy.optimize costs every rank 0.3 s of CPU
+
     h = brentq(f, lo, hi, rtol=rtol, xtol=1e-300) if f(hi) != 0 else hi
     work = np.asarray(available(h), dtype=np.float64)
     return h, work / work.sum()

@@ -43,8 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run one experiment phase by phase under MPI")
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario value, e.g. --set balancer.algorithm=none (repeatable)")
-    r.add_argument("--out", help="run directory (default runs/<scenario>-<timestamp>); a finished hermes run in it "
+                   help="override a scenario value, e.g. --set balancer.algorithm=none (repeatable); a path is "
+                   "relative to the current directory (paths written in the YAML: to that file); mesh.file=... "
+                   "replaces a mesh.grid and mesh.grid=... a mesh.file")
+    r.add_argument("--out", help="run directory, relative to the current directory (default "
+                   "runs/<scenario>-<timestamp>); a finished hermes run in it "
                    "is replaced, any other non-empty directory refused")
     r.add_argument("--force", action="store_true",
                    help="replace an unfinished hermes run in --out (one that could be resumed)")
@@ -83,10 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "swept with --set-axis (default: the embedded quickstart)")
     cm.add_argument("--set-axis", dest="set_axes", action="append", default=[], metavar="KEY=V1,V2,...",
                     help="sweep a scenario key over values, e.g. --set-axis balancer=pcg,gda0,metis "
-                    "(repeatable; adds to or replaces the experiment's axes)")
+                    "(repeatable; adds to or replaces the experiment's axes; paths, e.g. mesh=a.vtu,b.vtu, are "
+                    "relative to the current directory)")
     cm.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a scenario value in every run, e.g. --set adaptation.phases=3 (repeatable)")
-    cm.add_argument("--out", help="the experiment directory (default runs/<experiment name>); complete runs "
+                    help="override a scenario value in every run, e.g. --set adaptation.phases=3 (repeatable; a "
+                    "path is relative to the current directory; mesh.file=... replaces a mesh.grid and the reverse)")
+    cm.add_argument("--out", help="the experiment directory, relative to the current directory (default "
+                    "runs/<experiment name>); complete runs "
                     "found there are skipped")
     cm.add_argument("--name", help="the experiment's name (default: the file's stem)")
     cm.add_argument("--jobs", type=int, default=1, metavar="N",

@@ -216,6 +216,7 @@ class PhaseState:
 # -- set-up --------------------------------------------------------------------------------------------------
 def load_mesh(sc: Scenario):
     """Read or generate the scenario's mesh (serial; rank 0)."""
+    from hermes.data.formats import select_constraint
     from hermes.data.generators import grid, parse_grid_spec
     from hermes.data.io import read_mesh
 
@@ -223,16 +224,21 @@ def load_mesh(sc: Scenario):
         nx, ny = parse_grid_spec(sc.mesh.grid)
         mesh = grid(nx, ny)
     else:
-        mesh = read_mesh(sc.resolve(sc.mesh.file), units=sc.mesh.units)
+        path = sc.resolve(sc.mesh.file)
+        mesh = select_constraint(read_mesh(path, units=sc.mesh.units), sc.mesh.constraint, f"mesh.file: {path}")
     if sc.mesh.weight != 1.0:
         mesh = mesh.with_weights(mesh.weights * sc.mesh.weight)
     return mesh
 
 
+def _mesh_where(sc: Scenario) -> str:
+    return f"mesh.grid {sc.mesh.grid}" if sc.mesh.grid is not None else f"mesh.file {sc.resolve(sc.mesh.file)}"
+
+
 def _read_and_partition(sc: Scenario, p: int, processes: int | None = None):
     """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields."""
     from hermes.data.partition import metis_partition
-    from hermes.preflight import check_size
+    from hermes.preflight import check_refinable, check_size
 
     sched = CapacitySchedule.from_scenario(sc, p)
     caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
@@ -243,6 +249,7 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None):
     if sc.mesh.grid_cells is None:
         check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows, ranks_here=processes,
                    weights=(float(mesh.weights.min()), float(mesh.weights.max())))
+    check_refinable(sc, mesh, _mesh_where(sc))
     tm = None
     if sc.adaptation.kind == "refine":  # the work units become the triangles
         tm, origin = from_mesh(mesh)

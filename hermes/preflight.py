@@ -5,8 +5,9 @@
 files against the processor count, the mesh (read if it is cheap to read, :data:`READ_LIMIT`) against
 the processor count, the magnitudes of the run with the real cell count
 (:func:`hermes.scenario.check_magnitudes`) and the memory the run needs against what the machine has
-(:func:`check_memory`). Under MPI, rank 0 runs :func:`check_size` on the mesh it reads (the driver's
-set-up), so a job started by hand with ``mpiexec`` gets the same verdicts.
+(:func:`check_memory`), and that refinement can bisect the mesh (:func:`check_refinable`: 2-D triangles
+and quadrilaterals). Under MPI, rank 0 runs :func:`check_size` and :func:`check_refinable` on the mesh it
+reads (the driver's set-up), so a job started by hand with ``mpiexec`` gets the same verdicts.
 
 Memory model (:func:`memory_needed`)
 ------------------------------------
@@ -34,6 +35,7 @@ from hermes.scenario import Scenario, check_magnitudes, check_processors
 __all__ = [
     "READ_LIMIT",
     "check_memory",
+    "check_refinable",
     "check_size",
     "memory_available",
     "memory_needed",
@@ -147,6 +149,37 @@ def check_size(sc: Scenario, n_cells: int, p: int, *, ranks_here: int | None = N
     check_memory(sc, n_cells, here, processors=p if processors_here is None else processors_here)
 
 
+def check_refinable(sc: Scenario, mesh, where: str) -> None:
+    """Refuse ``adaptation.kind: refine`` on a mesh newest-vertex bisection cannot refine: 3-D cells
+    (tetrahedra, hexahedra, wedges, pyramids), a surface whose points' z is not constant, a graph without
+    cell polygons, polygons other than triangles and quadrilaterals. Nothing for other adaptations.
+
+    Raises
+    ------
+    MeshError
+        One line naming ``where`` and what the mesh has.
+    """
+    if sc.adaptation.kind != "refine":
+        return
+    import numpy as np
+
+    head = f"adaptation.kind: refine bisects 2-D triangles and quadrilaterals; {where}"
+    if mesh.meta.get("dim") == 3:
+        types = ", ".join(sorted(set(mesh.meta.get("cell_types", [])))) or "3-D cells"
+        raise MeshError(f"{head} has 3-D cells ({types}): 3-D refinement is not implemented (use "
+                        f"adaptation.kind: weights)")
+    if not mesh.has_polygons or mesh.cell_nodes is None:
+        raise MeshError(f"{head} is a graph without cell polygons (use a meshio file such as .vtu or .msh, "
+                        f"or a grid)")
+    pts = np.asarray(mesh.points)
+    if pts.ndim == 2 and pts.shape[1] > 2 and np.ptp(pts[:, 2]) > 0:
+        raise MeshError(f"{head} is a surface in 3-D (z from {pts[:, 2].min():.6g} to {pts[:, 2].max():.6g}): "
+                        f"refinement needs a planar mesh")
+    size = np.diff(mesh.cell_ptr)
+    if np.any((size != 3) & (size != 4)):
+        raise MeshError(f"{head} has cells with {int(size[(size != 3) & (size != 4)][0])} corners")
+
+
 def mesh_cells(sc: Scenario) -> tuple[int, tuple[float, float]] | None:
     """The mesh's cell count and (smallest, largest) cell weight if they are cheap to know: a grid's, or
     a mesh file's up to :data:`READ_LIMIT` (read and validated with :func:`hermes.data.io.read_mesh`: a
@@ -160,9 +193,11 @@ def mesh_cells(sc: Scenario) -> tuple[int, tuple[float, float]] | None:
         raise MeshError(f"mesh.file: cannot read {path}: {err.strerror or err}") from None
     if size > READ_LIMIT:
         return None
+    from hermes.data.formats import select_constraint
     from hermes.data.io import read_mesh
 
-    mesh = read_mesh(path, units=sc.mesh.units)
+    mesh = select_constraint(read_mesh(path, units=sc.mesh.units), sc.mesh.constraint, f"mesh.file: {path}")
+    check_refinable(sc, mesh, f"mesh.file {path}")
     return mesh.n_cells, (float(mesh.weights.min()), float(mesh.weights.max()))
 
 

@@ -55,7 +55,7 @@ from hermes.monitor.series import MonitorSpec
 from hermes.strict import Strict
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "check_magnitudes", "check_processors",
-           "yaml_value", "FileName",
+           "yaml_value", "FileName", "PATH_KEYS", "MESH_SOURCES", "command_line_path", "replace_source",
            "QUICKSTART", "BIG", "TINY"]
 
 #: the monitor's capacity probe (1 ms of an average processor) and the widest span of the platform's times it
@@ -98,6 +98,8 @@ class MeshSpec(_Strict):
     grid: str | None = Field(None, description="structured grid of quadrilateral cells, e.g. '20x19'")
     units: Literal["cells", "nodes"] = "cells"
     weight: PosFloat = 1.0
+    constraint: Annotated[int, Field(ge=1)] | Literal["sum"] | None = Field(
+        None, description="a multi-constraint graph's vertex weight to balance (1-based) or 'sum' of them")
 
     @field_validator("grid", mode="before")
     @classmethod
@@ -115,6 +117,8 @@ class MeshSpec(_Strict):
             raise ValueError(f"grid must look like '20x19', got {self.grid!r}")
         if self.grid is not None and any(int(v) < 1 for v in self.grid.lower().split("x")):
             raise ValueError("grid sizes must be positive")
+        if self.grid is not None and self.constraint is not None:
+            raise ValueError("constraint picks a vertex weight of a multi-constraint graph file; a grid has one")
         if self.grid is not None and self.units == "nodes":
             # refused rather than implemented: the nodal graph of an nx × ny grid of cells is the
             # (nx+1) × (ny+1) lattice, which is exactly the dual graph of grid (nx+1)x(ny+1)
@@ -338,10 +342,26 @@ class BalancerSpec(_Strict):
                 valid = ", ".join(sorted(mine)) or "none"
                 raise BalancerError(f"balancer.{key}: unknown parameter for '{self.algorithm}' (valid: {valid})")
             ignored.append(key)
-        section = self.sections.get(self.algorithm)
+        section = self.section
         if section is not None:
             raw.update(section)
         return raw, ignored, f"balancer.{self.algorithm}." if section is not None else "balancer."
+
+    @property
+    def section(self) -> dict[str, Any] | None:
+        """The chosen algorithm's parameter section, keyed by its name exactly as ``algorithm`` gives it — a
+        plug-in's import path too (``mymod:MyBalancer``; ``mymod.MyBalancer`` also as nested mappings, as
+        ``--set balancer.mymod.MyBalancer.key=...`` writes it)."""
+        extra = self.model_extra or {}
+        if isinstance(extra.get(self.algorithm), dict):
+            return dict(extra[self.algorithm])
+        if "." in self.algorithm and ":" not in self.algorithm:
+            cur: Any = extra
+            for part in self.algorithm.split("."):
+                cur = cur.get(part) if isinstance(cur, dict) else None
+            if isinstance(cur, dict):
+                return dict(cur)
+        return None
 
     @property
     def given(self) -> dict[str, Any]:
@@ -365,14 +385,22 @@ class BalancerSpec(_Strict):
     def _validate_parameters(self):
         from hermes.balance.registry import get_balancer
 
+        nested = self.section is not None and self.algorithm not in self.sections
         for name, section in self.sections.items():
-            if name == self.algorithm:
+            if name == self.algorithm or (nested and name == self.algorithm.split(".")[0]):
                 continue
             try:
                 info = get_balancer(name)
             except BalancerError:
+                tail = re.split(r"[:.]", self.algorithm)[-1]
+                if name in (tail, self.algorithm.split(":")[0]) and name != self.algorithm:
+                    raise BalancerError(f"balancer.{name}: the parameters of balancer {self.algorithm!r} go under "
+                                        f"the name balancer.algorithm gives, in full: balancer: {{algorithm: "
+                                        f"'{self.algorithm}', '{self.algorithm}': {{...}}}} (or flat under "
+                                        f"balancer:, e.g. --set balancer.<key>=...)") from None
                 raise BalancerError(f"balancer.{name}: not a balancer (a mapping under balancer: is the "
-                                    f"parameter section of the balancer it names)") from None
+                                    f"parameter section of the balancer it names, keyed as balancer.algorithm "
+                                    f"writes it)") from None
             info.check(section, prefix=f"balancer.{name}.")
         self.params  # noqa: B018  (raises BalancerError in one line)
         return self
@@ -506,9 +534,41 @@ def yaml_value(raw: str) -> Any:
         raise ValueError(f"the value {raw[:40]!r} is {why}" if why else str(err).removeprefix("value: ")) from None
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``key.path=value`` overrides (values parsed as YAML) to a raw scenario dict."""
+#: the scenario keys holding a file or directory name (``platform.capacities`` and ``platform.schedule`` only when
+#: a string other than ``homo``): in a YAML file relative to that file, on the command line to the current directory
+PATH_KEYS = ("mesh.file", "platform.capacities", "platform.schedule", "output.dir", "extraload.tasks")
+#: the keys of ``mesh:`` that say where the cells come from; setting one on the command line replaces the others
+MESH_SOURCES = ("mesh.file", "mesh.grid")
+
+
+def command_line_path(key: str, value: Any, cwd: str | Path | None = None) -> Any:
+    """``value`` of ``key`` as given on the command line: a relative path of a :data:`PATH_KEYS` key made
+    absolute from ``cwd`` (default: the current directory); anything else unchanged."""
+    if key in PATH_KEYS and isinstance(value, str) and value.strip() and value != "homo":
+        p = Path(value).expanduser()
+        return str(p if p.is_absolute() else Path(cwd or Path.cwd()).absolute() / p)
+    return value
+
+
+def replace_source(data: dict, key: str, value: Any, keep: set[str] | frozenset[str] = frozenset()) -> None:
+    """Setting a mesh source (:data:`MESH_SOURCES`) to a value removes the section's other sources (those in
+    ``keep`` stay: set in the same breath, they make the scenario give two sources, which validation refuses)."""
+    mesh = data.get("mesh")
+    if key in MESH_SOURCES and value is not None and isinstance(mesh, dict):
+        for other in MESH_SOURCES:
+            if other != key and other not in keep:
+                mesh.pop(other.split(".", 1)[1], None)
+
+
+def apply_overrides(data: dict, overrides: list[str], *, cwd: str | Path | None = None) -> dict:
+    """Apply ``key.path=value`` overrides (values parsed as YAML) to a raw scenario dict.
+
+    They are command-line values: a relative path of a :data:`PATH_KEYS` key is relative to ``cwd`` (default:
+    the current directory), not to the scenario file; ``mesh.file=...`` replaces a ``mesh.grid`` source and
+    ``mesh.grid=...`` a ``mesh.file`` (:func:`replace_source`).
+    """
     out = copy.deepcopy(data)
+    given: set[str] = set()
     for item in overrides:
         if "=" not in item:
             raise ScenarioError(f"--set {item!r}: expected key.path=value")
@@ -520,7 +580,11 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             value = yaml_value(raw)
         except ValueError as err:
             raise ScenarioError(f"--set {key}: {err} (quote a string: {key}='\"...\"')") from None
+        value = command_line_path(key, value, cwd)
         _set_path(out, key, value)
+        replace_source(out, key, value, given)
+        if value is not None:
+            given.add(key)
     return out
 
 

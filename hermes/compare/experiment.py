@@ -41,13 +41,14 @@ from hermes.errors import HermesError
 from hermes.hosting import processes_for
 from hermes.loaders import dump_yaml, load_yaml
 from hermes.results import safe_name, slug
-from hermes.scenario import QUICKSTART, BalancerSpec, Scenario, parse_scenario, yaml_value
+from hermes.scenario import MESH_SOURCES, QUICKSTART, BalancerSpec, Scenario, parse_scenario, yaml_value
+from hermes.scenario import PATH_KEYS as SCENARIO_PATH_KEYS
 
 __all__ = ["Experiment", "AxisValue", "Axis", "PlannedRun", "ExperimentError", "load_experiment",
            "make_experiment", "parse_axis_option", "absolute_paths", "PATH_KEYS"]
 
 #: scenario keys holding a file name (made absolute so a run's scenario can be written anywhere)
-PATH_KEYS = ("mesh.file", "platform.capacities", "platform.schedule")
+PATH_KEYS = SCENARIO_PATH_KEYS
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _GRID = re.compile(r"\s*\d+\s*x\s*\d+\s*")
 #: the most runs an experiment may have (each is validated, planned and given a directory)
@@ -239,22 +240,31 @@ def make_experiment(data: dict[str, Any] | None, *, here: str | Path = ".", set_
     else:
         file = _resolve(here, spec.scenario)
         base, base_dir = _read_scenario(file), file.parent
-    raw_axes = dict(spec.axes)
+    # paths written in the file are relative to it (``here``); paths given on the command line (--set-axis,
+    # --set) to the current directory
+    cwd = Path.cwd().resolve()
+    raw_axes = {key: (values, here) for key, values in spec.axes.items()}
     for item in set_axes or []:
         key, values = parse_axis_option(item)
-        raw_axes[key] = values
-    raw_axes.update(axes or {})
+        raw_axes[key] = (values, cwd)
+    raw_axes.update({key: (values, here) for key, values in (axes or {}).items()})
     fixed = dict(spec.set)
     if isinstance(sets, dict):
         fixed.update(sets)
     else:
+        given = {}
         for item in sets or []:
             k, v = _split_item(item, "--set")
-            fixed[k] = _value(v, f"--set {k}")
+            given[k] = _value(v, f"--set {k}")
+        for k in given:
+            _check_key(k, "set")
+            if k in MESH_SOURCES and given[k] is not None:  # the command line's source replaces the file's
+                fixed.update({o: None for o in MESH_SOURCES if o != k and o not in given and o in fixed})
+        fixed.update(_absolute_sets(given, cwd))
     for key in fixed:
         _check_key(key, "set")
     fixed = _absolute_sets(fixed, here)
-    built = tuple(_axis(key, values, here) for key, values in raw_axes.items())
+    built = tuple(_axis(key, values, base) for key, (values, base) in raw_axes.items())
     exp_name = name or spec.name or (base.get("name") if isinstance(base.get("name"), str) else None) or "experiment"
     if not isinstance(exp_name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}", exp_name):
         raise ExperimentError(f"experiment: name {str(exp_name)[:60]!r} may only contain letters, digits, '.', '_' "

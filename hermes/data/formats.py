@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "GRAPH_SUFFIXES",
     "read_chaco",
     "read_matrix_market",
+    "select_constraint",
     "write_chaco",
 ]
 
@@ -169,7 +171,9 @@ def read_chaco(path: str | os.PathLike) -> Mesh:
         ``weights`` = first vertex weight (1 without weights); ``edge_weights`` if ``fmt`` has them;
         ``coords`` from ``<path>.xyz``, ``<stem>.xyz`` or ``<stem>.coords`` (first found; 1–3 numbers
         per line, one line per vertex), else zeros with ``meta["has_coords"] = False``. ``meta`` holds
-        ``"vertex_weights_extra"`` (n × (ncon − 1)) for further constraints, ``"vertex_sizes"`` and
+        ``"vertex_weights_extra"`` (n × (ncon − 1)) for further constraints, with ``ncon > 1`` also
+        ``"ncon"`` and ``"vertex_weights"`` (n × ncon, as read; a scenario must pick or combine them:
+        :func:`select_constraint`), ``"vertex_sizes"`` and
         ``"zero_weights_replaced"`` (the number of zero first weights replaced by 1: METIS allows
         weight 0 but a hermes work unit needs positive work).
 
@@ -291,6 +295,8 @@ def read_chaco(path: str | os.PathLike) -> Mesh:
         weights = vw[:, 0].copy()
         if ncon > 1:
             meta["vertex_weights_extra"] = vw[:, 1:].copy()
+            meta["vertex_weights"] = vw.copy()
+            meta["ncon"] = ncon
         zero = weights == 0
         if np.any(zero):
             weights[zero] = 1.0
@@ -311,6 +317,42 @@ def read_chaco(path: str | os.PathLike) -> Mesh:
         meta=meta,
     )
     return validated_mesh(mesh, path)
+
+
+def select_constraint(mesh: Mesh, constraint: int | str | None, where: str) -> Mesh:
+    """The mesh with one load per vertex from a multi-constraint graph (``ncon > 1`` vertex weights).
+
+    hermes balances one load: ``constraint`` says which — ``k`` (1-based) the k-th weight, ``"sum"``
+    their sum; zeros become 1 as in :func:`read_chaco`. A single-weight mesh is returned as it is
+    (``constraint`` must then be None or 1).
+
+    Raises
+    ------
+    MeshError
+        One line naming ``where`` and ``ncon``: several weights and no ``constraint``, or a column
+        beyond ``ncon``.
+    """
+    ncon = int(mesh.meta.get("ncon", 1))
+    if ncon == 1:
+        if constraint not in (None, 1):
+            raise MeshError(f"mesh.constraint: {where} has one vertex weight per vertex, got constraint "
+                            f"{constraint!r} (give it only for multi-constraint graphs)")
+        return mesh
+    if constraint is None:
+        raise MeshError(f"{where} has {ncon} vertex weights per vertex (ncon = {ncon}) and hermes balances one load: "
+                        f"set mesh.constraint to 1..{ncon} (that weight) or 'sum'")
+    vw = np.asarray(mesh.meta["vertex_weights"], dtype=np.float64)
+    if constraint == "sum":
+        w = vw.sum(axis=1)
+    elif isinstance(constraint, int) and 1 <= constraint <= ncon:
+        w = vw[:, constraint - 1].copy()
+    else:
+        raise MeshError(f"mesh.constraint: {where} has {ncon} vertex weights (ncon = {ncon}): give 1..{ncon} "
+                        f"or 'sum', got {constraint!r}")
+    zero = w == 0
+    w[zero] = 1.0
+    meta = {**mesh.meta, "constraint": constraint, "zero_weights_replaced": int(zero.sum())}
+    return replace(mesh.with_weights(w), meta=meta)
 
 
 def _chaco_coords(path: Path, n: int) -> tuple[NDArray[np.float64], Path | None]:

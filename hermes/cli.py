@@ -67,13 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     # the launcher holds the run directory's lock and hands it to the job's rank 0 (hermes.results.DirLock)
     r.add_argument("--lock-token", help=argparse.SUPPRESS)
 
-    pl = sub.add_parser("plot", help="(re)draw the pictures of a run directory")
+    pl = sub.add_parser("plot", help="(re)draw the pictures of a run directory (into RUN_DIR/plots/ or --out; "
+                        "the run's own pictures are left as they are)")
     pl.add_argument("run_dir", help="a run directory (with summary.json, geometry.npz, partitions.npz)")
+    pl.add_argument("--out", metavar="DIR",
+                    help="write the pictures into DIR (made if missing; relative to the current directory). "
+                    "Default: RUN_DIR/plots/ (a hermes run directory only); the run's own partition-XXX.png and "
+                    "phases.png are never overwritten")
     pl.add_argument("--phase", dest="phases", action="append", default=None, metavar="K",
                     help="draw only the partition after phase K (0: the initial one; repeatable or K1,K2,...)")
     pl.add_argument("--zoom", default="auto", metavar="auto|none|x0,y0,x1,y1",
                     help="the window shown: auto (default: where every rank is legible; the whole domain on a "
-                    "uniform mesh), none (the whole domain) or a box in mesh coordinates")
+                    "uniform mesh), none (the whole domain) or a box in mesh coordinates (negative corners "
+                    "too: --zoom -1.5,-0.5,2,0.5)")
     pl.add_argument("--show", default="weights,loads", metavar="PANELS",
                     help="extra panels, comma-separated: weights (unit weights, or refinement levels when "
                     "recorded, beside the partition), loads (per-rank load against the fair load, under it); "
@@ -112,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("scenario", help="print the resolved scenario (validation only, no MPI)")
     sc.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
     sc.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a scenario value, e.g. --set processors=8 (repeatable)")
+                    help="override a scenario value, e.g. --set processors=8 (repeatable; a path is relative to "
+                    "the current directory; mesh.file=... replaces a mesh.grid and the reverse)")
 
     ba = sub.add_parser("balancers", help="list the balancers (built in and plug-ins) and their parameters")
     ba.add_argument("--verbose", action="store_true", help="one line per parameter: default and description")
@@ -390,8 +397,32 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"{where}{err.strerror or type(err).__name__}")
 
 
+#: options whose value may start with '-' (a box with a negative corner: ``--zoom -1.5,-0.5,2,0.5``)
+_NEGATIVE_VALUES = ("--zoom",)
+
+
+def _glue_negative_values(argv: list[str]) -> list[str]:
+    """``--zoom -1.5,-0.5,2,0.5`` → ``--zoom=-1.5,-0.5,2,0.5``: argparse takes a value that starts with '-' and
+    holds a comma or a digit after the dash for an option; such a value belongs to the option before it."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if a in _NEGATIVE_VALUES and nxt is not None and nxt.startswith("-") and (
+                "," in nxt or (len(nxt) > 1 and (nxt[1].isdigit() or nxt[1] == "."))):
+            out.append(f"{a}={nxt}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def _main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _glue_negative_values(list(sys.argv[1:] if argv is None else argv))
     try:
         args = build_parser().parse_args(argv)
     except UsageError as err:
@@ -592,7 +623,7 @@ def _cmd_scenario(args) -> int:
 
 def _cmd_plot(args) -> int:
     from hermes.errors import HermesError
-    from hermes.results import MARKER, DirLock, read_marker
+    from hermes.results import MARKER, DirLock, read_marker, subdir
     from hermes.viz import parse_zoom, plot_run
 
     try:
@@ -606,10 +637,22 @@ def _cmd_plot(args) -> int:
         run_dir = Path(args.run_dir)
         if not run_dir.is_dir():
             raise HermesError(f"run directory not found: {run_dir}")
-        if read_marker(run_dir) != "run":  # hermes writes pictures only into a run directory it made
-            raise HermesError(f"{run_dir}: not a run directory hermes made (no {MARKER} marker): nothing drawn")
-        with DirLock.acquire(run_dir, "plot"):  # not while a run writes into it
-            paths = plot_run(run_dir, phases=phases, zoom=parse_zoom(args.zoom), show=show, dpi=args.dpi)
+        ours = read_marker(run_dir) == "run"
+        if not ours and args.out is None:  # hermes writes pictures only into a run directory it made
+            raise HermesError(f"{run_dir}: not a run directory hermes made (no {MARKER} marker): nothing drawn "
+                              "(give --out DIR to draw elsewhere)")
+        zoom = parse_zoom(args.zoom)
+        out = Path(args.out) if args.out is not None else None
+        if out is not None and out.exists() and not out.is_dir():
+            raise HermesError(f"--out {out}: not a directory")
+        if ours:
+            with DirLock.acquire(run_dir, "plot"):  # not while a run writes into it
+                dest = out if out is not None else subdir(run_dir, "plots")
+                dest.mkdir(parents=True, exist_ok=True)
+                paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=dest)
+        else:  # a foreign directory (an archive) is only read
+            out.mkdir(parents=True, exist_ok=True)
+            paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=out)
     except HermesError as err:
         return _error(str(err))
     for p in paths:

@@ -216,8 +216,9 @@ def _draw(d: Path, plan: dict, rows: list[dict], grid, failures, clock: str, tit
          plot_imbalance(pd / "imbalance.png", grid.rows, grid.cols, cells, dpi=dpi)),
         ("Where the time goes: compute, halo exchange, synchronisation, balancing, migration, adaptation.",
          plot_breakdown(pd / "time-breakdown.png", grid.rows, grid.cols, cells, dpi=dpi)),
-        ("Migration volume against the final edge cut; filled: on the Pareto front (no other balancer moves "
-         "less and cuts less).", plot_pareto(pd / "pareto.png", grid.rows, grid.cols, cells, dpi=dpi)),
+        ("Total time against the cells migrated (label: final imbalance); filled: on the Pareto front among "
+         "the balancers that balance (no other is faster and moves less); ×: does not balance (none).",
+         plot_pareto(pd / "pareto.png", grid.rows, grid.cols, cells, dpi=dpi)),
     ]
     pictures = []
     for r in rows:

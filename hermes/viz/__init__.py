@@ -28,7 +28,7 @@ from hermes.viz.partition import check_dpi, plain, plot_partition
 from hermes.viz.rundir import (MAX_PHASES, Geometry, NpzArchive, check_owner, check_unit_array, phase_geometry,
                                read_capacities, read_summary, recorded_phases)
 from hermes.viz.timeline import plot_comparison, plot_phases
-from hermes.viz.zoom import Box, auto_zoom, cell_areas, check_zoom, parse_zoom
+from hermes.viz.zoom import Box, auto_zoom, cell_areas, check_zoom, parse_zoom, point_areas
 
 __all__ = ["plot_run", "plot_partition", "plot_phases", "plot_comparison", "auto_zoom", "parse_zoom",
            "DEFAULT_SHOW", "SHOW_CHOICES"]
@@ -191,7 +191,9 @@ def _windows(zoom: Box | str | None, plans: list, nparts: int) -> list[Box | Non
         groups.setdefault(id(plan[1]), []).append(i)
     for idx in groups.values():
         g: Geometry = plans[idx[0]][1]
-        areas = cell_areas(g.points, g.cell_ptr, g.cell_nodes) if g.has_cells else None
+        # a graph without polygons: the area of a vertex from its spacing to its neighbours, so a graded cloud
+        # is zoomed like a graded mesh
+        areas = cell_areas(g.points, g.cell_ptr, g.cell_nodes) if g.has_cells else point_areas(g.coords)
         window = auto_zoom(g.coords, [plans[i][2] for i in idx], areas=areas, nparts=nparts)
         for i in idx:
             out[i] = window

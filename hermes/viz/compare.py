@@ -5,8 +5,9 @@
 - :func:`plot_imbalance` — imbalance after balancing per phase, one panel per row, one line per column;
 - :func:`plot_breakdown` — where the time goes (compute, halo exchange, synchronisation, balancing,
   migration, adaptation), stacked bars per column, one panel per row;
-- :func:`plot_pareto` — migration volume against the final edge cut, one panel per row, the Pareto front
-  (no other balancer moves less *and* cuts less) drawn and filled.
+- :func:`plot_pareto` — total time against the cells migrated, one panel per row, the Pareto front (no other
+  balancer is faster *and* moves less) among the balancers that balance drawn and filled; those that do not
+  (``none``) marked apart.
 
 matplotlib is imported inside the functions; figures use the Agg canvas, never pyplot. A summary's values
 that are not numbers count as missing (a damaged run's summary draws gaps, never a traceback); names are
@@ -28,7 +29,8 @@ from hermes.errors import HermesError
 from hermes.viz.partition import check_dpi, plain, rank_colors, save_figure
 from hermes.viz.timeline import TIME_PARTS
 
-__all__ = ["plot_totals", "plot_imbalance", "plot_breakdown", "plot_pareto", "pareto_front", "migration_volume"]
+__all__ = ["plot_totals", "plot_imbalance", "plot_breakdown", "plot_pareto", "pareto_front", "migration_volume",
+           "imbalance_reduction", "BALANCE_TOL"]
 
 Cells = Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]
 
@@ -211,11 +213,6 @@ def migration_volume(summary: Mapping[str, Any]) -> float:
     return float(total)
 
 
-def final_edge_cut(summary: Mapping[str, Any]) -> float:
-    phases = _phases(summary)
-    return _num(phases[-1].get("edge_cut")) if phases else math.nan
-
-
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point dominates (both coordinates ≤, one <), minimising both."""
     front = []
@@ -229,11 +226,39 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
+#: a balancer balances when it takes away at least this share of the imbalance above 1 it was handed (mean
+#: over the phases of ``imbalance_before − imbalance_after`` against ``imbalance_before − 1``); ``none`` takes
+#: away nothing
+BALANCE_TOL = 0.05
+
+
+def imbalance_reduction(summary: Mapping[str, Any]) -> float:
+    """The share of the excess imbalance a run's balancer took away: ``Σ (before − after) / Σ (before − 1)``
+    over its phases (``imbalance_before``, ``imbalance_after``); 1 when nothing was imbalanced, NaN when not
+    recorded. 0 for ``none`` (it changes nothing), about 1 for a balancer that reaches the fair share."""
+    num = den = 0.0
+    seen = False
+    for p in _phases(summary):
+        b, a = _num(p.get("imbalance_before")), _num(p.get("imbalance_after"))
+        if math.isfinite(b) and math.isfinite(a):
+            num += b - a
+            den += max(b - 1.0, 0.0)
+            seen = True
+    if not seen:
+        return math.nan
+    return num / den if den > 1e-12 else 1.0
+
+
 def plot_pareto(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequence[str], cells: Cells, *,
                 dpi: int = 120) -> Path:
-    """Migration volume (cells moved, summed over the phases) against the final edge cut, one panel per row:
-    the balancers on the Pareto front (none moves less and cuts less) are filled and joined by the front's
-    staircase, the others hollow."""
+    """The trade-off of balancing: total time against the cells migrated (summed over the phases), one panel
+    per row, one point per column labelled with its name and final imbalance.
+
+    The Pareto front (no other balancer has both a lower total time and fewer cells moved) is taken among the
+    balancers that balance — those that take away at least :data:`BALANCE_TOL` of the excess imbalance
+    (:func:`imbalance_reduction`) — filled and joined by its staircase; the other balancers of the front's
+    set are hollow. Those that do not balance (``none``: it moves nothing, so it would always be on the front)
+    are grey crosses, out of the front."""
     from matplotlib.figure import Figure
 
     dpi = _check(rows, dpi)
@@ -243,30 +268,42 @@ def plot_pareto(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
     fig = Figure(figsize=size, dpi=dpi, layout="constrained")
     axes = np.atleast_1d(fig.subplots(nr, nc, squeeze=False).ravel())
     for ax, r in zip(axes, rows):
-        pts = [(_mean([migration_volume(s) for s in cells.get((r, c), [])]),
-                _mean([final_edge_cut(s) for s in cells.get((r, c), [])])) for c in cols]
-        front = set(pareto_front(pts))
+        runs = [cells.get((r, c), []) for c in cols]
+        pts = [(_mean([migration_volume(s) for s in rs]), _mean([s.get("total_time") for s in rs])) for rs in runs]
+        imb = [_mean([s.get("final_imbalance") for s in rs]) for rs in runs]
+        red = [_mean([imbalance_reduction(s) for s in rs]) for rs in runs]
+        balances = [math.isfinite(v) and v >= BALANCE_TOL for v in red]
+        cand = [i for i in range(len(cols)) if balances[i]]
+        front = {cand[j] for j in pareto_front([pts[i] for i in cand])}
         for i, (c, (x, y)) in enumerate(zip(cols, pts)):
             if not (math.isfinite(x) and math.isfinite(y)):
+                continue
+            label = _text(c) + (f" ({imb[i]:.3g})" if math.isfinite(imb[i]) else "")
+            if not balances[i]:
+                ax.scatter([x], [y], s=40, marker="x", color="0.5", linewidths=1.5, zorder=3)
+                ax.annotate(label + ": does not balance", (x, y), xytext=(4, 3), textcoords="offset points",
+                            fontsize=7, color="0.4")
                 continue
             on = i in front
             ax.scatter([x], [y], s=60 if on else 40, color=colors[c] if on else "none", edgecolors=colors[c],
                        linewidths=1.5, zorder=3)
-            ax.annotate(_text(c), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
+            ax.annotate(label, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7,
+                        fontweight="bold" if on else "normal")
         fp = sorted((pts[i] for i in front), key=lambda p: p[0])
         if len(fp) > 1:
-            xs = [p[0] for p in fp]
-            ys = [p[1] for p in fp]
-            ax.step(xs, ys, where="post", color="0.4", linewidth=1, linestyle=":", zorder=1)
+            ax.step([p[0] for p in fp], [p[1] for p in fp], where="post", color="0.4", linewidth=1, linestyle=":",
+                    zorder=1)
         ax.set_title(_text(r), fontsize="small")
-        ax.set_xlabel("migration volume [cells moved, all phases]", fontsize="small")
-        ax.set_ylabel("final edge cut", fontsize="small")
+        ax.set_xlabel("cells migrated, all phases", fontsize="small")
+        ax.set_ylabel(f"total time [{_unit(cells)}]", fontsize="small")
         ax.grid(True, alpha=0.3)
         ax.margins(0.15)
     for ax in axes[len(rows):]:
         ax.set_visible(False)
     _legend(fig, cols, colors, line=False)
-    fig.suptitle("migration volume against edge cut (filled: on the Pareto front)", fontsize="medium")
+    fig.suptitle("total time against cells migrated (label: final imbalance)\nfilled, dotted: the Pareto front "
+                 "among the balancers that balance\n"
+                 f"(take away ≥ {BALANCE_TOL:.0%} of the imbalance); ×: does not balance", fontsize="medium")
     return save_figure(fig, path)
 
 

@@ -44,8 +44,11 @@ log = logging.getLogger(__name__)
 
 #: Above this many units, cell outlines and graph edges are dropped (they would paint the picture grey).
 EDGE_LIMIT = 20_000
-#: Up to this many parts the figure carries a legend with one entry per rank.
-LEGEND_LIMIT = 16
+#: Up to this many parts the figure carries a legend with one entry per rank (16 per column, beside the
+#: partition); above, a discrete colour bar.
+LEGEND_LIMIT = 64
+#: Legend entries per column.
+LEGEND_ROWS = 16
 #: Up to this many ranks the load panel draws one outlined bar per rank (above: one collection, no outlines).
 BAR_LIMIT = 64
 #: The resolutions a picture may have (``--dpi``): 10 is a thumbnail, 1200 a print (an 18 × 13 inch figure at
@@ -349,15 +352,14 @@ def plot_partition(
     colors = rank_colors(nparts)
     facecolors = colors[own]
     big = n > EDGE_LIMIT
-    visible = _visible_units(xy, bounds) if zoom is not None else n
-    geom = _layout(bounds, show_weights, bars is not None, zoom is not None)
-    msize = _marker_size(visible, geom.panel)
+    geom = _layout(bounds, show_weights, bars is not None, full if zoom is not None else None, nparts)
+    msize = _marker_sizes(xy, bounds, geom.panel) if polys is None else 1.0
     fig = Figure(figsize=geom.size, dpi=dpi, layout="constrained")
-    axes = fig.subplot_mosaic(geom.mosaic, height_ratios=geom.heights)
+    axes = fig.subplot_mosaic(geom.mosaic, height_ratios=geom.heights, width_ratios=geom.widths)
 
     ax = axes["P"]
     if polys is not None:
-        thin = big or visible > EDGE_LIMIT
+        thin = big or _visible_units(xy, bounds) > EDGE_LIMIT
         outline = dict(edgecolors="face", linewidths=0.3) if thin else dict(edgecolors=(0, 0, 0, 0.35), linewidths=0.3)
         ax.add_collection(PolyCollection(polys, facecolors=facecolors, **outline))
         seg = partition_boundaries(pts, ptr, nodes, own)
@@ -368,9 +370,9 @@ def plot_partition(
     if show_weights or zoom is not None:
         ax.set_title("owner rank" + (" (zoomed; the whole domain on the right)" if zoom is not None else ""),
                      fontsize="medium")
-    _rank_key(fig, ax, colors, nparts)
+    _rank_key(fig, axes["K"], colors, nparts)
     if zoom is not None:
-        _overview(ax, polys, xy, facecolors, full, bounds)
+        _overview(axes["O"], polys, xy, facecolors, full, bounds, geom.overview)
 
     if show_weights:
         _side_panel(fig, axes["W"], polys, xy, xadj, adjncy, w, lev, msize, bounds)
@@ -399,30 +401,22 @@ def _visible_units(xy: NDArray[np.float64], box: Box) -> int:
     return int(np.count_nonzero((xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)))
 
 
-def _overview(ax: Axes, polys, xy, facecolors, full: Box, box: Box) -> None:
-    """The whole domain, small, outside the panel's lower right corner, with the zoom window outlined."""
+def _overview(ins: Axes, polys, xy, facecolors, full: Box, box: Box, area: float) -> None:
+    """The whole domain, small, in its own panel under the rank key, with the zoom window outlined."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Rectangle
 
-    aspect = (full[3] - full[2]) / max(full[1] - full[0], 1e-300)
-    width = 0.34 if aspect <= 1 else 0.34 / aspect
-    ins = ax.inset_axes([1.03, 0.0, width, width * aspect * _axes_aspect(ax, box)])
     if polys is not None:
         ins.add_collection(PolyCollection(polys, facecolors=facecolors, edgecolors="face", linewidths=0.2))
     else:
-        ins.scatter(xy[:, 0], xy[:, 1], c=facecolors, s=0.5, linewidths=0)
+        ins.scatter(xy[:, 0], xy[:, 1], c=facecolors, s=_marker_sizes(xy, full, area, top=8.0), linewidths=0)
     ins.add_patch(Rectangle((box[0], box[2]), box[1] - box[0], box[3] - box[2], fill=False, edgecolor="k",
                             linewidth=1.2))
     _frame(ins, full)
     ins.set_title("whole domain", fontsize="x-small")
 
 
-def _axes_aspect(ax: Axes, box: Box) -> float:
-    """Width / height of the panel (the inset's height is given in axes units)."""
-    return (box[1] - box[0]) / max(box[3] - box[2], 1e-300)
-
-
-def _side_panel(fig: Figure, wax: Axes, polys, xy, xadj, adjncy, w, lev, msize: float, bounds: Box) -> None:
+def _side_panel(fig: Figure, wax: Axes, polys, xy, xadj, adjncy, w, lev, msize, bounds: Box) -> None:
     """The unit weights (log colours) or, when recorded, the refinement levels (one colour per level)."""
     from matplotlib.collections import LineCollection, PolyCollection
 
@@ -550,37 +544,69 @@ def _drawable(box: Box) -> Box:
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where the panels go: ``mosaic`` rows of panel keys (P partition, W weights, L load bars, . empty)."""
+    """Where the panels go: ``mosaic`` rows of panel keys (P partition, K rank key, O overview of the whole
+    domain, W weights, L load bars, . empty), their heights and widths (inches, used as ratios)."""
 
     mosaic: list[list[str]]
     heights: list[float]
+    widths: list[float]
     size: tuple[float, float]
     panel: float  # area of the partition panel, pt²
+    overview: float = 0.0  # area of the overview panel, pt²
 
 
-def _layout(bounds: Box, two: bool, bars: bool = False, zoomed: bool = False) -> _Layout:
+def _key_size(nparts: int) -> tuple[int, float, float]:
+    """Columns, width and height (inches) of the rank key: a legend of ≤ LEGEND_LIMIT ranks (at font size
+    "small", 8.3 pt: a row is 1.5 lines, a column a 1.2-em patch, the label and the spacing), else a colour bar."""
+    if nparts > LEGEND_LIMIT:
+        return 0, 1.0, 2.5
+    ncols = 1 if nparts <= 8 else int(np.ceil(nparts / (8 if nparts <= 16 else LEGEND_ROWS)))
+    rows = int(np.ceil(nparts / ncols))
+    em = 8.33 / 72.0
+    col = (1.2 + 0.8 + 0.6 * len(str(max(nparts - 1, 0))) + 0.8) * em
+    return ncols, max(1.0, ncols * col + 0.2), rows * 1.5 * em + 0.45
+
+
+def _layout(bounds: Box, two: bool, bars: bool = False, full: Box | None = None, nparts: int = 1) -> _Layout:
     """Panel grid, figure size (inches) and panel area (pt²) following the aspect ratio of the mesh.
 
-    The weights panel goes beside the partition (under it for a wide mesh); the load bars span the bottom.
+    Beside the partition, a column of its own holds the rank key and, when zoomed (``full``: the whole
+    domain), the overview under it, so neither covers the other nor leaves the figure. The weights panel goes
+    beside the partition (under it for a wide mesh); the load bars span the bottom.
     """
     x0, x1, y0, y1 = bounds
     aspect = float(np.clip((y1 - y0) / max(x1 - x0, 1e-300), 0.25, 2.5))
     width = 6.5 if aspect <= 1.5 else 6.5 / (aspect / 1.5)
     height = width * aspect
-    extra_w, extra_h = (2.6 if zoomed else 1.6), 0.8  # legend (and overview) / colour bar, and title
     panel = width * height * 72.0**2
-    bar_h = 1.9
-    if not two:
-        mosaic, heights, size = [["P"]], [height], [width + extra_w, height + extra_h]
-    elif aspect < 0.6:  # wide mesh: panels on top of each other
-        mosaic, heights, size = [["P"], ["W"]], [height, height], [width + extra_w, 2 * height + extra_h + 0.4]
+    _, key_w, key_h = _key_size(nparts)
+    side = max(key_w, 1.9) if full is not None else key_w
+    if full is not None:
+        f_aspect = float(np.clip((full[3] - full[2]) / max(full[1] - full[0], 1e-300), 0.25, 2.5))
+        ov_h = side * f_aspect + 0.35  # and its title
+        tall = max(height, key_h + ov_h)
+        rows, heights = [["P", "K"], ["P", "O"]], [tall - ov_h, ov_h]
+        overview = side * (ov_h - 0.35) * 72.0**2
     else:
-        mosaic, heights, size = [["P", "W"]], [height], [2 * width + 2 * extra_w, height + extra_h + 0.4]
+        overview = 0.0
+        tall = max(height, key_h)
+        rows, heights = [["P", "K"]], [tall]
+    widths = [width, side]
+    fig_w, fig_h = width + side + 0.5, tall + 0.9  # margins and the title
+    if two and aspect >= 0.6:  # the weights (and their colour bar) beside
+        rows = [r + ["W"] for r in rows]
+        widths.append(width)
+        fig_w += width + 1.1
+    elif two:  # wide mesh: panels on top of each other
+        rows.append(["W", "."])
+        heights.append(height)
+        fig_h += height + 0.4
     if bars:
-        mosaic.append(["L"] * len(mosaic[0]))
+        bar_h = 1.9
+        rows.append(["L"] * len(rows[0]))
         heights.append(bar_h)
-        size[1] += bar_h + 0.3
-    return _Layout(mosaic, heights, (size[0], size[1]), panel)
+        fig_h += bar_h + 0.3
+    return _Layout(rows, heights, widths, (fig_w, fig_h), panel, overview)
 
 
 def _frame(ax: Axes, bounds: tuple[float, float, float, float]) -> None:
@@ -591,16 +617,29 @@ def _frame(ax: Axes, bounds: tuple[float, float, float, float]) -> None:
     ax.set_yticks([])
 
 
-def _marker_size(n: int, panel: float) -> float:
-    """Scatter marker area (pt²): about the panel area per vertex, so a uniform cloud is nearly filled."""
-    return float(np.clip(0.7 * panel / max(n, 1), 0.3, 60.0))
+#: the smallest and the largest graph vertex drawn (marker area, pt²): 2 pt² is a dot of 1.6 pt (3 pixels at
+#: 150 dpi), still a colour; 300 pt² a disc of 20 pt (a zoomed window of few vertices)
+MARKER_RANGE = (2.0, 300.0)
+
+
+def _marker_sizes(xy: NDArray[np.float64], bounds: Box, panel: float,
+                  top: float = MARKER_RANGE[1]) -> NDArray[np.float64]:
+    """Scatter marker areas (pt²), one per vertex: the square of its spacing to its neighbours
+    (:func:`hermes.viz.zoom.point_spacing`) on the panel's scale, so a cloud is nearly filled where it is
+    dense and where it is sparse alike, and the vertices of a rank that lives in a dense corner stay dots of
+    their own instead of disappearing under the markers of its neighbours."""
+    from hermes.viz.zoom import point_spacing
+
+    bw, bh = bounds[1] - bounds[0], bounds[3] - bounds[2]
+    pt_per_unit = np.sqrt(panel / max(bw * bh, 1e-300))
+    return np.clip((0.85 * point_spacing(xy) * pt_per_unit) ** 2, MARKER_RANGE[0], max(top, MARKER_RANGE[0]))
 
 
 def _lw(n: int) -> float:
     return float(np.clip(40.0 / np.sqrt(max(n, 1)), 0.1, 0.8))
 
 
-def _draw_graph(ax: Axes, xy, xadj, adjncy, facecolors, msize: float) -> None:
+def _draw_graph(ax: Axes, xy, xadj, adjncy, facecolors, msize) -> None:
     """Light-grey edges (up to EDGE_LIMIT vertices: above, they only paint the picture grey), coloured vertices."""
     from matplotlib.collections import LineCollection
 
@@ -613,18 +652,21 @@ def _draw_graph(ax: Axes, xy, xadj, adjncy, facecolors, msize: float) -> None:
     ax.scatter(xy[:, 0], xy[:, 1], c=facecolors, s=msize, linewidths=0, zorder=2)
 
 
-def _rank_key(fig: Figure, ax: Axes, colors: NDArray[np.float64], nparts: int) -> None:
-    """A legend listing the ranks (≤ 16), else a discrete colour bar."""
+def _rank_key(fig: Figure, kax: Axes, colors: NDArray[np.float64], nparts: int) -> None:
+    """The ranks' colours in the key panel ``kax`` (its own, :func:`_layout` sizes it): a legend of up to
+    LEGEND_LIMIT ranks (16 a column), else a discrete colour bar."""
+    kax.set_axis_off()
     if nparts <= LEGEND_LIMIT:
         from matplotlib.patches import Patch
 
         handles = [Patch(facecolor=colors[r], edgecolor="0.3", label=str(r)) for r in range(nparts)]
-        ax.legend(
+        kax.legend(
             handles=handles,
             title="rank",
             loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-            ncols=1 if nparts <= 8 else 2,
+            bbox_to_anchor=(0.0, 1.0),
+            borderaxespad=0.0,
+            ncols=_key_size(nparts)[0],
             fontsize="small",
             frameon=False,
             handlelength=1.2,
@@ -637,8 +679,8 @@ def _rank_key(fig: Figure, ax: Axes, colors: NDArray[np.float64], nparts: int) -
     # rank r fills [r - 0.5, r + 0.5): a linear norm over nparts colours (a BoundaryNorm would give every
     # rank a minor tick, minutes of layout for 10⁴ ranks, and its int16 colour index overflows above 32 767)
     cmap = ListedColormap(colors[:, :3])
-    cb = fig.colorbar(ScalarMappable(norm=Normalize(-0.5, nparts - 0.5), cmap=cmap), ax=ax, shrink=0.8,
-                      label="rank")
+    cax = kax.inset_axes([0.0, 0.02, 0.15, 0.96])
+    cb = fig.colorbar(ScalarMappable(norm=Normalize(-0.5, nparts - 0.5), cmap=cmap), cax=cax, label="rank")
     cb.minorticks_off()
     step = max(1, int(np.ceil(nparts / 16)))
     cb.set_ticks(np.arange(0, nparts, step))

@@ -98,13 +98,18 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
     width = 0.8 * (float(np.min(np.diff(np.unique(x)))) if np.unique(x).size > 1 else 1.0)
     order = np.argsort(x, kind="stable")
     for key, label, color in TIME_PARTS:
-        t = np.nan_to_num(_column(phases, key), nan=0.0)
+        t = np.clip(np.nan_to_num(_column(phases, key), nan=0.0), 0.0, None)  # a time is never negative
         if len(phases) <= BAR_LIMIT:
             ax_t.bar(x, t, width, bottom=bottom, color=color, label=label, linewidth=0)
         else:
             ax_t.fill_between(x[order], bottom[order], (bottom + t)[order], step="mid", color=color, label=label,
                               linewidth=0)
         bottom += t
+    # the axis holds every stack whole, all phases and all parts (set, not left to autoscaling: a fill's
+    # steps and the shared phase axis are not what the stacks span)
+    top = float(bottom.max(initial=0.0))
+    ax_t.set_ylim(0.0, 1.05 * top if top > 0 and np.isfinite(top) else 1.0)
+    ax_t.set_xlim(float(x.min()) - 0.6 * width, float(x.max()) + 0.6 * width)
     ax_t.set_ylabel(f"time per phase [{_unit(summary)}]")
     ax_t.set_xlabel("phase")
     ax_t.legend(ncols=3, fontsize="small", loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)

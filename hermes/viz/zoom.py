@@ -17,8 +17,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from hermes.errors import HermesError
 
-__all__ = ["Box", "auto_zoom", "parse_zoom", "check_zoom", "domain_box", "cell_areas", "coverage", "MIN_SHARE",
-           "BOX_MAX"]
+__all__ = ["Box", "auto_zoom", "parse_zoom", "check_zoom", "domain_box", "cell_areas", "point_spacing",
+           "point_areas", "coverage", "MIN_SHARE", "BOX_MAX"]
 
 #: (x0, x1, y0, y1), the order of :meth:`matplotlib.axes.Axes.axis`
 Box = tuple[float, float, float, float]
@@ -35,6 +35,40 @@ def cell_areas(points: ArrayLike, cell_ptr: ArrayLike, cell_nodes: ArrayLike) ->
 
     return np.abs(polygon_areas(np.asarray(points, dtype=np.float64)[:, :2], np.asarray(cell_ptr, dtype=np.int64),
                                 np.asarray(cell_nodes, dtype=np.int64)))
+
+
+def point_spacing(coords: ArrayLike, k: int = 4) -> NDArray[np.float64]:
+    """The spacing of every point of a cloud: the geometric mean of its distances to its ``k`` nearest
+    neighbours (in the plane of the first two coordinates; a k-d tree, :class:`scipy.spatial.cKDTree`).
+
+    A graph without polygons (a Chaco ``.graph`` with its ``.xyz`` file, a Matrix Market mesh) has no cell
+    areas; the spacing stands for a cell's side: ``h`` on a uniform grid of step ``h``, ``√(hx·hy)`` on a
+    stretched one (its square is the cell's area, where an arithmetic mean would take a thin cell for a
+    square of its long side). Coincident points
+    get the smallest positive spacing of the cloud (or 10⁻⁶ of its extent), a lone point the extent.
+    """
+    from scipy.spatial import cKDTree
+
+    xy = np.asarray(coords, dtype=np.float64)
+    xy = xy[:, :2] if xy.ndim == 2 and xy.shape[1] >= 2 else np.column_stack([xy.reshape(-1), np.zeros(xy.size)])
+    n = xy.shape[0]
+    if n == 0:
+        return np.zeros(0)
+    extent = float(max(np.ptp(xy[:, 0]), np.ptp(xy[:, 1]))) or 1.0
+    if n == 1:
+        return np.full(1, extent)
+    kk = min(k, n - 1)
+    dist, _ = cKDTree(xy).query(xy, k=kk + 1)  # the first neighbour is the point itself
+    d = np.asarray(dist, dtype=np.float64).reshape(n, kk + 1)[:, 1:]
+    pos = d[d > 0]
+    d = np.maximum(d, float(pos.min()) if pos.size else 1e-6 * extent)  # coincident points
+    return np.exp(np.log(d).mean(axis=1))
+
+
+def point_areas(coords: ArrayLike, k: int = 4) -> NDArray[np.float64]:
+    """The area a point of a cloud stands for: its spacing squared (:func:`point_spacing`); the cell areas of
+    :func:`auto_zoom` for a graph drawn as points."""
+    return point_spacing(coords, k) ** 2
 
 
 def domain_box(xy: NDArray[np.float64], areas: NDArray[np.float64] | None = None) -> Box:
@@ -77,7 +111,8 @@ def auto_zoom(coords: ArrayLike, owners: Sequence[ArrayLike], *, areas: ArrayLik
     owners : sequence of array_like of int, shape (n,)
         The partitions the window must serve (e.g. every phase of a run, so all its pictures share one window).
     areas : array_like, shape (n,), optional
-        Cell areas (:func:`cell_areas`); default: the domain's area shared equally (graphs have no cells).
+        Cell areas (:func:`cell_areas`; for a graph drawn as points, :func:`point_areas`); default: the
+        domain's area shared equally.
     nparts : int, optional
         Number of ranks (default: the largest owner + 1). Ranks owning nothing are not asked to be visible.
     min_share : float

@@ -1,0 +1,207 @@
+"""hermes plot's pictures: where they go (--out), --zoom with negative corners, the rank key and the overview
+in panels of their own, the time stacks of phases.png within their axis, the Pareto plot of compare, and
+graphs without polygons zoomed like meshes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import hermes.viz.partition as partition
+import hermes.viz.timeline as timeline
+from hermes.cli import main
+from hermes.results import write_marker
+from hermes.viz import plot_partition, plot_run
+from hermes.viz.compare import BALANCE_TOL, imbalance_reduction, plot_pareto
+from hermes.viz.partition import rank_colors
+from hermes.viz.zoom import auto_zoom, cell_areas, point_areas
+from tests.viz.test_viz import DPI, block_owner, grid, make_summary, read_png, shows_colors
+from tests.viz.test_zoom import airfoil_like, graded
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the pictures are rendered from (to measure their artists' extents)."""
+    caught = []
+    save = partition.save_figure
+
+    def keep(fig, path):
+        caught.append(fig)
+        return save(fig, path)
+
+    monkeypatch.setattr(partition, "save_figure", keep)
+    monkeypatch.setattr(timeline, "save_figure", keep)
+    return caught
+
+
+def _boxes(fig):
+    r = fig.canvas.get_renderer()
+    return {ax.get_label(): ax.get_tightbbox(r) for ax in fig.axes if ax.get_visible()}, fig.bbox
+
+
+def rcb_owner(coords: np.ndarray, k: int) -> np.ndarray:
+    """k parts of equal counts by recursive coordinate bisection (small parts where the mesh is fine)."""
+    out = np.zeros(len(coords), dtype=np.int64)
+
+    def split(ids, lo, n):
+        if n == 1:
+            out[ids] = lo
+            return
+        c = coords[ids]
+        o = ids[np.argsort(c[:, int(np.ptp(c[:, 0]) < np.ptp(c[:, 1]))], kind="stable")]
+        cut = len(o) * (n // 2) // n
+        split(o[:cut], lo, n // 2)
+        split(o[cut:], lo + n // 2, n - n // 2)
+
+    split(np.arange(len(coords)), 0, k)
+    return out
+
+
+def _run(tmp_path, geo, owners, name="run"):
+    d = tmp_path / name
+    d.mkdir()
+    np.savez(d / "geometry.npz", **geo)
+    np.savez(d / "partitions.npz", **{f"owner_{k:03d}": o for k, o in enumerate(owners)})
+    s = make_summary()
+    s["processors"] = int(max(o.max() for o in owners)) + 1
+    (d / "summary.json").write_text(json.dumps(s))
+    write_marker(d, "run")
+    return d
+
+
+# -- 1. --out, and the run's own pictures left alone ---------------------------------------------------------
+def test_plot_writes_into_out_or_plots_and_leaves_the_runs_pictures(tmp_path, monkeypatch, capsys):
+    geo = grid()
+    run = _run(tmp_path, geo, [block_owner(geo["coords"], 0.0), block_owner(geo["coords"], 0.5)])
+    own = run / "partition-000.png"
+    own.write_bytes(b"the run's own picture")
+    (run / "phases.png").write_bytes(b"the run's own phases")
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", str(run), "--out", "pics/a", "--dpi", "40", "--show", "none"]) == 0
+    assert sorted(p.name for p in (tmp_path / "pics" / "a").iterdir()) == ["partition-000.png", "partition-001.png",
+                                                                           "phases.png"]
+    assert main(["plot", str(run), "--phase", "0", "--dpi", "40", "--show", "none"]) == 0
+    assert (run / "plots" / "partition-000.png").is_file()
+    assert own.read_bytes() == b"the run's own picture"
+    assert (run / "phases.png").read_bytes() == b"the run's own phases"
+    # a directory hermes did not make is only read, with --out
+    foreign = tmp_path / "archive"
+    foreign.mkdir()
+    for f in ("geometry.npz", "partitions.npz", "summary.json"):
+        (foreign / f).write_bytes((run / f).read_bytes())
+    capsys.readouterr()
+    assert main(["plot", str(foreign), "--phase", "1", "--dpi", "40"]) == 2
+    assert "give --out DIR" in capsys.readouterr().err
+    assert main(["plot", str(foreign), "--phase", "1", "--dpi", "40", "--out", "pics/b"]) == 0
+    assert sorted(p.name for p in foreign.iterdir()) == ["geometry.npz", "partitions.npz", "summary.json"]
+
+
+# -- 2. --zoom with negative corners -------------------------------------------------------------------------
+def test_zoom_with_negative_corners_needs_no_equals_sign(tmp_path, capsys):
+    g = graded(12)
+    run = _run(tmp_path, g, [airfoil_like(g["coords"])])
+    assert main(["plot", str(run), "--zoom", "-0.5,-0.5,0.5,0.5", "--dpi", "40", "--show", "none"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(run), "--zoom", "-1,2", "--dpi", "40"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["hermes: error: --zoom '-1,2': expected auto, none or x0,y0,x1,y1"]
+
+
+# -- 3. the rank key and the overview never overlap, never leave the figure -----------------------------------
+@pytest.mark.parametrize("nparts", [5, 12, 32, 64, 100])
+@pytest.mark.parametrize("weights", [False, True])
+def test_rank_key_and_overview_apart_and_inside(tmp_path, figures, nparts, weights):
+    g = graded(32)
+    owner = airfoil_like(g["coords"]) if nparts == 5 else rcb_owner(g["coords"], nparts)
+    areas = cell_areas(g["points"], g["cell_ptr"], g["cell_nodes"])
+    box = auto_zoom(g["coords"], [owner], areas=areas, nparts=nparts)
+    assert box is not None
+    plot_partition(tmp_path / "p.png", g["coords"], owner, points=g["points"], cell_ptr=g["cell_ptr"],
+                   cell_nodes=g["cell_nodes"], zoom=box, nparts=nparts, weights=np.ones(owner.size),
+                   show_weights=weights, loads=np.bincount(owner, minlength=nparts).astype(float), dpi=40)
+    fig = figures[-1]
+    r = fig.canvas.get_renderer()
+    boxes, page = _boxes(fig)
+    key = fig.axes[[a.get_label() for a in fig.axes].index("K")]
+    legend = key.get_legend()
+    if nparts <= partition.LEGEND_LIMIT:
+        assert legend is not None and len(legend.get_texts()) == nparts
+        boxes["legend"] = legend.get_window_extent(r)
+    overview = boxes.pop("O")  # the whole domain: an overview panel of its own
+    for name, b in boxes.items():
+        if name not in ("K",):  # the key panel holds the legend
+            assert not b.overlaps(overview), name
+        assert page.x0 - 1 <= b.x0 and b.x1 <= page.x1 + 1 and page.y0 - 1 <= b.y0 and b.y1 <= page.y1 + 1, name
+    assert page.x0 - 1 <= overview.x0 and overview.x1 <= page.x1 + 1 and page.y0 - 1 <= overview.y0
+    if "legend" in boxes:
+        assert not boxes["legend"].overlaps(boxes["P"])
+
+
+# -- 4. the time stacks of phases.png within their axis ---------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 7, 500])
+def test_phases_stacks_within_their_axis(tmp_path, figures, n):
+    rng = np.random.default_rng(n)
+    phases = [dict(phase=k + 1, imbalance_before=1.5, imbalance_after=1.01, time=1.0,
+                   **{key: float(rng.random()) for key, _, _ in timeline.TIME_PARTS}) for k in range(n)]
+    summary = dict(scenario="s", balancer="b", processors=4, clock="virtual", phases=phases)
+    timeline.plot_phases(tmp_path / "phases.png", summary, dpi=30)
+    ax = figures[-1].axes[1]
+    totals = np.sum([[p[key] for key, _, _ in timeline.TIME_PARTS] for p in phases], axis=1)
+    lo, hi = ax.get_ylim()
+    assert lo == 0.0 and totals.max() <= hi <= 1.1 * totals.max()
+    r = figures[-1].canvas.get_renderer()
+    inside = ax.get_window_extent(r)
+    for patch in ax.patches:
+        b = patch.get_window_extent(r)
+        assert inside.x0 - 0.5 <= b.x0 and b.x1 <= inside.x1 + 0.5 and inside.y0 - 0.5 <= b.y0 \
+            and b.y1 <= inside.y1 + 0.5
+
+
+# -- 5. compare's Pareto plot among the balancers that balance -----------------------------------------------
+def _summary(bal, migrated, total, before=1.6, after=None):
+    after = before if after is None else after
+    return dict(balancer=bal, clock="virtual", total_time=total, final_imbalance=after,
+                phases=[dict(phase=k, imbalance_before=before, imbalance_after=after, migrated_cells=migrated / 3)
+                        for k in (1, 2, 3)])
+
+
+def test_pareto_front_among_balancers_that_balance(tmp_path, monkeypatch):
+    import hermes.viz.compare as compare
+
+    drawn = []
+    save = compare.save_figure
+    monkeypatch.setattr(compare, "save_figure", lambda fig, path: (drawn.append(fig), save(fig, path))[1])
+    cols = ["none", "gda0", "pcg", "sos"]
+    cells = {("grid", "none"): [_summary("none", 0, 10.0)], ("grid", "gda0"): [_summary("gda0", 900, 7.5, after=1.01)],
+             ("grid", "pcg"): [_summary("pcg", 500, 7.0, after=1.0)], ("grid", "sos"): [_summary("sos", 300, 8.0, after=1.05)]}
+    assert imbalance_reduction(cells[("grid", "none")][0]) == 0.0
+    assert imbalance_reduction(cells[("grid", "pcg")][0]) == pytest.approx(1.0)
+    assert imbalance_reduction(cells[("grid", "sos")][0]) >= BALANCE_TOL
+    plot_pareto(tmp_path / "pareto.png", ["grid"], cols, cells, dpi=40)
+    ax = drawn[-1].axes[0]
+    filled = [c for c in ax.collections if c.get_facecolor().size and c.get_facecolor()[0][3] > 0
+              and c.get_offsets().size]
+    labels = [t.get_text() for t in ax.texts]
+    assert any("none" in t and "does not balance" in t for t in labels)
+    assert all(t.split(" ")[0] in cols for t in labels)
+    # on the front: sos (fewest cells moved among balancers) and pcg (fastest); not none, not gda0
+    coloured = {tuple(map(float, c.get_offsets()[0])) for c in filled
+                if not np.allclose(c.get_facecolor()[0][:3], 0.5)}
+    assert coloured == {(300.0, 8.0), (500.0, 7.0)}
+    assert "Pareto front" in drawn[-1].get_suptitle() and "total time" in drawn[-1].get_suptitle()
+
+
+# -- 6. graphs without polygons: zoomed where the small ranks live, and legible ----------------------------------
+def test_graph_without_polygons_is_zoomed_like_a_mesh(tmp_path):
+    g = graded(24)
+    owner = airfoil_like(g["coords"])
+    mesh_box = auto_zoom(g["coords"], [owner], areas=cell_areas(g["points"], g["cell_ptr"], g["cell_nodes"]))
+    graph_box = auto_zoom(g["coords"], [owner], areas=point_areas(g["coords"]))
+    assert mesh_box is not None and graph_box is not None
+    assert graph_box[1] - graph_box[0] < 1.5 * (mesh_box[1] - mesh_box[0])
+    run = _run(tmp_path, {"coords": g["coords"]}, [owner])  # coordinates only, as from a .graph and its .xyz
+    png = plot_run(run, dpi=DPI, timeline=False)[0]
+    # every rank's colour fills a share of the picture: the central rank is no speck
+    assert shows_colors(read_png(png), rank_colors(5), min_share=0.005)

@@ -1,6 +1,6 @@
 """Security cases: what a file or a name received from someone else can make hermes do.
 
-The rules (README, "What hermes owns and what it refuses"): reading a document never runs code (no pickle, no
+The rules (docs/RUNNING.md, "What a run writes"): reading a document never runs code (no pickle, no
 YAML tag that builds an object, no import of a module a data file names) and never exhausts the machine (sizes,
 nesting and expanded YAML aliases are bounded); a name never leaves its directory; hermes writes through
 exclusive temporary files, deletes only inside directories that carry its marker, and never follows a planted

@@ -235,11 +235,14 @@ def _mesh_where(sc: Scenario) -> str:
     return f"mesh.grid {sc.mesh.grid}" if sc.mesh.grid is not None else f"mesh.file {sc.resolve(sc.mesh.file)}"
 
 
-def _read_and_partition(sc: Scenario, p: int, processes: int | None = None):
-    """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields."""
+def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
+                        say: Callable[[str], None] = lambda s: None):
+    """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields; ``say``
+    prints a progress line after each step."""
     from hermes.data.partition import metis_partition
     from hermes.preflight import check_refinable, check_size
 
+    t = time.perf_counter()
     sched = CapacitySchedule.from_scenario(sc, p)
     caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
     rows = None if sched.table is None else sched.table.tolist()
@@ -254,19 +257,24 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None):
     if sc.adaptation.kind == "refine":  # the work units become the triangles
         tm, origin = from_mesh(mesh)
         mesh = tm.to_mesh(name=mesh.name, weights=mesh.weights[origin])
+    say(f"set-up: mesh {mesh.name} ({mesh.n_cells} cells) {'generated' if sc.mesh.grid is not None else 'read'} "
+        f"in {time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
     owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, p, targets=sched.at(1), seed=sc.seed)
+    say(f"set-up: initial partition (METIS, {p} part{'s' * (p != 1)}) in {time.perf_counter() - t:.1f} s")
     return mesh, owner, initial_fields(mesh.coords), tm
 
 
-def distribute(comm, sc: Scenario) -> tuple[LocalDomain, Setup]:
+def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) -> tuple[LocalDomain, Setup]:
     """Rank 0 reads and partitions the mesh, every rank receives its cells (collective; a bad mesh raises the
-    same error on every rank)."""
+    same error on every rank); ``say`` prints a progress line after each step (rank 0)."""
     rank, p = comm.Get_rank(), comm.Get_size()
     from hermes.preflight import ranks_on_this_machine
 
     host = getattr(comm, "host", None)  # hosted processors (hermes.hosting): the processes on this machine
     here = None if host is None else ranks_on_this_machine(host.n)
-    payload = agree(comm, _read_and_partition, sc, p, here) if rank == 0 else agree(comm, lambda: None)
+    payload = agree(comm, _read_and_partition, sc, p, here, say) if rank == 0 else agree(comm, lambda: None)
+    t = time.perf_counter()
     mesh, owner, fields, tm = payload if rank == 0 else (None, None, None, None)
     meta = (mesh.name, mesh.n_cells, (mesh.coords.min(axis=0), mesh.coords.max(axis=0))) if rank == 0 else None
     name, n_cells, bbox = comm.bcast(meta, root=0)
@@ -274,6 +282,7 @@ def distribute(comm, sc: Scenario) -> tuple[LocalDomain, Setup]:
         dom = scatter_trimesh(comm, tm, owner, fields, weights=None if mesh is None else mesh.weights)
     else:
         dom = scatter_domain(comm, mesh, owner, fields)
+    say(f"set-up: cells sent to their {p} processor{'s' * (p != 1)} in {time.perf_counter() - t:.1f} s")
     return dom, Setup(mesh, owner, name, n_cells, bbox, tm)
 
 
@@ -287,8 +296,13 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
     params, select = sc.balancer.params, get_selection(sc.balancer.selection)
     agree(comm, check_processors, sc, p)  # links, schedule, extra load against the job's size (one line)
     sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
+    host = getattr(comm, "host", None)
+    on = f"{p} processor{'s' * (p != 1)}" + ("" if host is None or host.n == p else
+                                               f" on {host.n} process{'es' * (host.n != 1)}")
+    say(f"hermes: {sc.name} on {on}, balancer {balancer.name}, "
+        f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
     wall_start = time.perf_counter()
-    dom, setup = distribute(comm, sc)
+    dom, setup = distribute(comm, sc, say)
     pl = sc.platform
     links = Links(pl.latency, pl.bandwidth, {tuple(sorted(k.ranks)): (
         k.latency if k.latency is not None else pl.latency, k.bandwidth if k.bandwidth is not None else pl.bandwidth)
@@ -301,11 +315,6 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
                      dom, setup, cells_initial=book.sum(dom.n), weight_initial=weight_initial, say=say,
                      wall_start=wall_start, load=load)
     state.watch = Watch.create(comm, sc, clock, state.probe_work)
-    host = getattr(comm, "host", None)
-    on = f"{p} processor{'s' * (p != 1)}" + ("" if host is None or host.n == p else
-                                               f" on {host.n} process{'es' * (host.n != 1)}")
-    say(f"hermes: {setup.name} ({setup.n_cells} cells) on {on}, balancer {balancer.name}, "
-        f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
     say(f"set-up: mesh, initial partition and distribution in {time.perf_counter() - wall_start:.1f} s wall")
     if state.rank == 0:
         _record_initial(state)
@@ -658,8 +667,8 @@ def compute(r: RunState, ph: PhaseState) -> None:
         ph.watched, ph.watch_errors = r.watch.observe(r.clock, ph.k, r.book)
 
 
-def record(r: RunState, ph: PhaseState) -> None:
-    """Step 9: the phase's records, gathered on rank 0 (bookkeeping)."""
+def record(r: RunState, ph: PhaseState) -> str:
+    """Step 9: the phase's records, gathered on rank 0 (bookkeeping); the head of the phase's progress line."""
     book, clock, dom, st = r.book, r.clock, r.dom, ph.stats
     t_phase = book.max(clock.elapsed() - ph.t_start)
     delta = {c: clock.totals[c] - ph.snap[c] for c in clock.totals}
@@ -683,11 +692,25 @@ def record(r: RunState, ph: PhaseState) -> None:
                                     ph.watch_errors))
         r.partitions.update(arrays[0])
         r.geometry.update(arrays[1])
-    wall = time.perf_counter() - r.wall_start
-    left = r.sc.adaptation.phases - ph.k
-    r.say(f"phase {ph.k}/{r.sc.adaptation.phases}: imbalance {ph.imbalance_before:.3f} -> {imb_after:.3f}, "
-          f"moved {moved} cells, {r.sc.clock} time {t_phase:.4g} s | wall {wall:.1f} s"
-          + (f", ETA {wall / ph.k * left:.0f} s" if left else ""))
+    return (f"phase {ph.k}/{r.sc.adaptation.phases}: imbalance {ph.imbalance_before:.3f} -> {imb_after:.3f}, "
+            f"moved {moved} cells, {r.sc.clock} time {t_phase:.4g} s")
+
+
+def pictures_to_draw(sc: Scenario, phases: int) -> int:
+    """How many PNG files the end of a run of ``phases`` phases draws (:func:`draw`): a partition per phase and
+    the initial one, ``phases.png``, and ``monitor.png`` with an extra load or a monitor."""
+    if not sc.output.pictures:
+        return 0
+    return phases + 2 + (sc.extraload is not None or sc.monitor is not None)
+
+
+def eta(phase_wall: float, left: int, write_wall: float, pictures: int) -> str:
+    """The ETA of a progress line: ``left`` phases as long as the last one (``phase_wall`` seconds: the phases of
+    an adaptive run grow, the last one is the best guess of the next), the final records written as fast as the
+    last phase's were (``write_wall``), then the pictures — counted, not timed: none is drawn before the end, so
+    there is no time of this run's to estimate them from."""
+    text = f"ETA {left * phase_wall + write_wall:.0f} s"
+    return text + (f" + drawing {pictures} pictures" if pictures else "")
 
 
 # -- the run -------------------------------------------------------------------------------------------------
@@ -786,18 +809,24 @@ def _phases(r: RunState, first: int, out: Path | None, dog: Watchdog, *,
     :func:`finish`."""
     sc = r.sc
     every = sc.output.checkpoint_every
+    pictures = pictures_to_draw(sc, sc.adaptation.phases) if out is not None else 0
     for k in range(first, sc.adaptation.phases + 1):
+        t = time.perf_counter()
         ph = extra_load(r, k)
         adapt(r, ph)
         balance_rounds(r, ph)  # monitor → decide → balance → realise → migrate, per round
         compute(r, ph)
-        record(r, ph)
+        line = record(r, ph)
+        t_write = time.perf_counter()
         if out is not None:
             if every is not None and k % every == 0 and k < sc.adaptation.phases:
                 save_checkpoint(r, k, out)
                 last_checkpoint = k
             agree(r.comm, lambda at=last_checkpoint: _write_progress(r, out, at) if r.rank == 0 else None)
             _fault(r, k)
+        now = time.perf_counter()
+        left = sc.adaptation.phases - k
+        r.say(f"{line} | wall {now - r.wall_start:.1f} s, {eta(now - t, left, now - t_write, pictures)}")
         dog.beat(k)
     return finish(r, out_dir=out, write=out is not None, watchdog=dog)
 
@@ -915,6 +944,7 @@ def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_
     result = RunResult(summary, r.rank_rows())
     if write:
         out = Path(out_dir or run_dir_for(sc)[0])
+        t = time.perf_counter()
         try:
             result.out_dir = write_run(sc, summary, result.ranks, r.columns, r.partitions, r.setup.mesh, out,
                                        r.geometry)
@@ -929,7 +959,13 @@ def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_
             raise RunDirError(f"cannot write the results in {out} ({reason(err)}); the records of the phases "
                               f"finished before are kept") from None
         shutil.rmtree(result.out_dir / CHECKPOINT, ignore_errors=True)  # a finished run has nothing to resume
+        pictures = pictures_to_draw(sc, sc.adaptation.phases)
+        files = " and ".join([f"{pictures} pictures"] * (pictures > 0) + ["the VTU files"] * sc.output.vtu)
+        r.say(f"results written in {time.perf_counter() - t:.1f} s" + (f"; drawing {files}" if files else ""))
+        t = time.perf_counter()
         draw(result.out_dir, sc)
+        if files:
+            r.say(f"drawn: {files} in {time.perf_counter() - t:.1f} s")
     return result
 
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WITH_SERIAL = sorted(n for n, b in BALANCERS.items() if b.serial is not None)
 
 
-def test_the_registry_is_filled_eagerly_and_reads_like_a_dict():
+def test_the_registry_knows_every_built_in_and_reads_like_a_dict():
     assert len(BALANCERS) == 24 and BALANCERS.get("pcg") is BALANCERS["pcg"] and "gda0" in BALANCERS
 
 

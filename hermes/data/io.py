@@ -38,7 +38,7 @@ from hermes.data.formats import (
     read_matrix_market,
     validated_mesh,
 )
-from hermes.data.mesh import Mesh, csr_from_edges
+from hermes.data.mesh import SOLID_TYPES, Mesh, Solid, csr_from_edges
 from hermes.errors import MeshError, OutputError
 from hermes.results import write_through
 
@@ -292,8 +292,15 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
         np.cumsum(sizes, out=cell_ptr[1:])
         cell_nodes = np.concatenate([data.ravel() for _, data in blocks])
         poly_points = points
+    solid = None
+    if dim == 3 and points.shape[1] == 3 and all(base in SOLID_TYPES for base, _ in blocks):
+        sizes = np.concatenate([np.full(data.shape[0], data.shape[1], dtype=np.int64) for _, data in blocks])
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=ptr[1:])
+        types = np.concatenate([np.full(data.shape[0], SOLID_TYPES[base][0], dtype=np.uint8) for base, data in blocks])
+        solid = Solid(points, ptr, np.concatenate([data.ravel() for _, data in blocks]).astype(np.int64), types)
     mesh = Mesh(name=path.stem, xadj=xadj, adjncy=adjncy, weights=np.ones(n), coords=coords,
-                points=poly_points, cell_ptr=cell_ptr, cell_nodes=cell_nodes, meta=meta)
+                points=poly_points, cell_ptr=cell_ptr, cell_nodes=cell_nodes, meta=meta, solid=solid)
     return validated_mesh(mesh, path)
 
 

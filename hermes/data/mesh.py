@@ -16,12 +16,36 @@ from numpy.typing import NDArray
 
 from hermes.errors import MeshError
 
-__all__ = ["COORD_MAX", "WEIGHT_MAX", "Mesh", "csr_from_edges", "validate_graph"]
+__all__ = ["COORD_MAX", "WEIGHT_MAX", "Mesh", "Solid", "SOLID_TYPES", "csr_from_edges", "validate_graph"]
 
 #: largest coordinate magnitude: squared distances (disc regions, areas) stay finite (hermes.scenario.BIG)
 COORD_MAX = 1e100
 #: largest unit weight a mesh file may give: the run's loads stay finite (hermes.scenario.BIG)
 WEIGHT_MAX = 1e100
+
+
+#: the 3-D cell types hermes reads, by meshio name, with their VTK type id and corner count
+SOLID_TYPES = {"tetra": (10, 4), "hexahedron": (12, 8), "wedge": (13, 6), "pyramid": (14, 5)}
+
+
+@dataclass(frozen=True, eq=False)
+class Solid:
+    """The 3-D cells of a volume mesh, for its pictures and VTU files (the work units are its cells).
+
+    Attributes
+    ----------
+    points : ndarray of float64, shape (m, 3)
+        Node coordinates.
+    cell_ptr, cell_nodes : ndarray of int64
+        CSR corner lists: cell ``i`` has the corners ``cell_nodes[cell_ptr[i]:cell_ptr[i+1]]`` in VTK order.
+    cell_types : ndarray of uint8, shape (n,)
+        The VTK type id of every cell (:data:`SOLID_TYPES`: 10 tetra, 12 hexahedron, 13 wedge, 14 pyramid).
+    """
+
+    points: NDArray[np.float64]
+    cell_ptr: NDArray[np.int64]
+    cell_nodes: NDArray[np.int64]
+    cell_types: NDArray[np.uint8]
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +67,8 @@ class Mesh:
     points, cell_ptr, cell_nodes : ndarray or None
         Optional drawable geometry: node coordinates and, per unit ``i``, the polygon
         ``points[cell_nodes[cell_ptr[i]:cell_ptr[i+1]]]``. ``None`` for pure graphs (.graph, .mtx).
+    solid : Solid or None
+        The 3-D cells of a volume mesh (``points`` etc. stay ``None``: the units are not polygons).
     """
 
     name: str
@@ -55,6 +81,7 @@ class Mesh:
     cell_ptr: NDArray[np.int64] | None = None
     cell_nodes: NDArray[np.int64] | None = None
     meta: dict = field(default_factory=dict)
+    solid: Solid | None = None
 
     @property
     def n_cells(self) -> int:

@@ -69,7 +69,9 @@ NUMBER_MAX = 1e300
 
 #: ``NAME_XXX``: a per-phase array (3 to 6 digits; a phase above MAX_PHASES is not one)
 _PHASE_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*?)_(\d{3,6})")
-_CELLS = ("coords", "points", "cell_ptr", "cell_nodes")
+_CELLS = ("coords", "points", "cell_ptr", "cell_nodes", "cell_types")
+#: the 3-D cells a run directory may record (``cell_types``, VTK ids) and their corner counts
+_SOLID_CORNERS = {10: 4, 12: 8, 13: 6, 14: 5}
 
 
 def one_line(err: BaseException) -> str:
@@ -368,6 +370,7 @@ class Geometry:
     cell_nodes: NDArray[np.int64] | None = None
     xadj: NDArray[np.int64] | None = None
     adjncy: NDArray[np.int64] | None = None
+    cell_types: NDArray[np.uint8] | None = None  # VTK ids of 3-D cells (10, 12, 13, 14); None: polygons
 
     @property
     def n(self) -> int:
@@ -425,6 +428,18 @@ def phase_geometry(archive: NpzArchive, phase: int, cache: dict | None = None) -
         _csr(archive, ck, ptr, nk, nodes, n, pts.shape[0], min_row=3)
         out.update(points=pts.astype(np.float64, copy=False), cell_ptr=ptr.astype(np.int64),
                    cell_nodes=nodes.astype(np.int64))
+        if keys["cell_types"]:
+            tk = keys["cell_types"]
+            types = archive.get(tk)
+            _kind(archive, tk, types, "iu")
+            _shape(archive, tk, types, (n,), f"{n} units")
+            corners = np.zeros(256, dtype=np.int64)
+            corners[list(_SOLID_CORNERS)] = list(_SOLID_CORNERS.values())
+            if types.size and (types.min() < 0 or types.max() > 255 or pts.shape[1] != 3
+                               or np.any(corners[np.clip(types, 0, 255)] != np.diff(out["cell_ptr"]))):
+                raise archive.error(f"{tk} must give every cell a 3-D VTK type (tetra 10, hexahedron 12, wedge 13, "
+                                    f"pyramid 14) matching its corner count, with 3-D points")
+            out["cell_types"] = types.astype(np.uint8)
     if keys["xadj"] and keys["adjncy"]:
         xk, ak = keys["xadj"], keys["adjncy"]
         xadj, adjncy = archive.get(xk), archive.get(ak)

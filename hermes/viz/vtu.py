@@ -63,6 +63,8 @@ VTU_DIR = "vtu"
 #: per-phase arrays read with their own check (hermes.viz.rundir.check_unit_array); any other is a "field"
 _KNOWN = {"weight": "weight", "migrated": "migrated", "gid": "gid", "level": "level"}
 _BLOCK_TYPE = {3: "triangle", 4: "quad"}
+#: VTK id of a 3-D cell (a run directory's ``cell_types``) → meshio block name
+_SOLID_TYPE = {10: "tetra", 12: "hexahedron", 13: "wedge", 14: "pyramid"}
 
 
 def write_run_vtu(run_dir: str | os.PathLike[str], *, graph_edges: bool = True) -> list[Path]:
@@ -110,7 +112,7 @@ def write_run_vtu(run_dir: str | os.PathLike[str], *, graph_edges: bool = True) 
     for k, g, fields in plans:
         mesh = partition_mesh(
             g.coords, fields, points=g.points, cell_ptr=g.cell_ptr, cell_nodes=g.cell_nodes,
-            xadj=g.xadj if graph_edges else None, adjncy=g.adjncy if graph_edges else None,
+            cell_types=g.cell_types, xadj=g.xadj if graph_edges else None, adjncy=g.adjncy if graph_edges else None,
         )
         written.append(write_vtu(out / f"phase-{k:03d}.vtu", mesh))
     written.append(write_pvd(run / PVD_NAME, [(k, f"{VTU_DIR}/phase-{k:03d}.vtu") for k in phases]))
@@ -126,7 +128,8 @@ def _plans(run: Path, geo: NpzArchive, parts: NpzArchive, per_phase: dict[int, l
     prev: tuple[NDArray, bool, NDArray | None] | None = None
     for k in phases:
         g = phase_geometry(geo, k, shared)
-        own_geometry = any(f"{name}_{k:03d}" in geo for name in ("coords", "points", "cell_ptr", "cell_nodes"))
+        own_geometry = any(f"{name}_{k:03d}" in geo
+                           for name in ("coords", "points", "cell_ptr", "cell_nodes", "cell_types"))
         n = g.n
         owner = check_owner(parts, f"owner_{k:03d}", n, None)
         arrays = {name: check_unit_array(parts, f"{name}_{k:03d}", n, _KNOWN.get(name, "field"))
@@ -154,7 +157,7 @@ def _plans(run: Path, geo: NpzArchive, parts: NpzArchive, per_phase: dict[int, l
 def partition_mesh(coords: NDArray[np.float64], fields: dict[str, NDArray], *,
                    points: NDArray[np.float64] | None = None, cell_ptr: NDArray[np.int64] | None = None,
                    cell_nodes: NDArray[np.int64] | None = None, xadj: NDArray[np.int64] | None = None,
-                   adjncy: NDArray[np.int64] | None = None):
+                   adjncy: NDArray[np.int64] | None = None, cell_types: NDArray[np.uint8] | None = None):
     """A :class:`meshio.Mesh` of the units with one value per unit of every field.
 
     Parameters
@@ -167,6 +170,9 @@ def partition_mesh(coords: NDArray[np.float64], fields: dict[str, NDArray], *,
         Cell polygons (module docstring). Given: the units are cells and ``fields`` become cell data;
         cells are grouped in blocks by node count (3 → ``triangle``, 4 → ``quad``, k ≥ 5 →
         ``polygon``), keeping the id order within a block.
+    cell_types : ndarray of uint8, shape (n,), optional
+        The VTK type of every 3-D cell (10 ``tetra``, 12 ``hexahedron``, 13 ``wedge``, 14 ``pyramid``): the
+        cells are grouped by type instead, with their 3-D points.
     xadj, adjncy : ndarray, optional
         For pure graphs: the edges, written as ``line`` cells after the ``vertex`` cells.
 
@@ -189,10 +195,13 @@ def partition_mesh(coords: NDArray[np.float64], fields: dict[str, NDArray], *,
         return meshio.Mesh(_pad3(coords), cells, point_data=data)
     sizes = np.diff(cell_ptr)
     blocks, order = [], []
-    for k in np.unique(sizes):
-        idx = np.flatnonzero(sizes == k)
+    kinds = sizes if cell_types is None else np.asarray(cell_types, dtype=np.int64)
+    for t in np.unique(kinds):
+        idx = np.flatnonzero(kinds == t)
+        k = int(sizes[idx[0]])
         conn = cell_nodes[cell_ptr[idx][:, None] + np.arange(k)]
-        blocks.append(meshio.CellBlock(_BLOCK_TYPE.get(int(k), "polygon"), conn.astype(np.int64)))
+        name = _BLOCK_TYPE.get(k, "polygon") if cell_types is None else _SOLID_TYPE[int(t)]
+        blocks.append(meshio.CellBlock(name, conn.astype(np.int64)))
         order.append(idx)
     cell_data = {name: [a[idx] for idx in order] for name, a in data.items()}
     return meshio.Mesh(_pad3(points), blocks, cell_data=cell_data)

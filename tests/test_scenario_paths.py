@@ -12,6 +12,7 @@ import yaml
 
 from hermes.compare.experiment import load_experiment
 from hermes.errors import BalancerError, ScenarioError
+from hermes.preflight import mesh_cells
 from hermes.results import run_dir_for
 from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 from tests.conftest import ROOT
@@ -92,3 +93,13 @@ def test_a_dotted_plugin_section_can_come_from_the_command_line(monkeypatch):
     sc = parse_scenario({**QUICKSTART, "balancer": {"algorithm": "fixed_diffusion.FixedStepDiffusion"}},
                         overrides=["balancer.fixed_diffusion.FixedStepDiffusion.steps=11"])
     assert sc.balancer.params == {"steps": 11}
+
+
+
+def test_mesh_constraint_sum_serves_a_sweep_over_single_and_multi_weight_meshes(layout):
+    cwd, exp = layout
+    (cwd / "m.graph").write_text("4 3 10 2\n1 0 2\n1 3 1 3\n2 0 2 4\n1 0 3\n")
+    e = load_experiment(exp / "grid.yaml", sets=["mesh.constraint=sum"], set_axes=["mesh=b.vtu,m.graph"])
+    runs = e.runs()
+    assert [Path(r.scenario.mesh.file) for r in runs] == [cwd / "b.vtu", cwd / "m.graph"]
+    assert [mesh_cells(r.scenario) for r in runs] == [(380, (1.0, 1.0)), (4, (1.0, 4.0))]  # 'sum' of one weight

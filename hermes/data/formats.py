@@ -324,7 +324,7 @@ def select_constraint(mesh: Mesh, constraint: int | str | None, where: str) -> M
 
     hermes balances one load: ``constraint`` says which — ``k`` (1-based) the k-th weight, ``"sum"``
     their sum; zeros become 1 as in :func:`read_chaco`. A single-weight mesh is returned as it is
-    (``constraint`` must then be None or 1).
+    (``constraint`` None, 1 or ``"sum"``: one setting can serve a sweep over several meshes).
 
     Raises
     ------
@@ -334,7 +334,7 @@ def select_constraint(mesh: Mesh, constraint: int | str | None, where: str) -> M
     """
     ncon = int(mesh.meta.get("ncon", 1))
     if ncon == 1:
-        if constraint not in (None, 1):
+        if constraint not in (None, 1, "sum"):
             raise MeshError(f"mesh.constraint: {where} has one vertex weight per vertex, got constraint "
                             f"{constraint!r} (give it only for multi-constraint graphs)")
         return mesh

@@ -36,11 +36,6 @@ def figures(monkeypatch):
     return caught
 
 
-def _boxes(fig):
-    r = fig.canvas.get_renderer()
-    return {ax.get_label(): ax.get_tightbbox(r) for ax in fig.axes if ax.get_visible()}, fig.bbox
-
-
 def rcb_owner(coords: np.ndarray, k: int) -> np.ndarray:
     """k parts of equal counts by recursive coordinate bisection (small parts where the mesh is fine)."""
     out = np.zeros(len(coords), dtype=np.int64)
@@ -123,20 +118,30 @@ def test_rank_key_and_overview_apart_and_inside(tmp_path, figures, nparts, weigh
                    show_weights=weights, loads=np.bincount(owner, minlength=nparts).astype(float), dpi=40)
     fig = figures[-1]
     r = fig.canvas.get_renderer()
-    boxes, page = _boxes(fig)
-    key = fig.axes[[a.get_label() for a in fig.axes].index("K")]
-    legend = key.get_legend()
-    if nparts <= partition.LEGEND_LIMIT:
-        assert legend is not None and len(legend.get_texts()) == nparts
-        boxes["legend"] = legend.get_window_extent(r)
-    overview = boxes.pop("O")  # the whole domain: an overview panel of its own
-    for name, b in boxes.items():
-        if name not in ("K",):  # the key panel holds the legend
-            assert not b.overlaps(overview), name
+    page = fig.bbox
+    every = [a for ax in fig.axes for a in [ax, *ax.child_axes] if a.get_visible()]
+    overview = [a for a in every if a.get_title() == "whole domain"]
+    assert len(overview) == 1
+    view = overview[0].get_tightbbox(r)
+    # the rank key: the legend's entries, or the colour bar (an axes labelled "rank")
+    keys = [a.get_legend().get_window_extent(r) for a in every if a.get_legend() is not None
+            and a.get_legend().get_title().get_text() == "rank"]
+    keys += [a.get_tightbbox(r) for a in every if "rank" in (a.get_ylabel(), a.get_xlabel())
+             and a.get_xlabel() != "rank"]  # (the load bars' x axis is "rank" too)
+    assert len(keys) == 1
+    # up to 64 ranks the key lists every rank by name (a colour bar of 64 golden-ratio hues cannot be read)
+    legends = [a.get_legend() for a in every if a.get_legend() is not None]
+    assert (len(legends) == 1 and len(legends[0].get_texts()) == nparts) == (nparts <= 64)
+    partition_box = [a for a in every if a.get_title().startswith("owner rank")][0].get_window_extent(r)
+    for name, b in (("rank key", keys[0]), ("whole domain", view)):
+        assert not b.overlaps(partition_box), name
         assert page.x0 - 1 <= b.x0 and b.x1 <= page.x1 + 1 and page.y0 - 1 <= b.y0 and b.y1 <= page.y1 + 1, name
-    assert page.x0 - 1 <= overview.x0 and overview.x1 <= page.x1 + 1 and page.y0 - 1 <= overview.y0
-    if "legend" in boxes:
-        assert not boxes["legend"].overlaps(boxes["P"])
+    assert not keys[0].overlaps(view)
+    # nor does either cover another panel (the weights and their colour bar, the load bars)
+    others = [a.get_tightbbox(r) for a in every if a is not overview[0] and a.get_title() != "whole domain"
+              and a.get_title() and not a.get_title().startswith("owner rank")]
+    for b in others:
+        assert not view.overlaps(b) and not keys[0].overlaps(b)
 
 
 # -- 4. the time stacks of phases.png within their axis ---------------------------------------------------------

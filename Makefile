@@ -23,7 +23,7 @@ EDITABLE := --no-deps --no-build-isolation -e .
 # make lock: uv in a venv of its own (never in .venv, which holds exactly the lock)
 UV_VERSION := 0.13.9
 TOOLS      := .venv-lock
-UV_COMPILE := $(TOOLS)/bin/uv pip compile pyproject.toml --extra test --extra pandas requirements/build.in \
+UV_COMPILE := $(TOOLS)/bin/uv pip compile pyproject.toml --extra test requirements/build.in \
               --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
               --custom-compile-command "make lock" --quiet -o $(LOCK)
 CHECK_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-lock

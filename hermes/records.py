@@ -119,8 +119,7 @@ class RunResult:
         return self.summary["phases"]
 
     def to_pandas(self):
-        """(phases, ranks) as pandas DataFrames (needs pandas: in the locked environment of ``make run``; else
-        ``pip install pandas``, or ``pip install .[pandas]`` in hermes' clone)."""
+        """(phases, ranks) as pandas DataFrames (pandas is a dependency of hermes, imported only here)."""
         try:
             import pandas as pd
         except ImportError:

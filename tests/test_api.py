@@ -1,5 +1,5 @@
-"""The Python API's results as pandas tables: pandas is in the locked environment (requirements/lock.txt, the
-``pandas`` extra), so these tests fail, not skip, where it is missing."""
+"""The Python API's results as pandas tables: pandas is a dependency of hermes (in requirements/lock.txt too), so
+these tests fail, not skip, where it is missing."""
 
 from __future__ import annotations
 

@@ -353,7 +353,7 @@ def test_python_api_returns_the_results_table(tmp_path):
 
     table = hermes.compare(dict(SMALL), axes={"balancer": ["none", "pcg"]}, out=tmp_path / "api", report=False,
                            adaptation__phases=1)
-    import pandas as pd  # in the locked environment (the pandas extra): the table is a DataFrame
+    import pandas as pd  # a dependency of hermes: the table is a DataFrame
 
     assert isinstance(table, pd.DataFrame) and table.attrs["experiment_dir"] == str(tmp_path / "api")
     rows = table.to_dict("records")

@@ -100,9 +100,10 @@ def test_run_prints_each_set_up_step_and_an_eta_that_counts_the_pictures(tmp_pat
     lines = res.stdout.splitlines()
     starts = ["hermes: ", "set-up: mesh grid12x12 (144 cells) generated in ", "set-up: initial partition (METIS, 1 "
               "part) in ", "set-up: cells sent to their 1 processor in ", "set-up: mesh, initial partition and "
-              "distribution in ", "phase 1/2: ", "phase 2/2: ", "results written in ", "drawn: 4 pictures in "]
-    assert len(lines) >= len(starts) and all(a.startswith(b) for a, b in zip(lines, starts)), res.stdout
+              "distribution in ", "phase 1/2: ", "phase 2/2: ", "results written in "]
+    assert len(lines) > len(starts) and all(a.startswith(b) for a, b in zip(lines, starts)), res.stdout
     assert lines[5].endswith(" + drawing 4 pictures") and ", ETA " in lines[5], lines[5]
     assert lines[7].endswith("; drawing 4 pictures"), lines[7]
+    assert any(line.startswith("drawn: 4 pictures in ") for line in lines[8:]), res.stdout  # after the drawing
     quiet = _run("--out", str(tmp_path / "q"), "--quiet")
     assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout

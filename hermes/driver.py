@@ -963,16 +963,16 @@ def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_
         files = " and ".join([f"{pictures} pictures"] * (pictures > 0) + ["the VTU files"] * sc.output.vtu)
         r.say(f"results written in {time.perf_counter() - t:.1f} s" + (f"; drawing {files}" if files else ""))
         t = time.perf_counter()
-        draw(result.out_dir, sc)
+        draw(result.out_dir, sc, r.say)
         if files:
             r.say(f"drawn: {files} in {time.perf_counter() - t:.1f} s")
     return result
 
 
-def draw(out: Path, sc: Scenario) -> None:
-    """The run's VTU files and pictures, as the scenario asks. A picture hermes cannot draw from the records
-    is a warning; a file it cannot write (a full disk, a read-only medium) is a RunDirError after the records
-    are complete."""
+def draw(out: Path, sc: Scenario, say: Callable[[str], None] | None = None) -> None:
+    """The run's VTU files and pictures, as the scenario asks (``say``: a progress line after every picture).
+    A picture hermes cannot draw from the records is a warning; a file it cannot write (a full disk, a
+    read-only medium) is a RunDirError after the records are complete."""
     try:
         if sc.output.vtu:
             from hermes.viz.vtu import write_run_vtu
@@ -985,9 +985,10 @@ def draw(out: Path, sc: Scenario) -> None:
                 log.warning("VTU files not written: %s", err)
         if sc.output.pictures:
             from hermes.viz import plot_run
+            from hermes.viz.parallel import default_workers
 
             try:
-                plot_run(out)
+                plot_run(out, progress=say, workers=default_workers(sc.adaptation.phases + 1))
             except OutputError:
                 raise
             except HermesError as err:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,8 @@ def plot_run(
     dpi: int = 150,
     out_dir: str | os.PathLike[str] | None = None,
     timeline: bool = True,
+    progress: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> list[Path]:
     """Draw the partition of every recorded phase and the per-phase plot of a run directory.
 
@@ -74,6 +77,11 @@ def plot_run(
         Where the pictures go (default: the run directory).
     timeline : bool
         Also write ``phases.png`` (imbalance and time split per phase).
+    progress : callable, optional
+        Called with a line after every picture: ``drawn partition-003.png (4/7, 0.8 s)``.
+    workers : int
+        Draw the partition pictures in this many fresh processes at once (:mod:`hermes.viz.parallel`; the
+        pictures are the same); 1 draws them in this process.
 
     Returns
     -------
@@ -135,6 +143,22 @@ def plot_run(
     windows = _windows(zoom, plans, nparts)
     dest = Path(out_dir) if out_dir is not None else run
     written = []
+    total, count, tick = len(plans) + bool(timeline), 0, time.perf_counter()
+
+    def drawn(path: Path) -> None:
+        nonlocal tick, count
+        count += 1
+        if progress is not None:
+            now = time.perf_counter()
+            progress(f"drawn {path.name} ({count}/{total}, {now - tick:.1f} s)")
+            tick = now
+    if workers > 1 and len(plans) > 1:
+        from hermes.viz.parallel import draw_in_workers
+
+        written = draw_in_workers(run, dest, [(plan[0], window) for plan, window in zip(plans, windows)],
+                                  show=sorted(panels), dpi=dpi, workers=min(int(workers), len(plans)),
+                                  progress=drawn)
+        plans = []  # drawn
     for (p, g, owner, w, levels), window in zip(plans, windows):
         loads = fair = None
         if "loads" in panels and w is not None:
@@ -162,8 +186,10 @@ def plot_run(
             cell_types=g.cell_types,
         )
         written.append(path)
+        drawn(path)
     if timeline:
         written.append(plot_phases(dest / "phases.png", summary, dpi=dpi))
+        drawn(written[-1])
     log.info("wrote %d pictures in %s", len(written), dest)
     return written
 

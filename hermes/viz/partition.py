@@ -378,9 +378,9 @@ def plot_partition(
     if polys is not None:
         thin = big or _visible_units(xy, bounds) > EDGE_LIMIT
         outline = dict(edgecolors="face", linewidths=0.3) if thin else dict(edgecolors=(0, 0, 0, 0.35), linewidths=0.3)
-        ax.add_collection(_cells(polys, facecolors=facecolors, **outline))
+        ax.add_collection(_cells(polys, facecolors=facecolors, **outline), autolim=False)  # limits: _frame
         seg = partition_boundaries(pts, ptr, nodes, own)
-        ax.add_collection(LineCollection(seg, colors="k", linewidths=0.5 if thin else 1.0))
+        ax.add_collection(LineCollection(seg, colors="k", linewidths=0.5 if thin else 1.0), autolim=False)
     else:
         _draw_graph(ax, xy, xadj, adjncy, facecolors, msize)
     _frame(ax, bounds)
@@ -467,7 +467,7 @@ def _overview(ins: Axes, polys, xy, facecolors, full: Box, box: Box, area: float
     from matplotlib.patches import Rectangle
 
     if polys is not None:
-        ins.add_collection(_cells(polys, facecolors=facecolors, edgecolors="face", linewidths=0.2))
+        ins.add_collection(_cells(polys, facecolors=facecolors, edgecolors="face", linewidths=0.2), autolim=False)
     else:
         ins.scatter(xy[:, 0], xy[:, 1], c=facecolors, s=_marker_sizes(xy, full, area, top=8.0), linewidths=0)
     ins.add_patch(Rectangle((box[0], box[2]), box[1] - box[0], box[3] - box[2], fill=False, edgecolor="k",
@@ -495,11 +495,11 @@ def _side_panel(fig: Figure, wax: Axes, polys, xy, xadj, adjncy, w, lev, msize, 
     n = xy.shape[0]
     if polys is not None:
         coll = _cells(polys, array=values, cmap=cmap, norm=norm, edgecolors="face", linewidths=0.3)
-        wax.add_collection(coll)
+        wax.add_collection(coll, autolim=False)
     else:
         if xadj is not None and adjncy is not None and n <= EDGE_LIMIT:
             segs = graph_segments(xy, xadj, adjncy)
-            wax.add_collection(LineCollection(segs, colors="0.8", linewidths=_lw(n), zorder=1))
+            wax.add_collection(LineCollection(segs, colors="0.8", linewidths=_lw(n), zorder=1), autolim=False)
         coll = wax.scatter(xy[:, 0], xy[:, 1], c=values, s=msize, cmap=cmap, norm=norm, linewidths=0, zorder=2)
     _frame(wax, bounds)
     wax.set_title(name, fontsize="medium")

@@ -1,0 +1,153 @@
+"""3-D (volume) meshes: their cells reach geometry.npz, their VTU files are 3-D, their pictures are drawn in 3-D
+with every rank visible; pictures are drawn with progress lines, in-process or in worker processes alike."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import meshio
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from hermes import driver
+from hermes.data.io import read_meshio
+from hermes.scenario import load_scenario
+from hermes.viz import partition, plot_run
+from hermes.viz.partition import rank_colors
+from hermes.viz.solid import solid_faces
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hex_mesh(path: Path, n: int = 4) -> Path:
+    """An n × n × n hexahedron mesh of the unit cube (VTK corner order)."""
+    g = np.linspace(0.0, 1.0, n + 1)
+    x, y, z = np.meshgrid(g, g, g, indexing="ij")
+    pts = np.column_stack([x.ravel(), y.ravel(), z.ravel()])
+    i, j, k = (a.ravel() for a in np.meshgrid(*[np.arange(n)] * 3, indexing="ij"))
+
+    def idx(a, b, c):
+        return (a * (n + 1) + b) * (n + 1) + c
+
+    hexes = np.column_stack([idx(i, j, k), idx(i + 1, j, k), idx(i + 1, j + 1, k), idx(i, j + 1, k),
+                             idx(i, j, k + 1), idx(i + 1, j, k + 1), idx(i + 1, j + 1, k + 1), idx(i, j + 1, k + 1)])
+    meshio.write(path, meshio.Mesh(pts, [("hexahedron", hexes)]))
+    return path
+
+
+def test_a_volume_mesh_keeps_its_3d_cells(tmp_path):
+    mesh = read_meshio(hex_mesh(tmp_path / "cube.vtu", 3))
+    assert mesh.solid is not None and not mesh.has_polygons
+    assert mesh.solid.points.shape == (64, 3)
+    assert np.all(mesh.solid.cell_types == 12) and np.all(np.diff(mesh.solid.cell_ptr) == 8)
+
+
+def test_solid_faces_close_every_part():
+    # two hexes side by side, one per rank: 2 × 5 outer faces, and the shared face once for each side
+    pts_ptr = np.array([0, 8, 16])
+    nodes = np.array([0, 1, 2, 3, 4, 5, 6, 7, 1, 8, 9, 2, 5, 10, 11, 6])
+    face, cell, outer = solid_faces(pts_ptr, nodes, np.array([12, 12]), np.array([0, 1]))
+    assert face.shape == (12, 4) and outer.sum() == 10 and np.bincount(cell).tolist() == [6, 6]
+    # one rank: the shared face is interior and dropped
+    face, cell, outer = solid_faces(pts_ptr, nodes, np.array([12, 12]), np.array([0, 0]))
+    assert face.shape == (10, 4) and outer.all()
+
+
+@pytest.fixture(scope="module")
+def hex_run(tmp_path_factory):
+    """A finished 8-processor run on a 4 × 4 × 4 hex mesh (``hermes run``), its pictures drawn."""
+    tmp = tmp_path_factory.mktemp("hex")
+    mesh = hex_mesh(tmp / "cube.vtu", 4)
+    out = tmp / "run"
+    done = subprocess.run([sys.executable, "-m", "hermes", "run", str(ROOT / "scenarios" / "lshape.yaml"),
+                           "--out", str(out), "--set", f"mesh.file={mesh}", "--set", "processors=8",
+                           "--set", "platform.capacities=homo", "--set", "adaptation.phases=2",
+                           "--set", "output.vtu=true"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return out, done.stdout.splitlines()
+
+
+def test_a_hex_run_records_and_writes_3d_cells(hex_run):
+    out, _ = hex_run
+    with np.load(out / "geometry.npz") as geo:
+        assert geo["points"].shape == (125, 3) and np.all(geo["cell_types"] == 12)
+    vtu = meshio.read(out / "vtu" / "phase-001.vtu")
+    assert [(c.type, len(c.data)) for c in vtu.cells] == [("hexahedron", 64)]
+    assert np.ptp(vtu.points[:, 2]) == 1.0  # z kept
+    assert sorted(np.unique(vtu.cell_data["owner"][0])) == list(range(8))
+
+
+def test_a_hex_run_is_drawn_in_3d_with_every_rank(hex_run, monkeypatch, tmp_path):
+    out, lines = hex_run
+    assert any(line.startswith("drawn partition-001.png") for line in lines)  # progress while drawing
+    figures = []
+
+    def keep(fig, path):
+        figures.append(fig)
+        return Path(path)
+
+    monkeypatch.setattr(partition, "save_figure", keep)
+    plot_run(out, phases=[1], out_dir=tmp_path, timeline=False)
+    (fig,) = figures
+    three_d = [ax for ax in fig.axes if ax.name == "3d"]
+    assert len(three_d) == 2
+    colors = rank_colors(8)
+    for ax in three_d:
+        (coll,) = ax.collections
+        # shading scales a face's RGB: its direction is the rank's colour; every rank is on the picture
+        rgb = coll.get_facecolor()[:, :3]
+        rgb = rgb / np.linalg.norm(rgb, axis=1, keepdims=True)
+        ranks = colors[:, :3] / np.linalg.norm(colors[:, :3], axis=1, keepdims=True)
+        nearest = np.argmax(rgb @ ranks.T, axis=1)
+        assert np.allclose(rgb, ranks[nearest], atol=1e-6)
+        assert sorted(set(nearest.tolist())) == list(range(8))
+    legend = next(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)
+    assert [t.get_text() for t in legend.get_texts()] == [str(r) for r in range(8)]
+
+
+def test_quiet_runs_draw_without_lines():
+    sc = load_scenario(ROOT / "scenarios" / "lshape.yaml", overrides=["adaptation.phases=1", "processors=1",
+                                                                      "platform.capacities=homo"])
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        driver.run(sc, MPI.COMM_SELF, out_dir=Path(tmp) / "q", quiet=True, progress=lines.append)
+        assert (Path(tmp) / "q" / "partition-001.png").is_file()
+    assert lines == []
+    with tempfile.TemporaryDirectory() as tmp:
+        driver.run(sc, MPI.COMM_SELF, out_dir=Path(tmp) / "q", progress=lines.append)
+    assert [s.split()[1] for s in lines if s.startswith("drawn ")] == ["partition-000.png", "partition-001.png",
+                                                                        "phases.png"]
+
+
+def test_workers_draw_the_same_pictures(hex_run, tmp_path):
+    out, _ = hex_run
+    seen: list[str] = []
+    one = plot_run(out, out_dir=tmp_path / "one", timeline=False)
+    two = plot_run(out, out_dir=tmp_path / "two", timeline=False, workers=2, progress=seen.append)
+    assert [p.name for p in one] == [p.name for p in two] == ["partition-000.png", "partition-001.png",
+                                                              "partition-002.png"]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(one, two))
+    assert sorted(s.split()[1] for s in seen) == [p.name for p in one]
+
+
+def test_the_cell_panels_share_one_set_of_paths_outside_the_layout(monkeypatch, tmp_path):
+    """The fast path of a 2-D picture: the cells' paths are built once for the partition, the weights and the
+    overview panels, and measured by no layout pass (each panel built its own PolyCollection before)."""
+    from hermes.data.generators import grid
+
+    mesh = grid(12, 10)
+    figures = []
+    monkeypatch.setattr(partition, "save_figure", lambda fig, path: figures.append(fig) or Path(path))
+    owner = (mesh.coords[:, 0] > 6).astype(np.int64) + 2 * (mesh.coords[:, 1] > 5)
+    partition.plot_partition(tmp_path / "p.png", mesh.coords, owner, points=mesh.points, cell_ptr=mesh.cell_ptr,
+                             cell_nodes=mesh.cell_nodes, weights=np.ones(mesh.n_cells), show_weights=True,
+                             zoom=(0.0, 6.0, 0.0, 5.0))
+    (fig,) = figures
+    cells = [c for ax in fig.axes for c in ax.collections if len(c.get_paths()) == mesh.n_cells]
+    assert len(cells) == 3  # partition, weights, overview
+    assert all(c.get_paths() is cells[0].get_paths() for c in cells)
+    assert not any(c.get_in_layout() for c in cells)

@@ -10,7 +10,8 @@
 #   make check-wheel  builds hermes' wheel from the working tree (files git tracks or would add), installs it in a
 #                     throwaway venv resolving pyproject's ranges from the registries (pip cache allowed: a library
 #                     user's `pip install .`), checks the wheel holds every file of hermes/, then runs the embedded
-#                     quickstart from outside the source tree, where no source file can stand in for a missing one
+#                     quickstart from outside the source tree, where no source file can stand in for a missing one,
+#                     and reads it back as DataFrames
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -101,6 +102,8 @@ check-wheel:
 	rm -rf $(WHEEL_VENV)/src
 	cd $(WHEEL_VENV) && venv/bin/hermes run --out run
 	test -s $(WHEEL_VENV)/run/summary.json && test -s $(WHEEL_VENV)/run/phases.png
+	cd $(WHEEL_VENV) && venv/bin/python -c "import hermes; phases, ranks = hermes.load_run('run').to_pandas(); \
+	  assert len(phases) == 4 and len(ranks) == 16, (phases.shape, ranks.shape)"
 	@echo "check-wheel: $$(cd $(WHEEL_VENV)/dist && ls *.whl) installs and runs the quickstart ($$(\
 	  $(WHEEL_VENV)/venv/bin/python -c "import json; print(json.load(open('$(WHEEL_VENV)/run/summary.json'))['versions']['mpi'].split(',')[0])"))"
 	rm -rf $(WHEEL_VENV)

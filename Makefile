@@ -102,10 +102,10 @@ check-wheel:
 	rm -rf $(WHEEL_VENV)/src
 	cd $(WHEEL_VENV) && venv/bin/hermes run --out run
 	test -s $(WHEEL_VENV)/run/summary.json && test -s $(WHEEL_VENV)/run/phases.png
-	cd $(WHEEL_VENV) && venv/bin/python -c "import hermes; phases, ranks = hermes.load_run('run').to_pandas(); \
-	  assert len(phases) == 4 and len(ranks) == 16, (phases.shape, ranks.shape)"
-	@echo "check-wheel: $$(cd $(WHEEL_VENV)/dist && ls *.whl) installs and runs the quickstart ($$(\
-	  $(WHEEL_VENV)/venv/bin/python -c "import json; print(json.load(open('$(WHEEL_VENV)/run/summary.json'))['versions']['mpi'].split(',')[0])"))"
+	cd $(WHEEL_VENV) && venv/bin/python -c "import hermes; run = hermes.load_run('run'); phases, ranks = run.to_pandas(); \
+	  assert len(phases) == len(run.phases) > 0 and len(ranks) == len(run.ranks) > 0, (phases.shape, ranks.shape)"
+	@echo "check-wheel: $$(cd $(WHEEL_VENV)/dist && ls *.whl) installs and runs the quickstart ($$(cd $(WHEEL_VENV) && \
+	  venv/bin/python -c "import json; print(json.load(open('run/summary.json'))['versions']['mpi'].split(',')[0])"))"
 	rm -rf $(WHEEL_VENV)
 
 clean:

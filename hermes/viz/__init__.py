@@ -145,20 +145,28 @@ def plot_run(
     written = []
     total, count, tick = len(plans) + bool(timeline), 0, time.perf_counter()
 
-    def drawn(path: Path) -> None:
+    def drawn(path: Path, timed: bool = True) -> None:
         nonlocal tick, count
         count += 1
         if progress is not None:
             now = time.perf_counter()
-            progress(f"drawn {path.name} ({count}/{total}, {now - tick:.1f} s)")
+            progress(f"drawn {path.name} ({count}/{total}" + (f", {now - tick:.1f} s)" if timed else ")"))
             tick = now
     if workers > 1 and len(plans) > 1:
         from hermes.viz.parallel import draw_in_workers
 
+        timed: list[Path] = []
+
+        def meanwhile() -> None:  # phases.png in this process while the workers draw the partitions
+            if timeline:
+                timed.append(plot_phases(dest / "phases.png", summary, dpi=dpi))
+                drawn(timed[0])
+
         written = draw_in_workers(run, dest, [(plan[0], window) for plan, window in zip(plans, windows)],
                                   show=sorted(panels), dpi=dpi, workers=min(int(workers), len(plans)),
-                                  progress=drawn)
-        plans = []  # drawn
+                                  progress=lambda path: drawn(path, timed=False), meanwhile=meanwhile)
+        log.info("wrote %d pictures in %s", len(written) + len(timed), dest)
+        return written + timed
     for (p, g, owner, w, levels), window in zip(plans, windows):
         loads = fair = None
         if "loads" in panels and w is not None:

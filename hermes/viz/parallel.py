@@ -26,27 +26,39 @@ log = logging.getLogger(__name__)
 _PREFIX = "drawn "
 
 
-#: fewer usable cores than this: draw in-process (a worker's start costs ~0.6 s of CPU, a picture of a CFD run
-#: ~0.7 s; on a 2-core machine shared with other jobs, 2 workers drew refine-airfoil's pictures slower)
-MIN_CORES = 3
+#: fewer usable cores than this: draw in-process. A worker's start costs ~0.6 s of CPU, a picture of
+#: refine-airfoil ~0.8 s: on an idle 2-core machine 2 workers drew its 7 pictures in 3.4 s instead of 6.2 s
+#: (on the same machine busy with other jobs, load 4 to 6, in 9.7 s instead of 6.3 s)
+MIN_CORES = 2
 
 
 def default_workers(pictures: int) -> int:
-    """As many workers as the cores this process may use, at most one per picture; 1 (draw in-process) below
-    :data:`MIN_CORES` cores."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
+    """As many workers as the machine has cores, at most one per picture; 1 (draw in-process) below
+    :data:`MIN_CORES` cores.
+
+    The machine's cores, not this process's affinity: mpiexec binds rank 0 to one core, and at the end of a run
+    the other ranks wait idle; a worker widens its affinity again (:func:`_unbind`)."""
+    cores = os.cpu_count() or 1
     return 1 if cores < MIN_CORES else max(1, min(cores, pictures))
+
+
+def _unbind() -> None:
+    """Let this worker run on every core the system allows it (a cgroup's cpuset still applies: the kernel
+    intersects the mask with it), not only on the core its MPI parent was bound to."""
+    try:
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux, or not permitted: keep the binding
+        pass
 
 
 def draw_in_workers(run_dir: Path, out_dir: Path, tasks: Sequence[tuple[int, tuple[float, ...] | None]], *,
                     show: Sequence[str], dpi: int, workers: int,
-                    progress: Callable[[Path], None] | None = None) -> list[Path]:
+                    progress: Callable[[Path], None] | None = None,
+                    meanwhile: Callable[[], None] | None = None) -> list[Path]:
     """Draw ``partition-XXX.png`` of every ``(phase, window)`` in ``tasks`` with ``workers`` processes.
 
-    Returns the pictures in the order of ``tasks``; ``progress`` is called with each as it is drawn.
+    Returns the pictures in the order of ``tasks``; ``progress`` is called with each as it is drawn, and
+    ``meanwhile`` once the workers are started (this process draws something else in the meantime).
 
     Raises
     ------
@@ -64,6 +76,14 @@ def draw_in_workers(run_dir: Path, out_dir: Path, tasks: Sequence[tuple[int, tup
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       stdin=subprocess.DEVNULL))
     failures = []
+    try:
+        if meanwhile is not None:
+            meanwhile()
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        raise
     for proc in procs:  # lines of one worker at a time: each picture is still reported when its worker is read
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -82,6 +102,7 @@ def _main(argv: list[str]) -> int:
     """The worker: draw the phases of the job given as JSON, one line per picture."""
     from hermes.viz import plot_run
 
+    _unbind()
     job = json.loads(argv[0])
     try:
         for phase, window in job["tasks"]:

@@ -119,8 +119,8 @@ def test_quiet_runs_draw_without_lines():
     assert lines == []
     with tempfile.TemporaryDirectory() as tmp:
         driver.run(sc, MPI.COMM_SELF, out_dir=Path(tmp) / "q", progress=lines.append)
-    assert [s.split()[1] for s in lines if s.startswith("drawn ")] == ["partition-000.png", "partition-001.png",
-                                                                        "phases.png"]
+    assert sorted(s.split()[1] for s in lines if s.startswith("drawn ")) == ["partition-000.png",
+                                                                              "partition-001.png", "phases.png"]
 
 
 def test_workers_draw_the_same_pictures(hex_run, tmp_path):
@@ -151,3 +151,11 @@ def test_the_cell_panels_share_one_set_of_paths_outside_the_layout(monkeypatch, 
     assert len(cells) == 3  # partition, weights, overview
     assert all(c.get_paths() is cells[0].get_paths() for c in cells)
     assert not any(c.get_in_layout() for c in cells)
+
+
+def test_a_failing_worker_is_one_line(tmp_path):
+    from hermes.errors import HermesError
+    from hermes.viz.parallel import draw_in_workers
+
+    with pytest.raises(HermesError, match=r"^drawing the pictures failed: hermes: error: run directory not found"):
+        draw_in_workers(tmp_path / "gone", tmp_path, [(0, None), (1, None)], show=[], dpi=50, workers=2)

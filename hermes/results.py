@@ -5,7 +5,7 @@ run never leaves a half-written summary, a reader sees the old file or the new o
 user's umask gives a new file (``0666 & ~umask``), like any file the user creates.
 
 A run directory is marked as hermes' by :data:`MARKER`; :func:`check_run_dir` and :func:`open_run_dir`
-decide what happens to an existing directory (README, "What a run writes"): a non-empty directory that is
+decide what happens to an existing directory (docs/RUNNING.md, "What a run writes"): a non-empty directory that is
 not a hermes run is refused, a finished hermes run is replaced wholesale, an unfinished one (records of
 finished phases, perhaps a checkpoint to resume from) is refused unless ``force``.
 """

@@ -454,7 +454,7 @@ class RunSpec(_Strict):
 
 
 class Scenario(_Strict):
-    """A whole experiment (see README: 'Scenario format')."""
+    """A whole experiment (see docs/SCENARIOS.md)."""
 
     name: str = "scenario"
     processors: Annotated[int, Field(ge=1, le=MAX_PROCESSORS)] | None = None

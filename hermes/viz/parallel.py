@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hermes.errors import HermesError
 
-__all__ = ["draw_in_workers", "default_workers"]
+__all__ = ["draw_in_workers", "default_workers", "idle_cores"]
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,44 @@ MIN_CORES = 2
 
 
 def default_workers(pictures: int) -> int:
-    """As many workers as the machine has cores, at most one per picture; 1 (draw in-process) below
-    :data:`MIN_CORES` cores.
+    """One worker per core that is idle now, at most one per picture and per core; 1 (draw in-process) below
+    :data:`MIN_CORES` cores or when no other core is idle.
 
     The machine's cores, not this process's affinity: mpiexec binds rank 0 to one core, and at the end of a run
-    the other ranks wait idle; a worker widens its affinity again (:func:`_unbind`)."""
+    the other ranks wait idle; a worker widens its affinity again (:func:`_unbind`). Idle cores are read from
+    ``/proc/stat`` over :data:`IDLE_PROBE` seconds (elsewhere every core is taken as idle): on a machine busy
+    with other jobs, workers only compete with them and with each other."""
     cores = os.cpu_count() or 1
-    return 1 if cores < MIN_CORES else max(1, min(cores, pictures))
+    if cores < MIN_CORES or pictures < 2:
+        return 1
+    idle = idle_cores()
+    free = cores if idle is None else int(idle + 0.5)
+    return max(1, min(cores, pictures, free))
+
+
+#: how long :func:`idle_cores` watches the processors (seconds)
+IDLE_PROBE = 0.2
+
+
+def idle_cores(interval: float = IDLE_PROBE) -> float | None:
+    """How many cores were idle (idle + iowait time) during ``interval`` seconds, from ``/proc/stat``; None
+    where it cannot be read."""
+    import time
+
+    def sample() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat", "rb") as f:
+                fields = [int(v) for v in f.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        return (fields[3] + fields[4], sum(fields)) if len(fields) >= 5 else None
+
+    a = sample()
+    time.sleep(interval)
+    b = sample()
+    if a is None or b is None or b[1] <= a[1]:
+        return None
+    return (os.cpu_count() or 1) * (b[0] - a[0]) / (b[1] - a[1])
 
 
 def _unbind() -> None:

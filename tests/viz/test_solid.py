@@ -3,6 +3,7 @@ with every rank visible; pictures are drawn with progress lines, in-process or i
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -159,3 +160,16 @@ def test_a_failing_worker_is_one_line(tmp_path):
 
     with pytest.raises(HermesError, match=r"^drawing the pictures failed: hermes: error: run directory not found"):
         draw_in_workers(tmp_path / "gone", tmp_path, [(0, None), (1, None)], show=[], dpi=50, workers=2)
+
+
+def test_workers_only_on_idle_cores(monkeypatch):
+    from hermes.viz import parallel
+
+    assert 0.0 <= parallel.idle_cores(0.05) <= (os.cpu_count() or 1) + 1e-9
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 0.3)  # a machine busy with other jobs
+    assert parallel.default_workers(7) == 1
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 5.8)
+    assert parallel.default_workers(7) == 6 and parallel.default_workers(1) == 1
+    monkeypatch.setattr(parallel, "idle_cores", lambda: None)  # no /proc/stat
+    assert parallel.default_workers(7) == 7

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import tempfile
 import warnings
 from pathlib import Path
@@ -30,6 +31,8 @@ from hermes.errors import HermesError
 from hermes.lab.specs import parse_model
 
 warnings.filterwarnings("ignore")
+#: the third-party meshes (../shared/meshes beside the clone, or HERMES_SHARED_MESHES)
+SHARED = os.environ.get("HERMES_SHARED_MESHES", str(Path(__file__).resolve().parents[2] / "shared" / "meshes"))
 ACCURATE = 1e-8
 LOADS = ("one", "random:1")
 ENVS = {"HOMO": ("homo", "1"), "HCUW": ("hcuw", "1")}
@@ -38,8 +41,8 @@ SQUARES = [(2, 2), (2, 3), (3, 3), (3, 4), (4, 4), (4, 5), (5, 5), (5, 6), (6, 6
            (11, 11), (12, 12)]
 PARTS = [4, 8, 12, 16, 24, 32, 48, 64, 96, 128]
 MESHES = {"airfoil": "meshes/airfoil.vtu", "grid20x19": "meshes/grid20x19.vtu", "3elt": "meshes/3elt.vtu",
-          "stufe": "meshes/stufe.vtu", "whitaker3": "/work/shared/meshes/whitaker3.mtx",
-          "hammond2": "/work/shared/meshes/hammond2.graph"}
+          "stufe": "meshes/stufe.vtu", "whitaker3": f"{SHARED}/whitaker3.mtx",
+          "hammond2": f"{SHARED}/hammond2.graph"}
 
 #: label -> (balancer, parameters) or a callable(model) -> flow
 METHODS = {

@@ -27,6 +27,7 @@ Each family writes a CSV (one row per run) and PNG plots; all files are written 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -152,7 +153,8 @@ def _table101_graph(name: str, p: int) -> str | None:
     spec = TABLE_10_1[name].format(p=p, meshes=root / "meshes", shared=root.parent / "shared" / "meshes")
     if spec.startswith("mesh-file:"):
         path = spec[len("mesh-file:"):].rsplit(":", 1)[0]
-        shared = Path("/work/shared/meshes") / Path(path).name
+        # a clone elsewhere than beside ../shared names the third-party meshes by HERMES_SHARED_MESHES
+        shared = Path(os.environ.get("HERMES_SHARED_MESHES", root.parent / "shared" / "meshes")) / Path(path).name
         if not Path(path).exists():
             if not shared.exists():
                 return None

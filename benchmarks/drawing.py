@@ -2,7 +2,8 @@
 
 Runs a scenario (``hermes run SCENARIO --out DIR --force``, its own pictures switched off), reads the phases'
 wall time from its last progress line, then draws that run directory's pictures in fresh interpreters: with
-this checkout in-process (``workers=1``) and with one worker per core (the driver's default), and with
+this checkout in-process (``workers=1``) and with one worker per core (what the driver uses when the cores
+are idle, :func:`hermes.viz.parallel.default_workers`), and with
 ``--tree NAME=PATH`` with another checkout of hermes (e.g. ``git worktree add /tmp/wt-before <commit>``),
 in-process. Each drawing is timed as wall and CPU seconds of its process (the workers' CPU not included).
 
@@ -47,7 +48,7 @@ def main() -> int:
     ap.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
                     help="also draw with the hermes of another checkout (in-process)")
     args = ap.parse_args()
-    from hermes.viz.parallel import default_workers
+    from hermes.viz.parallel import default_workers, idle_cores
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
@@ -59,7 +60,10 @@ def main() -> int:
         print(f"{Path(args.scenario).name}: {len(walls)} phases in {phases:.2f} s wall (load "
               f"{os.getloadavg()[0]:.2f})")
         cases = [(name, "-", Path(path)) for name, path in (t.split("=", 1) for t in args.tree)]
-        cases += [("in-process", "1", None), (f"{default_workers(99)} workers", str(default_workers(99)), None)]
+        cores, chosen = os.cpu_count() or 1, default_workers(99)
+        cases += [("in-process", "1", None), (f"{cores} workers", str(cores), None)]
+        print(f"  (the driver would draw with {chosen} worker{'s' * (chosen != 1)} now: "
+              f"{idle_cores() or 0:.1f} idle cores)")
         for name, workers, tree in cases:
             wall, cpu = _draw(run, Path(tmp) / f"pics-{name.replace(' ', '-')}", workers, tree)
             print(f"  {name:>12}: pictures {wall:6.2f} s wall, {cpu:6.2f} s CPU, share {wall / phases:5.2f}")

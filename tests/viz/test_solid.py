@@ -173,3 +173,24 @@ def test_workers_only_on_idle_cores(monkeypatch):
     assert parallel.default_workers(7) == 6 and parallel.default_workers(1) == 1
     monkeypatch.setattr(parallel, "idle_cores", lambda: None)  # no /proc/stat
     assert parallel.default_workers(7) == 7
+
+
+@pytest.mark.parametrize("bad", [np.full(64, 10, dtype=np.uint8), np.full(63, 12, dtype=np.uint8),
+                                 np.full(64, 12.0)])
+def test_damaged_cell_types_are_one_error(hex_run, tmp_path, bad):
+    import shutil
+
+    from hermes.errors import HermesError
+    from hermes.results import write_npz
+    from hermes.viz.vtu import write_run_vtu
+
+    out, _ = hex_run
+    run = tmp_path / "run"
+    shutil.copytree(out, run)
+    with np.load(run / "geometry.npz") as geo:
+        arrays = {k: geo[k] for k in geo.files}
+    arrays["cell_types"] = bad
+    write_npz(run / "geometry.npz", **arrays)
+    for draw in (lambda: plot_run(run, out_dir=tmp_path / "p"), lambda: write_run_vtu(run)):
+        with pytest.raises(HermesError, match="cell_types"):
+            draw()

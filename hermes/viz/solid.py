@@ -7,7 +7,8 @@ A projection on (x, y) of a volume mesh puts a column of cells on one dot and hi
   by a light source (the shade is the depth cue: faces turned away are darker), the mesh as a researcher
   knows it;
 * **ranks pulled apart** — the surface of every rank's part (its faces on the boundary or against another
-  rank), each part moved away from the mesh centre along the line through its own centre. Every rank is
+  rank), each part moved away from the mesh centre along the line through its own centre and shrunk
+  about it (:data:`SHRINK`: gaps open, so a part near the centre is seen between the others). Every rank is
   seen whole, the inner ones too, and the size and shape of each part (and how the parts fit together) are
   read at a glance, which no single slice shows.
 
@@ -36,7 +37,10 @@ SOLID_FACETS = {
     14: [(0, 1, 2, 3), (0, 1, 4), (1, 2, 4), (2, 3, 4), (3, 0, 4)],
 }
 #: how far the parts are pulled apart: each moves by this fraction of its centre's offset from the mesh centre
-EXPLODE = 0.6
+EXPLODE = 0.8
+#: and each part is shrunk about its own centre to this fraction of its size: gaps open between parts, so
+#: a part near the mesh centre (which hardly moves) is seen between the others
+SHRINK = 0.7
 #: up to this many faces in a panel they get dark outlines (above, outlines only darken the picture)
 OUTLINE_LIMIT = 6_000
 
@@ -136,7 +140,8 @@ def draw_solid(
         cc[:, d] = np.bincount(own, weights=cell_centre[:, d], minlength=cc.shape[0])
     cc /= np.maximum(ncell, 1)[:, None]
     shift = EXPLODE * (cc - centre)
-    moved = pts[face] + shift[rank][:, None, :]
+    part_centre = cc[rank][:, None, :]
+    moved = part_centre + SHRINK * (pts[face] - part_centre) + shift[rank][:, None, :]
     span = hi - lo
     pad = np.abs(shift[ranks]).max(axis=0) if ranks.size else np.zeros(3)
     panel(ax_parts, moved, colors[rank], lo - pad - 0.02 * span, hi + pad + 0.02 * span,

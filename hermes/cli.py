@@ -642,6 +642,11 @@ def _cmd_plot(args) -> int:
             raise HermesError(f"{run_dir}: not a run directory hermes made (no {MARKER} marker): nothing drawn "
                               "(give --out DIR to draw elsewhere)")
         zoom = parse_zoom(args.zoom)
+        # progress on stderr (stdout lists the pictures); one worker per idle core, as a run draws its own
+        from hermes.viz.parallel import default_workers
+
+        drawing = {"progress": lambda line: print(line, file=sys.stderr, flush=True),
+                   "workers": default_workers(len(phases) if phases is not None else 8)}
         out = Path(args.out) if args.out is not None else None
         if out is not None and out.exists() and not out.is_dir():
             raise HermesError(f"--out {out}: not a directory")
@@ -649,10 +654,10 @@ def _cmd_plot(args) -> int:
             with DirLock.acquire(run_dir, "plot"):  # not while a run writes into it
                 dest = out if out is not None else subdir(run_dir, "plots")
                 dest.mkdir(parents=True, exist_ok=True)
-                paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=dest)
+                paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=dest, **drawing)
         else:  # a foreign directory (an archive) is only read
             out.mkdir(parents=True, exist_ok=True)
-            paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=out)
+            paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=out, **drawing)
     except HermesError as err:
         return _error(str(err))
     for p in paths:

@@ -279,9 +279,8 @@ def compare(source: str | os.PathLike | dict | None = None, *, axes: dict[str, l
 
     Returns
     -------
-    pandas.DataFrame or list of dict
-        The rows of results.csv: a DataFrame when pandas is installed (``df.attrs["experiment_dir"]`` is the
-        directory), else a list of dicts.
+    pandas.DataFrame
+        The rows of results.csv (``df.attrs["experiment_dir"]`` is the directory).
 
     Raises
     ------
@@ -301,10 +300,8 @@ def compare(source: str | os.PathLike | dict | None = None, *, axes: dict[str, l
     d = run_experiment(exp, out, jobs=jobs, oversubscribe=oversubscribe, timeout=timeout, report=report,
                        say=(lambda s: None) if quiet else print)
     rows = _public(collect(d)[1])
-    try:
-        import pandas as pd
-    except ImportError:
-        return rows
+    import pandas as pd  # a dependency of hermes
+
     df = pd.DataFrame(rows)
     df.attrs["experiment_dir"] = str(d)
     return df

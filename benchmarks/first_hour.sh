@@ -41,7 +41,7 @@ python3 - "$WORK/airfoil.log" <<'EOF'
 import re, sys
 log = open(sys.argv[1]).read()
 walls = [float(w) for w in re.findall(r"^phase \d+/\d+: .*\| wall ([\d.]+) s", log, re.M)]
-drawn = re.search(r"^drawn: (\d+) pictures in ([\d.]+) s", log, re.M)
+drawn = re.search(r"^drawn: (\d+) pictures.* in ([\d.]+) s", log, re.M)  # VTU files included
 if walls and drawn:
     per_phase = walls[-1] / len(walls)
     per_picture = float(drawn.group(2)) / int(drawn.group(1))
@@ -100,11 +100,17 @@ $H run --set mesh.file="$WORK/multi.graph" --set mesh.constraint=sum --set adapt
 .venv/bin/python -c "
 import json; s = json.load(open('$WORK/multi/summary.json')); print('   weight_initial', s['weight_initial'], '(900 + 0+1+2 per 3 vertices = 1800)')"
 
-step "max_level is a cap (refine-lshape: max_level 3, edges all, 4 phases)"
-$H run scenarios/refine-lshape.yaml --no-pictures --quiet --out "$WORK/lshape"
-.venv/bin/python -c "
+step "max_level is a cap (refine-lshape, a slower front, no coarsening, 6 phases; 58ba91b reached 3 and 4)"
+for ml in 2 3; do
+  $H run scenarios/refine-lshape.yaml --set adaptation.max_level=$ml --set adaptation.phases=6 \
+      --set adaptation.coarsen=false --set adaptation.region.speed=0.1 --no-pictures --quiet --out "$WORK/cap$ml"
+  .venv/bin/python -c "
 import glob, meshio
-levels = [int(meshio.read(f).cell_data['level'][0].max()) for f in sorted(glob.glob('$WORK/lshape/vtu/phase-*.vtu'))]
-print('   highest level after each phase:', levels, '(max_level 3)')"
+levels = [int(meshio.read(f).cell_data['level'][0].max()) for f in sorted(glob.glob('$WORK/cap$ml/vtu/phase-*.vtu'))]
+print('   max_level $ml: highest level after each phase', levels)"
+done
+
+step "a rank's start-up CPU (benchmarks/startup.py)"
+.venv/bin/python benchmarks/startup.py 2>&1 | tail -8
 
 step "done"

@@ -807,9 +807,31 @@ def _phases(r: RunState, first: int, out: Path | None, dog: Watchdog, *,
             last_checkpoint: int | None) -> RunResult | None:
     """The phases ``first``… of the run, each recorded as it ends (and checkpointed when due), then
     :func:`finish`."""
+    pictures = pictures_to_draw(r.sc, r.sc.adaptation.phases) if out is not None else 0
+    # a refined run's pictures are drawn while the phases run (each phase its own mesh and window)
+    ahead = _draw_ahead(r, out)
+    try:
+        return _phase_loop(r, first, out, dog, last_checkpoint, pictures, ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+def _draw_ahead(r: RunState, out: Path | None):
+    """Rank 0 of a refined run with pictures: the worker that draws each phase's picture as it is recorded."""
+    if out is None or r.rank != 0 or not r.sc.output.pictures or not r.refining:
+        return None
+    from hermes.results import base_geometry
+    from hermes.viz.ahead import DrawAhead
+
+    return DrawAhead(out, base_geometry(r.setup.mesh))
+
+
+def _phase_loop(r: RunState, first: int, out: Path | None, dog: Watchdog, last_checkpoint: int | None,
+                pictures: int, ahead) -> RunResult | None:
+    """:func:`_phases`' loop (``ahead``: rank 0's drawing worker or None)."""
     sc = r.sc
     every = sc.output.checkpoint_every
-    pictures = pictures_to_draw(sc, sc.adaptation.phases) if out is not None else 0
     for k in range(first, sc.adaptation.phases + 1):
         t = time.perf_counter()
         ph = extra_load(r, k)
@@ -823,12 +845,15 @@ def _phases(r: RunState, first: int, out: Path | None, dog: Watchdog, *,
                 save_checkpoint(r, k, out)
                 last_checkpoint = k
             agree(r.comm, lambda at=last_checkpoint: _write_progress(r, out, at) if r.rank == 0 else None)
+            if ahead is not None:  # the phase (and the initial partition with phase 1: its fair loads) to draw
+                ahead.submit([0, k] if k == 1 else [k], r.geometry, r.partitions,
+                             _progress_summary(r, last_checkpoint), r.rank_rows(), r.columns)
             _fault(r, k)
         now = time.perf_counter()
         left = sc.adaptation.phases - k
         r.say(f"{line} | wall {now - r.wall_start:.1f} s, {eta(now - t, left, now - t_write, pictures)}")
         dog.beat(k)
-    return finish(r, out_dir=out, write=out is not None, watchdog=dog)
+    return finish(r, out_dir=out, write=out is not None, watchdog=dog, ahead=ahead)
 
 
 def _open(r: RunState, path: Path, key: str, force: bool, token: str | None = None) -> Path:
@@ -855,14 +880,18 @@ def _summary_head(r: RunState) -> dict[str, Any]:
             "kernel": sc.application.kernel}
 
 
+def _progress_summary(r: RunState, checkpoint_phase: int | None) -> dict[str, Any]:
+    """Rank 0: summary.json of an unfinished run (``"complete": false``, the phases finished so far)."""
+    return {"complete": False, "checkpoint": checkpoint_phase, **_summary_head(r),
+            "adaptation": r.sc.adaptation.kind, "cells_initial": r.cells_initial,
+            "weight_initial": r.weight_initial, "phases": [ph.as_dict() for ph in r.phases]}
+
+
 def _write_progress(r: RunState, out: Path, checkpoint_phase: int | None) -> None:
     """Rank 0: the records of the phases finished so far — phases.csv and summary.json with ``"complete":
     false`` and the phase of the last checkpoint (each written atomically)."""
-    summary = {"complete": False, "checkpoint": checkpoint_phase, **_summary_head(r),
-               "adaptation": r.sc.adaptation.kind, "cells_initial": r.cells_initial,
-               "weight_initial": r.weight_initial, "phases": [ph.as_dict() for ph in r.phases]}
     try:
-        write_records(out, summary, r.rank_rows(), r.columns)
+        write_records(out, _progress_summary(r, checkpoint_phase), r.rank_rows(), r.columns)
     except (OSError, OutputError) as err:
         raise RunDirError(f"cannot write the records in {out} ({reason(err)})") from None
 
@@ -905,7 +934,7 @@ def _fault(r: RunState, k: int) -> None:
 
 
 def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True,
-           watchdog: Watchdog | None = None) -> RunResult | None:
+           watchdog: Watchdog | None = None, ahead=None) -> RunResult | None:
     """The final checks (nothing lost), the summary and, on rank 0, the run directory (collective); the
     watchdog stops once the collective part is over."""
     book, sc, dom = r.book, r.sc, r.dom
@@ -917,12 +946,14 @@ def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True
     if watchdog is not None:
         watchdog.stop()
     # rank 0 writes; a failure to write (a full disk, a read-only medium) is one line on every rank
-    return agree(r.comm, _finish_root, r, total_time, final_imb, u_err, cells_final, weight_final, out_dir, write)
+    return agree(r.comm, _finish_root, r, total_time, final_imb, u_err, cells_final, weight_final, out_dir, write,
+                 ahead)
 
 
 def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_final: int, weight_final: float,
-                 out_dir: str | Path | None, write: bool) -> RunResult | None:
-    """Rank 0: the summary, the run directory's files, then its VTU files and pictures (None elsewhere)."""
+                 out_dir: str | Path | None, write: bool, ahead=None) -> RunResult | None:
+    """Rank 0: the summary, the run directory's files, then its VTU files and pictures (None elsewhere;
+    ``ahead``: the worker that drew pictures while the phases ran)."""
     if r.rank != 0:
         return None
     sc = r.sc
@@ -963,14 +994,15 @@ def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_
         files = " and ".join([f"{pictures} pictures"] * (pictures > 0) + ["the VTU files"] * sc.output.vtu)
         r.say(f"results written in {time.perf_counter() - t:.1f} s" + (f"; drawing {files}" if files else ""))
         t = time.perf_counter()
-        draw(result.out_dir, sc, r.say)
+        draw(result.out_dir, sc, r.say, ahead)
         if files:
             r.say(f"drawn: {files} in {time.perf_counter() - t:.1f} s")
     return result
 
 
-def draw(out: Path, sc: Scenario, say: Callable[[str], None] | None = None) -> None:
-    """The run's VTU files and pictures, as the scenario asks (``say``: a progress line after every picture).
+def draw(out: Path, sc: Scenario, say: Callable[[str], None] | None = None, ahead=None) -> None:
+    """The run's VTU files and pictures, as the scenario asks (``say``: a progress line after every picture;
+    ``ahead``: the :class:`hermes.viz.ahead.DrawAhead` that drew some while the phases ran — the rest here).
     A picture hermes cannot draw from the records is a warning; a file it cannot write (a full disk, a
     read-only medium) is a RunDirError after the records are complete."""
     try:
@@ -988,7 +1020,16 @@ def draw(out: Path, sc: Scenario, say: Callable[[str], None] | None = None) -> N
             from hermes.viz.parallel import default_workers
 
             try:
-                plot_run(out, progress=say, workers=default_workers(sc.adaptation.phases + 1))
+                if ahead is None:
+                    plot_run(out, progress=say, workers=default_workers(sc.adaptation.phases + 1))
+                else:  # phases.png while the worker finishes its last pictures, then what it did not draw
+                    plot_run(out, phases=[], progress=say)
+                    done = set(ahead.finish())
+                    if say is not None:
+                        say(f"drawn {len(done)} partition pictures while the phases ran")
+                    rest = [k for k in range(sc.adaptation.phases + 1) if k not in done]
+                    if rest:
+                        plot_run(out, phases=rest, timeline=False, progress=say, workers=default_workers(len(rest)))
             except OutputError:
                 raise
             except HermesError as err:

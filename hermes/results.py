@@ -668,6 +668,18 @@ def write_records(out: Path, summary: dict, rows: list[dict], columns: list[str]
     write_json(out / "summary.json", summary)
 
 
+def base_geometry(mesh) -> dict[str, np.ndarray]:
+    """The arrays of ``geometry.npz`` that every phase shares: the units' coordinates and graph, and the cells
+    (polygons, or a volume mesh's 3-D cells with their VTK types) when the mesh has them."""
+    geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
+    if mesh.has_polygons:
+        geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)
+    elif mesh.solid is not None:  # a volume mesh: its 3-D cells, with their VTK types
+        s = mesh.solid
+        geo.update(points=s.points, cell_ptr=s.cell_ptr, cell_nodes=s.cell_nodes, cell_types=s.cell_types)
+    return geo
+
+
 def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partitions: dict, mesh,
               out_dir: str | Path | None, geometry: dict | None = None) -> Path:
     """Write a run directory (rank 0): scenario.yaml, phases.csv, geometry.npz and partitions.npz (when the
@@ -682,12 +694,7 @@ def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partition
     write_atomic(out / "scenario.yaml", dump_yaml(sc.to_dict(), sort_keys=False))
     write_csv(out / "phases.csv", rows, columns)
     if sc.output.partitions or sc.output.pictures or sc.output.vtu or sc.output.trace_spec is not None:
-        geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
-        if mesh.has_polygons:
-            geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)
-        elif mesh.solid is not None:  # a volume mesh: its 3-D cells, with their VTK types
-            s = mesh.solid
-            geo.update(points=s.points, cell_ptr=s.cell_ptr, cell_nodes=s.cell_nodes, cell_types=s.cell_types)
+        geo = base_geometry(mesh)
         geo.update(geometry or {})
         write_npz(out / "geometry.npz", **geo)
         write_npz(out / "partitions.npz", **partitions)

@@ -173,20 +173,24 @@ def test_a_run_holding_its_directory_refuses_a_second_and_plot(tmp_path):
 
 def test_plot_never_writes_through_a_planted_symlink(tmp_path):
     """Symlinks planted at the old fixed temporary name and at every picture's name point outside; plot
-    replaces the links inside the run directory and the files outside stay as they were."""
+    replaces the links where it draws (RUN/plots/) and the files outside stay as they were."""
     out = tmp_path / "run"
     res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", out)
     assert res.returncode == 0, res.stderr
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
-    for k in range(3):
-        (out / f"partition-{k:03d}.png.tmp").symlink_to(victim)
-    (out / "partition-001.png").symlink_to(victim)
-    (out / "phases.png.tmp").symlink_to(victim)
+    plots = out / "plots"
+    plots.mkdir()
+    for where in (out, plots):
+        for k in range(3):
+            (where / f"partition-{k:03d}.png.tmp").symlink_to(victim)
+        (where / "partition-001.png").symlink_to(victim)
+        (where / "phases.png.tmp").symlink_to(victim)
     res = hermes("plot", out)
     assert res.returncode == 0, res.stderr
     assert victim.read_text() == "precious"
-    assert (out / "partition-001.png").is_file() and not (out / "partition-001.png").is_symlink()
+    assert (plots / "partition-001.png").is_file() and not (plots / "partition-001.png").is_symlink()
+    assert (out / "partition-001.png").is_symlink()  # the run's own pictures are not plot's to replace
 
 
 def _limit_files(nbytes: int):

@@ -145,9 +145,15 @@ def test_a_relative_output_dir_is_relative_to_the_scenario_file(tmp_path, here, 
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "study" / "results" / "one" / "summary.json").is_file()
     assert not (tmp_path / "elsewhere" / "results").exists()
-    (tmp_path / "study" / "results" / "two").write_text("a file")
-    res = here("run", spec, "--set", "output.dir=results/two")
-    _one_error(res, f"output.dir: {tmp_path / 'study' / 'results' / 'two'} exists and is not a directory")
+    # a path given on the command line is relative to the current directory (docs/SCENARIOS.md, "Paths")
+    res = here("run", spec, "--no-launch", "--quiet", "--set", "output.dir=results/two")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "elsewhere" / "results" / "two" / "summary.json").is_file()
+    assert not (tmp_path / "study" / "results" / "two").exists()
+    (tmp_path / "study" / "results" / "three").write_text("a file")
+    spec.write_text(spec.read_text().replace("results/one", "results/three"))
+    res = here("run", spec)
+    _one_error(res, f"output.dir: {tmp_path / 'study' / 'results' / 'three'} exists and is not a directory")
 
 
 @pytest.mark.slow

@@ -44,7 +44,6 @@ Open MPI's report after hermes' line (tests/test_bad_input.py checks both).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -98,11 +97,15 @@ _PROBE = ("import json, os; from mpi4py import rc; rc.initialize = False; from m
 def mpi_library(python: str) -> MPILibrary | None:
     """The MPI library that mpi4py loads under ``python`` (``MPI_Get_library_version``, callable before
     ``MPI_Init``; asked in a child process so that this one loads no MPI), or None if mpi4py cannot load one."""
+    from hermes.errors import HermesError
+    from hermes.loaders import parse_json
+
     try:
         res = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
                              stdin=subprocess.DEVNULL)
-        found = json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 and res.stdout.strip() else {}
-    except (OSError, subprocess.SubprocessError, ValueError):
+        found = (parse_json(res.stdout.strip().splitlines()[-1], "the MPI probe", error=HermesError)
+                 if res.returncode == 0 and res.stdout.strip() else {})
+    except (OSError, subprocess.SubprocessError, ValueError, HermesError):
         return None
     if not isinstance(found, dict) or not str(found.get("version") or "").strip():
         return None

@@ -65,6 +65,8 @@ MAX_TIME_SPAN = 1e12
 #: a scenario file larger than this is refused before it is read (an inline schedule of 100 000 processors
 #: × 20 phases is about 20 MB)
 MAX_SCENARIO_BYTES = 64 * 2**20
+#: mesh.constraint: a vertex weight among at most this many (METIS graphs carry a handful; a bound, not a use)
+MAX_CONSTRAINTS = 1000
 
 PosFloat = Annotated[float, Field(gt=0, le=BIG)]
 NonNegFloat = Annotated[float, Field(ge=0, le=BIG)]
@@ -98,7 +100,7 @@ class MeshSpec(_Strict):
     grid: str | None = Field(None, description="structured grid of quadrilateral cells, e.g. '20x19'")
     units: Literal["cells", "nodes"] = "cells"
     weight: PosFloat = 1.0
-    constraint: Annotated[int, Field(ge=1)] | Literal["sum"] | None = Field(
+    constraint: Annotated[int, Field(ge=1, le=MAX_CONSTRAINTS)] | Literal["sum"] | None = Field(
         None, description="a multi-constraint graph's vertex weight to balance (1-based) or 'sum' of them")
 
     @field_validator("grid", mode="before")

@@ -2,7 +2,7 @@
 
 :func:`hermes.viz.plot_run` checks the run directory and finds every picture's window, then hands the pictures
 to :func:`draw_in_workers`: each worker is a new interpreter (``python -m hermes.viz.parallel``, never a fork
-of the caller, which may be an MPI process) that reads the run directory itself and draws its share of the
+of the caller, which may be an MPI process: :mod:`hermes.viz.draw_worker`) that reads the run directory itself and draws its share of the
 phases with the windows it was given, so the pictures are those a single process draws. A worker prints one
 line per picture, relayed as progress.
 """
@@ -103,7 +103,7 @@ def draw_in_workers(run_dir: Path, out_dir: Path, tasks: Sequence[tuple[int, tup
             continue
         job = {"run": str(run_dir), "out": str(out_dir), "show": list(show), "dpi": dpi,
                "tasks": [[p, None if w is None else list(w)] for p, w in share]}
-        procs.append(subprocess.Popen([sys.executable, "-m", "hermes.viz.parallel", json.dumps(job)],
+        procs.append(subprocess.Popen([sys.executable, "-m", "hermes.viz.draw_worker", json.dumps(job)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       stdin=subprocess.DEVNULL))
     failures = []
@@ -127,24 +127,3 @@ def draw_in_workers(run_dir: Path, out_dir: Path, tasks: Sequence[tuple[int, tup
     if failures:
         raise HermesError(f"drawing the pictures failed: {failures[0]}")
     return [out_dir / f"partition-{p:03d}.png" for p, _ in tasks]
-
-
-def _main(argv: list[str]) -> int:
-    """The worker: draw the phases of the job given as JSON, one line per picture."""
-    from hermes.viz import plot_run
-
-    _unbind()
-    job = json.loads(argv[0])
-    try:
-        for phase, window in job["tasks"]:
-            paths = plot_run(job["run"], phases=[phase], zoom=None if window is None else tuple(window),
-                             show=job["show"], dpi=job["dpi"], out_dir=job["out"], timeline=False)
-            print(f"{_PREFIX}{paths[0].name}", flush=True)
-    except HermesError as err:
-        print(f"hermes: error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))

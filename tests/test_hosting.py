@@ -95,6 +95,16 @@ def test_an_error_of_one_processor_alone_ends_the_others():
         host_run(3, alone)
 
 
+def test_an_error_of_one_processor_alone_ends_a_job_of_several_processes():
+    """Hosted on 2 processes, processor 0 raises alone while the others wait in a barrier: its process ends with
+    the error (as a process of its own would), mpiexec ends the job — before, every process waited for ever."""
+    script = ROOT / "tests" / "mpi" / "hosting_alone.py"
+    res = run_mpi(2, [], script=script, timeout=60)
+    assert res.returncode != 0
+    assert "only processor 0 saw this" in res.stderr
+    assert "all ended" not in res.stdout
+
+
 def test_mismatched_collectives_are_a_defect():
     def odd(comm):
         return comm.allgather(0) if comm.Get_rank() else comm.bcast(0)

@@ -133,10 +133,13 @@ class Host:
         if self.runnable or got:
             self.idle = 0
             return
+        errors = [v for _, (ok, v) in sorted(self.finished.items()) if not ok]
+        if errors:
+            # a processor's error the others did not agree on (an agreed one ends every processor of this
+            # process in the same round): they wait for it in vain, here or in the other processes — end this
+            # process with it, as a process of its own would have ended (and mpiexec then ends the job)
+            raise errors[0]
         if self.world is None or self.n == 1:
-            errors = [v for _, (ok, v) in sorted(self.finished.items()) if not ok]
-            if errors:  # a processor's error the others did not agree on: they wait for it in vain
-                raise errors[0]
             stuck = sorted(live)
             raise HostedError(f"hosted processors {stuck[:8]}{'…' if len(stuck) > 8 else ''} wait for each other "
                               f"(a message never sent or a collective not called by all)")

@@ -250,22 +250,8 @@ def refine_domain(comm, dom: LocalDomain, marked: NDArray[np.bool_], *, edges: s
     if max_level is not None:
         blocked, _ = _spread(comm, ranks, keys, partner, t2e, blocked, nvb_blocked, _TAG + 7)
     em = capped_marks(t2e, keys.size, level, marked, edges, max_level, blocked)
-    sent = np.zeros(keys.size, dtype=bool)
-    rounds = 0
-    while True:  # distributed closure
-        em, _ = nvb_closure(t2e, em)
-        fresh = em & (partner >= 0) & ~sent
-        sent |= fresh
-        got = exchange_objects(comm, ranks, [keys[fresh & (partner == r)] for r in ranks], _TAG + 1)
-        new = 0
-        for k in got:
-            pos = np.searchsorted(keys, k)
-            new += int(np.count_nonzero(~em[pos]))
-            em[pos] = True
-            sent[pos] = True  # the partner knows
-        rounds += 1
-        if comm.allreduce(new) == 0:
-            break
+    # the distributed closure: the same spreading as the blocked edges', with the closure as the local step
+    em, rounds = _spread(comm, ranks, keys, partner, t2e, em, lambda t, m: nvb_closure(t, m)[0], _TAG + 1)
     # vertex ids: the lower rank of an edge numbers it
     owned = em & ((partner < 0) | (partner > rank))
     n_own = int(owned.sum())

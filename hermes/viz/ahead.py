@@ -72,7 +72,9 @@ class DrawAhead:
                 d = subdir(self.out, DIR, f"phase-{k:03d}")
                 own_geo = {name: v for name, v in geometry.items() if name.endswith(tag)}
                 own_parts = {name: v for name, v in partitions.items() if name.endswith(tag)}
-                write_npz(d / "geometry.npz", **self.base, **own_geo)
+                # a phase with cells of its own reads only them (hermes.viz.rundir.phase_geometry): the shared
+                # arrays go with the phases that have none (the initial partition)
+                write_npz(d / "geometry.npz", **(own_geo or self.base))
                 write_npz(d / "partitions.npz", **own_parts)
                 write_csv(d / "phases.csv", rows, columns)
                 write_json(d / "summary.json", summary)

@@ -622,8 +622,10 @@ def _cmd_scenario(args) -> int:
 
 
 def _cmd_plot(args) -> int:
+    import contextlib
+
     from hermes.errors import HermesError
-    from hermes.results import MARKER, DirLock, read_marker, subdir
+    from hermes.results import MARKER, DirLock, claim_dir, read_marker, subdir
     from hermes.viz import parse_zoom, plot_run
 
     try:
@@ -648,16 +650,17 @@ def _cmd_plot(args) -> int:
         drawing = {"progress": lambda line: print(line, file=sys.stderr, flush=True),
                    "workers": default_workers(len(phases) if phases is not None else 8)}
         out = Path(args.out) if args.out is not None else None
-        if out is not None and out.exists() and not out.is_dir():
-            raise HermesError(f"--out {out}: not a directory")
-        if ours:
-            with DirLock.acquire(run_dir, "plot"):  # not while a run writes into it
-                dest = out if out is not None else subdir(run_dir, "plots")
-                dest.mkdir(parents=True, exist_ok=True)
-                paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=dest, **drawing)
-        else:  # a foreign directory (an archive) is only read
-            out.mkdir(parents=True, exist_ok=True)
-            paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=out, **drawing)
+        if out is not None and ours and out.resolve() == (run_dir / "plots").resolve():
+            out = None  # the run's own plots directory: part of the run, not a hermes directory of its own
+        with contextlib.ExitStack() as held:
+            if out is not None:  # like any directory hermes writes: new, empty, or hermes' own plots directory
+                lock = claim_dir(out, "--out", kind="plots")
+                held.callback(lock.release, remove_if_unused=True)
+            if ours:
+                held.enter_context(DirLock.acquire(run_dir, "plot"))  # not while a run writes into it
+            dest = out if out is not None else subdir(run_dir, "plots")
+            dest.mkdir(parents=True, exist_ok=True)
+            paths = plot_run(run_dir, phases=phases, zoom=zoom, show=show, dpi=args.dpi, out_dir=dest, **drawing)
     except HermesError as err:
         return _error(str(err))
     for p in paths:

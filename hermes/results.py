@@ -263,7 +263,7 @@ def slug(label: str) -> str:
 #: the kinds of directories hermes makes: a run (``hermes run``), an experiment (``hermes compare``), the
 #: figure families of ``hermes flow-bench``, a trace's replay (``hermes replay``) and an experiment on a trace
 #: (``hermes compare --trace``)
-KINDS = ("run", "experiment", "flow-bench", "replay", "trace-experiment")
+KINDS = ("run", "experiment", "flow-bench", "replay", "trace-experiment", "plots")
 #: the environment variable through which hermes compare lets its own runs into its locked experiment
 EXPERIMENT_TOKEN = "HERMES_EXPERIMENT_TOKEN"
 #: the legacy marker's text (hermes 0.1 before the JSON marker)

@@ -346,3 +346,25 @@ def test_mesh_generate_never_writes_through_a_link_nor_deletes_on_failure(tmp_pa
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert mine.read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["important.su2", "link.vtu", "target.txt"]
+
+
+def test_plot_out_never_overwrites_a_directory_hermes_did_not_make(tmp_path):
+    """hermes plot --out DIR writes only into a new or empty directory or one hermes plot made (marked), like
+    every directory hermes writes: a user's file of a picture's name is never replaced."""
+    out = tmp_path / "run"
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", out)
+    assert res.returncode == 0, res.stderr
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "phases.png").write_text("precious")
+    res = hermes("plot", out, "--out", mine)
+    assert res.returncode == 2 and "carries no hermes marker" in res.stderr
+    assert (mine / "phases.png").read_text() == "precious"
+    pics = tmp_path / "pics"
+    for _ in range(2):  # a new directory, then the same again: hermes' own now
+        res = hermes("plot", out, "--out", pics, "--phase", "0")
+        assert res.returncode == 0, res.stderr
+    assert (pics / "partition-000.png").is_file() and (pics / MARKER).is_file()
+    res = hermes("plot", out, "--out", out / "plots", "--phase", "0")  # the run's own plots directory
+    assert res.returncode == 0, res.stderr
+    assert not (out / "plots" / MARKER).exists()

@@ -135,25 +135,6 @@ def test_workers_draw_the_same_pictures(hex_run, tmp_path):
     assert sorted(s.split()[1] for s in seen) == [p.name for p in one]
 
 
-def test_the_cell_panels_share_one_set_of_paths_outside_the_layout(monkeypatch, tmp_path):
-    """The fast path of a 2-D picture: the cells' paths are built once for the partition, the weights and the
-    overview panels, and measured by no layout pass (each panel built its own PolyCollection before)."""
-    from hermes.data.generators import grid
-
-    mesh = grid(12, 10)
-    figures = []
-    monkeypatch.setattr(partition, "save_figure", lambda fig, path: figures.append(fig) or Path(path))
-    owner = (mesh.coords[:, 0] > 6).astype(np.int64) + 2 * (mesh.coords[:, 1] > 5)
-    partition.plot_partition(tmp_path / "p.png", mesh.coords, owner, points=mesh.points, cell_ptr=mesh.cell_ptr,
-                             cell_nodes=mesh.cell_nodes, weights=np.ones(mesh.n_cells), show_weights=True,
-                             zoom=(0.0, 6.0, 0.0, 5.0))
-    (fig,) = figures
-    cells = [c for ax in fig.axes for c in ax.collections if len(c.get_paths()) == mesh.n_cells]
-    assert len(cells) == 3  # partition, weights, overview
-    assert all(c.get_paths() is cells[0].get_paths() for c in cells)
-    assert not any(c.get_in_layout() for c in cells)
-
-
 def test_a_failing_worker_is_one_line(tmp_path):
     from hermes.errors import HermesError
     from hermes.viz.parallel import draw_in_workers

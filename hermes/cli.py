@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "overrides run.timeout")
     r.add_argument("--processes", type=int, metavar="N",
                    help="MPI processes hosting the processors (default: one per processor up to this machine's "
-                   "cores, the processors shared evenly); overrides run.processes")
+                   "cores, one fewer for a refined run's drawing worker, the processors shared evenly); "
+                   "overrides run.processes")
     r.add_argument("--no-launch", action="store_true",
                    help="never start mpiexec; run in this process (a 1-processor scenario, or already under MPI)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
@@ -341,8 +342,14 @@ def _load(args):
         from hermes.preflight import preflight
 
         p = sc.processors or 4
-        preflight(sc, p, processes=processes_for(sc, p, getattr(args, "processes", None)))
+        preflight(sc, p, processes=processes_for(sc, p, getattr(args, "processes", None),
+                                                 drawing=_draws_ahead(sc, args)))
     return sc
+
+
+def _draws_ahead(sc, args) -> bool:
+    """A refined run with pictures: a worker draws them while the phases run, on a core of its own."""
+    return bool(sc.output.pictures and not getattr(args, "no_pictures", False) and sc.adaptation.kind == "refine")
 
 
 def _timeout(args) -> float | None:
@@ -909,7 +916,7 @@ def _prepare_launch(args):
         return n, ["--lock-token", lock.token], lock, man.ranks
     sc = _load(args)
     p = sc.processors or 4
-    n = processes_for(sc, p, args.processes)
+    n = processes_for(sc, p, args.processes, drawing=_draws_ahead(sc, args))
     path, key = run_dir_for(sc, args.out)
     lock = claim_dir(path, key, force=args.force, name=sc.name)
     extra = ["--out", str(lock.path)] if args.out is None and sc.output.dir is None else []

@@ -1022,11 +1022,14 @@ def draw(out: Path, sc: Scenario, say: Callable[[str], None] | None = None, ahea
             try:
                 if ahead is None:
                     plot_run(out, progress=say, workers=default_workers(sc.adaptation.phases + 1))
-                else:  # phases.png while the worker finishes its last pictures, then what it did not draw
-                    plot_run(out, phases=[], progress=say)
+                else:  # phases.png and, from the last back, the pictures the worker has not started; then
+                    plot_run(out, phases=[], progress=say)  # what neither drew
+                    here = ahead.take_over(say)
                     done = set(ahead.finish())
                     if say is not None:
-                        say(f"drawn {len(done)} partition pictures while the phases ran")
+                        say(f"drawn {len(done)} partition pictures while the phases ran"
+                            + (f", {len(here)} here" if here else ""))
+                    done |= set(here)
                     rest = [k for k in range(sc.adaptation.phases + 1) if k not in done]
                     if rest:
                         plot_run(out, phases=rest, timeline=False, progress=say, workers=default_workers(len(rest)))

@@ -451,7 +451,8 @@ class RunSpec(_Strict):
         "(a rank stopped or hung) is ended with one line and exit status 124; --timeout overrides")
     processes: Annotated[int, Field(ge=1, le=MAX_PROCESSORS)] | None = Field(
         None, description="MPI processes hosting the processors (at most one process per processor); default: "
-        "one per processor up to the cores of this machine, the processors shared evenly among them "
+        "one per processor up to the cores of this machine (one fewer when a refined run draws its pictures "
+        "while the phases run), the processors shared evenly among them "
         "(hermes.hosting); clock: wall needs one per processor; --processes overrides")
 
 

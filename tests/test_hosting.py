@@ -157,6 +157,12 @@ def test_processes_for():
     with pytest.raises(HermesError, match="clock: wall"):
         processes_for(_sc(clock="wall"), 8, 2)
     assert processes_for(_sc(clock="wall"), 8, cores=2) == 8
+    # a refined run that draws its pictures while the phases run leaves its drawing worker a core
+    assert processes_for(sc, 16, cores=2, drawing=True) == 1
+    assert processes_for(sc, 16, cores=1, drawing=True) == 1
+    assert processes_for(sc, 3, cores=8, drawing=True) == 3
+    assert processes_for(sc, 16, 2, cores=2, drawing=True) == 2  # asked for: as asked
+    assert processes_for(_sc(clock="wall"), 8, cores=2, drawing=True) == 8
 
 
 def _hermes(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:

@@ -102,10 +102,14 @@ def usable_cores() -> int:
 
 
 def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None = None,
-                  what: str = "--processes") -> int:
+                  what: str = "--processes", drawing: bool = False) -> int:
     """The MPI processes that host a run of ``p`` processors: ``requested`` (``--processes``), else the
     scenario's ``run.processes``, else one per processor up to the usable cores (the processors shared
-    evenly among them). ``clock: wall`` measures each processor's own process: one per processor.
+    evenly among them) — one core fewer when ``drawing``: a refined run whose pictures a worker draws while
+    the phases run (:mod:`hermes.viz.ahead`) leaves it a core, else the busy ranks starve it and the pictures
+    wait for the end (on 2 cores: refine-airfoil's phases as fast on 1 process as on 2, its pictures ready
+    ~2 s sooner; BENCHMARKS.md, "Drawing"). ``clock: wall`` measures each processor's own process: one per
+    processor.
 
     Raises
     ------
@@ -117,7 +121,9 @@ def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None
     n = requested if requested is not None else sc.run.processes
     key = what if requested is not None else "run.processes"
     if n is None:
-        return p if sc.clock == "wall" else min(p, cores or usable_cores())
+        if sc.clock == "wall":
+            return p
+        return min(p, max(1, (cores or usable_cores()) - (1 if drawing else 0)))
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ScenarioError(f"{key}: {n!r} is not a number of processes (an integer ≥ 1)")
     if n > p:

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ class DrawAhead:
         and ``rows``) to the worker. Never raises: a failure is one warning and the end draws them."""
         if self.broken:
             return
-        from hermes.results import subdir, write_csv, write_json, write_npz
+        from hermes.results import subdir, write_csv, write_json
 
         try:
             for k in phases:
@@ -74,8 +75,8 @@ class DrawAhead:
                 own_parts = {name: v for name, v in partitions.items() if name.endswith(tag)}
                 # a phase with cells of its own reads only them (hermes.viz.rundir.phase_geometry): the shared
                 # arrays go with the phases that have none (the initial partition)
-                write_npz(d / "geometry.npz", **(own_geo or self.base))
-                write_npz(d / "partitions.npz", **own_parts)
+                _write_plain_npz(d / "geometry.npz", own_geo or self.base)
+                _write_plain_npz(d / "partitions.npz", own_parts)
                 write_csv(d / "phases.csv", rows, columns)
                 write_json(d / "summary.json", summary)
             assert self.proc is not None and self.proc.stdin is not None
@@ -87,9 +88,36 @@ class DrawAhead:
             self.close()  # nothing of the hand-over stays (a full disk: the records come first)
             log.warning("pictures are drawn at the end: the drawing worker failed (%s)", err)
 
+    def take_over(self, progress: Callable[[str], None] | None = None) -> list[int]:
+        """Draw here, from the last one back, the phases the worker has not started (it claims a phase by
+        renaming its directory, so does this: each picture is drawn once); stop at the first it has claimed,
+        it draws every phase before that. The phases drawn here; a picture that cannot be drawn stays for the
+        end."""
+        from hermes.errors import HermesError
+        from hermes.viz import plot_run
+
+        taken: list[int] = []
+        if self.broken:
+            return taken
+        for k in reversed(self.sent):
+            mine = self.out / DIR / f"here-{k:03d}"
+            try:
+                os.rename(self.out / DIR / f"phase-{k:03d}", mine)
+            except OSError:
+                break
+            try:
+                plot_run(mine, phases=[k], out_dir=self.out, timeline=False, progress=progress)
+            except (HermesError, OSError) as err:
+                log.warning("partition-%03d.png: %s; drawn again at the end", k, err)
+                continue
+            shutil.rmtree(mine, ignore_errors=True)
+            taken.append(k)
+        return taken
+
     def finish(self) -> list[int]:
         """Wait for the worker; the phases whose picture it drew (the rest are the end's)."""
         drawn: list[int] = []
+        left = 0
         if self.proc is not None:
             try:
                 out, err = self.proc.communicate()
@@ -98,7 +126,9 @@ class DrawAhead:
             for line in out.splitlines():
                 if line.startswith("drawn "):
                     drawn.append(int(line.split()[1]))
-            if self.proc.returncode != 0 or len(drawn) < len(self.sent):
+                elif line.startswith("taken "):
+                    left += 1
+            if self.proc.returncode != 0 or len(drawn) + left < len(self.sent):
                 last = (err or "").strip().splitlines()[-1:] or ["no reason given"]
                 log.warning("the drawing worker drew %d of %d pictures (%s); the end draws the rest", len(drawn),
                             len(self.sent), last[0])
@@ -111,6 +141,18 @@ class DrawAhead:
             self.proc.kill()
             self.proc.wait()
         shutil.rmtree(self.out / DIR, ignore_errors=True)
+
+
+def _write_plain_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """An uncompressed ``.npz`` written atomically: the hand-over is read once, a few ms later (compressing a
+    phase's geometry cost rank 0 ~0.05 s a phase)."""
+    import io
+
+    from hermes.results import write_atomic
+
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(path, buf.getvalue())
 
 
 def _main(argv: list[str]) -> int:
@@ -128,7 +170,12 @@ def _main(argv: list[str]) -> int:
     _unbind()
     for line in sys.stdin:
         k = int(line)
-        src = out / DIR / f"phase-{k:03d}"
+        src = out / DIR / f"worker-{k:03d}"
+        try:  # claimed: the run's process may take over the phases not yet started (DrawAhead.take_over)
+            os.rename(out / DIR / f"phase-{k:03d}", src)
+        except OSError:
+            print(f"taken {k}", flush=True)
+            continue
         try:
             plot_run(src, phases=[k], out_dir=out, timeline=False)
         except (HermesError, OSError) as err:

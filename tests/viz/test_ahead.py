@@ -4,6 +4,8 @@ stays in the run directory."""
 
 from __future__ import annotations
 
+import csv
+import json
 import logging
 import subprocess
 import sys
@@ -37,6 +39,44 @@ def test_a_refined_run_draws_its_pictures_while_the_phases_run_and_they_equal_he
     assert names == [f"partition-{k:03d}.png" for k in range(4)]
     for name in names + ["phases.png"]:
         assert (run / name).read_bytes() == (again / name).read_bytes(), name
+
+
+@pytest.mark.slow
+def test_the_run_takes_over_the_pictures_the_worker_has_not_started(tmp_path):
+    """At the end the run's process draws, from the last back, the phases the worker has not claimed: each
+    picture is drawn once, by one of them, and is the picture hermes plot draws."""
+    import shutil
+
+    from hermes.viz import plot_run
+    from hermes.viz.rundir import NpzArchive
+
+    run = tmp_path / "run"
+    done = subprocess.run([*HERMES, "run", str(ROOT / "scenarios/refine-lshape.yaml"), "--out", str(run),
+                           "--set", "adaptation.phases=3", "--set", "output.vtu=false", "--no-pictures"],
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("summary.json", "phases.csv", "scenario.yaml"):
+        shutil.copy(run / name, out / name)
+    with NpzArchive(run / "geometry.npz") as g, NpzArchive(run / "partitions.npz") as p:
+        geometry = {k: g.get(k) for k in g.names}
+        partitions = {k: p.get(k) for k in p.names}
+    base = {k: v for k, v in geometry.items() if not k[-4:-3] == "_" or not k[-3:].isdigit()}
+    summary = json.loads((run / "summary.json").read_text())
+    with open(run / "phases.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        rows, columns = list(reader), list(reader.fieldnames or [])
+    ahead = DrawAhead(out, base)
+    ahead.submit([0, 1, 2, 3], geometry, partitions, summary, rows, columns)
+    here = ahead.take_over()  # the worker is still importing matplotlib: it has started at most the first
+    there = ahead.finish()
+    assert sorted(here + there) == [0, 1, 2, 3] and not set(here) & set(there), (here, there)
+    assert here and here == sorted(here, reverse=True) and min(here) > max(there, default=-1)
+    assert not (out / DIR).exists()
+    again = plot_run(run, out_dir=tmp_path / "again", timeline=False)
+    for pic in again:
+        assert (out / pic.name).read_bytes() == pic.read_bytes(), pic.name
 
 
 def test_a_worker_that_cannot_draw_leaves_the_pictures_to_the_end(tmp_path, caplog):

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grapevine_report import REPORT_6P  # noqa: E402
-from partition_compare import run_hermes  # noqa: E402
+from benchmarks.grapevine_report import REPORT_6P
+from benchmarks.partition_compare import run_hermes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -28,9 +28,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from partition_compare import PeakRSS, finish_job  # noqa: E402
-from scale import scenario  # noqa: E402
+from benchmarks.partition_compare import PeakRSS, finish_job
+from benchmarks.scale import scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,15 +15,11 @@ them beside LBAF's for the same files::
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hermes.trace import read_trace  # noqa: E402
-from hermes.trace.workmodel import WorkModel, rank_figures  # noqa: E402
+from hermes.trace import read_trace
+from hermes.trace.workmodel import WorkModel, rank_figures
 
 
 def stats(name: str, x: np.ndarray) -> str:

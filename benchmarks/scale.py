@@ -43,8 +43,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared runner, also when imported as a module
-from partition_compare import markdown_table, run_hermes  # noqa: E402
+from benchmarks.partition_compare import markdown_table, run_hermes
 
 __all__ = ["METHODS", "DEFAULT_METHODS", "scenario", "table_schedule", "case_name", "row", "main"]
 

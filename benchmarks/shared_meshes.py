@@ -27,8 +27,7 @@ from typing import Any
 
 from hermes.data.io import read_mesh
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared runner, also when imported as a module
-from partition_compare import (  # noqa: E402
+from benchmarks.partition_compare import (
     DEFAULT_REGION,
     METHODS,
     capacities,

@@ -12,17 +12,15 @@ import pytest
 from hermes.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT, SHARED_MESHES
 
-BENCH = ROOT / "benchmarks"
-
-
-def bench(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def bench(module: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``python -m benchmarks.<module> ARGS`` from the repository's top, as the docs run it."""
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     try:
-        res = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
+        res = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", *args], capture_output=True, text=True,
                              timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired as err:
-        pytest.fail(f"{script} timed out after {timeout}s\n{err.stderr}")
+        pytest.fail(f"{module} timed out after {timeout}s\n{err.stderr}")
     assert res.returncode == 0, res.stderr
     return res
 
@@ -37,7 +35,7 @@ def table(stdout: str) -> tuple[list[str], list[list[str]]]:
 @pytest.mark.slow
 def test_partition_compare_tiny(tmp_path):
     out = tmp_path / "c.csv"
-    res = bench("partition_compare.py", "--meshes", "grid20x19", "--ranks", "3", "--phases", "1",
+    res = bench("partition_compare", "--meshes", "grid20x19", "--ranks", "3", "--phases", "1",
                 "--iterations", "1", "--methods", "none,pcg+gain,metis", "--out", str(out))
     head, rows = table(res.stdout)
     assert head == ["mesh", "cells", "method", "imbalance", "edge cut", "migrated cells", "migrated weight",
@@ -63,7 +61,7 @@ def test_partition_compare_tiny(tmp_path):
 @pytest.mark.slow
 def test_partition_compare_refine_reports_the_grown_mesh(tmp_path):
     out = tmp_path / "r.csv"
-    res = bench("partition_compare.py", "--kind", "refine", "--meshes", "lshape", "--ranks", "2", "--phases", "1",
+    res = bench("partition_compare", "--kind", "refine", "--meshes", "lshape", "--ranks", "2", "--phases", "1",
                 "--iterations", "1", "--methods", "pcg+gain", "--out", str(out))
     head, rows = table(res.stdout)
     assert head[:4] == ["mesh", "cells", "cells final", "method"]
@@ -75,7 +73,7 @@ def test_partition_compare_refine_reports_the_grown_mesh(tmp_path):
 
 @pytest.mark.slow
 def test_partition_compare_rejects_unknown_method():
-    res = subprocess.run([sys.executable, str(BENCH / "partition_compare.py"), "--methods", "nosuch"],
+    res = subprocess.run([sys.executable, "-m", "benchmarks.partition_compare", "--methods", "nosuch"],
                          capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert res.returncode != 0 and "unknown nosuch" in res.stderr
 
@@ -84,7 +82,7 @@ def test_partition_compare_rejects_unknown_method():
 @pytest.mark.mpi  # starts mpiexec itself
 def test_shared_meshes_tiny(tmp_path):
     out = tmp_path / "s.csv"
-    res = bench("shared_meshes.py", "--meshes", "hammond2", "--balancers", "pcg+gain", "--ranks", "2",
+    res = bench("shared_meshes", "--meshes", "hammond2", "--balancers", "pcg+gain", "--ranks", "2",
                 "--phases", "1", "--iterations", "1", "--out", str(out))
     head, rows = table(res.stdout)
     assert head[:5] == ["mesh", "cells", "edges", "load (s)", "balancer"] and "edge cut" in head
@@ -96,14 +94,14 @@ def test_shared_meshes_tiny(tmp_path):
 
 @pytest.mark.slow
 def test_shared_meshes_skips_cleanly_without_directory(tmp_path):
-    res = bench("shared_meshes.py", "--dir", str(tmp_path / "absent"))
+    res = bench("shared_meshes", "--dir", str(tmp_path / "absent"))
     assert "not found" in res.stdout and "skipped" in res.stdout
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_scale_quick():
-    res = bench("scale.py", "--quick", timeout=240)
+    res = bench("scale", "--quick", timeout=240)
     head, rows = table(res.stdout)
     assert head[:3] == ["p", "method", "total (s)"] and "edge cut per phase" in head
     assert [r[1] for r in rows] == ["pcg", "auto+compact+trigger"]
@@ -112,11 +110,7 @@ def test_scale_quick():
 
 
 def test_scale_frontier_plot(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("scale_bench", BENCH / "scale.py")
-    scale = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(scale)
+    from benchmarks import scale
     base = dict(setup="quickstart", kind="weights", capacities="homo", iterations=200, phases=3, ranks=64,
                 mesh="grid160x120")
     rows = [dict(base, method="metis", distinct_cells=100, cuts=[10, 10], total_time=3.0),
@@ -133,7 +127,7 @@ def test_scale_frontier_plot(tmp_path):
 @pytest.mark.slow
 def test_async_mesh_tiny(tmp_path):
     out = tmp_path / "c.csv"
-    res = bench("async_mesh.py", "--ranks", "2", "--balancers", "none", "--platforms", "hetero", "--iterations", "5",
+    res = bench("async_mesh", "--ranks", "2", "--balancers", "none", "--platforms", "hetero", "--iterations", "5",
                 "--out", str(tmp_path / "runs"), "--csv", str(out), timeout=300)
     head, rows = table(res.stdout)
     assert head[:3] == ["platform (2 ranks)", "balancer", "mode"] and head[-2:] == ["worth sync sweeps", "migrated cells"]
@@ -160,12 +154,12 @@ def test_migration_bound_on_a_hand_made_run(tmp_path):
     owner1 = owner0.copy()
     owner1[np.flatnonzero(x == 3)] = 1  # the left half's column next to the boundary: 4 cells of weight 2
     np.savez(run / "partitions.npz", owner_000=owner0, owner_001=owner1, weight_000=np.ones(32), weight_001=w1)
-    res = bench("migration_bound.py", str(run), "--metis", str(run))
+    res = bench("migration_bound", str(run), "--metis", str(run))
     got = dict(line.split(": ") for line in res.stdout.strip().splitlines())
     assert got["subdomain edges"] == "1" and got["excess"] == "8"
     assert got["fewest load-hops (uniform costs)"] == "8" and got["load-hops of the minimal flow"] == "8"
     assert got["cells moved, at least (one boundary each)"] == "4" and got["METIS cells moved"] == "4"
     assert got["METIS weight moved"] == "8" and got["hops per unit of excess"] == "1"
-    bad = subprocess.run([sys.executable, str(BENCH / "migration_bound.py"), str(tmp_path)], capture_output=True,
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.migration_bound", str(tmp_path)], capture_output=True,
                          text=True, cwd=ROOT)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no partitions.npz" in bad.stderr

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from benchmarks import extraload_sources as study
 from hermes.extraload.tasks import parse_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("extraload_sources", ROOT / "benchmarks" / "extraload_sources.py")
-study = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(study)
 
 
 def test_stationary_load_every_monitoring_source_finds_the_oracle():
@@ -36,7 +33,7 @@ def test_study_script_prints_the_four_sources(tmp_path):
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "extraload_sources.py"), "--phases", "2",
+    res = subprocess.run([sys.executable, "-m", "benchmarks.extraload_sources", "--phases", "2",
                           "--iterations", "3"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     rows = [ln.split("|")[1].strip() for ln in res.stdout.splitlines() if ln.startswith("|")][2:]

@@ -30,9 +30,9 @@ def run(cells: int, selection: str = "gain") -> None:
     from hermes.adaptation import adapt_mesh
     from hermes.balance.flow import topological_order
     from hermes.balance.model import Model
-    from hermes.balance.realisation import realise_flow
+    from hermes.balance.realisation.realise import realise_flow
     from hermes.balance.registry import BALANCERS, BalanceContext, check_params
-    from hermes.balance.selection import get_selection
+    from hermes.balance.realisation.selection import get_selection
     from hermes.clock import Links, VirtualClock
     from hermes.comm import Counters, NeighbourComm
     from hermes.data.adapt import region_mask
@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--selection", default="gain", help="gain | peel | wavefront")
     args = ap.parse_args()
-    from hermes.launch import mpiexec_command, under_mpi_launcher
+    from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher
 
     if not under_mpi_launcher():
         cmd = mpiexec_command(args.ranks, [])

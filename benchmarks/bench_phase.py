@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hermes.launch import mpiexec_command
+from hermes.lifecycle.launch import mpiexec_command
 
 
 def main() -> int:

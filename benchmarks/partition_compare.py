@@ -47,7 +47,7 @@ from typing import Any
 import yaml
 
 from hermes.hosting import processes_for
-from hermes.launch import _LAUNCHER_ENV, mpiexec_command
+from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.scenario import parse_scenario
 
 __all__ = ["METHODS", "DEFAULT_METHODS", "MESHES", "capacities", "scenario", "run_hermes", "run_row",

@@ -1,7 +1,7 @@
 """Every shipped mesh through ``hermes run`` with real refinement, with every balancer (issue 4, "Done means").
 
 One MPI job (the script starts itself under the venv's mpiexec with ``--ranks`` ranks) runs the whole
-matrix in-process, one :func:`hermes.driver.run` per pair::
+matrix in-process, one :func:`hermes.lifecycle.driver.run` per pair::
 
     .venv/bin/python benchmarks/refine_all.py --out runs/refine_all.csv
     .venv/bin/python benchmarks/refine_all.py --meshes lshape --balancers pcg,gda0 --ranks 3
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--out", help="CSV file")
     args = ap.parse_args(argv)
-    from hermes.launch import mpiexec_command, under_mpi_launcher
+    from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher
 
     if not under_mpi_launcher():
         cmd = mpiexec_command(args.ranks, [])
@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     from hermes.balance.registry import BALANCERS
-    from hermes.driver import run
-    from hermes.results import write_csv
+    from hermes.lifecycle.driver import run
+    from hermes.files import write_csv
     from hermes.scenario import parse_scenario
 
     comm = MPI.COMM_WORLD

@@ -1,6 +1,6 @@
 """Start-up cost of hermes: CPU seconds (user + sys) of the command line and of a rank before its set-up.
 
-    .venv/bin/python benchmarks/startup.py [--repeats 5] [--tree LABEL=DIR ...]
+    python -m benchmarks.startup [--repeats 5] [--tree LABEL=DIR ...] [--cache results/startup.json]
 
 Each measure runs in a fresh child process and is the minimum over ``--repeats`` runs (the machine's other load
 only ever adds time):
@@ -9,7 +9,7 @@ only ever adds time):
   script runs), the child's user + sys CPU from ``os.wait4``;
 - ``import hermes``: ``python -c "import hermes"``, likewise;
 - ``rank start-up``: one rank under ``mpiexec -n 1`` running ``hermes run scenarios/refine-airfoil.yaml
-  --set processors=1``, stopped when the driver begins the set-up (:func:`hermes.driver.distribute`, before the
+  --set processors=1``, stopped when the driver begins the set-up (:func:`hermes.lifecycle.setup.distribute`, before the
   mesh is read): the rank's own CPU seconds at that point (``resource.getrusage(RUSAGE_SELF)`` inside the rank:
   the interpreter, every import, MPI_Init, the scenario's validation and the balancer's look-up; mpiexec's own
   CPU is not counted). The same count holds for every rank of a larger job.
@@ -18,7 +18,7 @@ only ever adds time):
 scenario file), e.g. ``git worktree add /tmp/wt-before 58ba91b`` then ``--tree before=/tmp/wt-before``; the
 default is this checkout alone. The interpreter is this one (the same venv, the same libraries) for all trees;
 each child runs in its tree with ``PYTHONPATH`` set to it, which comes before the venv's editable install (the
-rank checks which ``hermes.driver`` it imported).
+rank checks which ``hermes.lifecycle.driver`` it imported).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the rank's script: stop at the first step of the set-up and report this process's CPU seconds
 RANK = """
 import json, os, resource, sys
-import hermes.driver as driver
+import hermes.lifecycle.driver as driver
 
 def stop(*args, **kwargs):
     u = resource.getrusage(resource.RUSAGE_SELF)
@@ -112,12 +112,14 @@ def measure(tree: Path, repeats: int, launcher: list[str]) -> dict[str, float | 
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="runs per measure; the minimum is printed (default 5)")
     ap.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR",
                     help="another checkout to measure beside this one (repeatable)")
-    args = ap.parse_args()
+    ap.add_argument("--cache", type=Path, help="also write the figures to this JSON cache (results/)")
+    args = ap.parse_args(argv)
     trees = [("this tree", ROOT)]
     for item in args.tree:
         label, eq, d = item.partition("=")
@@ -138,6 +140,14 @@ def main() -> int:
         imp = results[label]["rank imports"]
         print(f"{label}: the rank had imported {len(imp['families'])} hermes.balance modules"
               f"{' and ' + ', '.join(imp['heavy']) if imp['heavy'] else ''} when its set-up began")
+    if args.cache:
+        from benchmarks import cache
+
+        figures = {"repeats": args.repeats, "trees": [label for label, _ in trees],
+                   "measures": {label: {name: results[label][name] for name in names} for label, _ in trees},
+                   "rank imports": {label: {k: v for k, v in results[label]["rank imports"].items() if k != "file"}
+                                    for label, _ in trees}}
+        cache.write(args.cache, "startup", cache.command_line("benchmarks.startup", argv), figures)
     return 0
 
 

@@ -4,7 +4,7 @@ A revival of HeRMeS (T. Rotaru, PhD thesis, Neuchatel 2003, ch. 10). The package
 HeRMeS design: data management (:mod:`hermes.data`), application simulation (:mod:`hermes.app`),
 dynamic load balancing (:mod:`hermes.balance`), resource monitoring (:mod:`hermes.monitor`),
 extra-load injection (:mod:`hermes.extraload`) and visualisation (:mod:`hermes.viz`), tied together
-by the phase driver (:mod:`hermes.driver`) and the command line (:mod:`hermes.cli`).
+by the phase driver (:mod:`hermes.lifecycle.driver`) and the command line (:mod:`hermes.cli`).
 
 The public API — a few verbs, everything else one import away (as networkx)::
 
@@ -43,7 +43,7 @@ _LAZY = {
     "read_mesh": "hermes.api",
     "partition": "hermes.api",
     "Model": "hermes.balance.model",
-    "RunResult": "hermes.records",
+    "RunResult": "hermes.lifecycle.records",
 }
 
 

@@ -53,8 +53,9 @@ def _capture(fn):
 
 
 def main(cases_path: str, out_path: str) -> None:
-    from hermes import cli, driver, launch
-
+    from hermes import cli
+    from hermes.lifecycle import driver
+    from hermes.lifecycle import launch
     warnings.simplefilter("always")  # a warning of one case must not hide the same warning of another
     cases = json.loads(Path(cases_path).read_text())
     sys.path.insert(0, str(Path(cases_path).parent))  # the catalogue's plug-in modules live beside the cases
@@ -75,11 +76,11 @@ def main(cases_path: str, out_path: str) -> None:
         comm.Barrier()
 
     launch.mpiexec_command = no_launch
-    if hasattr(cli, "mpiexec_command"):
-        cli.mpiexec_command = no_launch
     driver.extra_load = no_phase
-    assert hasattr(cli, "_exit_together"), "hermes.cli._exit_together is gone: update this batch runner"
-    cli._exit_together = exit_together
+    from hermes.cli import run as cli_run  # where the run command's job calls exit_together
+
+    assert hasattr(cli_run, "exit_together"), "hermes.cli.run.exit_together is gone: update this batch runner"
+    cli_run.exit_together = exit_together
     rank = 0
     if launch.under_mpi_launcher():
         from mpi4py import MPI

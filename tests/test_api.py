@@ -12,8 +12,8 @@ import pytest
 
 import hermes
 from hermes.errors import HermesError
-from hermes.launch import _LAUNCHER_ENV
-from hermes.records import CSV_COLUMNS, RunResult
+from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.lifecycle.records import CSV_COLUMNS, RunResult
 from tests.conftest import ROOT
 
 

@@ -13,7 +13,7 @@ Each ``hermes run`` case runs twice (issue 8, items 5–6):
 The cases run in one process per mode (the batch runner redirects file descriptors per case), so the
 whole catalogue costs one interpreter start and one ``mpiexec``; a few cases also run end to end as real
 processes (:func:`test_end_to_end_self_launched`, :func:`test_end_to_end_under_mpiexec`), where Open
-MPI's own report of the non-zero exit is the only other text allowed (see hermes/launch.py).
+MPI's own report of the non-zero exit is the only other text allowed (see hermes/lifecycle/launch.py).
 The other commands (``flow``, ``gossip``, ``mesh``, ``scenario``, ``plot``) have their catalogue in
 :data:`OTHER`, run the same way in one process.
 """
@@ -28,13 +28,13 @@ import sys
 import numpy as np
 import pytest
 
-from hermes.launch import _LAUNCHER_ENV
+from hermes.lifecycle.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT, run_mpi
 
 BATCH = ROOT / "tests" / "bad_input_batch.py"
 NO_SET = "mesh.grid=null"
 VTU = str(ROOT / "meshes" / "grid20x19.vtu")
-BAHI = str(ROOT / "scenarios" / "bahi-homogeneous.yaml")  # a Brusselator spec (hermes/app/bahi.py)
+BAHI = str(ROOT / "scenarios" / "bahi-homogeneous.yaml")  # a Brusselator spec (hermes/bahi/study.py)
 
 
 def _mesh(name: str) -> list[str]:
@@ -419,7 +419,7 @@ def _write_inputs(d) -> None:
 
 def _write_issue22_inputs(d) -> None:
     """The inputs of the issue-22 classes: schedules, deep and exploding YAML, plug-ins, foreign directories."""
-    from hermes.results import write_marker
+    from hermes.claims import write_marker
 
     (d / "sched_semi.csv").write_text("processor;adpt1\n0;1\n1;1\n2;1\n3;1\n")
     (d / "sched_dup.csv").write_text("processor,adpt1\n0,1\n0,1\n2,1\n3,1\n")
@@ -566,7 +566,7 @@ def _cli(*args, timeout=300):
 
 
 #: Open MPI's prterun reports any rank's non-zero exit in six lines (help-prun.txt [prun:non-zero-exit]);
-#: it cannot be silenced while keeping the exit status (hermes/launch.py, "Open MPI's report")
+#: it cannot be silenced while keeping the exit status (hermes/lifecycle/launch.py, "Open MPI's report")
 OPEN_MPI_REPORT = ("prterun detected that one or more processes exited with non-zero status",
                    "thus causing the job to be terminated. The first process to do so was:",
                    "Process name:", "Exit code:    2")

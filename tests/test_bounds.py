@@ -16,7 +16,7 @@ import pytest
 
 from hermes.errors import ScenarioError
 from hermes.lab.flow import flow_lab
-from hermes.results import write_json
+from hermes.files import write_json
 from hermes.scenario import BIG, QUICKSTART, TINY, Scenario, check_magnitudes, parse_scenario
 
 

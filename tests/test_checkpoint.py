@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from hermes import driver
-from hermes.checkpoint import load_state, read_manifest, save_state
+from hermes.lifecycle import driver
+from hermes.lifecycle.checkpoint import load_state, read_manifest, save_state
+from hermes.lifecycle.directory import scenario_yaml
 from hermes.clock import Links
 from hermes.errors import HermesError
 from hermes.scenario import QUICKSTART, parse_scenario
@@ -41,14 +42,14 @@ def _crash_after(monkeypatch, phase: int) -> list[dict]:
             raise Crash
 
     r_out: list = []
-    real_open = driver._open
+    real_open = driver.open_run
 
     def spy_open(r, path, *args, **kwargs):
         r_out.append(path)
         return real_open(r, path, *args, **kwargs)
 
     monkeypatch.setattr(driver, "_fault", fault)
-    monkeypatch.setattr(driver, "_open", spy_open)
+    monkeypatch.setattr(driver, "open_run", spy_open)
     return seen
 
 
@@ -161,8 +162,8 @@ def test_the_state_tree_reads_back_exactly(tmp_path, monkeypatch):
     """Every kind of value a state holds reads back equal and of its type; objects reached twice stay one;
     random streams go on identically (spawn included); hermes records are rebuilt without their __init__."""
     sc = _scenario()
-    (tmp_path / "scenario.yaml").write_text(driver._scenario_yaml(sc))
-    sha = hashlib.sha256(driver._scenario_yaml(sc).encode()).hexdigest()
+    (tmp_path / "scenario.yaml").write_text(scenario_yaml(sc))
+    sha = hashlib.sha256(scenario_yaml(sc).encode()).hexdigest()
     shared = [1, 2]
     rng, mt = np.random.default_rng(7), np.random.Generator(np.random.MT19937(np.random.SeedSequence(3).spawn(2)[1]))
     rng.random(5)  # a stream part-way

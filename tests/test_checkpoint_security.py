@@ -1,5 +1,5 @@
 """A checkpoint is data: reading one never runs code from it, and every kind of damage is one line before the
-job starts (hermes/checkpoint.py).
+job starts (hermes/lifecycle/checkpoint.py).
 
 Each case damages or crafts a copy of a real one-rank checkpoint with the manifest's checksums updated, so
 that what stops it is the check under test, not the checksum: pickles (an object array whose pickle would
@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from hermes import checkpoint, driver
-from hermes.checkpoint import CheckpointError, load_state, read_manifest, verify_checkpoint
+from hermes.lifecycle import checkpoint, codec, driver
+from hermes.lifecycle.checkpoint import CheckpointError, load_state, read_manifest, verify_checkpoint
 from hermes.errors import HermesError
-from hermes.launch import _LAUNCHER_ENV
+from hermes.lifecycle.launch import _LAUNCHER_ENV
 from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import ROOT, run_mpi
 
@@ -106,7 +106,7 @@ def _replace(run: Path, data: bytes, rank: int = 0) -> None:
 
 
 def _tree(run: Path) -> tuple[dict, dict]:
-    text, arrays = checkpoint._unpack((run / RANK0).read_bytes())
+    text, arrays = codec.unpack((run / RANK0).read_bytes())
     return json.loads(text), arrays
 
 
@@ -144,12 +144,14 @@ def test_no_file_under_checkpoint_is_a_pickle(run_dir):
     json.loads(arrays["tree"].tobytes())  # the state tree is JSON
 
 
-def test_the_checkpoint_module_has_no_pickle_and_loads_without_it():
-    tree = ast.parse(Path(checkpoint.__file__).read_text())
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert not imported & {"pickle", "marshal", "shelve", "dill", "cloudpickle", "joblib"}
-    loads = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "np.load"]
+def test_the_checkpoint_modules_have_no_pickle_and_load_without_it():
+    loads = []
+    for module in (checkpoint, codec):  # the checkpoint and the codec of its files
+        tree = ast.parse(Path(module.__file__).read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not imported & {"pickle", "marshal", "shelve", "dill", "cloudpickle", "joblib"}
+        loads += [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "np.load"]
     assert loads and all(any(k.arg == "allow_pickle" and ast.unparse(k.value) == "False" for k in n.keywords)
                          for n in loads)
 
@@ -174,9 +176,9 @@ def test_an_object_array_is_refused_and_never_unpickled(run_dir, tmp_path, how):
     doc, arrays = _tree(run_dir)
     text = json.dumps(doc).encode()
     if how == "hermes' layout":  # exactly hermes' zip: only the entry's dtype gives it away
-        members = [("tree", checkpoint._npy(np.frombuffer(text, np.uint8)))]
-        members += [(k, _object_npy(marker) if k == "a0" else checkpoint._npy(a)) for k, a in arrays.items()]
-        data = checkpoint._pack(members)
+        members = [("tree", codec._npy(np.frombuffer(text, np.uint8)))]
+        members += [(k, _object_npy(marker) if k == "a0" else codec._npy(a)) for k, a in arrays.items()]
+        data = codec._pack(members)
     elif how == "np.savez":
         buf = io.BytesIO()
         np.savez(buf, tree=np.frombuffer(text, np.uint8), **{**arrays, "a0": np.array([Payload(marker)])})
@@ -197,8 +199,8 @@ PROBE = "hermes_checkpoint_probe"
 
 
 @pytest.mark.parametrize("name", [f"{PROBE}:Thing", "os:system", "builtins:object", "hermes.__main__:main",
-                                  "hermes.balance.registry:Registry", "hermes.driver:_refs",
-                                  "hermes.driver:RunState.columns", "hermes.nosuchmodule:Thing", "hermes:Thing",
+                                  "hermes.balance.registry:Registry", "hermes.lifecycle.progress:checkpoint_refs",
+                                  "hermes.lifecycle.state:RunState.columns", "hermes.nosuchmodule:Thing", "hermes:Thing",
                                   "hermes.errors:HermesError", 42])
 def test_a_class_outside_hermes_is_refused_without_importing_it(run_dir, tmp_path, monkeypatch, name):
     marker = tmp_path / "imported"
@@ -206,9 +208,9 @@ def test_a_class_outside_hermes_is_refused_without_importing_it(run_dir, tmp_pat
                                           f"class Thing:\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     doc, arrays = _tree(run_dir)
-    assert doc["state"]["object"] == "hermes.driver:RunState"
+    assert doc["state"]["object"] == "hermes.lifecycle.state:RunState"
     doc["state"]["object"] = name
-    _replace(run_dir, checkpoint._encode_file(doc, arrays))
+    _replace(run_dir, codec.encode_file(doc, arrays))
     _refused(run_dir, "rank-00000.npz is damaged (it holds ", marker=marker)
     assert not marker.exists() and PROBE not in sys.modules
     __import__(PROBE)  # the probe is live: importing it leaves its mark
@@ -220,7 +222,7 @@ def test_a_model_outside_hermes_is_refused(run_dir):
     doc, arrays = _tree(run_dir)
     assert doc["scenario"]["model"] == "hermes.scenario:Scenario"
     doc["scenario"]["model"] = "pydantic.main:BaseModel"
-    _replace(run_dir, checkpoint._encode_file(doc, arrays))
+    _replace(run_dir, codec.encode_file(doc, arrays))
     _refused(run_dir, "it holds a class outside hermes: 'pydantic.main:BaseModel'")
 
 
@@ -238,14 +240,14 @@ def test_a_scenario_other_than_scenario_yaml_is_refused_before_it_is_validated(r
         doc["scenario"]["json"]["balancer"]["algorithm"] = f"{PROBE}:run"
     else:
         doc["scenario"]["json"]["seed"] += 1
-    _replace(run_dir, checkpoint._encode_file(doc, arrays))
+    _replace(run_dir, codec.encode_file(doc, arrays))
     _refused(run_dir, "rank-00000.npz holds another scenario than the run directory's scenario.yaml",
              marker=marker)
     assert PROBE not in sys.modules
     doc["scenario"]["json"]["output"]["pictures"] = True  # the one key a resume may change
     if change == "seed":
         doc["scenario"]["json"]["seed"] -= 1
-        _replace(run_dir, checkpoint._encode_file(doc, arrays))
+        _replace(run_dir, codec.encode_file(doc, arrays))
         assert verify_checkpoint(run_dir).phase == 2
 
 
@@ -283,7 +285,7 @@ def test_a_missing_or_truncated_file_is_one_line(run_dir):
     path.write_bytes(good)
     doc, arrays = _tree(run_dir)
     arrays["a99"] = np.zeros(3)  # an entry the tree does not name
-    _replace(run_dir, checkpoint._encode_file(doc, {**arrays}))
+    _replace(run_dir, codec.encode_file(doc, {**arrays}))
     _refused(run_dir, "entries are not tree, a0, a1")
 
 
@@ -348,10 +350,10 @@ def test_a_header_of_another_phase_or_rank_is_one_line(run_dir):
     doc, arrays = _tree(run_dir)
     for key, value in [("rank", 1), ("phase", 4), ("ranks", 2), ("rank", False), ("hermes", "0.0.1")]:
         bad = {**doc, "header": {**doc["header"], key: value}}
-        _replace(run_dir, checkpoint._encode_file(bad, arrays))
+        _replace(run_dir, codec.encode_file(bad, arrays))
         _refused(run_dir, "rank-00000.npz does not belong to the manifest's phase 2 (rank 0 of 1)")
     bad = {**doc, "header": {**doc["header"], "wall_seconds": "soon"}}
-    _replace(run_dir, checkpoint._encode_file(bad, arrays))
+    _replace(run_dir, codec.encode_file(bad, arrays))
     _refused(run_dir, "its header holds a value that is not a number")
 
 
@@ -368,7 +370,7 @@ def test_a_header_of_another_phase_or_rank_is_one_line(run_dir):
 def test_a_crafted_node_is_one_line(run_dir, node, words):
     doc, arrays = _tree(run_dir)
     doc["state"]["attrs"]["balancer_state"] = node
-    _replace(run_dir, checkpoint._encode_file(doc, arrays))
+    _replace(run_dir, codec.encode_file(doc, arrays))
     with pytest.raises(HermesError) as err:
         driver.resume(run_dir, MPI.COMM_SELF, quiet=True)
     _one_line(err.value, words)
@@ -428,10 +430,10 @@ def _damage(run: Path, case: str) -> str:
         (run / "scenario.yaml").write_text((run / "scenario.yaml").read_text() + "# edited\n")
         return "scenario.yaml was edited after the run started"
     assert case == "object-array"
-    text, arrays = checkpoint._unpack((part / "rank-00001.npz").read_bytes())
-    members = [("tree", checkpoint._npy(np.frombuffer(text, np.uint8)))]
-    members += [(k, _object_npy(run / "pwned") if k == "a0" else checkpoint._npy(a)) for k, a in arrays.items()]
-    _replace(run, checkpoint._pack(members), rank=1)
+    text, arrays = codec.unpack((part / "rank-00001.npz").read_bytes())
+    members = [("tree", codec._npy(np.frombuffer(text, np.uint8)))]
+    members += [(k, _object_npy(run / "pwned") if k == "a0" else codec._npy(a)) for k, a in arrays.items()]
+    _replace(run, codec._pack(members), rank=1)
     return "rank-00001.npz is damaged (entry a0 is an array of Python objects (pickled), refused)"
 
 

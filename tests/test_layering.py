@@ -3,7 +3,7 @@
 The import graph is derived from the code itself (``ast``), counting every import — at module level or
 inside a function, since a lazy import is how a cycle hides — so the test stays true as the code grows.
 A *part* is a subpackage (``hermes.balance``, ``hermes.data``, ...) or a top-level module
-(``hermes.driver``, ``hermes.metrics``, ...).
+(``hermes.lifecycle.driver``, ``hermes.metrics``, ...).
 """
 
 from __future__ import annotations
@@ -96,3 +96,29 @@ def test_the_check_sees_a_cycle(cycle):
     g = _graph()
     g.add_edges_from([(cycle[0], cycle[1]), (cycle[1], cycle[0])])
     assert any(set(c) == set(cycle) for c in nx.simple_cycles(g))
+
+
+#: modules that decide from the sections of the scenario they are handed, never from the run or the scenario
+#: whole (issue 26): what they may not reach, directly or through what they import
+SECTIONS_ONLY = {"hermes.balance.policy": ("hermes.lifecycle", "hermes.scenario")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", sorted(SECTIONS_ONLY))
+def test_balancing_policy_sees_sections_not_the_run(module):
+    """The balancing policy (when to balance, a round's payoff, conductances, the boundary refinement's gate)
+    lives beside the balancers and is handed the sections it reads: it reaches neither the driver and the run's
+    state (hermes.lifecycle) nor the Scenario object."""
+    g = _graph()
+    assert module in g, f"{module} is gone: update SECTIONS_ONLY"
+    reached = nx.descendants(g, module)
+    bad = sorted(m for m in reached if any(m == p or m.startswith(p + ".") for p in SECTIONS_ONLY[module]))
+    assert not bad, f"{module} reaches {bad}"
+
+
+@pytest.mark.slow
+def test_the_policy_check_sees_a_planted_import():
+    """The check above fails when the policy imports the driver's state (so it can fail)."""
+    g = _graph()
+    g.add_edge("hermes.balance.policy", "hermes.lifecycle.state")
+    assert "hermes.lifecycle.state" in nx.descendants(g, "hermes.balance.policy")

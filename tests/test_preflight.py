@@ -1,21 +1,12 @@
-"""hermes.preflight: what ``hermes run`` checks before starting mpiexec (files, mesh, magnitudes, memory)."""
+"""hermes.lifecycle.preflight: what ``hermes run`` checks before starting mpiexec (files, mesh, magnitudes, memory)."""
 
 from __future__ import annotations
 
 import pytest
 
 from hermes.errors import HermesError, MeshError, ScenarioError
-from hermes.preflight import (
-    CELL_BYTES,
-    PROCESSOR_BYTES,
-    RANK_BYTES,
-    check_memory,
-    memory_available,
-    memory_needed,
-    mesh_cells,
-    preflight,
-    ranks_on_this_machine,
-)
+from hermes.lifecycle.preflight import (CELL_BYTES, PROCESSOR_BYTES, RANK_BYTES, check_memory, memory_available,
+                                        memory_needed, mesh_cells, preflight, ranks_on_this_machine)
 from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import ROOT
 
@@ -54,8 +45,8 @@ def test_too_many_processors_for_the_memory_is_refused_before_launching(tmp_path
     """A P the memory estimate refuses (the machine made to have 8 GiB): one line, exit 2, no mpiexec started."""
     import hermes.cli
 
-    monkeypatch.setattr("hermes.preflight.memory_available", lambda: 8 * 2**30)
-    monkeypatch.setattr("hermes.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
+    monkeypatch.setattr("hermes.lifecycle.preflight.memory_available", lambda: 8 * 2**30)
+    monkeypatch.setattr("hermes.lifecycle.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
     code = hermes.cli.main(["run", "--set", "processors=20000", "--set", "mesh.grid=200x150", "--set",
                             "platform.capacities=homo", "--processes", "2", "--out", str(tmp_path / "r")])
     out, err = capsys.readouterr()

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import hermes.cli
-from hermes.driver import _read_and_partition, load_mesh
+from hermes.lifecycle.setup import _read_and_partition, load_mesh
 from hermes.errors import MeshError, ScenarioError
-from hermes.preflight import mesh_cells
+from hermes.lifecycle.preflight import mesh_cells
 from hermes.scenario import QUICKSTART, parse_scenario
 
 # 4 vertices, 2 weights each ('10 2'): the second is 0 on three vertices
@@ -26,7 +26,7 @@ def _sc(tmp_path, **top):
 
 
 def _run_refused(tmp_path, monkeypatch, capsys, args) -> str:
-    monkeypatch.setattr("hermes.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
+    monkeypatch.setattr("hermes.lifecycle.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
     code = hermes.cli.main(["run", *args, "--processes", "2", "--out", str(tmp_path / "out")])
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()

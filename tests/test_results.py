@@ -10,26 +10,10 @@ import stat
 import numpy as np
 import pytest
 
-from hermes.results import (
-    DEFAULT_KEY,
-    LOCK,
-    MARKER,
-    RunDirError,
-    check_run_dir,
-    claim_dir,
-    file_mode,
-    open_run_dir,
-    read_marker,
-    read_summary,
-    run_dir_for,
-    safe_name,
-    slug,
-    write_atomic,
-    write_csv,
-    write_json,
-    write_marker,
-    write_npz,
-)
+from hermes.claims import DEFAULT_KEY, LOCK, MARKER, check_run_dir, claim_dir, read_marker, write_marker
+from hermes.files import (RunDirError, file_mode, read_summary, safe_name, slug, write_atomic, write_csv, write_json,
+                          write_npz)
+from hermes.lifecycle.directory import open_run_dir, run_dir_for
 from hermes.scenario import QUICKSTART, parse_scenario
 
 
@@ -196,7 +180,7 @@ def test_the_lock_ends_with_its_process(tmp_path):
     import sys
 
     d = tmp_path / "run"
-    code = ("import sys, time; from hermes.results import claim_dir; claim_dir(sys.argv[1]); print('held', "
+    code = ("import sys, time; from hermes.files import claim_dir; claim_dir(sys.argv[1]); print('held', "
             "flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(d)], stdout=subprocess.PIPE, text=True)
     try:
@@ -265,7 +249,7 @@ def test_the_default_run_directory_is_always_a_new_one(tmp_path):
 
 def test_subdirectories_are_real_directories_of_the_owner(tmp_path):
     from hermes.errors import OutputError
-    from hermes.results import subdir
+    from hermes.claims import subdir
 
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "own").mkdir()

@@ -21,7 +21,8 @@ import pytest
 from hermes.errors import BalancerError, HermesError, ScenarioError
 from hermes.loaders import (MAX_DEPTH, MAX_NODES, dump_yaml, json_depth, json_shape, load_json, load_yaml, parse_json,
                             parse_yaml)
-from hermes.results import LOCK, MARKER, RunDirError, claim_dir, clear_dir, read_marker, slug, write_atomic
+from hermes.claims import LOCK, MARKER, claim_dir, clear_dir, read_marker
+from hermes.files import RunDirError, slug, write_atomic
 from hermes.scenario import QUICKSTART, load_scenario, parse_scenario, yaml_value
 from tests.conftest import ROOT
 
@@ -241,7 +242,7 @@ def test_every_numeric_field_of_every_input_model_refuses_a_bool():
     field that holds numbers but no booleans is refused — the rule of hermes.strict.Strict, whatever the field."""
     from pydantic import BaseModel
 
-    from hermes.app.bahi import BrusselatorSpec
+    from hermes.bahi.study import BrusselatorSpec
     from hermes.extraload.tasks import TaskFile
     from hermes.monitor.series import MonitorSpec
     from hermes.scenario import Scenario

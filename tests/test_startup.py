@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from hermes.balance.registry import BUILTIN, Registry
-from hermes.launch import _LAUNCHER_ENV
+from hermes.lifecycle.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT
 
 FAMILIES = sorted(set(BUILTIN.values()))
@@ -47,25 +47,25 @@ def test_import_hermes_is_lazy_and_its_api_still_works():
             "assert abs(hermes.balance(m, 'pcg').flow - [4.0, 2.0]).max() < 1e-12\n"
             "assert callable(hermes.run) and callable(hermes.compare) and callable(hermes.scenario)\n"
             "import hermes.scenario\nassert hermes.scenario.__name__ == 'scenario' and callable(hermes.scenario)")
-    assert loaded_after(code, ["matplotlib", "hermes.balance.gossip"]) == []
+    assert loaded_after(code, ["matplotlib", "hermes.balance.gossip.grapevine"]) == []
 
 
 def test_a_rank_imports_the_balancer_its_scenario_names_and_no_other():
     """What a rank runs before the set-up: the CLI, the driver, the scenario, its balancer."""
-    code = ("import hermes.cli, hermes.driver, hermes.hosting\nfrom hermes.scenario import load_scenario\n"
+    code = ("import hermes.cli, hermes.lifecycle.driver, hermes.hosting\nfrom hermes.scenario import load_scenario\n"
             "from hermes.balance.registry import get_balancer\n"
             "sc = load_scenario('scenarios/refine-airfoil.yaml')\nget_balancer(sc.balancer.algorithm)")
     loaded = loaded_after(code, HEAVY)
     # gda0 (the scenario's) and pcg (the default balancer the scenario model validates when it is defined)
-    assert loaded == ["hermes.balance.diffusion", "hermes.balance.potential"]
+    assert loaded == ["hermes.balance.diffusion.gda", "hermes.balance.potential.pcg"]
 
 
 def test_the_registry_lists_every_name_without_importing_and_imports_on_first_use():
     code = ("from hermes.balance.registry import BALANCERS, get_balancer\nassert len(list(BALANCERS)) == 24\n"
             "try:\n    get_balancer('nope')\nexcept Exception as err:\n    assert 'valid: ada, auto' in str(err)\n")
     assert loaded_after(code, FAMILIES) == []
-    assert loaded_after(code + "get_balancer('sos')", FAMILIES) == ["hermes.balance.diffusion",
-                                                                   "hermes.balance.diffusion_family"]
+    assert loaded_after(code + "get_balancer('sos')", FAMILIES) == ["hermes.balance.diffusion.gda",
+                                                                   "hermes.balance.diffusion.sos"]
 
 
 @pytest.mark.parametrize("module", FAMILIES)

@@ -8,7 +8,7 @@ import pytest
 import threading
 import time
 
-from hermes.watchdog import EXIT_TIMEOUT, Watchdog
+from hermes.lifecycle.watchdog import EXIT_TIMEOUT, Watchdog
 
 
 class FakeComm:

@@ -32,7 +32,8 @@ from hermes.compare.runner import (ERROR, _scenario_of, cores, error_of, execute
 from hermes.compare.tables import columns_of, make_grid, markdown_tables, phase_rows, run_row
 from hermes.errors import HermesError
 from hermes.loaders import load_json
-from hermes.results import MARKER, DirLock, claim_dir, read_marker, safe_name, subdir, write_atomic, write_csv
+from hermes.claims import DirLock, MARKER, claim_dir, read_marker, subdir
+from hermes.files import safe_name, write_atomic, write_csv
 
 __all__ = ["compare", "run_experiment", "render", "collect", "load_experiment", "make_experiment", "Experiment",
            "ExperimentError", "parse_axis_option", "PLAN"]

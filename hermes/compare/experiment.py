@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hermes.errors import HermesError
 from hermes.hosting import processes_for
 from hermes.loaders import dump_yaml, load_yaml
-from hermes.results import safe_name, slug
+from hermes.files import safe_name, slug
 from hermes.scenario import MESH_SOURCES, QUICKSTART, BalancerSpec, Scenario, parse_scenario, yaml_value
 from hermes.scenario import PATH_KEYS as SCENARIO_PATH_KEYS
 
@@ -450,7 +450,7 @@ def _compact(v: Any) -> str:
 
 
 def _slug(label: str) -> str:
-    """A safe directory name from a label: never '.', '..', a separator or a NUL (:func:`hermes.results.slug`)."""
+    """A safe directory name from a label: never '.', '..', a separator or a NUL (:func:`hermes.files.slug`)."""
     return slug(label)
 
 

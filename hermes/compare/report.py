@@ -4,7 +4,7 @@ tables, its plots and each run's final partition — a file to mail or archive, 
 A small script in the page counts the images the browser could not decode and writes the count to
 ``<body data-images="N" data-broken-images="K">`` (tests read it from a headless browser's DOM).
 
-The page is written atomically through an exclusive temporary file (:func:`hermes.results.write_atomic`). A
+The page is written atomically through an exclusive temporary file (:func:`hermes.files.write_atomic`). A
 picture is embedded only if it is a regular file (not a symbolic link: a link planted among the pictures
 would copy its target into the page), a PNG, and at most :data:`MAX_PICTURE_BYTES`; otherwise the page says
 "no picture".
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hermes.compare.tables import Grid, table_blocks
-from hermes.results import write_atomic
+from hermes.files import write_atomic
 
 __all__ = ["write_report", "data_uri", "MAX_PICTURE_BYTES"]
 

@@ -23,10 +23,10 @@ from typing import Any
 
 from hermes.compare.experiment import PlannedRun
 from hermes.errors import HermesError
-from hermes.launch import _LAUNCHER_ENV, mpiexec_command
+from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.loaders import dump_yaml, load_json, load_yaml
-from hermes.results import (EXPERIMENT_TOKEN, DirLock, RunDirError, _read_small, clear_dir, file_mode, read_marker,
-                            safe_name, subdir, write_atomic)
+from hermes.claims import DirLock, EXPERIMENT_TOKEN, _read_small, clear_dir, read_marker, subdir
+from hermes.files import RunDirError, file_mode, safe_name, write_atomic
 
 __all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores", "error_of", "planned_scenario"]
 

@@ -430,7 +430,7 @@ def write_chaco(mesh: Mesh, path: str | os.PathLike, *, coords: bool = True) -> 
         else:
             tokens += map(str, nbr[lo:hi])
         out.append(" ".join(tokens))
-    from hermes.results import write_atomic, write_through
+    from hermes.files import write_atomic, write_through
 
     try:  # each file atomically: never through a symlink at its name, as it was if the write fails
         write_atomic(p, "\n".join(out) + "\n")

@@ -40,7 +40,7 @@ from hermes.data.formats import (
 )
 from hermes.data.mesh import SOLID_TYPES, Mesh, Solid, csr_from_edges
 from hermes.errors import MeshError, OutputError
-from hermes.results import write_through
+from hermes.files import write_through
 
 __all__ = ["check_writable_format", "read_mesh", "read_meshio", "write_mesh"]
 

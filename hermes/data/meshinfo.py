@@ -345,7 +345,7 @@ def format_mesh_info(info: dict) -> str:
 #: (lshape) bytes per cell from 2·10⁵ to 2·10⁶ cells, written as .vtu, at about 4 µs per cell), rounded up
 CELL_BYTES = 512
 #: the largest mesh ``generate`` builds: about 10 GB and a minute and a half (hermes.data cannot ask
-#: hermes.preflight for the memory available: preflight imports hermes.data)
+#: hermes.lifecycle.preflight for the memory available: preflight imports hermes.data)
 MAX_GENERATED_CELLS = 20_000_000
 
 

@@ -35,11 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from hermes.balance.spectral import graph_diameter
+from hermes.balance.diffusion.spectral import graph_diameter
 from hermes.clock import Links
 from hermes.lab.flow import check_flow_cost
 from hermes.lab.specs import build_model, parse_graph, parse_model
-from hermes.results import claim_dir, write_csv
+from hermes.claims import claim_dir
+from hermes.files import write_csv
 
 __all__ = ["diffusion_family", "polynomial_family", "table101_family", "flow_bench", "ENVIRONMENTS", "FAMILIES",
            "TABLE_10_1"]
@@ -283,7 +284,7 @@ def _plot_polynomial(rows, out: Path) -> list[Path]:
 def flow_bench(out: str | Path, *, quick: bool = False, families=FAMILIES) -> list[Path]:
     """Run the families, write CSV + PNG into ``out``; returns the written paths.
 
-    ``out`` is a directory of hermes' own (:func:`hermes.results.claim_dir`, kind ``flow-bench``): new, empty,
+    ``out`` is a directory of hermes' own (:func:`hermes.claims.claim_dir`, kind ``flow-bench``): new, empty,
     or made by an earlier ``flow-bench``; locked while the families run."""
     lock = claim_dir(out, "--out", kind="flow-bench")
     try:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from hermes.errors import HermesError
-from hermes.results import claim_dir, read_marker, slug, subdir, write_atomic, write_csv
+from hermes.claims import claim_dir, read_marker, subdir
+from hermes.files import slug, write_atomic, write_csv
 from hermes.trace.lbdatafile import TraceError, read_trace
 
 __all__ = ["TRACE_OPTIONS", "trace_experiment", "load_trace_experiment", "run_trace_experiment",
@@ -169,7 +170,7 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
             if key not in cache:
                 cache[key] = read_trace(exp["trace"], phases=o["phase"])
             trace = cache[key]
-            from hermes.results import write_marker
+            from hermes.claims import write_marker
 
             write_marker(rd, "replay", run["id"])
             got, _ = replay_to_dir(trace, [run["algorithm"]], rd, params={run["algorithm"]: run["params"]},
@@ -222,7 +223,7 @@ def _plot(path: Path, exp, cols, label, by, phases) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hermes.results import write_through
+    from hermes.files import write_through
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     first = [by[(ph, cols[0][1])] for ph in phases if (ph, cols[0][1]) in by]

@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from hermes.bounds import BIG
 from hermes.errors import MeshError, one_line, validation_message
 from hermes.loaders import parse_json, read_bytes
-from hermes.results import write_atomic
+from hermes.files import write_atomic
 
 __all__ = ["Trace", "TracePhase", "TraceError", "read_trace", "write_trace", "parse_phase_spec", "trace_paths",
            "count_ranks", "find_trace", "check_new_trace", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS", "SUFFIXES"]

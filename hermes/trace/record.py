@@ -106,7 +106,7 @@ def trace_from_run(run_dir: str | Path, *, cells_per_block: int | None = None) -
     import csv
 
     from hermes.loaders import load_yaml
-    from hermes.results import read_summary
+    from hermes.files import read_summary
 
     d = Path(run_dir)
     summary = read_summary(d)
@@ -161,7 +161,7 @@ def write_run_trace(run_dir: str | Path, stem: str | Path | None = None, *, cell
     """Write :func:`trace_from_run` as ``<stem>.<r>.json`` (default ``<run>/lbdatafile/data``)."""
     trace = trace_from_run(run_dir, cells_per_block=cells_per_block)
     if stem is None:  # in the run's own directory: a real subdirectory (a symlink planted there is refused)
-        from hermes.results import MARKER, read_marker, subdir
+        from hermes.claims import MARKER, read_marker, subdir
 
         if read_marker(run_dir) != "run":
             raise TraceError(f"{run_dir}: not a run directory hermes made (no {MARKER} marker): give --out STEM")

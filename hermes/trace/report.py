@@ -76,7 +76,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hermes.results import write_through
+    from hermes.files import write_through
 
     algos = list(dict.fromkeys(r["algorithm"] for r in rows))
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
@@ -108,7 +108,8 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
                   say=lambda s: None) -> tuple[list[dict[str, Any]], list[ReplayResult]]:
     """Replay ``algorithms`` on ``trace`` and write the directory of the module docstring into ``out`` (an
     existing, claimed directory); the rows and the results."""
-    from hermes.results import slug, subdir, write_csv, write_json
+    from hermes.claims import subdir
+    from hermes.files import slug, write_csv, write_json
     from hermes.trace.replay import _capacities
     import platform
 
@@ -146,7 +147,7 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
     meta["rows"] = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in rows]
     write_json(out / "replay.json", meta)
-    from hermes.results import write_atomic
+    from hermes.files import write_atomic
 
     write_atomic(out / "table.md", format_table(rows))
     if plot and rows:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from hermes.errors import HermesError
-from hermes.results import MARKER, read_marker
+from hermes.claims import MARKER, read_marker
 from hermes.viz.partition import check_dpi, plain, plot_partition
 from hermes.viz.rundir import (MAX_PHASES, Geometry, NpzArchive, check_owner, check_unit_array, phase_geometry,
                                read_capacities, read_summary, recorded_phases)

@@ -3,7 +3,7 @@ recorded, by one fresh interpreter at low priority on what the run leaves of the
 
 A refined run's phases each have their own mesh, so each picture's window depends on that phase alone
 (:func:`hermes.viz._windows`) and the picture can be drawn before the run ends; a run on a fixed mesh shares one
-window among all its phases and draws at the end (:func:`hermes.driver.draw`). Rank 0 hands over a phase by
+window among all its phases and draws at the end (:func:`hermes.lifecycle.finish.draw`). Rank 0 hands over a phase by
 writing a small run directory of its own, ``RUN/drawing/phase-XXX/`` (the geometry and per-cell arrays of that
 phase, the records so far), and sending the phase number to the worker (``python -m hermes.viz.ahead RUN``,
 never a fork of the MPI rank), which draws ``RUN/partition-XXX.png`` with :func:`hermes.viz.plot_run` — the same
@@ -65,7 +65,8 @@ class DrawAhead:
         and ``rows``) to the worker. Never raises: a failure is one warning and the end draws them."""
         if self.broken:
             return
-        from hermes.results import subdir, write_csv, write_json
+        from hermes.claims import subdir
+        from hermes.files import write_csv, write_json
 
         try:
             for k in phases:
@@ -148,7 +149,7 @@ def _write_plain_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     phase's geometry cost rank 0 ~0.05 s a phase)."""
     import io
 
-    from hermes.results import write_atomic
+    from hermes.files import write_atomic
 
     buf = io.BytesIO()
     np.savez(buf, **arrays)

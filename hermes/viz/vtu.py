@@ -49,7 +49,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.errors import HermesError
-from hermes.results import file_mode, write_atomic
+from hermes.files import file_mode, write_atomic
 from hermes.viz.rundir import NpzArchive, check_owner, check_unit_array, phase_arrays, phase_geometry
 
 __all__ = ["write_run_vtu", "partition_mesh", "write_vtu", "write_pvd", "PVD_NAME", "VTU_DIR"]
@@ -92,7 +92,7 @@ def write_run_vtu(run_dir: str | os.PathLike[str], *, graph_edges: bool = True) 
     Notes
     -----
     Each file is written to a temporary file in the same directory and renamed, so a reader sees a
-    complete file or none (:func:`write_vtu`, :func:`hermes.results.write_atomic`).
+    complete file or none (:func:`write_vtu`, :func:`hermes.files.write_atomic`).
     """
     run = Path(run_dir)
     if not run.is_dir():

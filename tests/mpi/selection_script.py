@@ -5,7 +5,7 @@ A grid partitioned with METIS gets a heavy disc (an adapted region); the minimal
 each strategy from the same start; every strategy must balance and realise each hop within two
 heavy cells. On this partition rank 3 shares a single edge with rank 1, whose frontier the cells
 chosen for the other targets close: the gain selection then hands cells on (see
-hermes.balance.selection). Prints "OK" on rank 0 when every check passes; raises otherwise.
+hermes.balance.realisation.selection). Prints "OK" on rank 0 when every check passes; raises otherwise.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from mpi4py import MPI
 
 from hermes.balance.flow import minimal_flow, topological_order
 from hermes.balance.model import Model
-from hermes.balance.realisation import realisation_report, realise_flow, simulate_realisation
-from hermes.balance.selection import SELECTIONS, get_selection
+from hermes.balance.realisation.realise import realisation_report, realise_flow, simulate_realisation
+from hermes.balance.realisation.selection import SELECTIONS, get_selection
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition
@@ -36,7 +36,7 @@ owner = metis_partition(mesh.xadj, mesh.adjncy, None, p, seed=seed) if rank == 0
 fields = {"u": np.arange(mesh.n_cells) * 0.5} if rank == 0 else None
 dom0 = scatter_domain(comm, mesh if rank == 0 else None, owner, fields)
 
-# the model as hermes.driver._gather_model builds it (unit link weights), identical on every rank
+# the model as hermes.lifecycle.driver._gather_model builds it (unit link weights), identical on every rank
 entry = (dom0.load, [(rank, int(j)) for j in dom0.neighbour_ranks if rank < j])
 allent = comm.allgather(entry)
 model = Model.create(p, [e for _, es in allent for e in es], [a[0] for a in allent], np.ones(p))

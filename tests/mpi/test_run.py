@@ -115,7 +115,7 @@ def test_monitor_recovers_configured_capacities(tmp_path):
     est = np.array([float(r["capacity_estimate"]) for r in rows])
     # rate = work / Δt with Δt the difference of two clock totals of size ≤ T (the rank's time in the phase),
     # so its relative error is ≤ 2 u T / Δt + 2 u; the normalisation adds γ_p. The driver's probe is
-    # speed × 1e-3 work units, i.e. Δt = 1e-3 / (p c) of virtual time (hermes/driver.py, monitor)
+    # speed × 1e-3 work units, i.e. Δt = 1e-3 / (p c) of virtual time (hermes/lifecycle/driver.py, monitor)
     cols = ("compute_time", "comm_time", "sync_time", "balance_time", "migrate_time", "adapt_time")
     t_max = max(sum(float(r[c]) for c in cols) for r in rows)
     dt_min = 1e-3 / (4 * 0.4)

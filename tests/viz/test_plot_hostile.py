@@ -19,7 +19,7 @@ import pytest
 
 from hermes.compare.report import data_uri
 from hermes.errors import HermesError
-from hermes.results import write_marker
+from hermes.claims import write_marker
 from hermes.viz import plot_phases, plot_run
 from hermes.viz.compare import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
 from hermes.viz.monitor import monitor_arrays, plot_monitor

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from hermes import driver
+from hermes.lifecycle import driver
 from hermes.data.io import read_meshio
 from hermes.scenario import load_scenario
 from hermes.viz import partition, plot_run
@@ -162,7 +162,7 @@ def test_damaged_cell_types_are_one_error(hex_run, tmp_path, bad):
     import shutil
 
     from hermes.errors import HermesError
-    from hermes.results import write_npz
+    from hermes.files import write_npz
     from hermes.viz.vtu import write_run_vtu
 
     out, _ = hex_run

@@ -11,7 +11,7 @@ import pytest
 
 from hermes.data.generators import grid
 from hermes.errors import HermesError
-from hermes.results import write_npz
+from hermes.files import write_npz
 from hermes.viz.vtu import PVD_NAME, partition_mesh, write_run_vtu
 
 NPHASES = 3

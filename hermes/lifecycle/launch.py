@@ -26,7 +26,7 @@ launcher dies without a chance to forward anything (``kill -9``).
 Open MPI's report of a non-zero exit
 ------------------------------------
 When bad input is found under MPI, every rank exits with status 2 after ``MPI_Finalize``
-(``hermes.cli._exit_together``), and Open MPI 5's launcher ``prterun`` follows hermes' one line with
+(``hermes.cli.common.exit_together``), and Open MPI 5's launcher ``prterun`` follows hermes' one line with
 six of its own ("prterun detected that one or more processes exited with non-zero status ...", the
 ``[prun:non-zero-exit]`` text of its help-prun.txt). PRRTE prints it whenever a process of a job marked
 ``PRTE_JOB_ERROR_NONZERO_EXIT`` ends with a non-zero status (``print_aborted_job`` in
@@ -35,7 +35,7 @@ error-nonzero-status=false`` (MCA ``state_base_error_non_zero_exit``), also drop
 then exits 0 (checked with Open MPI 5.0.11: ranks exiting 2, with or without ``MPI_Finalize``, give
 ``mpiexec`` status 0). No other PRRTE option silences the report and keeps the status, and an
 ``MPI_Abort`` prints a longer one. hermes therefore keeps the status and avoids the report the other way:
-``hermes run`` validates everything it can before it starts ``mpiexec`` (:mod:`hermes.preflight`), so bad
+``hermes run`` validates everything it can before it starts ``mpiexec`` (:mod:`hermes.lifecycle.preflight`), so bad
 input is one line and no MPI job; what only the job can find (a full disk, a plug-in's bad answer) reaches
 the user through the launcher's relay of the job's standard error (:func:`_relay_stderr`), which drops
 Open MPI's report when hermes' line came. Only a job started by hand with ``mpiexec ... --no-launch`` shows

@@ -1,233 +1,38 @@
-"""Result files and run directories.
+"""The directories hermes owns: markers, locks and claims.
 
-Every file is written atomically (a temporary file in the same directory, fsync, rename): an interrupted
-run never leaves a half-written summary, a reader sees the old file or the new one. Files get the mode the
-user's umask gives a new file (``0666 & ~umask``), like any file the user creates.
-
-A run directory is marked as hermes' by :data:`MARKER`; :func:`check_run_dir` and :func:`open_run_dir`
-decide what happens to an existing directory (docs/RUNNING.md, "What a run writes"): a non-empty directory that is
-not a hermes run is refused, a finished hermes run is replaced wholesale, an unfinished one (records of
-finished phases, perhaps a checkpoint to resume from) is refused unless ``force``.
+A directory is marked as hermes' by :data:`MARKER`; :func:`claim_dir` takes its lock (:class:`DirLock`), and
+:func:`check_run_dir` (and, for a run after its set-up, :func:`hermes.lifecycle.directory.open_run_dir`) decide
+what happens to an existing directory (docs/RUNNING.md, "What a run writes"): a non-empty directory that is not
+a hermes run is refused, a finished hermes run is replaced wholesale, an unfinished one (records of finished
+phases, perhaps a checkpoint to resume from) is refused unless ``force``.
 """
 
 from __future__ import annotations
 
-import csv
 import fcntl
-import io
 import json
-import logging
 import os
-import re
 import secrets
 import shutil
 import socket
 import stat
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from hermes.errors import HermesError, OutputError
+from hermes.files import RunDirError, output_error, read_summary, safe_name, write_atomic
 
-__all__ = ["write_atomic", "write_json", "write_csv", "write_npz", "write_run", "default_run_dir", "file_mode",
-           "MARKER", "LOCK", "KINDS", "run_dir_for", "check_run_dir", "claim_dir", "open_run_dir", "clear_dir",
-           "DirLock", "read_marker", "write_marker", "safe_name", "slug", "write_records", "read_summary",
-           "RunDirError", "output_error", "reason", "subdir", "DEFAULT_KEY", "write_through"]
+__all__ = ["MARKER", "LOCK", "KINDS", "DEFAULT_KEY", "EXPERIMENT_TOKEN", "read_marker", "write_marker",
+           "marker_name", "DirLock", "check_run_dir", "subdir", "claim_dir", "clear_dir"]
 
 #: the file that marks a directory as hermes' (a run or an experiment; :func:`read_marker`)
 MARKER = ".hermes-run"
 #: the lock file of a hermes directory (:class:`DirLock`)
 LOCK = ".hermes-lock"
-
-
-class RunDirError(OutputError):
-    """The run directory cannot be used (not a directory, not writable, holds other files or an unfinished
-    run)."""
-
-
-def file_mode() -> int:
-    """The mode a new file gets under the current umask (``0o666 & ~umask``)."""
-    try:  # Linux: read it without changing it (os.umask would, for a moment, for every thread)
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def write_atomic(path: str | Path, data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` atomically (an exclusive temporary file of an unpredictable name in the same
-    directory + fsync + os.replace, which replaces a symlink at ``path`` itself, never its target), with the
-    mode of :func:`file_mode` (``mkstemp`` alone would leave it 0600).
-
-    Raises
-    ------
-    OutputError
-        One line naming the file and why it cannot be written (a full disk, a read-only medium, a directory at
-        its name); the file is then as it was.
-    """
-    path = Path(path)
-    raw = data.encode() if isinstance(data, str) else data
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), file_mode())
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        _discard(tmp)
-        raise output_error(path, err) from None
-    except BaseException:
-        _discard(tmp)
-        raise
-    return path
-
-
-def write_through(path: str | Path, write: Callable[[str], Any], name: str | None = None) -> Path:
-    """Write ``path`` atomically with a writer that opens a file by name itself (meshio, numpy.savetxt):
-    ``write(tmp)`` writes into a fresh private directory next to ``path`` (``mkdtemp``: an unpredictable name,
-    mode 0700, where nobody can plant a link), then the file gets the umask's mode and is renamed onto
-    ``path`` (replacing a symlink there, never its target). If ``write`` fails nothing at ``path`` changes.
-
-    Raises
-    ------
-    OutputError
-        The file cannot be written (one line); the writer's own exceptions pass unchanged.
-    """
-    path = Path(path)
-    private = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        private = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        tmp = os.path.join(private, name or path.name)
-        write(tmp)
-        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
-        try:
-            os.fchmod(fd, file_mode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise output_error(path, err) from None
-    finally:
-        if private is not None:
-            shutil.rmtree(private, ignore_errors=True)
-    return path
-
-
-def output_error(path: str | Path, err: OSError) -> OutputError:
-    """The one-line OutputError of a file that cannot be written; ``reason`` holds the system's word for why."""
-    out = OutputError(f"cannot write {path} ({err.strerror or type(err).__name__})")
-    out.reason = err.strerror or type(err).__name__
-    return out
-
-
-def reason(err: BaseException) -> str:
-    """Why a write failed, in the system's words (an OSError's or an OutputError's)."""
-    return getattr(err, "reason", None) or getattr(err, "strerror", None) or str(err)
-
-
-def _discard(tmp: str | None) -> None:
-    if tmp is not None:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def _default(o: Any):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def _finite(o: Any, where: str = "") -> Any:
-    """``o`` with every non-finite float replaced by None (JSON null), each replacement logged: the
-    scenario's bounds keep a run's numbers finite (hermes.scenario, Bounds), so this is a last guard
-    that keeps the file strict JSON, never a way to hide a value."""
-    if isinstance(o, dict):
-        return {k: _finite(v, f"{where}.{k}" if where else str(k)) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v, f"{where}[{i}]") for i, v in enumerate(o)]
-    if isinstance(o, np.ndarray):
-        return _finite(o.tolist(), where)
-    if isinstance(o, (float, np.floating)) and not np.isfinite(o):
-        logging.getLogger(__name__).warning("%s is %s: written as null", where or "value", o)
-        return None
-    return o
-
-
-def write_json(path: str | Path, obj: Any) -> Path:
-    """Strict JSON (RFC 8259: no NaN or Infinity literals; non-finite numbers become null)."""
-    return write_atomic(path, json.dumps(_finite(obj), indent=2, default=_default, allow_nan=False) + "\n")
-
-
-def write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> Path:
-    cols = columns or (list(rows[0]) if rows else [])
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: (f"{v:.12g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return write_atomic(path, buf.getvalue())
-
-
-def write_npz(path: str | Path, **arrays) -> Path:
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    return write_atomic(path, buf.getvalue())
-
-
-#: the key of the default run directory (:func:`run_dir_for`): claimed new, never reused (:func:`claim_dir`)
+#: the key of the default run directory (:func:`hermes.lifecycle.directory.run_dir_for`): claimed new, never
+#: reused (:func:`claim_dir`)
 DEFAULT_KEY = "run directory"
-
-
-def default_run_dir(name: str) -> Path:
-    """``runs/<name>-<timestamp>`` (relative to the current directory; :func:`claim_dir` adds ``-2``, ``-3``, ...
-    when runs started in the same second would share it)."""
-    import datetime as _dt
-
-    return Path("runs") / f"{name}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
-
-
-def run_dir_for(sc, out_dir: str | Path | None = None) -> tuple[Path, str]:
-    """The run directory and the name the user gave it in (for error lines): ``--out`` (relative to the
-    current directory), else ``output.dir`` (relative to the scenario file, like every path in a scenario),
-    else the default ``runs/<name>-<timestamp>`` (relative to the current directory)."""
-    if out_dir is not None:
-        return Path(out_dir).expanduser(), "--out"
-    if sc.output.dir is not None:
-        return sc.resolve(sc.output.dir), "output.dir"
-    return default_run_dir(sc.name), DEFAULT_KEY
-
-
-def read_summary(path: str | Path) -> dict | None:
-    """The run's summary.json if it is a hermes summary, else None."""
-    from hermes.loaders import load_json
-
-    try:
-        doc = load_json(Path(path) / "summary.json", error=HermesError)
-    except HermesError:
-        return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("phases"), list) else None
 
 
 def _exists(path: Path) -> bool:
@@ -237,29 +42,6 @@ def _exists(path: Path) -> bool:
         return False
 
 
-# -- names -----------------------------------------------------------------------------------------------------
-_SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}")
-
-
-def safe_name(name: Any, what: str) -> str:
-    """``name`` if it is a safe file name — letters, digits, ``.``, ``_``, ``-``, not starting with a dot, at
-    most 200 characters: never ``.``, ``..``, a separator, a NUL byte or a name that leaves its directory —,
-    else RunDirError naming ``what``."""
-    if not isinstance(name, str) or not _SAFE.fullmatch(name):
-        shown = repr(name)[:60]
-        raise RunDirError(f"{what}: {shown} is not a safe file name (letters, digits, '.', '_', '-', not starting "
-                          f"with '.', at most 200 characters)")
-    return name
-
-
-def slug(label: str) -> str:
-    """A safe file name made from a label (:func:`safe_name`): runs of other characters become ``-``, leading
-    dots and dashes go; ``_`` if nothing is left."""
-    text = re.sub(r"[^A-Za-z0-9_.\-]+", "-", str(label)).lstrip(".-").rstrip("-")[:120]
-    return text or "_"
-
-
-# -- what hermes owns ------------------------------------------------------------------------------------------
 #: the kinds of directories hermes makes: a run (``hermes run``), an experiment (``hermes compare``), the
 #: figure families of ``hermes flow-bench``, a trace's replay (``hermes replay``) and an experiment on a trace
 #: (``hermes compare --trace``)
@@ -302,7 +84,7 @@ def read_marker(path: str | Path) -> str | None:
     return kind if kind in KINDS else None
 
 
-def _marker_name(path: Path) -> str | None:
+def marker_name(path: Path) -> str | None:
     name = _small_json(_read_small(path / MARKER) or "").get("name")
     return name if isinstance(name, str) else None
 
@@ -455,7 +237,7 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
     It can if it does not exist and its nearest existing ancestor is a writable directory, or if it is a
     writable directory that is empty or carries hermes' :data:`MARKER` of the same kind, is not in use by
     another hermes process (its lock, :class:`DirLock`; ``token``: the lock this process's launcher holds),
-    and — a run — is finished (replaced wholesale by :func:`open_run_dir`) or unfinished with ``force``.
+    and — a run — is finished (replaced wholesale by :func:`hermes.lifecycle.directory.open_run_dir`) or unfinished with ``force``.
 
     Raises
     ------
@@ -560,7 +342,7 @@ def claim_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind
               token: str | None = None, name: str | None = None) -> DirLock:
     """Make ``path`` a hermes directory of ``kind`` held by this process: :func:`check_run_dir`, create it
     if needed, take its lock (or join the launcher's with ``token``), check again under the lock, and mark
-    it. Nothing else in it changes (:func:`open_run_dir` clears a run's old files once its set-up is done).
+    it. Nothing else in it changes (:func:`hermes.lifecycle.directory.open_run_dir` clears a run's old files once its set-up is done).
 
     Returns
     -------
@@ -643,60 +425,3 @@ def clear_dir(path: Path, keep: tuple[str, ...] = ()) -> None:
             os.unlink(entry.path)
 
 
-def open_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, token: str | None = None) -> Path:
-    """Make ``path`` the run directory (rank 0, after the set-up, holding its lock from :func:`claim_dir`, or
-    ``token`` naming it): check it again (:func:`check_run_dir`), remove a previous hermes run's files — all of
-    them, so no picture or VTU file of an earlier, longer run stays beside the new ones —, and mark it.
-    Returns the directory."""
-    path = Path(path)
-    check_run_dir(path, key, force=force, token=token)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        if read_marker(path) is None:
-            write_marker(path, "run")
-        clear_dir(path)
-        write_marker(path, "run", _marker_name(path))  # this version's marker, with this run's file mode
-    except OSError as err:
-        raise RunDirError(f"{key}: cannot prepare {path} ({err.strerror or type(err).__name__})") from None
-    return path
-
-
-def write_records(out: Path, summary: dict, rows: list[dict], columns: list[str]) -> None:
-    """The records so far (rank 0, after every phase): phases.csv, then summary.json (``complete`` false
-    until the end), each atomically, so the summary never lists a phase the CSV lacks."""
-    write_csv(out / "phases.csv", rows, columns)
-    write_json(out / "summary.json", summary)
-
-
-def base_geometry(mesh) -> dict[str, np.ndarray]:
-    """The arrays of ``geometry.npz`` that every phase shares: the units' coordinates and graph, and the cells
-    (polygons, or a volume mesh's 3-D cells with their VTK types) when the mesh has them."""
-    geo = {"coords": mesh.coords, "xadj": mesh.xadj, "adjncy": mesh.adjncy}
-    if mesh.has_polygons:
-        geo.update(points=mesh.points, cell_ptr=mesh.cell_ptr, cell_nodes=mesh.cell_nodes)
-    elif mesh.solid is not None:  # a volume mesh: its 3-D cells, with their VTK types
-        s = mesh.solid
-        geo.update(points=s.points, cell_ptr=s.cell_ptr, cell_nodes=s.cell_nodes, cell_types=s.cell_types)
-    return geo
-
-
-def write_run(sc, summary: dict, rows: list[dict], columns: list[str], partitions: dict, mesh,
-              out_dir: str | Path | None, geometry: dict | None = None) -> Path:
-    """Write a run directory (rank 0): scenario.yaml, phases.csv, geometry.npz and partitions.npz (when the
-    scenario records them) and summary.json, each atomically. Returns the directory.
-
-    The default directory is ``runs/<scenario>-<timestamp>``.
-    """
-    from hermes.loaders import dump_yaml
-
-    out = Path(out_dir) if out_dir is not None else default_run_dir(sc.name)
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "scenario.yaml", dump_yaml(sc.to_dict(), sort_keys=False))
-    write_csv(out / "phases.csv", rows, columns)
-    if sc.output.partitions or sc.output.pictures or sc.output.vtu or sc.output.trace_spec is not None:
-        geo = base_geometry(mesh)
-        geo.update(geometry or {})
-        write_npz(out / "geometry.npz", **geo)
-        write_npz(out / "partitions.npz", **partitions)
-    write_json(out / "summary.json", dict(summary))
-    return out

@@ -1,8 +1,9 @@
-"""The driver's link to the extra load and to the monitor's series (issue 11; docs/EXTRALOAD.md).
+"""The monitor feed: the driver's link to the extra load and to the monitor's series (issue 11;
+docs/EXTRALOAD.md).
 
 :func:`open_load` gives the clock its competition: a :class:`~hermes.extraload.sharing.ProcessorLoad` per
 rank under the virtual clock (processor sharing and link congestion, deterministic), real task processes
-(:class:`~hermes.extraload.real.RealLoad`) under the wall clock. :class:`Watch` keeps, on every rank, an
+(:class:`~hermes.extraload.real.RealLoad`) under the wall clock. :class:`Feed` keeps, on every rank, an
 identical :class:`~hermes.monitor.series.Monitor` fed after each phase with what every processor and link
 gave the application, and answers what the balancer should see for the coming phase
 (``monitor.source``: nominal, measured, forecast or oracle).
@@ -40,16 +41,18 @@ from hermes.extraload.sharing import ProcessorLoad
 from hermes.monitor.estimate import probe_rates
 from hermes.monitor.series import Monitor, MonitorSpec, undirected_bandwidth
 
-__all__ = ["open_load", "close_load", "Watch"]
+__all__ = ["open_load", "close_load", "Feed"]
 
 
-def open_load(comm, sc, links: Links):
-    """The extra load of this rank (collective under the wall clock), or None without an ``extraload`` section."""
-    if sc.extraload is None:
+def open_load(comm, extraload, resolve, clock: str, links: Links):
+    """The extra load of this rank (collective under the wall clock), or None without an ``extraload`` section
+    (``extraload``: the scenario's section or None; ``resolve``: its path rule; ``clock``: ``virtual`` or
+    ``wall``)."""
+    if extraload is None:
         return None
-    tasks = sc.extraload.compile(sc.resolve, comm.Get_size())
-    if sc.clock == "virtual":
-        return ProcessorLoad(comm.Get_rank(), tasks, links, application_priority=sc.extraload.application_priority)
+    tasks = extraload.compile(resolve, comm.Get_size())
+    if clock == "virtual":
+        return ProcessorLoad(comm.Get_rank(), tasks, links, application_priority=extraload.application_priority)
     return RealLoad.open(comm, tasks)
 
 
@@ -69,7 +72,7 @@ def nominal_bandwidth(links: Links, p: int) -> NDArray[np.float64]:
 
 
 @dataclass
-class Watch:
+class Feed:
     """Every rank's copy of the monitor's series and what the phase started from (see the module)."""
 
     comm: Any
@@ -85,14 +88,14 @@ class Watch:
     link_rows: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def create(cls, comm, sc, clock, probe_work: float) -> Watch | None:
-        """A watch when the scenario has an extra load or a monitor section (collective: the start-up probe
-        seeds the series), else None."""
-        if sc.extraload is None and sc.monitor is None:
+    def create(cls, comm, monitor: MonitorSpec | None, extraload: bool, clock, probe_work: float) -> Feed | None:
+        """A feed when the scenario has an extra load (``extraload``) or a ``monitor`` section (collective: the
+        start-up probe seeds the series), else None."""
+        if not extraload and monitor is None:
             return None
-        spec = sc.monitor or MonitorSpec()
+        spec = monitor or MonitorSpec()
         p = comm.Get_size()
-        w = cls(comm, spec, sc.monitor is not None, spec.build(p), nominal_bandwidth(clock.links, p))
+        w = cls(comm, spec, monitor is not None, spec.build(p), nominal_bandwidth(clock.links, p))
         rates = probe_rates(comm, clock, probe_work)
         w.monitor.observe(rates, None)
         return w

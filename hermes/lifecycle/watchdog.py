@@ -7,7 +7,7 @@ after every phase — and, when a rank has not progressed for ``timeout`` wall s
 calls ``MPI_Abort``: the MPI runtime then kills every rank of the job, the stopped ones included (SIGKILL
 reaches a stopped process). The ranks that wait are the ones that notice; rank ``r`` waits ``min(r, 3)``
 grace periods (2 s, or a fifth of the time-out) longer than rank 0, so usually exactly one rank reports
-(and the self-launching ``hermes run`` shows one line in any case, :func:`hermes.launch.run_job`). The
+(and the self-launching ``hermes run`` shows one line in any case, :func:`hermes.lifecycle.launch.run_job`). The
 thread needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default) for the abort from a second thread.
 """
 

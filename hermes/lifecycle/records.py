@@ -35,7 +35,7 @@ class RankRecord:
     weight_sent: float
     weight_received: float
     bytes_sent: int
-    #: with an extra load or a monitor section (hermes.watch): normalised capacities the processor really
+    #: with an extra load or a monitor section (hermes.lifecycle.feed): normalised capacities the processor really
     #: offered in the phase, the monitor measured, and the monitor had forecast for it
     capacity_true: float | None = None
     capacity_measured: float | None = None

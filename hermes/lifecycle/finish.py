@@ -1,0 +1,206 @@
+"""The end of a run (collective): the final checks (nothing lost), the summary, the run directory's result
+files written by rank 0 (:mod:`hermes.lifecycle.directory`), then its VTU files and pictures (:func:`draw`).
+"""
+
+from __future__ import annotations
+
+import logging
+import platform as _platform
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from hermes.app.kernels import jacobi_serial
+from hermes.comm import agree
+from hermes.data.distributed import gather_to_root
+from hermes.errors import HermesError, OutputError
+from hermes.files import RunDirError, reason, write_csv
+from hermes.lifecycle.checkpoint import CHECKPOINT
+from hermes.lifecycle.directory import run_dir_for, scenario_yaml, write_run
+from hermes.lifecycle.records import RunResult
+from hermes.lifecycle.state import RunState
+from hermes.lifecycle.watchdog import Watchdog
+from hermes.metrics import imbalance
+from hermes.scenario import Scenario
+from hermes.version import __version__
+
+__all__ = ["finish", "draw", "pictures_to_draw", "versions"]
+
+log = logging.getLogger(__name__)
+
+
+def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True,
+           watchdog: Watchdog | None = None, ahead=None) -> RunResult | None:
+    """The final checks (nothing lost), the summary and, on rank 0, the run directory (collective); the
+    watchdog stops once the collective part is over."""
+    book, sc, dom = r.book, r.sc, r.dom
+    cells_final, weight_final = book.sum(dom.n), book.sum(dom.load)
+    final_imb = imbalance(np.array(book.allgather(dom.load)), r.sched.at(sc.adaptation.phases))
+    total_time = book.max(r.clock.elapsed())
+    u_err = _jacobi_error(r)
+    r.adapter.check_totals(r.cells_initial, cells_final, r.weight_initial, weight_final)
+    if watchdog is not None:
+        watchdog.stop()
+    # rank 0 writes; a failure to write (a full disk, a read-only medium) is one line on every rank
+    return agree(r.comm, _finish_root, r, total_time, final_imb, u_err, cells_final, weight_final, out_dir, write,
+                 ahead)
+
+
+def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_final: int, weight_final: float,
+                 out_dir: str | Path | None, write: bool, ahead=None) -> RunResult | None:
+    """Rank 0: the summary, the run directory's files, then its VTU files and pictures (None elsewhere;
+    ``ahead``: the worker that drew pictures while the phases ran)."""
+    if r.rank != 0:
+        return None
+    sc = r.sc
+    summary = {
+        "complete": True,
+        "scenario": sc.name, "processors": r.p, "balancer": r.balancer.name, "balancer_params": r.params,
+        "clock": sc.clock, "seed": sc.seed, "versions": versions(), "mesh": r.setup.name,
+        "kernel": sc.application.kernel,
+        # async only (a sync summary stays as it was): the mode and the last phase's global residual
+        **({"mode": "async", "final_residual": r.residual} if sc.application.mode == "async" else {}),
+        "total_time": total_time, "final_imbalance": final_imb,
+        "adaptation": sc.adaptation.kind, "cells_initial": r.cells_initial, "cells_final": cells_final,
+        "cells_refined": r.adapter.totals["refined"], "cells_coarsened": r.adapter.totals["coarsened"],
+        "weight_initial": r.weight_initial, "weight_final": weight_final, "migrated_cells": r.total_moves,
+        "jacobi_max_rel_error": u_err, "replay_mismatches": r.adapter.mismatches,
+        "wall_seconds": time.perf_counter() - r.wall_start, "adapt_wall_seconds": r.adapter.walls,
+        "phases": [ph.as_dict() for ph in r.phases],
+    }
+    result = RunResult(summary, r.rank_rows())
+    if write:
+        out = Path(out_dir or run_dir_for(sc)[0])
+        t = time.perf_counter()
+        try:
+            result.out_dir = write_run(out, scenario_yaml(sc), sc.output, summary, result.ranks, r.columns,
+                                       r.partitions, r.setup.mesh, r.geometry)
+            if r.feed is not None and r.feed.link_rows:
+                write_csv(result.out_dir / "links.csv", r.feed.link_rows)
+            spec = sc.output.trace_spec
+            if spec is not None:
+                from hermes.trace.record import write_run_trace
+
+                write_run_trace(result.out_dir, cells_per_block=spec.cells_per_block, compress=spec.compress)
+        except (OSError, OutputError) as err:
+            raise RunDirError(f"cannot write the results in {out} ({reason(err)}); the records of the phases "
+                              f"finished before are kept") from None
+        shutil.rmtree(result.out_dir / CHECKPOINT, ignore_errors=True)  # a finished run has nothing to resume
+        pictures = pictures_to_draw(sc, sc.adaptation.phases)
+        files = " and ".join([f"{pictures} pictures"] * (pictures > 0) + ["the VTU files"] * sc.output.vtu)
+        r.say(f"results written in {time.perf_counter() - t:.1f} s" + (f"; drawing {files}" if files else ""))
+        t = time.perf_counter()
+        draw(result.out_dir, sc, r.say, ahead)
+        if files:
+            r.say(f"drawn: {files} in {time.perf_counter() - t:.1f} s")
+    return result
+
+
+def pictures_to_draw(sc: Scenario, phases: int) -> int:
+    """How many PNG files the end of a run of ``phases`` phases draws (:func:`draw`): a partition per phase and
+    the initial one, ``phases.png``, and ``monitor.png`` with an extra load or a monitor."""
+    if not sc.output.pictures:
+        return 0
+    return phases + 2 + (sc.extraload is not None or sc.monitor is not None)
+
+
+def draw(out: Path, sc: Scenario, say: Callable[[str], None] | None = None, ahead=None) -> None:
+    """The run's VTU files and pictures, as the scenario asks (``say``: a progress line after every picture;
+    ``ahead``: the :class:`hermes.viz.ahead.DrawAhead` that drew some while the phases ran — the rest here).
+    A picture hermes cannot draw from the records is a warning; a file it cannot write (a full disk, a
+    read-only medium) is a RunDirError after the records are complete."""
+    try:
+        if sc.output.vtu:
+            from hermes.viz.vtu import write_run_vtu
+
+            try:
+                write_run_vtu(out)
+            except OutputError:
+                raise
+            except HermesError as err:
+                log.warning("VTU files not written: %s", err)
+        if sc.output.pictures:
+            from hermes.viz import plot_run
+            from hermes.viz.parallel import default_workers
+
+            try:
+                if ahead is None:
+                    plot_run(out, progress=say, workers=default_workers(sc.adaptation.phases + 1))
+                else:  # phases.png and, from the last back, the pictures the worker has not started; then
+                    plot_run(out, phases=[], progress=say)  # what neither drew
+                    here = ahead.take_over(say)
+                    done = set(ahead.finish())
+                    if say is not None:
+                        say(f"drawn {len(done)} partition pictures while the phases ran"
+                            + (f", {len(here)} here" if here else ""))
+                    done |= set(here)
+                    rest = [k for k in range(sc.adaptation.phases + 1) if k not in done]
+                    if rest:
+                        plot_run(out, phases=rest, timeline=False, progress=say, workers=default_workers(len(rest)))
+            except OutputError:
+                raise
+            except HermesError as err:
+                log.warning("pictures not written: %s", err)
+            if sc.extraload is not None or sc.monitor is not None:
+                _draw_monitor(out)
+    except (OSError, OutputError) as err:
+        raise RunDirError(f"cannot write the pictures in {out} ({reason(err)}); the run's records are "
+                          f"complete") from None
+
+
+def _draw_monitor(out: Path) -> None:
+    """monitor.png: true vs forecast (vs measured) capacity per rank over the phases, from phases.csv."""
+    import csv
+
+    from hermes.viz.monitor import monitor_arrays, plot_monitor
+
+    try:
+        with open(out / "phases.csv", newline="") as f:
+            a = monitor_arrays(csv.DictReader(f))
+        plot_monitor(out / "monitor.png", a["phases"], a["true"], a["forecast"], a["measured"])
+    except OutputError:
+        raise
+    except HermesError as err:
+        log.warning("monitor.png not written: %s", err)
+
+
+def _jacobi_error(r: RunState) -> float | None:
+    """max |u − u_serial| / max |u_serial| of a jacobi run, on rank 0 (collective).
+
+    ``u_serial`` is the serial *synchronous* Jacobi of as many sweeps. A sync run equals it bit for bit
+    (unrefined); an async run (``application.mode: async``) legitimately differs, its ghosts being stale, so
+    there the figure is the async solution's distance to the serial sync one — reported, never checked —
+    next to ``final_residual`` in the summary."""
+    app, sc = r.sc.application, r.sc
+    if app.kernel != "jacobi":
+        return None
+    if r.refining:
+        return r.adapter.jacobi_error(r.dom, r.setup.trimesh)
+    g = gather_to_root(r.comm, r.dom, r.setup.n_cells, extra={"u": r.dom.fields["u"]})
+    if r.rank != 0:
+        return None
+    mesh = r.setup.mesh
+    ref = jacobi_serial(mesh.xadj, mesh.adjncy, mesh.coords, sc.adaptation.phases * app.iterations)
+    return float(np.max(np.abs(g[2]["u"] - ref)) / max(np.max(np.abs(ref)), 1e-300))
+
+
+def versions() -> dict[str, str]:
+    """The versions of hermes and of what it ran on (summary.json's ``versions``)."""
+    import mpi4py
+    import scipy
+    from mpi4py import MPI
+
+    out = {"hermes": __version__, "python": _platform.python_version(), "numpy": np.__version__,
+           "scipy": scipy.__version__, "mpi4py": mpi4py.__version__,
+           "mpi": MPI.Get_library_version().replace("\0", "").splitlines()[0].strip()}  # Open MPI ends it with NUL
+    try:
+        import pymetis
+
+        out["pymetis"] = getattr(pymetis, "version", getattr(pymetis, "__version__", "?"))
+    except ImportError:  # pragma: no cover
+        pass
+    return {k: str(v) for k, v in out.items()}
+

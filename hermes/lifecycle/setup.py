@@ -1,0 +1,149 @@
+"""The set-up of a run (collective): rank 0 reads and partitions the mesh (METIS, target fractions = the first
+phase's capacities), every rank receives its cells, and the run's state is built (:func:`start`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from hermes.adaptation import Adapter
+from hermes.app.kernels import initial_fields
+from hermes.balance.realisation.selection import get_selection
+from hermes.balance.registry import get_balancer
+from hermes.clock import Links, make_clock
+from hermes.comm import Bookkeeping, agree
+from hermes.data.distributed import LocalDomain, scatter_domain
+from hermes.data.refine import from_mesh
+from hermes.data.refine_dist import scatter_trimesh
+from hermes.errors import ScenarioError
+from hermes.extraload import CapacitySchedule
+from hermes.lifecycle.feed import Feed, open_load
+from hermes.lifecycle.state import RunState, Setup
+from hermes.scenario import Scenario, check_processors
+
+__all__ = ["load_mesh", "distribute", "start"]
+
+
+# -- set-up --------------------------------------------------------------------------------------------------
+def load_mesh(sc: Scenario):
+    """Read or generate the scenario's mesh (serial; rank 0)."""
+    from hermes.data.formats import select_constraint
+    from hermes.data.generators import grid, parse_grid_spec
+    from hermes.data.io import read_mesh
+
+    if sc.mesh.grid is not None:
+        nx, ny = parse_grid_spec(sc.mesh.grid)
+        mesh = grid(nx, ny)
+    else:
+        path = sc.resolve(sc.mesh.file)
+        mesh = select_constraint(read_mesh(path, units=sc.mesh.units), sc.mesh.constraint, f"mesh.file: {path}")
+    if sc.mesh.weight != 1.0:
+        mesh = mesh.with_weights(mesh.weights * sc.mesh.weight)
+    return mesh
+
+
+def _mesh_where(sc: Scenario) -> str:
+    return f"mesh.grid {sc.mesh.grid}" if sc.mesh.grid is not None else f"mesh.file {sc.resolve(sc.mesh.file)}"
+
+
+def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
+                        say: Callable[[str], None] = lambda s: None):
+    """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields; ``say``
+    prints a progress line after each step."""
+    from hermes.data.partition import metis_partition
+    from hermes.lifecycle.preflight import check_refinable, check_size
+
+    t = time.perf_counter()
+    sched = CapacitySchedule.from_scenario(sc, p)
+    caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
+    rows = None if sched.table is None else sched.table.tolist()
+    if sc.mesh.grid_cells is not None:  # cells ≥ processors, magnitudes, memory: before the grid is built
+        check_size(sc, sc.mesh.grid_cells, p, capacities=caps, schedule=rows, ranks_here=processes)
+    mesh = load_mesh(sc)
+    if sc.mesh.grid_cells is None:
+        check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows, ranks_here=processes,
+                   weights=(float(mesh.weights.min()), float(mesh.weights.max())))
+    check_refinable(sc, mesh, _mesh_where(sc))
+    tm = None
+    if sc.adaptation.kind == "refine":  # the work units become the triangles
+        tm, origin = from_mesh(mesh)
+        mesh = tm.to_mesh(name=mesh.name, weights=mesh.weights[origin])
+    say(f"set-up: mesh {mesh.name} ({mesh.n_cells} cells) {'generated' if sc.mesh.grid is not None else 'read'} "
+        f"in {time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
+    owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, p, targets=sched.at(1), seed=sc.seed)
+    say(f"set-up: initial partition (METIS, {p} part{'s' * (p != 1)}) in {time.perf_counter() - t:.1f} s")
+    return mesh, owner, initial_fields(mesh.coords), tm
+
+
+def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) -> tuple[LocalDomain, Setup]:
+    """Rank 0 reads and partitions the mesh, every rank receives its cells (collective; a bad mesh raises the
+    same error on every rank); ``say`` prints a progress line after each step (rank 0)."""
+    rank, p = comm.Get_rank(), comm.Get_size()
+    from hermes.lifecycle.preflight import ranks_on_this_machine
+
+    host = getattr(comm, "host", None)  # hosted processors (hermes.hosting): the processes on this machine
+    here = None if host is None else ranks_on_this_machine(host.n)
+    payload = agree(comm, _read_and_partition, sc, p, here, say) if rank == 0 else agree(comm, lambda: None)
+    t = time.perf_counter()
+    mesh, owner, fields, tm = payload if rank == 0 else (None, None, None, None)
+    meta = (mesh.name, mesh.n_cells, (mesh.coords.min(axis=0), mesh.coords.max(axis=0))) if rank == 0 else None
+    name, n_cells, bbox = comm.bcast(meta, root=0)
+    if sc.adaptation.kind == "refine":
+        dom = scatter_trimesh(comm, tm, owner, fields, weights=None if mesh is None else mesh.weights)
+    else:
+        dom = scatter_domain(comm, mesh, owner, fields)
+    say(f"set-up: cells sent to their {p} processor{'s' * (p != 1)} in {time.perf_counter() - t:.1f} s")
+    return dom, Setup(mesh, owner, name, n_cells, bbox, tm)
+
+
+def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) -> RunState:
+    """Set up a run on every rank (collective): balancer, schedule, mesh, clock, adapter."""
+    p = comm.Get_size()
+    if sc.processors is not None and sc.processors != p:
+        raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors but the job has {p} "
+                            f"ranks (run with mpiexec -n {sc.processors}, or --set processors={p})")
+    balancer = get_balancer(sc.balancer.algorithm)
+    params, select = sc.balancer.params, get_selection(sc.balancer.selection)
+    agree(comm, check_processors, sc, p)  # links, schedule, extra load against the job's size (one line)
+    sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
+    host = getattr(comm, "host", None)
+    on = f"{p} processor{'s' * (p != 1)}" + ("" if host is None or host.n == p else
+                                               f" on {host.n} process{'es' * (host.n != 1)}")
+    say(f"hermes: {sc.name} on {on}, balancer {balancer.name}, "
+        f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
+    wall_start = time.perf_counter()
+    dom, setup = distribute(comm, sc, say)
+    pl = sc.platform
+    links = Links(pl.latency, pl.bandwidth, {tuple(sorted(k.ranks)): (
+        k.latency if k.latency is not None else pl.latency, k.bandwidth if k.bandwidth is not None else pl.bandwidth)
+        for k in pl.links})
+    load = open_load(comm, sc.extraload, sc.resolve, sc.clock, links)
+    clock = make_clock(sc.clock, comm.Get_rank(), p, links, pl.speed, sched.at(1)[comm.Get_rank()], load)
+    book = Bookkeeping(comm)
+    weight_initial = book.sum(dom.load)
+    state = RunState(comm, sc, book, balancer, params, select, sched, clock, Adapter(comm, sc, setup.bbox, clock),
+                     dom, setup, cells_initial=book.sum(dom.n), weight_initial=weight_initial, say=say,
+                     wall_start=wall_start, load=load)
+    state.feed = Feed.create(comm, sc.monitor, sc.extraload is not None, clock, state.probe_work)
+    say(f"set-up: mesh, initial partition and distribution in {time.perf_counter() - wall_start:.1f} s wall")
+    if state.rank == 0:
+        _record_initial(state)
+    return state
+
+
+def _record_initial(r: RunState) -> None:
+    """Rank 0: the initial partition's per-cell arrays (phase 000)."""
+    mesh, out = r.setup.mesh, r.partitions
+    out["owner_000"] = r.setup.owner.astype(np.int32)
+    out["weight_000"] = mesh.weights.copy()
+    if r.sc.output.vtu:
+        out["u_000"] = initial_fields(mesh.coords)["u"]
+    if r.refining:
+        out["gid_000"] = np.arange(mesh.n_cells, dtype=np.int64)
+        if r.sc.output.vtu:
+            out["level_000"] = np.zeros(mesh.n_cells, dtype=np.int64)
+

@@ -1,0 +1,147 @@
+"""The state of a run: what a rank keeps from phase to phase (:class:`RunState`), one phase's working data
+(:class:`PhaseState`) and what the set-up read (:class:`Setup`).
+
+The steps of :mod:`hermes.lifecycle.phase` are functions over these; a checkpoint
+(:mod:`hermes.lifecycle.checkpoint`) saves every rank's :class:`RunState` whole, as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hermes.adaptation import Adapter
+from hermes.app.simulate import LoopStats
+from hermes.balance.interface import BalancerInfo
+from hermes.balance.model import Model
+from hermes.balance.payoff import History
+from hermes.balance.realisation.selection import Selection
+from hermes.clock import Clock
+from hermes.comm import Bookkeeping, Counters
+from hermes.data.distributed import LocalDomain
+from hermes.data.migrate import MigrationStats
+from hermes.data.refine import TriMesh
+from hermes.extraload import CapacitySchedule
+from hermes.lifecycle.feed import Feed
+from hermes.lifecycle.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord
+from hermes.monitor import Estimates
+from hermes.scenario import Scenario
+
+__all__ = ["Setup", "RunState", "PhaseState"]
+
+
+@dataclass
+class Setup:
+    """What the set-up read: the whole mesh and the initial partition on rank 0 (None elsewhere)."""
+
+    mesh: Any
+    owner: np.ndarray | None
+    name: str
+    n_cells: int
+    bbox: tuple
+    trimesh: TriMesh | None
+
+
+@dataclass
+class RunState:
+    """What a rank keeps from phase to phase."""
+
+    comm: Any
+    sc: Scenario
+    book: Bookkeeping
+    balancer: BalancerInfo
+    params: dict[str, Any]
+    select: Selection
+    sched: CapacitySchedule
+    clock: Clock
+    adapter: Adapter
+    dom: LocalDomain
+    setup: Setup
+    cells_initial: int
+    weight_initial: float
+    say: Callable[[str], None]
+    wall_start: float
+    #: the balancer's own per-rank memory across phases (``BalanceContext.state``)
+    balancer_state: dict[str, Any] = field(default_factory=dict)
+    #: rank 0: the records so far
+    phases: list[PhaseRecord] = field(default_factory=list)
+    rows: list[RankRecord] = field(default_factory=list)
+    #: rank 0: per-cell arrays of every phase (partitions.npz) and refined geometry (geometry.npz)
+    partitions: dict[str, np.ndarray] = field(default_factory=dict)
+    geometry: dict[str, np.ndarray] = field(default_factory=dict)
+    total_moves: int = 0
+    #: what the last balancing round cost and reached (``trigger: auto``)
+    history: History = field(default_factory=History)
+    #: the extra load (:func:`hermes.lifecycle.feed.open_load`) and the monitor feed (None without those sections)
+    load: Any = None
+    feed: Feed | None = None
+    #: the solver's global residual after the last phase (:class:`LoopStats`)
+    residual: float | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns of phases.csv."""
+        return CSV_COLUMNS + MONITOR_COLUMNS if self.feed is not None else CSV_COLUMNS
+
+    def rank_rows(self) -> list[dict[str, Any]]:
+        return [x.as_dict() for x in self.rows]
+
+    @property
+    def rank(self) -> int:
+        return self.comm.Get_rank()
+
+    @property
+    def p(self) -> int:
+        return self.comm.Get_size()
+
+    @property
+    def refining(self) -> bool:
+        return self.sc.adaptation.kind == "refine"
+
+    @property
+    def probe_work(self) -> float:
+        """Work units of the monitor's capacity probe (1 ms of an average processor)."""
+        return self.sc.platform.speed * 1e-3
+
+
+@dataclass
+class PhaseState:
+    """One phase's working data."""
+
+    k: int
+    caps: np.ndarray
+    t_start: float
+    snap: dict[str, float]
+    change: dict[str, Any] = field(default_factory=dict)
+    #: ids are 0..N−1 without gaps (always, unless refinement left gaps)
+    dense: bool = True
+    gid_before: np.ndarray | None = None
+    #: every rank's load, as the bookkeeping last saw it
+    loads: np.ndarray | None = None
+    imbalance_before: float = 1.0
+    est: Estimates | None = None
+    model: Model | None = None
+    #: the model imbalance before the last round (a round must lower it)
+    last: float = np.inf
+    rounds: int = 0
+    moved_last_round: bool = True
+    stats: MigrationStats = field(default_factory=MigrationStats)
+    counters: Counters = field(default_factory=Counters)
+    iterations: int = 0
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    capacity_estimate: float = float("nan")
+    loop: LoopStats | None = None
+    #: the monitor's record fields of this rank and the phase's forecast errors (with a Feed)
+    fed: dict[str, float] = field(default_factory=dict)
+    feed_errors: dict[str, Any] | None = None
+    #: the monitor's link weights times the common boundaries (``conductance: boundary``), by neighbour
+    weights: np.ndarray | None = None
+    #: the decisions of ``trigger: auto`` (:meth:`hermes.balance.payoff.Payoff.as_dict`)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    #: a flow moved cells in this phase (the refinement runs only then)
+    flow_moved: bool = False
+    refinement: dict[str, Any] = field(default_factory=dict)
+

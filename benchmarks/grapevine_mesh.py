@@ -10,7 +10,7 @@ report's algorithm with one constraint of a mesh: a processor keeps one cell (``
 are printed beside the report's Table of §2.1.3 (4,096 ranks, 10⁴ objects on 16 ranks: a different
 start, I₀ = 280, the report's own set-up which ``benchmarks/grapevine_report.py`` reproduces offline).
 
-    .venv/bin/python benchmarks/grapevine_mesh.py --ranks 4096 --grid 1000x1000 --iterations 10 \\
+    python -m benchmarks.grapevine_mesh --ranks 4096 --grid 1000x1000 --iterations 10 \\
         --processes 2 --out runs/grapevine-mesh
 """
 
@@ -72,28 +72,39 @@ def main(argv: list[str] | None = None) -> int:
         tmp.write_text(json.dumps(rec, indent=1))
         tmp.replace(cache)
     s = rec["summary"]
-    ph = s["phases"][0]
-    info = ph["balance_info"][0]
-    imb = [float(v) for v in info["imbalance_by_iteration"].split()]
-    tr = [int(v) for v in info["transfers_by_iteration"].split()]
-    rj = [int(v) for v in info["rejected_by_iteration"].split()]
     print(f"hermes run: {args.ranks} processors, grid {args.grid} ({s['cells_initial']:,} cells), Grapevine i = "
           f"{args.gossip}, k = {args.rounds}, f = {args.fanout}, criterion 6′, then {args.iterations} jacobi "
           f"iterations; wall {s['wall_seconds']:.0f} s (job), peak RSS {rec['peak_rss_gib']:.2f} GiB")
-    print(f"phase 1: I (L_max/L̄ − 1) {ph['imbalance_before'] - 1:.4g} -> {ph['imbalance_after'] - 1:.4g}, "
-          f"moved {ph['migrated_cells']:,} cells, edge cut {ph['edge_cut']:,}; virtual time: total "
-          f"{s['total_time']:.6g} s, balance {ph['balance_time']:.6g} s, migrate {ph['migrate_time']:.6g} s")
+    print(phase_line(rec))
     print()
-    print("| iteration | report: transfers | report: rejections | report: I | hermes: transfers | hermes: rejections "
-          "| hermes: I |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print(table(rec))
+    return 0
+
+
+def phase_line(rec: dict) -> str:
+    """The balanced phase of a cached run in one line: imbalance, cells moved, cut, virtual times."""
+    s = rec["summary"]
+    ph = s["phases"][0]
+    return (f"phase 1: I (L_max/L̄ − 1) {ph['imbalance_before'] - 1:.4g} -> {ph['imbalance_after'] - 1:.4g}, "
+            f"moved {ph['migrated_cells']:,} cells, edge cut {ph['edge_cut']:,}; virtual time: total "
+            f"{s['total_time']:.6g} s, balance {ph['balance_time']:.6g} s, migrate {ph['migrate_time']:.6g} s")
+
+
+def table(rec: dict) -> str:
+    """Grapevine's iterations of a cached run beside the report's (§2.1.3), as a Markdown table."""
+    info = rec["summary"]["phases"][0]["balance_info"][0]
+    imb = [float(v) for v in info["imbalance_by_iteration"].split()]
+    tr = [int(v) for v in info["transfers_by_iteration"].split()]
+    rj = [int(v) for v in info["rejected_by_iteration"].split()]
+    lines = ["| iteration | report: transfers | report: rejections | report: I | hermes: transfers "
+             "| hermes: rejections | hermes: I |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for it in range(max(len(REPORT_6P), len(imb))):
         r = REPORT_6P[it] if it < len(REPORT_6P) else (None, None, None)
         h = (tr[it - 1] if 0 < it <= len(tr) else None, rj[it - 1] if 0 < it <= len(rj) else None,
              imb[it] if it < len(imb) else None)
         cells = [str(it)] + ["" if v is None else f"{v:,}" if isinstance(v, int) else f"{v:.4g}" for v in (*r, *h)]
-        print("| " + " | ".join(cells) + " |")
-    return 0
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

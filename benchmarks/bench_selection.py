@@ -6,7 +6,7 @@ is partitioned with METIS into ``--parts`` parts on unit weights; then the cells
 box) get weight 4 — one level of refinement there splits each triangle into four —
 and the minimal balancing flow of the subdomain graph (:func:`hermes.balance.flow.minimal_flow`,
 the PCG balancer's serial oracle, unit link weights, equal capacities) is realised serially by
-:func:`hermes.balance.selection.simulate_realisation` with each strategy: the gain selection before
+:func:`hermes.balance.realisation.selection.simulate_realisation` with each strategy: the gain selection before
 it was made incremental (``_old_select_gain``, kept here only for this comparison), the current
 gain selection, peel and wavefront. All strategies run in the same process one after the other, so
 the ratios (to peel) are comparable even on a loaded machine; the absolute seconds are not.
@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from hermes.balance.selection import gain
+from hermes.balance.realisation.selection import gain
 
 
 def _old_select_gain(dom, outflow, cost, *, max_rounds: int = 10_000):
@@ -95,8 +95,8 @@ def main() -> int:
 
     from hermes.balance.flow import minimal_flow
     from hermes.balance.model import Model
-    from hermes.balance.realisation import realisation_report, simulate_realisation
-    from hermes.balance.selection import SELECTIONS
+    from hermes.balance.realisation.realise import realisation_report, simulate_realisation
+    from hermes.balance.realisation.selection import SELECTIONS
     from hermes.data.cfd_meshes import large
     from hermes.data.partition import metis_partition
 

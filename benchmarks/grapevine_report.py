@@ -141,7 +141,7 @@ def read_vom(folder: Path, phase: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def vt_table(folder: Path, seeds):
-    from hermes.balance.gossip_serial import grapevine
+    from hermes.balance.gossip.grapevine_serial import grapevine
     from hermes.lab.lbaf import dataset_from_assignment, write_lbdatafile
 
     loads, ranks = read_vom(folder)

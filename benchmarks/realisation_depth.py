@@ -2,7 +2,7 @@
 
 For every small case — an nx×ny grid, p METIS subdomains (at least 10 cells each), the cells of the band
 start ≤ x < start + 0.2 (x scaled to [0, 1]) weighted ``factor`` — the minimal balancing flow is realised
-once by the serial replay (:func:`hermes.balance.realisation.simulate_realisation`, gain selection, exact
+once by the serial replay (:func:`hermes.balance.realisation.realise.simulate_realisation`, gain selection, exact
 ghosts), literally and with the corrections of ``select_adaptive``; printed: the imbalance before, after the
 literal round and after the adaptive one, then how many cases end above 1.2 and where adaptive is worse.
 Deterministic (METIS seed 0); about a minute::
@@ -18,7 +18,7 @@ import numpy as np
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.realisation import simulate_realisation
+from hermes.balance.realisation.realise import simulate_realisation
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition
 from hermes.metrics import imbalance

@@ -75,7 +75,7 @@ METHODS: dict[str, dict[str, Any]] = {
                               "refinement": {**COMPACT["refinement"], "tolerance": 0.02}, "trigger": "auto"},
     "auto+compactg+trigger": {"algorithm": "auto", **COMPACT,
                               "refinement": {**COMPACT["refinement"], "geometric": 0.5}, "trigger": "auto"},
-    # the least-cost (l1) flow (hermes.balance.mincost): plain, compact, compact with balance tolerance 0.01
+    # the least-cost (l1) flow (hermes.balance.potential.mincost): plain, compact, compact with balance tolerance 0.01
     # (compact1), compact with slack 0.02 (mincost2: loads may end 2 % above their share before the refinement)
     "mincost": {"algorithm": "mincost"},
     "mincost+compact+trigger": {"algorithm": "mincost", **COMPACT, "trigger": "auto"},

@@ -357,7 +357,7 @@ def polynomial_flow_tol(model, coef: ArrayLike | None = None, coef_err: ArrayLik
     with the error bound of :func:`charpoly_tol`; MPA's polynomial is in ``A / scale``
     (:func:`mpa_coefficient_tol`).
     """
-    from hermes.balance.charpoly import generalized_laplacian
+    from hermes.balance.polynomial.charpoly import generalized_laplacian
     from hermes.balance.flow import minimal_flow
 
     p, c = model.p, model.capacities
@@ -431,13 +431,13 @@ def mpa_flow_tol(model, result, seed: int) -> float:
     """First-order estimate, times 10, of ``flow_error`` of an MPA flow (thesis Alg. 15).
 
     :func:`polynomial_flow_tol` with MPA's own polynomial ``result.extra["alpha"]`` in ``A / s``
-    (s = :func:`~hermes.balance.polynomial.mpa_scale`) and its coefficient bound
+    (s = :func:`~hermes.balance.polynomial.lps.mpa_scale`) and its coefficient bound
     :func:`mpa_coefficient_tol` over the ``result.iterations`` Krylov steps. Berlekamp–Massey is not
     backward stable, so this is an estimate (eps times the Hankel and monomial-basis conditions), not a
     bound: the factor 10 covers the largest ratio seen (0.9 of the estimate, a 3-star). Pair it with
     the rigorous :func:`potential_flow_tol`.
     """
-    from hermes.balance.mpa import mpa_scale
+    from hermes.balance.polynomial.mpa import mpa_scale
 
     alpha, s = result.extra["alpha"], mpa_scale(model)
     err = mpa_coefficient_tol(model, alpha, seed, result.iterations, s)

@@ -1,11 +1,14 @@
 """Dynamic load balancing: the model H = (G, l, c, w), the balancers, and how a flow becomes cell moves.
 
-The balancers are registered in :data:`BALANCERS` by their family modules; the registry knows every built-in
-name (:data:`hermes.balance.registry.BUILTIN`) and imports a family the first time one of its balancers is looked
-up, so importing this package imports no balancer. The interface a balancer implements is in
-:mod:`hermes.balance.interface`; the registry and the plug-in mechanism (entry points, import paths) in
-:mod:`hermes.balance.registry`. The names below, and the submodules (``hermes.balance.potential``, ...), are
-imported on first use (PEP 562).
+The balancers live in one subpackage per family — ``diffusion`` (gda0 … gda6, sos, implicit, chebyshev, fos),
+``polynomial`` (lps, lpa, mpa, ada), ``potential`` (pcg, mincost, auto), ``gossip`` (grapevine) and
+``repartition`` (none, metis, scotch) — each in the module named after it (``hermes.balance.potential.pcg``),
+which registers it in :data:`BALANCERS` where it defines it; ``realisation`` turns a flow into cell moves. The
+registry knows every built-in name (:data:`hermes.balance.registry.BUILTIN`) and imports a balancer's module
+the first time it is looked up, so importing this package imports no balancer. The interface a balancer
+implements is in :mod:`hermes.balance.interface`; the registry and the plug-in mechanism (entry points, import
+paths) in :mod:`hermes.balance.registry`. The names below, and the subpackages (``hermes.balance.potential``,
+...), are imported on first use (PEP 562).
 
 The package itself is callable — ``hermes.balance(model, "pcg", tolerance=1e-10)`` is
 :func:`balance` — so the public verb and the subpackage share one name.

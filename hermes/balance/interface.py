@@ -5,7 +5,7 @@ returns a :class:`Decision`:
 
 - a **flow** on the subdomain graph (diffusion, polynomial and potential methods): the driver checks that
   it lowers the imbalance, then realises it — cells are selected by the gain function and migrated in the
-  topological order of the flow (:mod:`hermes.balance.realisation`);
+  topological order of the flow (:mod:`hermes.balance.realisation.realise`);
 - or new **destinations** of the rank's own cells (scratch-remap repartitioning, gossip).
 
 Its parameters are declared once, as a pydantic model derived from :class:`Params` (defaults, bounds and a

@@ -1,11 +1,12 @@
 """The registry of balancers by name, and how a user's own balancer plugs in.
 
-:data:`BALANCERS` is a mapping filled as the family modules of :mod:`hermes.balance` are imported: each registers
-its balancers where it defines them (``@register(...)`` or :meth:`Registry.add`). :data:`BUILTIN` says which module
-defines each built-in name, so the registry knows every name without importing any family, and imports a family
+:data:`BALANCERS` is a mapping filled as the balancer modules of :mod:`hermes.balance` are imported: each registers
+the balancers it defines with the decorator ``@register(name, params=..., serial=..., doc=...)`` on their ``run``
+function (:meth:`Registry.add` is what the decorator calls). :data:`BUILTIN` says which module defines each
+built-in name, so the registry knows every name without importing any balancer module, and imports the module
 the first time one of its balancers is looked up: a run imports the balancer its scenario names and no other
-(importing them all costs a second of CPU, scipy.optimize included, on every rank). Nothing here imports a family
-at import time, so there is no cycle.
+(importing them all costs a second of CPU, scipy.optimize included, on every rank). Nothing here imports a
+balancer module at import time, so there is no cycle.
 
 A balancer defined outside hermes is found
 
@@ -49,19 +50,20 @@ ENTRY_POINT_GROUP = "hermes.balancers"
 
 #: the built-in balancers by name: the module that defines and registers each (imported on first look-up)
 BUILTIN: dict[str, str] = {
-    "chebyshev": "hermes.balance.chebyshev",
-    **{f"gda{k}": "hermes.balance.diffusion" for k in (0, 1)},
-    **{f"gda{k}": "hermes.balance.diffusion_family" for k in (2, 3, 4, 5, 6)},
-    **dict.fromkeys(("sos", "sos_opt", "implicit", "implicit_watts"), "hermes.balance.diffusion_family"),
-    "grapevine": "hermes.balance.gossip",
-    "pcg": "hermes.balance.potential",
-    **dict.fromkeys(("lps", "lpa", "mpa"), "hermes.balance.polynomial"),
-    "auto": "hermes.balance.hybrid",
-    "ada": "hermes.balance.incremental",
-    "mincost": "hermes.balance.mincost",
-    "fos": "hermes.balance.practical",
-    **dict.fromkeys(("none", "metis"), "hermes.balance.scratch"),
-    "scotch": "hermes.balance.scotch",
+    "chebyshev": "hermes.balance.diffusion.chebyshev",
+    **{f"gda{k}": "hermes.balance.diffusion.gda" for k in range(7)},
+    **dict.fromkeys(("sos", "sos_opt"), "hermes.balance.diffusion.sos"),
+    **dict.fromkeys(("implicit", "implicit_watts"), "hermes.balance.diffusion.implicit"),
+    "grapevine": "hermes.balance.gossip.grapevine",
+    "pcg": "hermes.balance.potential.pcg",
+    **dict.fromkeys(("lps", "lpa"), "hermes.balance.polynomial.lps"),
+    "mpa": "hermes.balance.polynomial.mpa",
+    "auto": "hermes.balance.potential.auto",
+    "ada": "hermes.balance.polynomial.ada",
+    "mincost": "hermes.balance.potential.mincost",
+    "fos": "hermes.balance.diffusion.fos",
+    **dict.fromkeys(("none", "metis"), "hermes.balance.repartition.metis"),
+    "scotch": "hermes.balance.repartition.scotch",
 }
 
 

@@ -3,7 +3,7 @@
 :func:`migrate` moves every cell whose destination is another rank, with everything it carries
 (id, weight, coordinates, adjacency, neighbour owners, all fields), then refreshes the ghost owners
 through the directory. It conserves cells and weight exactly; a rank is never left empty. How a
-balancing flow becomes destinations is :mod:`hermes.balance.realisation`.
+balancing flow becomes destinations is :mod:`hermes.balance.realisation.realise`.
 """
 
 from __future__ import annotations

@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from hermes.balance.diffusion.spectral import graph_diameter
+from hermes.balance.diffusion.gda.spectral import graph_diameter
+from hermes.claims import claim_dir
 from hermes.clock import Links
+from hermes.files import write_csv
 from hermes.lab.flow import check_flow_cost
 from hermes.lab.specs import build_model, parse_graph, parse_model
-from hermes.claims import claim_dir
-from hermes.files import write_csv
 
 __all__ = ["diffusion_family", "polynomial_family", "table101_family", "flow_bench", "ENVIRONMENTS", "FAMILIES",
            "TABLE_10_1"]

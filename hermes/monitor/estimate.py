@@ -11,7 +11,7 @@ Like HeRMeS' NWS sensors (thesis §10.1), the monitor *measures* rather than rea
   time of one exchange round is shared by all neighbours of the rank (a coarse but honest reading).
 
 Weights for the model are conductances ``w = bandwidth / max bandwidth`` and the gain function's
-costs are ``bandwidth_max / bandwidth`` (see :mod:`hermes.balance.selection`).
+costs are ``bandwidth_max / bandwidth`` (see :mod:`hermes.balance.realisation.selection`).
 Forecasting (NWS-style predictors over these series) comes with the monitoring issue.
 """
 

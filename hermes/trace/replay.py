@@ -336,7 +336,7 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
     Each round computes the flow on the processor graph of the current assignment and realises it by choosing
     objects, or with hermes' own cell selection (``realisation: cells``; ``auto``: when the tasks have centroids)."""
     from hermes.balance.model import Model
-    from hermes.balance.realisation import simulate_realisation
+    from hermes.balance.realisation.realise import simulate_realisation
     from hermes.metrics import imbalance
 
     p = ph.n_ranks
@@ -386,7 +386,7 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
 
     ``rounds`` and ``trigger`` are the scenario's ``balancer.rounds`` and ``balancer.trigger`` (defaults 3 and
     1.0, hermes run's); ``realisation``: ``objects`` (:func:`realise_flow_on_objects`), ``cells`` (hermes'
-    gain selection on the tasks' centroids, :func:`hermes.balance.realisation.simulate_realisation`) or
+    gain selection on the tasks' centroids, :func:`hermes.balance.realisation.realise.simulate_realisation`) or
     ``auto`` (cells when the tasks have centroids: a trace hermes wrote).
 
     Raises
@@ -409,7 +409,7 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
     if ph.n_tasks == 0 or p == 1 or algorithm == "none":
         new = ph.ranks.copy()
     elif algorithm == "grapevine":
-        from hermes.balance.gossip_serial import grapevine
+        from hermes.balance.gossip.grapevine_serial import grapevine
 
         speeds = caps * p
         kw = {k: checked[k] for k in ("iterations", "rounds", "fanout", "threshold", "criterion", "source_load")}
@@ -477,7 +477,7 @@ def _partition(ph: TracePhase, algorithm: str, params: dict[str, Any], caps: NDA
                                edge_weights=ew)
         part = remap(old, part, weights, p, targets=targets)
     else:
-        from hermes.balance.scotch import scotch_remap
+        from hermes.balance.repartition.scotch import scotch_remap
 
         part = scotch_remap(xadj, adjncy, weights, old, p, targets=targets, migration_cost=params["migration_cost"],
                             imbalance=params["ufactor"] / 1000.0, seed=seed)

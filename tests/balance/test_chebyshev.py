@@ -1,4 +1,4 @@
-"""Chebyshev-accelerated diffusion (hermes.balance.chebyshev).
+"""Chebyshev-accelerated diffusion (hermes.balance.diffusion.chebyshev).
 
 The flow-error bound asserted is the method's own guarantee: after ``k`` steps the energy norm of the
 remaining flow is at most ``1/T_k(σ)`` of the whole, and the Euclidean relative error at most
@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.chebyshev import chebyshev, chebyshev_iter, chebyshev_steps, spectral_bounds
+from hermes.balance.diffusion.chebyshev import chebyshev, chebyshev_iter, chebyshev_steps, spectral_bounds
 from hermes.balance.flow import flow_error
-from hermes.balance.leja import laplacian_spectrum
 from hermes.balance.model import Model
+from hermes.balance.polynomial.leja import laplacian_spectrum
 from hermes.balance.registry import BALANCERS as REGISTRY
 from hermes.balance.registry import check_params
 from hermes.clock import Links

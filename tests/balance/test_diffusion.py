@@ -7,18 +7,18 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion import gda, gda_counters, gda_iter
-from hermes.balance.flow import check_balancing, flow_error, minimal_flow
-from hermes.balance.matrices import (
+from hermes.balance.diffusion.gda import gda, gda_counters, gda_iter
+from hermes.balance.diffusion.matrices import (
     convergence_factor_bound,
     diffusion_flow,
     diffusion_matrix,
     diffusion_scalars,
     second_eigenvalue_bound,
 )
+from hermes.balance.diffusion.spectral import convergence_factor, edge_connectivity, epsilon0
+from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.model import Model
 from hermes.balance.registry import check_params, get_balancer
-from hermes.balance.spectral import convergence_factor, edge_connectivity, epsilon0
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import (

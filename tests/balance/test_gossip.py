@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from hermes.balance.gossip_serial import (
+from hermes.balance.gossip.grapevine_serial import (
     _merge,
     bit_members,
     bitrows,

@@ -3,9 +3,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.balance import hybrid
 from hermes.balance.flow import check_balancing, flow_error
-from hermes.balance.hybrid import AUTO_TOLERANCE, choice, choose, graph_characteristics
+from hermes.balance.potential import auto
+from hermes.balance.potential.auto import AUTO_TOLERANCE, choice, choose, graph_characteristics
 from hermes.balance.registry import BALANCERS
 from hermes.lab.specs import parse_model
 from tests.tolerances import balancing_floor, potential_flow_tol
@@ -31,13 +31,13 @@ def test_costs_are_the_modelled_times_of_the_schedules():
     m = parse_model("path:22", "hcuw", "1", "one")
     c = choice(m)
     for name in ("lps", "lpa", "chebyshev"):
-        params = c.params if name in ("lps", "lpa") else hybrid.CHOSEN_PARAMS[name]
+        params = c.params if name in ("lps", "lpa") else auto.CHOSEN_PARAMS[name]
         res = BALANCERS[name].serial(m, **check_params(name, params), links=Links())
         assert c.costs[name] == pytest.approx(res.counters.time, rel=1e-12)
 
 
 def test_rule_above_the_spectrum_limit(monkeypatch):
-    monkeypatch.setattr(hybrid, "SPECTRUM_LIMIT", 8)
+    monkeypatch.setattr(auto, "SPECTRUM_LIMIT", 8)
     assert choose(parse_model("path:9", "homo", "1", "one"))[0] == "pcg"
 
 

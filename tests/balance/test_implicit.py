@@ -7,9 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion import gda, gda_iter
-from hermes.balance.flow import check_balancing, minimal_flow
-from hermes.balance.implicit import (
+from hermes.balance.diffusion.gda import gda, gda_iter
+from hermes.balance.diffusion.implicit import (
     implicit,
     implicit_counters,
     implicit_flow,
@@ -17,7 +16,8 @@ from hermes.balance.implicit import (
     implicit_rates,
     inner_sweeps,
 )
-from hermes.balance.matrices import diffusion_flow, edge_rates
+from hermes.balance.diffusion.matrices import diffusion_flow, edge_rates
+from hermes.balance.flow import check_balancing, minimal_flow
 from hermes.balance.model import Model
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError

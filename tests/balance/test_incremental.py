@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
-from hermes.balance.incremental import ada, ada_schedule
 from hermes.balance.model import Model
-from hermes.balance.polynomial import lpa
+from hermes.balance.polynomial.ada import ada, ada_schedule
+from hermes.balance.polynomial.lps import lpa
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, random_model, unusable_models

@@ -1,4 +1,4 @@
-"""The product-form polynomial schemes over the distinct eigenvalues in Leja order (hermes.balance.leja).
+"""The product-form polynomial schemes over the distinct eigenvalues in Leja order (hermes.balance.polynomial.leja).
 
 Flow-error bounds: every accuracy assertion uses the plan's own estimate ``C ε (p Γ + κ)``
 (:attr:`SpectralPlan.predicted_error`, Γ the amplification of the node order, κ = μ_max/μ_2) — the test
@@ -13,9 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance import leja
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
-from hermes.balance.leja import (
+from hermes.balance.model import Model
+from hermes.balance.polynomial import leja
+from hermes.balance.polynomial.leja import (
     cached_plan,
     distinct_nodes,
     laplacian_spectrum,
@@ -28,9 +29,8 @@ from hermes.balance.leja import (
     resolve_refine,
     spectral_plan,
 )
-from hermes.balance.model import Model
-from hermes.balance.mpa import mpa
-from hermes.balance.polynomial import lpa, lps
+from hermes.balance.polynomial.lps import lpa, lps
+from hermes.balance.polynomial.mpa import mpa
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import parse_model

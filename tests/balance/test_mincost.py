@@ -1,4 +1,4 @@
-"""The least-cost (l1) balancing flow ``mincost`` (hermes.balance.mincost).
+"""The least-cost (l1) balancing flow ``mincost`` (hermes.balance.potential.mincost).
 
 Oracle: networkx's network simplex on the same transportation problem with integer loads and integer edge costs
 (an exact integer algorithm, independent of the linear-programming solver used by hermes). Bounds: the flow is
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from hermes.balance.flow import check_balancing, minimal_flow, topological_order
-from hermes.balance.mincost import edge_costs, mincost, mincost_flow
 from hermes.balance.model import Model
+from hermes.balance.potential.mincost import edge_costs, mincost, mincost_flow
 from hermes.balance.registry import BALANCERS
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import hermes.balance  # noqa: F401  (fills the registry)
-from hermes.balance.gossip import GrapevineParams, grapevine_distributed
-from hermes.balance import gossip_serial
-from hermes.balance.gossip_serial import check_gossip_params, grapevine
+from hermes.balance.gossip import grapevine_serial
+from hermes.balance.gossip.grapevine import GrapevineParams, grapevine_distributed
+from hermes.balance.gossip.grapevine_serial import check_gossip_params, grapevine
 from hermes.balance.interface import BIG, MAX_ITERATIONS, MAX_PROCESSORS, Count, Integer, Number, Params
 from hermes.balance.registry import BALANCERS
 from hermes.errors import BalancerError
@@ -134,7 +134,7 @@ def test_a_fanout_beyond_the_other_ranks_costs_nothing(monkeypatch):
     the same results as drawing all of them (which took hermes minutes in pick_targets, and 1e9 asked for
     32 GB)."""
     res = _case(MAX_PROCESSORS)
-    monkeypatch.setattr(gossip_serial, "gossip_uniforms", lambda rng, f, used: rng.random(f)[:used])
+    monkeypatch.setattr(grapevine_serial, "gossip_uniforms", lambda rng, f, used: rng.random(f)[:used])
     assert _digest(_case(MAX_PROCESSORS)) == _digest(res)
 
 
@@ -156,7 +156,7 @@ def test_the_distributed_form_checks_the_same_bounds():
     ("fos", {"unit_bytes": 1e300}, "unit_bytes must be in [0, 1e+100]"),
 ])
 def test_the_serial_references_check_the_same_bounds(name, params, words):
-    """Called from Python without the model (``hermes.balance.potential.pcg(model, max_iterations=...)``)."""
+    """Called from Python without the model (``hermes.balance.potential.pcg.pcg(model, max_iterations=...)``)."""
     model = parse_model("path:4", "homo", "1", "one")
     with pytest.raises(BalancerError, match=re.escape(words)):
         BALANCERS[name].serial(model, **params)

@@ -8,8 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.balancing_operator import operator_rows
-from hermes.balance.charpoly import (
+from hermes.balance.flow import check_balancing, flow_error
+from hermes.balance.model import Model
+from hermes.balance.polynomial.balancing_operator import operator_rows
+from hermes.balance.polynomial.charpoly import (
     COEFFICIENT_METHODS,
     berlekamp_massey,
     charpoly_berkowitz,
@@ -18,10 +20,8 @@ from hermes.balance.charpoly import (
     generalized_laplacian,
     laplacian_polynomial,
 )
-from hermes.balance.flow import check_balancing, flow_error
-from hermes.balance.model import Model
-from hermes.balance.mpa import mpa, mpa_iter
-from hermes.balance.polynomial import lpa, lpa_iter, lps, lps_iter
+from hermes.balance.polynomial.lps import lpa, lpa_iter, lps, lps_iter
+from hermes.balance.polynomial.mpa import mpa, mpa_iter
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError

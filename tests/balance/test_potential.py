@@ -9,7 +9,7 @@ import pytest
 
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.potential import pcg, pcg_counters, pcg_iter
+from hermes.balance.potential.pcg import pcg, pcg_counters, pcg_iter
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, random_weighted_model, unusable_models

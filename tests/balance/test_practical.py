@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.detection import bfs_tree, graph_center
+from hermes.balance.diffusion.detection import bfs_tree, graph_center
+from hermes.balance.diffusion.fos_serial import DEFAULT_KAPPA, benefit, fos, fos_iter, program_time, relative_speed_matrix
 from hermes.balance.flow import alpha_beta_time, minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.practical_serial import DEFAULT_KAPPA, benefit, fos, fos_iter, program_time, relative_speed_matrix
 from hermes.balance.registry import BALANCERS
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError

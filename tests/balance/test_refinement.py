@@ -1,4 +1,4 @@
-"""The boundary refinement (hermes.balance.refinement): its gain, its sweeps' budgets, and the serial oracle's
+"""The boundary refinement (hermes.balance.realisation.boundary): its gain, its sweeps' budgets, and the serial oracle's
 invariants (cells and weight conserved, loads within the tolerance, a lower edge cut on ragged partitions)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.balance.refinement import (
+from hermes.balance.realisation.boundary import (
     cell_spacing,
     centroid,
     complete_costs,

@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-import hermes.balance.scotch as scotch
+import hermes.balance.repartition.scotch as scotch
 from hermes.balance.registry import BALANCERS, check_params
-from hermes.balance.scotch import scotch_remap
+from hermes.balance.repartition.scotch import scotch_remap
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition, remap
 from hermes.errors import BalancerError, GraphError

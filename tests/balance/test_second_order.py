@@ -7,17 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion import gda, gda_iter
-from hermes.balance.matrices import diffusion_flow, diffusion_matrix, edge_rates
-from hermes.balance.model import Model
-from hermes.balance.second_order import (
+from hermes.balance.diffusion.gda import gda, gda_iter
+from hermes.balance.diffusion.matrices import diffusion_flow, diffusion_matrix, edge_rates
+from hermes.balance.diffusion.sos import (
     omega_opt,
     omega_star,
     sos,
     sos_counters,
     sos_iter,
 )
-from hermes.balance.spectral import convergence_factor, edge_connectivity, epsilon0
+from hermes.balance.diffusion.spectral import convergence_factor, edge_connectivity, epsilon0
+from hermes.balance.model import Model
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, disconnected_model, random_model

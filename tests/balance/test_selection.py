@@ -5,8 +5,8 @@ import pytest
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.realisation import realisation_report, simulate_realisation
-from hermes.balance.selection import (
+from hermes.balance.realisation.realise import realisation_report, simulate_realisation
+from hermes.balance.realisation.selection import (
     SELECTIONS,
     front_key,
     gain,
@@ -376,7 +376,7 @@ def test_hand_on_serves_a_closed_target_only_if_the_donor_can_make_up():
     assert select_gain(_chain(True), out, cost).tolist() == [2, 1, 0]
 
 
-# -- corrections of a realisation at depth (hermes.balance.realisation.select_adaptive) ------------------------
+# -- corrections of a realisation at depth (hermes.balance.realisation.realise.select_adaptive) ------------------------
 
 def _front_case(nx: int, ny: int, p: int, start: float, factor: float):
     """A METIS partition of an nx×ny grid, the cells of the band start ≤ x < start + 0.2 (x scaled to [0, 1])
@@ -423,7 +423,7 @@ def _capped(cap_target: int, cap: int):
 
 
 def test_select_adaptive_reroutes_a_closed_target_and_passes_on_surplus():
-    from hermes.balance.realisation import select_adaptive
+    from hermes.balance.realisation.realise import select_adaptive
 
     m = grid(12, 12)
     x, y = m.coords.T

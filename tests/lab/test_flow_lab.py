@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion import gda_counters
+from hermes.balance.diffusion.gda import gda_counters
+from hermes.balance.diffusion.matrices import diffusion_scalars
 from hermes.balance.flow import FlowResult
 from hermes.balance.interface import BalancerInfo, NoParams, Params
-from hermes.balance.matrices import diffusion_scalars
-from hermes.balance.potential import pcg
+from hermes.balance.potential.pcg import pcg
 from hermes.balance.registry import BALANCERS
 from hermes.clock import Links
 from hermes.comm import Counters

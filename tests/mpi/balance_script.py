@@ -15,10 +15,10 @@ import sys
 
 from mpi4py import MPI
 
-from hermes.balance.diffusion import gda, gda_distributed
+from hermes.balance.diffusion.gda import gda, gda_distributed
+from hermes.balance.diffusion.spectral import epsilon0
 from hermes.balance.flow import check_balancing, flow_error
-from hermes.balance.potential import pcg, pcg_distributed
-from hermes.balance.spectral import epsilon0
+from hermes.balance.potential.pcg import pcg, pcg_distributed
 from hermes.errors import BalancerError, GraphError
 from tests.mpi.harness import (
     RankView,

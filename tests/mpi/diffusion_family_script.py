@@ -19,11 +19,11 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.diffusion import gda_distributed
-from hermes.balance.implicit import implicit_distributed
+from hermes.balance.diffusion.gda import gda_distributed
+from hermes.balance.diffusion.implicit import implicit_distributed
+from hermes.balance.diffusion.sos import sos_distributed
 from hermes.balance.model import Model
 from hermes.balance.registry import BALANCERS
-from hermes.balance.second_order import sos_distributed
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.mpi.harness import (

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.gossip import grapevine_distributed
-from hermes.balance.gossip_serial import grapevine
+from hermes.balance.gossip.grapevine import grapevine_distributed
+from hermes.balance.gossip.grapevine_serial import grapevine
 from hermes.balance.model import Model
 from hermes.balance.registry import BalanceContext, check_params, get_balancer
 from hermes.clock import Links, VirtualClock, WallClock

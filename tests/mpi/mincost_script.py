@@ -15,8 +15,8 @@ import numpy as np
 from mpi4py import MPI
 
 from hermes.balance.flow import minimal_flow
-from hermes.balance.mincost import mincost, mincost_flow
 from hermes.balance.model import Model
+from hermes.balance.potential.mincost import mincost, mincost_flow
 from hermes.balance.registry import check_params, get_balancer
 from hermes.errors import GraphError
 from tests.mpi.harness import RankView, finish, random_model, same_error, seed_arg

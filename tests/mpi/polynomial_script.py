@@ -17,12 +17,12 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.charpoly import laplacian_polynomial
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
-from hermes.balance.incremental import ada, ada_distributed
 from hermes.balance.model import Model
-from hermes.balance.mpa import mpa, mpa_distributed, mpa_scale
-from hermes.balance.polynomial import lpa, lpa_distributed, lps, lps_distributed
+from hermes.balance.polynomial.ada import ada, ada_distributed
+from hermes.balance.polynomial.charpoly import laplacian_polynomial
+from hermes.balance.polynomial.lps import lpa, lpa_distributed, lps, lps_distributed
+from hermes.balance.polynomial.mpa import mpa, mpa_distributed, mpa_scale
 from hermes.balance.registry import check_params, get_balancer
 from hermes.errors import BalancerError
 from tests.mpi.harness import RankView, agree, finish, random_model, same_error, seed_arg, slow_first_edge

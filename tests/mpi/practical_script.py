@@ -17,9 +17,9 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.detection import graph_center
-from hermes.balance.practical import fos_distributed
-from hermes.balance.practical_serial import fos
+from hermes.balance.diffusion.detection import graph_center
+from hermes.balance.diffusion.fos import fos_distributed
+from hermes.balance.diffusion.fos_serial import fos
 from hermes.balance.registry import BALANCERS
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError

@@ -1,8 +1,8 @@
 """Under mpiexec: the distributed boundary refinement makes exactly the moves of its serial oracle.
 
 A grid partitioned with METIS is made ragged by swapping a checkerboard of boundary cells between ranks
-(seeded); :func:`hermes.balance.refinement.refine_boundary` must then give the owner array of
-:func:`~hermes.balance.refinement.refine_serial`, keep every cell, weight and field, leave every ghost owner
+(seeded); :func:`hermes.balance.realisation.boundary.refine_boundary` must then give the owner array of
+:func:`~hermes.balance.realisation.boundary.refine_serial`, keep every cell, weight and field, leave every ghost owner
 exact without the directory, lower the edge cut and keep every load within the tolerance of its fair share.
 Prints "OK" on rank 0 when every check passes; raises otherwise.
 """
@@ -14,7 +14,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.refinement import refine_boundary, refine_serial
+from hermes.balance.realisation.boundary import refine_boundary, refine_serial
 from hermes.clock import Links, VirtualClock
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid

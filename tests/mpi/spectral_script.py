@@ -15,10 +15,10 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.chebyshev import chebyshev, chebyshev_distributed, chebyshev_steps, spectral_bounds
+from hermes.balance.diffusion.chebyshev import chebyshev, chebyshev_distributed, chebyshev_steps, spectral_bounds
 from hermes.balance.flow import flow_error
-from hermes.balance.leja import leja_distributed, leja_flow, spectral_plan
-from hermes.balance.polynomial import lpa, lpa_distributed
+from hermes.balance.polynomial.leja import leja_distributed, leja_flow, spectral_plan
+from hermes.balance.polynomial.lps import lpa, lpa_distributed
 from hermes.balance.registry import check_params, get_balancer
 from hermes.errors import BalancerError
 from tests.mpi.harness import RankView, agree, finish, random_model, same_error, seed_arg, slow_first_edge

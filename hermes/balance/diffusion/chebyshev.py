@@ -20,7 +20,7 @@ error is at most ``√(w_max / w_min)`` times the energy error; :func:`chebyshev
 
 Bounds (:func:`spectral_bounds`):
 
-* ``exact``: ``a = μ_2``, ``b = μ_p`` from the dense spectrum of 𝓛 (:func:`hermes.balance.leja.laplacian_spectrum`,
+* ``exact``: ``a = μ_2``, ``b = μ_p`` from the dense spectrum of 𝓛 (:func:`hermes.balance.polynomial.leja.laplacian_spectrum`,
   reused while the graph, capacities and weights do not change);
 * ``cheap``: Gershgorin ``b = max_i 2 δ_i^w / c_i`` (the column sums of |A|) and Mohar's
   ``λ_2(L) ≥ 4 w_min / (p D)`` (D the diameter; B. Mohar, "Eigenvalues, diameter, and mean distance in
@@ -39,10 +39,10 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from hermes.balance.charpoly import NeighbourTables, schedule_counters
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.interface import MAX_ITERATIONS, Decision, OptionalCount, Params, Tolerance, flow_from_local
 from hermes.balance.model import Model
+from hermes.balance.polynomial.charpoly import NeighbourTables, schedule_counters
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
@@ -69,7 +69,7 @@ def spectral_bounds(model: Model, kind: str = "exact") -> tuple[float, float]:
     if model.p < 2:
         return 1.0, 1.0
     if kind == "exact":
-        from hermes.balance.leja import laplacian_spectrum
+        from hermes.balance.polynomial.leja import laplacian_spectrum
 
         return bounds_from_spectrum(laplacian_spectrum(model))
     import scipy.sparse.csgraph as csg
@@ -222,7 +222,7 @@ def chebyshev_distributed(nb: NeighbourComm, load: float, capacity: float, weigh
 # -- registry -------------------------------------------------------------------------------------------
 def _plan(ctx) -> tuple[float, float, int]:
     """Bounds and steps, computed once per graph / capacities / weights and kept in ``ctx.state``."""
-    from hermes.balance.leja import plan_key
+    from hermes.balance.polynomial.leja import plan_key
 
     params = ctx.params
     key = (plan_key(ctx.model), params["bounds"], params["tolerance"], params["max_iterations"])

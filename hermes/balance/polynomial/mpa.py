@@ -5,7 +5,7 @@ needs fewer steps than LPS's characteristic polynomial when A has repeated eigen
 
 * ``polynomial="spectrum"`` (default): A is diagonalizable, so q's roots are its distinct eigenvalues;
   applied as the product ``Π_k (I − A/μ_k)`` over the non-zero ones in Leja order
-  (:func:`hermes.balance.leja.leja_flow`): d − 1 neighbour steps of one word, no collective. For generic
+  (:func:`hermes.balance.polynomial.leja.leja_flow`): d − 1 neighbour steps of one word, no collective. For generic
   l and u Wiedemann's sequence below finds this same polynomial, so from the spectrum MPA and LPS's
   eigen form are the same scheme; what differs in the thesis is only how the polynomial is obtained.
 * ``polynomial="berlekamp-massey"`` (thesis Alg. 13–15, Wiedemann): 2p Krylov steps ``b_k = A b_{k−1}``,
@@ -21,10 +21,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
-from hermes.balance.charpoly import (
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, validate_model
+from hermes.balance.interface import MAX_PROCESSORS, BalanceContext, Decision, Params, flow_balancer, integer_type, number_type
+from hermes.balance.model import Model
+from hermes.balance.polynomial.charpoly import (
     NeighbourTables,
     PolyState,
     berlekamp_massey,
@@ -36,13 +41,13 @@ from hermes.balance.charpoly import (
     poly_result,
     polynomial_potential,
 )
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, validate_model
-from hermes.balance.leja import leja_flow, leja_iter, resolve_refine, spectral_plan
-from hermes.balance.model import Model
+from hermes.balance.polynomial.leja import (Refine, leja_distributed, leja_flow, leja_iter, plan_refine, resolve_refine,
+                                           spectral_plan, with_plan_info)
+from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
-__all__ = ["POLYNOMIALS", "mpa_scale", "mpa_iter", "mpa", "mpa_schedule", "mpa_distributed"]
+__all__ = ["POLYNOMIALS", "mpa_scale", "mpa_iter", "mpa", "mpa_schedule", "mpa_distributed", "MPAParams"]
 
 #: how MPA obtains its minimal polynomial: from the spectrum (default) or by Berlekamp–Massey (Alg. 13–15)
 POLYNOMIALS = ("spectrum", "berlekamp-massey")
@@ -86,7 +91,7 @@ def mpa_iter(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1
     ----------
     polynomial : {"spectrum", "berlekamp-massey"}
         ``spectrum`` (default): the minimal polynomial of A from its distinct eigenvalues, applied in Leja
-        product form (:func:`hermes.balance.leja.leja_iter`; for generic l and u Wiedemann's sequence finds
+        product form (:func:`hermes.balance.polynomial.leja.leja_iter`; for generic l and u Wiedemann's sequence finds
         exactly this polynomial, so the scheme coincides with LPS's eigen form; ``value`` is the remaining
         imbalance and ``tolerance``, ``max_degree``, ``seed``, ``scale`` are unused). ``berlekamp-massey``:
         the thesis' Krylov sequence and Berlekamp–Massey (Alg. 13–15), below.
@@ -211,3 +216,33 @@ def _spectrum_iter(model: Model, refine) -> Iterator[PolyState]:
         yield PolyState(last.iteration, last.residual)
     yield PolyState(last.iteration, last.residual, last.flow, {"plan": plan, "refine": r,
                                                                "degree": plan.steps + 1 if model.p > 1 else 0})
+
+
+# -- registry -------------------------------------------------------------------------------------------
+class MPAParams(Params):
+    """Parameters of ``mpa``."""
+
+    polynomial: Literal["spectrum", "berlekamp-massey"] = Field(
+        "spectrum", description="the minimal polynomial from the distinct eigenvalues (Leja product form) or by "
+        "Berlekamp–Massey on 2p Krylov steps (the thesis' Alg. 14, accurate to p ≈ 5)")
+    tolerance: number_type(ge=0, lt=1) = Field(
+        1e-13, description="Berlekamp–Massey: a discrepancy below this (relative) counts as zero")
+    max_degree: integer_type(ge=1, le=MAX_PROCESSORS) | None = Field(
+        None, description="stop the minimal polynomial at this degree (null: 2p; a degree beyond p acts as p)")
+    refine: Refine = Field("auto", description="refinement sweeps: 0..20 or auto")
+
+
+def _mpa_dist(nb, load, capacity, weights, *, seed, scale, plan, polynomial, refine, **params):
+    if plan[0] is not None:
+        return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
+    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, refine=literal_refine(refine),
+                           **params)
+
+
+@register("mpa", params=MPAParams, serial=mpa,
+          doc="minimum-polynomial algorithm (thesis Alg. 13–15); polynomial spectrum (default): the minimal "
+              "polynomial from the distinct eigenvalues in Leja product form (= lps eigen); berlekamp-massey: 2p "
+              "Krylov steps, one gather, Berlekamp–Massey (accurate to p ≈ 5)")
+def run_mpa(ctx: BalanceContext) -> Decision:
+    return with_plan_info(ctx, flow_balancer(_mpa_dist, seed=lambda ctx: ctx.seed,
+                                             scale=lambda ctx: mpa_scale(ctx.model), plan=plan_refine)(ctx))

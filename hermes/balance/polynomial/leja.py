@@ -43,27 +43,29 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import BeforeValidator
 
-from hermes.balance.charpoly import (
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.interface import integer_type
+from hermes.balance.model import Model, derived
+from hermes.balance.polynomial.charpoly import (
     NeighbourTables,
     check_refine,
     generalized_laplacian,
     neighbour_step,
     schedule_counters,
 )
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.model import Model, derived
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",
            "leja_order", "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState",
            "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed",
-           "plan_key", "cached_plan", "resolve_refine"]
+           "plan_key", "cached_plan", "resolve_refine", "Refine", "plan_refine", "with_plan_info"]
 
 #: largest p whose dense spectrum is computed (eigvalsh: O(p³), ~1 min at 8000)
 SPECTRUM_LIMIT = 8000
@@ -494,3 +496,37 @@ def resolve_refine(plan: SpectralPlan, refine) -> int:
         if plan.predicted_error_after(r) <= AUTO_REFINE_TARGET:
             return r
     return AUTO_REFINE_MAX
+
+
+# -- the parameters and plan of the registered eigen forms (lps, lpa, mpa) ------------------------------
+def _refine_value(v: Any) -> Any:
+    if v == "auto":
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 20:
+        raise ValueError(f"must be an integer in 0..20 or 'auto', got {v!r}")
+    return int(v)
+
+
+#: refinement sweeps: an integer 0..20, or ``auto`` (the eigen forms refine until the predicted error is
+#: ≤ 1e-10, at most 3 sweeps; the thesis' monomial forms read auto as 0)
+Refine = Annotated[Literal["auto"] | integer_type(ge=0, le=20), BeforeValidator(_refine_value)]
+
+
+def _eigen(ctx) -> bool:
+    return ctx.params.get("coefficients", ctx.params.get("polynomial")) in ("eigen", "spectrum")
+
+
+def plan_refine(ctx) -> tuple[SpectralPlan | None, Any]:
+    """The cached Leja plan (``ctx.state``) and the resolved refinement of an eigen-form run."""
+    if not _eigen(ctx):
+        return None, ctx.params.get("refine", 0)
+    plan = cached_plan(ctx.model, ctx.state)
+    return plan, resolve_refine(plan, ctx.params.get("refine", 0))
+
+
+def with_plan_info(ctx, decision):
+    """``decision`` with the eigen form's plan report in its info (the balancers lps, lpa, mpa)."""
+    if _eigen(ctx):
+        plan, r = plan_refine(ctx)
+        decision.info = {**decision.info, **plan.report(r)}
+    return decision

@@ -182,7 +182,8 @@ class MinCostParams(Params):
 
 def with_boundaries(comm, model: Model, dom) -> Model:
     """``model`` with every edge weight multiplied by the subdomains' common boundary (cut edges) over the longest
-    — what ``balancer.conductance: boundary`` gives every flow balancer (:func:`hermes.driver._conductances`).
+    — what ``balancer.conductance: boundary`` gives every flow balancer
+    (:func:`hermes.balance.policy.conductances`).
     Collective bookkeeping (an allgather of each rank's boundary lengths, uncharged like the model itself).
 
     The least-cost flow needs it even when the scenario keeps ``conductance: links``: on uniform links every edge

@@ -13,7 +13,7 @@ over the neighbours j), with the paper's practical additions:
   happens (f_ij = 1) only if ``Cost(L) < k · Benefit(L)``, k constant, decremented (Fig. 4) or also halved
   when the iteration time grows (Fig. 5);
 * integer loads with the **shaker** (§3.3.1) and **spanning-tree convergence detection** (§3.3.2,
-  :mod:`hermes.balance.detection`, which also holds the counters and the α-β replay).
+  :mod:`hermes.balance.diffusion.detection`, which also holds the counters and the α-β replay).
 
 How the α-β parameters enter: ``Cost(L) = α_ij + L · unit_bytes / B_ij`` (ExcCost; the application-dependent
 PreExcCost and PostExcCost are 0), with α_ij and B_ij the latency and bandwidth of the link (from
@@ -26,7 +26,7 @@ minimal flow of thesis Th. 20 on graphs with cycles (M_r ignores the edge weight
 gate stops early on purpose: the flow moves the loads only part of the way (001 §4.2.2, Table 1).
 
 The serial reference (:func:`fos_iter`, :func:`fos`), M_r, the gate and :func:`program_time` are in
-:mod:`hermes.balance.practical_serial`; this module holds the distributed form and the registry entry and
+:mod:`hermes.balance.diffusion.fos_serial`; this module holds the distributed form and the registry entry and
 re-exports every public name there.
 """
 
@@ -37,16 +37,13 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.detection import (
+from hermes.balance.diffusion.detection import (
     Tree,
     TreeRounds,
     build_tree_rounds,
     graph_center,
 )
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs
-from hermes.balance.interface import BalanceContext, Decision, flow_from_local
-from hermes.balance.model import Model
-from hermes.balance.practical_serial import (
+from hermes.balance.diffusion.fos_serial import (
     DEFAULT_KAPPA,
     FOSConfig,
     FOSParams,
@@ -56,6 +53,9 @@ from hermes.balance.practical_serial import (
     fos_amounts,
     fos_delta,
 )
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs
+from hermes.balance.interface import BalanceContext, Decision, flow_from_local
+from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.clock import Links
 from hermes.comm import NeighbourComm, ordered_sum
@@ -106,9 +106,9 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     The steps and arithmetic of :func:`fos_iter`: bit-identical flows and the same random draws (this rank
     uses stream ``rank`` of ``SeedSequence(seed).spawn(p)``). "halving" needs the synchronous iteration
     time T(t), which 001's application measures for free; here it rides on the detection tree
-    (:class:`~hermes.balance.detection.TreeRounds`). All ranks stop ``2h − 1`` rounds after the first iteration
+    (:class:`~hermes.balance.diffusion.detection.TreeRounds`). All ranks stop ``2h − 1`` rounds after the first iteration
     without transfers, h = ecc(root) (the radius when the root is a center). Counters:
-    :func:`~hermes.balance.detection.fos_counters`.
+    :func:`~hermes.balance.diffusion.detection.fos_counters`.
     """
     nbrs = nb.neighbours
     deg, p = len(nbrs), nb.size

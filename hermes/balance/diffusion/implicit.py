@@ -18,20 +18,26 @@ and moves ``U Aᵀ D⁻¹ l⁽ᵏ⁺¹⁾`` per step; its total flow is the GDA 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
-from hermes.balance.diffusion import (
+from hermes.balance.diffusion.gda import (
+    Eps,
     GDAState,
+    StopParams,
     check_stopping,
+    eps_value,
     final_state,
     local_sweeps,
     sweep_counters,
     sweep_states,
 )
+from hermes.balance.diffusion.matrices import check_eps, check_positive, local_edge_rates, setup
 from hermes.balance.flow import (
     FlowResult,
     LocalFlowResult,
@@ -40,14 +46,14 @@ from hermes.balance.flow import (
     neighbour_table,
     ordered_row_sums,
 )
-from hermes.balance.interface import MAX_ITERATIONS
-from hermes.balance.matrices import check_eps, check_positive, local_edge_rates, setup
+from hermes.balance.interface import MAX_ITERATIONS, BalanceContext, Decision, flow_balancer, integer_type, number_type
 from hermes.balance.model import Model
+from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["MAX_SWEEPS", "implicit_rates", "implicit_flow", "inner_sweeps", "implicit_iter", "implicit",
-           "implicit_counters", "implicit_distributed"]
+           "implicit_counters", "implicit_distributed", "WattsParams", "ImplicitParams"]
 
 
 #: inner Jacobi sweeps per implicit step, given or computed (:func:`inner_sweeps`): the inner solve is an iteration
@@ -74,7 +80,7 @@ def _watts_rates(ci, cj, alpha: float, lazy: bool):
 
 
 def _serial_rates(model: Model, eps, watts: bool, alpha: float, lazy: bool):
-    """(:func:`~hermes.balance.matrices.setup` of the model, rates u) with the distributed form's arithmetic."""
+    """(:func:`~hermes.balance.diffusion.matrices.setup` of the model, rates u) with the distributed form's arithmetic."""
     if watts:
         s = setup(model, 0.0, 5, False, None)
         c, e = model.capacities, model.edges
@@ -93,7 +99,7 @@ def implicit_rates(model: Model, eps: str | float = "eps0", *, watts: bool = Fal
 def implicit_flow(model: Model, eps: str | float = "eps0", *, watts: bool = False) -> NDArray[np.float64]:
     """The flow the implicit scheme converges to: the minimal flow for conductances u (Th. 18).
 
-    For Alg. 6 this is :func:`~hermes.balance.diffusion.diffusion_flow` of M¹(ε); for Watts' scheme the
+    For Alg. 6 this is :func:`~hermes.balance.diffusion.gda.diffusion_flow` of M¹(ε); for Watts' scheme the
     minimal flow for ``c_i c_j / (c_i + c_j)`` (α and lazy scale u and do not change it).
     """
     u = implicit_rates(model, eps, watts=watts)
@@ -172,7 +178,7 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
     sweeps : int ≥ 0, optional
         Force this number m of Jacobi sweeps instead (0: the explicit GDA step ``l ← M l``).
     tolerance, max_iterations, check_every
-        Stopping rule on the outer steps, as in :func:`hermes.balance.diffusion.gda_iter`.
+        Stopping rule on the outer steps, as in :func:`hermes.balance.diffusion.gda.gda_iter`.
 
     Yields
     ------
@@ -228,7 +234,7 @@ def implicit_counters(model: Model, iterations: int, sweeps: int, check_every: i
     With n outer steps, m sweeps and ``C = 1 + ⌈n / check_every⌉`` checks:
     ``exchange_rounds = 1 + n (m + 1)``; ``collectives = {"allreduce": 2 + C}`` (total load, β_max,
     residual checks); ``messages = 2q (1 + n (m + 1))``; ``bytes = 24p + 32q + 16 q n (m + 1) + 8p C``
-    (:func:`~hermes.balance.diffusion.sweep_counters` with ``setup = (1,)`` and ``m + 1`` exchanges
+    (:func:`~hermes.balance.diffusion.gda.sweep_counters` with ``setup = (1,)`` and ``m + 1`` exchanges
     per iteration).
     """
     return sweep_counters(model, iterations, check_every, links, setup=(1,), exchanges=int(sweeps) + 1)[0]
@@ -290,7 +296,7 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
     Parameters
     ----------
     nb, load, capacity, weights
-        As in :func:`hermes.balance.diffusion.gda_distributed`.
+        As in :func:`hermes.balance.diffusion.gda.gda_distributed`.
     eps : float
         ε ≥ 0 of the M¹(ε) scalars (ignored with ``watts``; the caller computes ε₀).
     watts, alpha, lazy, inner_tolerance, sweeps, tolerance, max_iterations, check_every
@@ -338,3 +344,48 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
                        check_every=check_every)
     res.extra["sweeps"] = m
     return res
+
+
+# -- registry ------------------------------------------------------------------------------------------
+class WattsParams(StopParams):
+    """Parameters of ``implicit_watts``."""
+
+    alpha: number_type(gt=0, le=1e6) = Field(
+        1.0, description="implicit step α (≤ 1e6: the inner solve's diagonal 1 + α δ/c must not swamp the loads)")
+    inner_tolerance: number_type(gt=0, lt=1) = Field(1e-2, description="inner Jacobi tolerance")
+    sweeps: integer_type(ge=0, le=MAX_SWEEPS) | None = Field(
+        None, description="inner sweeps per step (null: from inner_tolerance; either way at most "
+        f"{MAX_SWEEPS}: each costs a neighbour exchange in every outer step)")
+
+
+class ImplicitParams(WattsParams):
+    """Parameters of ``implicit``."""
+
+    eps: Eps = Field("eps0", description="ε of M¹(ε): 'eps0' (thesis Cor. 2) or a number ≥ 0")
+
+
+def _implicit(model, *, eps="eps0", links=None, **params):
+    """Serial reference of ``implicit`` (thesis Alg. 6)."""
+    return implicit(model, eps, watts=False, links=links, **params)
+
+
+def _watts(model, *, eps="eps0", links=None, **params):
+    """Serial reference of ``implicit_watts`` (thesis Alg. 5)."""
+    return implicit(model, eps, watts=True, links=links, **params)
+
+
+def _dist(nb, load, capacity, weights, *, eps_value, eps=None, watts, **params):
+    return implicit_distributed(nb, load, capacity, weights, eps_value, watts=watts, **params)
+
+
+@register("implicit", params=ImplicitParams, serial=_implicit,
+          doc="generalized implicit diffusion scheme (thesis Alg. 6, eq. 7.2.2)")
+def run_implicit(ctx: BalanceContext) -> Decision:
+    return flow_balancer(functools.partial(_dist, watts=False),
+                         eps_value=eps_value(ctx.model, ctx.params["eps"]))(ctx)
+
+
+@register("implicit_watts", params=WattsParams, serial=_watts,
+          doc="implicit diffusion of Watts et al., uniform links (thesis Alg. 5)")
+def run_implicit_watts(ctx: BalanceContext) -> Decision:
+    return flow_balancer(functools.partial(_dist, watts=True), eps_value=0.0)(ctx)

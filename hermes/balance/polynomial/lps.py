@@ -15,13 +15,13 @@ polynomial and apply it:
 * **LPA** (Alg. 12): Faddeev–LeVerrier run in parallel, rank r holding row r of the iterate
   ``M_{k+1} = A M_k + a_k I``, ``a_k = −tr(A M_k)/k`` (one allreduce of the trace per step): p−1 neighbour
   steps, then one exchange of the rows ``Y_r = U_r / c_r`` and one allgather of the loads.
-* **MPA** (Alg. 13–15): the minimal polynomial, :mod:`hermes.balance.mpa`.
+* **MPA** (Alg. 13–15): the minimal polynomial, :mod:`hermes.balance.polynomial.mpa`.
 
 Every flow equals :func:`~hermes.balance.flow.minimal_flow` in exact arithmetic. In double precision the
 monomial basis limits the thesis' forms; the default forms are therefore the **eigen** ones
 (``coefficients="eigen"``; MPA: ``polynomial="spectrum"``): the same polynomial applied as the product
 ``Π_k (I − A/μ_k)`` over the distinct non-zero eigenvalues of the generalized Laplacian in Leja order
-(:mod:`hermes.balance.leja`; A is diagonalizable, so the Laplacian polynomial's repeated roots add nothing
+(:mod:`hermes.balance.polynomial.leja`; A is diagonalizable, so the Laplacian polynomial's repeated roots add nothing
 and LPS, MPA coincide: n ≤ p − 1 steps of one word; LPA keeps its rows of the balancing operator and one
 allgather). Their accuracy is predicted from the amplification Γ of the node order
 (``extra["predicted_error"]``), ``refine: auto`` adds the sweeps it needs, and they stay accurate to
@@ -35,21 +35,24 @@ coefficients give errors of the same size: evaluating the polynomial is itself i
 the local balance defects) extend this to p = 12 (13); beyond, the errors reach O(1), and near p = 24
 a_{p−1} itself rounds to 0 (BalancerError).
 
-The coefficient methods, Berlekamp–Massey and the Krylov kernels are in :mod:`hermes.balance.charpoly`,
-LPA's rows of the balancing operator in :mod:`hermes.balance.balancing_operator` (the public names of both
+The coefficient methods, Berlekamp–Massey and the Krylov kernels are in :mod:`hermes.balance.polynomial.charpoly`,
+LPA's rows of the balancing operator in :mod:`hermes.balance.polynomial.balancing_operator` (the public names of both
 are re-exported here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
-from hermes.balance.balancing_operator import operator_row_distributed, operator_rows, refine_rows, row_flows
-from hermes.balance.charpoly import (
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.interface import BalanceContext, Decision, Params, flow_balancer
+from hermes.balance.model import Model
+from hermes.balance.polynomial.balancing_operator import operator_row_distributed, operator_rows, refine_rows, row_flows
+from hermes.balance.polynomial.charpoly import (
     COEFFICIENT_METHODS,
     NeighbourTables,
     PolyState,
@@ -63,30 +66,28 @@ from hermes.balance.charpoly import (
     poly_result,
     polynomial_potential,
 )
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.interface import MAX_PROCESSORS, Params, flow_balancer, integer_type, number_type
-from hermes.balance.leja import (
+from hermes.balance.polynomial.leja import (
+    Refine,
     SpectralPlan,
-    cached_plan,
     leja_distributed,
     leja_flow,
     leja_iter,
     leja_row_distributed,
     leja_rows,
+    plan_refine,
     resolve_refine,
     spectral_plan,
+    with_plan_info,
 )
-from hermes.balance.model import Model
-from hermes.balance.mpa import mpa, mpa_distributed, mpa_scale
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["lps_iter", "lps", "lps_schedule", "lps_distributed", "lpa_iter", "lpa", "lpa_eigen_schedule",
-           "lpa_schedule", "lpa_distributed", "FORMS", "LPSParams", "MPAParams"]
+           "lpa_schedule", "lpa_distributed", "FORMS", "LPSParams"]
 
 #: the coefficient forms of LPS and LPA: ``eigen`` (product form over the distinct eigenvalues in Leja
-#: order, :mod:`hermes.balance.leja`; the default) or the thesis' coefficient algorithms
+#: order, :mod:`hermes.balance.polynomial.leja`; the default) or the thesis' coefficient algorithms
 FORMS = ("eigen",) + COEFFICIENT_METHODS
 
 
@@ -109,7 +110,7 @@ def lps_iter(model: Model, coefficients="eigen", *, refine="auto") -> Iterator[P
     model : Model
     coefficients : {"eigen", "faddeev", "newton", "berkowitz"} or array
         ``eigen``: the product form over the distinct eigenvalues in Leja order
-        (:func:`hermes.balance.leja.leja_iter`; ``value`` is the remaining imbalance ``x_k``). Otherwise
+        (:func:`hermes.balance.polynomial.leja.leja_iter`; ``value`` is the remaining imbalance ``x_k``). Otherwise
         the thesis' monomial form with the Laplacian-polynomial coefficients computed by that method
         (:func:`laplacian_polynomial`), or ``[1, a_1, …]`` themselves.
     refine : int or "auto"
@@ -159,7 +160,7 @@ def lps(model: Model, coefficients="eigen", *, refine="auto", links=None) -> Flo
         Monomial forms: ``iterations = p − 2`` (neighbour steps of the polynomial). Counters:
         ``{"allreduce": 1}`` (input check), ``exchange_rounds = (refine + 1)(p − 1)`` of one word: the
         thesis' p−1 communication phases. ``eigen``: ``iterations = exchange_rounds = (refine + 1) n``
-        (n distinct non-zero eigenvalues, ≤ p − 1; :func:`hermes.balance.leja.leja_flow`), ``extra`` the
+        (n distinct non-zero eigenvalues, ≤ p − 1; :func:`hermes.balance.polynomial.leja.leja_flow`), ``extra`` the
         plan's steps, amplification and predicted error.
     """
     _check_form(coefficients)
@@ -199,7 +200,7 @@ def lpa_iter(model: Model, coefficients="eigen", *, refine="auto") -> Iterator[P
     ----------
     coefficients : {"eigen", "faddeev", "newton", "berkowitz"}
         ``eigen`` (default): the rows ``Y_r`` from the product form over the distinct eigenvalues in Leja
-        order (:func:`hermes.balance.leja.leja_rows`; one step per node, ``value`` the nodes so far), and
+        order (:func:`hermes.balance.polynomial.leja.leja_rows`; one step per node, ``value`` the nodes so far), and
         the centred loads ``l − c Σl`` allgathered. ``faddeev``: the traces are allreduced step by step
         (Alg. 12); otherwise the Laplacian-polynomial coefficients are computed beforehand by that method
         and the allreduces are skipped.
@@ -288,8 +289,8 @@ def lpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *,
                     nodes=None, refine: int = 0) -> LocalFlowResult:
     """LPA on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
-    ``nodes`` (the plan's :attr:`~hermes.balance.leja.SpectralPlan.nodes`, the same on every rank) select
-    the eigen form: the rows by :func:`hermes.balance.leja.leja_row_distributed` and the centred loads
+    ``nodes`` (the plan's :attr:`~hermes.balance.polynomial.leja.SpectralPlan.nodes`, the same on every rank) select
+    the eigen form: the rows by :func:`hermes.balance.polynomial.leja.leja_row_distributed` and the centred loads
     ``l_r − c_r Σl`` allgathered. Otherwise ``coefficients`` ``[1, a_1, …]`` known on every rank skip the
     trace allreduces (None: Alg. 12). ``extra`` holds ``row`` (``Y_r``) and ``rows`` (the neighbours' rows).
     """
@@ -310,19 +311,6 @@ def lpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *,
 
 
 # -- registry -------------------------------------------------------------------------------------------
-def _refine_value(v: Any) -> Any:
-    if v == "auto":
-        return v
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 20:
-        raise ValueError(f"must be an integer in 0..20 or 'auto', got {v!r}")
-    return int(v)
-
-
-#: refinement sweeps: an integer 0..20, or ``auto`` (the eigen forms refine until the predicted error is
-#: ≤ 1e-10, at most 3 sweeps; the thesis' monomial forms read auto as 0)
-Refine = Annotated[Literal["auto"] | integer_type(ge=0, le=20), BeforeValidator(_refine_value)]
-
-
 class LPSParams(Params):
     """Parameters of ``lps`` and ``lpa``."""
 
@@ -330,42 +318,6 @@ class LPSParams(Params):
         "eigen", description="eigen: product form over the distinct eigenvalues in Leja order; or the thesis' "
         "coefficient algorithms (monomial form, accurate to p ≈ 10–12)")
     refine: Refine = Field("auto", description="refinement sweeps f ← f + Θ̃ (l − l̄ − A f): 0..20 or auto")
-
-
-class MPAParams(Params):
-    """Parameters of ``mpa``."""
-
-    polynomial: Literal["spectrum", "berlekamp-massey"] = Field(
-        "spectrum", description="the minimal polynomial from the distinct eigenvalues (Leja product form) or by "
-        "Berlekamp–Massey on 2p Krylov steps (the thesis' Alg. 14, accurate to p ≈ 5)")
-    tolerance: number_type(ge=0, lt=1) = Field(
-        1e-13, description="Berlekamp–Massey: a discrepancy below this (relative) counts as zero")
-    max_degree: integer_type(ge=1, le=MAX_PROCESSORS) | None = Field(
-        None, description="stop the minimal polynomial at this degree (null: 2p; a degree beyond p acts as p)")
-    refine: Refine = Field("auto", description="refinement sweeps: 0..20 or auto")
-
-
-def _eigen(ctx) -> bool:
-    return ctx.params.get("coefficients", ctx.params.get("polynomial")) in ("eigen", "spectrum")
-
-
-def _plan_refine(ctx) -> tuple[SpectralPlan | None, Any]:
-    """The cached Leja plan (``ctx.state``) and the resolved refinement of an eigen-form run."""
-    if not _eigen(ctx):
-        return None, ctx.params.get("refine", 0)
-    plan = cached_plan(ctx.model, ctx.state)
-    return plan, resolve_refine(plan, ctx.params.get("refine", 0))
-
-
-def _with_plan_info(run):
-    def wrapped(ctx):
-        decision = run(ctx)
-        if _eigen(ctx):
-            plan, r = _plan_refine(ctx)
-            decision.info = {**decision.info, **plan.report(r)}
-        return decision
-
-    return wrapped
 
 
 def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, poly, plan):
@@ -380,13 +332,6 @@ def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, known, plan)
     return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=literal_refine(refine))
 
 
-def _mpa_dist(nb, load, capacity, weights, *, seed, scale, plan, polynomial, refine, **params):
-    if plan[0] is not None:
-        return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
-    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, refine=literal_refine(refine),
-                           **params)
-
-
 def _known(ctx):
     method = ctx.params.get("coefficients", "faddeev")
     return None if method in ("faddeev", "eigen") else laplacian_polynomial(ctx.model, method)
@@ -399,18 +344,18 @@ def _poly(ctx):
 
 _EIGEN_DOC = ("; coefficients eigen (default): product form over the distinct eigenvalues in Leja order, plan "
               "reused while the graph is unchanged, refine auto from the predicted error")
-register("lps", params=LPSParams, serial=lps,
-         doc="Laplacian-polynomial scheme (thesis Alg. 9): neighbour steps only, no collective but the input check; "
-             "coefficients faddeev | newton | berkowitz: the thesis' monomial form (accurate to p ≈ 10)" + _EIGEN_DOC)(
-    _with_plan_info(flow_balancer(_lps_dist, poly=_poly, plan=_plan_refine)))
-register("lpa", params=LPSParams, serial=lpa,
-         doc="improved Laplacian-polynomial algorithm (thesis Alg. 11–12): rows of the balancing operator, one "
-             "allgather of the loads; coefficients faddeev: parallel Faddeev–LeVerrier with one allreduce per step "
-             "(newton | berkowitz: none; accurate to p ≈ 12)" + _EIGEN_DOC)(
-    _with_plan_info(flow_balancer(_lpa_dist, known=_known, plan=_plan_refine)))
-register("mpa", params=MPAParams, serial=mpa,
-         doc="minimum-polynomial algorithm (thesis Alg. 13–15); polynomial spectrum (default): the minimal "
-             "polynomial from the distinct eigenvalues in Leja product form (= lps eigen); berlekamp-massey: 2p "
-             "Krylov steps, one gather, Berlekamp–Massey (accurate to p ≈ 5)")(
-    _with_plan_info(flow_balancer(_mpa_dist, seed=lambda ctx: ctx.seed, scale=lambda ctx: mpa_scale(ctx.model),
-                                  plan=_plan_refine)))
+
+
+@register("lps", params=LPSParams, serial=lps,
+          doc="Laplacian-polynomial scheme (thesis Alg. 9): neighbour steps only, no collective but the input check; "
+              "coefficients faddeev | newton | berkowitz: the thesis' monomial form (accurate to p ≈ 10)" + _EIGEN_DOC)
+def run_lps(ctx: BalanceContext) -> Decision:
+    return with_plan_info(ctx, flow_balancer(_lps_dist, poly=_poly, plan=plan_refine)(ctx))
+
+
+@register("lpa", params=LPSParams, serial=lpa,
+          doc="improved Laplacian-polynomial algorithm (thesis Alg. 11–12): rows of the balancing operator, one "
+              "allgather of the loads; coefficients faddeev: parallel Faddeev–LeVerrier with one allreduce per step "
+              "(newton | berkowitz: none; accurate to p ≈ 12)" + _EIGEN_DOC)
+def run_lpa(ctx: BalanceContext) -> Decision:
+    return with_plan_info(ctx, flow_balancer(_lpa_dist, known=_known, plan=plan_refine)(ctx))

@@ -27,7 +27,8 @@ from hermes.balance.flow import (
     ordered_total,
     validate_model,
 )
-from hermes.balance.interface import MAX_ITERATIONS, OptionalCount, Params, Tolerance, flow_balancer
+from hermes.balance.interface import (MAX_ITERATIONS, BalanceContext, Decision, OptionalCount, Params, Tolerance,
+                                      flow_balancer)
 from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm, ordered_sum
@@ -308,5 +309,6 @@ class PCGParams(Params):
     max_iterations: OptionalCount = Field(None, description="iteration limit (null: 10 p)")
 
 
-register("pcg", params=PCGParams, serial=pcg, doc="method of potentials by conjugate gradients (thesis Alg. 8)")(
-    flow_balancer(pcg_distributed))
+@register("pcg", params=PCGParams, serial=pcg, doc="method of potentials by conjugate gradients (thesis Alg. 8)")
+def run_pcg(ctx: BalanceContext) -> Decision:
+    return flow_balancer(pcg_distributed)(ctx)

@@ -3,14 +3,14 @@
 The generalized diffusion algorithm (thesis Alg. 3, ch. 5; JPDC Alg. 1, §3) iterates
 ``l ← M l`` with a generalized diffusion matrix ``M = I − A U Aᵀ D⁻¹`` (thesis §5.4, eq. 5.0.1) of
 edge rates ``u_k = m_ij c_j``. The six matrices of thesis §5.6 (eq. 5.6.1–5.6.6), their rates,
-spectrum and bounds are in :mod:`hermes.balance.matrices`. ``lazy=True`` iterates with ½(I + M) (thesis ch. 6).
+spectrum and bounds are in :mod:`hermes.balance.diffusion.matrices`. ``lazy=True`` iterates with ½(I + M) (thesis ch. 6).
 
 In flow form one iteration moves ``x_k = u_k (l_i/c_i − l_j/c_j)`` from i to j. The accumulated flow is
 the balancing flow minimal in ``‖·‖_{2,U^{-1/2}}`` (Lemma 7, Th. 14): :func:`diffusion_flow`, i.e.
 the minimal flow of the model with conductances u. It is the w-minimal flow (Th. 20) when u ∝ w
 (M², M⁶, M¹ with constant s_k, and on trees, which have one balancing flow); the lazy matrix
-gives the same flow as M (u/2 has the same minimiser). SOS (:mod:`hermes.balance.second_order`)
-and the implicit schemes (:mod:`hermes.balance.implicit`) reach the same flow (Th. 17/18); they share
+gives the same flow as M (u/2 has the same minimiser). SOS (:mod:`hermes.balance.diffusion.sos`)
+and the implicit schemes (:mod:`hermes.balance.diffusion.implicit`) reach the same flow (Th. 17/18); they share
 this module's iteration drivers (:func:`sweep_states`, :func:`local_sweeps`), stopping rule and
 analytic counters (:func:`sweep_counters`).
 """
@@ -21,20 +21,13 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
-from hermes.balance.flow import (
-    FlowResult,
-    LocalFlowResult,
-    agree_local_inputs,
-    alpha_beta_time,
-    ordered_total,
-)
-from hermes.balance.interface import MAX_ITERATIONS, Count, Flag, Params, flow_balancer, number_type
-from hermes.balance.matrices import (
+from hermes.balance.diffusion.matrices import (
     GLOBAL_KINDS,
     Setup,
     check_eps,
@@ -45,17 +38,28 @@ from hermes.balance.matrices import (
     local_edge_rates,
     setup,
 )
-from hermes.balance.model import Model
-from hermes.balance.registry import register
-from hermes.balance.spectral import (
+from hermes.balance.diffusion.spectral import (
     convergence_factor,
+    elsasser_alpha,
     epsilon0,
 )
+from hermes.balance.flow import (
+    FlowResult,
+    LocalFlowResult,
+    agree_local_inputs,
+    alpha_beta_time,
+    ordered_total,
+)
+from hermes.balance.interface import (BIG, MAX_ITERATIONS, BalanceContext, Count, Decision, Flag, NonNegative, Params,
+                                      flow_balancer, number_type)
+from hermes.balance.model import Model
+from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["GDAState", "check_stopping", "residual", "setup_words", "final_state", "sweep_states",
-           "sweep_result", "local_sweeps", "gda_iter", "gda", "sweep_counters", "gda_counters", "gda_distributed"]
+           "sweep_result", "local_sweeps", "gda_iter", "gda", "sweep_counters", "gda_counters", "gda_distributed",
+           "StopParams", "Eps", "eps_value", "m6_nonnegative", "run_gda"]
 
 
 # -- shared by the diffusion-type schemes (GDA, SOS, implicit) --------------------------------------
@@ -127,7 +131,7 @@ def sweep_states(model: Model, s: Setup, step: Callable[[NDArray[np.float64], in
     ----------
     model : Model
     s : Setup
-        Its :meth:`~hermes.balance.matrices.Setup.outflow` applies A to an edge flow.
+        Its :meth:`~hermes.balance.diffusion.matrices.Setup.outflow` applies A to an edge flow.
     step : callable
         ``step(loads, n) -> x``: the edge flow (shape (q,)) of sweep ``n + 1`` from the current loads.
     tolerance, max_iterations, check_every
@@ -281,7 +285,7 @@ def sweep_result(model: Model, s: Setup, state: GDAState, *, kind: int, lazy: bo
     """The FlowResult of a serial scheme on M^kind (GDA, SOS) from its final state.
 
     ``extra`` holds ``head`` (e.g. SOS's ω) followed by ``eps``, ``kind``, ``lazy``, ``alpha``,
-    ``residual``, ``loads``, ``rank_times``, :func:`~hermes.balance.matrices.diagonal_report` and, with
+    ``residual``, ``loads``, ``rank_times``, :func:`~hermes.balance.diffusion.matrices.diagonal_report` and, with
     ``compute_factor``, ``bounds``; ``convergence_factor`` is λ_M then (else None). Counters:
     :func:`sweep_counters` with :func:`setup_words`.
     """
@@ -469,7 +473,82 @@ class StopParams(Params):
     lazy: Flag = Field(False, description="iterate with ½(I + M) (thesis ch. 6)")
 
 
-for _name, _eps, _doc in (("gda0", "eps0", "generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)"),
-                          ("gda1", 1.0, "generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)")):
-    register(_name, params=StopParams, doc=_doc, serial=functools.partial(gda, eps=_eps))(
-        flow_balancer(gda_distributed, eps=(lambda ctx: epsilon0(ctx.model)) if _eps == "eps0" else 1.0))
+def _eps(v: Any) -> Any:
+    if v == "eps0" or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= BIG):
+        return v
+    raise ValueError(f"must be 'eps0' or a number in [0, {BIG:g}], got {v!r}")
+
+
+#: ε of M¹(ε) as a parameter (sos, implicit): ``eps0`` (thesis Cor. 2) or a number in [0, BIG] (added to the
+#: degrees: a large ε only slows the diffusion down, and max_iterations bounds the sweeps)
+Eps = Annotated[Literal["eps0"] | NonNegative, BeforeValidator(_eps)]
+
+
+def eps_value(model: Model, eps) -> float:
+    """The value of an :data:`Eps` parameter on ``model``."""
+    return epsilon0(model) if eps == "eps0" else float(eps)
+
+
+def m6_nonnegative(model: Model, alpha: float, lazy: bool) -> bool:
+    """Whether M⁶ (or its lazy form) is non-negative: ``min_i 1 − α δ_i^w / c_i ≥ 0``."""
+    diag = 1.0 - alpha * model.weighted_degree / model.capacities
+    return bool(np.min(0.5 * (1.0 + diag) if lazy else diag) >= -1e-12)
+
+
+def run_gda(ctx: BalanceContext, kind: int) -> Decision:
+    """The distributed GDA with M^kind in ``hermes run``: ε = ε₀ for M¹ … M⁴ (0 for M⁵, M⁶), α of Elsässer et al.
+    for M⁶ (its decision tells whether M⁶ was non-negative)."""
+    fixed: dict[str, Any] = {}
+    if kind <= 4:
+        fixed["eps"] = epsilon0(ctx.model)
+    if kind == 6:
+        fixed["alpha"] = elsasser_alpha(ctx.model)
+    distributed = functools.partial(gda_distributed, kind=kind) if kind <= 4 else \
+        functools.partial(gda_distributed, kind=kind, eps=0.0)
+    dec = flow_balancer(distributed, **fixed)(ctx)
+    if kind == 6:
+        dec.info["nonnegative"] = m6_nonnegative(ctx.model, dec.info["alpha"], ctx.params["lazy"])
+    return dec
+
+
+@register("gda0", params=StopParams, serial=functools.partial(gda, eps="eps0"),
+          doc="generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)")
+def run_gda0(ctx: BalanceContext) -> Decision:
+    return flow_balancer(gda_distributed, eps=epsilon0(ctx.model))(ctx)
+
+
+@register("gda1", params=StopParams, serial=functools.partial(gda, eps=1.0),
+          doc="generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)")
+def run_gda1(ctx: BalanceContext) -> Decision:
+    return flow_balancer(gda_distributed, eps=1.0)(ctx)
+
+
+@register("gda2", params=StopParams, serial=functools.partial(gda, eps="eps0", kind=2),
+          doc="generalized diffusion with M²(ε₀) (thesis eq. 5.6.2, JPDC eq. 4.2)")
+def run_gda2(ctx: BalanceContext) -> Decision:
+    return run_gda(ctx, 2)
+
+
+@register("gda3", params=StopParams, serial=functools.partial(gda, eps="eps0", kind=3),
+          doc="generalized diffusion with M³(ε₀) (thesis eq. 5.6.3, JPDC eq. 4.3)")
+def run_gda3(ctx: BalanceContext) -> Decision:
+    return run_gda(ctx, 3)
+
+
+@register("gda4", params=StopParams, serial=functools.partial(gda, eps="eps0", kind=4),
+          doc="generalized diffusion with M⁴(ε₀) (thesis eq. 5.6.4, JPDC eq. 4.4)")
+def run_gda4(ctx: BalanceContext) -> Decision:
+    return run_gda(ctx, 4)
+
+
+@register("gda5", params=StopParams, serial=functools.partial(gda, eps=0.0, kind=5),
+          doc="generalized diffusion with M⁵, the 'bad example' (thesis eq. 5.6.5, JPDC eq. 4.5)")
+def run_gda5(ctx: BalanceContext) -> Decision:
+    return run_gda(ctx, 5)
+
+
+@register("gda6", params=StopParams, serial=functools.partial(gda, eps=0.0, kind=6),
+          doc="generalized diffusion with M⁶ of Elsässer et al., α = 2/(μ₂+μ_p) "
+              "(thesis eq. 5.6.6, JPDC eq. 4.6; may be negative, e.g. on stars)")
+def run_gda6(ctx: BalanceContext) -> Decision:
+    return run_gda(ctx, 6)

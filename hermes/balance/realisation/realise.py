@@ -4,7 +4,7 @@
 orientation is acyclic (thesis Th. 21), so ranks act level by level in topological order
 (:func:`hermes.balance.flow.topological_order`) — a rank sends only once everything it must receive has
 arrived, and may pass on cells it has just received. Each sending rank chooses its cells with a
-selection strategy of :mod:`hermes.balance.selection` (the gain function of thesis §10.1 by default) and
+selection strategy of :mod:`hermes.balance.realisation.selection` (the gain function of thesis §10.1 by default) and
 :func:`hermes.data.migrate.migrate` moves them.
 
 :func:`realisation_report` compares a flow with the transfer a selection actually made (and its edge
@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model
-from hermes.balance.selection import BEHIND_HEAVY_MIN, Selection, get_selection, select_gain
+from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, get_selection, select_gain
 from hermes.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
 from hermes.data.migrate import MigrationStats, announce_moves, migrate
@@ -44,7 +44,7 @@ def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray
     cost : (p, p) array
         The link cost matrix w̃ of the gain function (thesis §10.1), 0 off the subdomain graph.
     levels : topological levels of the flow DAG (from :func:`hermes.balance.flow.topological_order`).
-    select : the selection strategy (default: :func:`hermes.balance.selection.select_gain`).
+    select : the selection strategy (default: :func:`hermes.balance.realisation.selection.select_gain`).
     exact : bool
         Keep every rank's ghost owners exact from level to level: before each level's migration the ranks
         tell their neighbours which of their ghosts move where (:func:`hermes.data.migrate.announce_moves`,
@@ -169,7 +169,7 @@ REROUTES = 3
 
 def _slack(dom: LocalDomain, load: float) -> float:
     """What a rank's realisation may miss by without correction: its heaviest cell, or
-    :data:`hermes.balance.selection.BEHIND_HEAVY_MIN` of its load if that is more."""
+    :data:`hermes.balance.realisation.selection.BEHIND_HEAVY_MIN` of its load if that is more."""
     return max(float(dom.weight.max(initial=0.0)), BEHIND_HEAVY_MIN * load)
 
 

@@ -4,8 +4,8 @@ With ``A = L D⁻¹`` and its characteristic polynomial ``Σ_k a_k μ^{p−k}``,
 with ``Y = D⁻¹ U``, ``U = M_{p−1} / a_{p−1}``, where ``M_1 = I``, ``M_{k+1} = A M_k + a_k I`` and
 ``a_k = −tr(A M_k)/k`` (Faddeev–LeVerrier). Rank r computes and keeps the row ``Y_r`` (LPA's parallel
 Faddeev–LeVerrier, thesis Alg. 12); with its neighbours' rows it knows Θ on its edges,
-``φ_rj = −w_rj (Y_r − Y_j) · l``. Shared by LPA (:mod:`hermes.balance.polynomial`, which re-exports the
-public names here) and AdA (:mod:`hermes.balance.incremental`, which reuses Θ across phases).
+``φ_rj = −w_rj (Y_r − Y_j) · l``. Shared by LPA (:mod:`hermes.balance.polynomial.lps`, which re-exports the
+public names here) and AdA (:mod:`hermes.balance.polynomial.ada`, which reuses Θ across phases).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.charpoly import NeighbourTables, checked_divisor, neighbour_step, ordered_dot
 from hermes.balance.flow import ordered_total
 from hermes.balance.model import Model
+from hermes.balance.polynomial.charpoly import NeighbourTables, checked_divisor, neighbour_step, ordered_dot
 from hermes.comm import NeighbourComm, ordered_sum
 
 __all__ = ["operator_rows", "operator_row_distributed"]

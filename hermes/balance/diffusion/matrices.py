@@ -23,9 +23,9 @@ uses ½(I + M) = I − A (U/2) Aᵀ D⁻¹ (thesis ch. 6, Sinclair): all eigenva
 This module holds what depends on the matrix alone: the edge rates (serial, and per rank for the
 distributed forms), the matrix itself, the flow GDA converges to, the bounds of §5.2/§5.5, and the
 parameter checks shared by the diffusion-type schemes; the graph and spectral quantities e(G), ε₀
-(Cor. 2), α of M⁶ and λ_M are in :mod:`hermes.balance.spectral`. The iterations using these matrices
-are in :mod:`hermes.balance.diffusion` (GDA), :mod:`hermes.balance.second_order` (SOS) and
-:mod:`hermes.balance.implicit`.
+(Cor. 2), α of M⁶ and λ_M are in :mod:`hermes.balance.diffusion.spectral`. The iterations using these matrices
+are in :mod:`hermes.balance.diffusion.gda` (GDA), :mod:`hermes.balance.diffusion.sos` (SOS) and
+:mod:`hermes.balance.diffusion.implicit`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from hermes.balance.diffusion.spectral import (
+    edge_connectivity,
+    elsasser_alpha,
+    epsilon0,
+    graph_diameter,
+)
 from hermes.balance.flow import (
     minimal_flow,
     neighbour_table,
@@ -46,12 +52,6 @@ from hermes.balance.flow import (
     validate_model,
 )
 from hermes.balance.model import Model
-from hermes.balance.spectral import (
-    edge_connectivity,
-    elsasser_alpha,
-    epsilon0,
-    graph_diameter,
-)
 from hermes.comm import NeighbourComm
 from hermes.errors import BalancerError
 
@@ -239,7 +239,7 @@ def local_edge_rates(nb: NeighbourComm, capacity: float, weights: NDArray[np.flo
     -----
     One exchange of (c_i, δ_i^w) with the neighbours; for M², M³, M⁴ also one allreduce(max) of
     (−c_i, c_i, δ_i^w) for (c_min, c_max, Δ^w). The rates are those of :func:`edge_rates`, bit for
-    bit. Validated inputs are assumed (see :func:`~hermes.balance.diffusion.gda_distributed`).
+    bit. Validated inputs are assumed (see :func:`~hermes.balance.diffusion.gda.gda_distributed`).
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
     capacity = float(capacity)

@@ -20,7 +20,7 @@ order drawn once per run (the simulator iterates one Python set of ranks, in the
 iteration: with an order drawn afresh each iteration the report's transfer counts are not
 matched, with the rank-id order the loaded ranks act first and their receivers pass a third more
 objects on within the first iteration). At its turn a rank above ``T x̄`` that knows an underloaded rank
-offloads (:func:`~hermes.balance.gossip_serial.transfer_turn`): it scans its objects (those it holds now,
+offloads (:func:`~hermes.balance.gossip.grapevine_serial.transfer_turn`): it scans its objects (those it holds now,
 received ones included) in ascending id order; each proposal draws a destination X among the known
 underloaded ranks with probability ∝ ``1 − x_X / x̄`` (the CMF, from the gossiped loads, fixed for
 the stage) and is accepted if
@@ -50,7 +50,7 @@ Relative loads: ``(L_X + ℓ)/s_X < L_i/s_i`` and ``(L_i − ℓ)/s_i < L_i/s_i`
 
 Randomness: rank r draws from ``default_rng(SeedSequence(seed).spawn(p)[r])``: in every gossip round
 ``fanout`` uniforms (of which only the first ``min(fanout, p − 1)`` can pick a peer: those are drawn and
-the stream advanced past the others, :func:`~hermes.balance.gossip_serial.gossip_uniforms`, so a fanout
+the stream advanced past the others, :func:`~hermes.balance.gossip.grapevine_serial.gossip_uniforms`, so a fanout
 beyond p − 1 informs every other rank, as p − 1 does, at no cost), then in its turn ``max(16, n)``
 uniforms at a time (n: objects it still holds), one per proposal. The turn order is
 ``permutation(p)`` of child p of the same ``SeedSequence`` (a stream all ranks share), drawn once.
@@ -58,7 +58,7 @@ uniforms at a time (n: objects it still holds), one per proposal. The turn order
 same assignment, history and counters bit for bit.
 
 The serial reference :func:`grapevine` and the kernels both forms share (bitsets of known ranks, the
-turn, parameter checks) are in :mod:`hermes.balance.gossip_serial`, re-exported here.
+turn, parameter checks) are in :mod:`hermes.balance.gossip.grapevine_serial`, re-exported here.
 
 Seed text fixed / deviations
 ----------------------------
@@ -87,7 +87,7 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
 from hermes.balance.flow import ordered_total
-from hermes.balance.gossip_serial import (
+from hermes.balance.gossip.grapevine_serial import (
     HEADER_WORDS,
     MAX_GOSSIP_ITERATIONS,
     MAX_GOSSIP_ROUNDS,

@@ -1,7 +1,7 @@
 """Scotch adaptive repartitioning: the graph is remapped starting from the current distribution.
 
 Where the ``metis`` balancer partitions from scratch and only relabels the parts afterwards
-(:mod:`hermes.balance.scratch`), Scotch's remapping (``SCOTCH_graphRemap``; ``SCOTCH_graphRepart``
+(:mod:`hermes.balance.repartition.metis`), Scotch's remapping (``SCOTCH_graphRemap``; ``SCOTCH_graphRepart``
 is its special case for a homogeneous target) knows the old partition while it partitions: a vertex
 placed away from its old part costs ``migration_cost`` times a cut edge, so the multilevel
 refinement trades edge cut against migrated vertices. The result keeps most cells home. Measured
@@ -45,7 +45,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from hermes.balance.interface import BalanceContext, Decision, Params, integer_type, number_type
 from hermes.balance.registry import register
-from hermes.balance.scratch import Targets, gather_graph, scatter_destinations
+from hermes.balance.repartition.metis import Targets, gather_graph, scatter_destinations
 from hermes.data.partition import metis_vertex_weights
 from hermes.errors import BalancerError, GraphError
 

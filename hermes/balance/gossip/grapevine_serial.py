@@ -1,14 +1,14 @@
 """Grapevine's serial reference and the kernels it shares with the distributed form.
 
 The algorithm (inform + transfer stages, criteria 6 and 6', stopping rule), its random streams and
-the deviations from the seed text are described in :mod:`hermes.balance.gossip`, which holds the
+the deviations from the seed text are described in :mod:`hermes.balance.gossip.grapevine`, which holds the
 distributed form and the registry entry and re-exports every public name here.
 :func:`grapevine_iter` runs all ranks at once: the ranks a rank knows are a bitset (one row of
 ⌈p/64⌉ uint64 words per rank) and a gossip round is a synchronous merge of rows (vectorised); the
 transfer stage is the report's — sources take turns in a fixed random order, each offloading against the
 *current* loads of its destinations (:func:`transfer_turn`, the one sequential kernel, shared with the
 distributed form). It is the oracle of the MPI tests (same seed ⇒ same assignment, history and
-counters as :func:`~hermes.balance.gossip.grapevine_distributed`) and the engine of the offline lab
+counters as :func:`~hermes.balance.gossip.grapevine.grapevine_distributed`) and the engine of the offline lab
 ``hermes gossip`` (:mod:`hermes.lab.gossip`).
 """
 
@@ -360,7 +360,7 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
                    seed: int | Sequence[int] = 0, speeds: ArrayLike | None = None,
                    source_load: str = "turn", migratable: ArrayLike | None = None,
                    keep: int = 0) -> Iterator[GossipState]:
-    """Grapevine on the whole system, one state per iteration (see :mod:`hermes.balance.gossip`).
+    """Grapevine on the whole system, one state per iteration (see :mod:`hermes.balance.gossip.grapevine`).
 
     Parameters
     ----------

@@ -13,7 +13,7 @@ Cor. 2 on λ_{M¹(ε)}, so ω* is ω_opt evaluated at that bound (``1 − (1 −
 The flow of step k is ``ψ⁽ᵏ⁾ = ω x⁽ᵏ⁾ − (1 − ω) ψ⁽ᵏ⁻¹⁾`` with ``x⁽ᵏ⁾ = U Aᵀ D⁻¹ l⁽ᵏ⁾`` the GDA flow
 of the current loads and ``ψ⁽⁰⁾ = x⁽⁰⁾``; every ψ lies in the range of ``U Aᵀ``, so the accumulated
 flow converges to the same ``‖·‖_{2,U^{-1/2}}``-minimal flow as GDA with M (Th. 17):
-:func:`hermes.balance.diffusion.diffusion_flow`.
+:func:`hermes.balance.diffusion.gda.diffusion_flow`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,14 @@ from collections.abc import Iterator
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
-from hermes.balance.diffusion import (
+from hermes.balance.diffusion.gda import (
+    Eps,
     GDAState,
+    StopParams,
     check_stopping,
+    eps_value,
     final_state,
     local_sweeps,
     setup_words,
@@ -34,14 +38,17 @@ from hermes.balance.diffusion import (
     sweep_result,
     sweep_states,
 )
+from hermes.balance.diffusion.matrices import check_eps, check_matrix, diffusion_matrix, local_edge_rates, resolve_eps, setup
+from hermes.balance.diffusion.spectral import convergence_factor, edge_connectivity
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, validate_model
-from hermes.balance.matrices import check_eps, check_matrix, diffusion_matrix, local_edge_rates, resolve_eps, setup
+from hermes.balance.interface import BalanceContext, Decision, flow_balancer, number_type
 from hermes.balance.model import Model
-from hermes.balance.spectral import convergence_factor, edge_connectivity
+from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
-__all__ = ["omega_star", "omega_opt", "check_omega", "sos_iter", "sos", "sos_counters", "sos_distributed"]
+__all__ = ["omega_star", "omega_opt", "check_omega", "sos_iter", "sos", "sos_counters", "sos_distributed",
+           "SOSParams", "SOSOptParams"]
 
 
 def check_omega(omega) -> float:
@@ -94,7 +101,7 @@ def omega_opt(model: Model, eps: str | float = "eps0", kind: int = 1, *, lazy: b
 
     Notes
     -----
-    Needs λ_M (:func:`~hermes.balance.matrices.convergence_factor`, an eigenvalue problem): the
+    Needs λ_M (:func:`~hermes.balance.diffusion.matrices.convergence_factor`, an eigenvalue problem): the
     thesis assumes it known; the registry adapter computes it from the global model.
     """
     s = setup(model, eps, kind, lazy, alpha)
@@ -127,9 +134,9 @@ def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "s
     omega : "star", "opt" or float in (0, 2)
         ω* (eq. 7.1.7, M¹ only), ω_opt, or an explicit value.
     kind, lazy, alpha
-        The diffusion matrix, as in :func:`hermes.balance.diffusion.gda_iter`.
+        The diffusion matrix, as in :func:`hermes.balance.diffusion.gda.gda_iter`.
     tolerance, max_iterations, check_every
-        Stopping rule of :func:`hermes.balance.diffusion.gda_iter`.
+        Stopping rule of :func:`hermes.balance.diffusion.gda.gda_iter`.
 
     Yields
     ------
@@ -173,7 +180,7 @@ def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None
 
     Notes
     -----
-    See :func:`hermes.balance.diffusion.gda_counters` (``exchange_rounds = 1 + n``,
+    See :func:`hermes.balance.diffusion.gda.gda_counters` (``exchange_rounds = 1 + n``,
     ``collectives = {"allreduce": 1 + g + C}``, ``messages = 2q (1 + n)``,
     ``bytes = 16p + 32q + 24pg + 16qn + 8pC``).
     """
@@ -194,7 +201,7 @@ def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star",
         If given, ``counters.time`` is the α-β time of the distributed form.
     compute_factor : bool
         Also report λ_M of the underlying matrix and the bounds of
-        :func:`~hermes.balance.matrices.diffusion_bounds`.
+        :func:`~hermes.balance.diffusion.matrices.diffusion_bounds`.
 
     Returns
     -------
@@ -232,7 +239,7 @@ def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     Parameters
     ----------
     nb, load, capacity, weights, eps, kind, lazy, alpha, tolerance, max_iterations, check_every
-        As in :func:`hermes.balance.diffusion.gda_distributed`.
+        As in :func:`hermes.balance.diffusion.gda.gda_distributed`.
     omega : float in (0, 2)
         The caller computes ω* (:func:`omega_star`) or ω_opt (:func:`omega_opt`) from the global
         model, as the thesis assumes these quantities known.
@@ -276,3 +283,54 @@ def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
 
     return local_sweeps(nb, load, capacity * total, step, tolerance=tolerance, max_iterations=max_iterations,
                         check_every=check_every)
+
+
+# -- registry ------------------------------------------------------------------------------------------
+class SOSOptParams(StopParams):
+    """Parameters of ``sos_opt``."""
+
+    eps: Eps = Field("eps0", description="ε of M¹(ε): 'eps0' (thesis Cor. 2) or a number ≥ 0")
+
+
+class SOSParams(SOSOptParams):
+    """Parameters of ``sos``."""
+
+    omega: number_type(gt=0, lt=2) | None = Field(None, description="ω in (0, 2) (null: ω*, eq. 7.1.7)")
+
+
+def _sos_star(model, *, eps="eps0", omega=None, links=None, **stop):
+    """Serial reference of ``sos``: ω* (eq. 7.1.7) unless ω is given."""
+    return sos(model, eps, omega="star" if omega is None else omega, links=links, **stop)
+
+
+def _sos_opt(model, *, eps="eps0", omega=None, links=None, **stop):
+    """Serial reference of ``sos_opt``: ω_opt from λ_M."""
+    return sos(model, eps, omega="opt", links=links, **stop)
+
+
+def _dist(nb, load, capacity, weights, *, eps, eps_value, omega_value, omega=None, **stop):
+    return sos_distributed(nb, load, capacity, weights, eps_value, omega_value, **stop)
+
+
+def run_sos(ctx: BalanceContext, optimal: bool) -> Decision:
+    """The distributed SOS in ``hermes run``: ε and ω (ω_opt, the given ω or ω*) computed from ``ctx.model`` on
+    every rank (deterministic, so all ranks agree)."""
+    eps = eps_value(ctx.model, ctx.params["eps"])
+    if optimal:
+        omega = omega_opt(ctx.model, eps, lazy=ctx.params["lazy"])
+    else:
+        given = ctx.params.get("omega")
+        omega = float(given) if given is not None else omega_star(ctx.model, eps, lazy=ctx.params["lazy"])
+    return flow_balancer(_dist, eps_value=eps, omega_value=omega)(ctx)
+
+
+@register("sos", params=SOSParams, serial=_sos_star,
+          doc="second-order scheme on M¹(ε) with ω* (thesis Alg. 4, eq. 7.1.7) or a given ω")
+def run_sos_star(ctx: BalanceContext) -> Decision:
+    return run_sos(ctx, optimal=False)
+
+
+@register("sos_opt", params=SOSOptParams, serial=_sos_opt,
+          doc="second-order scheme on M¹(ε) with ω_opt = 2/(1+√(1−λ²)) (thesis §7.1.2)")
+def run_sos_opt(ctx: BalanceContext) -> Decision:
+    return run_sos(ctx, optimal=True)

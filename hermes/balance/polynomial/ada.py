@@ -27,11 +27,11 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from hermes.balance.balancing_operator import operator_row_distributed, operator_rows, row_flows
-from hermes.balance.charpoly import NeighbourTables, check_refine, ordered_dot, schedule_counters
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.interface import Params, flow_balancer, integer_type
 from hermes.balance.model import Model
+from hermes.balance.polynomial.balancing_operator import operator_row_distributed, operator_rows, row_flows
+from hermes.balance.polynomial.charpoly import NeighbourTables, check_refine, ordered_dot, schedule_counters
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 
@@ -169,7 +169,7 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
     that this rank's neighbours or weights differ from its state (Functions 18/19 broadcast the changed
     loads and capacities; one collective gives them all and the agreement on the case). Then
 
-    * ``recompute``: LPA's p−1 Faddeev steps (:func:`~hermes.balance.polynomial.operator_row_distributed`,
+    * ``recompute``: LPA's p−1 Faddeev steps (:func:`~hermes.balance.polynomial.lps.operator_row_distributed`,
       one p-word exchange and one allreduce each) and one exchange of the rows ``Y_r``
       (Functions 20–22);
     * ``reuse-capacities``: one exchange of ``α_r = Y_r · (c' − c)`` (Function 19);

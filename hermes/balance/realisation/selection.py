@@ -56,7 +56,7 @@ differ in *which* cells go:
     global id. The cost matrix is not used.
 
 :data:`SELECTIONS` maps the scenario names to the functions; reports and the serial replay of a
-realisation are in :mod:`hermes.balance.realisation`.
+realisation are in :mod:`hermes.balance.realisation.realise`.
 """
 
 from __future__ import annotations

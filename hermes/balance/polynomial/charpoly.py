@@ -4,7 +4,7 @@ The coefficients ``[1, a_1, …, a_p]`` of ``χ(μ) = det(μI − 𝓛)`` (𝓛 
 ``A = L D⁻¹``) by Faddeev–LeVerrier (thesis Alg. 11), Newton's identities (Alg. 10) or Berkowitz's
 division-free algorithm (§8.2.1); the minimal generating polynomial of a scalar sequence by
 Berlekamp–Massey (Alg. 14); and the neighbour-step kernels shared by LPS, LPA, MPA
-(:mod:`hermes.balance.polynomial`) and AdA (:mod:`hermes.balance.incremental`), which evaluate
+(:mod:`hermes.balance.polynomial.lps`) and AdA (:mod:`hermes.balance.polynomial.ada`), which evaluate
 polynomials of A serially (one rank's arithmetic, in the same order, for every rank) and on one rank.
 """
 
@@ -305,7 +305,7 @@ class PolyState:
 
 
 def check_eigen_refine(refine, name: str = "refine"):
-    """``refine``: an integer 0..20, or ``"auto"`` (eigen forms: :func:`hermes.balance.leja.resolve_refine`)."""
+    """``refine``: an integer 0..20, or ``"auto"`` (eigen forms: :func:`hermes.balance.polynomial.leja.resolve_refine`)."""
     return refine if refine == "auto" else check_refine(refine, name)
 
 

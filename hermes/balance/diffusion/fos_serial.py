@@ -1,7 +1,7 @@
 """The practical FOS of Jeannot & Vernier serially: relative-speed matrix, cost/benefit gate, shaker, detection.
 
-The serial reference of :func:`~hermes.balance.practical.fos_distributed` (the algorithm, its parameters and
-how the α-β link model enters are described in :mod:`hermes.balance.practical`): :func:`fos_iter` runs every
+The serial reference of :func:`~hermes.balance.diffusion.fos.fos_distributed` (the algorithm, its parameters and
+how the α-β link model enters are described in :mod:`hermes.balance.diffusion.fos`): :func:`fos_iter` runs every
 rank at once on the processor graph with the same arithmetic and
 random streams (bit-identical flows), replaying the messages on per-rank α-β clocks when links are given;
 :func:`program_time` prices a run as 001 §4.2 does. The parameter checks, M_r and the gate are shared with
@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
 
-from hermes.balance.detection import Replay, bfs_tree, edge_costs, fos_counters
+from hermes.balance.diffusion.detection import Replay, bfs_tree, edge_costs, fos_counters
 from hermes.balance.flow import FlowResult, neighbour_table, ordered_row_sums, ordered_total, validate_model
 from hermes.balance.interface import (BIG, MAX_ITERATIONS, MAX_SEED, Flag, NonNegative, Params, Positive, Seed,
                                       integer_type, number_type)
@@ -324,7 +324,7 @@ def fos(model: Model, *, links=None, root: int = 0, build_tree: bool = True, com
     counters.time = float(np.max(state.times))
     factor = None
     if compute_factor:
-        from hermes.balance.spectral import convergence_factor
+        from hermes.balance.diffusion.spectral import convergence_factor
 
         factor = convergence_factor(relative_speed_matrix(model, o["variant"]).T, model.capacities)
     return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.stop == state.iteration,

@@ -1,6 +1,6 @@
 """Boundary refinement after a realisation: FM-style gain moves kept within a load tolerance.
 
-A flow realised cell by cell (:mod:`hermes.balance.realisation`) shifts whole strips of cells between
+A flow realised cell by cell (:mod:`hermes.balance.realisation.realise`) shifts whole strips of cells between
 subdomains; where the flow is large (many processors, a strong adaptation) the new boundaries come out ragged
 and the edge cut grows by a third or more (issue 10: 2,171 → 2,938 cut edges on a 160×120 grid over 64 ranks
 after one phase). HeRMeS selected its cells with a multilevel scheme inspired by ParMETIS (thesis §10.1); what
@@ -35,7 +35,7 @@ The gain of moving cell v from rank p to rank q is
 
     g(v, q) = Σ_u ( w̃[p, o(u)] − w̃[q, o(u)] )  +  γ · ((x_v − m_pq) · u_pq) / h,
 
-the first term the heterogeneous gain of thesis §10.1 (:mod:`hermes.balance.selection`) over v's neighbours
+the first term the heterogeneous gain of thesis §10.1 (:mod:`hermes.balance.realisation.selection`) over v's neighbours
 u and their owners o(u) — the drop in communication cost, on a uniform network the edge-cut gain
 ``|e_q(v)| − |e_p(v)|`` — with the link cost ``w̃`` completed off the subdomain graph by the largest known
 cost (the selection's 0 there would reward opening a boundary between ranks that share none; see

@@ -4,7 +4,7 @@ The detection tree is a BFS spanning tree (:func:`bfs_tree`; in hermes rooted at
 :func:`graph_center`, so that its height h is the radius), built on the ranks by a distributed BFS
 (:func:`build_tree_rounds`); once per FOS iteration every rank exchanges one word with its tree neighbours
 (:class:`TreeRounds`), and all ranks stop ``2h − 1`` rounds after the first iteration without transfers.
-Also here: what :func:`~hermes.balance.practical.fos_distributed` communicates, analytically
+Also here: what :func:`~hermes.balance.diffusion.fos.fos_distributed` communicates, analytically
 (:func:`fos_counters`) and replayed on per-rank α-β clocks for the serial reference (:class:`Replay`).
 """
 
@@ -122,7 +122,7 @@ class TreeRounds:
 # -- what the practical FOS communicates ------------------------------------------------------------------
 def fos_counters(model: Model, iterations: int, *, detection: bool = True, shaker: bool = False,
                  halving: bool = False, height: int = 0, build_tree: bool = True) -> tuple[Counters, int]:
-    """Counters of :func:`~hermes.balance.practical.fos_distributed` after ``iterations``, and its detection messages.
+    """Counters of :func:`~hermes.balance.diffusion.fos.fos_distributed` after ``iterations``, and its detection messages.
 
     Notes
     -----
@@ -151,7 +151,7 @@ def fos_counters(model: Model, iterations: int, *, detection: bool = True, shake
 
 
 def edge_costs(model: Model, links) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Latency (s) and bandwidth (bytes/s) of every edge (see :mod:`hermes.balance.practical`)."""
+    """Latency (s) and bandwidth (bytes/s) of every edge (see :mod:`hermes.balance.diffusion.fos`)."""
     if links is None:
         return np.full(model.q, Links().latency), Links().bandwidth * model.weights
     par = np.array([links.params(int(i), int(j)) for i, j in model.edges.tolist()], dtype=np.float64)

@@ -2,7 +2,7 @@
 
 The thesis concludes (§8.6, ch. 11) that the topology decides among the fast methods: few messages
 (MPA, LPA) on sparse graphs, PCG on dense graphs of small diameter. With the spectrum of the generalized
-Laplacian at hand (:mod:`hermes.balance.leja`, reused while the graph is unchanged) ``auto`` decides
+Laplacian at hand (:mod:`hermes.balance.polynomial.leja`, reused while the graph is unchanged) ``auto`` decides
 with what it costs and what double precision allows:
 
 * ``lps`` and ``lpa`` (eigen forms, Leja order): n neighbour steps (n distinct non-zero eigenvalues);
@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse.csgraph as csg
 
-import hermes.balance.potential  # noqa: F401  (registers pcg, which auto may choose)
-from hermes.balance.chebyshev import bounds_from_spectrum, chebyshev_schedule, chebyshev_steps
+import hermes.balance.potential.pcg  # noqa: F401  (registers pcg, which auto may choose)
+from hermes.balance.diffusion.chebyshev import bounds_from_spectrum, chebyshev_schedule, chebyshev_steps
 from hermes.balance.interface import BalanceContext, Decision
-from hermes.balance.leja import SPECTRUM_LIMIT, SpectralPlan, cached_plan, leja_schedule, resolve_refine, spectral_plan
 from hermes.balance.model import Model
-from hermes.balance.polynomial import lpa_eigen_schedule
+from hermes.balance.polynomial.leja import SPECTRUM_LIMIT, SpectralPlan, cached_plan, leja_schedule, resolve_refine, spectral_plan
+from hermes.balance.polynomial.lps import lpa_eigen_schedule
 from hermes.balance.registry import BALANCERS, register
 from hermes.clock import Links
 

@@ -1,0 +1,3 @@
+"""Gossip balancing of objects: ``grapevine`` (inform + transfer, Pébaÿ & Lifflander) and its serial reference
+``grapevine_serial``. Nothing is imported here.
+"""

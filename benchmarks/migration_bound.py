@@ -32,7 +32,7 @@ import numpy as np
 from hermes.api import scenario
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.potential.pcg.mincost import mincost_flow
+from hermes.balance.potential.mincost import mincost_flow
 from hermes.errors import HermesError
 from hermes.extraload import CapacitySchedule
 from hermes.lifecycle.setup import load_mesh

@@ -244,7 +244,7 @@ class AdaptationSpec(_Strict):
 
 
 class RefinementSpec(_Strict):
-    """Boundary refinement after a realisation (:mod:`hermes.balance.realisation.realise.boundary`); ``passes: 0`` = off."""
+    """Boundary refinement after a realisation (:mod:`hermes.balance.realisation.boundary`); ``passes: 0`` = off."""
 
     passes: Annotated[int, Field(ge=0, le=100)] = Field(
         0, description="largest number of passes (an upward and a downward sweep); 0 = no refinement")
@@ -284,13 +284,13 @@ class BalancerSpec(_Strict):
     realisation: Literal["adaptive", "literal"] = Field(
         "adaptive", description="how a rank realises its part of a flow: adaptive (passes on what arrived beyond "
         "the flow and reroutes what a target it cannot reach any more was to get: "
-        "hermes.balance.realisation.realise.realise.select_adaptive) or literal (sends each edge's flow as computed, thesis §10.1)")
+        "hermes.balance.realisation.realise.select_adaptive) or literal (sends each edge's flow as computed, thesis §10.1)")
     selection: Literal["gain", "peel", "wavefront"] = Field(
         "gain", description="which cells realise a flow: gain (thesis §10.1), peel (BFS layers from the shared "
         "boundary), wavefront (straight front)")
     refinement: RefinementSpec = Field(
         default_factory=lambda: RefinementSpec(),
-        description="boundary refinement after a flow's cells moved (hermes.balance.realisation.realise.boundary)")
+        description="boundary refinement after a flow's cells moved (hermes.balance.realisation.boundary)")
     ghosts: Literal["lazy", "exact"] = Field(
         "lazy", description="ghost owners while a flow is realised level by level: lazy (patched with what a rank "
         "sent and received, refreshed at the end) or exact (neighbours told of every move, one message per level)")

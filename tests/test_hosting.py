@@ -209,7 +209,7 @@ def test_bad_processes_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("balancer, trigger, expensive", [("chebyshev", 1.0, "numpy.linalg.eigvalsh"),
-                                                          ("mincost", "auto", "hermes.balance.potential.pcg.mincost.mincost_flow")])
+                                                          ("mincost", "auto", "hermes.balance.potential.mincost.mincost_flow")])
 def test_hosted_processors_compute_what_is_global_once(monkeypatch, tmp_path, balancer, trigger, expensive):
     """What every processor computes alike from the shared model (the spectrum of chebyshev's bounds in every
     round; with ``trigger: auto`` the payoff's first estimate, a serial least-cost flow) is computed once per

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from hermes.balance.diffusion.gda.spectral import graph_diameter
+from hermes.balance.diffusion.spectral import graph_diameter
 from hermes.claims import claim_dir
 from hermes.clock import Links
 from hermes.files import write_csv

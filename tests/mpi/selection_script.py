@@ -5,7 +5,7 @@ A grid partitioned with METIS gets a heavy disc (an adapted region); the minimal
 each strategy from the same start; every strategy must balance and realise each hop within two
 heavy cells. On this partition rank 3 shares a single edge with rank 1, whose frontier the cells
 chosen for the other targets close: the gain selection then hands cells on (see
-hermes.balance.realisation.realise.selection). Prints "OK" on rank 0 when every check passes; raises otherwise.
+hermes.balance.realisation.selection). Prints "OK" on rank 0 when every check passes; raises otherwise.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from mpi4py import MPI
 
 from hermes.balance.flow import minimal_flow, topological_order
 from hermes.balance.model import Model
-from hermes.balance.realisation.realise.realise import realisation_report, realise_flow, simulate_realisation
-from hermes.balance.realisation.realise.selection import SELECTIONS, get_selection
+from hermes.balance.realisation.realise import realisation_report, realise_flow, simulate_realisation
+from hermes.balance.realisation.selection import SELECTIONS, get_selection
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition

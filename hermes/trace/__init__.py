@@ -1,7 +1,7 @@
 """Traces of real applications: DARMA vt's LBDatafile, read and written completely, and balancers replayed on them.
 
 :mod:`hermes.trace.lbdatafile` reads every phase of a per-rank LBDatafile trace (plain or brotli-compressed JSON,
-vt's own output and LBAF's input) into :class:`~hermes.trace.lbdatafile.Trace` and writes one back;
+vt's own output and LBAF's input) into :class:`~hermes.trace.phase.Trace` and writes one back;
 :mod:`hermes.trace.workmodel` computes the per-rank figures LBAF reports (load, communication, memory, the
 affine work model); :mod:`hermes.trace.replay` runs any balancer of the registry on a trace's phases
 (``hermes replay``; :mod:`hermes.trace.report` writes its directory); :mod:`hermes.trace.experiment` sweeps
@@ -9,6 +9,7 @@ balancers and replay options over a trace (``hermes compare --trace``); :mod:`he
 run as a trace (``output.lbdatafile``, ``hermes trace write``). docs/TRACES.md.
 """
 
-from hermes.trace.lbdatafile import Trace, TraceError, TracePhase, parse_phase_spec, read_trace, write_trace
+from hermes.trace.lbdatafile import parse_phase_spec, read_trace, write_trace
+from hermes.trace.phase import Trace, TraceError, TracePhase
 
 __all__ = ["Trace", "TracePhase", "TraceError", "read_trace", "write_trace", "parse_phase_spec"]

@@ -26,10 +26,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hermes.errors import HermesError
 from hermes.claims import claim_dir, read_marker, subdir
+from hermes.errors import HermesError
 from hermes.files import slug, write_atomic, write_csv
-from hermes.trace.lbdatafile import TraceError, read_trace
+from hermes.trace.lbdatafile import read_trace
+from hermes.trace.phase import TraceError
 
 __all__ = ["TRACE_OPTIONS", "trace_experiment", "load_trace_experiment", "run_trace_experiment",
            "render_trace_experiment", "is_trace_experiment"]

@@ -39,20 +39,21 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from numpy.typing import NDArray
+from pydantic import ValidationError
 
 from hermes.bounds import BIG
-from hermes.errors import MeshError, one_line, validation_message
-from hermes.loaders import parse_json, read_bytes
+from hermes.errors import one_line, validation_message
 from hermes.files import write_atomic
+from hermes.loaders import parse_json, read_bytes
+from hermes.trace.phase import Trace, TraceError, TracePhase, ids_text
+from hermes.trace.schema import LBDatafileDoc, PhaseDoc
 
-__all__ = ["Trace", "TracePhase", "TraceError", "read_trace", "write_trace", "parse_phase_spec", "trace_paths",
+__all__ = ["read_trace", "write_trace", "parse_phase_spec", "trace_paths",
            "count_ranks", "find_trace", "check_new_trace", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS", "SUFFIXES"]
 
 #: the largest rank file hermes reads, compressed or decompressed (a real application's are a few MB to a
@@ -63,291 +64,6 @@ MAX_TRACE_VALUES = 20_000_000
 #: the ``user_defined`` keys of vt's memory model (what LBAF's memory constraint reads)
 MEMORY_KEYS = ("task_footprint_bytes", "task_working_bytes", "task_serialized_bytes", "rank_working_bytes",
                "shared_id", "shared_bytes")
-
-
-class TraceError(MeshError):
-    """A missing, unreadable or malformed LBDatafile trace (one line naming the file and the key path)."""
-
-
-# -- the schema (LBAF's LBDatafile_schema.py as pydantic models) ------------------------------------------------
-_I64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
-_ID = Annotated[int, Field(ge=0, le=2**63 - 1)]
-#: a time or a byte count: finite, non-negative, at most BIG (sums and squares stay finite)
-_AMOUNT = Annotated[float, Field(ge=0, le=BIG)]
-
-
-class _Part(BaseModel):
-    # strict: no "1" → 1 nor 1.5 → int nor true → 1; finite floats only; keys added by later vt versions are
-    # accepted and ignored
-    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", populate_by_name=True)
-
-
-class _Entity(_Part):
-    """An object (or objgroup, or other entity) reference: ``seq_id`` or ``id``; a migratable object named by
-    ``seq_id`` has a ``collection_id`` (LBAF's ``validate_ids``)."""
-
-    type: str
-    id: _ID | None = None
-    seq_id: _ID | None = None
-    home: _I64 | None = None
-    collection_id: _I64 | None = None
-    migratable: bool | None = None
-    index: list[_I64] | None = None
-    objgroup_id: _I64 | None = None
-
-    @model_validator(mode="after")
-    def _ids(self):
-        if self.seq_id is None and self.id is None:
-            raise ValueError("either id (bit-encoded) or seq_id must be given")
-        if self.migratable and self.seq_id is not None and self.collection_id is None:
-            raise ValueError("a migratable entity with a seq_id needs a collection_id")
-        return self
-
-    @property
-    def oid(self) -> int:
-        """The object id as LBAF takes it: the (bit-encoded) ``id`` when given, else ``seq_id``."""
-        return self.id if self.id is not None else self.seq_id
-
-
-class _TaskEntity(_Entity):
-    home: _I64
-    migratable: bool
-
-
-class _Subphase(_Part):
-    id: _I64
-    time: _AMOUNT
-
-
-class _Task(_Part):
-    entity: _TaskEntity
-    node: _I64
-    resource: str
-    time: _AMOUNT
-    subphases: list[_Subphase] | None = None
-    user_defined: dict[str, Any] | None = None
-    attributes: dict[str, Any] | None = None
-
-
-class _Communication(_Part):
-    type: str
-    to: _Entity
-    from_: _Entity = Field(alias="from")
-    messages: Annotated[int, Field(ge=0, le=2**63 - 1)]
-    bytes: _AMOUNT
-
-
-class _Iteration(_Part):
-    id: _I64
-    tasks: list[_Task]
-    communications: list[_Communication] | None = None
-    user_defined: dict[str, Any] | None = None
-
-
-class _Phase(_Iteration):
-    lb_iterations: list[_Iteration] | None = None
-
-
-class _SharedNode(_Part):
-    id: _I64
-    size: _I64
-    rank: _I64
-    num_nodes: _I64
-
-
-class _PhaseSet(_Part):
-    list: list[_I64]
-    range: list[list[_I64]]
-
-    def ids(self) -> set[int]:
-        out = set(self.list)
-        for r in self.range:
-            if len(r) != 2 or r[1] < r[0] or r[1] - r[0] > 10**7:
-                raise ValueError(f"a phase range must be [first, last] with first ≤ last, got {r}")
-            out.update(range(r[0], r[1] + 1))
-        return out
-
-
-class _PhasesMeta(_Part):
-    count: _I64 | None = None
-    skipped: _PhaseSet
-    identical_to_previous: _PhaseSet
-
-
-class _Metadata(_Part):
-    type: Literal["LBDatafile"] | None = None
-    rank: _I64 | None = None
-    #: the rank's α of LBAF's affine work model (default 1)
-    rank_alpha: _AMOUNT | None = None
-    shared_node: _SharedNode | None = None
-    phases: _PhasesMeta | None = None
-    attributes: dict[str, Any] | None = None
-
-
-class _LBDatafile(_Part):
-    """One rank's file. LBAF's schema makes ``type`` optional; hermes needs it at the top or in ``metadata``
-    (it tells an LBDatafile from LBAF's other JSON files)."""
-
-    type: Literal["LBDatafile"] | None = None
-    metadata: _Metadata | None = None
-    phases: list[_Phase]
-
-
-# -- what a trace is in memory -------------------------------------------------------------------------------------
-def _i64(n: int = 0) -> NDArray[np.int64]:
-    return np.zeros(n, dtype=np.int64)
-
-
-@dataclass(frozen=True, eq=False)
-class TracePhase:
-    """One phase of a trace: arrays over its tasks (sorted by object id) and over its communications.
-
-    Attributes
-    ----------
-    n_ranks : int
-    ids : int64 array
-        Object ids (vt's bit-encoded ``id``, else ``seq_id``), unique within the phase.
-    loads : float64 array
-        Task times (the load LBAF balances).
-    ranks : int64 array
-        Rank holding the task (the file that lists it).
-    home : int64 array
-    migratable : bool array
-    phase : int
-        The phase id.
-    comm_from, comm_to : int64 arrays
-        Object ids of the endpoints of each communication (sorted by (from, to, from rank)); an endpoint need
-        not be a task of the phase (an objgroup, an object of another collection).
-    comm_messages : int64 array
-    comm_bytes : float64 array
-    comm_from_rank, comm_to_rank : int64 arrays
-        The ranks of the endpoints: a task's rank, else the rank whose file lists the communication for the
-        sender and the entity's ``home`` (that file's rank if it has none) for the receiver.
-    collection : int64 array
-        ``collection_id`` (−1: none).
-    index : tuple of tuples
-        The objects' ``index`` (empty: none).
-    subphase_ids : int64 array (S,)
-    subphases : float64 array (n, S)
-        Subphase times (0 where a task has no such subphase).
-    user : dict of str to float64 array
-        The numbers of ``user_defined`` per task (NaN where a task has none), by key.
-    rank_working : float64 array (n_ranks,) or None
-        ``rank_working_bytes`` per rank, as LBAF takes it: from the last task the rank's file lists.
-    """
-
-    n_ranks: int
-    ids: NDArray[np.int64]
-    loads: NDArray[np.float64]
-    ranks: NDArray[np.int64]
-    home: NDArray[np.int64]
-    migratable: NDArray[np.bool_]
-    phase: int = 0
-    comm_from: NDArray[np.int64] = field(default_factory=_i64)
-    comm_to: NDArray[np.int64] = field(default_factory=_i64)
-    comm_messages: NDArray[np.int64] = field(default_factory=_i64)
-    comm_bytes: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    comm_from_rank: NDArray[np.int64] | None = None
-    comm_to_rank: NDArray[np.int64] | None = None
-    collection: NDArray[np.int64] | None = None
-    index: tuple[tuple[int, ...], ...] | None = None
-    subphase_ids: NDArray[np.int64] = field(default_factory=_i64)
-    subphases: NDArray[np.float64] | None = None
-    user: dict[str, NDArray[np.float64]] = field(default_factory=dict)
-    #: ``rank_working_bytes`` of every rank (the value given with the last task its file lists; None: none)
-    rank_working: NDArray[np.float64] | None = None
-    #: the numbers of each rank's phase-level ``user_defined`` (NaN where a rank has none), by key; hermes writes
-    #: ``hermes_capacity`` (the rank's relative speed in the phase)
-    rank_user: dict[str, NDArray[np.float64]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        n = self.ids.size
-        fill = {"collection": np.full(n, -1, dtype=np.int64), "index": ((),) * n,
-                "subphases": np.zeros((n, self.subphase_ids.size))}
-        for name, value in fill.items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
-        stale = any(a is None or a.size != self.comm_from.size for a in (self.comm_from_rank, self.comm_to_rank))
-        if stale:  # not given (or given for other communications): the ranks of the endpoint tasks
-            where = dict(zip(self.ids.tolist(), self.ranks.tolist()))
-            object.__setattr__(self, "comm_from_rank", np.array([where.get(i, 0) for i in self.comm_from.tolist()],
-                                                                dtype=np.int64))
-            object.__setattr__(self, "comm_to_rank", np.array([where.get(i, 0) for i in self.comm_to.tolist()],
-                                                              dtype=np.int64))
-
-    @property
-    def n_tasks(self) -> int:
-        return int(self.ids.size)
-
-    def rank_loads(self, ranks: ArrayLike | None = None) -> NDArray[np.float64]:
-        """The load of every rank (the sum of its tasks' times) under ``ranks`` (default: the trace's)."""
-        r = self.ranks if ranks is None else np.asarray(ranks, dtype=np.int64)
-        return np.bincount(r, weights=self.loads, minlength=self.n_ranks)
-
-    def endpoints(self) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64], NDArray[np.bool_]]:
-        """(position in ``ids`` of each communication's sender, whether it is a task of the phase, the same for
-        the receiver); a position is 0 where its endpoint is not a task."""
-        out = []
-        n = self.ids.size
-        for ends in (self.comm_from, self.comm_to):
-            pos = np.minimum(np.searchsorted(self.ids, ends), max(n - 1, 0))
-            hit = (self.ids[pos] == ends) if n else np.zeros(ends.size, dtype=bool)
-            out += [np.where(hit, pos, 0), hit]
-        return out[0], out[1], out[2], out[3]
-
-    def object_ranks(self, ranks: ArrayLike | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """The ranks of the communications' endpoints when the tasks are on ``ranks`` (endpoints that are not
-        tasks stay where the trace has them)."""
-        if ranks is None or self.ids.size == 0:
-            return self.comm_from_rank, self.comm_to_rank
-        r = np.asarray(ranks, dtype=np.int64)
-        a, a_ok, b, b_ok = self.endpoints()
-        return np.where(a_ok, r[a], self.comm_from_rank), np.where(b_ok, r[b], self.comm_to_rank)
-
-    def with_ranks(self, ranks: ArrayLike) -> TracePhase:
-        """The same tasks on new ranks (homes unchanged; communication endpoints that are tasks follow them)."""
-        r = np.asarray(ranks, dtype=np.int64).ravel()
-        if r.shape != self.ids.shape or (r.size and (r.min() < 0 or r.max() >= self.n_ranks)):
-            raise TraceError(f"new ranks must be {self.ids.size} integers in 0..{self.n_ranks - 1}")
-        fr, tr = self.object_ranks(r)
-        return replace(self, ranks=r, comm_from_rank=fr, comm_to_rank=tr)
-
-    def with_id(self, phase: int) -> TracePhase:
-        return replace(self, phase=int(phase))
-
-
-@dataclass(frozen=True, eq=False)
-class Trace:
-    """A whole trace: its phases in file order, the number of ranks, where it came from."""
-
-    n_ranks: int
-    phases: list[TracePhase]
-    stem: str = ""
-    #: whether its files were brotli-compressed
-    compressed: bool = False
-
-    @property
-    def phase_ids(self) -> list[int]:
-        return [ph.phase for ph in self.phases]
-
-    def phase(self, pid: int) -> TracePhase:
-        for ph in self.phases:
-            if ph.phase == pid:
-                return ph
-        raise TraceError(f"{self.stem}: no phase {pid} (phases: {_ids_text(self.phase_ids)})")
-
-
-def _ids_text(ids: list[int]) -> str:
-    """``0-9, 12, 20-25``: runs of consecutive ids."""
-    out, ids = [], sorted(set(ids))
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ", ".join(out) if out else "none"
 
 
 def decode_vt_id(oid: int) -> tuple[int, int, int]:
@@ -480,7 +196,7 @@ def _looks_like_json(data: bytes) -> bool:
     return True
 
 
-def _read_doc(path: Path, r: int) -> tuple[_LBDatafile, bool]:
+def _read_doc(path: Path, r: int) -> tuple[LBDatafileDoc, bool]:
     """One rank's file, parsed as strict JSON and checked against the schema; (document, was compressed)."""
     if not path.exists():
         raise TraceError(f"missing LBDatafile {path}")
@@ -508,7 +224,7 @@ def _read_doc(path: Path, r: int) -> tuple[_LBDatafile, bool]:
     if "LBDatafile" not in kinds:
         raise TraceError(f"{path}: not an LBDatafile (type must be 'LBDatafile')")
     try:
-        data = _LBDatafile.model_validate(doc)
+        data = LBDatafileDoc.model_validate(doc)
     except ValidationError as err:
         raise TraceError(f"{path}: {validation_message(err)}") from None
     meta_rank = data.metadata.rank if data.metadata is not None and data.metadata.rank is not None else r
@@ -517,7 +233,7 @@ def _read_doc(path: Path, r: int) -> tuple[_LBDatafile, bool]:
     return data, compressed
 
 
-def _phases_of(doc: _LBDatafile, path: Path) -> list[_Phase | int]:
+def _phases_of(doc: LBDatafileDoc, path: Path) -> list[PhaseDoc | int]:
     """The file's phases in order, a phase ``identical_to_previous`` and absent given as its bare id."""
     listed = [ph.id for ph in doc.phases]
     if len(set(listed)) != len(listed):
@@ -530,7 +246,7 @@ def _phases_of(doc: _LBDatafile, path: Path) -> list[_Phase | int]:
         same, skipped = meta.identical_to_previous.ids(), meta.skipped.ids()
     except ValueError as err:
         raise TraceError(f"{path}: metadata.phases: {err}") from None
-    out: list[_Phase | int] = list(doc.phases)
+    out: list[PhaseDoc | int] = list(doc.phases)
     have = set(listed)
     for pid in sorted(same - have - skipped):
         out.append(pid)
@@ -545,7 +261,7 @@ def _user_numbers(ud: dict[str, Any] | None) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= BIG and v == v}
 
 
-def _build_phase(pid: int, docs: list[tuple[Path, _Phase | None]], n_ranks: int, stem: str) -> TracePhase:
+def _build_phase(pid: int, docs: list[tuple[Path, PhaseDoc | None]], n_ranks: int, stem: str) -> TracePhase:
     ids: list[int] = []
     loads: list[float] = []
     ranks: list[int] = []
@@ -671,7 +387,7 @@ def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | 
     chosen = [pid for pid in order if _selected(pid, ranges)]
     if not chosen:
         raise TraceError(f"{stem_text}: no phase {'' if ranges is None else _ranges_text(ranges) + ' '}in the trace "
-                         f"(phases: {_ids_text(order)})")
+                         f"(phases: {ids_text(order)})")
     by_rank = [{(ph if isinstance(ph, int) else ph.id): ph for ph in phs} for _, phs in docs]
     out: list[TracePhase] = []
     last: dict[int, TracePhase] = {}
@@ -830,7 +546,7 @@ def trace_summary(trace: Trace) -> dict[str, Any]:
 def format_trace_summary(info: dict[str, Any]) -> str:
     """:func:`trace_summary` as a table."""
     head = (f"{info['stem']}: {info['ranks']} ranks, {len(info['phases'])} phase(s) "
-            f"({_ids_text(info['phase_ids'])}){', brotli' if info['compressed'] else ''}")
+            f"({ids_text(info['phase_ids'])}){', brotli' if info['compressed'] else ''}")
     keys = sorted({k for ph in info["phases"] for k in ph["user_defined"]})
     lines = [head]
     if keys:

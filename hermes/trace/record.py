@@ -32,7 +32,8 @@ from numpy.typing import NDArray
 
 from hermes.bounds import MAX_TRACE_TASKS
 from hermes.errors import HermesError
-from hermes.trace.lbdatafile import Trace, TraceError, TracePhase, check_new_trace, write_trace
+from hermes.trace.lbdatafile import check_new_trace, write_trace
+from hermes.trace.phase import Trace, TraceError, TracePhase
 
 __all__ = ["trace_from_run", "write_run_trace", "trace_from_assignments", "TRACE_DIR", "TRACE_STEM",
            "MAX_TRACE_TASKS"]
@@ -105,8 +106,8 @@ def trace_from_run(run_dir: str | Path, *, cells_per_block: int | None = None) -
     """
     import csv
 
-    from hermes.loaders import load_yaml
     from hermes.files import read_summary
+    from hermes.loaders import load_yaml
 
     d = Path(run_dir)
     summary = read_summary(d)

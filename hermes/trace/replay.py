@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.errors import BalancerError, GraphError
-from hermes.trace.lbdatafile import Trace, TracePhase
+from hermes.trace.phase import Trace, TracePhase
 from hermes.trace.workmodel import WorkModel, phase_figures
 
 __all__ = ["ReplayResult", "replay", "replay_phase", "realise_flow_on_objects", "processor_graph", "object_graph",

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from hermes.trace.lbdatafile import Trace, write_trace
+from hermes.trace.lbdatafile import write_trace
+from hermes.trace.phase import Trace
 from hermes.trace.replay import ReplayResult, replay
 from hermes.trace.workmodel import WorkModel
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from hermes.trace import TraceError, parse_phase_spec, read_trace, write_trace
-from hermes.trace.lbdatafile import TracePhase, count_ranks, decode_vt_id, trace_summary
+from hermes.trace.lbdatafile import count_ranks, decode_vt_id, trace_summary
+from hermes.trace.phase import TracePhase
 
 
 def _task(oid, r, t, *, key="seq_id", migratable=True, sub=None, ud=None, home=None):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hermes.errors import GraphError
-from hermes.trace.lbdatafile import TracePhase
+from hermes.trace.phase import TracePhase
 from hermes.trace.workmodel import WorkModel, phase_figures, rank_figures
 
 NAN = np.nan

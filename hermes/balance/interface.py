@@ -137,6 +137,21 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
+    @classmethod
+    def of(cls, raw: dict[str, Any] | None = None, /, **values: Any):
+        """The parameters ``raw`` and ``values`` validated (defaults filled in): what a kernel takes when it is
+        called from Python rather than through the registry.
+
+        Raises
+        ------
+        BalancerError
+            One line naming the key (``k: must be greater than 0, got -1.0``).
+        """
+        try:
+            return cls.model_validate({**(raw or {}), **values})
+        except ValidationError as err:
+            raise BalancerError(_format(err, "").removeprefix(": ")) from None
+
 
 class NoParams(Params):
     """A balancer without parameters."""

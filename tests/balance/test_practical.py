@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from hermes.balance.diffusion.detection import bfs_tree, graph_center
-from hermes.balance.diffusion.fos_serial import DEFAULT_KAPPA, benefit, fos, fos_iter, program_time, relative_speed_matrix
+from hermes.balance.diffusion.fos_serial import (DEFAULT_KAPPA, FOSParams, benefit, fos, fos_iter, program_time,
+                                                 relative_speed_matrix)
 from hermes.balance.flow import alpha_beta_time, minimal_flow
 from hermes.balance.model import Model
 from hermes.balance.registry import BALANCERS
@@ -76,7 +77,7 @@ def test_relative_speed_matrix_values():
 def test_one_iteration_is_equation_3(kind, p, seed):
     """Without gate and dead band one iteration is W ← M_rᵀ W, i.e. eq. (3) with α_ij = C_i Mr_ij, f_ij = 1."""
     m = random_model(kind, p, seed)
-    states = fos_iter(m, k=None, tolerance=0.0, detection=False, max_iterations=1)
+    states = fos_iter(m, FOSParams.of(k=None, tolerance=0.0, detection=False, max_iterations=1))
     s0, s1 = next(states), next(states)
     M = relative_speed_matrix(m).toarray()
     # each side sums ≤ δ + 1 terms of ≤ 5 flops (α_ij (w_i/c_i − w_j/c_j)): γ_{δ+6} |M|ᵀ |w| each
@@ -96,7 +97,7 @@ def test_variant_A_oscillates_on_a_4_cycle_while_B_converges(integer):
     b = fos(m, variant="B", k=None, integer=integer, max_iterations=50)
     assert a.convergence_factor == pytest.approx(1.0) and b.convergence_factor < 0.5
     assert not a.converged and a.iterations == 50 and a.extra["t_stable"] is None
-    *_, s49, s50 = fos_iter(m, variant="A", k=None, integer=integer, max_iterations=50)
+    *_, s49, s50 = fos_iter(m, FOSParams.of(variant="A", k=None, integer=integer, max_iterations=50))
     assert np.array_equal(s49.loads, [0, 8, 0, 8]) and np.array_equal(s50.loads, [8, 0, 8, 0])  # period 2
     assert b.converged and b.iterations < 15
     assert np.all(np.abs(b.extra["loads"] - 4.0) <= 1e-3 * 4.0)  # its stopping rule: max |l − l̄| / l̄ ≤ 1e-3
@@ -147,7 +148,8 @@ def test_every_transfer_passes_the_gate():
     m = point_source_path(8, 10)
     k, ub, ut = 20.0, 1e3, 1e-3
     prev = None
-    for st in fos_iter(m, k=k, k_schedule="constant", integer=True, unit_bytes=ub, unit_time=ut, links=DSL):
+    for st in fos_iter(m, FOSParams.of(k=k, k_schedule="constant", integer=True, unit_bytes=ub, unit_time=ut),
+                       links=DSL):
         if prev is not None:
             g = ut / (m.p * m.capacities)
             for e, x in zip(m.edges.tolist(), st.step):
@@ -195,10 +197,10 @@ def test_gate_routes_around_a_slow_link():
 def test_gain_of_gate_and_detection_over_plain_fos():
     """001 §4.2: gain (T1 − T2)/T1 of cost/benefit + detection (Algo2) over plain FOS (Algo1), 300 steps."""
     m = point_source_path(16, 10)
-    common = {"integer": True, "unit_bytes": 1e3, "unit_time": 1e-4, "max_iterations": 300, "root": 8}
+    common = {"integer": True, "unit_bytes": 1e3, "unit_time": 1e-4, "max_iterations": 300}
 
     def t(links, **kw):
-        states = fos_iter(m, links=links, **common, **kw)
+        states = fos_iter(m, FOSParams.of(common, **kw), links=links, root=8)
         return program_time(m, states, 1000, unit_time=1e-4, unit_bytes=1e3, links=links)
 
     for links, floor in ((DSL, 0.1), (LAN, -0.01)):
@@ -288,7 +290,7 @@ def test_single_processor():
 
 # -- errors and the registry ------------------------------------------------------------------------
 @pytest.mark.parametrize("params,match", [
-    ({"variant": "C"}, "variant"), ({"k": -1.0}, "k must"), ({"k_schedule": "linear"}, "k_schedule"),
+    ({"variant": "C"}, "variant"), ({"k": -1.0}, "k: must"), ({"k_schedule": "linear"}, "k_schedule"),
     ({"shaker": True}, "integer"), ({"integer": True, "shaker": True, "kappa": math.log(0.5) / 2}, "kappa"),
     ({"tolerance": 1.5}, "tolerance"), ({"max_iterations": -1}, "max_iterations"), ({"seed": -3}, "seed"),
     ({"unit_time": 0.0}, "unit_time"), ({"integer": 1}, "integer"), ({"root": 99}, "root"),

@@ -15,7 +15,7 @@ import sys
 
 from mpi4py import MPI
 
-from hermes.balance.diffusion.gda import gda, gda_distributed
+from hermes.balance.diffusion.gda import StopParams, gda, gda_distributed
 from hermes.balance.diffusion.spectral import epsilon0
 from hermes.balance.flow import check_balancing, flow_error
 from hermes.balance.potential.pcg import pcg, pcg_distributed
@@ -39,12 +39,14 @@ def main(seed: int) -> int:
     v = RankView.of(comm, model, links)
     eps0 = comm.bcast(epsilon0(model) if v.rank == 0 else None, root=0)  # networkx imported on rank 0 only
     cases = [  # name, distributed form, serial form
-        ("gda0", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, eps0, tolerance=1e-6, max_iterations=20000,
-                                            check_every=1),
+        ("gda0", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, eps0,
+                                            StopParams.of(tolerance=1e-6, max_iterations=20000, check_every=1)),
          lambda: gda(model, eps0, tolerance=1e-6, max_iterations=20000, check_every=1, links=links)),
-        ("gda1", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0, tolerance=1e-6, max_iterations=50, check_every=3),
+        ("gda1", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0,
+                                            StopParams.of(tolerance=1e-6, max_iterations=50, check_every=3)),
          lambda: gda(model, 1.0, tolerance=1e-6, max_iterations=50, check_every=3, links=links)),
-        ("gda1-check4", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0, tolerance=1e-3, check_every=4),
+        ("gda1-check4", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0,
+                                                   StopParams.of(tolerance=1e-3, check_every=4)),
          lambda: gda(model, 1.0, tolerance=1e-3, check_every=4, links=links)),
         ("pcg", lambda nb: pcg_distributed(nb, v.load, v.cap, v.weights, tolerance=1e-10),
          lambda: pcg(model, tolerance=1e-10, links=links)),

@@ -20,7 +20,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hermes.balance.diffusion.gda import gda_distributed
-from hermes.balance.diffusion.implicit import implicit_distributed
+from hermes.balance.diffusion.implicit import WattsParams, implicit_distributed
 from hermes.balance.diffusion.sos import sos_distributed
 from hermes.balance.model import Model
 from hermes.balance.registry import BALANCERS
@@ -89,7 +89,8 @@ def error_cases(v: RankView, failures: list[str]) -> None:
         ("M6 without alpha", BalancerError, lambda nb: gda_distributed(nb, load, cap, w, 0.0, kind=6)),
         ("kind 7", BalancerError, lambda nb: gda_distributed(nb, load, cap, w, 0.0, kind=7)),
         ("inner tolerance on one rank", BalancerError,
-         lambda nb: implicit_distributed(nb, load, cap, w, 0.1, inner_tolerance=1.5 if last else 0.1)),
+         lambda nb: implicit_distributed(nb, load, cap, w, 0.1,  # unvalidated on one rank: the kernel's check
+                                         WattsParams.model_construct(inner_tolerance=1.5 if last else 0.1))),
         ("zero capacity", GraphError, lambda nb: sos_distributed(nb, load, 0.0 if last else cap, w, 0.1, 1.5)),
     ]:
         same_error(v.comm, name, expected, lambda: call(v.fresh()), failures)

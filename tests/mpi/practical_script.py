@@ -17,9 +17,9 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.diffusion.detection import graph_center
+from hermes.balance.diffusion.detection import LinkCosts, graph_center
 from hermes.balance.diffusion.fos import fos_distributed
-from hermes.balance.diffusion.fos_serial import fos
+from hermes.balance.diffusion.fos_serial import FOSParams, fos
 from hermes.balance.registry import BALANCERS
 from hermes.clock import Links
 from hermes.errors import BalancerError, GraphError
@@ -62,8 +62,8 @@ def run_case(comm, name: str, integer, params: dict, seed: int, failures: list[s
     v = RankView.of(comm, model, links)
     lat, bw = np.array([links.params(v.rank, int(j)) for j in v.nbrs]).T
     root = graph_center(model)
-    got = agree(v, name, lambda nb: fos_distributed(nb, v.load, v.cap, v.weights, latency=lat, bandwidth=bw,
-                                                    root=root, **params),
+    got = agree(v, name, lambda nb: fos_distributed(nb, v.load, v.cap, v.weights, FOSParams.of(params),
+                                                    links=LinkCosts(lat, bw), root=root),
                 lambda: fos(model, links=links, root=root, **params), failures,
                 info_keys=("stop", "load", "k", "detection_messages"), per_rank=stop_load_k,
                 summed_extra=("detection_messages",))
@@ -101,12 +101,13 @@ def main(seed: int) -> int:
 
     # collective-safe errors: a bad capacity on one rank, shaker without integer loads on all
     v = RankView.of(comm, random_model(size, seed, boost=60.0))
-    for name, expected, kwargs in [
-        ("zero capacity", GraphError, {"capacity": 0.0 if rank == size - 1 else 0.3}),
-        ("shaker without integer", BalancerError, {"capacity": 0.3, "shaker": True}),
+    for name, expected, capacity, params in [
+        ("zero capacity", GraphError, 0.0 if rank == size - 1 else 0.3, {}),
+        ("shaker without integer", BalancerError, 0.3, {"shaker": True}),
     ]:
         same_error(comm, name, expected,
-                   lambda: fos_distributed(v.fresh(capacity=1.0), 1.0, weights=np.ones(len(v.nbrs)), **kwargs),
+                   lambda: fos_distributed(v.fresh(capacity=1.0), 1.0, capacity, np.ones(len(v.nbrs)),
+                                           FOSParams.of(params)),
                    failures)
 
     return finish(comm, "practical", failures)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,7 +23,7 @@ from hermes.balance.model import Model
 from hermes.clock import Links
 from hermes.comm import Counters, NeighbourComm
 
-__all__ = ["Tree", "bfs_tree", "graph_center", "fos_counters"]
+__all__ = ["Tree", "LinkCosts", "bfs_tree", "graph_center", "fos_counters", "edge_costs"]
 
 
 @dataclass(frozen=True)
@@ -150,12 +151,20 @@ def fos_counters(model: Model, iterations: int, *, detection: bool = True, shake
     return counters, bld * 2 * q * (h + 1) + d * 2 * (p - 1) * n
 
 
-def edge_costs(model: Model, links) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+class LinkCosts(NamedTuple):
+    """Latency (s) and bandwidth (bytes/s) of each link: of every edge (:func:`edge_costs`) or of a rank's link
+    to each neighbour (:func:`~hermes.balance.diffusion.fos.fos_distributed`)."""
+
+    latency: NDArray[np.float64]
+    bandwidth: NDArray[np.float64]
+
+
+def edge_costs(model: Model, links) -> LinkCosts:
     """Latency (s) and bandwidth (bytes/s) of every edge (see :mod:`hermes.balance.diffusion.fos`)."""
     if links is None:
-        return np.full(model.q, Links().latency), Links().bandwidth * model.weights
+        return LinkCosts(np.full(model.q, Links().latency), Links().bandwidth * model.weights)
     par = np.array([links.params(int(i), int(j)) for i, j in model.edges.tolist()], dtype=np.float64)
-    return par.reshape(-1, 2)[:, 0].copy(), par.reshape(-1, 2)[:, 1].copy()
+    return LinkCosts(par.reshape(-1, 2)[:, 0].copy(), par.reshape(-1, 2)[:, 1].copy())
 
 
 class Replay:

@@ -38,17 +38,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.balance.diffusion.detection import (
+    LinkCosts,
     Tree,
     TreeRounds,
     build_tree_rounds,
     graph_center,
 )
 from hermes.balance.diffusion.fos_serial import (
-    DEFAULT_KAPPA,
     FOSConfig,
     FOSParams,
     benefit,
-    check_fos_params,
     fos,
     fos_amounts,
     fos_delta,
@@ -65,12 +64,9 @@ __all__ = ["fos_distributed"]
 
 
 # -- distributed form ------------------------------------------------------------------------------
-def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
-                    variant: str = "B", k: float | None = 1000.0, k_schedule: str = "decrement",
-                    integer: bool = False, shaker: bool = False, kappa: float = DEFAULT_KAPPA,
-                    detection: bool = True, tolerance: float = 1e-3, max_iterations: int = 1000, seed: int = 0,
-                    unit_bytes: float = 64.0, unit_time: float = 1e-6, latency=None, bandwidth=None,
-                    root: int = 0, tree: Tree | None = None) -> LocalFlowResult:
+def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64],
+                    params: FOSParams | None = None, *, links: LinkCosts | None = None, root: int = 0,
+                    tree: Tree | None = None) -> LocalFlowResult:
     """The practical FOS on one rank (SPMD; every rank of ``nb.comm`` must call it with the same parameters).
 
     Parameters
@@ -80,15 +76,15 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     load, capacity : float
         l_i and c_i (capacities normalised to sum 1 over the ranks).
     weights : ndarray, shape (len(nb.neighbours),)
-        Edge weights (conductances); they scale the bandwidths when ``bandwidth`` is None.
-    latency, bandwidth : ndarray, optional
+        Edge weights (conductances); they scale the bandwidths when ``links`` is None.
+    params : FOSParams, optional
+        As :func:`fos_iter` (default: ``FOSParams()``), the same on every rank.
+    links : LinkCosts, optional
         α (s) and bandwidth (bytes/s) of the link to each neighbour, for the gate's costs (default as
         :func:`fos_iter` without links).
     root, tree
         Root of the detection tree; a :class:`Tree` returned by an earlier call (``extra["tree"]``) to
         skip building it (every rank must pass one, or none).
-    Other parameters
-        As :func:`fos_iter`.
 
     Returns
     -------
@@ -110,15 +106,18 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     without transfers, h = ecc(root) (the radius when the root is a center). Counters:
     :func:`~hermes.balance.diffusion.detection.fos_counters`.
     """
+    prm = FOSParams() if params is None else params
+    variant, k, k_schedule, integer, shaker = prm.variant, prm.k, prm.k_schedule, prm.integer, prm.shaker
+    kappa, detection, tolerance, max_iterations, seed = prm.kappa, prm.detection, prm.tolerance, prm.max_iterations, \
+        prm.seed
+    unit_bytes, unit_time = prm.unit_bytes, prm.unit_time
     nbrs = nb.neighbours
     deg, p = len(nbrs), nb.size
     w = np.asarray(weights, dtype=np.float64).ravel()
-    lat = np.full(deg, Links().latency) if latency is None else np.asarray(latency, dtype=np.float64).ravel()
-    bw = Links().bandwidth * w if bandwidth is None else np.asarray(bandwidth, dtype=np.float64).ravel()
+    lat = np.full(deg, Links().latency) if links is None else np.asarray(links.latency, dtype=np.float64).ravel()
+    bw = Links().bandwidth * w if links is None else np.asarray(links.bandwidth, dtype=np.float64).ravel()
 
     def check() -> None:
-        check_fos_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
-                      unit_bytes, unit_time)
         if not (isinstance(root, (int, np.integer)) and 0 <= root < p):
             raise BalancerError(f"root must be a rank in 0..{p - 1}, got {root!r}")
         if integer and math.isfinite(load) and float(load) != math.floor(float(load)):
@@ -203,8 +202,9 @@ def _run_entry(ctx: BalanceContext) -> Decision:
     par = par.reshape(-1, 2)
     key = (graph_center(ctx.model), ctx.model.edges.tobytes())  # identical on every rank
     kept = ctx.state.get("fos_tree")
-    res = fos_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, latency=par[:, 0], bandwidth=par[:, 1],
-                          root=key[0], tree=kept[1] if kept and kept[0] == key else None, **ctx.params)
+    res = fos_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, FOSParams.of(ctx.params),
+                          links=LinkCosts(par[:, 0], par[:, 1]), root=key[0],
+                          tree=kept[1] if kept and kept[0] == key else None)
     if res.extra["tree"] is not None:
         ctx.state["fos_tree"] = (key, res.extra["tree"])
     flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)

@@ -22,8 +22,7 @@ from pydantic import Field, model_validator
 
 from hermes.balance.diffusion.detection import Replay, bfs_tree, edge_costs, fos_counters
 from hermes.balance.flow import FlowResult, neighbour_table, ordered_row_sums, ordered_total, validate_model
-from hermes.balance.interface import (BIG, MAX_ITERATIONS, MAX_SEED, Flag, NonNegative, Params, Positive, Seed,
-                                      integer_type, number_type)
+from hermes.balance.interface import Flag, NonNegative, Params, Positive, Seed, integer_type, number_type
 from hermes.balance.model import Model
 from hermes.errors import BalancerError
 
@@ -31,7 +30,6 @@ __all__ = ["DEFAULT_KAPPA", "FOSParams", "relative_speed_matrix", "FOSState", "f
 
 #: κ = −ln(p)/τ for p = ½ at τ = 2 (001 §3.3.1's example; the printed ln(0.5)/2 has the wrong sign)
 DEFAULT_KAPPA = -math.log(0.5) / 2
-_SCHEDULES = ("constant", "decrement", "halving")
 
 
 class FOSParams(Params):
@@ -57,44 +55,6 @@ class FOSParams(Params):
         if self.k is not None and self.k_schedule == "halving" and not self.detection:
             raise ValueError("k_schedule 'halving' needs detection (the iteration time travels on its tree)")
         return self
-
-
-_NAMES = tuple(FOSParams.model_fields)
-_DEFAULTS = {name: f.default for name, f in FOSParams.model_fields.items()}
-
-
-def check_fos_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
-                  unit_bytes, unit_time) -> None:
-    def num(x) -> bool:  # finite, of magnitude at most BIG (the models' bounds)
-        return (isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
-                and abs(x) <= BIG)
-
-    def count(x, high: int = MAX_ITERATIONS) -> bool:
-        return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and 0 <= x <= high
-
-    if variant not in ("A", "B"):
-        raise BalancerError(f"variant must be 'A' or 'B', got {variant!r}")
-    if k is not None and not (num(k) and k > 0):
-        raise BalancerError(f"k must be a positive number (or null: no cost/benefit gate), got {k!r}")
-    if k_schedule not in _SCHEDULES:
-        raise BalancerError(f"k_schedule must be one of {', '.join(_SCHEDULES)}, got {k_schedule!r}")
-    for name, v in (("integer", integer), ("shaker", shaker), ("detection", detection)):
-        if not isinstance(v, (bool, np.bool_)):
-            raise BalancerError(f"{name} must be true or false, got {v!r}")
-    if shaker and not integer:
-        raise BalancerError("the shaker needs integer loads (integer: true)")
-    if k is not None and k_schedule == "halving" and not detection:
-        raise BalancerError("k_schedule 'halving' needs detection (the iteration time travels on its tree)")
-    if not (num(kappa) and kappa > 0):
-        raise BalancerError(f"kappa must be > 0 (κ = −ln(p)/τ), got {kappa!r}")
-    if not (num(tolerance) and 0 <= tolerance < 1):
-        raise BalancerError(f"tolerance must be in [0, 1), got {tolerance!r}")
-    if not count(max_iterations) or not count(seed, MAX_SEED):
-        raise BalancerError(f"max_iterations must be an integer in 0..{MAX_ITERATIONS} and seed one in 0..{MAX_SEED}, "
-                            f"got {max_iterations!r} and {seed!r}")
-    if not (num(unit_bytes) and unit_bytes >= 0 and num(unit_time) and unit_time > 0):
-        raise BalancerError(f"unit_bytes must be in [0, {BIG:g}] and unit_time in (0, {BIG:g}], got {unit_bytes!r} "
-                            f"and {unit_time!r}")
 
 
 @dataclass(frozen=True)
@@ -165,15 +125,15 @@ class FOSState:
     times: NDArray[np.float64]
 
 
-def fos_iter(model: Model, *, variant: str = "B", k: float | None = 1000.0, k_schedule: str = "decrement",
-             integer: bool = False, shaker: bool = False, kappa: float = DEFAULT_KAPPA, detection: bool = True,
-             tolerance: float = 1e-3, max_iterations: int = 1000, seed: int = 0, unit_bytes: float = 64.0,
-             unit_time: float = 1e-6, links=None, root: int = 0, build_tree: bool = True) -> Iterator[FOSState]:
+def fos_iter(model: Model, params: FOSParams | None = None, *, links=None, root: int = 0,
+             build_tree: bool = True) -> Iterator[FOSState]:
     """Run the practical FOS serially, yielding the state after every iteration (iteration 0 first).
 
     Parameters
     ----------
     model : Model
+    params : FOSParams, optional
+        The parameters below (default: ``FOSParams()``; from raw values: ``FOSParams.of(k=None, ...)``).
     variant : "A" or "B"
         M_r without / with the self term.
     k : float or None
@@ -201,7 +161,7 @@ def fos_iter(model: Model, *, variant: str = "B", k: float | None = 1000.0, k_sc
     Raises
     ------
     BalancerError
-        Bad parameters, or non-integral loads with ``integer``. GraphError for an unusable model.
+        A bad root, or non-integral loads with ``integer``. GraphError for an unusable model.
 
     Notes
     -----
@@ -217,8 +177,11 @@ def fos_iter(model: Model, *, variant: str = "B", k: float | None = 1000.0, k_sc
     iteration ``t_s + 2h − 1`` (``t_s`` if h = 0); see :func:`fos_distributed`.
     """
     validate_model(model)
-    check_fos_params(variant, k, k_schedule, integer, shaker, kappa, detection, tolerance, max_iterations, seed,
-                  unit_bytes, unit_time)
+    prm = FOSParams() if params is None else params
+    variant, k, k_schedule, integer, shaker = prm.variant, prm.k, prm.k_schedule, prm.integer, prm.shaker
+    kappa, detection, tolerance, max_iterations, seed = prm.kappa, prm.detection, prm.tolerance, prm.max_iterations, \
+        prm.seed
+    unit_bytes, unit_time = prm.unit_bytes, prm.unit_time
     p, e, c = model.p, model.edges, model.capacities
     if not (isinstance(root, (int, np.integer)) and 0 <= root < p):
         raise BalancerError(f"root must be a rank in 0..{p - 1}, got {root!r}")
@@ -301,7 +264,8 @@ def fos_iter(model: Model, *, variant: str = "B", k: float | None = 1000.0, k_sc
 
 def fos(model: Model, *, links=None, root: int = 0, build_tree: bool = True, compute_factor: bool = True,
         **params) -> FlowResult:
-    """The practical FOS (001 §3), serial reference of :func:`fos_distributed`; parameters of :func:`fos_iter`.
+    """The practical FOS (001 §3), serial reference of :func:`fos_distributed`; parameters of :func:`fos_iter`
+    (``params``: the fields of :class:`FOSParams`, validated here).
 
     Returns
     -------
@@ -311,22 +275,22 @@ def fos(model: Model, *, links=None, root: int = 0, build_tree: bool = True, com
         graph). ``extra``: ``loads``, ``k``, ``stop``, ``t_stable`` (first iteration without transfers),
         ``root``, ``height``, ``transfers`` (pair transfers made), ``detection_messages``, ``rank_times``.
     """
+    o = FOSParams.of(params)
     state, t_s, transfers = None, None, 0
-    for state in fos_iter(model, links=links, root=root, build_tree=build_tree, **params):
+    for state in fos_iter(model, o, links=links, root=root, build_tree=build_tree):
         transfers += int(np.count_nonzero(state.step))
         t_s = state.iteration if t_s is None and state.iteration > 0 and state.quiet.all() else t_s
     assert state is not None
-    o = {**_DEFAULTS, **params}
     h = int(bfs_tree(model, root)[1].max())
-    counters, det = fos_counters(model, state.iteration, detection=o["detection"], shaker=o["shaker"],
-                                 halving=o["k"] is not None and o["k_schedule"] == "halving", height=h,
+    counters, det = fos_counters(model, state.iteration, detection=o.detection, shaker=o.shaker,
+                                 halving=o.k is not None and o.k_schedule == "halving", height=h,
                                  build_tree=build_tree)
     counters.time = float(np.max(state.times))
     factor = None
     if compute_factor:
         from hermes.balance.diffusion.spectral import convergence_factor
 
-        factor = convergence_factor(relative_speed_matrix(model, o["variant"]).T, model.capacities)
+        factor = convergence_factor(relative_speed_matrix(model, o.variant).T, model.capacities)
     return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.stop == state.iteration,
                       counters=counters, convergence_factor=factor,
                       extra={"loads": state.loads, "k": state.k, "stop": state.stop, "t_stable": t_s, "root": root,

@@ -395,8 +395,7 @@ def local_sweeps(nb: NeighbourComm, load: float, fair: float, step: Callable[[fl
 
 
 def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
-                    *, kind: int = 1, lazy: bool = False, alpha: float | None = None, tolerance: float = 1e-3,
-                    max_iterations: int = 100000, check_every: int = 1) -> LocalFlowResult:
+                    stop: StopParams | None = None, *, kind: int = 1, alpha: float | None = None) -> LocalFlowResult:
     """GDA with M^kind(ε) on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
@@ -412,14 +411,14 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     eps : float
         ε ≥ 0 of M¹ … M⁴ (the caller computes ε₀ from the global graph, e.g. with :func:`epsilon0`);
         ignored by M⁵ and M⁶.
+    stop : StopParams, optional
+        ``lazy`` (iterate with ½(I + M)) and the stopping rule of :func:`gda_iter` (``tolerance``,
+        ``max_iterations``, ``check_every``); default ``StopParams()``. The values are checked again here,
+        collectively, so an object built without validation on one rank fails on every rank.
     kind : int in 1..6
-    lazy : bool
-        Iterate with ½(I + M).
     alpha : float
         α of M⁶, required for kind 6 (the thesis assumes the spectrum of 𝓛 known; the registry
         adapter computes it with :func:`elsasser_alpha` from the global model).
-    tolerance, max_iterations, check_every
-        Same stopping rule as :func:`gda_iter`.
 
     Returns
     -------
@@ -442,6 +441,8 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     ``max_iterations``) one allreduce(max) of ``|l_i − l̄_i| / l̄_i`` (:func:`local_sweeps`). Counters:
     :func:`gda_counters`.
     """
+    stop = StopParams() if stop is None else stop
+    lazy, tolerance, max_iterations, check_every = stop.lazy, stop.tolerance, stop.max_iterations, stop.check_every
     w = np.asarray(weights, dtype=np.float64).ravel()
 
     def check_parameters() -> None:
@@ -495,6 +496,11 @@ def m6_nonnegative(model: Model, alpha: float, lazy: bool) -> bool:
     return bool(np.min(0.5 * (1.0 + diag) if lazy else diag) >= -1e-12)
 
 
+def _gda_dist(nb, load, capacity, weights, *, eps, kind=1, alpha=None, **stop):
+    """:func:`gda_distributed` as :func:`flow_balancer` calls it (the stopping rule as its parameters object)."""
+    return gda_distributed(nb, load, capacity, weights, eps, StopParams.of(stop), kind=kind, alpha=alpha)
+
+
 def run_gda(ctx: BalanceContext, kind: int) -> Decision:
     """The distributed GDA with M^kind in ``hermes run``: ε = ε₀ for M¹ … M⁴ (0 for M⁵, M⁶), α of Elsässer et al.
     for M⁶ (its decision tells whether M⁶ was non-negative)."""
@@ -503,8 +509,7 @@ def run_gda(ctx: BalanceContext, kind: int) -> Decision:
         fixed["eps"] = epsilon0(ctx.model)
     if kind == 6:
         fixed["alpha"] = elsasser_alpha(ctx.model)
-    distributed = functools.partial(gda_distributed, kind=kind) if kind <= 4 else \
-        functools.partial(gda_distributed, kind=kind, eps=0.0)
+    distributed = functools.partial(_gda_dist, kind=kind) if kind <= 4 else functools.partial(_gda_dist, kind=kind, eps=0.0)
     dec = flow_balancer(distributed, **fixed)(ctx)
     if kind == 6:
         dec.info["nonnegative"] = m6_nonnegative(ctx.model, dec.info["alpha"], ctx.params["lazy"])
@@ -514,13 +519,13 @@ def run_gda(ctx: BalanceContext, kind: int) -> Decision:
 @register("gda0", params=StopParams, serial=functools.partial(gda, eps="eps0"),
           doc="generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)")
 def run_gda0(ctx: BalanceContext) -> Decision:
-    return flow_balancer(gda_distributed, eps=epsilon0(ctx.model))(ctx)
+    return flow_balancer(_gda_dist, eps=epsilon0(ctx.model))(ctx)
 
 
 @register("gda1", params=StopParams, serial=functools.partial(gda, eps=1.0),
           doc="generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)")
 def run_gda1(ctx: BalanceContext) -> Decision:
-    return flow_balancer(gda_distributed, eps=1.0)(ctx)
+    return flow_balancer(_gda_dist, eps=1.0)(ctx)
 
 
 @register("gda2", params=StopParams, serial=functools.partial(gda, eps="eps0", kind=2),

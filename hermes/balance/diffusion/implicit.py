@@ -288,9 +288,7 @@ def _outer_factor(model: Model, u: NDArray[np.float64]) -> float | None:
 
 
 def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
-                         *, watts: bool = False, alpha: float = 1.0, lazy: bool = False, inner_tolerance: float = 1e-2,
-                         sweeps: int | None = None, tolerance: float = 1e-3, max_iterations: int = 100000,
-                         check_every: int = 1) -> LocalFlowResult:
+                         params: WattsParams | None = None, *, watts: bool = False) -> LocalFlowResult:
     """The implicit scheme on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
@@ -299,8 +297,11 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
         As in :func:`hermes.balance.diffusion.gda.gda_distributed`.
     eps : float
         ε ≥ 0 of the M¹(ε) scalars (ignored with ``watts``; the caller computes ε₀).
-    watts, alpha, lazy, inner_tolerance, sweeps, tolerance, max_iterations, check_every
-        As in :func:`implicit_iter`.
+    params : WattsParams, optional
+        ``alpha``, ``inner_tolerance``, ``sweeps``, ``lazy`` and the stopping rule, as in :func:`implicit_iter`
+        (default ``WattsParams()``; checked again here, collectively).
+    watts : bool
+        Watts et al.'s scheme (Alg. 5) instead of the generalized one (Alg. 6).
 
     Returns
     -------
@@ -315,6 +316,9 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
     then does m + 1 exchanges of y_i (:func:`implicit_iter`) and the residual check every
     ``check_every`` steps. Counters: :func:`implicit_counters`.
     """
+    prm = WattsParams() if params is None else params
+    alpha, lazy, inner_tolerance, sweeps = prm.alpha, prm.lazy, prm.inner_tolerance, prm.sweeps
+    tolerance, max_iterations, check_every = prm.tolerance, prm.max_iterations, prm.check_every
     w = np.asarray(weights, dtype=np.float64).ravel()
 
     def check_parameters() -> None:
@@ -375,7 +379,7 @@ def _watts(model, *, eps="eps0", links=None, **params):
 
 
 def _dist(nb, load, capacity, weights, *, eps_value, eps=None, watts, **params):
-    return implicit_distributed(nb, load, capacity, weights, eps_value, watts=watts, **params)
+    return implicit_distributed(nb, load, capacity, weights, eps_value, WattsParams.of(params), watts=watts)
 
 
 @register("implicit", params=ImplicitParams, serial=_implicit,

@@ -232,13 +232,13 @@ def _sos_rate(lam: float, w: float) -> float:
 
 
 def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
-                    omega: float, *, kind: int = 1, lazy: bool = False, alpha: float | None = None,
-                    tolerance: float = 1e-3, max_iterations: int = 100000, check_every: int = 1) -> LocalFlowResult:
+                    omega: float, stop: StopParams | None = None, *, kind: int = 1,
+                    alpha: float | None = None) -> LocalFlowResult:
     """The second-order scheme on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
     ----------
-    nb, load, capacity, weights, eps, kind, lazy, alpha, tolerance, max_iterations, check_every
+    nb, load, capacity, weights, eps, stop, kind, alpha
         As in :func:`hermes.balance.diffusion.gda.gda_distributed`.
     omega : float in (0, 2)
         The caller computes ω* (:func:`omega_star`) or ω_opt (:func:`omega_opt`) from the global
@@ -260,6 +260,8 @@ def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     ``ψ_ij`` stay local (both endpoints compute ``ψ_ji = −ψ_ij`` exactly). Counters:
     :func:`sos_counters`.
     """
+    stop = StopParams() if stop is None else stop
+    lazy, tolerance, max_iterations, check_every = stop.lazy, stop.tolerance, stop.max_iterations, stop.check_every
     w = np.asarray(weights, dtype=np.float64).ravel()
 
     def check_parameters() -> None:
@@ -309,7 +311,7 @@ def _sos_opt(model, *, eps="eps0", omega=None, links=None, **stop):
 
 
 def _dist(nb, load, capacity, weights, *, eps, eps_value, omega_value, omega=None, **stop):
-    return sos_distributed(nb, load, capacity, weights, eps_value, omega_value, **stop)
+    return sos_distributed(nb, load, capacity, weights, eps_value, omega_value, StopParams.of(stop))
 
 
 def run_sos(ctx: BalanceContext, optimal: bool) -> Decision:

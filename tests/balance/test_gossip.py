@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from hermes.balance.gossip.grapevine_serial import (
+    TurnRule,
     _merge,
     bit_members,
     bitrows,
@@ -129,24 +130,24 @@ def test_turn_scans_in_order_restarts_after_an_acceptance_and_tests_current_load
     live = [10.0, 0.0]
     cum = np.array([0.0, 1.0])
     pos, dest, rej = transfer_turn(np.array([4.0, 3.0, 2.0, 1.0]), cum, live, [1.0, 1.0], 0, np.random.default_rng(0),
-                           5.0, 1.0, True, True)
+                           TurnRule(5.0, 1.0, True, True))
     assert pos.tolist() == [0, 1] and dest.tolist() == [1, 1] and rej == 0 and live == [3.0, 7.0]
     # a destination already at 8 (its current load, not the gossiped 0): 8 + ℓ < 10 only for ℓ = 1;
     # proposals 0, 1, 2 are declined, 3 accepted, then the scan restarts and declines 0, 1, 2 again
     live = [10.0, 8.0]
     pos, dest, rej = transfer_turn(np.array([4.0, 3.0, 2.0, 1.0]), cum, live, [1.0, 1.0], 0, np.random.default_rng(0),
-                           5.0, 1.0, True, True)
+                           TurnRule(5.0, 1.0, True, True))
     assert pos.tolist() == [3] and rej == 6 and live == [9.0, 9.0]
     # criterion 6 compares with x̄ = 5 instead: nothing fits on rank 1 (8 + ℓ ≥ 5), a single scan
     live = [10.0, 8.0]
     pos, dest, rej = transfer_turn(np.array([4.0, 3.0, 2.0, 1.0]), cum, live, [1.0, 1.0], 0, np.random.default_rng(0),
-                           5.0, 1.0, False, True)
+                           TurnRule(5.0, 1.0, False, True))
     assert pos.size == 0 and rej == 4 and live == [10.0, 8.0]
     # the 'current' variant compares with L_i after its earlier transfers: 4 (L_1 = 4 < 10, L_0 = 6),
     # then 3 and 2 are declined (7, 6 ≥ L_0 = 6), 1 accepted (5 < 6; L_0 = 5 ≤ T x̄: done)
     live = [10.0, 0.0]
     pos, dest, rej = transfer_turn(np.array([4.0, 3.0, 2.0, 1.0]), cum, live, [1.0, 1.0], 0, np.random.default_rng(0),
-                           5.0, 1.0, True, False)
+                           TurnRule(5.0, 1.0, True, False))
     assert pos.tolist() == [0, 3] and rej == 2 and live == [5.0, 5.0]
 
 
@@ -158,12 +159,12 @@ def test_a_source_keeps_keep_objects_whatever_its_load():
     for keep, moved, left in ((0, [0, 1], [0.0, 5.0, 5.0]), (1, [0], [5.0, 0.0, 5.0])):
         live = [10.0, 0.0, 0.0]
         pos, dest, rej = transfer_turn(np.array([5.0, 5.0]), np.array([0.0, 0.5, 1.0]), live, [1.0] * 3, 0,
-                                       np.random.default_rng(0), 10 / 3, 1.0, True, True, keep)
+                                       np.random.default_rng(0), TurnRule(10 / 3, 1.0, True, True, keep))
         assert pos.tolist() == moved and rej == 0 and live == left
     # a single object is never offered with keep=1
     live = [10.0, 0.0, 0.0]
     pos, _, rej = transfer_turn(np.array([10.0]), np.array([0.0, 0.5, 1.0]), live, [1.0] * 3, 0,
-                                np.random.default_rng(0), 10 / 3, 1.0, True, True, 1)
+                                np.random.default_rng(0), TurnRule(10 / 3, 1.0, True, True, 1))
     assert pos.size == 0 and rej == 0 and live == [10.0, 0.0, 0.0]
 
 

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.gossip.grapevine import grapevine_distributed
+from hermes.balance.gossip.grapevine import GrapevineParams, grapevine_distributed
 from hermes.balance.gossip.grapevine_serial import grapevine
 from hermes.balance.model import Model
 from hermes.balance.registry import BalanceContext, check_params, get_balancer
@@ -61,8 +61,9 @@ def main(seed: int) -> int:
         ref = grapevine(loads, owner, p, criterion=crit, seed=[seed, 1], speeds=speeds, **kw) if me == 0 else None
         mine = np.flatnonzero(owner == me)
         mine = mine[np.random.default_rng(me).permutation(mine.size)]  # any local order
-        res = grapevine_distributed(comm, mine, loads[mine], speed=1.0 if speeds is None else float(speeds[me]),
-                                    clock=clock(kind), criterion=crit, seed=[seed, 1], **kw)
+        res = grapevine_distributed(comm, mine, loads[mine], GrapevineParams.of(kw, criterion=crit),
+                                    speed=1.0 if speeds is None else float(speeds[me]), clock=clock(kind),
+                                    seed=[seed, 1])
         rows = comm.gather((mine, res.dest, res.counters.as_dict(), res.history, res.iterations, res.converged),
                            root=0)
         if me != 0:
@@ -87,8 +88,10 @@ def main(seed: int) -> int:
     for name, loads, owner, speeds, crit, kw, kind in cases:  # the token stage: the same moves and history
         ref = grapevine(loads, owner, p, criterion=crit, seed=[seed, 1], speeds=speeds, **kw) if me == 0 else None
         mine = np.flatnonzero(owner == me)
-        res = grapevine_distributed(comm, mine, loads[mine], speed=1.0 if speeds is None else float(speeds[me]),
-                                    clock=clock(kind), criterion=crit, seed=[seed, 1], transfer="token", **kw)
+        token = GrapevineParams.of(kw, criterion=crit, transfer="token")
+        res = grapevine_distributed(comm, mine, loads[mine], token,
+                                    speed=1.0 if speeds is None else float(speeds[me]), clock=clock(kind),
+                                    seed=[seed, 1])
         rows = comm.gather((mine, res.dest, res.history, res.iterations), root=0)
         if me != 0:
             continue
@@ -130,7 +133,8 @@ def main(seed: int) -> int:
     # collective-safe errors: one rank with a negative load, every rank with a bad fanout
     for name, call in [
         ("negative load", lambda: grapevine_distributed(comm, [me], [-1.0 if me == p - 1 else 1.0], seed=0)),
-        ("fanout 0", lambda: grapevine_distributed(comm, [me], [1.0], fanout=0, seed=0)),
+        ("fanout 0", lambda: grapevine_distributed(comm, [me], [1.0], GrapevineParams.model_construct(fanout=0),
+                                                   seed=0)),
     ]:
         try:
             call()

@@ -103,6 +103,7 @@ from hermes.balance.gossip.grapevine_serial import (
     pad_row,
     pick_targets,
     row_bits,
+    TurnRule,
     transfer_cmf,
     transfer_turn,
     turn_coordinator,
@@ -162,8 +163,21 @@ _TAG_TOKEN = _TAG + 1
 _TOKEN, _END = 0.0, 1.0
 
 
-def _token_stage(comm, clock, cnt: Counters, turns: list[int], live: list[float], s_list: list[float], limit: float,
-                 held, homes, cum, rng, x_ave: float, threshold: float, modified: bool, frozen: bool, keep: int = 0):
+@dataclass
+class _Stage:
+    """One transfer stage as every rank sees it: the turn order, the current loads ``live`` (updated in place),
+    the speeds, the overload limit T x̄, this rank's transfer CMF and random stream, and the turn rule."""
+
+    turns: list[int]
+    live: list[float]
+    s_list: list[float]
+    limit: float
+    cum: NDArray[np.float64]
+    rng: np.random.Generator
+    rule: TurnRule
+
+
+def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
     """The transfer stage with a token (``transfer="token"`` of :func:`grapevine_distributed`; collective).
 
     Every rank finds the first rank of ``turns`` above ``limit`` on the stage's starting loads (the same on
@@ -179,6 +193,7 @@ def _token_stage(comm, clock, cnt: Counters, turns: list[int], live: list[float]
     from mpi4py import MPI
 
     me, p = comm.Get_rank(), comm.Get_size()
+    turns, live, s_list, limit, cum, rng = stage.turns, stage.live, stage.s_list, stage.limit, stage.cum, stage.rng
     gid, ell, home = held
     gid0, dest0 = homes
     pos = {r: i for i, r in enumerate(turns)}
@@ -229,7 +244,7 @@ def _token_stage(comm, clock, cnt: Counters, turns: list[int], live: list[float]
     if turn:
         apply(moves)
         if cum[-1] > 0:
-            at, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen, keep)
+            at, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, stage.rule)
             counts += (at.size, rej, 0)
             if at.size:
                 sent = np.column_stack([gid[at], ell[at], home[at], dest]).astype(np.float64)
@@ -263,10 +278,9 @@ def _tree_children(rel: int, p: int) -> list[int]:
     return out
 
 
-def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: float = 1.0, clock=None,
-                          counters: Counters | None = None, iterations: int = 4, rounds: int = 4, fanout: int = 4,
-                          threshold: float = 1.0, criterion: str = "modified", seed: int | Sequence[int] = 0,
-                          source_load: str = "turn", transfer: str = "broadcast", keep: int = 0) -> LocalGossipResult:
+def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, params: GrapevineParams | None = None, *,
+                          speed: float = 1.0, clock=None, counters: Counters | None = None,
+                          seed: int | Sequence[int] | None = None, keep: int = 0) -> LocalGossipResult:
     """Grapevine with real MPI messages between random peers (SPMD; every rank of ``comm`` calls it).
 
     Parameters
@@ -282,10 +296,13 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         Charged for every collective and message.
     counters : Counters, optional
         Updated in place (a fresh one by default).
-    iterations, rounds, fanout, threshold, criterion, seed, source_load
-        As in :func:`grapevine_iter`.
-    transfer : ``"broadcast"`` or ``"token"``
-        How the sequential transfer stage is carried out (Notes); the moves are the same.
+    params : GrapevineParams, optional
+        ``iterations``, ``rounds``, ``fanout``, ``threshold``, ``criterion``, ``source_load`` as in
+        :func:`grapevine_iter`, and ``transfer`` (``"broadcast"`` or ``"token"``): how the sequential transfer
+        stage is carried out (Notes; the moves are the same). Default ``GrapevineParams()``; checked again
+        here, on every rank.
+    seed : int or sequence of int, optional
+        The random streams (default: ``params.seed``, 0 if that is None); ``hermes run`` mixes in the phase.
     keep : int
         Objects a source keeps whatever its load (:func:`transfer_turn`; a mesh processor keeps one cell).
 
@@ -320,6 +337,10 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     The moves, loads, history and assignment are those of ``"broadcast"`` bit for bit (each rank applies
     the moves in the same order); the clock's charges and the message counters differ.
     """
+    prm = GrapevineParams() if params is None else params
+    iterations, rounds, fanout, threshold = prm.iterations, prm.rounds, prm.fanout, prm.threshold
+    criterion, source_load, transfer = prm.criterion, prm.source_load, prm.transfer
+    seed = (0 if prm.seed is None else prm.seed) if seed is None else seed
     check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     if transfer not in ("broadcast", "token"):
         raise BalancerError(f"transfer: must be broadcast or token, got {transfer!r}")
@@ -355,6 +376,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
     s_list = s.tolist()
     x_ave = ordered_total(rows[:, 0]) / ordered_total(s)
     limit = threshold * x_ave
+    rule = TurnRule(x_ave, threshold, modified, frozen, keep)
     history = [history_entry(0, 0, 0, 0, load_stats(rows[:, 0], s, x_ave))]
     settled = is_settled(rows[:, 0], s, x_ave, threshold)
     turns = coord.permutation(p).tolist()  # the same order in every iteration
@@ -392,8 +414,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
         ntr = nrej = ignored = 0
         if transfer == "token":
             gid, ell, home, ntr, nrej, ignored = _token_stage(
-                comm, clock, cnt, turns, live, s_list, limit, (gid, ell, home), (gid0, dest0), cum, rng, x_ave,
-                threshold, modified, frozen, keep)
+                comm, clock, cnt, _Stage(turns, live, s_list, limit, cum, rng, rule), (gid, ell, home), (gid0, dest0))
             turns_left: list[int] = []
         else:
             turns_left = turns
@@ -403,8 +424,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, *, speed: floa
             header = np.zeros(HEADER_WORDS)
             if r == me:
                 if cum[-1] > 0:
-                    pos, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, x_ave, threshold, modified, frozen,
-                                                   keep)
+                    pos, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, rule)
                     header[:2] = pos.size, rej
                 else:
                     header[2] = 1
@@ -480,10 +500,8 @@ def _run(ctx: BalanceContext) -> Decision:
     ctx.state["grapevine_calls"] = calls + 1
     seed = [int(ctx.seed if prm["seed"] is None else prm["seed"]), calls]
     speed = ctx.model.p * float(ctx.model.capacities[ctx.comm.Get_rank()])
-    res = grapevine_distributed(ctx.comm, ctx.dom.gid, ctx.dom.weight, speed=speed, clock=ctx.clock,
-                                counters=ctx.nb.counters, iterations=prm["iterations"], rounds=prm["rounds"],
-                                fanout=prm["fanout"], threshold=prm["threshold"], criterion=prm["criterion"],
-                                seed=seed, source_load=prm["source_load"], transfer=prm["transfer"], keep=1)
+    res = grapevine_distributed(ctx.comm, ctx.dom.gid, ctx.dom.weight, GrapevineParams.of(prm), speed=speed,
+                                clock=ctx.clock, counters=ctx.nb.counters, seed=seed, keep=1)
     last = res.history[-1]
     # the report's per-iteration columns (its Tables 2.x: transfers, rejections, I), as summary.json strings
     by_it = {"imbalance_by_iteration": " ".join(f"{h['imbalance']:.6g}" for h in res.history),

@@ -28,7 +28,7 @@ from hermes.comm import Counters
 from hermes.errors import BalancerError
 
 __all__ = ["CRITERIA", "SOURCE_LOADS", "MAX_GOSSIP_ITERATIONS", "MAX_GOSSIP_ROUNDS", "GossipState", "GossipResult",
-           "gossip_uniforms", "grapevine_iter", "grapevine"]
+           "TurnRule", "transfer_turn", "gossip_uniforms", "grapevine_iter", "grapevine"]
 
 CRITERIA = ("original", "modified")
 #: what L_i is in criterion 6': the source's load when its turn starts (the report's simulator), or
@@ -181,9 +181,21 @@ def _draw(cum: NDArray[np.float64], u: NDArray[np.float64]) -> NDArray[np.int64]
     return np.minimum(np.searchsorted(cum, u * cum[-1], side="right"), top).astype(np.int64)
 
 
+@dataclass(frozen=True)
+class TurnRule:
+    """How a source decides its transfers (:func:`transfer_turn`), the same for every turn of a run: the
+    average load per speed x̄, the overload threshold T, criterion 6′ (``modified``) or 6, 6′'s L_i frozen at the
+    turn's start (``frozen``, the report's) or current, and the objects a source keeps whatever its load."""
+
+    x_ave: float
+    threshold: float
+    modified: bool
+    frozen: bool
+    keep: int = 0
+
+
 def transfer_turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live: list[float], speeds: list[float],
-          src: int, rng: np.random.Generator, x_ave: float, threshold: float, modified: bool,
-          frozen: bool, keep: int = 0) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+                  src: int, rng: np.random.Generator, rule: TurnRule) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
     """One source's informed transfer (report Alg. 2 lines 4–6 with criterion 6 or 6', §2.1).
 
     The source scans its objects in the given order; each proposal draws a destination X from the
@@ -213,6 +225,7 @@ def transfer_turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live
     rejected : int
         Proposals declined.
     """
+    x_ave, threshold, modified, frozen, keep = rule.x_ave, rule.threshold, rule.modified, rule.frozen, rule.keep
     ells = np.asarray(obj_loads, dtype=np.float64).tolist()
     remaining = list(range(len(ells)))
     limit = threshold * x_ave
@@ -435,6 +448,7 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     loads = np.bincount(owner, weights=ell, minlength=p)
     x_ave = ordered_total(loads) / ordered_total(s)
     limit = threshold * x_ave
+    rule = TurnRule(x_ave, threshold, modified, frozen, keep)
     gather_phase()
     settled = is_settled(loads, s, x_ave, threshold)
     yield GossipState(0, owner.copy(), loads, x_ave, history_entry(0, 0, 0, 0, load_stats(loads, s, x_ave)), settled, cnt)
@@ -495,8 +509,7 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
                 ignored += 1
                 continue
             mine = np.sort(np.array(held[r], dtype=np.int64))
-            pos, dest, rej = transfer_turn(ell[mine], cum, live, s_list, r, rngs[r], x_ave, threshold, modified, frozen,
-                                           keep)
+            pos, dest, rej = transfer_turn(ell[mine], cum, live, s_list, r, rngs[r], rule)
             nrej += rej
             if pos.size == 0:
                 continue

@@ -51,7 +51,7 @@ from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats
 from hermes.data.refine import Adaptation, TriMesh, coarsen, merge_pairs, refine
 from hermes.data.refine_dist import coarsen_domain, gather_trimesh, refine_domain, unite_families
-from hermes.scenario import Scenario
+from hermes.scenario import AdaptationSpec, ApplicationSpec
 
 __all__ = ["Adapter", "adapt_mesh", "MeshAdaptation", "position_key"]
 
@@ -130,14 +130,17 @@ class Adapter:
         Wall seconds of each phase's step (maximum over ranks).
     """
 
-    def __init__(self, comm, sc: Scenario, bbox, clock):
-        self.comm, self.sc, self.bbox, self.clock = comm, sc, bbox, clock
-        self.refining = sc.adaptation.kind == "refine"
+    def __init__(self, comm, adaptation: AdaptationSpec, application: ApplicationSpec, seed: int, bbox, clock):
+        """``adaptation``, ``application`` and ``seed``: the scenario's sections this step reads (the marking and
+        the mesh changes; the kernel and its iterations, for the serial replay; the seed of the random marking)."""
+        self.comm, self.bbox, self.clock = comm, bbox, clock
+        self.adaptation, self.application, self.seed = adaptation, application, seed
+        self.refining = adaptation.kind == "refine"
         self.totals = {"refined": 0, "coarsened": 0, "weight": 0.0}
         self.walls: list[float] = []
         # rank 0, for the serial replay of a refined jacobi run: per phase, the vertices coarsening
         # removed and the centroids of the cells bisected
-        self._replay = self.refining and sc.application.kernel == "jacobi"
+        self._replay = self.refining and application.kernel == "jacobi"
         self.removed: list[np.ndarray] = []
         self.marked: list[np.ndarray] = []
         #: after :meth:`jacobi_error` (rank 0): where a serial marking differs from the ranks' (0, 0 is exact)
@@ -146,15 +149,15 @@ class Adapter:
     # -- marking ---------------------------------------------------------------------------------
     def marks(self, dom, phase: int) -> tuple[np.ndarray, np.ndarray]:
         """(refine mask, coarsen mask) of the local cells at ``phase`` (collective for the indicator)."""
-        reg, sc = self.sc.adaptation.region, self.sc
+        reg = self.adaptation.region
         key = position_key(dom.coords) if self.refining else dom.gid
         if reg.kind == "indicator":
             eta = gradient_jump(self.comm, dom, self.clock)
             ref, coarse, _ = mark_max_strategy(self.comm, eta, reg.threshold, reg.coarsen_threshold, self.clock)
             if reg.fraction < 1.0:
-                ref &= uniform_hash(sc.seed, phase, key) < reg.fraction
+                ref &= uniform_hash(self.seed, phase, key) < reg.fraction
             return ref, coarse
-        ref = region_mask(reg, dom.coords, key, phase, sc.seed, self.bbox)
+        ref = region_mask(reg, dom.coords, key, phase, self.seed, self.bbox)
         return ref, ~ref
 
     # -- the step --------------------------------------------------------------------------------
@@ -166,7 +169,7 @@ class Adapter:
             if self.refining:
                 dom, change = self._refine(dom, phase, ref, coarse)
             else:
-                dom = replace(dom, weight=adapt_weights(dom.weight, ref, self.sc.adaptation.factor))
+                dom = replace(dom, weight=adapt_weights(dom.weight, ref, self.adaptation.factor))
                 change = {"refined": 0, "coarsened": 0}
         for key in ("refined", "coarsened"):
             self.totals[key] += change[key]
@@ -176,7 +179,7 @@ class Adapter:
 
     def _refine(self, dom, phase: int, ref, coarse):
         """Unite, coarsen, refine (:func:`adapt_mesh`); charge the work; check the accounting (collective)."""
-        comm, ad = self.comm, self.sc.adaptation
+        comm, ad = self.comm, self.adaptation
         res = adapt_mesh(comm, dom, ref, coarse, max_level=ad.max_level, edges=ad.edges, coarsen=ad.coarsen,
                          clock=self.clock)
         dom = res.dom
@@ -238,7 +241,7 @@ class Adapter:
         vertices where that serial marking (the serial coarsening pass, the serial refinement marks)
         differs from what the ranks did — 0 when the distributed marking and coarsening are exact.
         """
-        ad = self.sc.adaptation
+        ad = self.adaptation
         fields = initial_fields(tm.centroids)
         u, f = fields["u"], fields["f"]
         self.mismatches = {"refine": 0, "coarsen": 0}
@@ -254,12 +257,12 @@ class Adapter:
             self.mismatches["refine"] += int(np.count_nonzero(mark != (ref & (tm.level < ad.max_level))))
             a = refine(tm, mark, edges=ad.edges, max_level=ad.max_level)
             tm, u, f = a.mesh, a.apply(u), a.apply(f)
-            u = jacobi_sweeps(*tm.graph, f, u, self.sc.application.iterations)
+            u = jacobi_sweeps(*tm.graph, f, u, self.application.iterations)
         return tm, u
 
     def _serial_marks(self, tm: TriMesh, u: np.ndarray, phase: int) -> tuple[np.ndarray, np.ndarray]:
         """The marking of :meth:`marks`, computed serially on the whole mesh."""
-        reg, c = self.sc.adaptation.region, tm.centroids
+        reg, c = self.adaptation.region, tm.centroids
         if reg.kind == "indicator":
             eta = jump_indicator_serial(*tm.graph, u)
             top = float(eta.max(initial=0.0))
@@ -267,9 +270,9 @@ class Adapter:
                 return np.zeros(tm.n_cells, bool), np.zeros(tm.n_cells, bool)
             ref, coarse = eta >= reg.threshold * top, eta < reg.coarsen_threshold * top
             if reg.fraction < 1.0:
-                ref &= uniform_hash(self.sc.seed, phase, position_key(c)) < reg.fraction
+                ref &= uniform_hash(self.seed, phase, position_key(c)) < reg.fraction
             return ref, coarse
-        ref = region_mask(reg, c, position_key(c), phase, self.sc.seed, self.bbox)
+        ref = region_mask(reg, c, position_key(c), phase, self.seed, self.bbox)
         return ref, ~ref
 
 

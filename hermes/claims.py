@@ -237,7 +237,8 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
     It can if it does not exist and its nearest existing ancestor is a writable directory, or if it is a
     writable directory that is empty or carries hermes' :data:`MARKER` of the same kind, is not in use by
     another hermes process (its lock, :class:`DirLock`; ``token``: the lock this process's launcher holds),
-    and — a run — is finished (replaced wholesale by :func:`hermes.lifecycle.directory.open_run_dir`) or unfinished with ``force``.
+    and — a run — is finished (replaced wholesale by :func:`hermes.lifecycle.directory.open_run_dir`) or
+    unfinished with ``force``.
 
     Raises
     ------
@@ -342,7 +343,8 @@ def claim_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind
               token: str | None = None, name: str | None = None) -> DirLock:
     """Make ``path`` a hermes directory of ``kind`` held by this process: :func:`check_run_dir`, create it
     if needed, take its lock (or join the launcher's with ``token``), check again under the lock, and mark
-    it. Nothing else in it changes (:func:`hermes.lifecycle.directory.open_run_dir` clears a run's old files once its set-up is done).
+    it. Nothing else in it changes (:func:`hermes.lifecycle.directory.open_run_dir` clears a run's old files once
+    its set-up is done).
 
     Returns
     -------

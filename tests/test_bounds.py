@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from hermes.errors import ScenarioError
-from hermes.lab.flow import flow_lab
 from hermes.files import write_json
+from hermes.lab.flow import flow_lab
 from hermes.scenario import BIG, QUICKSTART, TINY, Scenario, check_magnitudes, parse_scenario
 
 

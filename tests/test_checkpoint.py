@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from hermes.clock import Links
+from hermes.errors import HermesError
 from hermes.lifecycle import driver
 from hermes.lifecycle.checkpoint import load_state, read_manifest, save_state
 from hermes.lifecycle.directory import scenario_yaml
-from hermes.clock import Links
-from hermes.errors import HermesError
 from hermes.scenario import QUICKSTART, parse_scenario
 
 WALL = {"wall_seconds", "adapt_wall_seconds"}

@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from hermes.errors import HermesError
 from hermes.lifecycle import checkpoint, codec, driver
 from hermes.lifecycle.checkpoint import CheckpointError, load_state, read_manifest, verify_checkpoint
-from hermes.errors import HermesError
 from hermes.lifecycle.launch import _LAUNCHER_ENV
 from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import ROOT, run_mpi
@@ -200,8 +200,8 @@ PROBE = "hermes_checkpoint_probe"
 
 @pytest.mark.parametrize("name", [f"{PROBE}:Thing", "os:system", "builtins:object", "hermes.__main__:main",
                                   "hermes.balance.registry:Registry", "hermes.lifecycle.progress:checkpoint_refs",
-                                  "hermes.lifecycle.state:RunState.columns", "hermes.nosuchmodule:Thing", "hermes:Thing",
-                                  "hermes.errors:HermesError", 42])
+                                  "hermes.lifecycle.state:RunState.columns", "hermes.nosuchmodule:Thing",
+                                  "hermes:Thing", "hermes.errors:HermesError", 42])
 def test_a_class_outside_hermes_is_refused_without_importing_it(run_dir, tmp_path, monkeypatch, name):
     marker = tmp_path / "imported"
     (tmp_path / f"{PROBE}.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).mkdir()\n"

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hermes.claims import write_marker
 from hermes.compare import collect, load_experiment, make_experiment, render, run_experiment
 from hermes.compare.experiment import ExperimentError, parse_axis_option
 from hermes.compare.runner import error_line, read_summary
-from hermes.claims import write_marker
 from hermes.compare.tables import format_time, make_grid, markdown_tables, run_row
 from hermes.viz.compare import pareto_front
 

@@ -7,8 +7,8 @@ from mpi4py import MPI
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.registry import Decision
 from hermes.balance.policy import worsens
+from hermes.balance.registry import Decision
 
 
 def _path_model() -> Model:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes.lifecycle.launch import _LAUNCHER_ENV
 from hermes.claims import LOCK, MARKER, read_marker
+from hermes.lifecycle.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT
 
 SMALL = ["--set", "mesh.grid=8x6", "--set", "platform.capacities=homo", "--set", "adaptation.phases=2"]

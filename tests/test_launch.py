@@ -120,7 +120,8 @@ def venv_bin(tmp_path, monkeypatch):
 
 
 def _probed(venv_bin, version: str, path: str) -> str:
-    """A python whose mpi4py loads the library ``version`` from ``path`` (what hermes.lifecycle.launch's probe prints)."""
+    """A python whose mpi4py loads the library ``version`` from ``path`` (what hermes.lifecycle.launch's probe
+    prints)."""
     return _script(venv_bin / "python", json.dumps({"version": version, "path": path}))
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import hermes.cli
-from hermes.lifecycle.setup import _read_and_partition, load_mesh
 from hermes.errors import MeshError, ScenarioError
 from hermes.lifecycle.preflight import mesh_cells
+from hermes.lifecycle.setup import _read_and_partition, load_mesh
 from hermes.scenario import QUICKSTART, parse_scenario
 
 # 4 vertices, 2 weights each ('10 2'): the second is 0 on three vertices

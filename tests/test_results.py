@@ -180,7 +180,7 @@ def test_the_lock_ends_with_its_process(tmp_path):
     import sys
 
     d = tmp_path / "run"
-    code = ("import sys, time; from hermes.files import claim_dir; claim_dir(sys.argv[1]); print('held', "
+    code = ("import sys, time; from hermes.claims import claim_dir; claim_dir(sys.argv[1]); print('held', "
             "flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(d)], stdout=subprocess.PIPE, text=True)
     try:
@@ -248,8 +248,8 @@ def test_the_default_run_directory_is_always_a_new_one(tmp_path):
 
 
 def test_subdirectories_are_real_directories_of_the_owner(tmp_path):
-    from hermes.errors import OutputError
     from hermes.claims import subdir
+    from hermes.errors import OutputError
 
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "own").mkdir()

@@ -12,8 +12,8 @@ import yaml
 
 from hermes.compare.experiment import load_experiment
 from hermes.errors import BalancerError, ScenarioError
-from hermes.lifecycle.preflight import mesh_cells
 from hermes.lifecycle.directory import run_dir_for
+from hermes.lifecycle.preflight import mesh_cells
 from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 from tests.conftest import ROOT
 

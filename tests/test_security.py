@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from hermes.claims import LOCK, MARKER, claim_dir, clear_dir, read_marker
 from hermes.errors import BalancerError, HermesError, ScenarioError
+from hermes.files import RunDirError, slug, write_atomic
 from hermes.loaders import (MAX_DEPTH, MAX_NODES, dump_yaml, json_depth, json_shape, load_json, load_yaml, parse_json,
                             parse_yaml)
-from hermes.claims import LOCK, MARKER, claim_dir, clear_dir, read_marker
-from hermes.files import RunDirError, slug, write_atomic
 from hermes.scenario import QUICKSTART, load_scenario, parse_scenario, yaml_value
 from tests.conftest import ROOT
 

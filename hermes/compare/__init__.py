@@ -26,14 +26,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hermes.claims import MARKER, DirLock, claim_dir, read_marker, subdir
 from hermes.compare.experiment import Experiment, ExperimentError, load_experiment, make_experiment, parse_axis_option
 from hermes.compare.runner import (ERROR, _scenario_of, cores, error_of, execute, planned_scenario, read_summary,
                                    side_file)
 from hermes.compare.tables import columns_of, make_grid, markdown_tables, phase_rows, run_row
 from hermes.errors import HermesError
-from hermes.loaders import load_json
-from hermes.claims import DirLock, MARKER, claim_dir, read_marker, subdir
 from hermes.files import safe_name, write_atomic, write_csv
+from hermes.loaders import load_json
 
 __all__ = ["compare", "run_experiment", "render", "collect", "load_experiment", "make_experiment", "Experiment",
            "ExperimentError", "parse_axis_option", "PLAN"]

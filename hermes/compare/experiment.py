@@ -38,9 +38,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes.errors import HermesError
+from hermes.files import safe_name, slug
 from hermes.hosting import processes_for
 from hermes.loaders import dump_yaml, load_yaml
-from hermes.files import safe_name, slug
 from hermes.scenario import MESH_SOURCES, QUICKSTART, BalancerSpec, Scenario, parse_scenario, yaml_value
 from hermes.scenario import PATH_KEYS as SCENARIO_PATH_KEYS
 

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 
+from hermes.claims import EXPERIMENT_TOKEN, DirLock, _read_small, clear_dir, read_marker, subdir
 from hermes.compare.experiment import PlannedRun
 from hermes.errors import HermesError
+from hermes.files import RunDirError, file_mode, safe_name, write_atomic
 from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.loaders import dump_yaml, load_json, load_yaml
-from hermes.claims import DirLock, EXPERIMENT_TOKEN, _read_small, clear_dir, read_marker, subdir
-from hermes.files import RunDirError, file_mode, safe_name, write_atomic
 
 __all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores", "error_of", "planned_scenario"]
 

@@ -136,20 +136,23 @@ class CapacitySchedule:
     table: NDArray[np.float64] | None = None
 
     @classmethod
-    def from_scenario(cls, sc, p: int) -> CapacitySchedule:
-        caps = sc.platform.capacities
+    def from_platform(cls, platform, resolve, p: int) -> CapacitySchedule:
+        """The schedule of a run on ``p`` processors from the scenario's ``platform`` section (``capacities``:
+        ``homo``, a list or a file; ``schedule``: None, rows or a file), files found by ``resolve`` (the
+        scenario's path rule)."""
+        caps = platform.capacities
         if caps == "homo":
             base = np.full(p, 1.0 / p)
         elif isinstance(caps, str):
-            base = read_capacities(sc.resolve(caps))
+            base = read_capacities(resolve(caps))
         else:
             base = np.asarray(caps, dtype=np.float64)
         if base.size != p:
             raise ScenarioError(f"platform.capacities: {base.size} values for {p} processors")
-        sched = sc.platform.schedule
+        sched = platform.schedule
         table = None
         if isinstance(sched, str):
-            table = read_schedule_csv(sc.resolve(sched))
+            table = read_schedule_csv(resolve(sched))
         elif sched is not None:
             table = np.asarray(sched, dtype=np.float64)
         if table is not None and table.shape[1] != p:

@@ -67,12 +67,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hermes.claims import subdir
 from hermes.comm import Bookkeeping, agree
 from hermes.errors import HermesError, OutputError, validation_message
+from hermes.files import read_summary, reason, write_atomic, write_json
 from hermes.lifecycle.codec import MAX_DEPTH, Bad, Decoder, Encoder, Unsaveable, encode_file, unpack
 from hermes.loaders import load_json, parse_json, parse_yaml, read_bytes
-from hermes.claims import subdir
-from hermes.files import read_summary, reason, write_atomic, write_json
 from hermes.scenario import MAX_PHASES, MAX_PROCESSORS
 from hermes.version import __version__
 

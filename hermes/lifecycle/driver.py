@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hermes.comm import Bookkeeping, agree
 from hermes.claims import claim_dir
+from hermes.comm import Bookkeeping, agree
 from hermes.lifecycle.checkpoint import load_state
 from hermes.lifecycle.directory import run_dir_for
 from hermes.lifecycle.feed import close_load

@@ -213,7 +213,7 @@ def preflight(sc: Scenario, p: int, *, processes: int | None = None) -> None:
     from hermes.extraload import CapacitySchedule
 
     check_processors(sc, p)  # capacities, links, schedule and extra load against p
-    sched = CapacitySchedule.from_scenario(sc, p)
+    sched = CapacitySchedule.from_platform(sc.platform, sc.resolve, p)
     known = mesh_cells(sc)
     if known is not None:
         caps = None if sc.platform.capacities == "homo" else sched.base.tolist()

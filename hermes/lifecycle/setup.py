@@ -57,7 +57,7 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
     from hermes.lifecycle.preflight import check_refinable, check_size
 
     t = time.perf_counter()
-    sched = CapacitySchedule.from_scenario(sc, p)
+    sched = CapacitySchedule.from_platform(sc.platform, sc.resolve, p)
     caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
     rows = None if sched.table is None else sched.table.tolist()
     if sc.mesh.grid_cells is not None:  # cells ≥ processors, magnitudes, memory: before the grid is built
@@ -109,7 +109,7 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
     balancer = get_balancer(sc.balancer.algorithm)
     params, select = sc.balancer.params, get_selection(sc.balancer.selection)
     agree(comm, check_processors, sc, p)  # links, schedule, extra load against the job's size (one line)
-    sched = agree(comm, CapacitySchedule.from_scenario, sc, p)
+    sched = agree(comm, CapacitySchedule.from_platform, sc.platform, sc.resolve, p)
     host = getattr(comm, "host", None)
     on = f"{p} processor{'s' * (p != 1)}" + ("" if host is None or host.n == p else
                                                f" on {host.n} process{'es' * (host.n != 1)}")
@@ -125,7 +125,8 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
     clock = make_clock(sc.clock, comm.Get_rank(), p, links, pl.speed, sched.at(1)[comm.Get_rank()], load)
     book = Bookkeeping(comm)
     weight_initial = book.sum(dom.load)
-    state = RunState(comm, sc, book, balancer, params, select, sched, clock, Adapter(comm, sc, setup.bbox, clock),
+    adapter = Adapter(comm, sc.adaptation, sc.application, sc.seed, setup.bbox, clock)
+    state = RunState(comm, sc, book, balancer, params, select, sched, clock, adapter,
                      dom, setup, cells_initial=book.sum(dom.n), weight_initial=weight_initial, say=say,
                      wall_start=wall_start, load=load)
     state.feed = Feed.create(comm, sc.monitor, sc.extraload is not None, clock, state.probe_work)

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from hermes.errors import HermesError
 from hermes.claims import MARKER, read_marker
+from hermes.errors import HermesError
 from hermes.viz.partition import check_dpi, plain, plot_partition
 from hermes.viz.rundir import (MAX_PHASES, Geometry, NpzArchive, check_owner, check_unit_array, phase_geometry,
                                read_capacities, read_summary, recorded_phases)

@@ -17,7 +17,7 @@ def test_thesis_table_10_6_loads_normalised():
     assert t.shape == (7, 15)
     assert t[0, 0] == pytest.approx(0.0667) and t[2, 14] == pytest.approx(0.0196)
     sc = load_scenario(ROOT / "scenarios" / "thesis-heterogeneous.yaml")
-    s = CapacitySchedule.from_scenario(sc, 15)
+    s = CapacitySchedule.from_platform(sc.platform, sc.resolve, 15)
     for k in range(1, 8):
         assert s.at(k).sum() == pytest.approx(1.0)
     # the ratio between processors is the table's

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hermes.lifecycle.launch import _LAUNCHER_ENV
 from hermes.claims import LOCK
+from hermes.lifecycle.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT
 
 QUICK = ["--no-pictures", "--quiet"]

@@ -114,7 +114,7 @@ def test_an_expensive_refinement_does_not_stop_later_balancing(tmp_path, decide)
     # the DATA set-up on grid20x19 (8 ranks, 10 iterations per phase): phase 1's refinement, latency-bound, once
     # entered the trigger's migration rate (time per unit of excess), and every later phase was skipped at
     # imbalance up to 1.97. The rate is the rounds' alone; with decide: always the refinement is a fixed cost of
-    # a phase's first round, with decide: auto it has its own gate and price (_refinement_pays)
+    # a phase's first round, with decide: auto it has its own gate and price (hermes.balance.policy.refinement_pays)
     from tests.conftest import ROOT
 
     sc = tmp_path / "grid.yaml"

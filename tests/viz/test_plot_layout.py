@@ -11,8 +11,8 @@ import pytest
 
 import hermes.viz.partition as partition
 import hermes.viz.timeline as timeline
-from hermes.cli import main
 from hermes.claims import write_marker
+from hermes.cli import main
 from hermes.viz import plot_partition, plot_run
 from hermes.viz.compare import BALANCE_TOL, imbalance_reduction, plot_pareto
 from hermes.viz.partition import rank_colors

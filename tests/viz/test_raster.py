@@ -9,7 +9,7 @@ import pytest
 from scipy.spatial import Delaunay
 
 from hermes.data.generators import grid
-from hermes.viz import partition
+from hermes.viz import panels, partition
 from hermes.viz.raster import cell_index_map, paint
 
 
@@ -119,7 +119,7 @@ def test_the_cell_panels_are_images_drawn_pixel_for_pixel(tmp_path, monkeypatch)
 
 
 def test_a_huge_panel_is_painted_at_a_bounded_resolution(tmp_path, monkeypatch):
-    monkeypatch.setattr(partition, "RASTER_PIXELS", 5_000)
+    monkeypatch.setattr(panels, "RASTER_PIXELS", 5_000)
     fig, path = _picture(tmp_path, monkeypatch)
     assert not fig.images  # the panels' images are resampled by their axes instead
     ims = [im for ax in fig.axes for im in ax.images]

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from hermes.lifecycle import driver
 from hermes.data.io import read_meshio
+from hermes.lifecycle import driver
 from hermes.scenario import load_scenario
 from hermes.viz import partition, plot_run
 from hermes.viz.partition import rank_colors

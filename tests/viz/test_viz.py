@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hermes.errors import HermesError
 from hermes.claims import write_marker
+from hermes.errors import HermesError
 from hermes.viz import plot_comparison, plot_partition, plot_phases, plot_run
 from hermes.viz.partition import cell_polygons, graph_segments, partition_boundaries, rank_colors
 

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from hermes.claims import write_marker
 from hermes.cli import main
 from hermes.errors import HermesError
-from hermes.claims import write_marker
 from hermes.viz import plot_partition, plot_run
 from hermes.viz.partition import rank_colors
 from hermes.viz.zoom import MIN_SHARE, auto_zoom, cell_areas, coverage, parse_zoom

@@ -4,7 +4,8 @@ For every graph family (paths, rings, square meshes, tori, stars, binary trees, 
 METIS subdomain graphs of real meshes), homogeneous (HOMO: ``homo 1``) and heterogeneous (HCUW: ``hcuw 1``)
 and for every method, the sizes are swept upwards; a cell gives the largest p before the first size whose
 worst flow error over the loads ``one`` and ``random:1`` exceeds 1e-8 (``≥ P``: accurate at every size
-swept). A second table gives log10 Γ of the Leja order (:func:`hermes.balance.polynomial.leja.log_amplification`) and the
+swept). A second table gives log10 Γ of the Leja order
+(:func:`hermes.balance.polynomial.leja.log_amplification`) and the
 lower bound for any order (:func:`hermes.balance.polynomial.leja.log_lower_bound`) at p ≈ 16, 32, 64, 128: the cause of
 the limits of the product form (its predicted error is ``30 ε (p Γ + κ)``),
 and the largest ratio of measured to predicted error over all swept cases.

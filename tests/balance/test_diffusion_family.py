@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from hermes.balance.diffusion.gda import gda, gda_counters
-from hermes.balance.diffusion.matrices import diffusion_bounds, diffusion_flow, diffusion_matrix, edge_rates, gdm_defects
+from hermes.balance.diffusion.matrices import (diffusion_bounds, diffusion_flow, diffusion_matrix, edge_rates,
+                                               gdm_defects)
 from hermes.balance.diffusion.spectral import convergence_factor, elsasser_alpha, epsilon0
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.model import Model

@@ -59,7 +59,7 @@ def main(seed: int) -> int:
             continue
         ref, flow = got
         # PCG stops on its recursive residual ≤ tol ‖b‖ (tol = 1e-10), whose drift from the true one stays below
-        # tol here (tests/balance/test_potential.py::defect_tol); a potential flow is minimal to cond × defect
+        # tol here (tests/balance/test_pcg.py::defect_tol); a potential flow is minimal to cond × defect
         if name == "pcg" and not (check_balancing(model, flow) <= 2e-10 + balancing_floor(model, flow)
                                   and flow_error(model, flow) <= potential_flow_tol(model, flow)):
             failures.append(f"pcg: flow differs from the minimal flow by {flow_error(model, flow):.3e}")

@@ -73,7 +73,7 @@ def ada_cases(comm, models: list[Model], links) -> list[tuple]:
 def a_priori_tol(name: str, model: Model, models: list[Model], ref, seed: int) -> float:
     """The serial tests' bound on ``flow_error`` of case ``name`` on ``model`` (tests/tolerances.py): the
     monomial-basis bound of LPS/LPA and of a recomputing AdA, the Hankel estimate of MPA, and for AdA's reuse
-    cases the operator of the first model applied to every change since (tests/balance/test_incremental.py)."""
+    cases the operator of the first model applied to every change since (tests/balance/test_ada.py)."""
     first, m1, m2 = models[:3]
     if name.startswith("mpa"):
         return mpa_flow_tol(model, ref, seed)

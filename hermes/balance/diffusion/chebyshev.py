@@ -20,7 +20,8 @@ error is at most ``√(w_max / w_min)`` times the energy error; :func:`chebyshev
 
 Bounds (:func:`spectral_bounds`):
 
-* ``exact``: ``a = μ_2``, ``b = μ_p`` from the dense spectrum of 𝓛 (:func:`hermes.balance.polynomial.leja.laplacian_spectrum`,
+* ``exact``: ``a = μ_2``, ``b = μ_p`` from the dense spectrum of 𝓛
+  (:func:`hermes.balance.polynomial.leja.laplacian_spectrum`,
   reused while the graph, capacities and weights do not change);
 * ``cheap``: Gershgorin ``b = max_i 2 δ_i^w / c_i`` (the column sums of |A|) and Mohar's
   ``λ_2(L) ≥ 4 w_min / (p D)`` (D the diameter; B. Mohar, "Eigenvalues, diameter, and mean distance in

@@ -123,7 +123,8 @@ class TreeRounds:
 # -- what the practical FOS communicates ------------------------------------------------------------------
 def fos_counters(model: Model, iterations: int, *, detection: bool = True, shaker: bool = False,
                  halving: bool = False, height: int = 0, build_tree: bool = True) -> tuple[Counters, int]:
-    """Counters of :func:`~hermes.balance.diffusion.fos.fos_distributed` after ``iterations``, and its detection messages.
+    """Counters of :func:`~hermes.balance.diffusion.fos.fos_distributed` after ``iterations``, and its detection
+    messages.
 
     Notes
     -----

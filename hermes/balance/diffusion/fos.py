@@ -102,7 +102,8 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     The steps and arithmetic of :func:`fos_iter`: bit-identical flows and the same random draws (this rank
     uses stream ``rank`` of ``SeedSequence(seed).spawn(p)``). "halving" needs the synchronous iteration
     time T(t), which 001's application measures for free; here it rides on the detection tree
-    (:class:`~hermes.balance.diffusion.detection.TreeRounds`). All ranks stop ``2h − 1`` rounds after the first iteration
+    (:class:`~hermes.balance.diffusion.detection.TreeRounds`). All ranks stop ``2h − 1`` rounds after the first
+    iteration
     without transfers, h = ecc(root) (the radius when the root is a center). Counters:
     :func:`~hermes.balance.diffusion.detection.fos_counters`.
     """

@@ -3,7 +3,8 @@
 The generalized diffusion algorithm (thesis Alg. 3, ch. 5; JPDC Alg. 1, §3) iterates
 ``l ← M l`` with a generalized diffusion matrix ``M = I − A U Aᵀ D⁻¹`` (thesis §5.4, eq. 5.0.1) of
 edge rates ``u_k = m_ij c_j``. The six matrices of thesis §5.6 (eq. 5.6.1–5.6.6), their rates,
-spectrum and bounds are in :mod:`hermes.balance.diffusion.matrices`. ``lazy=True`` iterates with ½(I + M) (thesis ch. 6).
+spectrum and bounds are in :mod:`hermes.balance.diffusion.matrices`. ``lazy=True`` iterates with ½(I + M)
+(thesis ch. 6).
 
 In flow form one iteration moves ``x_k = u_k (l_i/c_i − l_j/c_j)`` from i to j. The accumulated flow is
 the balancing flow minimal in ``‖·‖_{2,U^{-1/2}}`` (Lemma 7, Th. 14): :func:`diffusion_flow`, i.e.
@@ -509,7 +510,8 @@ def run_gda(ctx: BalanceContext, kind: int) -> Decision:
         fixed["eps"] = epsilon0(ctx.model)
     if kind == 6:
         fixed["alpha"] = elsasser_alpha(ctx.model)
-    distributed = functools.partial(_gda_dist, kind=kind) if kind <= 4 else functools.partial(_gda_dist, kind=kind, eps=0.0)
+    distributed = functools.partial(_gda_dist, kind=kind) if kind <= 4 else \
+        functools.partial(_gda_dist, kind=kind, eps=0.0)
     dec = flow_balancer(distributed, **fixed)(ctx)
     if kind == 6:
         dec.info["nonnegative"] = m6_nonnegative(ctx.model, dec.info["alpha"], ctx.params["lazy"])

@@ -80,7 +80,8 @@ def _watts_rates(ci, cj, alpha: float, lazy: bool):
 
 
 def _serial_rates(model: Model, eps, watts: bool, alpha: float, lazy: bool):
-    """(:func:`~hermes.balance.diffusion.matrices.setup` of the model, rates u) with the distributed form's arithmetic."""
+    """(:func:`~hermes.balance.diffusion.matrices.setup` of the model, rates u) with the distributed form's
+    arithmetic."""
     if watts:
         s = setup(model, 0.0, 5, False, None)
         c, e = model.capacities, model.edges

@@ -38,7 +38,8 @@ from hermes.balance.diffusion.gda import (
     sweep_result,
     sweep_states,
 )
-from hermes.balance.diffusion.matrices import check_eps, check_matrix, diffusion_matrix, local_edge_rates, resolve_eps, setup
+from hermes.balance.diffusion.matrices import (check_eps, check_matrix, diffusion_matrix, local_edge_rates,
+                                               resolve_eps, setup)
 from hermes.balance.diffusion.spectral import convergence_factor, edge_connectivity
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, validate_model
 from hermes.balance.interface import BalanceContext, Decision, flow_balancer, number_type

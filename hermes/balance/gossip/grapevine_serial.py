@@ -195,7 +195,8 @@ class TurnRule:
 
 
 def transfer_turn(obj_loads: NDArray[np.float64], cum: NDArray[np.float64], live: list[float], speeds: list[float],
-                  src: int, rng: np.random.Generator, rule: TurnRule) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+                  src: int, rng: np.random.Generator,
+                  rule: TurnRule) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
     """One source's informed transfer (report Alg. 2 lines 4–6 with criterion 6 or 6', §2.1).
 
     The source scans its objects in the given order; each proposal draws a destination X from the

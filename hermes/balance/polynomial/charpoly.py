@@ -305,7 +305,8 @@ class PolyState:
 
 
 def check_eigen_refine(refine, name: str = "refine"):
-    """``refine``: an integer 0..20, or ``"auto"`` (eigen forms: :func:`hermes.balance.polynomial.leja.resolve_refine`)."""
+    """``refine``: an integer 0..20, or ``"auto"`` (eigen forms:
+    :func:`hermes.balance.polynomial.leja.resolve_refine`)."""
     return refine if refine == "auto" else check_refine(refine, name)
 
 

@@ -27,7 +27,8 @@ import numpy as np
 from pydantic import Field
 
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, validate_model
-from hermes.balance.interface import MAX_PROCESSORS, BalanceContext, Decision, Params, flow_balancer, integer_type, number_type
+from hermes.balance.interface import (MAX_PROCESSORS, BalanceContext, Decision, Params, flow_balancer, integer_type,
+                                      number_type)
 from hermes.balance.model import Model
 from hermes.balance.polynomial.charpoly import (
     NeighbourTables,
@@ -232,11 +233,12 @@ class MPAParams(Params):
     refine: Refine = Field("auto", description="refinement sweeps: 0..20 or auto")
 
 
-def _mpa_dist(nb, load, capacity, weights, *, seed, scale, plan, polynomial, refine, **params):
+def _mpa_dist(nb, load, capacity, weights, *, plan, polynomial, refine, **params):
+    """:func:`mpa_distributed` (or the Leja product form of the plan) as :func:`flow_balancer` calls it;
+    ``params``: seed, scale, tolerance, max_degree."""
     if plan[0] is not None:
         return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
-    return mpa_distributed(nb, load, capacity, weights, seed=seed, scale=scale, refine=literal_refine(refine),
-                           **params)
+    return mpa_distributed(nb, load, capacity, weights, refine=literal_refine(refine), **params)
 
 
 @register("mpa", params=MPAParams, serial=mpa,

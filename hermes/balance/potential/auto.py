@@ -35,7 +35,8 @@ import hermes.balance.potential.pcg  # noqa: F401  (registers pcg, which auto ma
 from hermes.balance.diffusion.chebyshev import bounds_from_spectrum, chebyshev_schedule, chebyshev_steps
 from hermes.balance.interface import BalanceContext, Decision
 from hermes.balance.model import Model
-from hermes.balance.polynomial.leja import SPECTRUM_LIMIT, SpectralPlan, cached_plan, leja_schedule, resolve_refine, spectral_plan
+from hermes.balance.polynomial.leja import (SPECTRUM_LIMIT, SpectralPlan, cached_plan, leja_schedule, resolve_refine,
+                                           spectral_plan)
 from hermes.balance.polynomial.lps import lpa_eigen_schedule
 from hermes.balance.registry import BALANCERS, register
 from hermes.clock import Links

@@ -61,7 +61,7 @@ def test_auto_reproduces_the_minimal_flow(graph, seed):
     # auto runs a method only where its flow error is guaranteed (chebyshev: step count from the bounds; the
     # Leja forms: predicted error) or its residual is held (pcg) at AUTO_TOLERANCE: the balancing defect is then
     # at most twice that on the recursive residual (its drift from the true residual is below the tolerance
-    # itself, tests/balance/test_potential.py), and a potential flow is minimal to cond × its defect
+    # itself, tests/balance/test_pcg.py), and a potential flow is minimal to cond × its defect
     defect = 2 * AUTO_TOLERANCE + balancing_floor(model, res.flow)
     assert check_balancing(model, res.flow) <= defect
     assert flow_error(model, res.flow) <= potential_flow_tol(model, res.flow)

@@ -2,6 +2,9 @@
 #   make run          creates .venv from the lock, installs hermes, runs the embedded quickstart on 4 ranks
 #   make test         same environment, runs the whole test suite (MPI tests under real mpiexec)
 #   make test-fast    the quick subset: every test not marked slow (pytest -m "not slow")
+#   make results      renders every page of results/ and the index BENCHMARKS.md from the benchmarks' caches
+#                     (seconds); RUN=thesis,cfd reruns those pages' benchmarks first (their caches refreshed),
+#                     RUN=1 (or quick) every benchmark of a few minutes, RUN=all every one (hours)
 #   make lock         re-resolves requirements/lock.txt after a change of pyproject.toml, keeping other pins
 #   make lock-upgrade moves every pin of the lock to the newest allowed release (then run make test)
 #   make check-lock   proves the lock installs from the package registries alone, no pip cache, in a throwaway venv
@@ -32,7 +35,7 @@ WHEEL_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-wheel
 # no pip configuration file (no local wheel directories or extra indexes) and no cache: the registry only
 REGISTRY_ONLY := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
-.PHONY: run test test-fast bench lock lock-upgrade check-lock check-lock-fetch check-wheel clean
+.PHONY: run test test-fast bench results lock lock-upgrade check-lock check-lock-fetch check-wheel clean
 
 # A new lock gives a new venv (--clear), so .venv never keeps a package the lock dropped.
 $(VENV)/.lock-installed: $(LOCK)
@@ -56,7 +59,10 @@ test-fast: $(VENV)/.hermes-installed
 	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(VENV)/.hermes-installed
-	$(BIN)/python benchmarks/bench_phase.py
+	$(BIN)/python -m benchmarks.bench_phase
+
+results: $(VENV)/.hermes-installed
+	$(BIN)/python -m benchmarks.render $(if $(filter 1,$(RUN)),--run quick,$(if $(RUN),--run $(RUN)))
 
 $(TOOLS)/bin/uv:
 	$(PYTHON) -m venv $(TOOLS)

@@ -1,6 +1,6 @@
 """Sync vs async mesh application × balancers × platforms on the virtual clock (issue 14, docs/ASYNC.md).
 
-    .venv/bin/python benchmarks/async_mesh.py [--ranks 8] [--balancers none,pcg,metis] [--platforms homo,hetero,slow]
+    .venv/bin/python -m benchmarks.async_mesh [--ranks 8] [--balancers none,pcg,metis] [--platforms homo,hetero,slow]
                                               [--work-per-weight 10] [--iterations 20] [--modes sync,async]
                                               [--out runs/async-mesh-bench] [--csv FILE]
 

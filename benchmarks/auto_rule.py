@@ -2,7 +2,7 @@
 relative flow error) on the topologies of thesis Table 8.7 and on meshes, and score the `auto` rule against
 the fastest *accurate* method (flow error < 1e-8). Prints a table and a summary line.
 
-    .venv/bin/python benchmarks/auto_rule.py
+    .venv/bin/python -m benchmarks.auto_rule
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Reproduce the experiments of 003 (Bahi, Contassot-Vivier & Couturier) on hermes' virtual clock.
 
-    .venv/bin/python benchmarks/bahi_async.py fig7   [--jobs 2]   # homogeneous cluster, time vs processors
-    .venv/bin/python benchmarks/bahi_async.py table1 [--jobs 2]   # 15 heterogeneous machines on three sites
-    .venv/bin/python benchmarks/bahi_async.py fig9   [--jobs 2]   # residual vs time estimator vs accuracy
-    .venv/bin/python benchmarks/bahi_async.py all
+    .venv/bin/python -m benchmarks.bahi_async fig7   [--jobs 2]   # homogeneous cluster, time vs processors
+    .venv/bin/python -m benchmarks.bahi_async table1 [--jobs 2]   # 15 heterogeneous machines on three sites
+    .venv/bin/python -m benchmarks.bahi_async fig9   [--jobs 2]   # residual vs time estimator vs accuracy
+    .venv/bin/python -m benchmarks.bahi_async all
 
 Every run is a serial simulation (:func:`hermes.app.bahi.simulate`, identical to the MPI run bit for bit), so the
-numbers do not depend on this machine's load. Each experiment writes ``docs/async/<name>.csv`` and prints a
+numbers do not depend on this machine's load. Each experiment writes ``results/async/<name>.csv`` and prints a
 markdown table (the ones in docs/ASYNC.md). Runs are spread over ``--jobs`` processes (at low priority).
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from hermes.app.bahi import load_spec, simulate, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "docs" / "async"
+OUT = ROOT / "results" / "async"
 
 VARIANTS = {
     "sync": ["application.mode=sync"],
@@ -90,7 +90,7 @@ def table1(n: int) -> None:
 
 
 def table1_static(n: int) -> None:
-    """Only the static partitions (appended to docs/async/table1.csv)."""
+    """Only the static partitions (appended to results/async/table1.csv)."""
     rows = run([(v, "bahi-grid.yaml", sets) for v, sets in STATIC.items()], n)
     with open(OUT / "table1.csv", newline="") as fh:
         old = [r for r in csv.DictReader(fh) if r["label"] not in STATIC]

@@ -5,7 +5,7 @@ after a barrier) and with the peak resident memory of every rank (``ru_maxrss``)
 Rank 0 generates and partitions the whole mesh (as the thesis' HeRMeS does with METIS); after the
 distribution no rank holds more than its share plus its ghost layer.
 
-    .venv/bin/python benchmarks/bench_million.py [--cells 1000000] [--ranks 8] [--selection gain|peel|wavefront]
+    .venv/bin/python -m benchmarks.bench_million [--cells 1000000] [--ranks 8] [--selection gain|peel|wavefront]
 
 Started without mpiexec, it launches itself under mpiexec with ``--ranks`` processes.
 """

@@ -6,7 +6,7 @@ balance + migrate step, measured by hermes itself with the wall clock's categori
 the scenario uses the virtual clock, and the `wall_seconds` field of summary.json is the real
 elapsed time of the driver on rank 0. Compare the rows side by side: ratios, not absolute times.
 
-    .venv/bin/python benchmarks/bench_phase.py [--cells-x 400 --cells-y 250 --ranks 8]
+    .venv/bin/python -m benchmarks.bench_phase [--cells-x 400 --cells-y 250 --ranks 8]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ it was made incremental (``_old_select_gain``, kept here only for this compariso
 gain selection, peel and wavefront. All strategies run in the same process one after the other, so
 the ratios (to peel) are comparable even on a loaded machine; the absolute seconds are not.
 
-    .venv/bin/python benchmarks/bench_selection.py [--cells 300000] [--parts 8] [--skip-old]
+    .venv/bin/python -m benchmarks.bench_selection [--cells 300000] [--parts 8] [--skip-old]
 
 Columns: wall seconds of ``simulate_realisation`` (``select`` s: of the selection calls alone),
 ratio to peel, the relative flow deviation ``Σ|realised − f| / Σ|f|`` and the largest deviation of

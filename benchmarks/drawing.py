@@ -7,7 +7,7 @@ are idle, :func:`hermes.viz.parallel.default_workers`), and with
 ``--tree NAME=PATH`` with another checkout of hermes (e.g. ``git worktree add /tmp/wt-before <commit>``),
 in-process. Each drawing is timed as wall and CPU seconds of its process (the workers' CPU not included).
 
-    .venv/bin/python benchmarks/drawing.py scenarios/refine-airfoil.yaml --tree before=/tmp/wt-before
+    .venv/bin/python -m benchmarks.drawing scenarios/refine-airfoil.yaml --tree before=/tmp/wt-before
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ forecast error of the normalised capacities over the phases. "probe" is the defa
 section: the balancer sees the capacities a timed probe measures as the phase starts (after the phase's tasks
 have started), as hermes did before issue 11.
 
-    .venv/bin/python benchmarks/extraload_runs.py [--balancer pcg]
+    python -m benchmarks.extraload_runs [--balancer pcg] [--cache results/extraload.json]
 """
 
 from __future__ import annotations
@@ -20,53 +20,77 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hermes.launch import mpiexec_command
 
 ROOT = Path(__file__).resolve().parents[1]
-#: (label, scenario, extra --set): Table 10.6 by tasks, users that come and go, congested links
+#: (label, scenario, extra --set): Table 10.6 by tasks, users that come and go, congested links (a path given by
+#: --set is relative to the current directory: every run starts in the repository's top)
 ROWS = (("extra-load (Table 10.6 by tasks)", "extra-load", []),
-        ("extra-load, bursty users", "extra-load", ["extraload.tasks=../configs/extraload-bursty.csv"]),
+        ("extra-load, bursty users", "extra-load", ["extraload.tasks=configs/extraload-bursty.csv"]),
         ("extra-load-congestion", "extra-load-congestion", []))
 SOURCES = ("nominal", "measured", "forecast", "oracle")
 
 
-def run_one(scenario: str, sets: list[str]) -> dict:
+def run_one(scenario: str, sets: list[str], processes: int | None = None) -> dict:
+    """``hermes run`` of a shipped scenario (launching itself; its 15 processors hosted on ``processes`` MPI
+    processes, hermes' default when None: the results do not depend on it)."""
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["run", str(ROOT / "scenarios" / f"{scenario}.yaml"), "--no-launch", "--quiet", "--no-pictures",
-                "--out", f"{tmp}/r"]
+        args = [sys.executable, "-m", "hermes", "run", str(ROOT / "scenarios" / f"{scenario}.yaml"), "--quiet",
+                "--no-pictures", "--out", f"{tmp}/r"]
+        if processes:
+            args += ["--processes", str(processes)]
         for s in sets:
             args += ["--set", s]
-        res = subprocess.run(mpiexec_command(15, args), capture_output=True, text=True)
+        res = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
         if res.returncode != 0:
             raise SystemExit(f"{scenario} {sets}: {res.stderr.strip().splitlines()[-1:]}")
         return json.loads(Path(f"{tmp}/r/summary.json").read_text())
 
 
-def mean_error(summary: dict) -> str:
+def mean_error(summary: dict) -> float | None:
     errs = [ph["monitor"]["capacity_forecast_error"] for ph in summary["phases"]
             if ph.get("monitor", {}).get("capacity_forecast_error") is not None]
-    return f"{sum(errs) / len(errs):.3f}" if errs else "–"
+    return sum(errs) / len(errs) if errs else None
 
 
-def main() -> int:
+#: the table's columns: (key of a row, heading)
+COLUMNS = (("probe", "probe (no monitor section)"), *((s, s) for s in SOURCES), ("none", "none (no balancing)"))
+
+
+def markdown(rows: list[dict]) -> str:
+    """The Markdown table of ``rows`` (as :func:`main` measures them): total time per source, forecast error."""
+    lines = ["| scenario | " + " | ".join(h for _, h in COLUMNS) + " | forecast error |",
+             "|---" * (len(COLUMNS) + 2) + "|"]
+    for r in rows:
+        err = "–" if r["forecast_error"] is None else f"{r['forecast_error']:.3f}"
+        lines.append(f"| {r['scenario']} | " + " | ".join(f"{r[k]:.1f} s" for k, _ in COLUMNS) + f" | {err} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--balancer", default="pcg")
-    a = ap.parse_args()
-    cols = ["probe (no monitor section)", *SOURCES, "none (no balancing)"]
-    print("| scenario | " + " | ".join(cols) + " | forecast error |")
-    print("|---" * (len(cols) + 2) + "|")
+    ap.add_argument("--processes", type=int, help="MPI processes hosting each run (default: hermes' own)")
+    ap.add_argument("--cache", type=Path, help="also write the figures to this JSON cache (results/)")
+    a = ap.parse_args(argv)
+    rows = []
     for label, scen, sets in ROWS:
-        cells, err = [], "–"
-        s = run_one(scen, [*sets, f"balancer.algorithm={a.balancer}", "monitor=null"])
-        cells.append(f"{s['total_time']:.1f} s")
+        row = {"scenario": label, "balancer": a.balancer}
+        row["probe"] = run_one(scen, [*sets, f"balancer.algorithm={a.balancer}", "monitor=null"],
+                               a.processes)["total_time"]
         for src in SOURCES:
-            s = run_one(scen, [*sets, f"balancer.algorithm={a.balancer}", f"monitor.source={src}"])
-            cells.append(f"{s['total_time']:.1f} s")
+            s = run_one(scen, [*sets, f"balancer.algorithm={a.balancer}", f"monitor.source={src}"], a.processes)
+            row[src] = s["total_time"]
             if src == "forecast":
-                err = mean_error(s)
-        s = run_one(scen, [*sets, "balancer.algorithm=none"])
-        cells.append(f"{s['total_time']:.1f} s")
-        print(f"| {label} | " + " | ".join(cells) + f" | {err} |", flush=True)
+                row["forecast_error"] = mean_error(s)
+        row["none"] = run_one(scen, [*sets, "balancer.algorithm=none"], a.processes)["total_time"]
+        rows.append(row)
+        print(f"# {label} done", file=sys.stderr, flush=True)
+    print(markdown(rows))
+    if a.cache:
+        from benchmarks import cache
+
+        cache.write(a.cache, "extraload_runs", cache.command_line("benchmarks.extraload_runs", argv), rows)
     return 0
 
 

@@ -8,7 +8,7 @@ phase the monitor records the rate every processor achieved (work / compute seco
 next one. Phase 1 starts from a start-up probe. The study isolates what the monitor contributes; the
 real runs (driver, mesh, diffusion balancers, migration cost) come with the driver integration.
 
-    .venv/bin/python benchmarks/extraload_sources.py [--tasks configs/extraload-bursty.csv] [--phases 7]
+    .venv/bin/python -m benchmarks.extraload_sources [--tasks configs/extraload-bursty.csv] [--phases 7]
 """
 
 from __future__ import annotations

@@ -111,6 +111,6 @@ print('   max_level $ml: highest level after each phase', levels)"
 done
 
 step "a rank's start-up CPU (benchmarks/startup.py)"
-.venv/bin/python benchmarks/startup.py 2>&1 | tail -8
+.venv/bin/python -m benchmarks.startup 2>&1 | tail -8
 
 step "done"

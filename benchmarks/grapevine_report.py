@@ -5,9 +5,9 @@ hermes' range (min–max over the seeds; seed s places the objects and drives th
 `hermes gossip` command of one seed per set-up. Table 4.2 needs the VT object map the report used,
 ``data/vt_example_lb_stats/stats.R.vom`` of an LBAF checkout (pass that folder with ``--vom``).
 
-    .venv/bin/python benchmarks/grapevine_report.py            # 5 seeds, both L_i variants (minutes)
-    .venv/bin/python benchmarks/grapevine_report.py --quick    # 2 seeds, no Table 3.4, no variant
-    .venv/bin/python benchmarks/grapevine_report.py --vom ~/LB-analysis-framework/data/vt_example_lb_stats
+    .venv/bin/python -m benchmarks.grapevine_report            # 5 seeds, both L_i variants (minutes)
+    .venv/bin/python -m benchmarks.grapevine_report --quick    # 2 seeds, no Table 3.4, no variant
+    .venv/bin/python -m benchmarks.grapevine_report --vom ~/LB-analysis-framework/data/vt_example_lb_stats
 """
 
 from __future__ import annotations

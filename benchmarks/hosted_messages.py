@@ -4,9 +4,9 @@
 ``d`` neighbours (the ranks r ± 1, …, r ± d/2 mod p) through hermes' own ``NeighbourComm.exchange`` — the
 call the application's halo exchange makes — ``--rounds`` times under the virtual clock. Prints the wall
 seconds per message (all processors' messages of all rounds), the figure that bounds how long a run with a
-given processor graph takes on one machine (BENCHMARKS.md, "Grapevine end to end").
+given processor graph takes on one machine (results/scale.md, "Grapevine at 1,024 processors").
 
-    .venv/bin/python benchmarks/hosted_messages.py --ranks 1024 --degrees 6,64,256,768 --rounds 3
+    .venv/bin/python -m benchmarks.hosted_messages --ranks 1024 --degrees 6,64,256,768 --rounds 3
 """
 
 from __future__ import annotations

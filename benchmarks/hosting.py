@@ -7,8 +7,8 @@ front of doubled weights crossing it, jacobi kernel, virtual clock) with ``P`` p
 (sampled from /proc every 0.2 s), the memory per processor, and whether summary.json (wall-clock fields
 left out), phases.csv and partitions.npz are bit-identical to the first run of the same P::
 
-    .venv/bin/python benchmarks/hosting.py --grid 160x120 --ranks 64 --processes 64,2,1 --iterations 200
-    .venv/bin/python benchmarks/hosting.py --grid 1000x1000 --ranks 1024 --processes 2 --phases 3 \\
+    .venv/bin/python -m benchmarks.hosting --grid 160x120 --ranks 64 --processes 64,2,1 --iterations 200
+    .venv/bin/python -m benchmarks.hosting --grid 1000x1000 --ranks 1024 --processes 2 --phases 3 \\
         --iterations 200 --methods pcg
 
 The runs go one after another (never two at once), so the wall seconds compare on the same machine.

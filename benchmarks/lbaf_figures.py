@@ -7,8 +7,8 @@ ranks, the larger direction), rank work under the affine model, rank maximum mem
 LBAF's two edge lines (inter-rank communication edges; rank-local volume of the total). docs/TRACES.md records
 them beside LBAF's for the same files::
 
-    .venv/bin/python benchmarks/lbaf_figures.py <LBAF>/data/nolb-8color-16nodes-data/data --phase 1 --beta 1
-    .venv/bin/python benchmarks/lbaf_figures.py <LBAF>/data/synthetic-blocks/synthetic-dataset-blocks \\
+    .venv/bin/python -m benchmarks.lbaf_figures <LBAF>/data/nolb-8color-16nodes-data/data --phase 1 --beta 1
+    .venv/bin/python -m benchmarks.lbaf_figures <LBAF>/data/synthetic-blocks/synthetic-dataset-blocks \\
         --ranks-per-node 2
 """
 

@@ -15,7 +15,7 @@ and, given a METIS scratch-remap run of the same scenario (``--metis``), the cel
     .venv/bin/hermes run scenarios/quickstart.yaml --set mesh.grid=160x120 --set processors=64 \\
         --set platform.capacities=homo --set adaptation.phases=3 --set application.iterations=200 \\
         --set output.pictures=false --set balancer.algorithm=metis --out runs/metis64
-    .venv/bin/python benchmarks/migration_bound.py runs/metis64 --metis runs/metis64 [--phase 1]
+    .venv/bin/python -m benchmarks.migration_bound runs/metis64 --metis runs/metis64 [--phase 1]
 
 Prints one line per figure. Serial; the linear program takes well under a second at p = 64.
 """

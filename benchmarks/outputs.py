@@ -7,8 +7,8 @@ versions and the run-state flag ``complete`` are left out of the comparison; eve
 
 Usage::
 
-    python benchmarks/outputs.py run OUT_DIR [--only NAME ...]   # every case into OUT_DIR/<case>/
-    python benchmarks/outputs.py diff OLD_DIR NEW_DIR             # exit 1 and list the differences
+    python -m benchmarks.outputs run OUT_DIR [--only NAME ...]   # every case into OUT_DIR/<case>/
+    python -m benchmarks.outputs diff OLD_DIR NEW_DIR             # exit 1 and list the differences
 
 Each case runs through the ``hermes`` command next to this Python (self-launching under mpiexec),
 without pictures.

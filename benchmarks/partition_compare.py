@@ -21,8 +21,8 @@ initial METIS partition, unchanged) as reference.
 
 Prints a Markdown table on stdout (progress on stderr) and writes every figure as CSV::
 
-    .venv/bin/python benchmarks/partition_compare.py --out runs/partition_compare.csv
-    .venv/bin/python benchmarks/partition_compare.py --meshes grid20x19,stufe --ranks 4 --phases 2 \\
+    .venv/bin/python -m benchmarks.partition_compare --out runs/partition_compare.csv
+    .venv/bin/python -m benchmarks.partition_compare --meshes grid20x19,stufe --ranks 4 --phases 2 \\
         --methods pcg+gain,metis --out /tmp/c.csv
 
 The helpers :func:`run_hermes`, :func:`run_row` and :func:`markdown_table` are reused by

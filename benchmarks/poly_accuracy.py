@@ -10,7 +10,7 @@ lower bound for any order (:func:`hermes.balance.polynomial.leja.log_lower_bound
 the limits of the product form (its predicted error is ``30 ε (p Γ + κ)``),
 and the largest ratio of measured to predicted error over all swept cases.
 
-    nice -n 10 .venv/bin/python benchmarks/poly_accuracy.py [--quick] [--out FILE.md]
+    nice -n 10 .venv/bin/python -m benchmarks.poly_accuracy [--quick] [--out FILE.md]
 """
 
 from __future__ import annotations

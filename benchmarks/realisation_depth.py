@@ -7,7 +7,7 @@ ghosts), literally and with the corrections of ``select_adaptive``; printed: the
 literal round and after the adaptive one, then how many cases end above 1.2 and where adaptive is worse.
 Deterministic (METIS seed 0); about a minute::
 
-    .venv/bin/python benchmarks/realisation_depth.py
+    .venv/bin/python -m benchmarks.realisation_depth
 """
 
 from __future__ import annotations

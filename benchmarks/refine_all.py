@@ -3,8 +3,8 @@
 One MPI job (the script starts itself under the venv's mpiexec with ``--ranks`` ranks) runs the whole
 matrix in-process, one :func:`hermes.lifecycle.driver.run` per pair::
 
-    .venv/bin/python benchmarks/refine_all.py --out runs/refine_all.csv
-    .venv/bin/python benchmarks/refine_all.py --meshes lshape --balancers pcg,gda0 --ranks 3
+    .venv/bin/python -m benchmarks.refine_all --out runs/refine_all.csv
+    .venv/bin/python -m benchmarks.refine_all --meshes lshape --balancers pcg,gda0 --ranks 3
 
 For each (mesh, balancer) a front crosses the domain for ``--phases`` phases (``adaptation.kind:
 refine``, newest-vertex bisection up to ``--max-level``, coarsening behind the front) and the Jacobi

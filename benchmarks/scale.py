@@ -14,17 +14,17 @@ an intermediate rank counts once per hop), and the wall seconds of the whole job
 Two commands. ``run`` starts every (mesh, capacities, kind, ranks, method) combination not yet in the cache
 directory (``--out``, one ``<case>.json`` each, so an interrupted sweep resumes)::
 
-    nice -n 10 .venv/bin/python benchmarks/scale.py run --out runs/scale \\
+    nice -n 10 .venv/bin/python -m benchmarks.scale run --out runs/scale \\
         --meshes grid160x120 --ranks 8,16,32,64 --capacities homo,table
-    nice -n 10 .venv/bin/python benchmarks/scale.py run --out runs/scale --meshes cylinder,airfoil --ranks 16,64
-    nice -n 10 .venv/bin/python benchmarks/scale.py run --out runs/scale --kinds refine --ranks 16,64 \\
+    nice -n 10 .venv/bin/python -m benchmarks.scale run --out runs/scale --meshes cylinder,airfoil --ranks 16,64
+    nice -n 10 .venv/bin/python -m benchmarks.scale run --out runs/scale --kinds refine --ranks 16,64 \\
         --meshes grid160x120 --methods pcg,auto,auto+refine,metis
 
 ``report`` prints one Markdown table per (mesh, capacities, kind, iterations) from the cache, writes
-``scale.csv`` next to it and, with ``--plot FILE``, the plot of BENCHMARKS.md (total time and edge cut relative
+``scale.csv`` next to it and, with ``--plot FILE``, the plot of results/scale.md (total time and edge cut relative
 to METIS against p)::
 
-    .venv/bin/python benchmarks/scale.py report --out runs/scale --plot docs/scale.png
+    .venv/bin/python -m benchmarks.scale report --out runs/scale --plot docs/scale.png
 
 ``--quick`` runs a CI-sized smoke (a 40×30 grid on 4 ranks, two methods, one phase of two iterations) into a
 temporary directory and prints its table.

@@ -13,8 +13,8 @@ For each mesh (whitaker3 as Matrix Market + coordinate matrix, the hammond2 airf
 Prints a Markdown table (progress on stderr); ``--out`` also writes it as CSV. If the directory is
 absent the script says so and exits with status 0::
 
-    .venv/bin/python benchmarks/shared_meshes.py
-    .venv/bin/python benchmarks/shared_meshes.py --meshes hammond2 --balancers pcg --ranks 3 --phases 1
+    .venv/bin/python -m benchmarks.shared_meshes
+    .venv/bin/python -m benchmarks.shared_meshes --meshes hammond2 --balancers pcg --ranks 3 --phases 1
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Prints a Markdown table of the simulated total time (virtual clock, seconds) and the final imbalance
 for each balancer on the homogeneous and heterogeneous (Table 10.6 capacities) scenarios.
 
-    .venv/bin/python benchmarks/thesis_tables.py [--all]
+    .venv/bin/python -m benchmarks.thesis_tables [--all]
 """
 
 from __future__ import annotations

@@ -8,12 +8,17 @@ phase the monitor records the rate every processor achieved (work / compute seco
 next one. Phase 1 starts from a start-up probe. The study isolates what the monitor contributes; the
 real runs (driver, mesh, diffusion balancers, migration cost) come with the driver integration.
 
-    .venv/bin/python -m benchmarks.extraload_sources [--tasks configs/extraload-bursty.csv] [--phases 7]
+    python -m benchmarks.extraload_sources [--tasks configs/extraload-bursty.csv] [--phases 7]
+    python -m benchmarks.extraload_sources --tasks configs/extraload-bursty.csv \
+        --tasks configs/extraload-table-10.6.yaml --cache results/extraload-sources.json
+
+One table per ``--tasks`` file (repeatable; default the bursty users of ``configs/extraload-bursty.csv``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -58,9 +63,10 @@ def run(tasks, source: str, *, p: int, rate: float, works, iterations: int, fore
     return t, rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", default=str(ROOT / "configs" / "extraload-bursty.csv"))
+    ap.add_argument("--tasks", action="append", help="a tasks file (repeatable; default configs/extraload-bursty.csv)")
     ap.add_argument("--processors", type=int, default=15)
     ap.add_argument("--phases", type=int, default=7)
     ap.add_argument("--rate", type=float, default=1.0e4, help="work units / s of a processor alone")
@@ -68,19 +74,33 @@ def main() -> int:
     ap.add_argument("--growth", type=float, default=1.25, help="work factor per phase")
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--forecaster", default="adaptive_mse")
-    a = ap.parse_args()
-    tasks = load_tasks(a.tasks)
-    check_tasks(tasks, a.processors)
+    ap.add_argument("--cache", type=Path, help="also write the figures to this JSON cache (results/)")
+    a = ap.parse_args(argv)
     works = [a.work * a.growth ** k for k in range(a.phases)]
-    print(f"tasks {a.tasks}, {a.processors} processors, {a.phases} phases, forecaster {a.forecaster}")
-    print("| source | total time | phase times | mean forecast error |")
-    print("|---|---|---|---|")
-    for source in ("nominal", "measured", "forecast", "oracle"):
-        total, rows = run(tasks, source, p=a.processors, rate=a.rate, works=works, iterations=a.iterations,
-                          forecaster=a.forecaster)
-        errs = [e for _, e in rows if e == e]
-        print(f"| {source} | {total:.1f} s | {' '.join(f'{d:.1f}' for d, _ in rows)} | "
-              f"{np.mean(errs):.3f} |")
+    studies = []
+    for path in a.tasks or [str(ROOT / "configs" / "extraload-bursty.csv")]:
+        tasks = load_tasks(path)
+        check_tasks(tasks, a.processors)
+        print(f"tasks {path}, {a.processors} processors, {a.phases} phases, forecaster {a.forecaster}")
+        print("| source | total time | phase times | mean forecast error |")
+        print("|---|---|---|---|")
+        sources = []
+        for source in ("nominal", "measured", "forecast", "oracle"):
+            total, rows = run(tasks, source, p=a.processors, rate=a.rate, works=works, iterations=a.iterations,
+                              forecaster=a.forecaster)
+            errs = [e for _, e in rows if e == e]
+            print(f"| {source} | {total:.1f} s | {' '.join(f'{d:.1f}' for d, _ in rows)} | "
+                  f"{np.mean(errs):.3f} |")
+            sources.append({"source": source, "total_time": total, "phase_times": [d for d, _ in rows],
+                            "forecast_error": float(np.mean(errs))})
+        studies.append({"tasks": Path(path).name, "sources": sources})
+    if a.cache:
+        from benchmarks import cache
+
+        settings = {k: getattr(a, k) for k in ("processors", "phases", "rate", "work", "growth", "iterations",
+                                               "forecaster")}
+        cache.write(a.cache, "extraload_sources", cache.command_line("benchmarks.extraload_sources", argv),
+                    {"settings": settings, "studies": studies})
     return 0
 
 

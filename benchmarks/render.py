@@ -184,6 +184,36 @@ def extraload_headline(data: dict[str, Any]) -> str:
             f"no balancing {r['none']:.1f} s")
 
 
+def sources_settings(data: dict[str, Any]) -> str:
+    s = data["figures"]["settings"]
+    return _md(["processors", "phases", "rate (units/s)", "work of phase 1", "growth per phase", "chunks per phase"],
+               [[str(s["processors"]), str(s["phases"]), f"{s['rate']:g}", f"{s['work']:g}", f"{s['growth']:g}",
+                 str(s["iterations"])]])
+
+
+def sources_totals(data: dict[str, Any]) -> str:
+    body = []
+    for st in data["figures"]["studies"]:
+        t = {r["source"]: r["total_time"] for r in st["sources"]}
+        gap = t["nominal"] - t["oracle"]
+        body.append([st["tasks"], *(f"{t[k]:.1f} s" for k in ("nominal", "measured", "forecast", "oracle")),
+                     *(f"{100 * (t['nominal'] - t[k]) / gap:.0f} %" for k in ("measured", "forecast"))])
+    return _md(["tasks", "nominal", "measured", "forecast", "oracle", "gap closed: measured", "forecast"], body)
+
+
+def sources_phases(data: dict[str, Any]) -> str:
+    body = [[st["tasks"], r["source"], " ".join(f"{d:.1f}" for d in r["phase_times"]), f"{r['forecast_error']:.3f}"]
+            for st in data["figures"]["studies"] for r in st["sources"]]
+    return _md(["tasks", "source", "phase times (s)", "mean forecast error"], body, right=3)
+
+
+def sources_headline(data: dict[str, Any]) -> str:
+    st = data["figures"]["studies"][0]
+    t = {r["source"]: r["total_time"] for r in st["sources"]}
+    return (f"{st['tasks']}: measured {t['measured']:.1f} s, forecast {t['forecast']:.1f} s against nominal "
+            f"{t['nominal']:.1f} s and oracle {t['oracle']:.1f} s")
+
+
 STARTUP = ["hermes --version", "hermes --help", "hermes run --help", "import hermes", "rank start-up"]
 
 
@@ -341,6 +371,11 @@ PAGES: list[Page] = [
     Page("extraload", "Extra load and monitoring: what each monitor source gives the balancer", "extraload.json",
          (PY, "-m", "benchmarks.extraload_runs", "--cache", "results/extraload.json"), 8,
          extraload_headline, {"sources": extraload_table, "gap": extraload_gap}),
+    Page("extraload-sources", "Extra load: which monitor source serves a balancer best? (an idealised study)",
+         "extraload-sources.json",
+         (PY, "-m", "benchmarks.extraload_sources", "--tasks", "configs/extraload-bursty.csv", "--tasks",
+          "configs/extraload-table-10.6.yaml", "--cache", "results/extraload-sources.json"), 1,
+         sources_headline, {"settings": sources_settings, "totals": sources_totals, "phases": sources_phases}),
     Page("startup", "Start-up: the CPU of the command line and of a rank before its set-up", "startup.json",
          (PY, "-m", "benchmarks.startup", "--cache", "results/startup.json"), 2,
          startup_headline, {"cpu": startup_table, "imports": startup_imports}),

@@ -214,6 +214,20 @@ def sources_headline(data: dict[str, Any]) -> str:
             f"{t['nominal']:.1f} s and oracle {t['oracle']:.1f} s")
 
 
+def flow64_table(data: dict[str, Any]) -> str:
+    from benchmarks.flow_at_64 import markdown
+
+    return markdown(data["figures"]["p"], data["figures"]["rows"])
+
+
+def flow64_headline(data: dict[str, Any]) -> str:
+    rows = data["figures"]["rows"]
+    ratio = [r["methods"]["PCG"]["time"] / r["methods"]["auto"]["time"] for r in rows]
+    worst = max(r["methods"]["auto"]["error"] for r in rows)
+    return (f"p = {data['figures']['p']}: `auto` {min(ratio):.1f}–{max(ratio):.1f}× faster than PCG on "
+            f"{len(rows)} graphs, flow error ≤ {worst:.0e}")
+
+
 STARTUP = ["hermes --version", "hermes --help", "hermes run --help", "import hermes", "rank start-up"]
 
 
@@ -379,6 +393,9 @@ PAGES: list[Page] = [
     Page("startup", "Start-up: the CPU of the command line and of a rank before its set-up", "startup.json",
          (PY, "-m", "benchmarks.startup", "--cache", "results/startup.json"), 2,
          startup_headline, {"cpu": startup_table, "imports": startup_imports}),
+    Page("flow-at-64", "The flow computation at 64 processors: PCG, LPA, MPA, Chebyshev and `auto`",
+         "flow-at-64.json", (PY, "-m", "benchmarks.flow_at_64", "--cache", "results/flow-at-64.json"), 1,
+         flow64_headline, {"flows": flow64_table}),
     Page("async", "Asynchronous iterations and residual-driven balancing (seed 003)", "async",
          (PY, "-m", "benchmarks.bahi_async", "all", "--jobs", "2"), 60,
          async_headline, {"fig7": async_fig7, "table1": async_table1, "fig9": async_fig9},

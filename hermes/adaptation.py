@@ -51,7 +51,7 @@ from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats
 from hermes.data.refine import Adaptation, TriMesh, coarsen, merge_pairs, refine
 from hermes.data.refine_dist import coarsen_domain, gather_trimesh, refine_domain, unite_families
-from hermes.scenario import AdaptationSpec, ApplicationSpec
+from hermes.sections import AdaptationSpec, ApplicationSpec
 
 __all__ = ["Adapter", "adapt_mesh", "MeshAdaptation", "position_key"]
 

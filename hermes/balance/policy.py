@@ -2,8 +2,8 @@
 applied and whether the boundary refinement runs.
 
 The driver (:mod:`hermes.lifecycle.phase`) sequences a phase; the functions here decide. Each receives the
-sections of the scenario it reads — ``balancer`` (a :class:`~hermes.scenario.BalancerSpec`: ``trigger``,
-``rounds``, ``conductance``, ``refinement``), ``application`` (an :class:`~hermes.scenario.ApplicationSpec`:
+sections of the scenario it reads — ``balancer`` (a :class:`~hermes.sections.BalancerSpec`: ``trigger``,
+``rounds``, ``conductance``, ``refinement``), ``application`` (an :class:`~hermes.sections.ApplicationSpec`:
 ``iterations``, ``work_per_weight``, ``bytes_per_edge``) and the platform's ``speed`` — and the phase's measured
 data (the model H, the monitor's :class:`~hermes.monitor.Estimates`, this rank's domain), never the whole
 scenario nor the run's state. Every answer is the same on every rank: its inputs are, or are gathered by

@@ -41,7 +41,8 @@ from hermes.errors import HermesError
 from hermes.files import safe_name, slug
 from hermes.hosting import processes_for
 from hermes.loaders import dump_yaml, load_yaml
-from hermes.scenario import MESH_SOURCES, QUICKSTART, BalancerSpec, Scenario, parse_scenario, yaml_value
+from hermes.scenario import MESH_SOURCES, QUICKSTART, Scenario, parse_scenario, yaml_value
+from hermes.sections import BalancerSpec
 from hermes.scenario import PATH_KEYS as SCENARIO_PATH_KEYS
 
 __all__ = ["Experiment", "AxisValue", "Axis", "PlannedRun", "ExperimentError", "load_experiment",

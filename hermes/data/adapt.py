@@ -35,7 +35,7 @@ def uniform_hash(seed: int, phase: int, gid: NDArray[np.int64]) -> NDArray[np.fl
 
 def region_mask(region, coords: NDArray[np.float64], gid: NDArray[np.int64], phase: int, seed: int,
                 bbox: tuple[NDArray, NDArray]) -> NDArray[np.bool_]:
-    """Cells of ``region`` (a :class:`hermes.scenario.RegionSpec`) at adaptation ``phase`` (1-based)."""
+    """Cells of ``region`` (a :class:`hermes.sections.RegionSpec`) at adaptation ``phase`` (1-based)."""
     lo, hi = (np.asarray(b, dtype=np.float64) for b in bbox)
     span = np.where(hi > lo, hi - lo, 1.0)
     x = (coords[:, :2] - lo[:2]) / span[:2] if region.relative else coords[:, :2]

@@ -5,7 +5,7 @@ import pytest
 
 from hermes.data.adapt import adapt_weights, region_mask, uniform_hash
 from hermes.data.generators import grid
-from hermes.scenario import RegionSpec
+from hermes.sections import RegionSpec
 
 
 def test_hash_is_uniform_reproducible_and_order_independent():

@@ -1,0 +1,107 @@
+"""What every command shares: the one-line error, ``--param`` and ``--timeout`` parsing, and the MPI job.
+
+:func:`world` is the one place hermes names ``MPI.COMM_WORLD`` (the ``run`` command's job and
+:func:`hermes.run` inside a job take it from here); every other layer receives its communicator as an argument.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["EXIT_BAD_INPUT", "error", "world_rank", "world", "parse_params", "check_timeout", "exit_together",
+           "abort_on_uncaught"]
+
+EXIT_BAD_INPUT = 2
+
+
+def world_rank() -> int:
+    """This process's rank in a job started by a launcher (0 outside MPI), without initialising MPI."""
+    for key in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        try:
+            return int(os.environ[key])
+        except (KeyError, ValueError):
+            continue
+    return 0
+
+
+def error(msg: str, rank: int = 0) -> int:
+    """One line ``hermes: error: ...`` on rank 0 (a newline in a path or a value shown as ``\\n``)."""
+    if rank == 0:
+        from hermes.errors import one_line
+
+        print(f"hermes: error: {one_line(msg)}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def world():
+    """The job's communicator, ``MPI.COMM_WORLD`` (MPI initialised on first use)."""
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def parse_params(items: list[str]) -> dict:
+    from hermes.errors import BalancerError
+    from hermes.scenario import yaml_value
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise BalancerError(f"--param {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = yaml_value(v)
+        except ValueError as err:
+            raise BalancerError(f"--param {k.strip()}: {err}") from None
+    return out
+
+
+def check_timeout(args) -> float | None:
+    """``--timeout`` checked as ``run.timeout`` is (one line)."""
+    if args.timeout is None:
+        return None
+    from pydantic import ValidationError
+
+    from hermes.errors import ScenarioError, validation_message
+    from hermes.sections import RunSpec
+
+    try:
+        return RunSpec(timeout=args.timeout).timeout
+    except ValidationError as err:
+        raise ScenarioError("--timeout: " + validation_message(err).split(": ", 1)[1]) from None
+
+
+def exit_together(comm, code: int, timeout: float = 60.0) -> None:
+    """Every rank exits with ``code`` after rank 0's message is out — without MPI_Abort.
+
+    ``python -m mpi4py`` turns a non-zero exit into MPI_Abort, which may kill rank 0 before its
+    error line is flushed. Bad input is agreed on by all ranks, so they meet at a barrier, finalise
+    MPI and leave with the same status. If a rank never arrives, the job is aborted after ``timeout``.
+    """
+    import time
+
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    req = comm.Ibarrier()
+    deadline = time.monotonic() + timeout
+    while not req.Test():
+        if time.monotonic() > deadline:
+            comm.Abort(code)
+        time.sleep(0.001)
+    MPI.Finalize()
+    os._exit(code)
+
+
+def abort_on_uncaught(comm) -> None:
+    """An unexpected exception on any rank aborts the whole job (python -m mpi4py semantics)."""
+    old = sys.excepthook
+
+    def hook(etype, value, tb):
+        old(etype, value, tb)
+        sys.stderr.flush()
+        comm.Abort(1)
+
+    sys.excepthook = hook

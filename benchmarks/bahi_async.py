@@ -5,7 +5,7 @@
     .venv/bin/python -m benchmarks.bahi_async fig9   [--jobs 2]   # residual vs time estimator vs accuracy
     .venv/bin/python -m benchmarks.bahi_async all
 
-Every run is a serial simulation (:func:`hermes.app.bahi.simulate`, identical to the MPI run bit for bit), so the
+Every run is a serial simulation (:func:`hermes.bahi.study.simulate`, identical to the MPI run bit for bit), so the
 numbers do not depend on this machine's load. Each experiment writes ``results/async/<name>.csv`` and prints a
 markdown table (the ones in docs/ASYNC.md). Runs are spread over ``--jobs`` processes (at low priority).
 """
@@ -18,7 +18,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from hermes.app.bahi import load_spec, simulate, summarise
+from hermes.bahi.study import load_spec, simulate, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "async"

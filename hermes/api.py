@@ -1,7 +1,7 @@
 """The public Python API: a few verbs at the top of the package, everything else one import away.
 
 ``hermes.run`` runs an experiment (launching ``mpiexec`` itself when needed) and returns its
-:class:`~hermes.driver.RunResult`; ``hermes.load_run`` reads a run directory back; ``hermes.balance``
+:class:`~hermes.lifecycle.records.RunResult`; ``hermes.load_run`` reads a run directory back; ``hermes.balance``
 computes a balancing flow on a processor graph (:class:`hermes.Model`) with any balancer's serial reference;
 ``hermes.compare`` runs an experiment (axes swept over a base scenario) and returns its results table;
 ``hermes.read_mesh`` and ``hermes.partition`` read and partition meshes. The command line is a thin layer
@@ -24,14 +24,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.compare import compare
-from hermes.launch import _die_with_parent
+from hermes.lifecycle.launch import _die_with_parent
 from hermes.compare.experiment import absolute_paths
 from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
 from hermes.errors import HermesError, ScenarioError
 from hermes.loaders import dump_yaml, load_json, read_text
-from hermes.records import RunResult
-from hermes.results import check_run_dir, claim_dir, run_dir_for
+from hermes.lifecycle.records import RunResult
+from hermes.claims import check_run_dir, claim_dir
+from hermes.lifecycle.directory import run_dir_for
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
 
 __all__ = ["run", "load_run", "compare", "read_mesh", "partition", "scenario"]
@@ -112,10 +113,11 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     Notes
     -----
     Called outside MPI with more than one processor, hermes starts ``mpiexec`` itself (as ``hermes run``
-    does) and reads the run directory back; called inside an MPI job, it runs on ``COMM_WORLD``, every rank
+    does) and reads the run directory back; called inside an MPI job, it runs on the job's communicator
+    (:func:`hermes.cli.common.world`, ``COMM_WORLD``), every rank
     taking part (the result is returned on rank 0, None elsewhere).
     """
-    from hermes.launch import mpiexec_command, under_mpi_launcher
+    from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher
 
     if processors is not None:
         overrides = {**overrides, "processors": processors}  # validated as the scenario's key (no bool, bounds)
@@ -124,11 +126,13 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     if under_mpi_launcher() or n == 1:
         from mpi4py import MPI
 
-        from hermes.driver import run as run_here
+        from hermes.lifecycle.driver import run as run_here
 
-        comm = MPI.COMM_WORLD if under_mpi_launcher() else MPI.COMM_SELF
+        from hermes.cli.common import world  # the job's communicator: the CLI is the one place that names it
+
+        comm = world() if under_mpi_launcher() else MPI.COMM_SELF
         return run_here(sc, comm, out_dir=out, quiet=quiet, progress=None if quiet else print)
-    from hermes.preflight import preflight
+    from hermes.lifecycle.preflight import preflight
 
     preflight(sc, n)  # files, mesh, magnitudes, memory: before any MPI job starts
     path, key = run_dir_for(sc, out)
@@ -142,7 +146,7 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
 
 def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> RunResult:
     """Run ``sc`` on ``n`` ranks under mpiexec into ``out_dir`` (whose lock this process holds) and read it back."""
-    from hermes.launch import mpiexec_command
+    from hermes.lifecycle.launch import mpiexec_command
 
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"

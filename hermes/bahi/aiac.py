@@ -12,12 +12,12 @@ without ever waiting for data, and a *communication thread* that handles each in
   answer balancing offers, relay and combine the detection messages.
 
 Every message is an :class:`Event` stamped with its send time and arrival time ``send + α_ij + β_ij · bytes``.
-The drivers: :func:`aiac_serial` (a discrete-event simulation in one process) and, in :mod:`hermes.app.async_mpi`,
+The drivers: :func:`aiac_serial` (a discrete-event simulation in one process) and, in :mod:`hermes.bahi.aiac_mpi`,
 the same ranks one per MPI process, in virtual time (bit-identical to :func:`aiac_serial`) or in real time.
 
 Balancing (003 §VI-B, Alg. 3–4)
     After ``every`` iterations a processor tries at each iteration, with the estimates its neighbours last sent
-    (residual or iteration time, :mod:`hermes.balance.residual`), until it moves components. 003 sends the
+    (residual or iteration time, :mod:`hermes.bahi.line_balance`), until it moves components. 003 sends the
     components at once; two neighbours deciding at about the same time would then send each other their border
     components and break the line. hermes adds a one-message handshake: OFFER(count) → ACCEPT or DECLINE →
     TRANSFER (or CANCEL). A processor with an offer out, or waiting for accepted components, declines offers,
@@ -63,11 +63,11 @@ from typing import Any
 
 import numpy as np
 
-from hermes.app.blocks import BlockState, EdgeZone, SweepRun, Transfer
-from hermes.app.brusselator import SolverError
-from hermes.app.iteration import (CONTROL_BYTES, Event, IterConfig, LinkModel, Platform, RankRecord, VirtualTimer,
+from hermes.bahi.blocks import BlockState, EdgeZone, SweepRun, Transfer
+from hermes.bahi.brusselator import SolverError
+from hermes.bahi.iteration import (CONTROL_BYTES, Event, IterConfig, LinkModel, Platform, RankRecord, VirtualTimer,
                                   WallTimer, line_tree)
-from hermes.balance.residual import decide_transfer
+from hermes.bahi.line_balance import decide_transfer
 
 __all__ = ["AiacRank", "aiac_serial", "CONTROL_KINDS"]
 

@@ -1,9 +1,9 @@
-"""The asynchronous Brusselator over MPI: one :class:`~hermes.app.asynchronous.AiacRank` per process.
+"""The asynchronous Brusselator over MPI: one :class:`~hermes.bahi.aiac.AiacRank` per process.
 
 Virtual clock — :func:`aiac_mpi_virtual`
     A conservative parallel discrete-event simulation. The processors' virtual time lines are independent; the MPI
     processes only make sure that each processor handles its events (arrivals, iteration boundaries) in the
-    order of :func:`~hermes.app.asynchronous.aiac_serial`. The simulation proceeds in rounds. In a round every
+    order of :func:`~hermes.bahi.aiac.aiac_serial`. The simulation proceeds in rounds. In a round every
     process announces (allgather) the time ``E_k`` of its next iteration boundary and the earliest arrival ``C_k``
     of a received control message (the only events after which it sends before its next boundary); then it
     handles all its events earlier than the horizon
@@ -34,8 +34,8 @@ import time
 
 from mpi4py import MPI
 
-from hermes.app.asynchronous import CONTROL_KINDS, AiacRank
-from hermes.app.iteration import Event, IterConfig, Platform, RankRecord, WallTimer
+from hermes.bahi.aiac import CONTROL_KINDS, AiacRank
+from hermes.bahi.iteration import Event, IterConfig, Platform, RankRecord, WallTimer
 from hermes.hosting import waitall
 
 __all__ = ["aiac_mpi_virtual", "aiac_mpi_wall"]

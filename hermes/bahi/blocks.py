@@ -1,4 +1,4 @@
-"""One processor's block of the Brusselator block iteration (see :mod:`hermes.app.brusselator`).
+"""One processor's block of the Brusselator block iteration (see :mod:`hermes.bahi.brusselator`).
 
 :class:`BlockState` holds the block ``[a, b)`` of a line partition during a window: its iterate over the window's
 time levels, the latest ghost trajectories of the points ``a − δ − 1`` and ``b + δ``, and the starting values of
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.app.brusselator import Brusselator, SolverError, implicit_step
+from hermes.bahi.brusselator import Brusselator, SolverError, implicit_step
 
 __all__ = ["BlockState", "SweepRun", "Sweep", "Transfer", "EdgeZone"]
 

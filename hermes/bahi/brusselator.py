@@ -20,7 +20,7 @@ system"). With the unknowns interleaved as ``y = (u_1, v_1, …, u_N, v_N)`` (00
 two sub- and two super-diagonals, so each Newton step is one banded LU solve (LAPACK ``gbsv`` through
 :func:`scipy.linalg.solve_banded`), linear in the number of points.
 
-The parallel iteration (used by :mod:`hermes.app.sisc` and :mod:`hermes.app.asynchronous`)
+The parallel iteration (used by :mod:`hermes.bahi.sisc` and :mod:`hermes.bahi.aiac`)
     Processor i owns the points ``[a_i, b_i)`` of a line partition (003 §VI-A: "processors in a linear way").
     The time interval is cut into windows of ``window`` steps. In a window, one *iteration* of processor i solves
     its block over the whole window — implicit Euler + Newton, step after step — with the neighbours' values
@@ -53,7 +53,7 @@ The parallel iteration (used by :mod:`hermes.app.sisc` and :mod:`hermes.app.asyn
     points, both species and the window's time levels.
 
 The numerics are pure functions of arrays (:func:`solve_block`, :func:`block_map`, :func:`serial_solution`);
-:class:`hermes.app.blocks.BlockState` is one processor's block during a window, shared by every driver.
+:class:`hermes.bahi.blocks.BlockState` is one processor's block during a window, shared by every driver.
 
 References
 ----------

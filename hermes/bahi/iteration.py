@@ -8,7 +8,7 @@
 * :func:`tree_allreduce_times` — when each rank gets the result of an allreduce in the virtual model.
 * :class:`RankRecord` / :func:`assemble` — what every rank returns, and the global solution built from them.
 * :class:`Event`, :func:`line_tree`, :class:`VirtualTimer`, :class:`WallTimer` — the messages, the detection tree and
-  the step clocks of the asynchronous processors (:mod:`hermes.app.asynchronous`).
+  the step clocks of the asynchronous processors (:mod:`hermes.bahi.aiac`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.app.brusselator import Brusselator, SolverError, window_steps
-from hermes.balance.residual import LineBalance
+from hermes.bahi.brusselator import Brusselator, SolverError, window_steps
+from hermes.bahi.line_balance import LineBalance
 from hermes.clock import Links
 
 __all__ = ["IterConfig", "LinkModel", "StaticLinks", "DelayedLinks", "Platform", "tree_allreduce_times", "Event",
@@ -34,7 +34,7 @@ CONTROL_BYTES = 32
 
 @dataclass(frozen=True)
 class IterConfig:
-    """The parallel iteration (see :mod:`hermes.app.brusselator`).
+    """The parallel iteration (see :mod:`hermes.bahi.brusselator`).
 
     Attributes
     ----------

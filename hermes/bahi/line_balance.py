@@ -27,7 +27,7 @@ Decision (003 Alg. 4, TryLeftLB / TryRightLB, for the lighter neighbour j)
 
 The pure functions here are used by the synchronous form (all decisions of an iteration at once,
 :func:`sync_transfers`, :func:`apply_transfers`) and, one rank at a time, by the asynchronous one
-(:mod:`hermes.app.asynchronous`, which adds the offer/accept handshake).
+(:mod:`hermes.bahi.aiac`, which adds the offer/accept handshake).
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """Synchronous iterations, synchronous communications (SISC, 003 §II-B) for the Brusselator block iteration.
 
-Every iteration each processor sweeps its block (:meth:`~hermes.app.brusselator.BlockState.sweep`), sends its
+Every iteration each processor sweeps its block (:meth:`~hermes.bahi.brusselator.BlockState.sweep`), sends its
 border trajectory to both neighbours and waits for theirs, then all processors agree on the global residual by
 an allreduce; a window ends when it is below the accuracy ε (003 Fig. 1: the iterations of all processors begin
 together). Optionally, every ``every`` iterations each processor runs the line balancer with its neighbours'
-current estimates (:func:`hermes.balance.residual.decide_transfer`), the border points move in one extra
+current estimates (:func:`hermes.bahi.line_balance.decide_transfer`), the border points move in one extra
 exchange and the ghosts are exchanged again, so the iteration stays exactly block-Jacobi on the new partition.
 
 Virtual clock
     Rank i computes for ``work / rate_i`` (rate ``speed · p · c_i``); a message sent at e arrives at
     ``e + α_ij + β_ij · bytes``; a rank continues when its last message has arrived; the allreduce follows
-    :func:`~hermes.app.iteration.tree_allreduce_times`. :func:`sisc_serial` runs all ranks in one process and is
+    :func:`~hermes.bahi.iteration.tree_allreduce_times`. :func:`sisc_serial` runs all ranks in one process and is
     the oracle of :func:`sisc_mpi` (same arithmetic, same times, bit for bit).
 Wall clock
     Real blocking exchanges (``sendrecv``) and ``allreduce``; a processor of relative speed ``r_i = rate_i /
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hermes.app.blocks import BlockState
-from hermes.app.brusselator import SolverError
-from hermes.app.iteration import CONTROL_BYTES, IterConfig, Platform, RankRecord, tree_allreduce_times
-from hermes.balance.residual import decide_transfer
+from hermes.bahi.blocks import BlockState
+from hermes.bahi.brusselator import SolverError
+from hermes.bahi.iteration import CONTROL_BYTES, IterConfig, Platform, RankRecord, tree_allreduce_times
+from hermes.bahi.line_balance import decide_transfer
 
 __all__ = ["SiscRank", "sisc_serial", "sisc_mpi"]
 

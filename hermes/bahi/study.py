@@ -1,11 +1,11 @@
-"""Run the Brusselator experiments of 003 (Bahi, Contassot-Vivier & Couturier): spec, entry point, command line.
+"""The Brusselator experiments of 003 (Bahi, Contassot-Vivier & Couturier): spec, runs, summary.
 
 ``hermes run SPEC.yaml [--set key=value ...] [--out DIR]`` starts ``mpiexec -n processors`` and prints the result
-(:func:`result_lines`); a spec is recognised by ``application.kernel: brusselator`` (:func:`is_spec_file`).
-``python -m hermes.app.bahi SPEC.yaml [--set key=value ...] [--serial] [--json OUT]`` is the lower-level runner:
-under ``mpiexec -n P`` it runs one processor per MPI process (:func:`run_brusselator`); with ``--serial`` (virtual
-clock only) it runs all processors in one process (:func:`simulate`), with the same results bit for bit. Rank 0
-prints the summary as JSON.
+(:func:`result_lines`); a spec is recognised by ``application.kernel: brusselator`` (:func:`is_spec_file`), and
+:mod:`hermes.cli.run_bahi` is the study as the command line's ``run`` sees it. ``python -m hermes.cli.run_bahi
+SPEC.yaml [--set key=value ...] [--serial] [--json OUT]`` is the lower-level runner: under ``mpiexec -n P`` it runs
+one processor per MPI process (:func:`run_brusselator`); with ``--serial`` (virtual clock only) it runs all
+processors in one process (:func:`simulate`), with the same results bit for bit. Rank 0 prints the summary as JSON.
 
 The spec (:class:`BrusselatorSpec`, every key optional except where noted)::
 
@@ -42,21 +42,19 @@ Capacities are relative speeds (normalised to sum 1, hermes convention): process
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from hermes.app.brusselator import Brusselator, SolverError, auto_overlap, serial_solution, window_steps
-from hermes.app.iteration import (DelayedLinks, IterConfig, Platform, RankRecord, StaticLinks, assemble,
+from hermes.bahi.brusselator import Brusselator, SolverError, auto_overlap, serial_solution, window_steps
+from hermes.bahi.iteration import (DelayedLinks, IterConfig, Platform, RankRecord, StaticLinks, assemble,
                                   capacity_bounds, even_bounds)
-from hermes.balance.residual import LineBalance
+from hermes.bahi.line_balance import LineBalance
 from hermes.clock import Links
 from hermes.errors import HermesError, ScenarioError, validation_message
 from hermes.loaders import load_yaml
@@ -65,7 +63,7 @@ from hermes.strict import Strict
 
 __all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "check_spec", "is_spec_file", "build", "residual_threshold",
            "contraction_estimate", "run_brusselator", "simulate",
-           "summarise", "result_lines", "main", "MAX_POINTS", "MAX_STEPS"]
+           "summarise", "result_lines", "write_run", "timeline", "MAX_POINTS", "MAX_STEPS"]
 
 #: points of the line: the serial check holds (steps + 1) · points · 16 bytes, the blocks a window of them
 MAX_POINTS = 10_000_000
@@ -103,7 +101,7 @@ class ProblemSpec(_Strict):
 
 
 class SolverSpec(_Strict):
-    """The parallel iteration (:mod:`hermes.app.brusselator`)."""
+    """The parallel iteration (:mod:`hermes.bahi.brusselator`)."""
 
     accuracy: Pos = 7.0e-4
     residual: Pos | Literal["auto"] = "auto"
@@ -146,7 +144,7 @@ class PlatformSpec(_Strict):
 
 
 class BalancingSpec(_Strict):
-    """The line balancer (:mod:`hermes.balance.residual`, 003 Alg. 3–4)."""
+    """The line balancer (:mod:`hermes.bahi.line_balance`, 003 Alg. 3–4)."""
 
     enabled: bool = False
     estimator: Literal["residual", "time"] = "residual"
@@ -239,7 +237,7 @@ def check_spec(spec: BrusselatorSpec) -> None:
     except SolverError as err:
         raise ScenarioError(str(err)) from None
     if spec.check:
-        from hermes.preflight import memory_available
+        from hermes.lifecycle.preflight import memory_available
 
         steps = round(spec.problem.t_end / spec.problem.dt)
         need = (steps + 1) * spec.problem.points * 16.0
@@ -329,8 +327,8 @@ def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
 
 def simulate(spec: BrusselatorSpec) -> tuple[list[RankRecord], list]:
     """All processors in this process (virtual clock): SISC or the discrete-event AIAC simulation."""
-    from hermes.app.asynchronous import aiac_serial
-    from hermes.app.sisc import sisc_serial
+    from hermes.bahi.aiac import aiac_serial
+    from hermes.bahi.sisc import sisc_serial
 
     if spec.clock != "virtual":
         raise ScenarioError("clock: a serial simulation needs the virtual clock (the wall clock needs mpiexec)")
@@ -346,8 +344,8 @@ def run_brusselator(comm, spec: BrusselatorSpec, clock_kind: str | None = None) 
     ``clock_kind`` overrides ``spec.clock``. Raises ScenarioError (on every rank) if the communicator's size is
     not ``spec.processors``.
     """
-    from hermes.app.async_mpi import aiac_mpi_virtual, aiac_mpi_wall
-    from hermes.app.sisc import sisc_mpi
+    from hermes.bahi.aiac_mpi import aiac_mpi_virtual, aiac_mpi_wall
+    from hermes.bahi.sisc import sisc_mpi
 
     clock = clock_kind or spec.clock
     if comm.Get_size() != spec.processors:
@@ -436,40 +434,21 @@ def timeline(records: list[RankRecord]) -> dict[str, np.ndarray]:
     return {k: arr[:, i] for i, k in enumerate(("rank", "start", "duration", "a", "b", "residual"))}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hermes.app.bahi", description=__doc__.split("\n\n")[0])
-    ap.add_argument("spec", help="spec YAML (see the module docstring)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a spec value")
-    ap.add_argument("--serial", action="store_true", help="simulate every processor in this process (virtual)")
-    ap.add_argument("--json", metavar="OUT", help="also write the summary to this file")
-    ap.add_argument("--timeline", metavar="NPZ", help="write per-iteration records (rank 0)")
-    args = ap.parse_args(argv)
-    rank = 0
+def write_run(out: Path, spec: BrusselatorSpec, summary: dict) -> None:
+    """Rank 0: a Brusselator run's directory — its old files replaced, the spec and the summary, each atomic.
+
+    Raises
+    ------
+    RunDirError
+        A file that cannot be written (one line).
+    """
+    from hermes.claims import clear_dir
+    from hermes.files import RunDirError, _finite, write_atomic
+    from hermes.loaders import dump_yaml
+
     try:
-        spec = load_spec(args.spec, args.set)
-        if args.serial:
-            records, rounds = simulate(spec)
-            summary = summarise(spec, records, rounds)
-        else:
-            from mpi4py import MPI
-
-            comm = MPI.COMM_WORLD
-            rank = comm.Get_rank()
-            records = None
-            summary = run_brusselator(comm, spec)
-        if rank == 0:
-            text = json.dumps(summary, indent=1)
-            print(text, flush=True)
-            if args.json:
-                Path(args.json).write_text(text + "\n")
-            if args.timeline and args.serial:
-                np.savez_compressed(args.timeline, **timeline(records))
-    except (HermesError, SolverError) as err:
-        if rank == 0:
-            print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        clear_dir(out)
+        write_atomic(out / "scenario.yaml", dump_yaml(spec.model_dump(mode="json"), sort_keys=False))
+        write_atomic(out / "summary.json", json.dumps(_finite(summary), indent=1, allow_nan=False) + "\n")
+    except OSError as err:
+        raise RunDirError(f"--out: cannot write the results in {out} ({err.strerror or err})") from None

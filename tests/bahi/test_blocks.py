@@ -1,4 +1,4 @@
-"""One processor's block (hermes.app.blocks): sweeps equal the block map, reuse of unchanged solves, moving border
+"""One processor's block (hermes.bahi.blocks): sweeps equal the block map, reuse of unchanged solves, moving border
 points keeps the line, the data and the overlap zones, windows start from the accepted values."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.app.blocks import BlockState
-from hermes.app.brusselator import Brusselator, SolverError, block_map
-from hermes.app.iteration import even_bounds
+from hermes.bahi.blocks import BlockState
+from hermes.bahi.brusselator import Brusselator, SolverError, block_map
+from hermes.bahi.iteration import even_bounds
 
 
 def _block(pb, a, b, overlap, levels):

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from hermes.app.brusselator import (Brusselator, SolverError, auto_overlap, block_map, serial_solution,
+from hermes.bahi.brusselator import (Brusselator, SolverError, auto_overlap, block_map, serial_solution,
                                     solve_block, window_steps)
-from hermes.app.iteration import even_bounds
+from hermes.bahi.iteration import even_bounds
 
 EPS = np.finfo(np.float64).eps
 

@@ -1,11 +1,11 @@
-"""The line balancer of 003 Alg. 3–4 with residual and time estimators (hermes.balance.residual)."""
+"""The line balancer of 003 Alg. 3–4 with residual and time estimators (hermes.bahi.line_balance)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hermes.balance.residual import LineBalance, apply_transfers, decide_transfer, sync_transfers, transfer_amount
+from hermes.bahi.line_balance import LineBalance, apply_transfers, decide_transfer, sync_transfers, transfer_amount
 from hermes.errors import BalancerError
 
 

@@ -1,4 +1,4 @@
-"""SISC and AIAC runs of the Brusselator in one process (hermes.app.sisc, hermes.app.asynchronous, hermes.app.bahi).
+"""SISC and AIAC runs of the Brusselator in one process (hermes.bahi.sisc, hermes.bahi.aiac, hermes.bahi.study).
 
 The AIAC checks are the ones of the issue: the result matches the serial solution to the accuracy, runs are
 deterministic, and the convergence detection never accepts a window whose state is not converged — also when
@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.app.asynchronous import aiac_serial
-from hermes.app.bahi import build, load_spec, parse_spec, simulate, summarise
-from hermes.app.brusselator import SolverError, block_map, window_steps
-from hermes.app.iteration import DelayedLinks, IterConfig, StaticLinks, assemble, line_tree, tree_allreduce_times
-from hermes.app.sisc import sisc_serial
+from hermes.bahi.aiac import aiac_serial
+from hermes.bahi.study import build, load_spec, parse_spec, simulate, summarise
+from hermes.bahi.brusselator import SolverError, block_map, window_steps
+from hermes.bahi.iteration import DelayedLinks, IterConfig, StaticLinks, assemble, line_tree, tree_allreduce_times
+from hermes.bahi.sisc import sisc_serial
 from hermes.clock import Links
 from hermes.errors import ScenarioError
 
@@ -173,7 +173,7 @@ def test_bad_specs_are_one_line_errors(over, msg):
 
 
 def test_sync_is_the_default_mode_and_specs_are_recognised(tmp_path):
-    from hermes.app.bahi import is_spec_file
+    from hermes.bahi.study import is_spec_file
     from tests.conftest import ROOT
 
     assert parse_spec({}).mode == "sync"
@@ -208,7 +208,7 @@ def test_shipped_specs_validate(name):
                                            ([1.0, 10.0, 1.0], 20)])
 def test_capacity_partition_equalises_sweep_times(caps, overlap):
     """Static balancing: (n_i + o_i)/c_i equal except where a block is held at its minimum."""
-    from hermes.app.iteration import capacity_bounds
+    from hermes.bahi.iteration import capacity_bounds
 
     n, keep = 400, overlap + 1
     b = capacity_bounds(n, caps, overlap, keep)
@@ -243,7 +243,7 @@ def test_shipped_scenarios_match_the_serial_solution_to_the_accuracy(name, mode)
 
 
 def test_residual_threshold_from_accuracy_windows_and_contraction():
-    from hermes.app.bahi import contraction_estimate, residual_threshold
+    from hermes.bahi.study import contraction_estimate, residual_threshold
 
     assert residual_threshold(7e-4, 1, 0.1) == 7e-4                      # capped at the accuracy
     assert residual_threshold(7e-4, 40, 0.5) == pytest.approx(7e-4 / 40, rel=4 * np.finfo(float).eps)

@@ -9,7 +9,7 @@ import pytest
 
 from hermes.balance.interface import BalancerInfo, NoParams
 from hermes.balance.registry import BALANCERS, Registry, get_balancer
-from hermes.cli import markdown_balancers
+from hermes.cli.info import markdown_balancers
 from hermes.errors import BalancerError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@
 Usage: ``mpiexec -n P python -m mpi4py tests/mpi/async_script.py``
 
 Virtual clock: SISC and AIAC (with balancing and with delayed messages) must equal
-:func:`hermes.app.bahi.simulate` — all processors in one process — in every summary entry, bit for bit, also when
+:func:`hermes.bahi.study.simulate` — all processors in one process — in every summary entry, bit for bit, also when
 every process sleeps a random real time at each iteration (different real timing, same virtual run). Wall clock:
 SISC and AIAC with real non-blocking MPI must match the serial solution to the accuracy, every accepted window
 having a residual below it. Rank 0 prints one ``FAIL ...`` line per disagreement or ``OK async P``.
@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hermes.app import asynchronous
-from hermes.app.bahi import parse_spec, run_brusselator, simulate, summarise
+from hermes.bahi.study import parse_spec, run_brusselator, simulate, summarise
 from tests.mpi.harness import finish
 
 BASE = {"name": "mpi", "problem": {"points": 160, "t_end": 0.75}, "solver": {"window": 5}}

@@ -1,0 +1,187 @@
+"""``hermes compare`` (an experiment: axes swept over a base scenario, or over a trace), ``hermes replay`` (the
+phases of a vt LBDatafile trace balanced by any balancers) and ``hermes trace`` (describe or write a trace)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hermes.cli.common import error, parse_params
+
+__all__ = ["cmd_compare", "cmd_compare_trace", "cmd_replay", "cmd_trace"]
+
+
+def cmd_compare(args) -> int:
+    from hermes.compare import load_experiment, make_experiment, render, run_experiment
+    from hermes.errors import HermesError
+
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    from hermes.trace.experiment import is_trace_experiment
+
+    if args.trace or (args.experiment and is_trace_experiment(args.experiment)) or (
+            args.report_dir and (Path(args.report_dir) / "trace-experiment.json").is_file()):
+        return cmd_compare_trace(args, say)
+    try:
+        if args.report_dir:
+            if args.experiment or args.set_axes or args.overrides:
+                raise HermesError("--report DIR re-renders an experiment directory: give no experiment, "
+                                  "--set or --set-axis with it")
+            for p in render(Path(args.report_dir), report=not args.no_report, say=say):
+                say(str(p))
+            return 0
+        from hermes.compare import check_options
+
+        check_options(args.jobs, args.timeout)
+        if args.experiment:
+            exp = load_experiment(args.experiment, set_axes=args.set_axes, sets=args.overrides, name=args.name)
+        else:
+            exp = make_experiment({"name": "quickstart"}, set_axes=args.set_axes, sets=args.overrides, name=args.name)
+        out = run_experiment(exp, args.out, jobs=args.jobs, oversubscribe=args.oversubscribe, timeout=args.timeout,
+                             report=not args.no_report, say=say)
+    except HermesError as err:
+        return error(str(err))
+    except KeyboardInterrupt:
+        print("hermes compare: interrupted; the complete runs are kept (run the same command again to resume)",
+              file=sys.stderr)
+        return 130
+    if not args.quiet:
+        print((out / "table.md").read_text(), end="")
+    return 0
+
+
+def cmd_compare_trace(args, say) -> int:
+    """hermes compare on a trace (hermes.trace.experiment)."""
+    from hermes.compare.experiment import parse_axis_option
+    from hermes.errors import HermesError
+    from hermes.scenario import yaml_value
+    from hermes.trace.experiment import (load_trace_experiment, render_trace_experiment, run_trace_experiment,
+                                         trace_experiment)
+
+    try:
+        if args.report_dir:
+            for p in render_trace_experiment(Path(args.report_dir), report=not args.no_report):
+                say(str(p))
+            return 0
+        if args.jobs != 1 or args.oversubscribe or args.timeout is not None:
+            raise HermesError("--jobs, --oversubscribe and --timeout apply to runs of a scenario; a trace's replays "
+                              "run one after another")
+        if args.trace and args.experiment:
+            raise HermesError("give a trace experiment file or --trace STEM, not both")
+        if args.trace:
+            exp = trace_experiment(args.trace, name=args.name)
+        else:
+            exp = load_trace_experiment(args.experiment, name=args.name)
+        for item in args.set_axes:
+            key, values = parse_axis_option(item)
+            exp["axes"][key] = values
+        for item in args.overrides:
+            if "=" not in item:
+                raise HermesError(f"--set {item!r}: expected KEY=VALUE")
+            key, value = item.split("=", 1)
+            try:
+                exp["set"][key.strip()] = yaml_value(value)
+            except ValueError as err:
+                raise HermesError(f"--set {key.strip()}: {err}") from None
+        exp = trace_experiment(exp["trace"], axes=exp["axes"], sets=exp["set"], name=exp["name"],
+                               description=exp["description"])
+        out = run_trace_experiment(exp, args.out, report=not args.no_report, say=say)
+    except HermesError as err:
+        return error(str(err))
+    if not args.quiet:
+        print((out / "table.md").read_text(), end="")
+    return 0
+
+
+def cmd_replay(args) -> int:
+    from hermes.errors import BalancerError, HermesError
+    from hermes.claims import DEFAULT_KEY, claim_dir
+    from hermes.files import slug
+    from hermes.lifecycle.directory import default_run_dir
+    from hermes.trace.replay import replay_algorithms
+
+    if args.list:
+        print("\n".join(replay_algorithms()))
+        return 0
+    say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    try:
+        from hermes.trace import read_trace
+        from hermes.trace.report import replay_to_dir
+        from hermes.trace.workmodel import WorkModel
+
+        algorithms = [a.strip() for a in args.algorithm.split(",") if a.strip()]
+        if not algorithms:
+            raise BalancerError("--algorithm: give at least one balancer")
+        known = replay_algorithms()
+        for a in algorithms:
+            if a not in known:
+                from hermes.balance.registry import get_balancer
+
+                get_balancer(a)  # an unknown name: the registry's one line
+                raise BalancerError(f"--algorithm {a}: it has no serial reference, so replay cannot run it (replay "
+                                    f"runs: {', '.join(known)})")
+        params: dict[str, dict] = {}
+        for key, value in parse_params(args.params).items():
+            algo, dot, name = key.partition(".")
+            if not dot or algo not in algorithms:
+                raise BalancerError(f"--param {key}: expected ALGORITHM.KEY=VALUE with ALGORITHM one of --algorithm "
+                                    f"({', '.join(algorithms)})")
+            params.setdefault(algo, {})[name] = value
+        caps = None
+        if args.capacities != "homo":
+            try:
+                caps = [float(x) for x in args.capacities.split(",")]
+            except ValueError:
+                raise HermesError(f"--capacities {args.capacities!r}: expected homo or comma-separated numbers") \
+                    from None
+        wm = WorkModel(args.alpha, args.beta, args.gamma, args.delta, args.memory_limit)
+        trace = read_trace(args.stem, phases=args.phase)
+        if caps is not None and len(caps) != trace.n_ranks:
+            raise HermesError(f"--capacities: {len(caps)} numbers for the trace's {trace.n_ranks} ranks")
+        say(f"trace {args.stem}: {trace.n_ranks} ranks, phases {', '.join(map(str, trace.phase_ids))}"
+            f"{' (brotli)' if trace.compressed else ''}, {sum(ph.n_tasks for ph in trace.phases)} tasks")
+        if args.out:
+            out_path, key = Path(args.out), "--out"
+        else:
+            out_path, key = default_run_dir("replay-" + slug(Path(args.stem).name)), DEFAULT_KEY
+        lock = claim_dir(out_path, key, kind="replay")
+        out = lock.path
+        done = False
+        try:
+            replay_to_dir(trace, algorithms, out, params=params, graph=args.graph, capacities=caps, work_model=wm,
+                          seed=args.seed, rounds=args.rounds, trigger=args.trigger, realisation=args.realisation,
+                          write_traces=args.write_trace, compress=args.compress, plot=not args.no_plot, say=say)
+            done = True
+        finally:
+            lock.release(remove_if_unused=not done)
+    except HermesError as err:
+        return error(str(err))
+    say(f"results:  {out}/replay.csv, {out}/replay.json, {out}/table.md"
+        + ("" if args.no_plot else f", {out}/replay.png"))
+    if args.quiet:
+        print(out)
+    return 0
+
+
+def cmd_trace(args) -> int:
+    import json
+
+    from hermes.errors import HermesError
+
+    try:
+        if args.trace_command == "write":
+            from hermes.trace.record import write_run_trace
+
+            if args.cells_per_block is not None and args.cells_per_block < 1:
+                raise HermesError(f"--cells-per-block: must be at least 1, got {args.cells_per_block}")
+            paths = write_run_trace(args.run_dir, args.out, cells_per_block=args.cells_per_block,
+                                    compress=args.compress)
+            print(f"{len(paths)} rank files: {str(paths[0]).removesuffix('.0.json')}.<rank>.json")
+            return 0
+        from hermes.trace import read_trace
+        from hermes.trace.lbdatafile import format_trace_summary, trace_summary
+
+        info = trace_summary(read_trace(args.stem, phases=args.phase))
+    except HermesError as err:
+        return error(str(err))
+    print(json.dumps(info) if args.json else format_trace_summary(info))
+    return 0

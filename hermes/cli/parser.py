@@ -1,0 +1,216 @@
+"""The ``hermes`` argument parser: every command and option, errors as one line (:class:`UsageError`)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["UsageError", "build_parser"]
+
+
+class UsageError(Exception):
+    """A command line argparse cannot parse (reported in one line, exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (``hermes: error: ...``) instead of a usage block, so that every bad
+    input — options included — is one line and exit 2."""
+
+    def error(self, message: str):
+        name = self.prog.removeprefix("hermes").strip()
+        raise UsageError(f"{name + ': ' if name else ''}{message} (hermes {name or ''} --help lists the options)"
+                         .replace("hermes  --help", "hermes --help"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="hermes", description="Dynamic load balancing testbed for adaptive meshes")
+    ap.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = ap.add_subparsers(dest="command")
+
+    r = sub.add_parser("run", help="run one experiment phase by phase under MPI")
+    r.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario value, e.g. --set balancer.algorithm=none (repeatable); a path is "
+                   "relative to the current directory (paths written in the YAML: to that file); mesh.file=... "
+                   "replaces a mesh.grid and mesh.grid=... a mesh.file")
+    r.add_argument("--out", help="run directory, relative to the current directory (default "
+                   "runs/<scenario>-<timestamp>); a finished hermes run in it "
+                   "is replaced, any other non-empty directory refused")
+    r.add_argument("--force", action="store_true",
+                   help="replace an unfinished hermes run in --out (one that could be resumed)")
+    r.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its last checkpoint (output.checkpoint_every)")
+    r.add_argument("--timeout", metavar="SECONDS",
+                   help="end the job if a phase (or the set-up) takes longer (a rank stopped or hung); "
+                   "overrides run.timeout")
+    r.add_argument("--processes", type=int, metavar="N",
+                   help="MPI processes hosting the processors (default: one per processor up to this machine's "
+                   "cores, one fewer for a refined run's drawing worker, the processors shared evenly); "
+                   "overrides run.processes")
+    r.add_argument("--no-launch", action="store_true",
+                   help="never start mpiexec; run in this process (a 1-processor scenario, or already under MPI)")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--verbose", action="store_true", help="debug logging")
+    r.add_argument("--no-pictures", action="store_true", help="skip PNG pictures")
+    # the launcher holds the run directory's lock and hands it to the job's rank 0 (hermes.files.DirLock)
+    r.add_argument("--lock-token", help=argparse.SUPPRESS)
+
+    pl = sub.add_parser("plot", help="(re)draw the pictures of a run directory (into RUN_DIR/plots/ or --out; "
+                        "the run's own pictures are left as they are)")
+    pl.add_argument("run_dir", help="a run directory (with summary.json, geometry.npz, partitions.npz)")
+    pl.add_argument("--out", metavar="DIR",
+                    help="write the pictures into DIR (made if missing; relative to the current directory). "
+                    "Default: RUN_DIR/plots/ (a hermes run directory only); the run's own partition-XXX.png and "
+                    "phases.png are never overwritten")
+    pl.add_argument("--phase", dest="phases", action="append", default=None, metavar="K",
+                    help="draw only the partition after phase K (0: the initial one; repeatable or K1,K2,...)")
+    pl.add_argument("--zoom", default="auto", metavar="auto|none|x0,y0,x1,y1",
+                    help="the window shown: auto (default: where every rank is legible; the whole domain on a "
+                    "uniform mesh), none (the whole domain) or a box in mesh coordinates (negative corners "
+                    "too: --zoom -1.5,-0.5,2,0.5)")
+    pl.add_argument("--show", default="weights,loads", metavar="PANELS",
+                    help="extra panels, comma-separated: weights (unit weights, or refinement levels when "
+                    "recorded, beside the partition), loads (per-rank load against the fair load, under it); "
+                    "'none' for the partition alone (default: weights,loads)")
+    pl.add_argument("--dpi", type=int, default=150, help="resolution of the PNGs (default 150)")
+
+    cm = sub.add_parser("compare", help="run an experiment (a base scenario and axes swept over it) and write "
+                        "results.csv, phases.csv, table.md, plots and report.html")
+    cm.add_argument("experiment", nargs="?", help="an experiment YAML (experiments/*.yaml), or a scenario YAML "
+                    "swept with --set-axis (default: the embedded quickstart)")
+    cm.add_argument("--set-axis", dest="set_axes", action="append", default=[], metavar="KEY=V1,V2,...",
+                    help="sweep a scenario key over values, e.g. --set-axis balancer=pcg,gda0,metis "
+                    "(repeatable; adds to or replaces the experiment's axes; paths, e.g. mesh=a.vtu,b.vtu, are "
+                    "relative to the current directory)")
+    cm.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario value in every run, e.g. --set adaptation.phases=3 (repeatable; a "
+                    "path is relative to the current directory; mesh.file=... replaces a mesh.grid and the reverse)")
+    cm.add_argument("--out", help="the experiment directory, relative to the current directory (default "
+                    "runs/<experiment name>); complete runs "
+                    "found there are skipped")
+    cm.add_argument("--name", help="the experiment's name (default: the file's stem)")
+    cm.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="run up to N runs at once while their ranks fit the cores (default 1)")
+    cm.add_argument("--oversubscribe", action="store_true",
+                    help="start --jobs runs whatever their ranks (virtual-clock results are unchanged; "
+                    "wall-clock timings become unreliable)")
+    cm.add_argument("--timeout", type=float, metavar="SECONDS", help="kill a run after this many wall seconds")
+    cm.add_argument("--report", metavar="DIR", dest="report_dir",
+                    help="only re-render results, table, plots and report.html of the experiment in DIR")
+    cm.add_argument("--no-report", action="store_true", help="write results.csv, phases.csv and table.md only "
+                    "(no plots, no report.html)")
+    cm.add_argument("--quiet", action="store_true", help="no progress lines")
+    cm.add_argument("--trace", metavar="STEM", help="a vt LBDatafile trace as the base: each run replays it "
+                    "(hermes replay) with the axes' balancers and replay options (docs/TRACES.md)")
+
+    sc = sub.add_parser("scenario", help="print the resolved scenario (validation only, no MPI)")
+    sc.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
+    sc.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario value, e.g. --set processors=8 (repeatable; a path is relative to "
+                    "the current directory; mesh.file=... replaces a mesh.grid and the reverse)")
+
+    ba = sub.add_parser("balancers", help="list the balancers (built in and plug-ins) and their parameters")
+    ba.add_argument("--verbose", action="store_true", help="one line per parameter: default and description")
+    ba.add_argument("--markdown", action="store_true", help="the parameter reference as Markdown "
+                    "(docs/PARAMETERS.md is this output)")
+
+    fl = sub.add_parser("flow", help="offline lab: run a balancer's serial reference on a processor graph")
+    fl.add_argument("--graph", required=True, help="path:N ring:N star:N mesh:RxC torus:RxC tree:K:N complete:N "
+                    "wheel:N bipartite:AxB, mesh-file:PATH:P, or an edge-list / JSON file")
+    fl.add_argument("--capacities", default="homo", help="homo | hcuw | list | file")
+    fl.add_argument("--weights", default="1", help="1 | kmod4 | ijmod3 | list | file")
+    fl.add_argument("--loads", default="random:0", help="one | eq | high | half | random:SEED | list | file")
+    fl.add_argument("--algorithm", required=True, help="a balancer name (hermes balancers)")
+    fl.add_argument("--tol", type=float, help="convergence tolerance (the balancer's 'tolerance')")
+    fl.add_argument("--param", dest="params", action="append", default=[], metavar="KEY=VALUE",
+                    help="another balancer parameter (repeatable)")
+    fl.add_argument("--json", action="store_true", help="print one JSON object")
+
+    me = sub.add_parser("mesh", help="mesh tools: describe a mesh file, generate a CFD mesh")
+    msub = me.add_subparsers(dest="mesh_command", required=True)
+    mi = msub.add_parser("info", help="counts, connectivity, degree, bounding box and validity problems")
+    mi.add_argument("file", help="a mesh or graph file (meshio formats, .graph/.chaco/.metis, .mtx)")
+    mi.add_argument("--units", choices=["cells", "nodes"], default="cells",
+                    help="work units: cells (dual graph, default) or nodes (nodal graph)")
+    mi.add_argument("--json", action="store_true", help="print one JSON object")
+    mg = msub.add_parser("generate", help="write a generated CFD mesh (grid, stufe, lshape, airfoil, 3elt, cylinder, "
+                         "large)")
+    mg.add_argument("name", help="generator name")
+    mg.add_argument("--size", type=int, help="approximate number of cells (default: the shipped mesh's size)")
+    mg.add_argument("--out", required=True, help="output file; the suffix picks the format (.vtu, .msh, ...)")
+
+    fb = sub.add_parser("flow-bench", help="regenerate the published iteration/time figures (CSV + PNG)")
+    fb.add_argument("--out", default="runs/flow-bench", help="output directory")
+    fb.add_argument("--family", choices=["diffusion", "polynomial", "table10.1", "all"], default="all")
+    fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
+
+    gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
+    gp.add_argument("--ranks", type=int, required=True, help="number of ranks |P|")
+    gp.add_argument("--objects", type=int, required=True, help="number of objects |O| (the units of load)")
+    gp.add_argument("--mapped-ranks", type=int, help="objects start on the first M ranks (default: all)")
+    gp.add_argument("--loads", default="iso", help="object loads: uniform:A,B | lognormal:A,B | iso (all 1) | "
+                    "FILE | lbaf:STEM (LBAF LBDatafile JSON)")
+    gp.add_argument("--iterations", type=int, default=4, help="inform + transfer iterations i (default 4)")
+    gp.add_argument("--rounds", type=int, default=4, help="gossip rounds k of the inform stage (default 4)")
+    gp.add_argument("--fanout", type=int, default=4, help="peers f each rank informs per round (default 4)")
+    gp.add_argument("--threshold", type=float, default=1.0,
+                    help="overload threshold T relative to the average load (default 1.0)")
+    gp.add_argument("--criterion", choices=["original", "modified"], default="modified",
+                    help="transfer criterion: 6 (original) or 6' (modified, default)")
+    gp.add_argument("--source-load", choices=["turn", "current"], default="turn",
+                    help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
+    gp.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    gp.add_argument("--json", action="store_true", help="print one JSON object")
+    gp.add_argument("--write-trace", metavar="STEM", help="also write the initial and final assignments as an "
+                    "LBDatafile trace STEM.<rank>.json (phases 0 and 1) for LBAF or vt-tv")
+
+    tr = sub.add_parser("trace", help="vt LBDatafile traces: describe one, write a hermes run as one")
+    tsub = tr.add_subparsers(dest="trace_command", required=True)
+    ti = tsub.add_parser("info", help="ranks, phases, tasks, communications, user_defined keys, loads per phase")
+    ti.add_argument("stem", help="the trace: STEM for STEM.0.json ... (plain or brotli)")
+    ti.add_argument("--phase", default="all", help="phases: all (default), K, A-B or a comma list")
+    ti.add_argument("--json", action="store_true", help="print one JSON object")
+    tw = tsub.add_parser("write", help="write a hermes run directory as a trace (what output.lbdatafile writes)")
+    tw.add_argument("run_dir", help="a run directory with recorded partitions")
+    tw.add_argument("--out", help="the trace's stem (default RUN_DIR/lbdatafile/data)")
+    tw.add_argument("--cells-per-block", type=int, help="tasks are blocks of about K cells (default: cells)")
+    tw.add_argument("--compress", action="store_true", help="brotli-compress the files")
+
+    rp = sub.add_parser("replay", help="balance the phases of a real application's trace (vt LBDatafile) with any "
+                        "balancers and compare them")
+    rp.add_argument("stem", help="the trace: STEM for the per-rank files STEM.0.json ... (plain or brotli)")
+    rp.add_argument("--algorithm", default="grapevine,pcg,metis",
+                    help="balancers, comma-separated (default grapevine,pcg,metis; 'hermes replay --list' names "
+                    "those replay runs)")
+    rp.add_argument("--phase", default="all", help="phases: all (default), K, A-B or a comma list (0,3-5)")
+    rp.add_argument("--out", help="results directory (default runs/replay-<stem>-<timestamp>)")
+    rp.add_argument("--graph", choices=["auto", "comm", "full"], default="auto",
+                    help="processor graph of the flow balancers: comm (ranks that exchange messages), full (every "
+                    "pair), auto (comm if connected, else full; default)")
+    rp.add_argument("--param", dest="params", action="append", default=[], metavar="ALGORITHM.KEY=VALUE",
+                    help="a balancer parameter, e.g. pcg.tolerance=1e-6 or grapevine.fanout=6 (repeatable)")
+    rp.add_argument("--capacities", default="homo", help="homo (default) or one relative speed per rank, "
+                    "comma-separated")
+    rp.add_argument("--alpha", type=float, default=1.0, help="work model: weight of the load (LBAF's α, default 1)")
+    rp.add_argument("--beta", type=float, default=0.0, help="work model: weight of max(sent, received) off-rank "
+                    "bytes (LBAF's β, default 0)")
+    rp.add_argument("--gamma", type=float, default=0.0, help="work model: constant per rank (LBAF's γ)")
+    rp.add_argument("--delta", type=float, default=0.0, help="work model: weight of the shared blocks homed "
+                    "elsewhere (LBAF's δ)")
+    rp.add_argument("--memory-limit", type=float, help="bytes per rank (LBAF's upper_bounds.max_memory_usage): a "
+                    "rank above it has infinite work and is counted in memory_over")
+    rp.add_argument("--seed", type=int, default=0, help="random seed of grapevine and the partitioners (default 0)")
+    rp.add_argument("--rounds", type=int, default=3, help="flow balancers: rounds per phase, as balancer.rounds "
+                    "(default 3)")
+    rp.add_argument("--trigger", type=float, default=1.0, help="flow balancers: balance only above this imbalance, "
+                    "as balancer.trigger (default 1.0)")
+    rp.add_argument("--realisation", choices=["auto", "objects", "cells"], default="auto",
+                    help="how a flow moves objects: objects (by communication affinity), cells (hermes' gain "
+                    "selection on the objects' centroids, as a trace hermes wrote has), auto (cells when there are "
+                    "centroids and no memory limit; default)")
+    rp.add_argument("--write-trace", action="store_true", help="also write each balanced assignment as an "
+                    "LBDatafile trace (OUT/traces/ALGORITHM/STEM.r.json)")
+    rp.add_argument("--compress", action="store_true", help="brotli-compress the written traces (as vt does)")
+    rp.add_argument("--no-plot", action="store_true", help="no replay.png")
+    rp.add_argument("--list", action="store_true", help="print the balancers replay runs and exit")
+    rp.add_argument("--quiet", action="store_true", help="print only the results directory")
+    return ap

@@ -49,7 +49,8 @@ def stop(*args, **kwargs):
     MPI.Finalize()
     os._exit(0)
 
-driver.distribute = stop
+import hermes.lifecycle.setup as setup
+setup.distribute = stop  # the set-up's first step (setup.start calls it)
 from hermes.cli import main
 sys.exit(main(sys.argv[1:]))
 """

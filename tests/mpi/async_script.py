@@ -17,7 +17,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from hermes.app import asynchronous
+from hermes.bahi import aiac
 from hermes.bahi.study import parse_spec, run_brusselator, simulate, summarise
 from tests.mpi.harness import finish
 
@@ -34,10 +34,10 @@ def case(p: int, mode: str, **over) -> dict:
 
 def jitter(on: bool) -> None:
     """Make every process sleep a random real time (0-3 ms) at each iteration boundary."""
-    orig = getattr(asynchronous.AiacRank, "_orig_boundary", asynchronous.AiacRank.on_boundary)
-    asynchronous.AiacRank._orig_boundary = orig
+    orig = getattr(aiac.AiacRank, "_orig_boundary", aiac.AiacRank.on_boundary)
+    aiac.AiacRank._orig_boundary = orig
     if not on:
-        asynchronous.AiacRank.on_boundary = orig
+        aiac.AiacRank.on_boundary = orig
         return
     rng = np.random.default_rng([os.getpid(), time.time_ns() % 2**32])
 
@@ -45,7 +45,7 @@ def jitter(on: bool) -> None:
         time.sleep(rng.uniform(0.0, 3e-3))
         return orig(self, t)
 
-    asynchronous.AiacRank.on_boundary = slow
+    aiac.AiacRank.on_boundary = slow
 
 
 def main() -> int:

@@ -133,3 +133,19 @@ def test_flow_json_and_gossip_json():
     it = g["history"] if "history" in g else g["iterations"]
     assert isinstance(it, list) and {"transfers", "rejected", "imbalance", "min", "max", "sigma"} <= set(it[-1])
     assert it[-1]["imbalance"] < it[0]["imbalance"]
+
+
+@pytest.mark.parametrize("argv, name", [(["run", "scenarios/bahi-homogeneous.yaml"], "bahi"),
+                                        (["run", "scenarios/bahi-grid.yaml", "--no-launch"], "bahi"),
+                                        (["run", "scenarios/quickstart.yaml"], "mesh"), (["run"], "mesh"),
+                                        (["run", "--resume", "scenarios/bahi-homogeneous.yaml"], "mesh"),
+                                        (["run", "absent.yaml"], "mesh")])
+def test_run_looks_its_application_up_once(argv, name):
+    """hermes run dispatches through the application registry: the Brusselator study for a spec file, the mesh
+    application for every other scenario (which then reports an unreadable file in its own words)."""
+    from hermes.cli.parser import build_parser
+    from hermes.cli.run import APPLICATIONS, application_for
+
+    args = build_parser().parse_args([a.replace("scenarios/", str(ROOT / "scenarios") + "/") for a in argv])
+    assert application_for(args).name == name
+    assert [a.name for a in APPLICATIONS] == ["bahi", "mesh"]

@@ -13,5 +13,26 @@ it by moving border points to the lighter neighbour, the load measured by the re
 * :mod:`hermes.bahi.study` — the run spec, :func:`~hermes.bahi.study.run_brusselator`,
   :func:`~hermes.bahi.study.simulate`, the summary.
 
-``hermes run`` reaches it through :mod:`hermes.cli.run_bahi` (a spec with ``application.kernel: brusselator``).
+``hermes run`` reaches it through :mod:`hermes.cli.run_bahi` (a spec with ``application.kernel: brusselator``,
+:func:`is_spec_file`: defined here, so that telling a spec from a mesh scenario imports none of the study).
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hermes.errors import HermesError
+from hermes.loaders import load_yaml
+
+__all__ = ["is_spec_file"]
+
+
+def is_spec_file(path: str | Path) -> bool:
+    """Whether ``path`` is a Brusselator spec (``application.kernel: brusselator``); False for anything else,
+    including files that cannot be read (the scenario loader then says why)."""
+    try:
+        data = load_yaml(path, str(path))
+    except HermesError:
+        return False
+    app = data.get("application") if isinstance(data, dict) else None
+    return isinstance(app, dict) and app.get("kernel") == "brusselator"

@@ -1,7 +1,7 @@
 """The Brusselator experiments of 003 (Bahi, Contassot-Vivier & Couturier): spec, runs, summary.
 
 ``hermes run SPEC.yaml [--set key=value ...] [--out DIR]`` starts ``mpiexec -n processors`` and prints the result
-(:func:`result_lines`); a spec is recognised by ``application.kernel: brusselator`` (:func:`is_spec_file`), and
+(:func:`result_lines`); a spec is recognised by ``application.kernel: brusselator`` (:func:`hermes.bahi.is_spec_file`), and
 :mod:`hermes.cli.run_bahi` is the study as the command line's ``run`` sees it. ``python -m hermes.cli.run_bahi
 SPEC.yaml [--set key=value ...] [--serial] [--json OUT]`` is the lower-level runner: under ``mpiexec -n P`` it runs
 one processor per MPI process (:func:`run_brusselator`); with ``--serial`` (virtual clock only) it runs all
@@ -56,12 +56,12 @@ from hermes.bahi.iteration import (DelayedLinks, IterConfig, Platform, RankRecor
                                   capacity_bounds, even_bounds)
 from hermes.bahi.line_balance import LineBalance
 from hermes.clock import Links
-from hermes.errors import HermesError, ScenarioError, validation_message
+from hermes.errors import ScenarioError, validation_message
 from hermes.loaders import load_yaml
 from hermes.scenario import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED, apply_overrides
 from hermes.strict import Strict
 
-__all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "check_spec", "is_spec_file", "build", "residual_threshold",
+__all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "check_spec", "build", "residual_threshold",
            "contraction_estimate", "run_brusselator", "simulate",
            "summarise", "result_lines", "write_run", "timeline", "MAX_POINTS", "MAX_STEPS"]
 
@@ -246,17 +246,6 @@ def check_spec(spec: BrusselatorSpec) -> None:
             raise ScenarioError(f"check: the serial solution of {spec.problem.points} points × {steps + 1} time "
                                 f"levels needs {need / 2**30:.3g} GiB, this machine has {avail / 2**30:.3g} GiB "
                                 f"available (check: false skips it)")
-
-
-def is_spec_file(path: str | Path) -> bool:
-    """Whether ``path`` is a Brusselator spec (``application.kernel: brusselator``); False for anything else,
-    including files that cannot be read (the scenario loader then says why)."""
-    try:
-        data = load_yaml(path, str(path))
-    except HermesError:
-        return False
-    app = data.get("application") if isinstance(data, dict) else None
-    return isinstance(app, dict) and app.get("kernel") == "brusselator"
 
 
 def residual_threshold(accuracy: float, windows: int, contraction: float) -> float:

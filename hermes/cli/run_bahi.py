@@ -25,14 +25,14 @@ __all__ = ["BahiStudy", "BAHI_STUDY", "main"]
 
 
 class BahiStudy:
-    """The Brusselator study: the scenarios that are Brusselator specs (:func:`hermes.bahi.study.is_spec_file`)."""
+    """The Brusselator study: the scenarios that are Brusselator specs (:func:`hermes.bahi.is_spec_file`)."""
 
     name = "bahi"
 
     def runs(self, args) -> bool:
         if not args.scenario or args.resume is not None:
             return False
-        from hermes.bahi.study import is_spec_file
+        from hermes.bahi import is_spec_file
 
         return is_spec_file(args.scenario)
 

@@ -173,7 +173,7 @@ def test_bad_specs_are_one_line_errors(over, msg):
 
 
 def test_sync_is_the_default_mode_and_specs_are_recognised(tmp_path):
-    from hermes.bahi.study import is_spec_file
+    from hermes.bahi import is_spec_file
     from tests.conftest import ROOT
 
     assert parse_spec({}).mode == "sync"

@@ -31,8 +31,8 @@ def run(cells: int, selection: str = "gain") -> None:
     from hermes.balance.flow import topological_order
     from hermes.balance.model import Model
     from hermes.balance.realisation.realise import realise_flow
-    from hermes.balance.registry import BALANCERS, BalanceContext, check_params
     from hermes.balance.realisation.selection import get_selection
+    from hermes.balance.registry import BALANCERS, BalanceContext, check_params
     from hermes.clock import Links, VirtualClock
     from hermes.comm import Counters, NeighbourComm
     from hermes.data.adapt import region_mask

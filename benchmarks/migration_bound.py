@@ -50,7 +50,7 @@ def bound(run: Path, phase: int, metis: Path | None) -> dict[str, float]:
     owner = parts[f"owner_{phase - 1:03d}"].astype(np.int64)
     w = parts[f"weight_{phase:03d}"].astype(np.float64)
     p = int(sc.processors)
-    caps = CapacitySchedule.from_scenario(sc, p).at(phase)
+    caps = CapacitySchedule.from_platform(sc.platform, sc.resolve, p).at(phase)
     loads = np.bincount(owner, weights=w, minlength=p)
     edges, lengths = subdomain_graph(mesh.xadj, mesh.adjncy, owner)
     model = Model.create(p, edges, loads, caps, lengths.astype(np.float64))

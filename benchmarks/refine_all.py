@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     from hermes.balance.registry import BALANCERS
-    from hermes.lifecycle.driver import run
     from hermes.files import write_csv
+    from hermes.lifecycle.driver import run
     from hermes.scenario import parse_scenario
 
     comm = MPI.COMM_WORLD

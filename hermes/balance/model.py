@@ -160,7 +160,7 @@ class Model:
 def derived(model: Model, key: Hashable, build: Callable[[], T]) -> T:
     """``build()`` — a value computed from ``model`` and inputs that are the same on every rank — once per model
     object and ``key``, as the model's cached properties are: processors hosted together share one model
-    (:func:`hermes.driver.monitor`), so 1,024 of them compute a spectrum or a serial estimate once instead of
+    (:func:`hermes.lifecycle.phase.monitor`), so 1,024 of them compute a spectrum or a serial estimate once instead of
     1,024 times. The value is shared: give out copies of mutable ones."""
     memo = model.__dict__.setdefault("_derived", {})
     if key not in memo:

@@ -31,7 +31,7 @@ saving exceeds ``T_b + T_m``. The estimates come from what the run has measured 
   imbalance up to 1.97). Under ``refinement.decide: always`` a phase's first round commits to it, so that
   round adds the last refinement's measured time once (``History.migrate_estimate``'s ``fixed``, recorded as
   ``migrate_fixed``); under
-  ``decide: auto`` the refinement has its own gate and price (:func:`hermes.driver._refinement_pays`).
+  ``decide: auto`` the refinement has its own gate and price (:func:`hermes.balance.policy.refinement_pays`).
 
 Every estimate is recorded with the choice (``balance_decision`` in summary.json), so a wrong guess can be
 seen and the model corrected. The decision is myopic: it weighs this phase only, not the imbalance a skipped

@@ -65,7 +65,7 @@ import numpy as np
 
 from hermes.bahi.blocks import BlockState, EdgeZone, SweepRun, Transfer
 from hermes.bahi.brusselator import SolverError
-from hermes.bahi.iteration import (CONTROL_BYTES, Event, IterConfig, LinkModel, Platform, RankRecord, VirtualTimer,
+from hermes.bahi.iteration import (CONTROL_BYTES, Event, IterConfig, LinkModel, Platform, BlockRecord, VirtualTimer,
                                   WallTimer, line_tree)
 from hermes.bahi.line_balance import decide_transfer
 
@@ -141,7 +141,7 @@ class AiacRank:
         self.sweep_start = 0.0
         self.out: list[Event] = []
         self.finished = False
-        self.record = RankRecord(rank)
+        self.record = BlockRecord(rank)
 
     # -- driver interface ---------------------------------------------------------------------------------
     def begin(self, t: float = 0.0) -> list[Event]:
@@ -505,7 +505,7 @@ class AiacRank:
         self.quiet = 0
 
 
-def aiac_serial(cfg: IterConfig, platform: Platform, bounds) -> tuple[list[RankRecord], list]:
+def aiac_serial(cfg: IterConfig, platform: Platform, bounds) -> tuple[list[BlockRecord], list]:
     """All processors of a virtual-time AIAC run in one process: a discrete-event simulation.
 
     Events (arrivals and iteration boundaries) are processed in global time order; per rank that is the order

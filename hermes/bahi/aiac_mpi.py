@@ -35,7 +35,7 @@ import time
 from mpi4py import MPI
 
 from hermes.bahi.aiac import CONTROL_KINDS, AiacRank
-from hermes.bahi.iteration import Event, IterConfig, Platform, RankRecord, WallTimer
+from hermes.bahi.iteration import Event, IterConfig, Platform, BlockRecord, WallTimer
 from hermes.hosting import waitall
 
 __all__ = ["aiac_mpi_virtual", "aiac_mpi_wall"]
@@ -49,7 +49,7 @@ def _min_latency(platform: Platform) -> float:
                default=math.inf)
 
 
-def aiac_mpi_virtual(comm, cfg: IterConfig, platform: Platform, bounds) -> tuple[RankRecord, list, int]:
+def aiac_mpi_virtual(comm, cfg: IterConfig, platform: Platform, bounds) -> tuple[BlockRecord, list, int]:
     """This process's processor in a virtual-time AIAC run (module docstring).
 
     Returns the rank's record, the root's detection rounds (empty elsewhere) and the number of simulation rounds.
@@ -93,7 +93,7 @@ def aiac_mpi_virtual(comm, cfg: IterConfig, platform: Platform, bounds) -> tuple
     return rk.record, rk.rounds if r == root else [], rounds
 
 
-def aiac_mpi_wall(comm, cfg: IterConfig, platform: Platform, bounds) -> tuple[RankRecord, list, int]:
+def aiac_mpi_wall(comm, cfg: IterConfig, platform: Platform, bounds) -> tuple[BlockRecord, list, int]:
     """This process's processor in a real-time AIAC run with non-blocking MPI (module docstring)."""
     r, p = comm.Get_rank(), comm.Get_size()
     top = float(max(platform.rates))

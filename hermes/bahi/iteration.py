@@ -6,7 +6,7 @@
   (:class:`hermes.clock.Links`), optionally with extra deterministic delays (:class:`DelayedLinks`, used to
   test that convergence detection never stops early while messages are late).
 * :func:`tree_allreduce_times` — when each rank gets the result of an allreduce in the virtual model.
-* :class:`RankRecord` / :func:`assemble` — what every rank returns, and the global solution built from them.
+* :class:`BlockRecord` / :func:`assemble` — what every rank returns, and the global solution built from them.
 * :class:`Event`, :func:`line_tree`, :class:`VirtualTimer`, :class:`WallTimer` — the messages, the detection tree and
   the step clocks of the asynchronous processors (:mod:`hermes.bahi.aiac`).
 """
@@ -26,7 +26,7 @@ from hermes.clock import Links
 
 __all__ = ["IterConfig", "LinkModel", "StaticLinks", "DelayedLinks", "Platform", "tree_allreduce_times", "Event",
            "line_tree", "VirtualTimer", "WallTimer",
-           "even_bounds", "capacity_bounds", "RankRecord", "assemble", "CONTROL_BYTES"]
+           "even_bounds", "capacity_bounds", "BlockRecord", "assemble", "CONTROL_BYTES"]
 
 #: size charged for a control message (load, offer, accept, detection flags)
 CONTROL_BYTES = 32
@@ -205,7 +205,7 @@ def even_bounds(n: int, p: int, min_points: int = 1) -> NDArray[np.int64]:
 
 
 @dataclass
-class RankRecord:
+class BlockRecord:
     """What one rank reports at the end of a run."""
 
     rank: int
@@ -224,7 +224,7 @@ class RankRecord:
     timeline: list = field(default_factory=list)  # (start, duration, a, b, residual)
 
 
-def assemble(problem: Brusselator, window: int, records: list[RankRecord]) -> NDArray[np.float64]:
+def assemble(problem: Brusselator, window: int, records: list[BlockRecord]) -> NDArray[np.float64]:
     """The global trajectory (n_steps + 1, N, 2) from the ranks' accepted window blocks."""
     out = np.full((problem.n_steps + 1, problem.n, 2), np.nan)
     out[0] = problem.initial()

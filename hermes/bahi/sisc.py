@@ -26,7 +26,7 @@ import numpy as np
 
 from hermes.bahi.blocks import BlockState
 from hermes.bahi.brusselator import SolverError
-from hermes.bahi.iteration import CONTROL_BYTES, IterConfig, Platform, RankRecord, tree_allreduce_times
+from hermes.bahi.iteration import CONTROL_BYTES, IterConfig, Platform, BlockRecord, tree_allreduce_times
 from hermes.bahi.line_balance import decide_transfer
 
 __all__ = ["SiscRank", "sisc_serial", "sisc_mpi"]
@@ -59,7 +59,7 @@ class SiscRank:
         self.block = BlockState.start(cfg.problem, cfg.overlap, int(bounds[rank]), int(bounds[rank + 1]), first)
         self.sides = [s for s in (-1, 1) if 0 <= rank + s < size]
         self.got: dict[int, Border] = {}
-        self.record = RankRecord(rank)
+        self.record = BlockRecord(rank)
         self.residual = np.inf
         self.load = 0.0
 
@@ -113,7 +113,7 @@ def _emulate(rate: float, top: float, seconds: float) -> None:
         time.sleep(seconds * (top / rate - 1.0))
 
 
-def sisc_serial(cfg: IterConfig, platform: Platform, bounds) -> list[RankRecord]:
+def sisc_serial(cfg: IterConfig, platform: Platform, bounds) -> list[BlockRecord]:
     """All ranks of a virtual-clock SISC run in one process (the oracle of :func:`sisc_mpi`)."""
     p, links = platform.size, platform.links
     ranks = [SiscRank(r, p, cfg, bounds, platform.rates[r]) for r in range(p)]
@@ -157,7 +157,7 @@ def sisc_serial(cfg: IterConfig, platform: Platform, bounds) -> list[RankRecord]
     return [rk.record for rk in ranks]
 
 
-def _count_transfer(src: RankRecord, dst: RankRecord, tr) -> None:
+def _count_transfer(src: BlockRecord, dst: BlockRecord, tr) -> None:
     src.sent_points += tr.count
     src.transfers += 1
     dst.received_points += tr.count
@@ -188,7 +188,7 @@ def _allreduce(ranks, now, links) -> np.ndarray:
     return out
 
 
-def sisc_mpi(comm, cfg: IterConfig, platform: Platform, bounds, clock: str = "virtual") -> RankRecord:
+def sisc_mpi(comm, cfg: IterConfig, platform: Platform, bounds, clock: str = "virtual") -> BlockRecord:
     """One rank of a SISC run over ``comm`` (size = processors); returns this rank's record.
 
     ``clock='virtual'`` reproduces :func:`sisc_serial` exactly; ``'wall'`` measures real time.

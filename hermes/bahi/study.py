@@ -52,7 +52,7 @@ import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hermes.bahi.brusselator import Brusselator, SolverError, auto_overlap, serial_solution, window_steps
-from hermes.bahi.iteration import (DelayedLinks, IterConfig, Platform, RankRecord, StaticLinks, assemble,
+from hermes.bahi.iteration import (DelayedLinks, IterConfig, Platform, BlockRecord, StaticLinks, assemble,
                                   capacity_bounds, even_bounds)
 from hermes.bahi.line_balance import LineBalance
 from hermes.clock import Links
@@ -314,7 +314,7 @@ def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
     return cfg, platform, bounds
 
 
-def simulate(spec: BrusselatorSpec) -> tuple[list[RankRecord], list]:
+def simulate(spec: BrusselatorSpec) -> tuple[list[BlockRecord], list]:
     """All processors in this process (virtual clock): SISC or the discrete-event AIAC simulation."""
     from hermes.bahi.aiac import aiac_serial
     from hermes.bahi.sisc import sisc_serial
@@ -356,7 +356,7 @@ def run_brusselator(comm, spec: BrusselatorSpec, clock_kind: str | None = None) 
     return out
 
 
-def summarise(spec: BrusselatorSpec, records: list[RankRecord], rounds: list) -> dict:
+def summarise(spec: BrusselatorSpec, records: list[BlockRecord], rounds: list) -> dict:
     """The run's summary: time to the accuracy, iterations, error against the serial solution, migrations."""
     cfg, _, _ = build(spec)
     problem = cfg.problem
@@ -411,12 +411,12 @@ def result_lines(summary: dict) -> list[str]:
     return lines
 
 
-def _final_bounds(records: list[RankRecord]) -> list[int]:
+def _final_bounds(records: list[BlockRecord]) -> list[int]:
     last = [rec.windows[-1] for rec in records]
     return [int(w[1]) for w in last] + [int(last[-1][2])]
 
 
-def timeline(records: list[RankRecord]) -> dict[str, np.ndarray]:
+def timeline(records: list[BlockRecord]) -> dict[str, np.ndarray]:
     """Per-iteration arrays of all ranks (rank, start, duration, a, b, residual) for plots."""
     rows = [(r.rank, *row) for r in records for row in r.timeline]
     arr = np.array(rows, dtype=np.float64).reshape(-1, 6)

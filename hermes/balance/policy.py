@@ -175,7 +175,7 @@ def refinement_pays(spec, application, speed: float, book: Bookkeeping, dom, est
     The left side bounds the exchange from above (the virtual clock overlaps a rank's sends and charges the
     largest), so a skipped refinement could not have paid; a refinement that runs is not promised to pay — the
     rule is a gate on the ratio of communication to computation: compute-bound phases never refine, phases whose
-    serialised exchange exceeds ``τ`` of their compute do, for the cut's sake (BENCHMARKS.md, issue 10)."""
+    serialised exchange exceeds ``τ`` of their compute do, for the cut's sake (results/scale.md)."""
     nb, length = dom.neighbour_ranks, dom.boundary_lengths.astype(np.float64)
     lat = np.full(nb.size, float(np.mean(est.latency)) if est.latency.size else links.latency)
     bw = np.full(nb.size, float(np.mean(est.bandwidth)) if est.bandwidth.size else links.bandwidth)

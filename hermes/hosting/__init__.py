@@ -108,7 +108,7 @@ def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None
     evenly among them) — one core fewer when ``drawing``: a refined run whose pictures a worker draws while
     the phases run (:mod:`hermes.viz.ahead`) leaves it a core, else the busy ranks starve it and the pictures
     wait for the end (on 2 cores: refine-airfoil's phases as fast on 1 process as on 2, its pictures ready
-    ~2 s sooner; BENCHMARKS.md, "Drawing"). ``clock: wall`` measures each processor's own process: one per
+    ~2 s sooner; results/drawing.md). ``clock: wall`` measures each processor's own process: one per
     processor.
 
     Raises

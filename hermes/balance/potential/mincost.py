@@ -3,7 +3,7 @@
 Every diffusion, polynomial and PCG scheme of the thesis computes the flow that minimises ``Σ_k f_k² / w_k``
 (:func:`hermes.balance.flow.minimal_flow`). That flow spreads the excess over every path between a surplus and a
 deficit, so a front of heavy cells sends load through chains of neighbours: on the 64-rank experiment of
-BENCHMARKS.md ("Fair balancing at scale") it moves more distinct cells than METIS scratch-remap in the first
+results/scale.md it moves more distinct cells than METIS scratch-remap in the first
 phase. The flow that minimises the *l1* cost
 
     minimise  Σ_k |f_k| / w_k      subject to  A f = l − l̄
@@ -13,7 +13,7 @@ is a transportation problem on the processor graph (a minimum-cost flow). The ba
 slow link costs more, so the flow prefers the long boundaries the realisation can meet without stretching
 subdomains; under ``conductance: links`` the balancer gathers the boundaries itself (:func:`with_boundaries`).
 :func:`mincost_flow` also offers ``cost="hops"`` (every edge costs 1): its value is the least number
-of load-hops of any balancing flow, the bound BENCHMARKS.md quotes. It is not offered to runs: such a flow
+of load-hops of any balancing flow, the bound results/scale.md quotes. It is not offered to runs: such a flow
 crosses boundaries of a single cell edge as readily as long ones, and on the 64-rank experiment the realisation
 could not meet it (imbalance 1.72 → 2.72).
 

@@ -77,10 +77,8 @@ Value = Annotated[float, Field(ge=-1e30, le=1e30)]
 Count = Annotated[int, Field(ge=1, le=MAX_ITERATIONS)]
 
 
-_Strict = Strict
 
-
-class ProblemSpec(_Strict):
+class ProblemSpec(Strict):
     """003 eq. (4) and its implicit-Euler / Newton discretisation."""
 
     points: Annotated[int, Field(ge=1, le=MAX_POINTS)] = 2000
@@ -100,7 +98,7 @@ class ProblemSpec(_Strict):
         return self
 
 
-class SolverSpec(_Strict):
+class SolverSpec(Strict):
     """The parallel iteration (:mod:`hermes.bahi.brusselator`)."""
 
     accuracy: Pos = 7.0e-4
@@ -114,23 +112,23 @@ class SolverSpec(_Strict):
     partition: Literal["even", "capacities"] = "even"
 
 
-class LinkSpec(_Strict):
+class LinkSpec(Strict):
     ranks: tuple[Annotated[int, Field(ge=0, lt=MAX_PROCESSORS)], Annotated[int, Field(ge=0, lt=MAX_PROCESSORS)]]
     latency: Pos
     bandwidth: Pos
 
 
-class SiteLink(_Strict):
+class SiteLink(Strict):
     latency: Pos
     bandwidth: Pos
 
 
-class DelaySpec(_Strict):
+class DelaySpec(Strict):
     max: NonNeg = 0.0
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
 
 
-class PlatformSpec(_Strict):
+class PlatformSpec(Strict):
     """Processors on a line and the α-β links between them."""
 
     capacities: list[Pos] | Literal["homo"] = "homo"
@@ -143,7 +141,7 @@ class PlatformSpec(_Strict):
     delay: DelaySpec = DelaySpec()
 
 
-class BalancingSpec(_Strict):
+class BalancingSpec(Strict):
     """The line balancer (:mod:`hermes.bahi.line_balance`, 003 Alg. 3–4)."""
 
     enabled: bool = False
@@ -154,14 +152,14 @@ class BalancingSpec(_Strict):
     min_keep: Annotated[int, Field(ge=1, le=MAX_POINTS)] = 1
 
 
-class ApplicationSpec(_Strict):
+class ApplicationSpec(Strict):
     """Which application and how it iterates (the key ``application.kernel: brusselator`` marks a spec file)."""
 
     kernel: Literal["brusselator"] = "brusselator"
     mode: Literal["sync", "async"] = Field("sync", description="sync: SISC (the default); async: AIAC (003 §II-B)")
 
 
-class BrusselatorSpec(_Strict):
+class BrusselatorSpec(Strict):
     """One run of the 003 experiments (module docstring)."""
 
     name: str = "brusselator"

@@ -51,10 +51,8 @@ CSV_COLUMNS = ["task", "processor", "priority", "start_phase", "start_time", "st
 NonNeg = Annotated[float, Field(ge=0, le=1e15, allow_inf_nan=False)]  # bytes, work units, seconds: finite, bounded
 
 
-_Strict = Strict
 
-
-class TripleSpec(_Strict):
+class TripleSpec(Strict):
     """One ``(Data, Work, Wait)`` triple of a script (thesis §10.1)."""
 
     data: list[tuple[Annotated[int, Field(ge=0, le=1_000_000)], NonNeg]] = Field(
@@ -72,7 +70,7 @@ class TripleSpec(_Strict):
         return v
 
 
-class When(_Strict):
+class When(Strict):
     """A start or stop instant: the beginning (start) or end (stop) of a phase, or a virtual time."""
 
     phase: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
@@ -85,7 +83,7 @@ class When(_Strict):
         return self
 
 
-class TaskSpec(_Strict):
+class TaskSpec(Strict):
     """One external task (or one per processor when ``processor`` is a list)."""
 
     name: str = "task"
@@ -115,7 +113,7 @@ class TaskSpec(_Strict):
         return self
 
 
-class TaskFile(_Strict):
+class TaskFile(Strict):
     """A task-script file: a list of tasks."""
 
     tasks: list[TaskSpec] = Field(min_length=1)
@@ -340,7 +338,7 @@ def load_tasks(path: str | Path) -> list[Task]:
     return parse_tasks(load_yaml(path, max_bytes=MAX_TASK_BYTES), str(path))
 
 
-class ExtraLoadSpec(_Strict):
+class ExtraLoadSpec(Strict):
     """The scenario's ``extraload:`` section: the tasks (a file or inline) and the application's CPU weight.
 
     ::

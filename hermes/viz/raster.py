@@ -104,23 +104,13 @@ def paint(index: NDArray[np.int32], colors: NDArray[np.float64], *, owner: NDArr
     palette[1:, 3] = np.round(col[:, 3] * 255.0) if col.shape[1] > 3 else 255
     img = palette[index + 1]
     if outline > 0:  # the sides between cells, and those on the mesh's border (outside, a hole)
-        edge = _meets(index, index, inside)
-        out = ~inside
-        edge[:-1] |= inside[:-1] & out[1:]
-        edge[1:] |= inside[1:] & out[:-1]
-        edge[:, :-1] |= inside[:, :-1] & out[:, 1:]
-        edge[:, 1:] |= inside[:, 1:] & out[:, :-1]
+        edge = _meets(index, index, inside) | (inside & _grown(~inside))
         img[edge, :3] = np.round(img[edge, :3] * (1.0 - outline)).astype(np.uint8)
     if boundary > 0 and owner is not None:
         own = np.where(inside, np.asarray(owner, dtype=np.int64)[np.maximum(index, 0)], -1)
         edge = _meets(own, index, inside, both=boundary > 1)
         for _ in range((int(boundary) - 2) // 2):  # wider: grown by a pixel each side, within the cells
-            grown = edge.copy()
-            grown[1:] |= edge[:-1]
-            grown[:-1] |= edge[1:]
-            grown[:, 1:] |= edge[:, :-1]
-            grown[:, :-1] |= edge[:, 1:]
-            edge = grown & inside
+            edge = _grown(edge) & inside
         img[edge, :3] = 0
     return img
 
@@ -139,3 +129,13 @@ def _meets(label: NDArray, index: NDArray, inside: NDArray[np.bool_], both: bool
         if both:
             mark[hi] |= diff
     return mark
+
+
+def _grown(mask: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """``mask`` and the pixels beside it (left, right, above, below)."""
+    out = mask.copy()
+    out[1:] |= mask[:-1]
+    out[:-1] |= mask[1:]
+    out[:, 1:] |= mask[:, :-1]
+    out[:, :-1] |= mask[:, 1:]
+    return out

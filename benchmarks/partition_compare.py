@@ -195,7 +195,10 @@ def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | N
         path = Path(tmp) / "scenario.yaml"
         path.write_text(yaml.safe_dump(sc, sort_keys=False))
         out = Path(tmp) / "run"
-        n = processes or processes_for(parse_scenario(sc), int(sc["processors"]))
+        if not processes:
+            parsed = parse_scenario(sc)
+            processes = processes_for(parsed.run, parsed.clock, int(sc["processors"]))
+        n = processes
         cmd = mpiexec_command(n, ["run", str(path), "--no-launch", "--quiet", "--no-pictures", "--out", str(out)])
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

@@ -13,7 +13,7 @@ import pytest
 
 from hermes.errors import HermesError, ScenarioError
 from hermes.hosting import HostedError, blocks, host_run, processes_for
-from hermes.scenario import parse_scenario
+from hermes.sections import RunSpec
 from tests.conftest import run_mpi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,27 +142,23 @@ def test_mpi_bridges_processes():
     assert sorted(res.stdout.split()) == ["ok0", "ok1", "ok2"]
 
 
-def _sc(**keys):
-    return parse_scenario({"mesh": {"grid": "8x8"}, **keys})
-
-
 def test_processes_for():
-    sc = _sc()
-    assert processes_for(sc, 16, cores=2) == 2
-    assert processes_for(sc, 1, cores=8) == 1
-    assert processes_for(sc, 16, 5) == 5
-    assert processes_for(_sc(run={"processes": 3}), 16) == 3
+    run = RunSpec()  # the run section of a scenario that does not set run.processes
+    assert processes_for(run, "virtual", 16, cores=2) == 2
+    assert processes_for(run, "virtual", 1, cores=8) == 1
+    assert processes_for(run, "virtual", 16, 5) == 5
+    assert processes_for(RunSpec(processes=3), "virtual", 16) == 3
     with pytest.raises(HermesError, match="at most one process per processor"):
-        processes_for(sc, 4, 8)
+        processes_for(run, "virtual", 4, 8)
     with pytest.raises(HermesError, match="clock: wall"):
-        processes_for(_sc(clock="wall"), 8, 2)
-    assert processes_for(_sc(clock="wall"), 8, cores=2) == 8
+        processes_for(run, "wall", 8, 2)
+    assert processes_for(run, "wall", 8, cores=2) == 8
     # a refined run that draws its pictures while the phases run leaves its drawing worker a core
-    assert processes_for(sc, 16, cores=2, drawing=True) == 1
-    assert processes_for(sc, 16, cores=1, drawing=True) == 1
-    assert processes_for(sc, 3, cores=8, drawing=True) == 3
-    assert processes_for(sc, 16, 2, cores=2, drawing=True) == 2  # asked for: as asked
-    assert processes_for(_sc(clock="wall"), 8, cores=2, drawing=True) == 8
+    assert processes_for(run, "virtual", 16, cores=2, drawing=True) == 1
+    assert processes_for(run, "virtual", 16, cores=1, drawing=True) == 1
+    assert processes_for(run, "virtual", 3, cores=8, drawing=True) == 3
+    assert processes_for(run, "virtual", 16, 2, cores=2, drawing=True) == 2  # asked for: as asked
+    assert processes_for(run, "wall", 8, cores=2, drawing=True) == 8
 
 
 def _hermes(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:

@@ -32,7 +32,7 @@ def scenario_of(args):
         from hermes.lifecycle.preflight import preflight
 
         p = sc.processors or 4
-        preflight(sc, p, processes=processes_for(sc, p, getattr(args, "processes", None),
+        preflight(sc, p, processes=processes_for(sc.run, sc.clock, p, getattr(args, "processes", None),
                                                  drawing=draws_ahead(sc, args)))
     return sc
 
@@ -70,14 +70,14 @@ class MeshApplication:
             lock = claim_dir(d, "--resume", force=True)
             try:
                 man = verify_checkpoint(d)  # every file, and scenario.yaml unchanged, before mpiexec starts
-                n = processes_for(_saved_hosting(d), man.ranks, args.processes)
+                n = processes_for(*_saved_hosting(d), man.ranks, args.processes)
             except BaseException:
                 lock.release()
                 raise
             return Launch(n, man.ranks, ["--lock-token", lock.token], lock)
         sc = scenario_of(args)
         p = sc.processors or 4
-        n = processes_for(sc, p, args.processes, drawing=draws_ahead(sc, args))
+        n = processes_for(sc.run, sc.clock, p, args.processes, drawing=draws_ahead(sc, args))
         path, key = run_dir_for(sc, args.out)
         lock = claim_dir(path, key, force=args.force, name=sc.name)
         extra = ["--out", str(lock.path)] if args.out is None and sc.output.dir is None else []
@@ -109,7 +109,7 @@ class MeshApplication:
             if p < n:
                 raise ScenarioError(f"processors: the scenario asks for {p} processors but the job has {n} processes "
                                     f"(at most one process per processor: start at most {p}, or --set processors={n})")
-            processes_for(sc, p, n if args.processes is None else args.processes,
+            processes_for(sc.run, sc.clock, p, n if args.processes is None else args.processes,
                           what="the job's processes" if args.processes is None else "--processes")
             if args.processes is not None and args.processes != n:
                 raise ScenarioError(f"--processes: {args.processes}, but the job has {n} process{'es' * (n != 1)}")
@@ -138,8 +138,8 @@ MESH = MeshApplication()
 
 
 def _saved_hosting(run_dir: Path):
-    """The clock and ``run.processes`` of the run in ``run_dir`` (its scenario.yaml as hermes wrote it; the mesh
-    and the other files are the checkpoint's to check), for :func:`hermes.hosting.processes_for`."""
+    """The ``run`` section's processes and the clock of the run in ``run_dir`` (its scenario.yaml as hermes wrote
+    it; the mesh and the other files are the checkpoint's to check), for :func:`hermes.hosting.processes_for`."""
     from types import SimpleNamespace
 
     from hermes.loaders import load_yaml
@@ -148,8 +148,7 @@ def _saved_hosting(run_dir: Path):
     doc = doc if isinstance(doc, dict) else {}
     run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
     processes = run.get("processes")
-    return SimpleNamespace(clock=doc.get("clock", "virtual"),
-                           run=SimpleNamespace(processes=processes if type(processes) is int else None))
+    return SimpleNamespace(processes=processes if type(processes) is int else None), doc.get("clock", "virtual")
 
 
 def _resume_processors(args) -> int:

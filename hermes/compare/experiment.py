@@ -96,7 +96,7 @@ class PlannedRun:
     @property
     def processes(self) -> int:
         """The MPI processes hosting its processors (:func:`hermes.hosting.processes_for`)."""
-        return processes_for(self.scenario, self.processors)
+        return processes_for(self.scenario.run, self.scenario.clock, self.processors)
 
     def title(self, sep: str = " · ") -> str:
         return sep.join(self.labels.values()) or self.id
@@ -183,7 +183,7 @@ class Experiment:
             if sc.processors is None:
                 sc = sc.model_copy(update={"processors": 4})
             try:
-                processes_for(sc, sc.processors)
+                processes_for(sc.run, sc.clock, sc.processors)
             except HermesError as err:
                 raise ExperimentError(f"run {run_id}: {err}") from None
             out.append(PlannedRun(run_id, labels, values, absolute_paths(sc)))

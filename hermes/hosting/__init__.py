@@ -101,10 +101,11 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None = None,
+def processes_for(run, clock: str, p: int, requested: int | None = None, *, cores: int | None = None,
                   what: str = "--processes", drawing: bool = False) -> int:
-    """The MPI processes that host a run of ``p`` processors: ``requested`` (``--processes``), else the
-    scenario's ``run.processes``, else one per processor up to the usable cores (the processors shared
+    """The MPI processes that host a run of ``p`` processors on the scenario's ``clock`` (``virtual`` or
+    ``wall``): ``requested`` (``--processes``), else the ``processes`` of its ``run`` section
+    (:class:`hermes.sections.RunSpec`), else one per processor up to the usable cores (the processors shared
     evenly among them) — one core fewer when ``drawing``: a refined run whose pictures a worker draws while
     the phases run (:mod:`hermes.viz.ahead`) leaves it a core, else the busy ranks starve it and the pictures
     wait for the end (on 2 cores: refine-airfoil's phases as fast on 1 process as on 2, its pictures ready
@@ -118,17 +119,17 @@ def processes_for(sc, p: int, requested: int | None = None, *, cores: int | None
     """
     from hermes.errors import ScenarioError
 
-    n = requested if requested is not None else sc.run.processes
+    n = requested if requested is not None else run.processes
     key = what if requested is not None else "run.processes"
     if n is None:
-        if sc.clock == "wall":
+        if clock == "wall":
             return p
         return min(p, max(1, (cores or usable_cores()) - (1 if drawing else 0)))
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ScenarioError(f"{key}: {n!r} is not a number of processes (an integer ≥ 1)")
     if n > p:
         raise ScenarioError(f"{key}: {n} processes for {p} processors (at most one process per processor)")
-    if sc.clock == "wall" and n != p:
+    if clock == "wall" and n != p:
         raise ScenarioError(f"{key}: clock: wall measures each processor's own process, so it needs one process "
                             f"per processor ({p}), not {n}")
     return n

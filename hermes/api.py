@@ -135,7 +135,7 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     from hermes.lifecycle.preflight import preflight
 
     preflight(sc, n)  # files, mesh, magnitudes, memory: before any MPI job starts
-    path, key = run_dir_for(sc, out)
+    path, key = run_dir_for(sc.output, sc.name, sc.resolve, out)
     check_run_dir(path, key)  # a path that cannot be one (a NUL byte, a file) before it is resolved
     lock = claim_dir(path.absolute(), key, name=sc.name)  # held until the job has ended, as hermes run does
     try:

@@ -221,11 +221,12 @@ def test_a_read_only_directory_is_refused(tmp_path):
 def test_where_the_run_directory_is(tmp_path):
     base = tmp_path / "study"
     sc = parse_scenario({**QUICKSTART, "output": {"dir": "results/x"}}, base_dir=base)
-    assert run_dir_for(sc) == (base / "results" / "x", "output.dir")
-    assert run_dir_for(sc, "here") == (type(base)("here"), "--out")
+    assert run_dir_for(sc.output, sc.name, sc.resolve) == (base / "results" / "x", "output.dir")
+    assert run_dir_for(sc.output, sc.name, sc.resolve, "here") == (type(base)("here"), "--out")
     sc = parse_scenario({**QUICKSTART, "output": {"dir": str(tmp_path / "abs")}}, base_dir=base)
-    assert run_dir_for(sc)[0] == tmp_path / "abs"
-    path, key = run_dir_for(parse_scenario(QUICKSTART))
+    assert run_dir_for(sc.output, sc.name, sc.resolve)[0] == tmp_path / "abs"
+    quick = parse_scenario(QUICKSTART)
+    path, key = run_dir_for(quick.output, quick.name, quick.resolve)
     assert key == "run directory" and path.parent.name == "runs" and path.name.startswith("quickstart-")
 
 

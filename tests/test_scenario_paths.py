@@ -42,8 +42,9 @@ def test_run_set_paths_are_relative_to_the_current_directory_and_yaml_paths_to_t
     sc = load_scenario("exp/file.yaml", ["mesh.file=b.vtu"])  # b.vtu is only in cwd: the old rule failed here
     assert Path(sc.mesh.file) == cwd / "b.vtu"
     sc = load_scenario(exp / "file.yaml", ["output.dir=out/r1"])
-    assert run_dir_for(sc)[0] == cwd / "out" / "r1"
-    assert run_dir_for(sc, "o2") == (Path("o2"), "--out")  # --out: as given, from the current directory
+    assert run_dir_for(sc.output, sc.name, sc.resolve)[0] == cwd / "out" / "r1"
+    # --out: as given, from the current directory
+    assert run_dir_for(sc.output, sc.name, sc.resolve, "o2") == (Path("o2"), "--out")
 
 
 def test_set_mesh_file_replaces_a_grid_and_mesh_grid_a_file(layout):

@@ -78,7 +78,7 @@ class MeshApplication:
         sc = scenario_of(args)
         p = sc.processors or 4
         n = processes_for(sc.run, sc.clock, p, args.processes, drawing=draws_ahead(sc, args))
-        path, key = run_dir_for(sc, args.out)
+        path, key = run_dir_for(sc.output, sc.name, sc.resolve, args.out)
         lock = claim_dir(path, key, force=args.force, name=sc.name)
         extra = ["--out", str(lock.path)] if args.out is None and sc.output.dir is None else []
         if sc.processors is None:

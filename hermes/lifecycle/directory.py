@@ -6,6 +6,7 @@ file is written (atomically) and a directory claimed is :mod:`hermes.files`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +26,17 @@ def default_run_dir(name: str) -> Path:
     return Path("runs") / f"{name}-{_dt.datetime.now():%Y%m%d-%H%M%S}"
 
 
-def run_dir_for(sc, out_dir: str | Path | None = None) -> tuple[Path, str]:
-    """The run directory and the name the user gave it in (for error lines): ``--out`` (relative to the
-    current directory), else ``output.dir`` (relative to the scenario file, like every path in a scenario),
-    else the default ``runs/<name>-<timestamp>`` (relative to the current directory)."""
+def run_dir_for(output, name: str, resolve: Callable[[str], Path],
+                out_dir: str | Path | None = None) -> tuple[Path, str]:
+    """The run directory of the scenario ``name`` and the name the user gave it in (for error lines):
+    ``out_dir`` (``--out``, relative to the current directory), else the ``dir`` of its ``output`` section
+    (:class:`hermes.sections.OutputSpec`; ``resolve`` makes it relative to the scenario file, like every path in
+    a scenario), else the default ``runs/<name>-<timestamp>`` (relative to the current directory)."""
     if out_dir is not None:
         return Path(out_dir).expanduser(), "--out"
-    if sc.output.dir is not None:
-        return sc.resolve(sc.output.dir), "output.dir"
-    return default_run_dir(sc.name), DEFAULT_KEY
+    if output.dir is not None:
+        return resolve(output.dir), "output.dir"
+    return default_run_dir(name), DEFAULT_KEY
 
 
 def open_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, token: str | None = None) -> Path:

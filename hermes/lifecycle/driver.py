@@ -68,7 +68,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
     where, held = None, []
     if write:
-        path, key = run_dir_for(sc, out_dir) if comm.Get_rank() == 0 else (None, None)
+        path, key = run_dir_for(sc.output, sc.name, sc.resolve, out_dir) if comm.Get_rank() == 0 else (None, None)
 
         def claim():
             held.append(claim_dir(path, key, force=force, token=lock_token, name=sc.name))

@@ -73,7 +73,7 @@ def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_
     }
     result = RunResult(summary, r.rank_rows())
     if write:
-        out = Path(out_dir or run_dir_for(sc)[0])
+        out = Path(out_dir or run_dir_for(sc.output, sc.name, sc.resolve)[0])
         t = time.perf_counter()
         try:
             result.out_dir = write_run(out, scenario_yaml(sc), sc.output, summary, result.ranks, r.columns,

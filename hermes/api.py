@@ -150,7 +150,8 @@ def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> Run
 
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"
-        spec.write_text(dump_yaml(absolute_paths(sc).to_dict(), sort_keys=False))
+        portable = sc.model_copy(update=absolute_paths(sc.mesh, sc.platform, sc.resolve))
+        spec.write_text(dump_yaml(portable.to_dict(), sort_keys=False))
         args = ["run", str(spec), "--no-launch", "--set", f"processors={n}", "--out", str(out_dir),
                 "--lock-token", token]
         cmd = mpiexec_command(n, [*args, *(["--quiet"] if quiet else [])])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from hermes.files import safe_name, slug
 from hermes.hosting import processes_for
 from hermes.loaders import dump_yaml, load_yaml
 from hermes.scenario import MESH_SOURCES, QUICKSTART, Scenario, parse_scenario, yaml_value
-from hermes.sections import BalancerSpec
+from hermes.sections import BalancerSpec, MeshSpec, PlatformSpec
 from hermes.scenario import PATH_KEYS as SCENARIO_PATH_KEYS
 
 __all__ = ["Experiment", "AxisValue", "Axis", "PlannedRun", "ExperimentError", "load_experiment",
@@ -186,7 +187,8 @@ class Experiment:
                 processes_for(sc.run, sc.clock, sc.processors)
             except HermesError as err:
                 raise ExperimentError(f"run {run_id}: {err}") from None
-            out.append(PlannedRun(run_id, labels, values, absolute_paths(sc)))
+            out.append(PlannedRun(run_id, labels, values,
+                                  sc.model_copy(update=absolute_paths(sc.mesh, sc.platform, sc.resolve))))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -292,18 +294,18 @@ def parse_axis_option(item: str) -> tuple[str, list[Any]]:
     return key, values
 
 
-def absolute_paths(sc: Scenario) -> Scenario:
-    """The scenario with every file path made absolute (so it can be written anywhere)."""
-    mesh = sc.mesh
+def absolute_paths(mesh: MeshSpec, platform: PlatformSpec, resolve: Callable[[str], Path]) -> dict[str, Any]:
+    """The sections that name files (``mesh``, ``platform``) with every file path made absolute by ``resolve``
+    (the scenario's), as an update of the scenario: ``sc.model_copy(update=absolute_paths(sc.mesh, sc.platform,
+    sc.resolve))`` can be written anywhere."""
     if mesh.file is not None:
-        mesh = mesh.model_copy(update={"file": str(sc.resolve(mesh.file).resolve())})
-    pl = sc.platform
+        mesh = mesh.model_copy(update={"file": str(resolve(mesh.file).resolve())})
     upd = {}
     for key in ("capacities", "schedule"):
-        val = getattr(pl, key)
+        val = getattr(platform, key)
         if isinstance(val, str) and val != "homo":
-            upd[key] = str(sc.resolve(val).resolve())
-    return sc.model_copy(update={"mesh": mesh, "platform": pl.model_copy(update=upd)})
+            upd[key] = str(resolve(val).resolve())
+    return {"mesh": mesh, "platform": platform.model_copy(update=upd)}
 
 
 # -- helpers ------------------------------------------------------------------------------------------------

@@ -23,9 +23,9 @@ def test_memory_model_and_what_the_machine_has():
 
 def test_a_grid_beyond_the_memory_is_refused_in_one_line():
     sc = _sc(mesh={"grid": "1000x1000"})
-    check_memory(sc, 10**6, 4, available=10**10)  # 1.4 GB of 10 GB: fine
+    check_memory(sc.mesh, sc.adaptation.phases, 10**6, 4, available=10**10)  # 1.4 GB of 10 GB: fine
     with pytest.raises(ScenarioError) as err:
-        check_memory(sc, 10**6, 4, available=10**9)
+        check_memory(sc.mesh, sc.adaptation.phases, 10**6, 4, available=10**9)
     assert str(err.value).startswith("mesh.grid: 1000x1000 needs about 1.") and "available" in str(err.value)
 
 
@@ -35,9 +35,9 @@ def test_hosted_processors_count_in_the_memory_estimate():
     assert memory_needed(10**6, 4, 3, 4) == memory_needed(10**6, 4, 3)
     sc = _sc(mesh={"grid": "1000x1000"})
     need = memory_needed(10**6, 2, sc.adaptation.phases, 100_000)
-    check_memory(sc, 10**6, 2, available=int(need) + 1, processors=100_000)
+    check_memory(sc.mesh, sc.adaptation.phases, 10**6, 2, available=int(need) + 1, processors=100_000)
     with pytest.raises(ScenarioError) as err:
-        check_memory(sc, 10**6, 2, available=int(need) - 1, processors=100_000)
+        check_memory(sc.mesh, sc.adaptation.phases, 10**6, 2, available=int(need) - 1, processors=100_000)
     assert "99998 more hosted processors" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -64,11 +64,13 @@ def test_the_launcher_tells_how_many_ranks_share_the_machine(monkeypatch):
 
 
 def test_mesh_cells_of_a_grid_and_of_a_file(tmp_path):
-    assert mesh_cells(_sc(mesh={"grid": "20x19"})) == (380, (1.0, 1.0))
-    sc = _sc(mesh={"file": str(ROOT / "meshes" / "grid20x19.vtu")})
-    assert mesh_cells(sc) == (380, (1.0, 1.0))
+    def cells(sc):
+        return mesh_cells(sc.mesh, sc.adaptation, sc.resolve)
+
+    assert cells(_sc(mesh={"grid": "20x19"})) == (380, (1.0, 1.0))
+    assert cells(_sc(mesh={"file": str(ROOT / "meshes" / "grid20x19.vtu")})) == (380, (1.0, 1.0))
     (tmp_path / "w.graph").write_text("4 3 10\n2 2\n1 1 3\n1 2 4\n5 3\n")
-    assert mesh_cells(_sc(tmp_path, mesh={"file": "w.graph"})) == (4, (1.0, 5.0))
+    assert cells(_sc(tmp_path, mesh={"file": "w.graph"})) == (4, (1.0, 5.0))
 
 
 @pytest.mark.parametrize("p, top, message", [

@@ -49,7 +49,7 @@ def test_mesh_constraint_picks_or_sums_the_vertex_weights(tmp_path, constraint, 
     (tmp_path / "m.graph").write_text(MULTI)
     sc = _sc(tmp_path, mesh={"file": "m.graph", "constraint": constraint})
     assert np.array_equal(load_mesh(sc).weights, weights)  # zeros become 1, as for a single weight
-    assert mesh_cells(sc) == (4, (1.0, float(max(weights))))
+    assert mesh_cells(sc.mesh, sc.adaptation, sc.resolve) == (4, (1.0, float(max(weights))))
 
 
 def test_mesh_constraint_beyond_ncon_or_on_a_single_weight_mesh_is_refused(tmp_path):

@@ -26,11 +26,13 @@ estimate counts the initial cells only.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from hermes.bounds import MAX_TRACE_TASKS
 from hermes.errors import MeshError, ScenarioError
 from hermes.scenario import Scenario, check_magnitudes, check_processors
+from hermes.sections import AdaptationSpec, MeshSpec
 
 __all__ = [
     "READ_LIMIT",
@@ -96,8 +98,8 @@ def _size(b: float) -> str:
     raise AssertionError
 
 
-def _mesh_key(sc: Scenario) -> str:
-    return f"mesh.grid: {sc.mesh.grid}" if sc.mesh.grid is not None else f"mesh.file: {sc.mesh.file}"
+def _mesh_key(spec: MeshSpec) -> str:
+    return f"mesh.grid: {spec.grid}" if spec.grid is not None else f"mesh.file: {spec.file}"
 
 
 def ranks_on_this_machine(p: int) -> int:
@@ -110,21 +112,22 @@ def ranks_on_this_machine(p: int) -> int:
     return p
 
 
-def check_memory(sc: Scenario, n_cells: int, ranks: int, *, available: int | None = None,
+def check_memory(spec: MeshSpec, phases: int, n_cells: int, ranks: int, *, available: int | None = None,
                  processors: int | None = None) -> None:
-    """Refuse a run that needs more memory than this machine has (``ranks``: ranks on this machine).
+    """Refuse a run of ``phases`` phases that needs more memory than this machine has (``ranks``: ranks on this
+    machine); ``spec`` (the scenario's mesh section) names the mesh in the error line.
 
     Raises
     ------
     ScenarioError
         One line: what the run needs (and from what), what is available.
     """
-    need = memory_needed(n_cells, ranks, sc.adaptation.phases, processors)
+    need = memory_needed(n_cells, ranks, phases, processors)
     avail = memory_available() if available is None else available
     if avail is not None and need > avail:
         hosted = "" if processors is None or processors <= ranks else \
             f" + {processors - ranks} more hosted processors × {_size(PROCESSOR_BYTES)}"
-        raise ScenarioError(f"{_mesh_key(sc)} needs about {_size(need)} of memory ({n_cells} cells × "
+        raise ScenarioError(f"{_mesh_key(spec)} needs about {_size(need)} of memory ({n_cells} cells × "
                             f"{CELL_BYTES} bytes + {ranks} processes × {_size(RANK_BYTES)}{hosted}), but this "
                             f"machine has {_size(avail)} available")
 
@@ -139,27 +142,29 @@ def check_size(sc: Scenario, n_cells: int, p: int, *, ranks_here: int | None = N
     :func:`ranks_on_this_machine`).
     """
     if n_cells < p:
-        raise MeshError(f"more processors ({p}) than cells ({n_cells}) in {_mesh_key(sc)}")
+        raise MeshError(f"more processors ({p}) than cells ({n_cells}) in {_mesh_key(sc.mesh)}")
     spec = sc.output.trace_spec
     if spec is not None and spec.cells_per_block is None and n_cells > MAX_TRACE_TASKS:
-        raise ScenarioError(f"output.lbdatafile: {n_cells} cells in {_mesh_key(sc)} are more tasks than a trace file "
-                            f"should hold ({MAX_TRACE_TASKS}); give output.lbdatafile.cells_per_block")
+        raise ScenarioError(f"output.lbdatafile: {n_cells} cells in {_mesh_key(sc.mesh)} are more tasks than a "
+                            f"trace file should hold ({MAX_TRACE_TASKS}); give output.lbdatafile.cells_per_block")
     check_magnitudes(sc, n_cells=n_cells, p=p, capacities=capacities, schedule=schedule, weights=weights)
     here = ranks_on_this_machine(p) if ranks_here is None else ranks_here
-    check_memory(sc, n_cells, here, processors=p if processors_here is None else processors_here)
+    check_memory(sc.mesh, sc.adaptation.phases, n_cells, here,
+                 processors=p if processors_here is None else processors_here)
 
 
-def check_refinable(sc: Scenario, mesh, where: str) -> None:
-    """Refuse ``adaptation.kind: refine`` on a mesh newest-vertex bisection cannot refine: 3-D cells
-    (tetrahedra, hexahedra, wedges, pyramids), a surface whose points' z is not constant, a graph without
-    cell polygons, polygons other than triangles and quadrilaterals. Nothing for other adaptations.
+def check_refinable(adaptation: AdaptationSpec, mesh, where: str) -> None:
+    """Refuse ``adaptation.kind: refine`` (the scenario's ``adaptation`` section) on a mesh newest-vertex
+    bisection cannot refine: 3-D cells (tetrahedra, hexahedra, wedges, pyramids), a surface whose points' z is
+    not constant, a graph without cell polygons, polygons other than triangles and quadrilaterals. Nothing for
+    other adaptations.
 
     Raises
     ------
     MeshError
         One line naming ``where`` and what the mesh has.
     """
-    if sc.adaptation.kind != "refine":
+    if adaptation.kind != "refine":
         return
     import numpy as np
 
@@ -180,13 +185,15 @@ def check_refinable(sc: Scenario, mesh, where: str) -> None:
         raise MeshError(f"{head} has cells with {int(size[(size != 3) & (size != 4)][0])} corners")
 
 
-def mesh_cells(sc: Scenario) -> tuple[int, tuple[float, float]] | None:
-    """The mesh's cell count and (smallest, largest) cell weight if they are cheap to know: a grid's, or
-    a mesh file's up to :data:`READ_LIMIT` (read and validated with :func:`hermes.data.io.read_mesh`: a
-    bad file is found here); else None."""
-    if sc.mesh.grid_cells is not None:
-        return sc.mesh.grid_cells, (1.0, 1.0)
-    path = sc.resolve(sc.mesh.file)
+def mesh_cells(spec: MeshSpec, adaptation: AdaptationSpec,
+               resolve: Callable[[str], Path]) -> tuple[int, tuple[float, float]] | None:
+    """The cell count and (smallest, largest) cell weight of the mesh of the scenario's ``mesh`` section if they
+    are cheap to know: a grid's, or a mesh file's (``resolve``: the scenario's) up to :data:`READ_LIMIT` (read
+    and validated with :func:`hermes.data.io.read_mesh`, and checked against the ``adaptation`` section,
+    :func:`check_refinable`: a bad file is found here); else None."""
+    if spec.grid_cells is not None:
+        return spec.grid_cells, (1.0, 1.0)
+    path = resolve(spec.file)
     try:
         size = path.stat().st_size
     except OSError as err:
@@ -196,8 +203,8 @@ def mesh_cells(sc: Scenario) -> tuple[int, tuple[float, float]] | None:
     from hermes.data.formats import select_constraint
     from hermes.data.io import read_mesh
 
-    mesh = select_constraint(read_mesh(path, units=sc.mesh.units), sc.mesh.constraint, f"mesh.file: {path}")
-    check_refinable(sc, mesh, f"mesh.file {path}")
+    mesh = select_constraint(read_mesh(path, units=spec.units), spec.constraint, f"mesh.file: {path}")
+    check_refinable(adaptation, mesh, f"mesh.file {path}")
     return mesh.n_cells, (float(mesh.weights.min()), float(mesh.weights.max()))
 
 
@@ -214,7 +221,7 @@ def preflight(sc: Scenario, p: int, *, processes: int | None = None) -> None:
 
     check_processors(sc, p)  # capacities, links, schedule and extra load against p
     sched = CapacitySchedule.from_platform(sc.platform, sc.resolve, p)
-    known = mesh_cells(sc)
+    known = mesh_cells(sc.mesh, sc.adaptation, sc.resolve)
     if known is not None:
         caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
         check_size(sc, known[0], p, capacities=caps, schedule=None if sched.table is None else sched.table.tolist(),

@@ -66,7 +66,7 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
     if sc.mesh.grid_cells is None:
         check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows, ranks_here=processes,
                    weights=(float(mesh.weights.min()), float(mesh.weights.max())))
-    check_refinable(sc, mesh, _mesh_where(sc))
+    check_refinable(sc.adaptation, mesh, _mesh_where(sc))
     tm = None
     if sc.adaptation.kind == "refine":  # the work units become the triangles
         tm, origin = from_mesh(mesh)

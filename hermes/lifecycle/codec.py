@@ -280,86 +280,107 @@ class Decoder:
         tag = next((k for k in self.NODES if k in node), None)
         if tag is None or set(node) != self.NODES[tag]:
             raise Bad(f"an unknown node {sorted(node)[:4]}")
-        value = node[tag]
-        if tag == "float":
-            raw = bytes.fromhex(value) if type(value) is str and len(value) == 16 else b""
-            if len(raw) != 8:
-                raise Bad("a bad float")
-            return struct.unpack("<d", raw)[0]
-        if tag == "bytes":
-            if type(value) is not str:
-                raise Bad("bad bytes")
-            return base64.b64decode(value, validate=True)
-        if tag == "scalar":
-            if type(value) is not str or not _SCALAR.fullmatch(value) or type(node["hex"]) is not str:
-                raise Bad("a bad numpy scalar")
-            dtype, raw = np.dtype(value), bytes.fromhex(node["hex"])
-            if dtype.hasobject or len(raw) != dtype.itemsize:
-                raise Bad("a bad numpy scalar")
-            return np.frombuffer(raw, dtype=dtype, count=1)[0]
-        if tag == "tuple":
-            return tuple(self(x) for x in self._list(node, tag))
-        if tag == "frozenset":
-            return frozenset(self._key(x) for x in self._list(node, tag))
-        if tag == "same":
-            if type(value) is not int or value not in self.objects:
-                raise Bad("a reference to an object not read before")
-            return self.objects[value]
-        if tag == "ref":
-            if type(value) is not str or not _NAME.fullmatch(value):
-                raise Bad("a bad reference")
-            if self.refs is None:
-                return _Placeholder(value)
-            if value not in self.refs:
-                raise Bad(f"a reference to {value!r}, which this hermes does not supply")
-            return self.refs[value]
-        if tag == "list":
-            out = self._new(node, [])
-            out.extend(self(x) for x in self._list(node, tag))
-            return out
-        if tag == "set":
-            out = self._new(node, set())
-            out.update(self._key(x) for x in self._list(node, tag))
-            return out
-        if tag == "map":
-            if type(value) is not dict:
-                raise Bad("a map without its mapping")
-            out = self._new(node, {})
-            out.update((k, self(v)) for k, v in value.items())
-            return out
-        if tag == "dict":
-            out = self._new(node, {})
-            for pair in self._list(node, tag):
-                if type(pair) is not list or len(pair) != 2:
-                    raise Bad("a dict entry that is not a pair")
-                out[self._key(pair[0])] = self(pair[1])
-            return out
-        if tag == "array":
-            if type(value) is not str or value not in self.arrays or value in self.used:
-                raise Bad(f"a reference to a missing array {str(value)[:20]}")
-            self.used.add(value)
-            return self._new(node, self.arrays[value])
-        if tag == "generator":
-            bits = self(value)
-            if type(bits) not in _BIT_GENERATORS.values():
-                raise Bad("a random generator without its bit generator")
-            return self._new(node, np.random.Generator(bits))
-        if tag == "bit_generator":
-            return self._bit_generator(node)
-        if tag == "seed_sequence":
-            if type(value) is not dict or set(value) != {"entropy", "spawn_key", "pool_size", "n_children_spawned"}:
-                raise Bad("a bad seed sequence")
-            args = {k: self(v) for k, v in value.items()}
-            if type(args["pool_size"]) is not int or not 4 <= args["pool_size"] <= 1024:
-                raise Bad("a bad seed sequence pool size")
-            return self._new(node, np.random.SeedSequence(**args))
-        if tag == "model":
-            cls = _resolve(value, "model")
-            if type(node["excluded"]) is not dict or type(node["json"]) is not dict:
-                raise Bad("a bad model node")
-            excluded = {k: self(v) for k, v in node["excluded"].items()}
-            return self._new(node, cls.model_validate({**node["json"], **excluded}))
-        return self._object(node, _resolve(value, "object"))
+        return self.READERS[tag](self, node)
+
+    # -- one reader per kind of node (its keys checked by __call__) ------------------------------------------
+    def _read_float(self, node: dict) -> float:
+        value = node["float"]
+        raw = bytes.fromhex(value) if type(value) is str and len(value) == 16 else b""
+        if len(raw) != 8:
+            raise Bad("a bad float")
+        return struct.unpack("<d", raw)[0]
+
+    def _read_bytes(self, node: dict) -> bytes:
+        if type(node["bytes"]) is not str:
+            raise Bad("bad bytes")
+        return base64.b64decode(node["bytes"], validate=True)
+
+    def _read_scalar(self, node: dict) -> np.generic:
+        value = node["scalar"]
+        if type(value) is not str or not _SCALAR.fullmatch(value) or type(node["hex"]) is not str:
+            raise Bad("a bad numpy scalar")
+        dtype, raw = np.dtype(value), bytes.fromhex(node["hex"])
+        if dtype.hasobject or len(raw) != dtype.itemsize:
+            raise Bad("a bad numpy scalar")
+        return np.frombuffer(raw, dtype=dtype, count=1)[0]
+
+    def _read_tuple(self, node: dict) -> tuple:
+        return tuple(self(x) for x in self._list(node, "tuple"))
+
+    def _read_frozenset(self, node: dict) -> frozenset:
+        return frozenset(self._key(x) for x in self._list(node, "frozenset"))
+
+    def _read_same(self, node: dict) -> Any:
+        value = node["same"]
+        if type(value) is not int or value not in self.objects:
+            raise Bad("a reference to an object not read before")
+        return self.objects[value]
+
+    def _read_ref(self, node: dict) -> Any:
+        value = node["ref"]
+        if type(value) is not str or not _NAME.fullmatch(value):
+            raise Bad("a bad reference")
+        if self.refs is None:
+            return _Placeholder(value)
+        if value not in self.refs:
+            raise Bad(f"a reference to {value!r}, which this hermes does not supply")
+        return self.refs[value]
+
+    def _read_list(self, node: dict) -> list:
+        out = self._new(node, [])
+        out.extend(self(x) for x in self._list(node, "list"))
+        return out
+
+    def _read_set(self, node: dict) -> set:
+        out = self._new(node, set())
+        out.update(self._key(x) for x in self._list(node, "set"))
+        return out
+
+    def _read_map(self, node: dict) -> dict:
+        """A dict with string keys (JSON's own mapping)."""
+        if type(node["map"]) is not dict:
+            raise Bad("a map without its mapping")
+        out = self._new(node, {})
+        out.update((k, self(v)) for k, v in node["map"].items())
+        return out
+
+    def _read_dict(self, node: dict) -> dict:
+        """A dict with other keys: a list of (key, value) pairs."""
+        out = self._new(node, {})
+        for pair in self._list(node, "dict"):
+            if type(pair) is not list or len(pair) != 2:
+                raise Bad("a dict entry that is not a pair")
+            out[self._key(pair[0])] = self(pair[1])
+        return out
+
+    def _read_array(self, node: dict) -> np.ndarray:
+        value = node["array"]
+        if type(value) is not str or value not in self.arrays or value in self.used:
+            raise Bad(f"a reference to a missing array {str(value)[:20]}")
+        self.used.add(value)
+        return self._new(node, self.arrays[value])
+
+    def _read_generator(self, node: dict) -> np.random.Generator:
+        bits = self(node["generator"])
+        if type(bits) not in _BIT_GENERATORS.values():
+            raise Bad("a random generator without its bit generator")
+        return self._new(node, np.random.Generator(bits))
+
+    def _read_seed_sequence(self, node: dict) -> np.random.SeedSequence:
+        value = node["seed_sequence"]
+        if type(value) is not dict or set(value) != {"entropy", "spawn_key", "pool_size", "n_children_spawned"}:
+            raise Bad("a bad seed sequence")
+        args = {k: self(v) for k, v in value.items()}
+        if type(args["pool_size"]) is not int or not 4 <= args["pool_size"] <= 1024:
+            raise Bad("a bad seed sequence pool size")
+        return self._new(node, np.random.SeedSequence(**args))
+
+    def _read_model(self, node: dict) -> BaseModel:
+        cls = _resolve(node["model"], "model")
+        if type(node["excluded"]) is not dict or type(node["json"]) is not dict:
+            raise Bad("a bad model node")
+        excluded = {k: self(v) for k, v in node["excluded"].items()}
+        return self._new(node, cls.model_validate({**node["json"], **excluded}))
 
     def _bit_generator(self, node: dict) -> Any:
         cls = _BIT_GENERATORS.get(node["bit_generator"]) if type(node["bit_generator"]) is str else None
@@ -387,6 +408,16 @@ class Decoder:
         for k, v in attrs.items():
             object.__setattr__(obj, k, self(v))
         return obj
+
+    def _read_object(self, node: dict) -> Any:
+        return self._object(node, _resolve(node["object"], "object"))
+
+    #: the reader of each kind of node (:attr:`NODES`)
+    READERS = {"float": _read_float, "bytes": _read_bytes, "scalar": _read_scalar, "tuple": _read_tuple,
+               "frozenset": _read_frozenset, "same": _read_same, "ref": _read_ref, "list": _read_list,
+               "set": _read_set, "map": _read_map, "dict": _read_dict, "array": _read_array,
+               "generator": _read_generator, "bit_generator": _bit_generator, "seed_sequence": _read_seed_sequence,
+               "model": _read_model, "object": _read_object}
 
 
 @dataclass(frozen=True)

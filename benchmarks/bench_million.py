@@ -30,7 +30,7 @@ def run(cells: int, selection: str = "gain") -> None:
     from hermes.adaptation import adapt_mesh
     from hermes.balance.flow import topological_order
     from hermes.balance.model import Model
-    from hermes.balance.realisation.realise import realise_flow
+    from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, realise_flow
     from hermes.balance.realisation.selection import get_selection
     from hermes.balance.registry import BALANCERS, BalanceContext, check_params
     from hermes.clock import Links, VirtualClock
@@ -109,8 +109,8 @@ def run(cells: int, selection: str = "gain") -> None:
         cost = np.where(np.abs(model.laplacian.toarray()) > 0, 1.0, 0.0)
         np.fill_diagonal(cost, 0.0)
         levels = topological_order(model, flow, 1e-9 * model.loads.sum())
-        new, st, _ = realise_flow(comm, dom, model.edges, flow, cost, state["clock"], levels=levels,
-                                  select=get_selection(selection))
+        new, st, _ = realise_flow(comm, dom, SubdomainFlow(model.edges, flow), cost, state["clock"], levels=levels,
+                                  options=RealiseOptions(get_selection(selection)))
         state["moved"] = comm.allreduce(st.cells_sent)
         return new
 

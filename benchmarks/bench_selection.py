@@ -95,7 +95,8 @@ def main() -> int:
 
     from hermes.balance.flow import minimal_flow
     from hermes.balance.model import Model
-    from hermes.balance.realisation.realise import realisation_report, simulate_realisation
+    from hermes.balance.realisation.realise import (RealiseOptions, SubdomainFlow, realisation_report,
+                                                    simulate_realisation)
     from hermes.balance.realisation.selection import SELECTIONS
     from hermes.data.cfd_meshes import large
     from hermes.data.partition import metis_partition
@@ -122,10 +123,11 @@ def main() -> int:
     for name, select in runs:
         clock = [0.0]
         t = time.perf_counter()
-        after, hop = simulate_realisation(xadj, adjncy, coords, weights, owner, model.edges, flow,
-                                          _timed(select, clock))
+        after, hop = simulate_realisation(xadj, adjncy, coords, weights, owner, SubdomainFlow(model.edges, flow),
+                                          RealiseOptions(_timed(select, clock)))
         results[name] = (time.perf_counter() - t, clock[0],
-                         realisation_report(xadj, adjncy, owner, after, weights, model.edges, flow, realised=hop))
+                         realisation_report(xadj, adjncy, owner, after, weights, SubdomainFlow(model.edges, flow),
+                                            realised=hop))
         dests[name] = after
         print(f"  {name}: {results[name][0]:.2f} s", flush=True)
 

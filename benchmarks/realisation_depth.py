@@ -18,7 +18,7 @@ import numpy as np
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.realisation.realise import simulate_realisation
+from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, simulate_realisation
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition
 from hermes.metrics import imbalance
@@ -38,8 +38,8 @@ def case(nx: int, ny: int, p: int, start: float, factor: float) -> tuple[float, 
     flow = minimal_flow(model)
     out = []
     for adaptive in (False, True):
-        new, _ = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, model.edges, flow, "gain",
-                                      adaptive=adaptive)
+        new, _ = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, SubdomainFlow(model.edges, flow),
+                                      RealiseOptions("gain", adaptive=adaptive))
         out.append(imbalance(np.bincount(new, weights=w, minlength=p), np.ones(p)))
     return imbalance(loads, np.ones(p)), out[0], out[1]
 

@@ -42,8 +42,8 @@ from hermes.balance.model import Model, derived
 from hermes.balance.payoff import Payoff, excess
 from hermes.balance.policy import (another_round, conductances, estimate_payoff, first_round_cost, read_only,
                                    refinement_decision, refinement_pays, worsens)
-from hermes.balance.realisation.boundary import refine_boundary
-from hermes.balance.realisation.realise import realise_flow
+from hermes.balance.realisation.boundary import RefineOptions, refine_boundary
+from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, realise_flow
 from hermes.balance.registry import BALANCERS
 from hermes.clock import CATEGORIES
 from hermes.comm import Bookkeeping, NeighbourComm, agree, allreduce
@@ -260,9 +260,10 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
             # the same on every rank: once per model and flow (hosted processors share the model)
             levels = derived(model, ("levels", flow.tobytes()),
                              lambda: topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0)))
-            r.dom, stats, realised = realise_flow(r.comm, r.dom, model.edges, flow, cost, r.clock, levels=levels,
-                                                  select=r.select, exact=r.sc.balancer.ghosts == "exact",
-                                                  adaptive=r.sc.balancer.realisation == "adaptive")
+            options = RealiseOptions(r.select, exact=r.sc.balancer.ghosts == "exact",
+                                     adaptive=r.sc.balancer.realisation == "adaptive")
+            r.dom, stats, realised = realise_flow(r.comm, r.dom, SubdomainFlow(model.edges, flow), cost, r.clock,
+                                                  levels=levels, options=options)
             ph.flow_moved = True
             if r.rank == 0 and log.isEnabledFor(logging.DEBUG):
                 for e, f, done in zip(model.edges.tolist(), flow, realised):
@@ -291,8 +292,9 @@ def refine(r: RunState, ph: PhaseState) -> None:
     spent = r.clock.totals["migrate"]
     with r.clock.activity("migrate"):
         cost = _gather_costs(r.book, r.p, ph.est)
-        r.dom, st = refine_boundary(r.comm, r.dom, ph.model.fair_loads, cost, r.clock, tolerance=spec.tolerance,
-                                    passes=spec.passes, geometric=spec.geometric, below=spec.below)
+        options = RefineOptions(tolerance=spec.tolerance, passes=spec.passes, geometric=spec.geometric,
+                                below=spec.below)
+        r.dom, st = refine_boundary(r.comm, r.dom, ph.model.fair_loads, cost, r.clock, options)
     r.history.refine_time = r.book.max(r.clock.totals["migrate"] - spent)
     ph.stats.add(st.migration)
     ph.loads = np.array(r.book.allgather(r.dom.load))

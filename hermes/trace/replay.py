@@ -336,7 +336,7 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
     Each round computes the flow on the processor graph of the current assignment and realises it by choosing
     objects, or with hermes' own cell selection (``realisation: cells``; ``auto``: when the tasks have centroids)."""
     from hermes.balance.model import Model
-    from hermes.balance.realisation.realise import simulate_realisation
+    from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, simulate_realisation
     from hermes.metrics import imbalance
 
     p = ph.n_ranks
@@ -364,8 +364,8 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
         model = Model.create(p, edges, loads, caps)
         res = info_entry.flow(model, **params)
         if cells:
-            new, _ = simulate_realisation(graph_csr[0], graph_csr[1], coords, ph.loads, cur, model.edges, res.flow,
-                                          "gain", adaptive=True)
+            new, _ = simulate_realisation(graph_csr[0], graph_csr[1], coords, ph.loads, cur,
+                                          SubdomainFlow(model.edges, res.flow), RealiseOptions("gain", adaptive=True))
             new = np.where(ph.migratable, new, cur)
         else:
             new = realise_flow_on_objects(sub, model.edges, res.flow, cur, graph_csr, memory_limit=memory_limit)
@@ -477,10 +477,9 @@ def _partition(ph: TracePhase, algorithm: str, params: dict[str, Any], caps: NDA
                                edge_weights=ew)
         part = remap(old, part, weights, p, targets=targets)
     else:
-        from hermes.balance.repartition.scotch import scotch_remap
+        from hermes.balance.repartition.scotch import ScotchParams, scotch_remap
 
-        part = scotch_remap(xadj, adjncy, weights, old, p, targets=targets, migration_cost=params["migration_cost"],
-                            imbalance=params["ufactor"] / 1000.0, seed=seed)
+        part = scotch_remap(xadj, adjncy, weights, old, p, ScotchParams.of(params), targets=targets, seed=seed)
     new = ph.ranks.copy()
     new[mig] = part
     return new

@@ -12,6 +12,7 @@ from hermes.balance.realisation.boundary import (
     complete_costs,
     local_view,
     refine_gain,
+    RefineOptions,
     refine_serial,
     room_shares,
     sweep_moves,
@@ -106,8 +107,8 @@ def test_refinement_lowers_the_cut_within_the_tolerance(seed, geometric, below):
     w = mesh.weights
     fair = np.full(p, w.sum() / p)
     before = np.bincount(owner, weights=w, minlength=p)
-    new, stats = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, w, owner, fair, tolerance=tol, passes=6,
-                               geometric=geometric, below=below)
+    new, stats = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, w, owner, fair,
+                               options=RefineOptions(tolerance=tol, passes=6, geometric=geometric, below=below))
     after = np.bincount(new, weights=w, minlength=p)
     # loads are sums of integers (exact in double precision): the bounds hold to rounding of (1 ± τ)·l̄ only
     assert after.sum() == w.sum() and new.shape == owner.shape and new.min() >= 0 and new.max() < p
@@ -127,8 +128,10 @@ def test_a_lopsided_tolerance_lets_ranks_shed_below_the_upper_bound():
     owner = _ragged(mesh, p, 0)
     w = mesh.weights
     fair = np.full(p, w.sum() / p)
-    sym, _ = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, w, owner, fair, tolerance=tol, passes=6)
-    lop, _ = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, w, owner, fair, tolerance=tol, passes=6, below=0.2)
+    sym, _ = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, w, owner, fair,
+                           options=RefineOptions(tolerance=tol, passes=6))
+    lop, _ = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, w, owner, fair,
+                           options=RefineOptions(tolerance=tol, passes=6, below=0.2))
     loads = np.bincount(lop, weights=w, minlength=p)
     assert loads.min() < (1 - tol) * fair[0]
     assert edge_cut(mesh.xadj, mesh.adjncy, lop) < edge_cut(mesh.xadj, mesh.adjncy, sym)
@@ -138,5 +141,5 @@ def test_a_straight_balanced_partition_is_left_alone():
     mesh = grid(12, 6)
     owner = (mesh.coords[:, 0] > 6).astype(np.int64)
     new, stats = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, mesh.weights, owner, np.array([36.0, 36.0]),
-                               passes=4, geometric=1.0)
+                               options=RefineOptions(passes=4, geometric=1.0))
     assert np.array_equal(new, owner) and stats.cells_sent == 0 and stats.passes == 1

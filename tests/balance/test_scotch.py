@@ -9,7 +9,7 @@ import pytest
 
 import hermes.balance.repartition.scotch as scotch
 from hermes.balance.registry import BALANCERS, check_params
-from hermes.balance.repartition.scotch import scotch_remap
+from hermes.balance.repartition.scotch import ScotchParams, scotch_remap
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition, remap
 from hermes.errors import BalancerError, GraphError
@@ -44,7 +44,8 @@ def test_scotch_moves_far_fewer_cells_than_metis_scratch_remap(load_change, kind
 
     assert imb(old) > 1.5  # the load change unbalanced the old partition
     scratch = remap(old, metis_partition(mesh.xadj, mesh.adjncy, w, P, targets=c, seed=0), w, P, targets=c)
-    new = scotch_remap(mesh.xadj, mesh.adjncy, w, old, P, targets=c, migration_cost=1.0, imbalance=0.03, seed=0)
+    new = scotch_remap(mesh.xadj, mesh.adjncy, w, old, P, ScotchParams(migration_cost=1.0, ufactor=30), targets=c,
+                       seed=0)
     moved_scotch, moved_metis = int(np.sum(new != old)), int(np.sum(scratch != old))
     # measured: homo 1,207 vs 4,135 moved; hcuw 1,818 vs 7,682
     assert moved_scotch < 0.5 * moved_metis, (moved_scotch, moved_metis)
@@ -65,8 +66,8 @@ def test_deterministic_for_a_seed_and_seed_matters(load_change):
 def test_migration_cost_zero_is_a_partition_from_scratch(load_change):
     mesh, w = load_change
     old = metis_partition(mesh.xadj, mesh.adjncy, None, P, seed=0)
-    free = scotch_remap(mesh.xadj, mesh.adjncy, w, old, P, migration_cost=0.0)
-    costly = scotch_remap(mesh.xadj, mesh.adjncy, w, old, P, migration_cost=1.0)
+    free = scotch_remap(mesh.xadj, mesh.adjncy, w, old, P, ScotchParams(migration_cost=0.0))
+    costly = scotch_remap(mesh.xadj, mesh.adjncy, w, old, P, ScotchParams(migration_cost=1.0))
     # free migration: Scotch does not even keep the labels (measured 9,118 of 10,000 moved)
     assert np.sum(free != old) > 3 * np.sum(costly != old)
 
@@ -76,7 +77,7 @@ def test_targets_are_honoured_on_a_small_grid(targets):
     mesh = grid(30, 20)
     t = np.asarray(targets, dtype=float) / np.sum(targets)
     old = np.repeat(np.arange(4), mesh.n_cells // 4)  # four horizontal bands: balanced only if t is equal
-    new = scotch_remap(mesh.xadj, mesh.adjncy, None, old, 4, targets=t, imbalance=0.05)
+    new = scotch_remap(mesh.xadj, mesh.adjncy, None, old, 4, ScotchParams(ufactor=50), targets=t)
     loads = np.bincount(new, minlength=4)
     assert imbalance(loads, t) <= 1.05 + 1e-3, loads
     if len(set(targets)) == 1:  # already balanced: a remap keeps most cells home
@@ -97,7 +98,7 @@ def test_one_part_and_input_errors():
     with pytest.raises(GraphError, match="malformed"):
         scotch_remap(mesh.xadj[:-1], mesh.adjncy, None, old, 3)
     with pytest.raises(BalancerError, match="imbalance"):
-        scotch_remap(mesh.xadj, mesh.adjncy, None, old, 3, imbalance=1.5)
+        scotch_remap(mesh.xadj, mesh.adjncy, None, old, 3, ScotchParams.model_construct(ufactor=1500))  # unvalidated
 
 
 def test_registry_entry_and_parameter_checks():

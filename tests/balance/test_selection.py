@@ -5,7 +5,7 @@ import pytest
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.realisation.realise import realisation_report, simulate_realisation
+from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, realisation_report, simulate_realisation
 from hermes.balance.realisation.selection import (
     SELECTIONS,
     front_key,
@@ -226,21 +226,22 @@ def test_realisation_report_counts_transfers_and_cut():
     after = np.array([0, 1, 1, 2, 2, 2])
     w = np.arange(1.0, 7.0)
     edges = np.array([[0, 1], [1, 2]])
-    r = realisation_report(m.xadj, m.adjncy, before, after, w, edges, np.array([2.0, 5.0]))
+    r = realisation_report(m.xadj, m.adjncy, before, after, w, SubdomainFlow(edges, np.array([2.0, 5.0])))
     assert r["realised"].tolist() == [2.0, 4.0] and r["deviation"].tolist() == [0.0, 1.0]
     assert r["relative_deviation"] == pytest.approx(1 / 7) and r["max_deviation"] == 1.0
     assert r["edge_cut_before"] == 2 and r["edge_cut_after"] == 2
     assert (r["migrated_cells"], r["migrated_weight"]) == (2, 6.0) and r["off_graph_weight"] == 0.0
     # a cell passed on 0 -> 1 -> 2 shows as an off-graph transfer unless the hop-wise count is given
-    r = realisation_report(m.xadj, m.adjncy, before, np.array([2, 0, 1, 1, 2, 2]), w, edges, np.array([1.0, 1.0]))
+    r = realisation_report(m.xadj, m.adjncy, before, np.array([2, 0, 1, 1, 2, 2]), w,
+                           SubdomainFlow(edges, np.array([1.0, 1.0])))
     assert r["off_graph_weight"] == 1.0 and r["relative_deviation"] == 1.0
-    r = realisation_report(m.xadj, m.adjncy, before, np.array([2, 0, 1, 1, 2, 2]), w, edges,
-                           np.array([1.0, 1.0]), realised=[1.0, 1.0])
+    r = realisation_report(m.xadj, m.adjncy, before, np.array([2, 0, 1, 1, 2, 2]), w,
+                           SubdomainFlow(edges, np.array([1.0, 1.0])), realised=[1.0, 1.0])
     assert r["relative_deviation"] == 0.0 and r["net_transfer"].tolist() == [0.0, 0.0]
     with pytest.raises(GraphError):
-        realisation_report(m.xadj, m.adjncy, before[:-1], after, w, edges, np.array([1.0, 1.0]))
+        realisation_report(m.xadj, m.adjncy, before[:-1], after, w, SubdomainFlow(edges, np.array([1.0, 1.0])))
     with pytest.raises(GraphError):
-        realisation_report(m.xadj, m.adjncy, before, after, w, edges, np.array([1.0]))
+        realisation_report(m.xadj, m.adjncy, before, after, w, SubdomainFlow(edges, np.array([1.0])))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -255,9 +256,10 @@ def test_simulated_realisation_conserves_and_balances(name):
     pairs = np.unique(np.sort(np.column_stack([owner[rows][cut], owner[m.adjncy][cut]]), axis=1), axis=0)
     model = Model.create(p, pairs, np.bincount(owner, weights=w, minlength=p), np.ones(p))
     flow = minimal_flow(model)
-    after, hop = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, model.edges, flow, name)
+    after, hop = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, SubdomainFlow(model.edges, flow),
+                                      RealiseOptions(name))
     assert after.shape == owner.shape and np.all(np.bincount(after, minlength=p) > 0)
-    r = realisation_report(m.xadj, m.adjncy, owner, after, w, model.edges, flow, realised=hop)
+    r = realisation_report(m.xadj, m.adjncy, owner, after, w, SubdomainFlow(model.edges, flow), realised=hop)
     assert r["imbalance_before"] > 1.1
     assert r["imbalance_after"] < 1.01
     assert r["max_deviation"] <= 0.5 * w.max() * p  # each hop within half a cell
@@ -401,10 +403,11 @@ def test_deep_flow_is_realised_without_piling_load_up():
     heaviest cell, or 3 % of its load) and the residues of two neighbours it could not pass on."""
     m, owner, w, model, flow = _front_case(80, 60, 64, 0.1, 4.0)
     fair = w.sum() / 64
-    after, hop = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, model.edges, flow, "gain")
+    after, hop = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, SubdomainFlow(model.edges, flow))
     corrected = np.bincount(after, weights=w, minlength=64)
     assert corrected.sum() == w.sum() and np.bincount(after, minlength=64).sum() == m.n_cells
-    plain, _ = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, model.edges, flow, "gain", adaptive=False)
+    plain, _ = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, SubdomainFlow(model.edges, flow),
+                                    RealiseOptions("gain", adaptive=False))
     plain_loads = np.bincount(plain, weights=w, minlength=64)
     assert model.imbalance > 2.5
     assert plain_loads.max() / fair > 1.4  # the failure the corrections exist for

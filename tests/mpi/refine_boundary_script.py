@@ -14,7 +14,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.realisation.boundary import refine_boundary, refine_serial
+from hermes.balance.realisation.boundary import RefineOptions, refine_boundary, refine_serial
 from hermes.clock import Links, VirtualClock
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid
@@ -47,11 +47,10 @@ cost = np.ones((p, p)) - np.eye(p)
 tol = 0.05
 
 for geometric, below in ((0.0, None), (1.0, None), (1.0, 0.15)):
-    ref, _ = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, weights, owner, fair, cost, tolerance=tol, passes=4,
-                           geometric=geometric, below=below)
+    options = RefineOptions(tolerance=tol, passes=4, geometric=geometric, below=below)
+    ref, _ = refine_serial(mesh.xadj, mesh.adjncy, mesh.coords, weights, owner, fair, cost, options)
     clock = VirtualClock(rank, p, Links(), 1e6, 1.0 / p)
-    new, stats = refine_boundary(comm, dom, fair, cost, clock, tolerance=tol, passes=4, geometric=geometric,
-                                 below=below)
+    new, stats = refine_boundary(comm, dom, fair, cost, clock, options)
     assert comm.allreduce(new.n) == mesh.n_cells, "cells lost or duplicated"
     assert np.array_equal(new.weight, weights[new.gid]) and np.array_equal(new.fields["u"], new.gid * 0.5)
     g = gather_to_root(comm, new, mesh.n_cells)

@@ -17,7 +17,8 @@ from mpi4py import MPI
 
 from hermes.balance.flow import minimal_flow, topological_order
 from hermes.balance.model import Model
-from hermes.balance.realisation.realise import realisation_report, realise_flow, simulate_realisation
+from hermes.balance.realisation.realise import (RealiseOptions, SubdomainFlow, realisation_report, realise_flow,
+                                                simulate_realisation)
 from hermes.balance.realisation.selection import SELECTIONS, get_selection
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid
@@ -49,8 +50,8 @@ owner_before = comm.bcast(owner, root=0)
 
 results = {}
 for name in sorted(SELECTIONS):
-    dom, stats, realised = realise_flow(comm, dom0, model.edges, flow, cost, None, levels=levels,
-                                        select=get_selection(name))
+    dom, stats, realised = realise_flow(comm, dom0, SubdomainFlow(model.edges, flow), cost, None, levels=levels,
+                                        options=RealiseOptions(get_selection(name)))
     assert comm.allreduce(dom.n) == mesh.n_cells, f"{name}: cells lost or duplicated"
     assert dom.n > 0 and np.all(np.diff(dom.gid) > 0)
     assert np.array_equal(dom.weight, weights[dom.gid]) and np.array_equal(dom.fields["u"], dom.gid * 0.5)
@@ -63,7 +64,7 @@ for name in sorted(SELECTIONS):
         own, w, _ = g
         assert own.min() >= 0 and np.array_equal(w, weights), f"{name}: a cell got lost"
         assert loads.sum() == weights.sum()
-        rep = realisation_report(mesh.xadj, mesh.adjncy, owner_before, own, weights, model.edges, flow,
+        rep = realisation_report(mesh.xadj, mesh.adjncy, owner_before, own, weights, SubdomainFlow(model.edges, flow),
                                  realised=realised)
         results[name] = rep
         assert rep["imbalance_after"] < 1.03, (name, rep["imbalance_after"])
@@ -71,15 +72,15 @@ for name in sorted(SELECTIONS):
         print(f"{name}: imbalance {rep['imbalance_before']:.3f} -> {rep['imbalance_after']:.4f}, "
               f"deviation {rep['relative_deviation']:.4f}, cut {rep['edge_cut_before']} -> {rep['edge_cut_after']}")
     # with exact ghost owners the distributed realisation makes the serial replay's moves, level by level
-    dom, stats, realised = realise_flow(comm, dom0, model.edges, flow, cost, None, levels=levels,
-                                        select=get_selection(name), exact=True)
+    dom, stats, realised = realise_flow(comm, dom0, SubdomainFlow(model.edges, flow), cost, None, levels=levels,
+                                        options=RealiseOptions(get_selection(name), exact=True))
     g = gather_to_root(comm, dom, mesh.n_cells)
     truth = comm.bcast(g[0] if rank == 0 else None, root=0)
     assert np.array_equal(dom.nbr_owner, truth[dom.adjncy]), f"{name}: stale ghost owner (exact)"
     assert np.array_equal(dom.fields["u"], dom.gid * 0.5)
     if rank == 0:
         ref, ref_realised = simulate_realisation(mesh.xadj, mesh.adjncy, mesh.coords, weights, owner_before,
-                                                 model.edges, flow, name, cost)
+                                                 SubdomainFlow(model.edges, flow), RealiseOptions(name), cost)
         assert np.array_equal(truth, ref), f"{name}: {int((truth != ref).sum())} cells differ from the replay"
         assert np.allclose(realised, ref_realised)
 if rank == 0:

@@ -62,10 +62,26 @@ from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats, announce_moves, migrate
 from hermes.hosting import shared_value
 
-__all__ = ["RefineStats", "complete_costs", "refine_gain", "cell_spacing", "centroid", "room_shares",
+__all__ = ["RefineOptions", "RefineStats", "complete_costs", "refine_gain", "cell_spacing", "centroid", "room_shares",
            "sweep_moves", "local_view", "refine_serial", "refine_boundary"]
 
 
+
+
+@dataclass(frozen=True)
+class RefineOptions:
+    """How a refinement runs (module docstring): the load tolerance τ, the largest number of passes, the weight
+    γ of the geometric gain, and τ₋, how far below its fair share a rank's load may fall (None: τ)."""
+
+    tolerance: float = 0.03
+    passes: int = 12
+    geometric: float = 0.25
+    below: float | None = None
+
+    @property
+    def low(self) -> float:
+        """τ₋: ``below``, or the tolerance when it is None."""
+        return self.tolerance if self.below is None else self.below
 
 
 @dataclass
@@ -248,9 +264,8 @@ def _surplus(load: float, fair: float, tolerance: float) -> float:
     return max(0.0, load - (1.0 - tolerance) * fair)
 
 
-def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tolerance: float = 0.03,
-                  passes: int = 12, geometric: float = 0.25,
-                  below: float | None = None) -> tuple[NDArray[np.int64], RefineStats]:
+def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None,
+                  options: RefineOptions = RefineOptions()) -> tuple[NDArray[np.int64], RefineStats]:
     """Serial replay of :func:`refine_boundary` on a whole mesh (the oracle: the same moves).
 
     Parameters
@@ -258,8 +273,8 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
     xadj, adjncy, coords, weights, owner : the mesh and its partition.
     fair : (p,) fair loads ``l̄ = c·Σl``.
     cost : (p, p) link costs (0 = unknown, :func:`complete_costs`); default 1 between every two ranks.
-    tolerance, passes, geometric : τ, the largest number of passes, and γ (module docstring).
-    below : τ₋, how far below its fair share a rank's load may fall (default τ; module docstring).
+    options : RefineOptions
+        τ, the largest number of passes, γ and τ₋ (module docstring).
 
     Returns
     -------
@@ -270,10 +285,10 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
     owner = np.asarray(owner, dtype=np.int64).copy()
     fair = np.asarray(fair, dtype=np.float64)
     p = fair.size
-    low = tolerance if below is None else below
+    tolerance, geometric, low = options.tolerance, options.geometric, options.low
     cost = complete_costs(np.ones((p, p)) if cost is None else cost)
     stats = RefineStats()
-    for _ in range(passes):
+    for _ in range(options.passes):
         moved = 0
         for upward in (True, False):
             views = [local_view(xadj, adjncy, x, w, owner, r, p) for r in range(p)]
@@ -295,9 +310,8 @@ def refine_serial(xadj, adjncy, coords, weights, owner, fair, cost=None, *, tole
     return owner, stats
 
 
-def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDArray[np.float64], clock=None, *,
-                    tolerance: float = 0.03, passes: int = 12, geometric: float = 0.25,
-                    counters=None, below: float | None = None) -> tuple[LocalDomain, RefineStats]:
+def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDArray[np.float64], clock=None,
+                    options: RefineOptions = RefineOptions(), *, counters=None) -> tuple[LocalDomain, RefineStats]:
     """The refinement of the module docstring on the distributed partition (collective).
 
     Parameters
@@ -311,8 +325,8 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     cost : (p, p) array
         Link costs (0 = unknown), the same on every rank.
     clock : the run's clock (messages are charged to it), optional
-    tolerance, passes, geometric : τ, the largest number of passes, and γ.
-    below : τ₋, how far below its fair share a rank's load may fall (default τ).
+    options : RefineOptions
+        τ, the largest number of passes, γ and τ₋ (module docstring).
     counters : hermes.comm.Counters, optional
         Message counts of the neighbour exchanges.
 
@@ -331,14 +345,14 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
 
     me = dom.rank
     fair_me = float(np.asarray(fair, dtype=np.float64)[me])
-    low = tolerance if below is None else below
+    tolerance, geometric, low = options.tolerance, options.geometric, options.low
     # the same on every rank: completed once by the processors hosted together (hermes.hosting.shared_value)
     cost = shared_value(comm, "completed-costs", [], np.asarray(cost), lambda: complete_costs(cost),
                         freeze=lambda a: setattr(a.flags, "writeable", False))
     clock = clock if clock is not None else VirtualClock(me, comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())
     stats = RefineStats()
     d = dom.coords.shape[1]
-    for _ in range(passes):
+    for _ in range(options.passes):
         moved = 0
         for upward in (True, False):
             nb = dom.neighbour_ranks

@@ -14,6 +14,7 @@ strategies can be compared without MPI.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,47 +22,83 @@ from numpy.typing import NDArray
 
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model
-from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, get_selection, select_gain
+from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, get_selection
 from hermes.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
 from hermes.data.migrate import MigrationStats, announce_moves, migrate
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
-__all__ = ["realise_flow", "select_adaptive", "realisation_report", "simulate_realisation"]
+__all__ = ["SubdomainFlow", "RealiseOptions", "realise_flow", "select_adaptive", "realisation_report",
+           "simulate_realisation"]
 
 
-def realise_flow(comm, dom: LocalDomain, edges: NDArray[np.int64], flow: NDArray[np.float64],
-                 cost: NDArray[np.float64], clock=None, *, levels: list[NDArray[np.int64]],
-                 select=None, exact: bool = False,
-                 adaptive: bool = True) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
+@dataclass(frozen=True)
+class SubdomainFlow:
+    """A flow on the subdomain graph: ``values[k] > 0`` moves load from ``edges[k, 0]`` to ``edges[k, 1]``
+    (``values[k] < 0`` the other way)."""
+
+    edges: NDArray[np.int64]
+    values: NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class RealiseOptions:
+    """How a flow is realised.
+
+    Attributes
+    ----------
+    select : Selection or str
+        The selection strategy, or its name in :data:`hermes.balance.realisation.selection.SELECTIONS`
+        (default ``"gain"``: :func:`hermes.balance.realisation.selection.select_gain`).
+    exact : bool
+        Keep every rank's ghost owners exact from level to level (:func:`realise_flow`; the serial replay
+        :func:`simulate_realisation` always does).
+    adaptive : bool
+        Each rank's selection is corrected by :func:`select_adaptive`; False: the literal realisation of
+        thesis §10.1.
+    """
+
+    select: Selection | str = "gain"
+    exact: bool = False
+    adaptive: bool = True
+
+    @property
+    def selection(self) -> Selection:
+        """The strategy itself (``select`` looked up if it is a name)."""
+        return get_selection(self.select) if isinstance(self.select, str) else self.select
+
+
+def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.float64], clock=None, *,
+                 levels: list[NDArray[np.int64]],
+                 options: RealiseOptions = RealiseOptions()) -> tuple[LocalDomain, MigrationStats, NDArray[np.float64]]:
     """Move cells so that the load crossing each subdomain edge approximates ``flow`` (collective).
 
     Parameters
     ----------
-    edges, flow : the global flow on the subdomain graph (same on every rank); ``flow[k] > 0``
-        moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
+    flow : SubdomainFlow
+        The global flow on the subdomain graph (same on every rank).
     cost : (p, p) array
         The link cost matrix w̃ of the gain function (thesis §10.1), 0 off the subdomain graph.
     levels : topological levels of the flow DAG (from :func:`hermes.balance.flow.topological_order`).
-    select : the selection strategy (default: :func:`hermes.balance.realisation.selection.select_gain`).
-    exact : bool
-        Keep every rank's ghost owners exact from level to level: before each level's migration the ranks
-        tell their neighbours which of their ghosts move where (:func:`hermes.data.migrate.announce_moves`,
+    options : RealiseOptions
+        ``select``: the selection strategy (default :func:`hermes.balance.realisation.selection.select_gain`).
+        ``exact``: keep every rank's ghost owners exact from level to level: before each level's migration the
+        ranks tell their neighbours which of their ghosts move where (:func:`hermes.data.migrate.announce_moves`,
         one neighbour message each, charged), so every selection sees the subdomains as they are — the moves
         of :func:`simulate_realisation` — and no directory refresh is needed at the end. Default: ghosts
         are patched only with what a rank sent and received, and refreshed once at the end (a selection may
         see a ghost that moved between two other ranks at an earlier level where it was).
-    adaptive : bool
-        Each rank's selection is corrected by :func:`select_adaptive` (passes on what arrived beyond the
-        flow's inflow, reroutes what a target it cannot reach any more was to get). False: the literal
-        realisation of thesis §10.1, each rank sending each edge's flow as computed.
+        ``adaptive``: each rank's selection is corrected by :func:`select_adaptive` (passes on what arrived
+        beyond the flow's inflow, reroutes what a target it cannot reach any more was to get). False: the
+        literal realisation of thesis §10.1, each rank sending each edge's flow as computed.
 
     Returns
     -------
     (domain, stats, realised) where ``realised[k]`` is the weight actually moved along edge k.
     """
-    select = select or select_gain
+    select, exact, adaptive = options.selection, options.exact, options.adaptive
+    edges, flow = flow.edges, flow.values
     rank = comm.Get_rank()
     stats = MigrationStats()
     realised = np.zeros(len(edges))
@@ -183,7 +220,7 @@ def _outflow(rank: int, edges, flow) -> dict[int, float]:
     return out
 
 
-def realisation_report(xadj, adjncy, owner_before, owner_after, weights, edges, flow, *,
+def realisation_report(xadj, adjncy, owner_before, owner_after, weights, flow: SubdomainFlow, *,
                        realised=None, capacities=None) -> dict[str, Any]:
     """How closely a change of ownership realises a flow, and what it does to the partition.
 
@@ -192,8 +229,8 @@ def realisation_report(xadj, adjncy, owner_before, owner_after, weights, edges, 
     xadj, adjncy : CSR adjacency of the whole mesh.
     owner_before, owner_after : int arrays, one rank per cell.
     weights : float array, one weight per cell.
-    edges : (q, 2) int array, flow : (q,) float array
-        The computed flow: ``flow[k] > 0`` moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
+    flow : SubdomainFlow
+        The computed flow: ``edges`` (q, 2) and ``values`` (q,).
     realised : (q,) array, optional
         The weight moved along each edge hop by hop, as :func:`realise_flow`
         and :func:`simulate_realisation` count it. Default: the net transfer below.
@@ -221,8 +258,8 @@ def realisation_report(xadj, adjncy, owner_before, owner_after, weights, edges, 
     xadj, adjncy = np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64)
     before, after = np.asarray(owner_before, dtype=np.int64), np.asarray(owner_after, dtype=np.int64)
     w = np.asarray(weights, dtype=np.float64)
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    f = np.asarray(flow, dtype=np.float64).reshape(-1)
+    e = np.asarray(flow.edges, dtype=np.int64).reshape(-1, 2)
+    f = np.asarray(flow.values, dtype=np.float64).reshape(-1)
     n = xadj.size - 1
     if before.shape != (n,) or after.shape != (n,) or w.shape != (n,):
         raise GraphError(f"realisation report: need {n} owners (before and after) and weights")
@@ -267,9 +304,9 @@ def _local_view(xadj, adjncy, coords, weights, owner, rank: int) -> LocalDomain:
                        adjncy=adjncy[ent], nbr_owner=owner[adjncy[ent]])
 
 
-def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, select: Selection | str = "gain",
-                         cost: NDArray[np.float64] | None = None, *,
-                         adaptive: bool = True) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+def simulate_realisation(xadj, adjncy, coords, weights, owner, flow: SubdomainFlow,
+                         options: RealiseOptions = RealiseOptions(),
+                         cost: NDArray[np.float64] | None = None) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Serial replay of :func:`realise_flow` on a whole mesh.
 
     Ranks act level by level in the topological order of the flow
@@ -282,23 +319,24 @@ def simulate_realisation(xadj, adjncy, coords, weights, owner, edges, flow, sele
     Parameters
     ----------
     xadj, adjncy, coords, weights, owner : the whole mesh and its partition (owner per cell).
-    edges, flow : the flow on the subdomain graph.
-    select : a strategy or its name in :data:`SELECTIONS`.
-    cost : (p, p) link-cost matrix for the gain; default 1 on the edges of ``edges``.
-    adaptive : bool
-        As :func:`realise_flow`'s (default: the corrections of :func:`select_adaptive`).
+    flow : SubdomainFlow
+        The flow on the subdomain graph.
+    options : RealiseOptions
+        ``select`` (a strategy or its name in :data:`SELECTIONS`) and ``adaptive`` as :func:`realise_flow`'s;
+        ``exact`` is not read (ghost owners are always exact here).
+    cost : (p, p) link-cost matrix for the gain; default 1 on the flow's edges.
 
     Returns
     -------
     (owner, realised) : the owner of every cell afterwards, and the weight moved along each edge
     (counted hop by hop, positive from ``edges[k, 0]`` to ``edges[k, 1]``).
     """
-    select = get_selection(select) if isinstance(select, str) else select
+    select, adaptive = options.selection, options.adaptive
     xadj, adjncy = np.asarray(xadj, dtype=np.int64), np.asarray(adjncy, dtype=np.int64)
     coords, weights = np.asarray(coords, dtype=np.float64), np.asarray(weights, dtype=np.float64)
     owner = np.asarray(owner, dtype=np.int64).copy()
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    f = np.asarray(flow, dtype=np.float64).reshape(-1)
+    e = np.asarray(flow.edges, dtype=np.int64).reshape(-1, 2)
+    f = np.asarray(flow.values, dtype=np.float64).reshape(-1)
     p = int(max(owner.max(), e.max(initial=-1)) + 1)
     if cost is None:
         cost = np.zeros((p, p))

@@ -150,7 +150,7 @@ def select_gain(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.fl
         for t in range(targets.size):  # targets still short whose frontier is closed: hand on
             if remaining[t] > 0 and remaining[t] >= least and not (
                     (counts.count[front, counts.tcol[t]] > 0) & (0.5 * w[front] <= remaining[t])).any():
-                take, front = _hand_on(counts, t, remaining, dest, handed, front, w, gid, n_home > 1)
+                take, front = _hand_on(counts, t, remaining, dest, handed, front, n_home > 1)
                 moved = np.concatenate((moved, take))
         if moved.size == 0:  # closed by cells too heavy for what is left: look behind them
             take = _behind_heavy(counts, remaining, flows, dest, w, gid, n_home, least)
@@ -197,8 +197,8 @@ def _behind_heavy(counts: _EdgeCounts, remaining: NDArray[np.float64], flows: ND
 
 
 def _hand_on(counts: _EdgeCounts, t: int, remaining: NDArray[np.float64], dest: NDArray[np.int64],
-             handed: NDArray[np.bool_], front: NDArray[np.int64], w: NDArray[np.float64],
-             gid: NDArray[np.int64], can_take: bool) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+             handed: NDArray[np.bool_], front: NDArray[np.int64],
+             can_take: bool) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Hand cells chosen for other targets on to target t; returns (cells handed on, new frontier).
 
     Candidates: cells chosen for another target r, never handed on before, with an edge to t's
@@ -206,9 +206,11 @@ def _hand_on(counts: _EdgeCounts, t: int, remaining: NDArray[np.float64], dest: 
     closer to its flow. A source r must keep a way to make up its loss: if after the hand-on r
     still needs weight (``remaining[r] > 0``) but no home cell on its frontier fits it (or
     ``can_take`` is false: a single cell is left home), the hand-on is undone and retried without
-    r's cells. ``dest``, ``handed``, ``remaining`` and the counts are updated in place.
+    r's cells. ``dest``, ``handed``, ``remaining`` and the counts are updated in place; the cells' weights
+    and global ids are those of ``counts.dom``.
     """
     targets, me = counts.targets, counts.dom.rank
+    w, gid = counts.dom.weight, counts.dom.gid
     near = (counts.count[:, counts.tcol[t]] > 0) & ~handed & (dest != me) & (0.5 * w <= remaining[t])
     donors = np.ones(targets.size, dtype=bool)
     donors[t] = False

@@ -98,8 +98,8 @@ def _check_migration_cost(value) -> float:
     return v
 
 
-def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, old: ArrayLike, nparts: int, *,
-                 targets: ArrayLike | None = None, migration_cost: float = 1.0, imbalance: float = 0.03,
+def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, old: ArrayLike, nparts: int,
+                 params: ScotchParams | None = None, *, targets: ArrayLike | None = None,
                  seed: int = 0) -> NDArray[np.int64]:
     """Remap a partitioned graph with Scotch, starting from the partition ``old``.
 
@@ -113,15 +113,16 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
     old : array_like of int, shape (n,)
         Current part of every vertex, in ``0..nparts-1``.
     nparts : int
+    params : ScotchParams, optional
+        ``migration_cost``: Scotch's ``emraval``, the cost of migrating one vertex relative to cutting one
+        edge (0 makes migration free: a partition from scratch, not even relabelled; Scotch rounds it to
+        hundredths). ``ufactor``: the allowed imbalance ``max_r l_r / l̄_r − 1`` in thousandths (30 = 3 %),
+        passed to Scotch as its balance ratio scaled for the smallest target (see Notes). ``targets``
+        (``fair`` or ``equal``) is the caller's: it chooses the ``targets`` array below. Default
+        ``ScotchParams()``; checked again here.
     targets : array_like of float, optional
         Positive fraction of the total weight wanted in each part (the capacities); None means
         equal parts. Made integer like the weights (their ratios are kept to 0.1 %).
-    migration_cost : float
-        Scotch's ``emraval``: the cost of migrating one vertex relative to cutting one edge. 0 makes
-        migration free (a partition from scratch, not even relabelled); Scotch rounds it to hundredths.
-    imbalance : float
-        Allowed imbalance ``max_r l_r / l̄_r − 1`` (0.03 = 3 %), passed to Scotch as its balance
-        ratio scaled for the smallest target (see Notes).
     seed : int
         Seed of Scotch's random generator (the run is deterministic for a given seed).
 
@@ -135,7 +136,7 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
     GraphError
         Malformed graph, weights, old partition or targets.
     BalancerError
-        Bad ``migration_cost`` or ``imbalance``, no binding, or a Scotch failure (one line).
+        Bad ``migration_cost`` or ``ufactor``, no binding, or a Scotch failure (one line).
 
     Notes
     -----
@@ -145,12 +146,14 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
     ``SCOTCH_stratGraphMapBuild(SCOTCH_STRATDEFAULT, nparts, balrat)``. Scotch bounds the deviation
     of every part from its target by ``balrat`` times the *average* part weight (measured: targets
     1:5:1:1, balrat 0.05, 600 cells → parts 74, 368, 80, 78, i.e. 6.7 % over on a small part), so
-    hermes passes ``balrat = imbalance · nparts · min_r t_r`` (t normalised): then the relative
-    imbalance of the smallest part, hence of every part, stays within ``imbalance``. Scotch minimises
-    ``cut + emraval · (number of migrated vertices)`` under the balance constraint
-    (vertex migration costs ``vmlotab`` are all 1: a cell costs the same to move whatever its work).
+    hermes passes ``balrat = imbalance · nparts · min_r t_r`` (t normalised, ``imbalance = ufactor / 1000``):
+    then the relative imbalance of the smallest part, hence of every part, stays within ``imbalance``. Scotch
+    minimises ``cut + emraval · (number of migrated vertices)`` under the balance constraint (vertex
+    migration costs ``vmlotab`` are all 1: a cell costs the same to move whatever its work).
     The graph is bound to a Scotch context with the deterministic and fixed-seed options.
     """
+    prm = ScotchParams() if params is None else params
+    migration_cost, imbalance = prm.migration_cost, prm.ufactor / 1000.0
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
     adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
     n = xadj.size - 1
@@ -293,9 +296,8 @@ def scotch_repartition(ctx: BalanceContext) -> Decision:
         xadj, adjncy, w, old = graph
         targets = ctx.model.capacities if ctx.params["targets"] == "fair" else None
         try:
-            new = scotch_remap(xadj, adjncy, w, old, size, targets=targets,
-                               migration_cost=ctx.params["migration_cost"],
-                               imbalance=ctx.params["ufactor"] / 1000.0, seed=ctx.seed)
+            new = scotch_remap(xadj, adjncy, w, old, size, ScotchParams.of(ctx.params), targets=targets,
+                               seed=ctx.seed)
             dest_parts = [new[g] for g, *_ in parts]
         except (BalancerError, GraphError) as err:  # agreed through the scatter: no rank is left waiting
             dest_parts = [str(err)] * size

@@ -313,45 +313,55 @@ def save_state(comm, state: Any, *, phase: int, run_dir: str | Path, scenario: A
     run_dir = Path(run_dir)
     rank, size = comm.Get_rank(), comm.Get_size()
     where = _phase_dir(run_dir, phase)
-
-    def write_mine() -> dict[str, Any]:
-        enc = Encoder(refs)
-        try:
-            doc = {"format": FORMAT,
-                   "header": {"phase": phase, "rank": rank, "ranks": size, "hermes": __version__, **(keep or {})},
-                   "scenario": enc(scenario, "scenario"), "state": enc(state, "state")}
-            data = encode_file(doc, enc.arrays)
-        except Unsaveable as err:
-            raise CheckpointError(f"checkpoint: the state of rank {rank} cannot be saved: {err}") from None
-        name = _rank_name(rank)
-        try:
-            subdir(run_dir, CHECKPOINT, where.name)  # real directories of the run's own, never a symlink
-            write_atomic(where / name, data)
-        except (OSError, OutputError) as err:
-            raise CheckpointError(f"checkpoint: cannot write {where / name} ({reason(err)})") from None
-        return {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-    entry = agree(comm, write_mine)
+    header = {"phase": phase, "rank": rank, "ranks": size, "hermes": __version__, **(keep or {})}
+    entry = agree(comm, lambda: _write_rank_file(run_dir, where, rank, _rank_file(header, scenario, state, refs)))
     files = Bookkeeping(comm).gather(entry)
-    def publish() -> str | None:
-        if rank != 0:
-            return
-        sha = scenario_sha256
-        if sha is None:
-            sha = hashlib.sha256(read_bytes(run_dir / "scenario.yaml", "checkpoint", error=CheckpointError)).hexdigest()
-        try:
-            write_json(run_dir / CHECKPOINT / "manifest.json",
-                       {"format": FORMAT, "hermes": __version__, "phase": phase, "ranks": size,
-                        "scenario_sha256": sha, "files": files})
-            for old in subdir(run_dir, CHECKPOINT).glob("phase-*"):
-                if old.is_dir() and not old.is_symlink() and old != where:
-                    shutil.rmtree(old, ignore_errors=True)
-            return sha
-        except (OSError, OutputError) as err:
-            raise CheckpointError(f"checkpoint: cannot write the manifest in {run_dir} ({reason(err)})") from None
-
-    sha = agree(comm, publish)  # the checkpoint is complete on every rank's return
+    # the checkpoint is complete on every rank's return
+    sha = agree(comm, lambda: None if rank else _publish(run_dir, where, phase, size, files, scenario_sha256))
     return Manifest(phase, size, __version__, files or [], where, sha or "")
+
+
+def _rank_file(header: dict[str, Any], scenario: Any, state: Any, refs: dict[str, Any]) -> bytes:
+    """A rank's checkpoint file: its ``header``, then the scenario and the state encoded (in this order: the
+    state's objects are numbered after the scenario's)."""
+    enc = Encoder(refs)
+    try:
+        doc = {"format": FORMAT, "header": header, "scenario": enc(scenario, "scenario"),
+               "state": enc(state, "state")}
+        return encode_file(doc, enc.arrays)
+    except Unsaveable as err:
+        raise CheckpointError(f"checkpoint: the state of rank {header['rank']} cannot be saved: {err}") from None
+
+
+def _write_rank_file(run_dir: Path, where: Path, rank: int, data: bytes) -> dict[str, Any]:
+    """Write a rank's file into the phase's directory ``where`` (atomically); its manifest entry."""
+    name = _rank_name(rank)
+    try:
+        subdir(run_dir, CHECKPOINT, where.name)  # real directories of the run's own, never a symlink
+        write_atomic(where / name, data)
+    except (OSError, OutputError) as err:
+        raise CheckpointError(f"checkpoint: cannot write {where / name} ({reason(err)})") from None
+    return {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _publish(run_dir: Path, where: Path, phase: int, size: int, files: list[dict[str, Any]],
+             scenario_sha256: str | None) -> str:
+    """Rank 0, once every rank's file is written: the manifest of the checkpoint of ``phase`` on ``size`` ranks
+    in ``where`` (the SHA-256 of scenario.yaml: ``scenario_sha256``, else of the file as it is now), then the
+    older phases' directories removed. Returns the SHA-256."""
+    sha = scenario_sha256
+    if sha is None:
+        sha = hashlib.sha256(read_bytes(run_dir / "scenario.yaml", "checkpoint", error=CheckpointError)).hexdigest()
+    try:
+        write_json(run_dir / CHECKPOINT / "manifest.json",
+                   {"format": FORMAT, "hermes": __version__, "phase": phase, "ranks": size,
+                    "scenario_sha256": sha, "files": files})
+        for old in subdir(run_dir, CHECKPOINT).glob("phase-*"):
+            if old.is_dir() and not old.is_symlink() and old != where:
+                shutil.rmtree(old, ignore_errors=True)
+        return sha
+    except (OSError, OutputError) as err:
+        raise CheckpointError(f"checkpoint: cannot write the manifest in {run_dir} ({reason(err)})") from None
 
 
 def load_state(comm, run_dir: str | Path, refs: Callable[[Any], dict[str, Any]]) -> tuple[Any, dict[str, Any]]:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion.gda import gda, gda_counters
+from hermes.balance.diffusion.gda import StopParams, gda, gda_counters
 from hermes.balance.diffusion.matrices import (diffusion_bounds, diffusion_flow, diffusion_matrix, edge_rates,
                                                gdm_defects)
 from hermes.balance.diffusion.spectral import convergence_factor, elsasser_alpha, epsilon0
@@ -132,7 +132,7 @@ def test_m6_alpha_and_spectrum(kind, p, seed):
     assert convergence_factor(M, m.capacities) == pytest.approx(
         factor, abs=eig_tol(M) + 2 * 2 * mu_tol / (mu[1] + mu[-1]) + flops(4))
     nonneg = d["min_entry"] >= 0
-    res = gda(m, kind=6, tolerance=1e-9)
+    res = gda(m, kind=6, stop=StopParams.of(tolerance=1e-9))
     assert res.converged and res.extra["nonnegative"] == nonneg and res.extra["alpha"] == alpha
     # u = α w ∝ w: the minimal flow of Th. 20
     assert rel(res.flow, minimal_flow(m)) <= converged_flow_tol(m, alpha * m.weights, res.extra["loads"])
@@ -148,12 +148,12 @@ def test_m6_star_counter_example():
     # m_ij = α w c_i / c_i …: α's error (above) times the weighted degree ≤ 3, plus a few flops
     assert np.all(np.abs(M - expect) <= 3 * (0.1 * 2 * eig_tol(lap) / 20 + flops(3)) + flops(4))
     assert gdm_defects(M, star.capacities)["min_entry"] == pytest.approx(-0.2)
-    res = gda(star, kind=6, tolerance=1e-10)
+    res = gda(star, kind=6, stop=StopParams.of(tolerance=1e-10))
     assert res.converged and not res.extra["nonnegative"]
     assert res.extra["min_diagonal"] == pytest.approx(-0.2)
     assert res.convergence_factor == pytest.approx(0.6, abs=eig_tol(M) + 4 * eig_tol(lap) / 20)  # (16 − 4)/(16 + 4)
     assert res.extra["bounds"]["lambda_p"] > 1  # Gershgorin gives no bound on a negative diagonal
-    lazy = gda(star, kind=6, lazy=True, tolerance=1e-10)  # ½(I + M⁶) is non-negative again
+    lazy = gda(star, kind=6, stop=StopParams.of(lazy=True, tolerance=1e-10))  # ½(I + M⁶) is non-negative again
     assert lazy.extra["nonnegative"]
     assert lazy.convergence_factor == pytest.approx(0.8, abs=eig_tol(M) + 4 * eig_tol(lap) / 20)
     info = REGISTRY["gda6"].serial(star, tolerance=1e-8)
@@ -180,7 +180,7 @@ def test_table_5_3_ordering_on_heterogeneous_paths():
 def test_gda_converges_to_the_flow_of_its_matrix(kind, p, seed, mk):
     # Lemma 7 / Th. 14: the flow minimising Σ f² / u_k with u_k = m_ij c_j
     m = random_model(kind, p, seed)
-    res = gda(m, "eps0", kind=mk, tolerance=1e-10)
+    res = gda(m, "eps0", StopParams.of(tolerance=1e-10), kind=mk)
     assert res.converged and res.extra["nonnegative"]
     ref = diffusion_flow(m, "eps0", mk)
     u = edge_rates(m, "eps0", mk)
@@ -196,7 +196,7 @@ def test_gda_converges_to_the_flow_of_its_matrix(kind, p, seed, mk):
         assert rel(res.flow, minimal_flow(mc)) <= tol
     assert np.all(u > 0)
     # the lazy matrix ½(I + M): the same flow, λ = ½(1 + λ₂(M)), more iterations
-    lazy = gda(m, "eps0", kind=mk, lazy=True, tolerance=1e-10)
+    lazy = gda(m, "eps0", StopParams.of(lazy=True, tolerance=1e-10), kind=mk)
     assert rel(lazy.flow, ref) <= converged_flow_tol(m, u, lazy.extra["loads"]) and lazy.iterations > res.iterations
     S = diffusion_matrix(m, "eps0", mk).toarray() * np.sqrt(m.capacities)[None, :] / np.sqrt(m.capacities)[:, None]
     lam2 = np.sort(np.linalg.eigvalsh(0.5 * (S + S.T)))[-2]
@@ -240,9 +240,10 @@ def test_m5_is_the_bad_example(topology, ratio):
     caps = rng.uniform(1, ratio, p)
     caps[0], caps[-1] = 1.0, ratio
     m = Model.create(p, edges, rng.uniform(0, 10, p), caps)
-    its = [gda(m, "eps0", kind=k, tolerance=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4, 5)]
+    stop = StopParams.of(tolerance=1e-4)
+    its = [gda(m, "eps0", stop, kind=k, compute_factor=False).iterations for k in (1, 2, 3, 4, 5)]
     assert its[0] == min(its) and its[4] == max(its) and its[4] > its[0]
-    one = [gda(m, 1.0, kind=k, tolerance=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4)]
+    one = [gda(m, 1.0, StopParams.of(tolerance=1e-4), kind=k, compute_factor=False).iterations for k in (1, 2, 3, 4)]
     assert all(a < b for a, b in zip(its, one))
 
 
@@ -250,7 +251,8 @@ def test_m5_is_fastest_on_a_star():
     # thesis Tables 5.5/5.6, row "Star": M⁵ needs the fewest iterations (u = c_i c_j does not shrink with Δ)
     rng = np.random.default_rng(2)
     m = Model.create(16, [(0, i) for i in range(1, 16)], rng.uniform(0, 10, 16), rng.uniform(1, 5, 16))
-    its = [gda(m, "eps0", kind=k, tolerance=1e-4, compute_factor=False).iterations for k in (1, 2, 3, 4, 5)]
+    stop = StopParams.of(tolerance=1e-4)
+    its = [gda(m, "eps0", stop, kind=k, compute_factor=False).iterations for k in (1, 2, 3, 4, 5)]
     assert its[4] == min(its) and its[4] < its[0]
 
 
@@ -258,7 +260,7 @@ def test_counters_of_global_kinds():
     m = random_model("tree+", 10, 5)
     links = Links(latency=1e-4, bandwidth=1e8)
     for mk in (1, 2, 5, 6):
-        res = gda(m, "eps0", kind=mk, tolerance=1e-4, check_every=3, links=links, compute_factor=False)
+        res = gda(m, "eps0", StopParams.of(tolerance=1e-4, check_every=3), kind=mk, links=links, compute_factor=False)
         n, g = res.iterations, 1 if mk in (2, 3, 4) else 0
         checks = 1 + -(-n // 3)
         cnt = res.counters

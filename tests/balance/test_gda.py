@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion.gda import gda, gda_counters, gda_iter
+from hermes.balance.diffusion.gda import StopParams, gda, gda_counters, gda_iter
 from hermes.balance.diffusion.matrices import (
     convergence_factor_bound,
     diffusion_flow,
@@ -75,7 +75,7 @@ def test_boillat_matrix_in_the_homogeneous_case():
 def test_one_sweep_is_l_times_m():
     m = random_model("tree+", 12, 3)
     M = diffusion_matrix(m, "eps0")
-    states = gda_iter(m, "eps0", tolerance=0.0, max_iterations=3)
+    states = gda_iter(m, "eps0", StopParams.of(tolerance=0.0, max_iterations=3))
     s0, s1 = next(states), next(states)
     assert s0.iteration == 0 and s1.iteration == 1
     # both sides sum ≤ δ + 1 terms of at most 4 flops (u (l_i/c_i − l_j/c_j)): γ_{δ+5} |M| |l| each
@@ -147,7 +147,7 @@ def rel(a, b) -> float:
 def test_gda_converges_to_its_minimal_flow(kind, p, seed, eps):
     # Th. 14: the GDA flow is the balancing flow minimising Σ f²/(s_k w_k)
     m = random_model(kind, p, seed)
-    res = gda(m, eps, tolerance=1e-10, compute_factor=False)
+    res = gda(m, eps, StopParams.of(tolerance=1e-10), compute_factor=False)
     assert res.converged
     assert res.extra["residual"] <= 1e-10
     ref = diffusion_flow(m, eps)
@@ -161,7 +161,7 @@ def test_gda_converges_to_its_minimal_flow(kind, p, seed, eps):
     if kind in ("tree", "path", "star"):  # a tree has a single balancing flow
         assert flow_error(m, res.flow) <= tol
     # a looser tolerance gives a proportionally looser flow
-    rough = gda(m, eps, tolerance=1e-3, compute_factor=False)
+    rough = gda(m, eps, StopParams.of(tolerance=1e-3), compute_factor=False)
     assert rough.iterations < res.iterations
     assert rel(rough.flow, ref) <= converged_flow_tol(m, u, rough.extra["loads"])
 
@@ -171,12 +171,12 @@ def test_gda_flow_is_the_weighted_minimal_flow_only_for_uniform_scalars(p):
     # homogeneous ring: all s_k equal, so U ∝ W and the GDA flow is the minimal flow of Th. 20
     ring = random_model("ring", p, 3, homogeneous=True)
     assert np.ptp(diffusion_scalars(ring, "eps0")) == 0
-    res = gda(ring, "eps0", tolerance=1e-11, compute_factor=False)
+    res = gda(ring, "eps0", StopParams.of(tolerance=1e-11), compute_factor=False)
     u = diffusion_scalars(ring, "eps0") * ring.weights
     assert flow_error(ring, res.flow) <= converged_flow_tol(ring, u, res.extra["loads"])
     # heterogeneous ring: s_k differ around the cycle and the GDA flow is not minimal for w
     het = random_model("ring", p, 3)
-    res = gda(het, "eps0", tolerance=1e-11, compute_factor=False)
+    res = gda(het, "eps0", StopParams.of(tolerance=1e-11), compute_factor=False)
     f, tol = res.flow, converged_flow_tol(het, diffusion_scalars(het, "eps0") * het.weights, res.extra["loads"])
     assert rel(f, diffusion_flow(het, "eps0")) <= tol
     assert flow_error(het, f) > 1e3 * tol  # a different flow, not a rounding difference
@@ -191,8 +191,8 @@ EPS_CASES = ([("path", p, s, h) for p, s in [(8, 1), (12, 2), (17, 3)] for h in 
 def test_eps0_beats_eps1(kind, p, seed, homogeneous):
     # thesis Tables 5.1–5.3: GDA0 needs fewer iterations than GDA1
     m = random_model(kind, p, seed, homogeneous=homogeneous)
-    g0 = gda(m, "eps0", tolerance=1e-6)
-    g1 = gda(m, 1.0, tolerance=1e-6)
+    g0 = gda(m, "eps0", StopParams.of(tolerance=1e-6))
+    g1 = gda(m, 1.0, StopParams.of(tolerance=1e-6))
     assert g0.converged and g1.converged
     assert g0.iterations < g1.iterations
     assert g0.convergence_factor < g1.convergence_factor
@@ -216,10 +216,10 @@ def test_stopping_rule_and_counters():
     m = random_model("tree+", 10, 5)
     q, p = m.q, m.p
     for ce in (1, 3, 7):
-        res = gda(m, "eps0", tolerance=1e-4, check_every=ce, compute_factor=False)
+        res = gda(m, "eps0", StopParams.of(tolerance=1e-4, check_every=ce), compute_factor=False)
         n = res.iterations
         assert res.converged and n % ce == 0
-        states = list(gda_iter(m, "eps0", tolerance=1e-4, check_every=ce))
+        states = list(gda_iter(m, "eps0", StopParams.of(tolerance=1e-4, check_every=ce)))
         checked = [s.iteration for s in states if s.checked]
         assert checked == list(range(0, n + 1, ce))
         assert all(s.residual > 1e-4 for s in states if s.checked and s.iteration < n)
@@ -232,7 +232,7 @@ def test_stopping_rule_and_counters():
         assert cnt.bytes == 16 * p + 32 * q + 16 * q * n + 8 * p * checks
         assert cnt.time == 0.0
     # max_iter not a multiple of check_every: a last check at max_iter
-    res = gda(m, 1.0, tolerance=1e-12, max_iterations=10, check_every=4, compute_factor=False)
+    res = gda(m, 1.0, StopParams.of(tolerance=1e-12, max_iterations=10, check_every=4), compute_factor=False)
     assert res.iterations == 10 and not res.converged
     assert res.counters.collectives == {"allreduce": 1 + 1 + 3}
 
@@ -240,7 +240,7 @@ def test_stopping_rule_and_counters():
 def test_time_counter_with_uniform_links():
     m = random_model("mesh", 12, 2)
     links = Links(latency=1e-4, bandwidth=1e8)
-    res = gda(m, "eps0", tolerance=1e-3, check_every=2, links=links, compute_factor=False)
+    res = gda(m, "eps0", StopParams.of(tolerance=1e-3, check_every=2), links=links, compute_factor=False)
     n = res.iterations
     checks = 1 + -(-n // 2)
     ar = math.ceil(math.log2(m.p))
@@ -271,9 +271,9 @@ def test_errors():
     with pytest.raises(BalancerError):
         diffusion_matrix(m, -1.0)
     with pytest.raises(BalancerError):
-        gda(m, 1.0, check_every=0)
+        gda(m, 1.0, StopParams.of(check_every=0))
     with pytest.raises(BalancerError):
-        gda(m, 1.0, tolerance=-1.0)
+        gda(m, 1.0, StopParams.of(tolerance=-1.0))
     split = disconnected_model()
     with pytest.raises(GraphError, match="disconnected"):
         gda(split, "eps0")
@@ -289,7 +289,7 @@ def test_errors():
 def test_tree_flow_does_not_depend_on_eps():
     m = random_model("tree", 12, 11)
     for eps in ("eps0", 0.5, 2.0):
-        res = gda(m, eps, tolerance=1e-11, compute_factor=False)
+        res = gda(m, eps, StopParams.of(tolerance=1e-11), compute_factor=False)
         tol = converged_flow_tol(m, diffusion_scalars(m, eps) * m.weights, res.extra["loads"])
         assert flow_error(m, res.flow) <= tol
 
@@ -306,7 +306,7 @@ def test_registry_gda0_gda1_take_lazy(name, eps):
     m = random_model("tree+", 9, 4)
     plain = info.serial(m, **check_params(name, {"tolerance": 1e-9}))
     lazy = info.serial(m, **check_params(name, {"tolerance": 1e-9, "lazy": True}))
-    ref = gda(m, eps, lazy=True, tolerance=1e-9)
+    ref = gda(m, eps, StopParams.of(lazy=True, tolerance=1e-9))
     assert lazy.extra["lazy"] and not plain.extra["lazy"]
     assert np.array_equal(lazy.flow, ref.flow) and lazy.iterations == ref.iterations
     assert lazy.convergence_factor == ref.convergence_factor != plain.convergence_factor

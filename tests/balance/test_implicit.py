@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion.gda import gda, gda_iter
+from hermes.balance.diffusion.gda import StopParams, gda, gda_iter
 from hermes.balance.diffusion.implicit import (
+    WattsParams,
     implicit,
     implicit_counters,
     implicit_flow,
@@ -45,7 +46,8 @@ def test_one_outer_step_solves_the_implicit_system(watts, alpha):
     sys_mat = system(m, u)
     y = np.linalg.solve(sys_mat, m.loads)  # backward Euler: (I + L D⁻¹) l¹ = l⁰
     tau = 1e-14
-    states = implicit_iter(m, "eps0", watts=watts, alpha=alpha, inner_tolerance=tau, tolerance=0.0, max_iterations=1)
+    states = implicit_iter(m, "eps0", WattsParams.of(alpha=alpha, inner_tolerance=tau, tolerance=0.0, max_iterations=1),
+                           watts=watts)
     next(states)
     s1 = next(states)
     # z = D⁻¹ l¹ by m Jacobi sweeps from D⁻¹ l⁰ with ∞-norm contraction γ, γᵐ ≤ τ (inner_sweeps): error
@@ -88,7 +90,7 @@ def test_rates_of_algorithms_5_and_6():
 def test_implicit_converges_to_the_gda_flow(kind, p, seed, watts, alpha, inner):
     # Th. 18: the flow of M = I − A U Aᵀ D⁻¹, whatever α and however inexact the inner solve
     m = random_model(kind, p, seed)
-    res = implicit(m, "eps0", watts=watts, alpha=alpha, inner_tolerance=inner, tolerance=1e-10)
+    res = implicit(m, "eps0", WattsParams.of(alpha=alpha, inner_tolerance=inner, tolerance=1e-10), watts=watts)
     assert res.converged and res.extra["residual"] <= 1e-10
     ref = implicit_flow(m, "eps0", watts=watts)
     u = implicit_rates(m, "eps0", watts=watts, alpha=alpha)
@@ -112,7 +114,8 @@ def test_outer_rate_and_time_step():
     # eigenvalues of (I + L D⁻¹)⁻¹ are 1/(1 + μ_k) (eq. 7.2.3): a longer step α converges in fewer outer
     # steps but needs more Jacobi sweeps per step
     m = random_model("path", 16, 2)
-    small, large = implicit(m, alpha=1.0, tolerance=1e-6), implicit(m, alpha=20.0, tolerance=1e-6)
+    small = implicit(m, params=WattsParams.of(alpha=1.0, tolerance=1e-6))
+    large = implicit(m, params=WattsParams.of(alpha=20.0, tolerance=1e-6))
     assert large.convergence_factor < small.convergence_factor < 1
     assert large.iterations < small.iterations and large.extra["sweeps"] > small.extra["sweeps"]
     D = np.diag(1 / np.sqrt(m.capacities))
@@ -123,7 +126,7 @@ def test_outer_rate_and_time_step():
     assert large.convergence_factor == pytest.approx(1 / (1 + mu[1]), abs=eig_tol(gen) + eig_tol(np.eye(m.p))
                                                      + flops(4))
     # with alpha = 1 the implicit step is never faster than the explicit GDA step (1/(1+μ) ≥ 1 − μ)
-    assert small.iterations >= gda(m, tolerance=1e-6, compute_factor=False).iterations
+    assert small.iterations >= gda(m, compute_factor=False, stop=StopParams.of(tolerance=1e-6)).iterations
 
 
 def test_inner_sweeps():
@@ -137,7 +140,7 @@ def test_inner_sweeps():
     c = m.capacities
     printed = (u[0] / c[0] + u[1] / c[2]) / (1 + (u[0] + u[1]) / c[1])
     assert printed > 1
-    res = implicit(m, watts=True, alpha=10.0, inner_tolerance=1e-3, tolerance=1e-9)
+    res = implicit(m, watts=True, params=WattsParams.of(alpha=10.0, inner_tolerance=1e-3, tolerance=1e-9))
     beta_max = max(1 + (u[0] + u[1]) / c[1], 1 + u[0] / c[0], 1 + u[1] / c[2])
     assert res.extra["sweeps"] == inner_sweeps(beta_max, 1e-3) and res.converged
 
@@ -152,15 +155,16 @@ def test_thesis_sweep_count_can_diverge(kind, p, seed):
     beta_max = float(np.max(1 + (np.abs(a) @ u) / m.capacities))
     printed = math.ceil(math.log(0.3) / math.log(1 - 1 / beta_max))
     assert printed < inner_sweeps(beta_max, 0.3)
-    states = implicit_iter(m, alpha=8.0, sweeps=printed, tolerance=0.0, max_iterations=200)
+    states = implicit_iter(m, params=WattsParams.of(alpha=8.0, sweeps=printed, tolerance=0.0, max_iterations=200))
     assert max(s.residual for s in states) > 1e3
-    res = implicit(m, alpha=8.0, inner_tolerance=0.3, tolerance=1e-9)
+    res = implicit(m, params=WattsParams.of(alpha=8.0, inner_tolerance=0.3, tolerance=1e-9))
     assert res.converged and rel(res.flow, diffusion_flow(m, "eps0")) <= converged_flow_tol(m, u, res.extra["loads"])
 
 
 def test_zero_sweeps_is_the_explicit_gda_step():
     m = random_model("tree+", 12, 2)
-    for s, g in zip(implicit_iter(m, sweeps=0, tolerance=1e-8), gda_iter(m, tolerance=1e-8), strict=True):
+    for s, g in zip(implicit_iter(m, params=WattsParams.of(sweeps=0, tolerance=1e-8)),
+                    gda_iter(m, stop=StopParams.of(tolerance=1e-8)), strict=True):
         assert s.iteration == g.iteration and np.array_equal(s.loads, g.loads) and np.array_equal(s.flow, g.flow)
 
 
@@ -168,7 +172,7 @@ def test_counters():
     m = random_model("tree+", 10, 5)
     links = Links(latency=1e-4, bandwidth=1e8)
     for watts, ce in ((False, 1), (True, 3)):
-        res = implicit(m, watts=watts, tolerance=1e-5, check_every=ce, links=links)
+        res = implicit(m, watts=watts, links=links, params=WattsParams.of(tolerance=1e-5, check_every=ce))
         n, s = res.iterations, res.extra["sweeps"]
         checks = 1 + -(-n // ce)
         cnt = res.counters
@@ -187,8 +191,8 @@ def test_errors_and_edge_cases():
     for kw, match in [({"alpha": 0.0}, "α"), ({"alpha": math.inf}, "α"), ({"inner_tolerance": 1.0}, "inner"),
                       ({"inner_tolerance": 0.0}, "inner"), ({"lazy": "no"}, "lazy"), ({"check_every": 0}, "check_every"),
                       ({"sweeps": -1}, "sweeps"), ({"sweeps": 1.5}, "sweeps")]:
-        with pytest.raises(BalancerError, match=match):
-            implicit(m, **kw)
+        with pytest.raises(BalancerError, match=match):  # unvalidated: the kernel's own checks
+            implicit(m, params=WattsParams.model_construct(**kw))
     with pytest.raises(BalancerError):
         implicit(m, -1.0)
     with pytest.raises(GraphError, match="capacity"):
@@ -196,6 +200,6 @@ def test_errors_and_edge_cases():
     balanced = Model.create(3, [(0, 1), (1, 2)], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
     res = implicit(balanced, watts=True)
     assert res.iterations == 0 and res.converged and np.all(res.flow == 0)
-    lazy = implicit(m, lazy=True, tolerance=1e-9)
+    lazy = implicit(m, params=WattsParams.of(lazy=True, tolerance=1e-9))
     tol = converged_flow_tol(m, implicit_rates(m, lazy=True), lazy.extra["loads"])
     assert rel(lazy.flow, diffusion_flow(m, "eps0")) <= tol

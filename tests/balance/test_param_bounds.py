@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 import hermes.balance  # noqa: F401  (fills the registry)
+from hermes.balance.diffusion.gda import StopParams, gda
+from hermes.balance.diffusion.implicit import WattsParams, implicit
 from hermes.balance.gossip import grapevine_serial
 from hermes.balance.gossip.grapevine import GrapevineParams, grapevine_distributed
 from hermes.balance.gossip.grapevine_serial import check_gossip_params, grapevine
@@ -147,11 +149,11 @@ def test_the_distributed_form_checks_the_same_bounds():
 
 
 @pytest.mark.parametrize("name, params, words", [
-    ("gda0", {"max_iterations": 10**9}, "max_iterations must be an integer in 0..1000000"),
-    ("gda0", {"check_every": 10**9}, "check_every must be an integer in 1..1000000"),
+    ("gda0", {"max_iterations": 10**9}, "max_iterations: must be less than or equal to 1000000"),
+    ("gda0", {"check_every": 10**9}, "check_every: must be less than or equal to 1000000"),
     ("pcg", {"max_iterations": 10**9}, "max_iterations must be an integer in 0..1000000"),
     ("chebyshev", {"max_iterations": 10**9}, "max_iterations must be an integer in 1..1000000"),
-    ("implicit", {"sweeps": 10**9}, "sweeps must be None or an integer in 0..1000000"),
+    ("implicit", {"sweeps": 10**9}, "sweeps: must be less than or equal to 1000000"),
     ("fos", {"seed": 2**40}, "seed: must be less than or equal to 2147483647"),
     ("fos", {"unit_bytes": 1e300}, "unit_bytes: must be a finite number of magnitude at most 1e+100"),
 ])
@@ -160,6 +162,20 @@ def test_the_serial_references_check_the_same_bounds(name, params, words):
     model = parse_model("path:4", "homo", "1", "one")
     with pytest.raises(BalancerError, match=re.escape(words)):
         BALANCERS[name].serial(model, **params)
+
+
+@pytest.mark.parametrize("run, words", [
+    (lambda m: gda(m, 1.0, StopParams.model_construct(max_iterations=10**9)),
+     "max_iterations must be an integer in 0..1000000"),
+    (lambda m: gda(m, 1.0, StopParams.model_construct(check_every=10**9)), "check_every must be an integer in 1..1000000"),
+    (lambda m: implicit(m, params=WattsParams.model_construct(sweeps=10**9)),
+     "sweeps must be None or an integer in 0..1000000"),
+])
+def test_the_kernels_check_an_unvalidated_parameters_object_again(run, words):
+    """The serial kernels take their parameters object; one built without validation (``model_construct``) is
+    checked again against the same bounds."""
+    with pytest.raises(BalancerError, match=re.escape(words)):
+        run(parse_model("path:4", "homo", "1", "one"))
 
 
 def test_a_long_implicit_step_is_refused_not_iterated_for_minutes():

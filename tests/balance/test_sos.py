@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.diffusion.gda import gda, gda_iter
+from hermes.balance.diffusion.gda import StopParams, gda, gda_iter
 from hermes.balance.diffusion.matrices import diffusion_flow, diffusion_matrix, edge_rates
 from hermes.balance.diffusion.sos import (
     omega_opt,
@@ -52,7 +52,7 @@ def test_sos_is_the_second_order_recursion(mk, lazy, omega):
     # l¹ = M l⁰, lᵏ = ω M lᵏ⁻¹ + (1 − ω) lᵏ⁻² (thesis §7.1.2), with the flow consistent with the loads
     m = random_model("tree+", 10, 4)
     M = diffusion_matrix(m, "eps0", mk, lazy=lazy)
-    states = list(sos_iter(m, "eps0", omega=omega, kind=mk, lazy=lazy, tolerance=0.0, max_iterations=6))
+    states = list(sos_iter(m, "eps0", StopParams.of(lazy=lazy, tolerance=0.0, max_iterations=6), omega=omega, kind=mk))
     w = {"star": omega_star(m, lazy=lazy), "opt": omega_opt(m, "eps0", mk)}.get(omega, omega)
     # both sides evaluate the recursion in a different order: an error bound e_k carried through
     # e_k = |ω| |M| e_{k−1} + |1 − ω| e_{k−2} + γ_{δ+4} (|ω| |M| |l_{k−1}| + |1 − ω| |l_{k−2}|), doubled
@@ -71,7 +71,8 @@ def test_sos_is_the_second_order_recursion(mk, lazy, omega):
 
 def test_omega_one_is_gda_bit_for_bit():
     m = random_model("mesh", 12, 2)
-    for s, g in zip(sos_iter(m, "eps0", omega=1.0, tolerance=1e-8), gda_iter(m, "eps0", tolerance=1e-8), strict=True):
+    stop = StopParams.of(tolerance=1e-8)
+    for s, g in zip(sos_iter(m, "eps0", stop, omega=1.0), gda_iter(m, "eps0", stop), strict=True):
         assert s.iteration == g.iteration and np.array_equal(s.loads, g.loads) and np.array_equal(s.flow, g.flow)
 
 
@@ -80,7 +81,7 @@ def test_omega_one_is_gda_bit_for_bit():
 def test_sos_converges_to_the_gda_flow(kind, p, seed, mk, omega):
     # Th. 17: every polynomial scheme on M produces the GDA flow of M
     m = random_model(kind, p, seed)
-    res = sos(m, "eps0", omega=omega, kind=mk, tolerance=1e-10)
+    res = sos(m, "eps0", StopParams.of(tolerance=1e-10), omega=omega, kind=mk)
     assert res.converged and res.extra["residual"] <= 1e-10
     # SOS increments lie in range(U Aᵀ) too: the flow still to come is the U-minimal flow of what is left
     tol = converged_flow_tol(m, edge_rates(m, "eps0", mk), res.extra["loads"])
@@ -110,7 +111,7 @@ def test_omega_star_and_omega_opt(kind, p, seed, eps):
     wo = omega_opt(m, eps)
     assert wo == pytest.approx(2 / (1 + math.sqrt(1 - lam**2)), abs=2 * omega_opt_tol(lam, 0.0))  # the same λ
     assert ws >= wo - omega_opt_tol(lam, eig_tol(M)) - ws * tol  # 1 − K bounds λ_M (Cor. 2): ω* over-relaxes
-    res = sos(m, eps, omega="opt", tolerance=1e-3)
+    res = sos(m, eps, StopParams.of(tolerance=1e-3), omega="opt")
     # at ω_opt the two roots of r² − ωλr + (ω − 1) coincide: the discriminant D = ω²λ² − 4(ω − 1) is 0 up to
     # its rounding γ_4 (ω²λ² + 4|ω − 1|) and to what the balancer's own λ and ω differ from the test's (its
     # eigensolver: |δλ| ≤ eig_tol(M), moving D by 2ω²λ|δλ|; ω by omega_opt_tol, moving D by |2ωλ² − 4| |δω|);
@@ -140,7 +141,8 @@ def test_sos_star_beats_gda_on_paths_and_rings(kind, p, seed, homogeneous):
     # thesis §7.3, Fig. 7.1: SOS with ω* needs fewer steps than GDA on the same matrix
     m = random_model(kind, p, seed, homogeneous=homogeneous)
     for eps in ("eps0", 1.0):
-        s, g = sos(m, eps, tolerance=1e-6, compute_factor=False), gda(m, eps, tolerance=1e-6, compute_factor=False)
+        stop = StopParams.of(tolerance=1e-6)
+        s, g = sos(m, eps, stop, compute_factor=False), gda(m, eps, stop, compute_factor=False)
         assert s.converged and g.converged and s.iterations < g.iterations
 
 
@@ -152,7 +154,8 @@ def test_sos_star_beats_gda_on_4xk_meshes(k, heterogeneous):
     p = 4 * k
     caps = np.arange(p) % 4 + 1.0 if heterogeneous else np.ones(p)
     m = Model.create(p, mesh_edges(4, k), np.random.default_rng(k).uniform(0, 10, p), caps)
-    s, g = sos(m, tolerance=1e-4, compute_factor=False), gda(m, tolerance=1e-4, compute_factor=False)
+    stop = StopParams.of(tolerance=1e-4)
+    s, g = sos(m, stop=stop, compute_factor=False), gda(m, stop=stop, compute_factor=False)
     assert s.iterations < g.iterations
 
 
@@ -161,14 +164,16 @@ def test_sos1_beats_gda1_on_the_trees_of_figures_7_2_to_7_4(tree):
     arity = {"binary": 2, "4-tree": 4, "star": 31}[tree]
     m = Model.create(32, [((i - 1) // arity, i) for i in range(1, 32)], np.random.default_rng(3).uniform(0, 10, 32),
                      np.ones(32))
-    s, g = sos(m, 1.0, tolerance=1e-4, compute_factor=False), gda(m, 1.0, tolerance=1e-4, compute_factor=False)
+    stop = StopParams.of(tolerance=1e-4)
+    s, g = sos(m, 1.0, stop, compute_factor=False), gda(m, 1.0, stop, compute_factor=False)
     assert s.iterations < g.iterations
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_sos_opt_beats_gda_everywhere(kind):
     m = random_model(kind, 16, 3)
-    s, g = sos(m, omega="opt", tolerance=1e-6, compute_factor=False), gda(m, tolerance=1e-6, compute_factor=False)
+    stop = StopParams.of(tolerance=1e-6)
+    s, g = sos(m, stop=stop, omega="opt", compute_factor=False), gda(m, stop=stop, compute_factor=False)
     assert s.iterations < g.iterations
 
 
@@ -176,7 +181,8 @@ def test_counters_are_those_of_gda():
     m = random_model("tree+", 10, 5)
     links = Links(latency=1e-4, bandwidth=1e8)
     for mk, ce in ((1, 1), (2, 3), (6, 4)):
-        res = sos(m, "eps0", omega="opt", kind=mk, tolerance=1e-5, check_every=ce, links=links, compute_factor=False)
+        res = sos(m, "eps0", StopParams.of(tolerance=1e-5, check_every=ce), omega="opt", kind=mk, links=links,
+                  compute_factor=False)
         n, g = res.iterations, 1 if mk == 2 else 0
         checks = 1 + -(-n // ce)
         cnt = res.counters
@@ -187,7 +193,8 @@ def test_counters_are_those_of_gda():
         tol = 2 * flops(3 * (n + checks + 3))
         assert cnt.time == pytest.approx(sos_counters(m, n, ce, links, kind=mk).time, rel=tol)
         assert cnt.time > 0
-    stopped = sos(m, omega=1.5, tolerance=1e-12, max_iterations=10, check_every=4, compute_factor=False)
+    stopped = sos(m, stop=StopParams.of(tolerance=1e-12, max_iterations=10, check_every=4), omega=1.5,
+                  compute_factor=False)
     assert stopped.iterations == 10 and not stopped.converged
     assert stopped.counters.collectives == {"allreduce": 1 + 1 + 3}
 
@@ -202,7 +209,7 @@ def test_errors():
     with pytest.raises(BalancerError):
         sos(m, -1.0)
     with pytest.raises(BalancerError):
-        sos(m, check_every=0)
+        sos(m, stop=StopParams.of(check_every=0))
     with pytest.raises(GraphError, match="disconnected"):
         sos(disconnected_model())
 

@@ -41,13 +41,13 @@ def main(seed: int) -> int:
     cases = [  # name, distributed form, serial form
         ("gda0", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, eps0,
                                             StopParams.of(tolerance=1e-6, max_iterations=20000, check_every=1)),
-         lambda: gda(model, eps0, tolerance=1e-6, max_iterations=20000, check_every=1, links=links)),
+         lambda: gda(model, eps0, StopParams.of(tolerance=1e-6, max_iterations=20000, check_every=1), links=links)),
         ("gda1", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0,
                                             StopParams.of(tolerance=1e-6, max_iterations=50, check_every=3)),
-         lambda: gda(model, 1.0, tolerance=1e-6, max_iterations=50, check_every=3, links=links)),
+         lambda: gda(model, 1.0, StopParams.of(tolerance=1e-6, max_iterations=50, check_every=3), links=links)),
         ("gda1-check4", lambda nb: gda_distributed(nb, v.load, v.cap, v.weights, 1.0,
                                                    StopParams.of(tolerance=1e-3, check_every=4)),
-         lambda: gda(model, 1.0, tolerance=1e-3, check_every=4, links=links)),
+         lambda: gda(model, 1.0, StopParams.of(tolerance=1e-3, check_every=4), links=links)),
         ("pcg", lambda nb: pcg_distributed(nb, v.load, v.cap, v.weights, tolerance=1e-10),
          lambda: pcg(model, tolerance=1e-10, links=links)),
     ]

@@ -164,9 +164,8 @@ def sweep_states(model: Model, s: Setup, step: Callable[[NDArray[np.float64], in
             return
 
 
-def gda_iter(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = False,
-             alpha: float | None = None, tolerance: float = 1e-3, max_iterations: int = 100000,
-             check_every: int = 1) -> Iterator[GDAState]:
+def gda_iter(model: Model, eps: str | float = "eps0", stop: StopParams | None = None, *, kind: int = 1,
+             alpha: float | None = None) -> Iterator[GDAState]:
     """Run GDA with M^kind(ε) serially, yielding the state after every sweep.
 
     Parameters
@@ -174,18 +173,15 @@ def gda_iter(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bo
     model : Model
     eps : "eps0" or float ≥ 0
         ε of M¹ … M⁴ (ignored by M⁵, M⁶).
+    stop : StopParams, optional
+        ``lazy`` (iterate with ½(I + M)) and the stopping rule (default ``StopParams()``; from raw values:
+        ``StopParams.of(tolerance=1e-6)``): stop when ``max_i |l_i − l̄_i| / l̄_i ≤ tolerance`` at a check,
+        after at most ``max_iterations`` sweeps; the residual is checked before the first sweep, after every
+        ``check_every`` sweeps and after sweep ``max_iterations``.
     kind : int in 1..6
         The diffusion matrix (module docstring).
-    lazy : bool
-        Iterate with ½(I + M).
     alpha : float, optional
         α of M⁶ (default :func:`elsasser_alpha`).
-    tolerance : float
-        Stop when ``max_i |l_i − l̄_i| / l̄_i ≤ tolerance`` at a check.
-    max_iterations : int
-    check_every : int
-        The residual is checked before the first sweep, after every ``check_every`` sweeps and
-        after sweep ``max_iterations``.
 
     Yields
     ------
@@ -204,15 +200,17 @@ def gda_iter(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bo
     ``l ← M l``) and ``f ← f + x``. Per-rank sums run over the neighbours in sorted order and ``Σ l``
     in rank order, so the result matches :func:`gda_distributed` bit for bit.
     """
-    s = setup(model, eps, kind, lazy, alpha)
-    check_stopping(tolerance, max_iterations, check_every)
+    stop = StopParams() if stop is None else stop
+    s = setup(model, eps, kind, stop.lazy, alpha)
+    check_stopping(stop.tolerance, stop.max_iterations, stop.check_every)
     c, e = model.capacities, model.edges
 
     def step(loads: NDArray[np.float64], n: int) -> NDArray[np.float64]:
         h = loads / c
         return s.u * (h[e[:, 0]] - h[e[:, 1]])
 
-    yield from sweep_states(model, s, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
+    yield from sweep_states(model, s, step, tolerance=stop.tolerance, max_iterations=stop.max_iterations,
+                            check_every=stop.check_every)
 
 
 def sweep_counters(model: Model, iterations: int, check_every: int = 1, links=None, *,
@@ -281,16 +279,18 @@ def gda_counters(model: Model, iterations: int, check_every: int = 1, links=None
     return sweep_counters(model, iterations, check_every, links, setup=setup_words(kind))[0]
 
 
-def sweep_result(model: Model, s: Setup, state: GDAState, *, kind: int, lazy: bool, tolerance: float, check_every: int,
-                 links, compute_factor: bool, head: dict | None = None) -> FlowResult:
+def sweep_result(model: Model, s: Setup, state: GDAState, stop: StopParams, *, kind: int, links,
+                 compute_factor: bool, head: dict | None = None) -> FlowResult:
     """The FlowResult of a serial scheme on M^kind (GDA, SOS) from its final state.
 
-    ``extra`` holds ``head`` (e.g. SOS's ω) followed by ``eps``, ``kind``, ``lazy``, ``alpha``,
-    ``residual``, ``loads``, ``rank_times``, :func:`~hermes.balance.diffusion.matrices.diagonal_report` and, with
-    ``compute_factor``, ``bounds``; ``convergence_factor`` is λ_M then (else None). Counters:
-    :func:`sweep_counters` with :func:`setup_words`.
+    ``stop`` is the run's :class:`StopParams` (``lazy``, ``tolerance``, ``check_every`` are read). ``extra``
+    holds ``head`` (e.g. SOS's ω) followed by ``eps``, ``kind``, ``lazy``, ``alpha``, ``residual``, ``loads``,
+    ``rank_times``, :func:`~hermes.balance.diffusion.matrices.diagonal_report` and, with ``compute_factor``,
+    ``bounds``; ``convergence_factor`` is λ_M then (else None). Counters: :func:`sweep_counters` with
+    :func:`setup_words`.
     """
-    counters, times = sweep_counters(model, state.iteration, check_every, links, setup=setup_words(kind))
+    lazy = stop.lazy
+    counters, times = sweep_counters(model, state.iteration, stop.check_every, links, setup=setup_words(kind))
     extra = {**(head or {}), "eps": s.eps, "kind": kind, "lazy": bool(lazy), "alpha": s.alpha,
              "residual": state.residual, "loads": state.loads, "rank_times": times}
     extra.update(diagonal_report(model, s, kind))
@@ -298,13 +298,12 @@ def sweep_result(model: Model, s: Setup, state: GDAState, *, kind: int, lazy: bo
     if compute_factor:
         factor = convergence_factor(diffusion_matrix(model, s.eps, kind, lazy=lazy, alpha=s.alpha), model.capacities)
         extra["bounds"] = diffusion_bounds(model, s.eps, kind, lazy=lazy, alpha=s.alpha)
-    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tolerance,
+    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= stop.tolerance,
                       counters=counters, convergence_factor=factor, extra=extra)
 
 
-def gda(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = False, alpha: float | None = None,
-        tolerance: float = 1e-3, max_iterations: int = 100000, check_every: int = 1, links=None,
-        compute_factor: bool = True) -> FlowResult:
+def gda(model: Model, eps: str | float = "eps0", stop: StopParams | None = None, *, kind: int = 1,
+        alpha: float | None = None, links=None, compute_factor: bool = True) -> FlowResult:
     """GDA with M^kind(ε) (thesis Alg. 3, eq. 5.6.1–5.6.6): the serial reference of :func:`gda_distributed`.
 
     Parameters
@@ -312,10 +311,11 @@ def gda(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = 
     model : Model
     eps : "eps0" or float ≥ 0
         ``"eps0"`` is ε₀ of thesis Cor. 2 (GDA0 with kind 1); 1.0 gives GDA1.
-    kind, lazy, alpha
+    stop : StopParams, optional
+        ``lazy`` and the stopping rule (``tolerance``, ``max_iterations``, ``check_every``), see
+        :func:`gda_iter`; default ``StopParams()``.
+    kind, alpha
         The matrix, see :func:`gda_iter`.
-    tolerance, max_iterations, check_every
-        Stopping rule, see :func:`gda_iter`.
     links : hermes.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
     compute_factor : bool
@@ -340,13 +340,10 @@ def gda(model: Model, eps: str | float = "eps0", *, kind: int = 1, lazy: bool = 
     -----
     See :func:`gda_iter` for the update rule and :func:`gda_counters` for the counters.
     """
-    s = setup(model, eps, kind, lazy, alpha)
-    state = final_state(gda_iter(model, s.eps, kind=kind, lazy=lazy, alpha=s.alpha, tolerance=tolerance,
-                                 max_iterations=max_iterations,
-                                 check_every=check_every))
-    return sweep_result(model, s, state, kind=kind, lazy=lazy, tolerance=tolerance, check_every=check_every,
-                        links=links,
-                        compute_factor=compute_factor)
+    stop = StopParams() if stop is None else stop
+    s = setup(model, eps, kind, stop.lazy, alpha)
+    state = final_state(gda_iter(model, s.eps, stop, kind=kind, alpha=s.alpha))
+    return sweep_result(model, s, state, stop, kind=kind, links=links, compute_factor=compute_factor)
 
 
 # -- distributed form -----------------------------------------------------------------------------
@@ -502,6 +499,12 @@ def _gda_dist(nb, load, capacity, weights, *, eps, kind=1, alpha=None, **stop):
     return gda_distributed(nb, load, capacity, weights, eps, StopParams.of(stop), kind=kind, alpha=alpha)
 
 
+def _gda_serial(model, *, eps, kind=1, links=None, compute_factor=True, **stop):
+    """:func:`gda` as the registry's serial reference (``serial(model, *, links=None, **params)``) is called: the
+    stopping rule as its parameters object."""
+    return gda(model, eps, StopParams.of(stop), kind=kind, links=links, compute_factor=compute_factor)
+
+
 def run_gda(ctx: BalanceContext, kind: int) -> Decision:
     """The distributed GDA with M^kind in ``hermes run``: ε = ε₀ for M¹ … M⁴ (0 for M⁵, M⁶), α of Elsässer et al.
     for M⁶ (its decision tells whether M⁶ was non-negative)."""
@@ -518,43 +521,43 @@ def run_gda(ctx: BalanceContext, kind: int) -> Decision:
     return dec
 
 
-@register("gda0", params=StopParams, serial=functools.partial(gda, eps="eps0"),
+@register("gda0", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0"),
           doc="generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)")
 def run_gda0(ctx: BalanceContext) -> Decision:
     return flow_balancer(_gda_dist, eps=epsilon0(ctx.model))(ctx)
 
 
-@register("gda1", params=StopParams, serial=functools.partial(gda, eps=1.0),
+@register("gda1", params=StopParams, serial=functools.partial(_gda_serial, eps=1.0),
           doc="generalized diffusion with M¹(1) (thesis Alg. 3, eq. 5.6.1)")
 def run_gda1(ctx: BalanceContext) -> Decision:
     return flow_balancer(_gda_dist, eps=1.0)(ctx)
 
 
-@register("gda2", params=StopParams, serial=functools.partial(gda, eps="eps0", kind=2),
+@register("gda2", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0", kind=2),
           doc="generalized diffusion with M²(ε₀) (thesis eq. 5.6.2, JPDC eq. 4.2)")
 def run_gda2(ctx: BalanceContext) -> Decision:
     return run_gda(ctx, 2)
 
 
-@register("gda3", params=StopParams, serial=functools.partial(gda, eps="eps0", kind=3),
+@register("gda3", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0", kind=3),
           doc="generalized diffusion with M³(ε₀) (thesis eq. 5.6.3, JPDC eq. 4.3)")
 def run_gda3(ctx: BalanceContext) -> Decision:
     return run_gda(ctx, 3)
 
 
-@register("gda4", params=StopParams, serial=functools.partial(gda, eps="eps0", kind=4),
+@register("gda4", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0", kind=4),
           doc="generalized diffusion with M⁴(ε₀) (thesis eq. 5.6.4, JPDC eq. 4.4)")
 def run_gda4(ctx: BalanceContext) -> Decision:
     return run_gda(ctx, 4)
 
 
-@register("gda5", params=StopParams, serial=functools.partial(gda, eps=0.0, kind=5),
+@register("gda5", params=StopParams, serial=functools.partial(_gda_serial, eps=0.0, kind=5),
           doc="generalized diffusion with M⁵, the 'bad example' (thesis eq. 5.6.5, JPDC eq. 4.5)")
 def run_gda5(ctx: BalanceContext) -> Decision:
     return run_gda(ctx, 5)
 
 
-@register("gda6", params=StopParams, serial=functools.partial(gda, eps=0.0, kind=6),
+@register("gda6", params=StopParams, serial=functools.partial(_gda_serial, eps=0.0, kind=6),
           doc="generalized diffusion with M⁶ of Elsässer et al., α = 2/(μ₂+μ_p) "
               "(thesis eq. 5.6.6, JPDC eq. 4.6; may be negative, e.g. on stars)")
 def run_gda6(ctx: BalanceContext) -> Decision:

@@ -158,9 +158,8 @@ def _check_sweeps(sweeps) -> None:
         raise BalancerError(f"sweeps must be None or an integer in 0..{MAX_SWEEPS}, got {sweeps!r}")
 
 
-def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = False, alpha: float = 1.0,
-                  lazy: bool = False, inner_tolerance: float = 1e-2, sweeps: int | None = None, tolerance: float = 1e-3,
-                  max_iterations: int = 100000, check_every: int = 1) -> Iterator[GDAState]:
+def implicit_iter(model: Model, eps: str | float = "eps0", params: WattsParams | None = None, *,
+                  watts: bool = False) -> Iterator[GDAState]:
     """Run the implicit scheme serially, yielding the state after every outer step.
 
     Parameters
@@ -168,18 +167,15 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
     model : Model
     eps : "eps0" or float ≥ 0
         ε of the M¹(ε) scalars (Alg. 6; ignored by Watts' scheme).
+    params : WattsParams, optional
+        The scheme's parameters, as :func:`implicit_distributed` takes them (default ``WattsParams()``; from raw
+        values: ``WattsParams.of(alpha=8.0, sweeps=2)``): ``alpha`` > 0, the implicit time step (U is multiplied
+        by α); ``lazy``, halve U; ``inner_tolerance`` in (0, 1), the error reduction of the inner solve, which
+        sets the number of Jacobi sweeps (:func:`inner_sweeps`); ``sweeps`` ≥ 0, if not None, this number m of
+        Jacobi sweeps instead (0: the explicit GDA step ``l ← M l``); ``tolerance``, ``max_iterations``,
+        ``check_every``, the stopping rule on the outer steps, as in :func:`hermes.balance.diffusion.gda.gda_iter`.
     watts : bool
         Watts et al.'s rates (Alg. 5) instead of Alg. 6's.
-    alpha : float > 0
-        Implicit time step: U is multiplied by α.
-    lazy : bool
-        Halve U.
-    inner_tolerance : float in (0, 1)
-        Error reduction of the inner solve; sets the number of Jacobi sweeps (:func:`inner_sweeps`).
-    sweeps : int ≥ 0, optional
-        Force this number m of Jacobi sweeps instead (0: the explicit GDA step ``l ← M l``).
-    tolerance, max_iterations, check_every
-        Stopping rule on the outer steps, as in :func:`hermes.balance.diffusion.gda.gda_iter`.
 
     Yields
     ------
@@ -198,9 +194,11 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
     x lies in the range of ``U Aᵀ``, once the loads converge the flow is exactly the GDA flow
     (Th. 18) whatever m. The loads converge if m is large enough (:func:`inner_sweeps`).
     """
+    prm = WattsParams() if params is None else params
+    alpha, lazy, inner_tolerance, sweeps = prm.alpha, prm.lazy, prm.inner_tolerance, prm.sweeps
     _check(alpha, inner_tolerance, watts, lazy)
     _check_sweeps(sweeps)
-    check_stopping(tolerance, max_iterations, check_every)
+    check_stopping(prm.tolerance, prm.max_iterations, prm.check_every)
     s, u = _serial_rates(model, eps, watts, alpha, lazy)
     c, e = model.capacities, model.edges
     table_u = np.where(s.mask, u[s.edge], 0.0)
@@ -216,7 +214,8 @@ def implicit_iter(model: Model, eps: str | float = "eps0", *, watts: bool = Fals
         h = y / c
         return u * (h[e[:, 0]] - h[e[:, 1]])
 
-    yield from sweep_states(model, s, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
+    yield from sweep_states(model, s, step, tolerance=prm.tolerance, max_iterations=prm.max_iterations,
+                            check_every=prm.check_every)
 
 
 def _sweeps(model: Model, eps, watts, alpha, lazy, inner_tolerance, sweeps) -> int:
@@ -241,11 +240,17 @@ def implicit_counters(model: Model, iterations: int, sweeps: int, check_every: i
     return sweep_counters(model, iterations, check_every, links, setup=(1,), exchanges=int(sweeps) + 1)[0]
 
 
-def implicit(model: Model, eps: str | float = "eps0", *, watts: bool = False, alpha: float = 1.0, lazy: bool = False,
-             inner_tolerance: float = 1e-2, sweeps: int | None = None, tolerance: float = 1e-3,
-             max_iterations: int = 100000,
-             check_every: int = 1, links=None) -> FlowResult:
+def implicit(model: Model, eps: str | float = "eps0", params: WattsParams | None = None, *, watts: bool = False,
+             links=None) -> FlowResult:
     """Implicit diffusion (thesis Alg. 6, or Alg. 5 with ``watts``): serial reference of :func:`implicit_distributed`.
+
+    Parameters
+    ----------
+    model : Model
+    eps, params, watts
+        As in :func:`implicit_iter`.
+    links : hermes.clock.Links, optional
+        If given, ``counters.time`` is the α-β time the distributed form would be charged.
 
     Returns
     -------
@@ -259,16 +264,16 @@ def implicit(model: Model, eps: str | float = "eps0", *, watts: bool = False, al
     BalancerError
         Bad ε, α, inner tolerance or stopping parameters. GraphError for an unusable model.
     """
+    prm = WattsParams() if params is None else params
+    alpha, lazy, inner_tolerance, sweeps = prm.alpha, prm.lazy, prm.inner_tolerance, prm.sweeps
     _check(alpha, inner_tolerance, watts, lazy)
     _check_sweeps(sweeps)
     s, u = _serial_rates(model, eps, watts, alpha, lazy)
     m = _sweeps(model, s.eps, watts, alpha, lazy, inner_tolerance, sweeps)
-    state = final_state(implicit_iter(model, s.eps, watts=watts, alpha=alpha, lazy=lazy,
-                                      inner_tolerance=inner_tolerance, sweeps=sweeps, tolerance=tolerance,
-                                      max_iterations=max_iterations, check_every=check_every))
-    counters, times = sweep_counters(model, state.iteration, check_every, links, setup=(1,), exchanges=m + 1)
+    state = final_state(implicit_iter(model, s.eps, prm, watts=watts))
+    counters, times = sweep_counters(model, state.iteration, prm.check_every, links, setup=(1,), exchanges=m + 1)
     factor = _outer_factor(model, u)
-    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= tolerance,
+    return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.residual <= prm.tolerance,
                       counters=counters,
                       convergence_factor=factor,
                       extra={"sweeps": m, "eps": None if watts else s.eps, "alpha": float(alpha), "watts": bool(watts),
@@ -299,7 +304,7 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
     eps : float
         ε ≥ 0 of the M¹(ε) scalars (ignored with ``watts``; the caller computes ε₀).
     params : WattsParams, optional
-        ``alpha``, ``inner_tolerance``, ``sweeps``, ``lazy`` and the stopping rule, as in :func:`implicit_iter`
+        ``alpha``, ``inner_tolerance``, ``sweeps``, ``lazy`` and the stopping rule, as :func:`implicit_iter` takes them
         (default ``WattsParams()``; checked again here, collectively).
     watts : bool
         Watts et al.'s scheme (Alg. 5) instead of the generalized one (Alg. 6).
@@ -371,12 +376,12 @@ class ImplicitParams(WattsParams):
 
 def _implicit(model, *, eps="eps0", links=None, **params):
     """Serial reference of ``implicit`` (thesis Alg. 6)."""
-    return implicit(model, eps, watts=False, links=links, **params)
+    return implicit(model, eps, WattsParams.of(params), watts=False, links=links)
 
 
 def _watts(model, *, eps="eps0", links=None, **params):
     """Serial reference of ``implicit_watts`` (thesis Alg. 5)."""
-    return implicit(model, eps, watts=True, links=links, **params)
+    return implicit(model, eps, WattsParams.of(params), watts=True, links=links)
 
 
 def _dist(nb, load, capacity, weights, *, eps_value, eps=None, watts, **params):

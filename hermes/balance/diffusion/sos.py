@@ -122,9 +122,8 @@ def _resolve_omega(model: Model, omega, eps, kind, lazy, alpha) -> float:
     return check_omega(omega)
 
 
-def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "star", kind: int = 1,
-             lazy: bool = False, alpha: float | None = None, tolerance: float = 1e-3, max_iterations: int = 100000,
-             check_every: int = 1) -> Iterator[GDAState]:
+def sos_iter(model: Model, eps: str | float = "eps0", stop: StopParams | None = None, *, omega: str | float = "star",
+             kind: int = 1, alpha: float | None = None) -> Iterator[GDAState]:
     """Run the second-order scheme serially, yielding the state after every step.
 
     Parameters
@@ -132,12 +131,13 @@ def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "s
     model : Model
     eps : "eps0" or float ≥ 0
         ε of the matrix (M¹ … M⁴).
+    stop : StopParams, optional
+        ``lazy`` and the stopping rule (``tolerance``, ``max_iterations``, ``check_every``) of
+        :func:`hermes.balance.diffusion.gda.gda_iter`; default ``StopParams()``.
     omega : "star", "opt" or float in (0, 2)
         ω* (eq. 7.1.7, M¹ only), ω_opt, or an explicit value.
-    kind, lazy, alpha
+    kind, alpha
         The diffusion matrix, as in :func:`hermes.balance.diffusion.gda.gda_iter`.
-    tolerance, max_iterations, check_every
-        Stopping rule of :func:`hermes.balance.diffusion.gda.gda_iter`.
 
     Yields
     ------
@@ -160,9 +160,11 @@ def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "s
     ``ω M l⁽ᵏ⁾ + (1 − ω) l⁽ᵏ⁻¹⁾`` and keeps the flow consistent with the loads. With ω = 1 it is GDA
     bit for bit.
     """
+    stop = StopParams() if stop is None else stop
+    lazy = stop.lazy
     s = setup(model, eps, kind, lazy, alpha)
     w = _resolve_omega(model, omega, s.eps, kind, lazy, s.alpha)
-    check_stopping(tolerance, max_iterations, check_every)
+    check_stopping(stop.tolerance, stop.max_iterations, stop.check_every)
     c, e = model.capacities, model.edges
     psi = np.zeros(model.q)
 
@@ -173,7 +175,8 @@ def sos_iter(model: Model, eps: str | float = "eps0", *, omega: str | float = "s
         psi = x if n == 0 else w * x - (1.0 - w) * psi
         return psi
 
-    yield from sweep_states(model, s, step, tolerance=tolerance, max_iterations=max_iterations, check_every=check_every)
+    yield from sweep_states(model, s, step, tolerance=stop.tolerance, max_iterations=stop.max_iterations,
+                            check_every=stop.check_every)
 
 
 def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None, *, kind: int = 1) -> Counters:
@@ -188,15 +191,13 @@ def sos_counters(model: Model, iterations: int, check_every: int = 1, links=None
     return sweep_counters(model, iterations, check_every, links, setup=setup_words(kind))[0]
 
 
-def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star", kind: int = 1, lazy: bool = False,
-        alpha: float | None = None, tolerance: float = 1e-3, max_iterations: int = 100000, check_every: int = 1,
-        links=None,
-        compute_factor: bool = True) -> FlowResult:
+def sos(model: Model, eps: str | float = "eps0", stop: StopParams | None = None, *, omega: str | float = "star",
+        kind: int = 1, alpha: float | None = None, links=None, compute_factor: bool = True) -> FlowResult:
     """Second-order scheme (thesis Alg. 4, eq. 7.1.7): serial reference of :func:`sos_distributed`.
 
     Parameters
     ----------
-    model, eps, omega, kind, lazy, alpha, tolerance, max_iterations, check_every
+    model, eps, stop, omega, kind, alpha
         See :func:`sos_iter`.
     links : hermes.clock.Links, optional
         If given, ``counters.time`` is the α-β time of the distributed form.
@@ -213,12 +214,12 @@ def sos(model: Model, eps: str | float = "eps0", *, omega: str | float = "star",
         ``loads``, ``rank_times``, ``min_diagonal``, ``nonnegative`` and, with ``compute_factor``,
         ``bounds`` and ``rate``.
     """
-    s = setup(model, eps, kind, lazy, alpha)
-    w = _resolve_omega(model, omega, s.eps, kind, lazy, s.alpha)
-    state = final_state(sos_iter(model, s.eps, omega=w, kind=kind, lazy=lazy, alpha=s.alpha, tolerance=tolerance,
-                                 max_iterations=max_iterations, check_every=check_every))
-    res = sweep_result(model, s, state, kind=kind, lazy=lazy, tolerance=tolerance, check_every=check_every, links=links,
-                       compute_factor=compute_factor, head={"omega": w})
+    stop = StopParams() if stop is None else stop
+    s = setup(model, eps, kind, stop.lazy, alpha)
+    w = _resolve_omega(model, omega, s.eps, kind, stop.lazy, s.alpha)
+    state = final_state(sos_iter(model, s.eps, stop, omega=w, kind=kind, alpha=s.alpha))
+    res = sweep_result(model, s, state, stop, kind=kind, links=links, compute_factor=compute_factor,
+                       head={"omega": w})
     if compute_factor:
         res.extra["rate"] = _sos_rate(res.convergence_factor, w)
     return res
@@ -233,14 +234,14 @@ def _sos_rate(lam: float, w: float) -> float:
 
 
 def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], eps: float,
-                    omega: float, stop: StopParams | None = None, *, kind: int = 1,
-                    alpha: float | None = None) -> LocalFlowResult:
-    """The second-order scheme on one rank (SPMD; every rank of ``nb.comm`` must call it).
+                    omega: float, stop: StopParams | None = None) -> LocalFlowResult:
+    """The second-order scheme on M¹(ε) on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
     ----------
-    nb, load, capacity, weights, eps, stop, kind, alpha
-        As in :func:`hermes.balance.diffusion.gda.gda_distributed`.
+    nb, load, capacity, weights, eps, stop
+        As in :func:`hermes.balance.diffusion.gda.gda_distributed` (the matrix is M¹(ε), as the registry's
+        ``sos`` and ``sos_opt`` run it; the serial :func:`sos` also iterates on M² … M⁶).
     omega : float in (0, 2)
         The caller computes ω* (:func:`omega_star`) or ω_opt (:func:`omega_opt`) from the global
         model, as the thesis assumes these quantities known.
@@ -268,13 +269,13 @@ def sos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     def check_parameters() -> None:
         check_eps(eps)
         check_omega(omega)
-        check_matrix(kind, lazy, alpha, need_alpha=True)
+        check_matrix(1, lazy, None, need_alpha=True)
         check_stopping(tolerance, max_iterations, check_every)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check_parameters)
     om = float(omega)
     capacity, load = float(capacity), float(load)
-    u, cj = local_edge_rates(nb, capacity, w, check_eps(eps), kind, lazy=lazy, alpha=alpha)
+    u, cj = local_edge_rates(nb, capacity, w, check_eps(eps), 1, lazy=lazy)
     psi = np.zeros(len(nb.neighbours))
 
     def step(load: float, n: int) -> NDArray[np.float64]:
@@ -303,16 +304,18 @@ class SOSParams(SOSOptParams):
 
 def _sos_star(model, *, eps="eps0", omega=None, links=None, **stop):
     """Serial reference of ``sos``: ω* (eq. 7.1.7) unless ω is given."""
-    return sos(model, eps, omega="star" if omega is None else omega, links=links, **stop)
+    return sos(model, eps, StopParams.of(stop), omega="star" if omega is None else omega, links=links)
 
 
-def _sos_opt(model, *, eps="eps0", omega=None, links=None, **stop):
+def _sos_opt(model, *, eps="eps0", links=None, **stop):
     """Serial reference of ``sos_opt``: ω_opt from λ_M."""
-    return sos(model, eps, omega="opt", links=links, **stop)
+    return sos(model, eps, StopParams.of(stop), omega="opt", links=links)
 
 
-def _dist(nb, load, capacity, weights, *, eps, eps_value, omega_value, omega=None, **stop):
-    return sos_distributed(nb, load, capacity, weights, eps_value, omega_value, StopParams.of(stop))
+def _dist(nb, load, capacity, weights, *, eps_value, omega_value, **params):
+    """:func:`sos_distributed` as :func:`flow_balancer` calls it: ``params`` are the balancer's (``eps`` and
+    ``omega`` as given, resolved by the caller into ``eps_value`` and ``omega_value``)."""
+    return sos_distributed(nb, load, capacity, weights, eps_value, omega_value, SOSParams.of(params))
 
 
 def run_sos(ctx: BalanceContext, optimal: bool) -> Decision:

@@ -47,6 +47,7 @@ from hermes.balance.diffusion.detection import (
 from hermes.balance.diffusion.fos_serial import (
     FOSConfig,
     FOSParams,
+    Pairs,
     benefit,
     fos,
     fos_amounts,
@@ -150,8 +151,8 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         send = lij > 0
         ws, wr, gs, gr = (np.where(send, load, wj), np.where(send, wj, load), np.where(send, gi, gj),
                           np.where(send, gj, gi))
-        x = fos_amounts(np.abs(lij), ws, wr, np.where(send, ci, cj), np.where(send, cj, ci), gs, gr, kk, lat, bw,
-                         cfg)
+        x = fos_amounts(np.abs(lij), Pairs(ws, wr, np.where(send, ci, cj), np.where(send, cj, ci), gs, gr), kk, lat,
+                        bw, cfg)
         if shaker:
             unbal = (np.abs(lij) > 0) & (benefit(ws, wr, gs, gr, 1.0) >= 0)
             U = np.where(x > 0, 0.0, np.where(unbal, U + 1.0, 0.0))

@@ -72,11 +72,27 @@ def benefit(ws, wr, gs, gr, amount):
     return np.maximum(ws * gs, wr * gr) - np.maximum((ws - amount) * gs, (wr + amount) * gr)
 
 
-def fos_amounts(amount, ws, wr, cs, cr, gs, gr, k: float, lat, bw, cfg: FOSConfig):
-    """FOS transfer sender → receiver of each pair, evaluated from the sender's side at both ends."""
-    x = np.floor(amount) if cfg.integer else np.where(ws / cs - wr / cr > cfg.thresh, amount, 0.0)
+@dataclass(frozen=True)
+class Pairs:
+    """The two ends of each pair (sender s, receiver r) as :func:`fos_amounts` reads them, one entry per pair:
+    loads ``ws``, ``wr``, capacities ``cs``, ``cr`` and seconds per load unit ``gs``, ``gr`` (Cmp(w) = w g)."""
+
+    ws: NDArray[np.float64]
+    wr: NDArray[np.float64]
+    cs: NDArray[np.float64]
+    cr: NDArray[np.float64]
+    gs: NDArray[np.float64]
+    gr: NDArray[np.float64]
+
+
+def fos_amounts(amount, ends: Pairs, k: float, lat, bw, cfg: FOSConfig):
+    """FOS transfer sender → receiver of each pair, evaluated from the sender's side at both ends.
+
+    ``amount`` is M_r's transfer of each pair, ``ends`` its sender's and receiver's data, ``k`` the gate factor,
+    ``lat``, ``bw`` the latency and bandwidth of its link."""
+    x = np.floor(amount) if cfg.integer else np.where(ends.ws / ends.cs - ends.wr / ends.cr > cfg.thresh, amount, 0.0)
     if cfg.gate:
-        x = np.where(lat + x * cfg.unit_bytes / bw < k * benefit(ws, wr, gs, gr, x), x, 0.0)
+        x = np.where(lat + x * cfg.unit_bytes / bw < k * benefit(ends.ws, ends.wr, ends.gs, ends.gr, x), x, 0.0)
     return x
 
 
@@ -223,7 +239,7 @@ def fos_iter(model: Model, params: FOSParams | None = None, *, links=None, root:
         fwd = lab > 0
         s, r = np.where(fwd, a, b), np.where(fwd, b, a)
         amount = np.abs(lab)
-        x = fos_amounts(amount, loads[s], loads[r], c[s], c[r], g[s], g[r], kk, lat, bw, cfg)
+        x = fos_amounts(amount, Pairs(loads[s], loads[r], c[s], c[r], g[s], g[r]), kk, lat, bw, cfg)
         if shaker:
             unbal = (amount > 0) & (benefit(loads[s], loads[r], g[s], g[r], 1.0) >= 0)
             U = np.where(x > 0, 0.0, np.where(unbal, U + 1.0, 0.0))

@@ -117,13 +117,26 @@ def check_matrix(kind, lazy, alpha, *, need_alpha: bool) -> None:
 
 
 # -- the matrices -------------------------------------------------------------------------------
-def _rates(kind: int, ci, cj, di, dj, w, eps: float, glob, alpha, lazy: bool):
+@dataclass(frozen=True)
+class _Ends:
+    """What the rates of edges {i, j} read at their endpoints: capacities ``ci``, ``cj``, weighted degrees
+    ``di``, ``dj`` (δ^w) and the edge weights ``w`` (scalars or arrays, broadcast together)."""
+
+    ci: float | NDArray[np.float64]
+    cj: float | NDArray[np.float64]
+    di: float | NDArray[np.float64]
+    dj: float | NDArray[np.float64]
+    w: NDArray[np.float64]
+
+
+def _rates(kind: int, ends: _Ends, eps: float, glob, alpha, lazy: bool):
     """``u = m_ij c_j`` on edges {i, j} from endpoint data (vectorised).
 
     Symmetric in (i, j) bit for bit, so both endpoints of an edge compute the same rate: the
     distributed form calls it with i = this rank, the serial form with i = ``edges[k, 0]``.
     ``glob`` is (c_min, c_max, Δ^w) for kinds 2–4.
     """
+    ci, cj, di, dj, w = ends.ci, ends.cj, ends.di, ends.dj, ends.w
     if kind == 1:
         u = np.minimum(ci / (di + eps), cj / (dj + eps)) * w
     elif kind == 2:
@@ -137,6 +150,7 @@ def _rates(kind: int, ci, cj, di, dj, w, eps: float, glob, alpha, lazy: bool):
     else:
         u = float(alpha) * w
     return 0.5 * u if lazy else u
+
 
 def diffusion_scalars(model: Model, eps: str | float) -> NDArray[np.float64]:
     """``s_k(ε) = min{c_i/(δ_i^w + ε), c_j/(δ_j^w + ε)}`` for every edge (thesis eq. 5.5.2).
@@ -202,7 +216,7 @@ def setup(model: Model, eps, kind, lazy, alpha) -> Setup:
     degw = ordered_row_sums(np.where(mask, model.weights[edge], 0.0))
     c, e = model.capacities, model.edges
     glob = (float(c.min()), float(c.max()), float(degw.max())) if model.q else (1.0, 1.0, 1.0)
-    u = _rates(kind, c[e[:, 0]], c[e[:, 1]], degw[e[:, 0]], degw[e[:, 1]], model.weights, eps_value, glob,
+    u = _rates(kind, _Ends(c[e[:, 0]], c[e[:, 1]], degw[e[:, 0]], degw[e[:, 1]], model.weights), eps_value, glob,
                alpha, bool(lazy))
     return Setup(eps_value, None if alpha is None else float(alpha), edge, sign, mask,
                   np.asarray(u, dtype=np.float64))
@@ -251,7 +265,7 @@ def local_edge_rates(nb: NeighbourComm, capacity: float, weights: NDArray[np.flo
     if kind in GLOBAL_KINDS:
         g = nb.allreduce(np.array([-capacity, capacity, degw]), op="max")
         glob = (-float(g[0]), float(g[1]), float(g[2]))
-    u = _rates(kind, capacity, cj, degw, dj, w, float(eps), glob, alpha, bool(lazy))
+    u = _rates(kind, _Ends(capacity, cj, degw, dj, w), float(eps), glob, alpha, bool(lazy))
     return np.asarray(u, dtype=np.float64), cj
 
 

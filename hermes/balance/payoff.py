@@ -49,7 +49,7 @@ from hermes.balance.flow import topological_order
 from hermes.balance.model import Model
 from hermes.errors import HermesError
 
-__all__ = ["Payoff", "History", "payoff", "excess", "iteration_time", "migration_time", "first_estimate"]
+__all__ = ["Payoff", "History", "PhaseCost", "payoff", "excess", "iteration_time", "migration_time", "first_estimate"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,29 @@ class Payoff:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "cost": self.cost, "choice": "balance" if self.balance else "skip"}
+
+
+@dataclass(frozen=True)
+class PhaseCost:
+    """What the cost model of a phase reads (module docstring): ``iterations`` N solver iterations,
+    ``work_per_weight`` κ, the average processor's ``speed`` s and ``bytes_per_edge`` b of a ghost exchange
+    (the boundary refinement's price, :func:`hermes.balance.policy.refinement_pays`). :meth:`of` takes them from
+    the scenario's ``application`` section and the platform's speed."""
+
+    iterations: int
+    work_per_weight: float
+    speed: float
+    bytes_per_edge: float
+
+    @classmethod
+    def of(cls, application, speed: float) -> PhaseCost:
+        """From an :class:`~hermes.sections.ApplicationSpec` (``iterations``, ``work_per_weight``,
+        ``bytes_per_edge``) and the platform's ``speed``."""
+        return cls(application.iterations, application.work_per_weight, speed, application.bytes_per_edge)
+
+    def iteration_time(self, model: Model) -> float:
+        """:func:`iteration_time` of ``model`` at this κ and s."""
+        return iteration_time(model, self.work_per_weight, self.speed)
 
 
 @dataclass
@@ -126,25 +149,24 @@ def iteration_time(model: Model, work_per_weight: float, speed: float) -> float:
     return float(work_per_weight * model.loads.sum() / (speed * model.p))
 
 
-def payoff(round_: int, model: Model, *, iterations: int, work_per_weight: float, speed: float,
-           expected_after: float, balance_cost: float, migrate_cost: float, source: str,
-           migrate_fixed: float = 0.0) -> Payoff:
+def payoff(round_: int, model: Model, phase: PhaseCost, *, expected_after: float, balance_cost: float,
+           migrate_cost: float, source: str, migrate_fixed: float = 0.0) -> Payoff:
     """The saving of one round over the phase's ``iterations`` and its cost (module docstring).
 
     Parameters
     ----------
     round_ : index of the round in the phase (0 = first).
     model : the current model (loads, measured capacities).
-    iterations, work_per_weight, speed : N, κ and s.
+    phase : N, κ and s (``iterations``, ``work_per_weight``, ``speed``).
     expected_after : I', the imbalance the round is expected to reach.
     balance_cost, migrate_cost : T_b and T_m in seconds.
     source : where the costs come from (recorded).
     migrate_fixed : the part of ``migrate_cost`` that does not scale with the excess (recorded).
     """
-    t_it = iteration_time(model, work_per_weight, speed)
+    t_it = phase.iteration_time(model)
     imb = float(model.imbalance)
     after = min(float(expected_after), imb)
-    return Payoff(round_, imb, after, int(iterations), t_it, iterations * t_it * (imb - after),
+    return Payoff(round_, imb, after, int(phase.iterations), t_it, phase.iterations * t_it * (imb - after),
                   float(balance_cost), float(migrate_cost), source, float(migrate_fixed))
 
 

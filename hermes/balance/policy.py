@@ -3,8 +3,9 @@ applied and whether the boundary refinement runs.
 
 The driver (:mod:`hermes.lifecycle.phase`) sequences a phase; the functions here decide. Each receives the
 sections of the scenario it reads — ``balancer`` (a :class:`~hermes.sections.BalancerSpec`: ``trigger``,
-``rounds``, ``conductance``, ``refinement``), ``application`` (an :class:`~hermes.sections.ApplicationSpec`:
-``iterations``, ``work_per_weight``, ``bytes_per_edge``) and the platform's ``speed`` — and the phase's measured
+``rounds``, ``conductance``, ``refinement``), the cost model's :class:`~hermes.balance.payoff.PhaseCost`
+(``iterations``, ``work_per_weight``, ``bytes_per_edge`` of the ``application`` section and the platform's
+``speed``) — and the phase's measured
 data (the model H, the monitor's :class:`~hermes.monitor.Estimates`, this rank's domain), never the whole
 scenario nor the run's state. Every answer is the same on every rank: its inputs are, or are gathered by
 uncharged bookkeeping (:class:`hermes.comm.Bookkeeping`) first.
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from hermes.balance.model import Model, derived, edge_values
-from hermes.balance.payoff import History, Payoff, excess, first_estimate, iteration_time, payoff
+from hermes.balance.payoff import History, Payoff, PhaseCost, excess, first_estimate, payoff
 from hermes.comm import Bookkeeping
 from hermes.metrics import cell_bytes, imbalance
 
@@ -72,11 +73,12 @@ def first_round_cost(book: Bookkeeping, dom, model: Model, info, params: dict[st
     return derived(model, ("first-estimate", bpw), lambda: first_estimate(info, model, params, links, bpw))
 
 
-def estimate_payoff(history: History, model: Model, balancer, application, speed: float, *, rounds: int,
-                    flow_moved: bool, first: Callable[[], tuple[float, float, str]]) -> Payoff:
-    """The next round's gain and cost (:mod:`hermes.balance.payoff`): costs measured by the run (the last
-    round's balancing; the last balanced phase's migration per unit of excess load, times the excess now), or
-    before any round ``first()`` (:func:`first_round_cost`); every input is the same on every rank.
+def estimate_payoff(history: History, model: Model, balancer, phase: PhaseCost, *, rounds: int, flow_moved: bool,
+                    first: Callable[[], tuple[float, float, str]]) -> Payoff:
+    """The next round's gain and cost (:mod:`hermes.balance.payoff`) over the phase ``phase`` describes: costs
+    measured by the run (the last round's balancing; the last balanced phase's migration per unit of excess load,
+    times the excess now), or before any round ``first()`` (:func:`first_round_cost`); every input is the same on
+    every rank.
 
     With ``balancer.refinement.decide: always`` a phase's first round (no flow moved cells yet, ``flow_moved``
     False) commits to the boundary refinement: its last measured time is added, once."""
@@ -91,8 +93,7 @@ def estimate_payoff(history: History, model: Model, balancer, application, speed
         if fixed:
             src += ", plus the last boundary refinement's"
     after = history.imbalance_after if history.imbalance_after is not None else 1.0
-    return payoff(rounds, model, iterations=application.iterations, work_per_weight=application.work_per_weight,
-                  speed=speed, expected_after=after, balance_cost=tb, migrate_cost=tm, source=src,
+    return payoff(rounds, model, phase, expected_after=after, balance_cost=tb, migrate_cost=tm, source=src,
                   migrate_fixed=fixed)
 
 
@@ -162,14 +163,14 @@ def refinement_decision(spec, flow_moved: bool, price: Callable[[], dict[str, An
     return (not decision or decision["refine"]), decision
 
 
-def refinement_pays(spec, application, speed: float, book: Bookkeeping, dom, est, model: Model, links,
+def refinement_pays(spec, phase: PhaseCost, book: Bookkeeping, dom, est, model: Model, links,
                     refine_time: float | None) -> dict[str, Any]:
     """``refinement.decide: auto`` — whether the boundary refinement is worth its price in this phase (the same on
     every rank). It costs up to ``τ`` of every rank's compute (it fills the load tolerance) and its migration, for
     a shorter cut; a shorter cut can at most save the ghost exchange. The rule refines only when the phase's ghost
     exchange with its sends serialised, ``N · max_i Σ_j (α_ij + b·e_ij / B_ij)`` (``e_ij`` the cut edges between
     i and j, α and B the monitor's latency and bandwidth — ``links``' where it measured none —, ``b`` =
-    ``application.bytes_per_edge``), exceeds ``N · τ · κL/(s p) + T_r`` (``T_r`` = ``refine_time``, the migration
+    ``phase.bytes_per_edge``, N = ``phase.iterations``), exceeds ``N · τ · κL/(s p) + T_r`` (``T_r`` = ``refine_time``, the migration
     time of the last refinement that ran, 0 before any).
 
     The left side bounds the exchange from above (the virtual clock overlaps a rank's sends and charges the
@@ -181,8 +182,8 @@ def refinement_pays(spec, application, speed: float, book: Bookkeeping, dom, est
     bw = np.full(nb.size, float(np.mean(est.bandwidth)) if est.bandwidth.size else links.bandwidth)
     pos, known = _find(est.neighbours, nb)
     lat[known], bw[known] = est.latency[pos[known]], est.bandwidth[pos[known]]
-    t_comm = book.max(float(np.sum(lat + application.bytes_per_edge * length / bw)))
-    t_it = iteration_time(model, application.work_per_weight, speed)
-    bound = application.iterations * t_comm
-    cost = application.iterations * spec.tolerance * t_it + (refine_time or 0.0)
+    t_comm = book.max(float(np.sum(lat + phase.bytes_per_edge * length / bw)))
+    t_it = phase.iteration_time(model)
+    bound = phase.iterations * t_comm
+    cost = phase.iterations * spec.tolerance * t_it + (refine_time or 0.0)
     return {"refine": bool(bound > cost), "communication": bound, "cost": cost}

@@ -39,7 +39,7 @@ from hermes.app.simulate import solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.interface import BalanceContext, BalancerInfo, Decision
 from hermes.balance.model import Model, derived
-from hermes.balance.payoff import Payoff, excess
+from hermes.balance.payoff import Payoff, PhaseCost, excess
 from hermes.balance.policy import (another_round, conductances, estimate_payoff, first_round_cost, read_only,
                                    refinement_decision, refinement_pays, worsens)
 from hermes.balance.realisation.boundary import RefineOptions, refine_boundary
@@ -173,8 +173,8 @@ def decide(r: RunState, ph: PhaseState) -> bool:
         return first_round_cost(r.book, r.dom, ph.model, r.balancer, r.params, r.clock.links)
 
     def estimate() -> Payoff:
-        return estimate_payoff(r.history, ph.model, bal, r.sc.application, r.sc.platform.speed, rounds=ph.rounds,
-                               flow_moved=ph.flow_moved, first=first)
+        return estimate_payoff(r.history, ph.model, bal, PhaseCost.of(r.sc.application, r.sc.platform.speed),
+                               rounds=ph.rounds, flow_moved=ph.flow_moved, first=first)
 
     go, payoff = another_round(bal, ph.model, rounds=ph.rounds, moved_last_round=ph.moved_last_round, last=ph.last,
                                estimate=estimate)
@@ -281,7 +281,7 @@ def refine(r: RunState, ph: PhaseState) -> None:
     phase's migration)."""
     spec = r.sc.balancer.refinement
     go, decision = refinement_decision(spec, ph.flow_moved, lambda: refinement_pays(
-        spec, r.sc.application, r.sc.platform.speed, r.book, r.dom, ph.est, ph.model, r.clock.links,
+        spec, PhaseCost.of(r.sc.application, r.sc.platform.speed), r.book, r.dom, ph.est, ph.model, r.clock.links,
         r.history.refine_time))
     if not go:
         if decision:

@@ -7,7 +7,8 @@ import pytest
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
-from hermes.balance.payoff import History, excess, first_estimate, iteration_time, migration_time, payoff
+from hermes.balance.payoff import (History, PhaseCost, excess, first_estimate, iteration_time, migration_time,
+                                   payoff)
 from hermes.balance.registry import get_balancer
 from hermes.clock import Links
 
@@ -22,20 +23,20 @@ def test_gain_is_the_time_the_slowest_rank_saves_over_the_phase():
     assert excess(m) == 10.0
     t = iteration_time(m, work_per_weight=2.0, speed=10.0)
     assert t == pytest.approx(2.0 * 60 / (10.0 * 3))  # κ L / (s p): the iteration at fair loads
-    pay = payoff(0, m, iterations=50, work_per_weight=2.0, speed=10.0, expected_after=1.0, balance_cost=0.5,
-                 migrate_cost=0.25, source="test")
+    pay = payoff(0, m, PhaseCost(iterations=50, work_per_weight=2.0, speed=10.0, bytes_per_edge=64.0),
+                 expected_after=1.0, balance_cost=0.5, migrate_cost=0.25, source="test")
     # the slowest rank computes 30 units at rate 10 (capacity 1/3 of s p = 30): 2 s per iteration → 4 at fair
     assert pay.gain == pytest.approx(50 * (2.0 * 30 / 10.0 - 2.0 * 20 / 10.0))
     assert pay.cost == 0.75 and pay.balance and pay.as_dict()["choice"] == "balance"
-    short = payoff(0, m, iterations=1, work_per_weight=2.0, speed=10.0, expected_after=1.0, balance_cost=5.0,
-                   migrate_cost=0.0, source="test")
+    short = payoff(0, m, PhaseCost(iterations=1, work_per_weight=2.0, speed=10.0, bytes_per_edge=64.0),
+                   expected_after=1.0, balance_cost=5.0, migrate_cost=0.0, source="test")
     assert not short.balance and short.as_dict()["choice"] == "skip"
 
 
 def test_no_gain_when_the_round_cannot_do_better_than_the_last():
     m = _path([21.0, 20.0, 19.0])
-    pay = payoff(1, m, iterations=1000, work_per_weight=1.0, speed=1.0, expected_after=1.2, balance_cost=0.0,
-                 migrate_cost=1e-9, source="test")
+    pay = payoff(1, m, PhaseCost(iterations=1000, work_per_weight=1.0, speed=1.0, bytes_per_edge=64.0),
+                 expected_after=1.2, balance_cost=0.0, migrate_cost=1e-9, source="test")
     assert pay.expected_after == pytest.approx(m.imbalance) and pay.gain == 0.0 and not pay.balance
 
 

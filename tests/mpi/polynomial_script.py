@@ -22,7 +22,7 @@ from hermes.balance.model import Model
 from hermes.balance.polynomial.ada import ada, ada_distributed
 from hermes.balance.polynomial.charpoly import laplacian_polynomial
 from hermes.balance.polynomial.lps import lpa, lpa_distributed, lps, lps_distributed
-from hermes.balance.polynomial.mpa import mpa, mpa_distributed, mpa_scale
+from hermes.balance.polynomial.mpa import MPAParams, mpa, mpa_distributed, mpa_scale
 from hermes.balance.registry import check_params, get_balancer
 from hermes.errors import BalancerError
 from tests.mpi.harness import RankView, agree, finish, random_model, same_error, seed_arg, slow_first_edge
@@ -145,7 +145,8 @@ def main(seed: int) -> int:
         ("mpa", v, lambda nb: mpa_distributed(nb, v.load, v.cap, v.weights, seed=seed, scale=mpa_scale(model)),
          lambda: mpa(model, polynomial="berlekamp-massey", seed=seed, links=links)),
         ("mpa-refine", v,
-         lambda nb: mpa_distributed(nb, v.load, v.cap, v.weights, seed=seed, scale=mpa_scale(model), refine=1),
+         lambda nb: mpa_distributed(nb, v.load, v.cap, v.weights, MPAParams.of(refine=1), seed=seed,
+                                    scale=mpa_scale(model)),
          lambda: mpa(model, polynomial="berlekamp-massey", seed=seed, refine=1, links=links)),
         *ada_cases(comm, models, links),
     ]

@@ -35,7 +35,6 @@ from hermes.balance.polynomial.charpoly import (
     PolyState,
     berlekamp_massey,
     check_eigen_refine,
-    check_refine,
     literal_refine,
     neighbour_krylov,
     poly_local_result,
@@ -174,23 +173,31 @@ def mpa(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13,
                    alpha=last.info.get("alpha"))
 
 
-def mpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, *, tolerance: float = 1e-13,
-                    max_degree: int | None = None, seed: int = 0, scale: float = 1.0,
-                    refine: int = 0) -> LocalFlowResult:
-    """MPA on one rank (SPMD). ``scale`` must be the same on every rank (the registry passes :func:`mpa_scale`).
+def mpa_distributed(nb: NeighbourComm, load: float, capacity: float, weights, params: MPAParams | None = None, *,
+                    seed: int = 0, scale: float = 1.0) -> LocalFlowResult:
+    """MPA by Berlekamp–Massey on one rank (SPMD). ``scale`` must be the same on every rank (the registry passes
+    :func:`mpa_scale`).
+
+    ``params`` (default ``MPAParams()``; from raw values: ``MPAParams.of(refine=1)``) gives ``tolerance``,
+    ``max_degree`` and ``refine`` (``auto`` is the literal algorithm, 0 sweeps); its ``polynomial`` is not read:
+    this is the ``berlekamp-massey`` form (the registry runs the ``spectrum`` form with
+    :func:`~hermes.balance.polynomial.leja.leja_distributed`). The values are checked again here, collectively.
 
     Notes
     -----
     See :func:`mpa_iter`. Alg. 15's gather is one collective of the 2p+1 products ``u_i v_i[k]``, summed in
     rank order (every rank then runs the same Berlekamp–Massey). ``extra["degree"]``.
     """
+    prm = MPAParams() if params is None else params
+    tolerance, max_degree = prm.tolerance, prm.max_degree
     w = np.asarray(weights, dtype=np.float64).ravel()
 
     def check() -> None:
         _check_mpa(tolerance, max_degree)
-        check_refine(refine)
+        literal_refine(prm.refine)
 
     total = agree_local_inputs(nb, load, capacity, w, extra_checks=check)
+    refine = literal_refine(prm.refine)
     p, capacity, s = nb.size, float(capacity), float(scale)
     if p == 1:
         return poly_local_result(nb, np.zeros(0), 0, degree=0)
@@ -233,12 +240,12 @@ class MPAParams(Params):
     refine: Refine = Field("auto", description="refinement sweeps: 0..20 or auto")
 
 
-def _mpa_dist(nb, load, capacity, weights, *, plan, polynomial, refine, **params):
+def _mpa_dist(nb, load, capacity, weights, *, plan, seed, scale, **params):
     """:func:`mpa_distributed` (or the Leja product form of the plan) as :func:`flow_balancer` calls it;
-    ``params``: seed, scale, tolerance, max_degree."""
+    ``params``: the balancer's (polynomial, tolerance, max_degree, refine)."""
     if plan[0] is not None:
         return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
-    return mpa_distributed(nb, load, capacity, weights, refine=literal_refine(refine), **params)
+    return mpa_distributed(nb, load, capacity, weights, MPAParams.of(params), seed=seed, scale=scale)
 
 
 @register("mpa", params=MPAParams, serial=mpa,

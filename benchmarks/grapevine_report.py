@@ -141,7 +141,7 @@ def read_vom(folder: Path, phase: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def vt_table(folder: Path, seeds):
-    from hermes.balance.gossip.grapevine_serial import grapevine
+    from hermes.balance.gossip.grapevine_serial import GrapevineParams, grapevine
     from hermes.lab.lbaf import dataset_from_assignment, write_lbdatafile
 
     loads, ranks = read_vom(folder)
@@ -155,7 +155,8 @@ def vt_table(folder: Path, seeds):
         for crit, key in (("original", "6"), ("modified", "6'")):
             stats = []
             for s in seeds:
-                res = grapevine(loads, ranks, p, iterations=5, rounds=4, fanout=4, criterion=crit, seed=s)
+                prm = GrapevineParams(iterations=5, rounds=4, fanout=4, criterion=crit)
+                res = grapevine(loads, ranks, p, prm, seed=s)
                 assert gossip_lab(p, 0, None, f"lbaf:{stem}", 5, 4, 4, 1.0, crit, s)["history"] == res.history
                 x = np.bincount(res.object_rank, weights=loads, minlength=p)
                 z = (x - x.mean()) / x.std()

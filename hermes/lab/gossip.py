@@ -2,7 +2,7 @@
 
 Object generators (``iso``, ``uniform:A,B``, ``lognormal:A,B``, an LBAF trace), the iso-load optimum
 of the Grapevine report (§3.2.1), and the JSON-ready lab run around
-:func:`hermes.balance.gossip.grapevine.grapevine`.
+:func:`hermes.balance.gossip.grapevine_serial.grapevine`.
 
 Bounds. The options are bounded as the balancer's parameters are (:func:`check_gossip_params`: iterations
 ≤ 1e4, rounds and fanout ≤ 1e5, iterations × rounds ≤ 1e6, seed a C int) and ``--ranks`` as a scenario's
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.gossip.grapevine_serial import check_gossip_params, grapevine
+from hermes.balance.gossip.grapevine_serial import GrapevineParams, check_gossip_params, grapevine
 from hermes.errors import BalancerError
 from hermes.scenario import BIG, MAX_PROCESSORS
 
@@ -160,7 +160,7 @@ def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: s
     0 the initial assignment and 1 Grapevine's (objects numbered 0..n−1; for a vt trace whose ids and
     communications should be kept, ``hermes replay STEM --algorithm grapevine --write-trace``).
 
-    ``source_load`` is L_i of criterion 6' (:func:`hermes.balance.gossip.grapevine.grapevine_iter`): ``turn``
+    ``source_load`` is L_i of criterion 6' (:func:`hermes.balance.gossip.grapevine_serial.grapevine_iter`): ``turn``
     (the report's simulator, default) or ``current``.
 
     Returns
@@ -191,8 +191,9 @@ def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: s
     loads, owner = make_objects(ranks, objects, mapped_ranks, loads_spec, seed)
     if loads.size != given:  # an LBAF trace: its tasks are the objects
         _check_cost(ranks, loads.size, iterations, rounds, fanout)
-    res = grapevine(loads, owner, ranks, iterations=iterations, rounds=rounds, fanout=fanout, threshold=threshold,
-                    criterion=criterion, seed=seed, source_load=source_load)
+    prm = GrapevineParams.of(iterations=iterations, rounds=rounds, fanout=fanout, threshold=threshold,
+                             criterion=criterion, source_load=source_load)
+    res = grapevine(loads, owner, ranks, prm, seed=seed)
     written = None
     if write_trace is not None:
         from hermes.trace import write_trace as write

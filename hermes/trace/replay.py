@@ -409,12 +409,11 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
     if ph.n_tasks == 0 or p == 1 or algorithm == "none":
         new = ph.ranks.copy()
     elif algorithm == "grapevine":
-        from hermes.balance.gossip.grapevine_serial import grapevine
+        from hermes.balance.gossip.grapevine_serial import GrapevineParams, grapevine
 
-        speeds = caps * p
-        kw = {k: checked[k] for k in ("iterations", "rounds", "fanout", "threshold", "criterion", "source_load")}
-        res = grapevine(ph.loads, ph.ranks, p, seed=seed if checked["seed"] is None else checked["seed"],
-                        speeds=speeds, migratable=ph.migratable, **kw)
+        res = grapevine(ph.loads, ph.ranks, p, GrapevineParams.of(checked),
+                        seed=seed if checked["seed"] is None else checked["seed"], speeds=caps * p,
+                        migratable=ph.migratable)
         new = res.object_rank
         info.update(iterations=res.iterations, graph_used="full")
     elif algorithm in ("metis", "scotch"):

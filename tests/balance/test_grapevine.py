@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from hermes.balance.gossip.grapevine_serial import (
+    GrapevineParams,
     TurnRule,
     _merge,
     bit_members,
@@ -97,7 +98,8 @@ def replay(states, loads, speeds=None):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_each_iteration_is_its_list_of_moves(criterion, seed):
     loads, owner, p = random_case(seed)
-    states = list(grapevine_iter(loads, owner, p, iterations=6, rounds=3, fanout=3, criterion=criterion, seed=seed))
+    prm = GrapevineParams(iterations=6, rounds=3, fanout=3, criterion=criterion)
+    states = list(grapevine_iter(loads, owner, p, prm, seed=seed))
     assert sum(1 for _ in replay(states, loads)) == sum(st.record["transfers"] for st in states) > 0
     for a, b in zip(states, states[1:]):
         assert len(b.moves) == b.record["transfers"]
@@ -112,9 +114,9 @@ def test_each_iteration_is_its_list_of_moves(criterion, seed):
 
 def test_seeded_and_reproducible():
     loads, owner, p = random_case(3)
-    a = grapevine(loads, owner, p, iterations=4, seed=5)
-    b = grapevine(loads, owner, p, iterations=4, seed=5)
-    c = grapevine(loads, owner, p, iterations=4, seed=6)
+    a = grapevine(loads, owner, p, GrapevineParams(iterations=4), seed=5)
+    b = grapevine(loads, owner, p, GrapevineParams(iterations=4), seed=5)
+    c = grapevine(loads, owner, p, GrapevineParams(iterations=4), seed=6)
     assert np.array_equal(a.object_rank, b.object_rank) and a.history == b.history
     assert not np.array_equal(a.object_rank, c.object_rank)
 
@@ -173,7 +175,7 @@ def test_criterion_6_keeps_every_receiver_below_the_average(seed):
     # destinations are tested on their current loads, so no two sources overfill one (report §2.1)
     loads, owner, p = random_case(seed, p=30, n=300, mapped=3)
     ave = loads.sum() / p
-    states = list(grapevine_iter(loads, owner, p, iterations=3, criterion="original", seed=seed))
+    states = list(grapevine_iter(loads, owner, p, GrapevineParams(iterations=3, criterion="original"), seed=seed))
     steps = list(replay(states, loads))
     assert steps and all(after[dst] < ave for _, _, after, _, dst in steps)
 
@@ -212,9 +214,9 @@ def test_lemma_1_over_many_seeds(source_load, per):
         loads = rng.lognormal(0, 1.2, n) if seed % 2 else rng.uniform(1e-5, 0.1, n)
         owner = rng.integers(0, int(rng.integers(1, 9)), n)
         speeds = rng.uniform(0.5, 2.0, p) if seed % 3 == 0 else None
-        states = list(grapevine_iter(loads, owner, p, iterations=6, rounds=int(rng.integers(1, 5)),
-                                     fanout=int(rng.integers(1, 7)), criterion="modified", seed=seed, speeds=speeds,
-                                     source_load=source_load))
+        prm = GrapevineParams(iterations=6, rounds=int(rng.integers(1, 5)), fanout=int(rng.integers(1, 7)),
+                              criterion="modified", source_load=source_load)
+        states = list(grapevine_iter(loads, owner, p, prm, seed=seed, speeds=speeds))
         assert sum(st.record["transfers"] for st in states) > 0
         assert lemma_1_holds(states, loads, speeds, per), f"seed {seed}"
 
@@ -225,7 +227,7 @@ def test_the_simulators_test_can_raise_the_maximum_inside_a_turn():
     fails = 0
     for seed in range(40):
         loads, owner, p = random_case(seed, p=12, n=120, mapped=2)
-        states = list(grapevine_iter(loads, owner, p, iterations=3, rounds=2, seed=seed))
+        states = list(grapevine_iter(loads, owner, p, GrapevineParams(iterations=3, rounds=2), seed=seed))
         fails += not lemma_1_holds(states, loads, per="transfer")
     assert fails > 0
 
@@ -236,14 +238,15 @@ def test_lemma_1_on_the_reports_4096_rank_case():
     # where the lockstep transfer of hermes ≤ 2025 raised the maximum in 8 of 10 seeds)
     for seed in range(4):
         loads, owner = make_objects(4096, 10_000, 16, "uniform:0.00001,0.1", seed)
-        states = list(grapevine_iter(loads, owner, 4096, iterations=10, rounds=10, fanout=6, seed=seed))
+        prm = GrapevineParams(iterations=10, rounds=10, fanout=6)
+        states = list(grapevine_iter(loads, owner, 4096, prm, seed=seed))
         assert lemma_1_holds(states, loads, per="turn")
         assert states[-1].record["imbalance"] < 0.8
 
 
 def test_lemma_1_check_detects_a_rise():
     loads, owner, p = random_case(0)
-    states = list(grapevine_iter(loads, owner, p, iterations=2, seed=0))
+    states = list(grapevine_iter(loads, owner, p, GrapevineParams(iterations=2), seed=0))
     assert lemma_1_holds(states, loads, per="turn")
     # forge one more move: the largest object not on the most loaded rank goes onto it
     top = int(np.argmax(states[1].loads))
@@ -261,29 +264,29 @@ def test_heterogeneous_speeds_compare_relative_loads(criterion):
     n, p = 2000, 10
     speeds = np.array([4.0, 2.0] + [1.0] * 8)
     owner = np.random.default_rng(0).integers(0, 3, n)
-    res = grapevine(np.ones(n), owner, p, iterations=15, rounds=3, fanout=3, criterion=criterion, seed=1,
-                    speeds=speeds)
+    prm = GrapevineParams(iterations=15, rounds=3, fanout=3, criterion=criterion)
+    res = grapevine(np.ones(n), owner, p, prm, seed=1, speeds=speeds)
     final = np.bincount(res.object_rank, minlength=p)
     x = final / speeds
     assert res.history[-1]["imbalance"] == pytest.approx(x.max() / (n / speeds.sum()) - 1)
     assert res.history[-1]["imbalance"] < 0.1
     assert final[0] > 3 * final[2:].mean()
     # a power-of-two scale of the speeds changes no rounding, hence nothing
-    again = grapevine(np.ones(n), owner, p, iterations=15, rounds=3, fanout=3, criterion=criterion, seed=1,
-                      speeds=2 * speeds)
+    again = grapevine(np.ones(n), owner, p, prm, seed=1, speeds=2 * speeds)
     assert np.array_equal(again.object_rank, res.object_rank)
 
 
 def test_stopping_criterion_and_degenerate_inputs():
     # |P| divides |O|: 6' reaches F(D) = 0 and stops before using all its iterations
-    res = grapevine(np.ones(10_000), np.random.default_rng(0).integers(0, 100, 10_000), 100, iterations=30, seed=0)
+    res = grapevine(np.ones(10_000), np.random.default_rng(0).integers(0, 100, 10_000), 100,
+                    GrapevineParams(iterations=30), seed=0)
     assert res.converged and res.iterations < 30 and len(res.history) == res.iterations + 1
     assert res.history[-1]["imbalance"] == 0.0
     # a loose threshold: stops as soon as max x ≤ T x̄, not before
     loads, owner, p = random_case(4)
-    res = grapevine(loads, owner, p, iterations=30, threshold=1.3, seed=0)
+    res = grapevine(loads, owner, p, GrapevineParams(iterations=30, threshold=1.3), seed=0)
     assert res.converged and res.history[-1]["imbalance"] <= 0.3 < res.history[-2]["imbalance"]
-    assert grapevine(loads, owner, p, threshold=1e9).iterations == 0
+    assert grapevine(loads, owner, p, GrapevineParams(threshold=1e9)).iterations == 0
     one = grapevine(loads, np.zeros(loads.size, int), 1)
     assert one.converged and one.iterations == 0
     zero = grapevine(np.zeros(50), np.zeros(50, int), 4)
@@ -295,7 +298,7 @@ def test_stopping_criterion_and_degenerate_inputs():
 def test_counters_follow_the_message_pattern():
     loads, owner, p = random_case(5)
     rounds = 3
-    states = list(grapevine_iter(loads, owner, p, iterations=5, rounds=rounds, fanout=2, seed=0))
+    states = list(grapevine_iter(loads, owner, p, GrapevineParams(iterations=5, rounds=rounds, fanout=2), seed=0))
     cnt = states[-1].counters
     it = cnt.iterations
     assert it == 5 and len(states) == it + 1
@@ -313,12 +316,14 @@ def test_counters_follow_the_message_pattern():
 @pytest.mark.parametrize("kwargs,match", [
     ({"fanout": 0}, "fanout"), ({"rounds": 0}, "rounds"), ({"iterations": -1}, "iterations"),
     ({"threshold": 0.5}, "threshold"), ({"threshold": float("nan")}, "threshold"), ({"criterion": "6"}, "criterion"),
-    ({"seed": None}, "seed"), ({"seed": -3}, "seed"), ({"speeds": [1.0, 0.0, 1.0]}, "speeds"),
+    ({"seed": 1.5}, "seed"), ({"seed": -3}, "seed"), ({"speeds": [1.0, 0.0, 1.0]}, "speeds"),
     ({"source_load": "stale"}, "source_load"),
 ])
 def test_bad_parameters(kwargs, match):
+    fields = {k: v for k, v in kwargs.items() if k in GrapevineParams.model_fields and k != "seed"}
+    rest = {k: v for k, v in kwargs.items() if k not in fields}
     with pytest.raises(BalancerError, match=match):
-        grapevine(np.ones(4), np.array([0, 1, 2, 0]), 3, **kwargs)
+        grapevine(np.ones(4), np.array([0, 1, 2, 0]), 3, GrapevineParams.of(fields), **rest)
 
 
 @pytest.mark.parametrize("loads,owner,p,match", [
@@ -340,13 +345,14 @@ def test_iso_load_optimum_by_iteration_4(p, optimum):
     reached = []
     for seed in range(12):
         owner = make_objects(p, n, None, "iso", seed)[1]
-        mod = grapevine(np.ones(n), owner, p, iterations=4, criterion="modified", seed=seed).history
+        mod = grapevine(np.ones(n), owner, p, GrapevineParams(iterations=4, criterion="modified"), seed=seed).history
         reached.append(next(h["iteration"] for h in mod if h["imbalance"] == pytest.approx(optimum, abs=1e-12)))
         assert mod[-1]["imbalance"] == pytest.approx(iso_optimum(p, n)) == pytest.approx(optimum)
         assert (mod[-1]["min"], mod[-1]["max"]) == ((100.0, 100.0) if p == 100 else (39.0, 40.0))
         assert mod[-1]["sigma"] == pytest.approx(0.0 if p == 100 else 0.2421, abs=1e-4)
         if seed < 4:
-            orig = grapevine(np.ones(n), owner, p, iterations=4, criterion="original", seed=seed).history
+            orig = grapevine(np.ones(n), owner, p, GrapevineParams(iterations=4, criterion="original"),
+                             seed=seed).history
             assert orig[-1]["imbalance"] > optimum + 0.05 and orig[-1]["rejection_rate"] == 1.0
     assert max(reached) <= 4 and min(reached) >= 2
 
@@ -356,8 +362,8 @@ def test_criterion_6_locks_in_where_6_prime_goes_on():
     # far from the optimum; 6' keeps moving and reaches it
     n, p = 10_000, 256
     owner = make_objects(p, n, None, "iso", 5)[1]
-    orig = grapevine(np.ones(n), owner, p, iterations=6, criterion="original", seed=5).history
-    mod = grapevine(np.ones(n), owner, p, iterations=6, criterion="modified", seed=5).history
+    orig = grapevine(np.ones(n), owner, p, GrapevineParams(iterations=6, criterion="original"), seed=5).history
+    mod = grapevine(np.ones(n), owner, p, GrapevineParams(iterations=6, criterion="modified"), seed=5).history
     assert sum(h["transfers"] for h in orig[2:]) < 0.02 * orig[1]["transfers"]
     assert orig[-1]["imbalance"] > 0.1 and orig[-1]["imbalance"] > 0.8 * orig[1]["imbalance"]
     assert mod[2]["transfers"] > 0 and mod[-1]["imbalance"] == pytest.approx(0.024)
@@ -368,8 +374,10 @@ def test_criterion_6_locks_in_on_the_reports_4096_rank_case():
     # §2.1.1 / §2.1.3 (i = k = 10, f = 6, T = 1): criterion 6 goes 280 → 187 in its first iteration and
     # then ≈ 182; 6' goes on to ≈ 0.62
     loads, owner = make_objects(4096, 10_000, 16, "uniform:0.00001,0.1", 0)
-    orig = grapevine(loads, owner, 4096, iterations=5, rounds=10, fanout=6, criterion="original", seed=0).history
-    mod = grapevine(loads, owner, 4096, iterations=5, rounds=10, fanout=6, criterion="modified", seed=0).history
+    orig = grapevine(loads, owner, 4096, GrapevineParams(iterations=5, rounds=10, fanout=6, criterion="original"),
+                     seed=0).history
+    mod = grapevine(loads, owner, 4096, GrapevineParams(iterations=5, rounds=10, fanout=6, criterion="modified"),
+                    seed=0).history
     assert 150 < orig[1]["imbalance"] < 220 and orig[-1]["imbalance"] > 0.95 * orig[1]["imbalance"]
     assert orig[1]["rejection_rate"] > 0.9 and all(h["rejection_rate"] > 0.99 for h in orig[2:])
     assert mod[1]["imbalance"] < 5 and mod[-1]["imbalance"] < 0.9
@@ -455,7 +463,7 @@ def test_lbdatafile_round_trip(tmp_path):
     doc = json.loads(paths[5].read_text())
     assert doc["metadata"] == {"type": "LBDatafile", "rank": 5} and doc["phases"][0]["tasks"] == []
     # a balanced assignment written back moves the tasks, keeps their homes
-    res = grapevine(back.loads, back.ranks, p, iterations=3, seed=0)
+    res = grapevine(back.loads, back.ranks, p, GrapevineParams(iterations=3), seed=0)
     write_lbdatafile(tmp_path / "out", back.with_ranks(res.object_rank))
     moved = read_lbdatafile(tmp_path / "out")
     assert np.array_equal(moved.ranks, res.object_rank) and np.array_equal(moved.home, data.home)

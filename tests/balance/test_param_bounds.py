@@ -19,8 +19,8 @@ import hermes.balance  # noqa: F401  (fills the registry)
 from hermes.balance.diffusion.gda import StopParams, gda
 from hermes.balance.diffusion.implicit import WattsParams, implicit
 from hermes.balance.gossip import grapevine_serial
-from hermes.balance.gossip.grapevine import GrapevineParams, grapevine_distributed
-from hermes.balance.gossip.grapevine_serial import check_gossip_params, grapevine
+from hermes.balance.gossip.grapevine import RankObjects, grapevine_distributed
+from hermes.balance.gossip.grapevine_serial import GrapevineParams, check_gossip_params, grapevine
 from hermes.balance.interface import BIG, MAX_ITERATIONS, MAX_PROCESSORS, Count, Integer, Number, Params
 from hermes.balance.registry import BALANCERS
 from hermes.errors import BalancerError
@@ -118,7 +118,7 @@ BEFORE = {2: "9bf8810f69f6618e", 3: "81fbbcca6263ea1f", 4: "77a7d2345c3f9bdc", 7
 def _case(fanout: int):
     rng = np.random.default_rng(5)
     loads, owner = rng.uniform(0.1, 1.0, 60), rng.integers(0, 2, 60)
-    return grapevine(loads, owner, 4, iterations=6, rounds=3, fanout=fanout, seed=11, threshold=1.0)
+    return grapevine(loads, owner, 4, GrapevineParams(iterations=6, rounds=3, fanout=fanout, threshold=1.0), seed=11)
 
 
 def _digest(res) -> str:
@@ -142,9 +142,9 @@ def test_a_fanout_beyond_the_other_ranks_costs_nothing(monkeypatch):
 
 def test_the_distributed_form_checks_the_same_bounds():
     with pytest.raises(BalancerError, match="fanout: must be at most 100000, got 1000000000"):
-        grapevine_distributed(None, [], [], GrapevineParams.model_construct(fanout=10**9))  # unvalidated
+        grapevine_distributed(None, RankObjects([], []), GrapevineParams.model_construct(fanout=10**9))  # unvalidated
     with pytest.raises(BalancerError, match="iterations: must be at most 10000"):
-        grapevine(np.ones(2), np.zeros(2, dtype=int), 2, iterations=10**9)
+        grapevine(np.ones(2), np.zeros(2, dtype=int), 2, GrapevineParams.model_construct(iterations=10**9))
     assert GrapevineParams().fanout == 4
 
 

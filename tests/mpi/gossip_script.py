@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import numpy as np
 from mpi4py import MPI
 
-from hermes.balance.gossip.grapevine import GrapevineParams, grapevine_distributed
-from hermes.balance.gossip.grapevine_serial import grapevine
+from hermes.balance.gossip.grapevine import RankObjects, grapevine_distributed
+from hermes.balance.gossip.grapevine_serial import GrapevineParams, grapevine
 from hermes.balance.model import Model
 from hermes.balance.registry import BalanceContext, check_params, get_balancer
 from hermes.clock import Links, VirtualClock, WallClock
@@ -58,12 +58,12 @@ def main(seed: int) -> int:
          dict(iterations=5, rounds=2, fanout=2, source_load="current"), "virtual"),
     ]
     for name, loads, owner, speeds, crit, kw, kind in cases:
-        ref = grapevine(loads, owner, p, criterion=crit, seed=[seed, 1], speeds=speeds, **kw) if me == 0 else None
+        prm = GrapevineParams.of(kw, criterion=crit)
+        ref = grapevine(loads, owner, p, prm, seed=[seed, 1], speeds=speeds) if me == 0 else None
         mine = np.flatnonzero(owner == me)
         mine = mine[np.random.default_rng(me).permutation(mine.size)]  # any local order
-        res = grapevine_distributed(comm, mine, loads[mine], GrapevineParams.of(kw, criterion=crit),
-                                    speed=1.0 if speeds is None else float(speeds[me]), clock=clock(kind),
-                                    seed=[seed, 1])
+        objects = RankObjects(mine, loads[mine], speed=1.0 if speeds is None else float(speeds[me]))
+        res = grapevine_distributed(comm, objects, prm, clock=clock(kind), seed=[seed, 1])
         rows = comm.gather((mine, res.dest, res.counters.as_dict(), res.history, res.iterations, res.converged),
                            root=0)
         if me != 0:
@@ -86,12 +86,12 @@ def main(seed: int) -> int:
             if tot != getattr(ref.counters, key):
                 failures.append(f"{name}: Σ {key} = {tot}, serial {getattr(ref.counters, key)}")
     for name, loads, owner, speeds, crit, kw, kind in cases:  # the token stage: the same moves and history
-        ref = grapevine(loads, owner, p, criterion=crit, seed=[seed, 1], speeds=speeds, **kw) if me == 0 else None
+        ref = grapevine(loads, owner, p, GrapevineParams.of(kw, criterion=crit), seed=[seed, 1],
+                        speeds=speeds) if me == 0 else None
         mine = np.flatnonzero(owner == me)
         token = GrapevineParams.of(kw, criterion=crit, transfer="token")
-        res = grapevine_distributed(comm, mine, loads[mine], token,
-                                    speed=1.0 if speeds is None else float(speeds[me]), clock=clock(kind),
-                                    seed=[seed, 1])
+        objects = RankObjects(mine, loads[mine], speed=1.0 if speeds is None else float(speeds[me]))
+        res = grapevine_distributed(comm, objects, token, clock=clock(kind), seed=[seed, 1])
         rows = comm.gather((mine, res.dest, res.history, res.iterations), root=0)
         if me != 0:
             continue
@@ -117,8 +117,8 @@ def main(seed: int) -> int:
         dec = get_balancer("grapevine").run(ctx)
         got = comm.gather((gid, dec.dest), root=0)
         if me == 0:
-            ref = grapevine(weights, owner, p, iterations=5, rounds=3, criterion="modified", seed=[seed, call],
-                            speeds=p * model.capacities)
+            ref = grapevine(weights, owner, p, GrapevineParams(iterations=5, rounds=3, criterion="modified"),
+                            seed=[seed, call], speeds=p * model.capacities)
             final = np.full(weights.size, -1)
             for ids, dest in got:
                 final[ids] = dest
@@ -132,9 +132,10 @@ def main(seed: int) -> int:
 
     # collective-safe errors: one rank with a negative load, every rank with a bad fanout
     for name, call in [
-        ("negative load", lambda: grapevine_distributed(comm, [me], [-1.0 if me == p - 1 else 1.0], seed=0)),
-        ("fanout 0", lambda: grapevine_distributed(comm, [me], [1.0], GrapevineParams.model_construct(fanout=0),
-                                                   seed=0)),
+        ("negative load", lambda: grapevine_distributed(comm, RankObjects([me], [-1.0 if me == p - 1 else 1.0]),
+                                                        seed=0)),
+        ("fanout 0", lambda: grapevine_distributed(comm, RankObjects([me], [1.0]),
+                                                   GrapevineParams.model_construct(fanout=0), seed=0)),
     ]:
         try:
             call()

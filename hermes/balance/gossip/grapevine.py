@@ -80,20 +80,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from pydantic import Field, ValidationInfo, field_validator
 
 from hermes.balance.flow import ordered_total
 from hermes.balance.gossip.grapevine_serial import (
     HEADER_WORDS,
-    MAX_GOSSIP_ITERATIONS,
-    MAX_GOSSIP_ROUNDS,
     MOVE_BYTES,
     ONE_BIT,
     bit_members,
+    GrapevineParams,
     bitrows,
     check_gossip_params,
     gossip_uniforms,
@@ -108,18 +106,29 @@ from hermes.balance.gossip.grapevine_serial import (
     transfer_turn,
     turn_coordinator,
 )
-from hermes.balance.interface import (MAX_PROCESSORS, BalanceContext, Decision, Params, Seed, integer_type,
-                                      number_type)
+from hermes.balance.interface import BalanceContext, Decision
 from hermes.balance.registry import register
 from hermes.comm import Counters, allgather, bcast, exchange_arrays, gather_error
 from hermes.errors import BalancerError
 
-__all__ = ["LocalGossipResult", "grapevine_distributed", "GrapevineParams"]
+__all__ = ["RankObjects", "LocalGossipResult", "grapevine_distributed"]
 
 _TAG = 311
 
 
 # -- distributed form ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RankObjects:
+    """One rank's objects in :func:`grapevine_distributed`: their global ids (unique over all ranks; a source
+    scans its objects in id order) and loads ℓ ≥ 0, the rank's relative speed s_i > 0 (hermes run: ``p · c_i``),
+    and how many objects it keeps whatever its load (:func:`transfer_turn`; a mesh processor keeps one cell)."""
+
+    gid: ArrayLike
+    loads: ArrayLike
+    speed: float = 1.0
+    keep: int = 0
+
+
 @dataclass
 class LocalGossipResult:
     """One rank's outcome of :func:`grapevine_distributed`.
@@ -278,20 +287,16 @@ def _tree_children(rel: int, p: int) -> list[int]:
     return out
 
 
-def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, params: GrapevineParams | None = None, *,
-                          speed: float = 1.0, clock=None, counters: Counters | None = None,
-                          seed: int | Sequence[int] | None = None, keep: int = 0) -> LocalGossipResult:
+def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | None = None, *, clock=None,
+                          counters: Counters | None = None,
+                          seed: int | Sequence[int] | None = None) -> LocalGossipResult:
     """Grapevine with real MPI messages between random peers (SPMD; every rank of ``comm`` calls it).
 
     Parameters
     ----------
     comm : mpi4py.MPI.Comm
-    gid : array of int
-        Global ids of this rank's objects (unique over all ranks; a source scans its objects in id order).
-    loads : array of float
-        Their loads ℓ ≥ 0.
-    speed : float
-        This rank's relative speed s_i > 0 (hermes run: ``p · c_i``).
+    objects : RankObjects
+        This rank's objects (global ids, loads), its speed and the objects it keeps.
     clock : VirtualClock or WallClock, optional
         Charged for every collective and message.
     counters : Counters, optional
@@ -303,8 +308,6 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, params: Grapev
         here, on every rank.
     seed : int or sequence of int, optional
         The random streams (default: ``params.seed``, 0 if that is None); ``hermes run`` mixes in the phase.
-    keep : int
-        Objects a source keeps whatever its load (:func:`transfer_turn`; a mesh processor keeps one cell).
 
     Returns
     -------
@@ -326,7 +329,7 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, params: Grapev
     destination); every rank replays them (destinations take the objects, homes note where their
     objects went). One ``Allgather`` per iteration (and one at the start) gives every rank L and s:
     the ``F(D) ≤ 0`` test and the history. Same seed ⇒ same final assignment, history and counters
-    as :func:`grapevine` with objects numbered by ``gid``.
+    as :func:`grapevine` with objects numbered by ``objects.gid``.
 
     ``transfer="token"`` carries out the same stage with point-to-point messages only (:func:`_token_stage`):
     the current loads travel with a token from one rank that takes a turn to the next (in the turn order,
@@ -345,13 +348,14 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, params: Grapev
     if transfer not in ("broadcast", "token"):
         raise BalancerError(f"transfer: must be broadcast or token, got {transfer!r}")
     me, p = comm.Get_rank(), comm.Get_size()
+    speed, keep = objects.speed, objects.keep
     cnt = counters if counters is not None else Counters()
     f, modified, frozen = int(fanout), criterion == "modified", source_load == "turn"
     used = min(f, p - 1)  # the uniforms that can pick a peer (gossip_uniforms)
-    gid_in = np.asarray(gid).ravel()
+    gid_in = np.asarray(objects.gid).ravel()
     error = None
     try:
-        ell_in = np.asarray(loads, dtype=np.float64).ravel()
+        ell_in = np.asarray(objects.loads, dtype=np.float64).ravel()
         if gid_in.shape != ell_in.shape or (gid_in.size and not np.issubdtype(gid_in.dtype, np.integer)):
             raise BalancerError(f"rank {me}: {gid_in.size} object ids for {ell_in.size} loads")
         if np.any(~np.isfinite(ell_in)) or np.any(ell_in < 0):
@@ -456,37 +460,6 @@ def grapevine_distributed(comm, gid: ArrayLike, loads: ArrayLike, params: Grapev
 
 
 # -- registry -----------------------------------------------------------------------------------
-class GrapevineParams(Params):
-    """Parameters of ``grapevine`` (004 ch. 2)."""
-
-    iterations: integer_type(ge=0, le=MAX_GOSSIP_ITERATIONS) = Field(
-        4, description="inform + transfer iterations i (each a whole gossip and transfer stage)")
-    rounds: integer_type(ge=1, le=MAX_PROCESSORS) = Field(
-        4, description=f"gossip rounds k per iteration (iterations × rounds ≤ {MAX_GOSSIP_ROUNDS}: each round "
-        "is an all-to-all)")
-    fanout: integer_type(ge=1, le=MAX_PROCESSORS) = Field(
-        4, description="peers f informed per round (beyond p − 1: every other rank, as p − 1)")
-    threshold: number_type(ge=1) = Field(1.0, description="overload threshold T (transfer above T·L_ave)")
-    criterion: Literal["original", "modified"] = Field("modified", description="acceptance: 6 (original) or 6′")
-    seed: Seed | None = Field(None, description="random streams (null: the scenario seed)")
-    transfer: Literal["broadcast", "token"] = Field(
-        "broadcast", description="the transfer stage: broadcast (each turn broadcasts its moves to every rank) or "
-        "token (the loads travel with a token from turn to turn, the moves reach every rank once per stage down a "
-        "tree: p times fewer collectives; the same moves)")
-    source_load: Literal["turn", "current"] = Field(
-        "turn", description="L_i in criterion 6′: the source's load when its turn starts (the report's) or its "
-        "current load (a variant where every single transfer keeps Lemma 1)")
-
-    @field_validator("rounds")
-    @classmethod
-    def _gossip_rounds(cls, rounds: int, info: ValidationInfo) -> int:
-        iterations = info.data.get("iterations")
-        if iterations and iterations * rounds > MAX_GOSSIP_ROUNDS:
-            raise ValueError(f"with iterations {iterations}, must be at most {MAX_GOSSIP_ROUNDS // iterations} "
-                             f"(iterations × rounds ≤ {MAX_GOSSIP_ROUNDS} gossip rounds)")
-        return rounds
-
-
 @register("grapevine", params=GrapevineParams,
           doc="Grapevine gossip (inform + transfer, criterion 6 or 6'; Pébaÿ & Lifflander 2019) on cells, L/c compared")
 def _run(ctx: BalanceContext) -> Decision:
@@ -500,8 +473,8 @@ def _run(ctx: BalanceContext) -> Decision:
     ctx.state["grapevine_calls"] = calls + 1
     seed = [int(ctx.seed if prm["seed"] is None else prm["seed"]), calls]
     speed = ctx.model.p * float(ctx.model.capacities[ctx.comm.Get_rank()])
-    res = grapevine_distributed(ctx.comm, ctx.dom.gid, ctx.dom.weight, GrapevineParams.of(prm), speed=speed,
-                                clock=ctx.clock, counters=ctx.nb.counters, seed=seed, keep=1)
+    res = grapevine_distributed(ctx.comm, RankObjects(ctx.dom.gid, ctx.dom.weight, speed=speed, keep=1),
+                                GrapevineParams.of(prm), clock=ctx.clock, counters=ctx.nb.counters, seed=seed)
     last = res.history[-1]
     # the report's per-iteration columns (its Tables 2.x: transfers, rejections, I), as summary.json strings
     by_it = {"imbalance_by_iteration": " ".join(f"{h['imbalance']:.6g}" for h in res.history),

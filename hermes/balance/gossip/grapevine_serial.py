@@ -17,18 +17,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from pydantic import Field, ValidationInfo, field_validator
 
 from hermes.balance.flow import ordered_total
-from hermes.balance.interface import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED
+from hermes.balance.interface import (BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED, Params, Seed, integer_type,
+                                      number_type)
 from hermes.comm import Counters
 from hermes.errors import BalancerError
 
-__all__ = ["CRITERIA", "SOURCE_LOADS", "MAX_GOSSIP_ITERATIONS", "MAX_GOSSIP_ROUNDS", "GossipState", "GossipResult",
-           "TurnRule", "transfer_turn", "gossip_uniforms", "grapevine_iter", "grapevine"]
+__all__ = ["CRITERIA", "SOURCE_LOADS", "MAX_GOSSIP_ITERATIONS", "MAX_GOSSIP_ROUNDS", "GrapevineParams", "GossipState",
+           "GossipResult", "TurnRule", "transfer_turn", "gossip_uniforms", "grapevine_iter", "grapevine"]
 
 CRITERIA = ("original", "modified")
 #: what L_i is in criterion 6': the source's load when its turn starts (the report's simulator), or
@@ -335,6 +337,38 @@ def _check_objects(loads, owner, p: int, speeds) -> tuple[NDArray, NDArray, NDAr
     return ell, own.astype(np.int64), s
 
 
+# -- parameters (both forms) --------------------------------------------------------------------
+class GrapevineParams(Params):
+    """Parameters of ``grapevine`` (004 ch. 2)."""
+
+    iterations: integer_type(ge=0, le=MAX_GOSSIP_ITERATIONS) = Field(
+        4, description="inform + transfer iterations i (each a whole gossip and transfer stage)")
+    rounds: integer_type(ge=1, le=MAX_PROCESSORS) = Field(
+        4, description=f"gossip rounds k per iteration (iterations × rounds ≤ {MAX_GOSSIP_ROUNDS}: each round "
+        "is an all-to-all)")
+    fanout: integer_type(ge=1, le=MAX_PROCESSORS) = Field(
+        4, description="peers f informed per round (beyond p − 1: every other rank, as p − 1)")
+    threshold: number_type(ge=1) = Field(1.0, description="overload threshold T (transfer above T·L_ave)")
+    criterion: Literal["original", "modified"] = Field("modified", description="acceptance: 6 (original) or 6′")
+    seed: Seed | None = Field(None, description="random streams (null: the scenario seed)")
+    transfer: Literal["broadcast", "token"] = Field(
+        "broadcast", description="the transfer stage: broadcast (each turn broadcasts its moves to every rank) or "
+        "token (the loads travel with a token from turn to turn, the moves reach every rank once per stage down a "
+        "tree: p times fewer collectives; the same moves)")
+    source_load: Literal["turn", "current"] = Field(
+        "turn", description="L_i in criterion 6′: the source's load when its turn starts (the report's) or its "
+        "current load (a variant where every single transfer keeps Lemma 1)")
+
+    @field_validator("rounds")
+    @classmethod
+    def _gossip_rounds(cls, rounds: int, info: ValidationInfo) -> int:
+        iterations = info.data.get("iterations")
+        if iterations and iterations * rounds > MAX_GOSSIP_ROUNDS:
+            raise ValueError(f"with iterations {iterations}, must be at most {MAX_GOSSIP_ROUNDS // iterations} "
+                             f"(iterations × rounds ≤ {MAX_GOSSIP_ROUNDS} gossip rounds)")
+        return rounds
+
+
 # -- serial reference ---------------------------------------------------------------------------
 @dataclass
 class GossipState:
@@ -369,11 +403,9 @@ class GossipResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int, *, iterations: int = 4,
-                   rounds: int = 4, fanout: int = 4, threshold: float = 1.0, criterion: str = "modified",
-                   seed: int | Sequence[int] = 0, speeds: ArrayLike | None = None,
-                   source_load: str = "turn", migratable: ArrayLike | None = None,
-                   keep: int = 0) -> Iterator[GossipState]:
+def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int,
+                   params: GrapevineParams | None = None, *, seed: int | Sequence[int] | None = None, speeds: ArrayLike | None = None,
+                   migratable: ArrayLike | None = None, keep: int = 0) -> Iterator[GossipState]:
     """Grapevine on the whole system, one state per iteration (see :mod:`hermes.balance.gossip.grapevine`).
 
     Parameters
@@ -383,20 +415,18 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     object_rank : array of int, shape (n,)
         Initial rank of every object (its home).
     n_ranks : int
-    iterations, rounds, fanout : int
-        i (outer iterations, ≥ 0), k (gossip rounds, ≥ 1), f (fanout, ≥ 1).
-    threshold : float
-        T ≥ 1: a rank is overloaded when ``x_i > T x̄``.
-    criterion : {"original", "modified"}
-        Report criterion 6 or 6' (§2.1).
-    seed : int or sequence of int
+    params : GrapevineParams, optional
+        ``iterations``, ``rounds``, ``fanout``: i (outer iterations, ≥ 0), k (gossip rounds, ≥ 1), f (fanout,
+        ≥ 1); ``threshold``: T ≥ 1, a rank is overloaded when ``x_i > T x̄``; ``criterion``: ``"original"`` or
+        ``"modified"``, report criterion 6 or 6' (§2.1); ``source_load``: L_i in criterion 6', the source's
+        load when its turn starts (``"turn"``, the report's simulator) or its current load (``"current"``);
+        ``seed``: the default of ``seed`` below. ``transfer`` is not read (the distributed form's way of
+        carrying out the same moves). Default ``GrapevineParams()``; checked again here.
+    seed : int or sequence of int, optional
         Entropy of ``SeedSequence``; rank r uses child r of ``spawn(n_ranks + 1)``, the turn order (drawn
-        once, kept for every iteration) child ``n_ranks``.
+        once, kept for every iteration) child ``n_ranks``. Default: ``params.seed``, 0 if that is None.
     speeds : array of float, shape (n_ranks,), optional
         Relative processor speeds s (capacities up to a factor); default 1.
-    source_load : {"turn", "current"}
-        L_i in criterion 6': the source's load when its turn starts (default, the report's
-        simulator) or its current load (variant ``current``).
     migratable : array of bool, shape (n,), optional
         Objects that may move (default all): the others count in their rank's load and are never
         offered (a trace's non-migratable objects, :mod:`hermes.trace.replay`).
@@ -421,6 +451,10 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     Messages and bytes are summed over ranks (a broadcast counts its bytes once, no message);
     rounds and collectives are per rank.
     """
+    prm = GrapevineParams() if params is None else params
+    iterations, rounds, fanout, threshold = prm.iterations, prm.rounds, prm.fanout, prm.threshold
+    criterion, source_load = prm.criterion, prm.source_load
+    seed = (0 if prm.seed is None else prm.seed) if seed is None else seed
     check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     ell, owner, s = _check_objects(object_loads, object_rank, n_ranks, speeds)
     p, f, modified, frozen = int(n_ranks), int(fanout), criterion == "modified", source_load == "turn"
@@ -532,11 +566,14 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
         yield GossipState(it, owner.copy(), loads, x_ave, rec, settled, cnt, mv)
 
 
-def grapevine(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int, **kwargs) -> GossipResult:
-    """Run :func:`grapevine_iter` to the end (same keyword arguments); the final state as a result."""
+def grapevine(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int, params: GrapevineParams | None = None,
+              *, seed: int | Sequence[int] | None = None, speeds: ArrayLike | None = None,
+              migratable: ArrayLike | None = None, keep: int = 0) -> GossipResult:
+    """Run :func:`grapevine_iter` to the end (the same arguments); the final state as a result."""
     last = None
     history = []
-    for last in grapevine_iter(object_loads, object_rank, n_ranks, **kwargs):
+    for last in grapevine_iter(object_loads, object_rank, n_ranks, params, seed=seed, speeds=speeds,
+                               migratable=migratable, keep=keep):
         history.append(last.record)
     return GossipResult(last.object_rank, history, last.counters.iterations, last.settled, last.counters,
                         last.average)

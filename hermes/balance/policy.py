@@ -170,8 +170,8 @@ def refinement_pays(spec, phase: PhaseCost, book: Bookkeeping, dom, est, model: 
     a shorter cut; a shorter cut can at most save the ghost exchange. The rule refines only when the phase's ghost
     exchange with its sends serialised, ``N · max_i Σ_j (α_ij + b·e_ij / B_ij)`` (``e_ij`` the cut edges between
     i and j, α and B the monitor's latency and bandwidth — ``links``' where it measured none —, ``b`` =
-    ``phase.bytes_per_edge``, N = ``phase.iterations``), exceeds ``N · τ · κL/(s p) + T_r`` (``T_r`` = ``refine_time``, the migration
-    time of the last refinement that ran, 0 before any).
+    ``phase.bytes_per_edge``, N = ``phase.iterations``), exceeds ``N · τ · κL/(s p) + T_r`` (``T_r`` =
+    ``refine_time``, the migration time of the last refinement that ran, 0 before any).
 
     The left side bounds the exchange from above (the virtual clock overlaps a rank's sends and charges the
     largest), so a skipped refinement could not have paid; a refinement that runs is not promised to pay — the

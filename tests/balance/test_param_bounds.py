@@ -167,7 +167,8 @@ def test_the_serial_references_check_the_same_bounds(name, params, words):
 @pytest.mark.parametrize("run, words", [
     (lambda m: gda(m, 1.0, StopParams.model_construct(max_iterations=10**9)),
      "max_iterations must be an integer in 0..1000000"),
-    (lambda m: gda(m, 1.0, StopParams.model_construct(check_every=10**9)), "check_every must be an integer in 1..1000000"),
+    (lambda m: gda(m, 1.0, StopParams.model_construct(check_every=10**9)),
+     "check_every must be an integer in 1..1000000"),
     (lambda m: implicit(m, params=WattsParams.model_construct(sweeps=10**9)),
      "sweeps must be None or an integer in 0..1000000"),
 ])

@@ -89,20 +89,22 @@ def scenario_yaml(sc) -> str:
     return dump_yaml(sc.to_dict(), sort_keys=False)
 
 
-def write_run(out_dir: str | Path, scenario_yaml: str, output, summary: dict, rows: list[dict], columns: list[str],
-              partitions: dict, mesh, geometry: dict | None = None) -> Path:
-    """Write a run directory's result files (rank 0): scenario.yaml (``scenario_yaml``: its text), phases.csv,
+def write_run(out_dir: str | Path, scenario_yaml: str, output, result, columns: list[str], partitions: dict, mesh,
+              geometry: dict | None = None) -> Path:
+    """Write a run directory's result files (rank 0): scenario.yaml (``scenario_yaml``: its text), phases.csv
+    (the ``columns`` of the ``result``'s per-rank rows, :class:`hermes.lifecycle.records.RunResult`),
     geometry.npz and partitions.npz (when the scenario's ``output`` section records them,
-    :func:`records_partitions`) and summary.json, each atomically. Returns the directory."""
+    :func:`records_partitions`) and summary.json (the result's summary), each atomically. Returns the
+    directory."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "scenario.yaml", scenario_yaml)
-    write_csv(out / "phases.csv", rows, columns)
+    write_csv(out / "phases.csv", result.ranks, columns)
     if records_partitions(output):
         geo = base_geometry(mesh)
         geo.update(geometry or {})
         write_npz(out / "geometry.npz", **geo)
         write_npz(out / "partitions.npz", **partitions)
-    write_json(out / "summary.json", dict(summary))
+    write_json(out / "summary.json", dict(result.summary))
     return out
 

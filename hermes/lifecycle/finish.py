@@ -9,7 +9,9 @@ import platform as _platform
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,40 +46,55 @@ def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True
     r.adapter.check_totals(r.cells_initial, cells_final, r.weight_initial, weight_final)
     if watchdog is not None:
         watchdog.stop()
+    end = _End(total_time, final_imb, u_err, cells_final, weight_final)
     # rank 0 writes; a failure to write (a full disk, a read-only medium) is one line on every rank
-    return agree(r.comm, _finish_root, r, total_time, final_imb, u_err, cells_final, weight_final, out_dir, write,
-                 ahead)
+    return agree(r.comm, _finish_root, r, end, out_dir, write, ahead)
 
 
-def _finish_root(r: RunState, total_time: float, final_imb: float, u_err, cells_final: int, weight_final: float,
-                 out_dir: str | Path | None, write: bool, ahead=None) -> RunResult | None:
-    """Rank 0: the summary, the run directory's files, then its VTU files and pictures (None elsewhere;
-    ``ahead``: the worker that drew pictures while the phases ran)."""
-    if r.rank != 0:
-        return None
+@dataclass(frozen=True)
+class _End:
+    """The run's figures at its end, agreed by every rank (the summary's)."""
+
+    total_time: float
+    imbalance: float
+    jacobi_error: Any
+    cells: int
+    weight: float
+
+
+def _summary(r: RunState, end: _End) -> dict[str, Any]:
+    """The summary of a finished run (summary.json)."""
     sc = r.sc
-    summary = {
+    return {
         "complete": True,
         "scenario": sc.name, "processors": r.p, "balancer": r.balancer.name, "balancer_params": r.params,
         "clock": sc.clock, "seed": sc.seed, "versions": versions(), "mesh": r.setup.name,
         "kernel": sc.application.kernel,
         # async only (a sync summary stays as it was): the mode and the last phase's global residual
         **({"mode": "async", "final_residual": r.residual} if sc.application.mode == "async" else {}),
-        "total_time": total_time, "final_imbalance": final_imb,
-        "adaptation": sc.adaptation.kind, "cells_initial": r.cells_initial, "cells_final": cells_final,
+        "total_time": end.total_time, "final_imbalance": end.imbalance,
+        "adaptation": sc.adaptation.kind, "cells_initial": r.cells_initial, "cells_final": end.cells,
         "cells_refined": r.adapter.totals["refined"], "cells_coarsened": r.adapter.totals["coarsened"],
-        "weight_initial": r.weight_initial, "weight_final": weight_final, "migrated_cells": r.total_moves,
-        "jacobi_max_rel_error": u_err, "replay_mismatches": r.adapter.mismatches,
+        "weight_initial": r.weight_initial, "weight_final": end.weight, "migrated_cells": r.total_moves,
+        "jacobi_max_rel_error": end.jacobi_error, "replay_mismatches": r.adapter.mismatches,
         "wall_seconds": time.perf_counter() - r.wall_start, "adapt_wall_seconds": r.adapter.walls,
         "phases": [ph.as_dict() for ph in r.phases],
     }
-    result = RunResult(summary, r.rank_rows())
+
+
+def _finish_root(r: RunState, end: _End, out_dir: str | Path | None, write: bool, ahead=None) -> RunResult | None:
+    """Rank 0: the summary, the run directory's files, then its VTU files and pictures (None elsewhere;
+    ``ahead``: the worker that drew pictures while the phases ran)."""
+    if r.rank != 0:
+        return None
+    sc = r.sc
+    result = RunResult(_summary(r, end), r.rank_rows())
     if write:
         out = Path(out_dir or run_dir_for(sc.output, sc.name, sc.resolve)[0])
         t = time.perf_counter()
         try:
-            result.out_dir = write_run(out, scenario_yaml(sc), sc.output, summary, result.ranks, r.columns,
-                                       r.partitions, r.setup.mesh, r.geometry)
+            result.out_dir = write_run(out, scenario_yaml(sc), sc.output, result, r.columns, r.partitions,
+                                       r.setup.mesh, r.geometry)
             if r.feed is not None and r.feed.link_rows:
                 write_csv(result.out_dir / "links.csv", r.feed.link_rows)
             spec = sc.output.trace_spec

@@ -47,7 +47,7 @@ __all__ = ["run", "resume", "eta"]
 
 # -- the run -------------------------------------------------------------------------------------------------
 def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = False,
-        progress: Callable[[str], None] | None = None, write: bool = True, force: bool = False,
+        progress: Callable[[str], None] | None = None, force: bool = False,
         timeout: float | None = None, lock_token: str | None = None) -> RunResult | None:
     """Run the scenario on ``comm`` (collective). Returns the result on rank 0, None elsewhere.
 
@@ -66,24 +66,21 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         On every rank, with the same one-line message, for bad input found at any rank.
     """
     say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
-    where, held = None, []
-    if write:
-        path, key = run_dir_for(sc.output, sc.name, sc.resolve, out_dir) if comm.Get_rank() == 0 else (None, None)
+    held = []
+    path, key = run_dir_for(sc.output, sc.name, sc.resolve, out_dir) if comm.Get_rank() == 0 else (None, None)
 
-        def claim():
-            held.append(claim_dir(path, key, force=force, token=lock_token, name=sc.name))
-            return held[-1].path  # the default directory may have become path-2 (another run in the same second)
+    def claim():
+        held.append(claim_dir(path, key, force=force, token=lock_token, name=sc.name))
+        return held[-1].path  # the default directory may have become path-2 (another run in the same second)
 
-        where = Bookkeeping(comm).bcast(agree(comm, lambda: claim() if path else None))
+    where = Bookkeeping(comm).bcast(agree(comm, lambda: claim() if path else None))
     try:
         with Watchdog(comm, timeout if timeout is not None else sc.run.timeout) as dog:
             r = start(comm, sc, say=say)
             try:
-                out = None
-                if where is not None:
-                    token = held[0].token if held else None
-                    out = Path(agree(comm, lambda: open_run(r, where, key, force, token) if r.rank == 0 else None)
-                               or where)
+                token = held[0].token if held else None
+                out = Path(agree(comm, lambda: open_run(r, where, key, force, token) if r.rank == 0 else None)
+                           or where)
                 dog.beat(0)
                 return _phases(r, 1, out, dog, last_checkpoint=None)
             finally:
@@ -135,11 +132,10 @@ def _resume(out: Path, comm, say: Callable[[str], None], timeout: float | None,
         return _phases(r, k + 1, out, dog, last_checkpoint=k)
 
 
-def _phases(r: RunState, first: int, out: Path | None, dog: Watchdog, *,
-            last_checkpoint: int | None) -> RunResult | None:
+def _phases(r: RunState, first: int, out: Path, dog: Watchdog, *, last_checkpoint: int | None) -> RunResult | None:
     """The phases ``first``… of the run, each recorded as it ends (and checkpointed when due), then
     :func:`finish`."""
-    pictures = pictures_to_draw(r.sc, r.sc.adaptation.phases) if out is not None else 0
+    pictures = pictures_to_draw(r.sc, r.sc.adaptation.phases)
     # a refined run's pictures are drawn while the phases run (each phase its own mesh and window)
     ahead = _draw_ahead(r, out)
     try:
@@ -149,9 +145,9 @@ def _phases(r: RunState, first: int, out: Path | None, dog: Watchdog, *,
             ahead.close()
 
 
-def _draw_ahead(r: RunState, out: Path | None):
+def _draw_ahead(r: RunState, out: Path):
     """Rank 0 of a refined run with pictures: the worker that draws each phase's picture as it is recorded."""
-    if out is None or r.rank != 0 or not r.sc.output.pictures or not r.refining:
+    if r.rank != 0 or not r.sc.output.pictures or not r.refining:
         return None
     from hermes.lifecycle.directory import base_geometry
     from hermes.viz.ahead import DrawAhead
@@ -159,7 +155,7 @@ def _draw_ahead(r: RunState, out: Path | None):
     return DrawAhead(out, base_geometry(r.setup.mesh))
 
 
-def _phase_loop(r: RunState, first: int, out: Path | None, dog: Watchdog, last_checkpoint: int | None,
+def _phase_loop(r: RunState, first: int, out: Path, dog: Watchdog, last_checkpoint: int | None,
                 pictures: int, ahead) -> RunResult | None:
     """:func:`_phases`' loop (``ahead``: rank 0's drawing worker or None)."""
     sc = r.sc
@@ -172,20 +168,19 @@ def _phase_loop(r: RunState, first: int, out: Path | None, dog: Watchdog, last_c
         compute(r, ph)
         line = record(r, ph)
         t_write = time.perf_counter()
-        if out is not None:
-            if every is not None and k % every == 0 and k < sc.adaptation.phases:
-                save_checkpoint(r, k, out)
-                last_checkpoint = k
-            agree(r.comm, lambda at=last_checkpoint: write_progress(r, out, at) if r.rank == 0 else None)
-            if ahead is not None:  # the phase (and the initial partition with phase 1: its fair loads) to draw
-                ahead.submit([0, k] if k == 1 else [k], r.geometry, r.partitions,
-                             progress_summary(r, last_checkpoint), r.rank_rows(), r.columns)
-            _fault(r, k)
+        if every is not None and k % every == 0 and k < sc.adaptation.phases:
+            save_checkpoint(r, k, out)
+            last_checkpoint = k
+        agree(r.comm, lambda at=last_checkpoint: write_progress(r, out, at) if r.rank == 0 else None)
+        if ahead is not None:  # the phase (and the initial partition with phase 1: its fair loads) to draw
+            ahead.submit([0, k] if k == 1 else [k], r.geometry, r.partitions,
+                         progress_summary(r, last_checkpoint), r.rank_rows(), r.columns)
+        _fault(r, k)
         now = time.perf_counter()
         left = sc.adaptation.phases - k
         r.say(f"{line} | wall {now - r.wall_start:.1f} s, {eta(now - t, left, now - t_write, pictures)}")
         dog.beat(k)
-    return finish(r, out_dir=out, write=out is not None, watchdog=dog, ahead=ahead)
+    return finish(r, out_dir=out, watchdog=dog, ahead=ahead)
 
 
 def _fault(r: RunState, k: int) -> None:

@@ -43,7 +43,7 @@ def bound(run: Path, phase: int, metis: Path | None) -> dict[str, float]:
     sc = scenario(run / "scenario.yaml")
     if sc.adaptation.kind != "weights":
         raise ValueError("only weights adaptation: a refined mesh's adjacency is not the scenario's mesh")
-    mesh = load_mesh(sc)
+    mesh = load_mesh(sc.mesh, sc.resolve)
     parts = np.load(run / "partitions.npz")
     if phase < 1 or f"weight_{phase:03d}" not in parts:
         raise ValueError(f"no phase {phase} in partitions.npz")

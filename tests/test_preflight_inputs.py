@@ -25,6 +25,11 @@ def _sc(tmp_path, **top):
                           base_dir=tmp_path)
 
 
+def _load(sc):
+    """The driver's reader (rank 0 under mpiexec) of the scenario's mesh."""
+    return load_mesh(sc.mesh, sc.resolve)
+
+
 def _run_refused(tmp_path, monkeypatch, capsys, args) -> str:
     monkeypatch.setattr("hermes.lifecycle.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
     code = hermes.cli.main(["run", *args, "--processes", "2", "--out", str(tmp_path / "out")])
@@ -41,24 +46,24 @@ def test_a_multi_constraint_graph_is_refused_in_one_line_naming_the_file_and_nco
                          "--set", "platform.capacities=homo"])
     assert "m.graph has 2 vertex weights per vertex (ncon = 2)" in line and "mesh.constraint" in line, line
     with pytest.raises(MeshError, match=r"ncon = 2.*mesh\.constraint to 1\.\.2"):
-        load_mesh(_sc(tmp_path, mesh={"file": "m.graph"}))  # the driver's reader (rank 0 under mpiexec)
+        _load(_sc(tmp_path, mesh={"file": "m.graph"}))  # the driver's reader (rank 0 under mpiexec)
 
 
 @pytest.mark.parametrize("constraint, weights", [(1, [1, 1, 2, 1]), (2, [1, 3, 1, 1]), ("sum", [1, 4, 2, 1])])
 def test_mesh_constraint_picks_or_sums_the_vertex_weights(tmp_path, constraint, weights):
     (tmp_path / "m.graph").write_text(MULTI)
     sc = _sc(tmp_path, mesh={"file": "m.graph", "constraint": constraint})
-    assert np.array_equal(load_mesh(sc).weights, weights)  # zeros become 1, as for a single weight
+    assert np.array_equal(_load(sc).weights, weights)  # zeros become 1, as for a single weight
     assert mesh_cells(sc.mesh, sc.adaptation, sc.resolve) == (4, (1.0, float(max(weights))))
 
 
 def test_mesh_constraint_beyond_ncon_or_on_a_single_weight_mesh_is_refused(tmp_path):
     (tmp_path / "m.graph").write_text(MULTI)
     with pytest.raises(MeshError, match=r"has 2 vertex weights \(ncon = 2\): give 1\.\.2 or 'sum', got 3"):
-        load_mesh(_sc(tmp_path, mesh={"file": "m.graph", "constraint": 3}))
+        _load(_sc(tmp_path, mesh={"file": "m.graph", "constraint": 3}))
     (tmp_path / "one.graph").write_text("4 3\n2\n1 3\n2 4\n3\n")
     with pytest.raises(MeshError, match="one vertex weight per vertex"):
-        load_mesh(_sc(tmp_path, mesh={"file": "one.graph", "constraint": 2}))
+        _load(_sc(tmp_path, mesh={"file": "one.graph", "constraint": 2}))
     with pytest.raises(ScenarioError, match="mesh: constraint picks a vertex weight"):
         _sc(tmp_path, mesh={"grid": "4x4", "constraint": 1})
 

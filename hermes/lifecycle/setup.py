@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -23,25 +24,27 @@ from hermes.extraload import CapacitySchedule
 from hermes.lifecycle.feed import Feed, open_load
 from hermes.lifecycle.state import RunState, Setup
 from hermes.scenario import Scenario, check_processors
+from hermes.sections import MeshSpec
 
 __all__ = ["load_mesh", "distribute", "start"]
 
 
 # -- set-up --------------------------------------------------------------------------------------------------
-def load_mesh(sc: Scenario):
-    """Read or generate the scenario's mesh (serial; rank 0)."""
+def load_mesh(spec: MeshSpec, resolve: Callable[[str], Path]):
+    """Read or generate the mesh of the scenario's ``mesh`` section (serial; rank 0; ``resolve``: the scenario's,
+    for a file)."""
     from hermes.data.formats import select_constraint
     from hermes.data.generators import grid, parse_grid_spec
     from hermes.data.io import read_mesh
 
-    if sc.mesh.grid is not None:
-        nx, ny = parse_grid_spec(sc.mesh.grid)
+    if spec.grid is not None:
+        nx, ny = parse_grid_spec(spec.grid)
         mesh = grid(nx, ny)
     else:
-        path = sc.resolve(sc.mesh.file)
-        mesh = select_constraint(read_mesh(path, units=sc.mesh.units), sc.mesh.constraint, f"mesh.file: {path}")
-    if sc.mesh.weight != 1.0:
-        mesh = mesh.with_weights(mesh.weights * sc.mesh.weight)
+        path = resolve(spec.file)
+        mesh = select_constraint(read_mesh(path, units=spec.units), spec.constraint, f"mesh.file: {path}")
+    if spec.weight != 1.0:
+        mesh = mesh.with_weights(mesh.weights * spec.weight)
     return mesh
 
 
@@ -62,7 +65,7 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
     rows = None if sched.table is None else sched.table.tolist()
     if sc.mesh.grid_cells is not None:  # cells ≥ processors, magnitudes, memory: before the grid is built
         check_size(sc, sc.mesh.grid_cells, p, capacities=caps, schedule=rows, ranks_here=processes)
-    mesh = load_mesh(sc)
+    mesh = load_mesh(sc.mesh, sc.resolve)
     if sc.mesh.grid_cells is None:
         check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows, ranks_here=processes,
                    weights=(float(mesh.weights.min()), float(mesh.weights.max())))

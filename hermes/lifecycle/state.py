@@ -50,6 +50,8 @@ class RunState:
     """What a rank keeps from phase to phase."""
 
     comm: Any
+    #: the whole scenario: the phase steps (:mod:`hermes.lifecycle.phase`) and the end of the run read seven of
+    #: its sections, and a checkpoint records it with the state (a resumed run goes on with it)
     sc: Scenario
     book: Bookkeeping
     balancer: BalancerInfo

@@ -174,8 +174,9 @@ _TOKEN, _END = 0.0, 1.0
 
 @dataclass
 class _Stage:
-    """One transfer stage as every rank sees it: the turn order, the current loads ``live`` (updated in place),
-    the speeds, the overload limit T x̄, this rank's transfer CMF and random stream, and the turn rule."""
+    """One transfer stage as every rank sees it (:func:`_broadcast_stage`, :func:`_token_stage`): the turn order,
+    the current loads ``live`` (updated in place), the speeds, the overload limit T x̄, this rank's transfer CMF
+    and random stream, and the turn rule."""
 
     turns: list[int]
     live: list[float]
@@ -277,6 +278,108 @@ def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
     return gid, ell, home, int(counts[0]), int(counts[1]), int(counts[2])
 
 
+def _rank_objects(objects: RankObjects, me: int) -> tuple[NDArray, NDArray[np.float64], str | None]:
+    """This rank's object ids and loads as flat arrays, and what is wrong with them or with its speed (None if
+    nothing: every rank learns it from the first allgather before raising, so no rank is left waiting)."""
+    gid_in = np.asarray(objects.gid).ravel()
+    error = None
+    try:
+        ell_in = np.asarray(objects.loads, dtype=np.float64).ravel()
+        if gid_in.shape != ell_in.shape or (gid_in.size and not np.issubdtype(gid_in.dtype, np.integer)):
+            raise BalancerError(f"rank {me}: {gid_in.size} object ids for {ell_in.size} loads")
+        if np.any(~np.isfinite(ell_in)) or np.any(ell_in < 0):
+            raise BalancerError(f"rank {me}: object loads must be finite and non-negative")
+        if not (math.isfinite(objects.speed) and objects.speed > 0):
+            raise BalancerError(f"rank {me}: speed must be positive, got {objects.speed}")
+    except (BalancerError, TypeError, ValueError) as err:
+        error, ell_in = str(err), np.zeros(gid_in.size)
+    return gid_in, ell_in, error
+
+
+def _inform_stage(comm, clock, cnt: Counters, rng: np.random.Generator, prm: GrapevineParams, load: float,
+                  speed: float, x_ave: float) -> NDArray[np.float64]:
+    """The inform stage of one iteration (collective): ``prm.rounds`` sparse exchanges of what each rank knows
+    (module docstring); returns this rank's transfer CMF (:func:`transfer_cmf`) over the underloaded ranks it
+    learnt of, from their gossiped loads and speeds.
+
+    Every rank draws its ``fanout`` uniforms every round (:func:`gossip_uniforms`), whether it sends or not.
+    """
+    me, p = comm.Get_rank(), comm.Get_size()
+    f = int(prm.fanout)
+    used = min(f, p - 1)  # the uniforms that can pick a peer (gossip_uniforms)
+    nwords = (p + 63) // 64
+    pad, selfrow = pad_row(p, nwords), bitrows(np.array([me]), nwords)
+    known = np.zeros((1, nwords), dtype=np.uint64)
+    lk, sk = np.zeros(p), np.ones(p)
+    sending = load / speed < x_ave
+    if sending:
+        known |= selfrow
+        lk[me], sk[me] = load, speed
+    for _ in range(prm.rounds):
+        out = {}
+        u = gossip_uniforms(rng, f, used)
+        if sending:
+            targets = pick_targets(known | selfrow | pad, u[None, :], p)[0]
+            ids = bit_members(known, p)[1]
+            tri = np.column_stack([ids, lk[ids], sk[ids]])
+            tri.flags.writeable = False  # hosted peers share the message instead of a copy each
+            msg = tri.ravel()
+            out = {int(t): msg for t in targets[targets >= 0]}
+        got = exchange_arrays(comm, out, clock, counters=cnt, tag=_TAG)
+        sending = bool(got)
+        for tri in got.values():
+            tri = tri.reshape(-1, 3)
+            ids = tri[:, 0].astype(np.int64)
+            np.bitwise_or.at(known[0], ids >> 6, ONE_BIT << (ids & 63).astype(np.uint64))
+            lk[ids], sk[ids] = tri[:, 1], tri[:, 2]
+    return transfer_cmf(1.0 - (lk / sk) / x_ave, row_bits(known[0], p), me)
+
+
+def _broadcast_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
+    """The transfer stage with broadcasts (``transfer="broadcast"`` of :func:`grapevine_distributed`; collective).
+
+    In the turn order, every rank above ``limit`` on the current loads takes its turn: it broadcasts a header
+    (transfers, rejections, ignored) and, if it moved objects, the moves (id, load, home, destination); every
+    other rank replays the source's updates of the loads in its order, and every rank applies the moves (the
+    objects that arrive; the destinations of the objects it homes).
+
+    Returns (gid, ell, home, ntr, nrej, ignored) of this rank after the stage.
+    """
+    me = comm.Get_rank()
+    live, s_list, limit, cum, rng = stage.live, stage.s_list, stage.limit, stage.cum, stage.rng
+    gid, ell, home = held
+    gid0, dest0 = homes
+    ntr = nrej = ignored = 0
+    for r in stage.turns:
+        if live[r] / s_list[r] <= limit:
+            continue
+        header = np.zeros(HEADER_WORDS)
+        if r == me:
+            if cum[-1] > 0:
+                pos, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, stage.rule)
+                header[:2] = pos.size, rej
+            else:
+                header[2] = 1
+        header = bcast(comm, header, r, clock, counters=cnt)
+        n = int(header[0])
+        ntr, nrej, ignored = ntr + n, nrej + int(header[1]), ignored + int(header[2])
+        if n == 0:
+            continue
+        if r == me:
+            moves = np.column_stack([gid[pos], ell[pos], home[pos], dest]).ravel()
+            mv = bcast(comm, moves, r, clock, counters=cnt)
+            stay = np.ones(gid.size, dtype=bool)
+            stay[pos] = False
+            gid, ell, home = gid[stay], ell[stay], home[stay]
+        else:
+            mv = bcast(comm, np.empty(n * MOVE_BYTES // 8), r, clock, counters=cnt)
+            for _, e, _, d in mv.reshape(n, 4).tolist():  # the source's live updates, in its order
+                live[int(d)] += e
+                live[r] -= e
+        gid, ell, home = _apply_moves(mv.reshape(n, 4), me, gid0, dest0, gid, ell, home)
+    return gid, ell, home, ntr, nrej, ignored
+
+
 def _tree_children(rel: int, p: int) -> list[int]:
     """Children of relative rank ``rel`` in the binomial tree over ``p`` ranks rooted at 0: ``rel + 2^j`` for
     every ``2^j > rel`` below ``p`` (the parent of ``rel > 0`` is ``rel`` less its highest bit)."""
@@ -348,30 +451,15 @@ def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | 
     if transfer not in ("broadcast", "token"):
         raise BalancerError(f"transfer: must be broadcast or token, got {transfer!r}")
     me, p = comm.Get_rank(), comm.Get_size()
-    speed, keep = objects.speed, objects.keep
+    speed = objects.speed
     cnt = counters if counters is not None else Counters()
-    f, modified, frozen = int(fanout), criterion == "modified", source_load == "turn"
-    used = min(f, p - 1)  # the uniforms that can pick a peer (gossip_uniforms)
-    gid_in = np.asarray(objects.gid).ravel()
-    error = None
-    try:
-        ell_in = np.asarray(objects.loads, dtype=np.float64).ravel()
-        if gid_in.shape != ell_in.shape or (gid_in.size and not np.issubdtype(gid_in.dtype, np.integer)):
-            raise BalancerError(f"rank {me}: {gid_in.size} object ids for {ell_in.size} loads")
-        if np.any(~np.isfinite(ell_in)) or np.any(ell_in < 0):
-            raise BalancerError(f"rank {me}: object loads must be finite and non-negative")
-        if not (math.isfinite(speed) and speed > 0):
-            raise BalancerError(f"rank {me}: speed must be positive, got {speed}")
-    except (BalancerError, TypeError, ValueError) as err:
-        error, ell_in = str(err), np.zeros(gid_in.size)
+    gid_in, ell_in, error = _rank_objects(objects, me)
     order = np.argsort(gid_in, kind="stable")
     gid0 = gid_in[order].astype(np.int64)
     gid, ell, home = gid0.copy(), ell_in[order], np.full(gid0.size, me, dtype=np.int64)
     dest0 = np.full(gid0.size, me, dtype=np.int64)  # where this rank's own objects are
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(p)[me])
     coord = turn_coordinator(seed, p)
-    nwords = (p + 63) // 64
-    pad, selfrow = pad_row(p, nwords), bitrows(np.array([me]), nwords)
     load = _local_load(ell)
     rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, float(error is not None)], clock, counters=cnt)
     if rows[:, 5].any():
@@ -380,75 +468,20 @@ def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | 
     s_list = s.tolist()
     x_ave = ordered_total(rows[:, 0]) / ordered_total(s)
     limit = threshold * x_ave
-    rule = TurnRule(x_ave, threshold, modified, frozen, keep)
+    rule = TurnRule(x_ave, threshold, criterion == "modified", source_load == "turn", objects.keep)
     history = [history_entry(0, 0, 0, 0, load_stats(rows[:, 0], s, x_ave))]
     settled = is_settled(rows[:, 0], s, x_ave, threshold)
     turns = coord.permutation(p).tolist()  # the same order in every iteration
+    run_stage = _token_stage if transfer == "token" else _broadcast_stage
     done = 0
     for it in range(1, iterations + 1):
         if settled:
             break
         done = it
-        known = np.zeros((1, nwords), dtype=np.uint64)
-        lk, sk = np.zeros(p), np.ones(p)
-        sending = load / speed < x_ave
-        if sending:
-            known |= selfrow
-            lk[me], sk[me] = load, speed
-        for _ in range(rounds):  # inform stage
-            out = {}
-            u = gossip_uniforms(rng, f, used)
-            if sending:
-                targets = pick_targets(known | selfrow | pad, u[None, :], p)[0]
-                ids = bit_members(known, p)[1]
-                tri = np.column_stack([ids, lk[ids], sk[ids]])
-                tri.flags.writeable = False  # hosted peers share the message instead of a copy each
-                msg = tri.ravel()
-                out = {int(t): msg for t in targets[targets >= 0]}
-            got = exchange_arrays(comm, out, clock, counters=cnt, tag=_TAG)
-            sending = bool(got)
-            for tri in got.values():
-                tri = tri.reshape(-1, 3)
-                ids = tri[:, 0].astype(np.int64)
-                np.bitwise_or.at(known[0], ids >> 6, ONE_BIT << (ids & 63).astype(np.uint64))
-                lk[ids], sk[ids] = tri[:, 1], tri[:, 2]
+        cum = _inform_stage(comm, clock, cnt, rng, prm, load, speed, x_ave)
         # transfer stage: turns in the shared order, on current loads
-        cum = transfer_cmf(1.0 - (lk / sk) / x_ave, row_bits(known[0], p), me)
-        live = rows[:, 0].tolist()
-        ntr = nrej = ignored = 0
-        if transfer == "token":
-            gid, ell, home, ntr, nrej, ignored = _token_stage(
-                comm, clock, cnt, _Stage(turns, live, s_list, limit, cum, rng, rule), (gid, ell, home), (gid0, dest0))
-            turns_left: list[int] = []
-        else:
-            turns_left = turns
-        for r in turns_left:
-            if live[r] / s_list[r] <= limit:
-                continue
-            header = np.zeros(HEADER_WORDS)
-            if r == me:
-                if cum[-1] > 0:
-                    pos, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, rule)
-                    header[:2] = pos.size, rej
-                else:
-                    header[2] = 1
-            header = bcast(comm, header, r, clock, counters=cnt)
-            n = int(header[0])
-            ntr, nrej, ignored = ntr + n, nrej + int(header[1]), ignored + int(header[2])
-            if n == 0:
-                continue
-            if r == me:
-                moves = np.column_stack([gid[pos], ell[pos], home[pos], dest]).ravel()
-                mv = bcast(comm, moves, r, clock, counters=cnt)
-                stay = np.ones(gid.size, dtype=bool)
-                stay[pos] = False
-                gid, ell, home = gid[stay], ell[stay], home[stay]
-            else:
-                mv = bcast(comm, np.empty(n * MOVE_BYTES // 8), r, clock, counters=cnt)
-                for _, e, _, d in mv.reshape(n, 4).tolist():  # the source's live updates, in its order
-                    live[int(d)] += e
-                    live[r] -= e
-            gid, ell, home = _apply_moves(mv.reshape(n, 4), me, gid0, dest0, gid, ell, home)
+        stage = _Stage(turns, rows[:, 0].tolist(), s_list, limit, cum, rng, rule)
+        gid, ell, home, ntr, nrej, ignored = run_stage(comm, clock, cnt, stage, (gid, ell, home), (gid0, dest0))
         load = _local_load(ell)
         cnt.iterations += 1
         rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, 0.0], clock, counters=cnt)

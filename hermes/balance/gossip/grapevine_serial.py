@@ -370,6 +370,47 @@ class GrapevineParams(Params):
 
 
 # -- serial reference ---------------------------------------------------------------------------
+def _inform_all(x: NDArray[np.float64], x_ave: float, rngs: list[np.random.Generator], prm: GrapevineParams,
+                cnt: Counters) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
+    """The inform stage of one iteration on every rank at once: the underloaded ranks (``x < x̄``) start, then
+    ``prm.rounds`` synchronous rounds of pushes to ``fanout`` peers each (module docstring of
+    :mod:`hermes.balance.gossip.grapevine`). Every rank draws its round's uniforms from its stream ``rngs[r]``
+    (the distributed form's), the senders use them; the exchanges are counted in ``cnt`` as the distributed
+    form's alltoall and messages.
+
+    Returns (known, full): the bitset row of the ranks each rank knows, and the row of all underloaded ranks.
+    """
+    p, f = x.size, int(prm.fanout)
+    used = min(f, p - 1)  # the uniforms that can pick a peer (gossip_uniforms)
+    nwords = (p + 63) // 64
+    pad = pad_row(p, nwords)
+    under = np.flatnonzero(x < x_ave)
+    known = np.zeros((p, nwords), dtype=np.uint64)
+    known[under] = bitrows(under, nwords)
+    full = np.bitwise_or.reduce(known[under], axis=0) if under.size else np.zeros(nwords, dtype=np.uint64)
+    senders = under
+    for _ in range(prm.rounds):
+        sending = np.zeros(p, dtype=bool)
+        sending[senders] = True
+        u = np.array([gossip_uniforms(rngs[r], f, used) for r in senders.tolist()])
+        u = u.reshape(senders.size, used)
+        for r in np.flatnonzero(~sending).tolist():
+            rngs[r].bit_generator.advance(f)
+        excl = known[senders] | bitrows(senders, nwords) | pad
+        targets = pick_targets(excl, u, p)
+        row, col = np.nonzero(targets >= 0)
+        src, dst = senders[row], targets[row, col]
+        sizes = _popcount(known[senders]).sum(axis=1)
+        cnt.exchange_rounds += 1
+        cnt.count_collective("alltoall")
+        cnt.messages += dst.size
+        cnt.bytes += 8 * p * p + ENTRY_BYTES * int(sizes[row].sum())
+        news = ~np.all(known == full, axis=1)[dst]  # a rank that knows every underloaded one learns nothing
+        known = _merge(known, src[news], dst[news])
+        senders = np.unique(dst)
+    return known, full
+
+
 @dataclass
 class GossipState:
     """One iteration of :func:`grapevine_iter` (iteration 0: the initial state).
@@ -457,20 +498,11 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
     seed = (0 if prm.seed is None else prm.seed) if seed is None else seed
     check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, source_load=source_load)
     ell, owner, s = _check_objects(object_loads, object_rank, n_ranks, speeds)
-    p, f, modified, frozen = int(n_ranks), int(fanout), criterion == "modified", source_load == "turn"
-    used = min(f, p - 1)  # the uniforms that can pick a peer (gossip_uniforms)
+    p, modified, frozen = int(n_ranks), criterion == "modified", source_load == "turn"
     rngs = [np.random.default_rng(c) for c in np.random.SeedSequence(seed).spawn(p)]
     coord = turn_coordinator(seed, p)
-    nwords = (p + 63) // 64
-    pad = pad_row(p, nwords)
     cnt = Counters()
     s_list = s.tolist()
-
-    def exchange_phase(pairs: int, payload: int) -> None:
-        cnt.exchange_rounds += 1
-        cnt.count_collective("alltoall")
-        cnt.messages += pairs
-        cnt.bytes += 8 * p * p + payload
 
     def gather_phase() -> None:
         cnt.count_collective("allgather")
@@ -499,30 +531,8 @@ def grapevine_iter(object_loads: ArrayLike, object_rank: ArrayLike, n_ranks: int
         if settled:
             return
         cnt.iterations += 1
-        # inform stage
         x = loads / s
-        under = np.flatnonzero(x < x_ave)
-        known = np.zeros((p, nwords), dtype=np.uint64)
-        known[under] = bitrows(under, nwords)
-        full = np.bitwise_or.reduce(known[under], axis=0) if under.size else np.zeros(nwords, dtype=np.uint64)
-        senders = under
-        for _ in range(rounds):
-            # every rank draws its round's fanout uniforms (the distributed form's streams), the senders use them
-            sending = np.zeros(p, dtype=bool)
-            sending[senders] = True
-            u = np.array([gossip_uniforms(rngs[r], f, used) for r in senders.tolist()])
-            u = u.reshape(senders.size, used)
-            for r in np.flatnonzero(~sending).tolist():
-                rngs[r].bit_generator.advance(f)
-            excl = known[senders] | bitrows(senders, nwords) | pad
-            targets = pick_targets(excl, u, p)
-            row, col = np.nonzero(targets >= 0)
-            src, dst = senders[row], targets[row, col]
-            sizes = _popcount(known[senders]).sum(axis=1)
-            exchange_phase(dst.size, ENTRY_BYTES * int(sizes[row].sum()))
-            news = ~np.all(known == full, axis=1)[dst]  # a rank that knows every underloaded one learns nothing
-            known = _merge(known, src[news], dst[news])
-            senders = np.unique(dst)
+        known, full = _inform_all(x, x_ave, rngs, prm, cnt)
         # transfer stage: turns in the run's order, on current loads
         weight = 1.0 - x / x_ave  # the CMF weight of a known (underloaded) rank, from its gossiped load
         live = loads.tolist()

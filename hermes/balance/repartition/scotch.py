@@ -37,6 +37,7 @@ import contextlib
 import io
 import math
 from ctypes import POINTER, byref, c_double
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
@@ -153,7 +154,40 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
     The graph is bound to a Scotch context with the deterministic and fixed-seed options.
     """
     prm = ScotchParams() if params is None else params
-    migration_cost, imbalance = prm.migration_cost, prm.ufactor / 1000.0
+    graph = _remap_graph(xadj, adjncy, weights, old, nparts, targets)
+    try:
+        emrat = _check_migration_cost(prm.migration_cost)
+    except ValueError as err:
+        raise BalancerError(f"migration_cost: {err}") from None
+    imbalance = prm.ufactor / 1000.0
+    if isinstance(imbalance, bool) or not (isinstance(imbalance, (int, float)) and 0 < imbalance < 1):
+        raise BalancerError(f"Scotch imbalance must be in (0, 1), got {imbalance!r}")
+    balrat = float(imbalance) * graph.shrink
+    if graph.nparts == 1:
+        return np.zeros(graph.old.size, dtype=np.int64)
+    new = _graph_remap(graph, emrat, balrat, seed)
+    if new.min() < 0 or new.max() >= graph.nparts:  # cannot happen with a valid strategy; never pass it on
+        raise BalancerError("Scotch returned a part number out of range")
+    return new
+
+
+@dataclass(frozen=True)
+class _RemapGraph:
+    """The checked input of :func:`scotch_remap`: CSR adjacency, positive vertex weights, the old partition, the
+    number of parts, the integer target weights (None: equal parts) and ``min_r t_r · nparts`` (1 for equal
+    parts), by which the balance ratio shrinks."""
+
+    xadj: NDArray[np.int64]
+    adjncy: NDArray[np.int64]
+    weights: NDArray[np.float64]
+    old: NDArray[np.integer]
+    nparts: int
+    target_weights: NDArray[np.int64] | None
+    shrink: float
+
+
+def _remap_graph(xadj, adjncy, weights, old, nparts, targets) -> _RemapGraph:
+    """:func:`scotch_remap`'s arguments checked (GraphError, one line, on the first problem found)."""
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
     adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
     n = xadj.size - 1
@@ -180,26 +214,23 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
             tw = None
         else:
             shrink = float(nparts * t.min() / t.sum())  # smallest target / average target
-    try:
-        emrat = _check_migration_cost(migration_cost)
-    except ValueError as err:
-        raise BalancerError(f"migration_cost: {err}") from None
-    if isinstance(imbalance, bool) or not (isinstance(imbalance, (int, float)) and 0 < imbalance < 1):
-        raise BalancerError(f"Scotch imbalance must be in (0, 1), got {imbalance!r}")
-    balrat = float(imbalance) * shrink
-    if nparts == 1:
-        return np.zeros(n, dtype=np.int64)
+    return _RemapGraph(xadj, adjncy, w, old, nparts, tw, shrink)
 
+
+def _graph_remap(graph: _RemapGraph, emrat: float, balrat: float, seed: int) -> NDArray[np.int64]:
+    """``SCOTCH_graphRemap`` of ``graph`` in a deterministic, fixed-seed, single-thread Scotch context (the Notes
+    of :func:`scotch_remap`); the new part of every vertex."""
     lib = scotch_library()
     dt = lib.get_scotch_dtype()
     num, ptr = lib.SCOTCH_Num, POINTER(lib.SCOTCH_Num)
+    n, nparts = graph.old.size, graph.nparts
     # arrays stay referenced until the end of the function: Scotch keeps pointers into them
-    verttab = np.ascontiguousarray(xadj, dtype=dt)
-    edgetab = np.ascontiguousarray(adjncy, dtype=dt)
-    velotab = np.ascontiguousarray(metis_vertex_weights(w), dtype=dt)
-    parotab = np.ascontiguousarray(old, dtype=dt).copy()
+    verttab = np.ascontiguousarray(graph.xadj, dtype=dt)
+    edgetab = np.ascontiguousarray(graph.adjncy, dtype=dt)
+    velotab = np.ascontiguousarray(metis_vertex_weights(graph.weights), dtype=dt)
+    parotab = np.ascontiguousarray(graph.old, dtype=dt).copy()
     parttab = np.zeros(n, dtype=dt)
-    archtab = None if tw is None else np.ascontiguousarray(tw, dtype=dt)
+    archtab = None if graph.target_weights is None else np.ascontiguousarray(graph.target_weights, dtype=dt)
 
     def c(a):
         return a.ctypes.data_as(ptr)
@@ -238,10 +269,7 @@ def scotch_remap(xadj: ArrayLike, adjncy: ArrayLike, weights: ArrayLike | None, 
            "SCOTCH_stratGraphMapBuild")
         ok(lib.SCOTCH_graphRemap(byref(bound), byref(arch), c(parotab), c_double(emrat), None, byref(strat),
                                  c(parttab)), "SCOTCH_graphRemap")
-    new = parttab.astype(np.int64)
-    if new.min() < 0 or new.max() >= nparts:  # cannot happen with a valid strategy; never pass it on
-        raise BalancerError("Scotch returned a part number out of range")
-    return new
+    return parttab.astype(np.int64)
 
 
 #: Scotch's emraval: 0 or a number in [0.01, MAX_MIGRATION_COST] (the validator's message says so)

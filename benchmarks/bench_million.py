@@ -41,7 +41,7 @@ def run(cells: int, selection: str = "gain") -> None:
     from hermes.data.refine import from_mesh
     from hermes.data.refine_dist import scatter_trimesh
     from hermes.metrics import imbalance
-    from hermes.scenario import RegionSpec
+    from hermes.sections import RegionSpec
 
     comm = MPI.COMM_WORLD
     rank, p = comm.Get_rank(), comm.Get_size()

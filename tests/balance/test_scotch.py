@@ -106,6 +106,11 @@ def test_registry_entry_and_parameter_checks():
     assert info.serial is None and info.defaults == {"targets": "fair", "migration_cost": 1.0, "ufactor": 30}
     assert check_params("scotch", {"migration_cost": 10, "targets": "equal"})["migration_cost"] == 10
     assert check_params("scotch", {"migration_cost": 0})["migration_cost"] == 0
+    # Scotch takes an imbalance below 1: ufactor 999 is the largest the parameter admits, 1000 is refused
+    # with the parameter's name before any graph is gathered, not by the kernel after
+    assert check_params("scotch", {"ufactor": 999})["ufactor"] == 999
+    with pytest.raises(BalancerError, match="balancer.ufactor: .*999"):
+        check_params("scotch", {"ufactor": 1000})
     for bad in (-1.0, float("nan"), float("inf"), 0.001, 1e9, True, "high"):
         with pytest.raises(BalancerError, match="balancer.migration_cost"):
             check_params("scotch", {"migration_cost": bad})

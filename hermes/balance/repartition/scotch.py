@@ -284,7 +284,7 @@ class ScotchParams(Params):
     migration_cost: MigrationCost = Field(
         1.0, description="Scotch's emraval: the cost of moving a cell against an edge cut (0 or 0.01 … "
         f"{MAX_MIGRATION_COST:g})")
-    ufactor: integer_type(ge=1, le=1000) = Field(30, description="allowed imbalance (1/1000)")
+    ufactor: integer_type(ge=1, le=999) = Field(30, description="allowed imbalance (1/1000; Scotch takes below 1)")
 
     @model_validator(mode="after")
     def _binding(self):

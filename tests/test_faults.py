@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,9 @@ from hermes.lifecycle.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT
 
 SMALL = ["--set", "mesh.grid=8x6", "--set", "platform.capacities=homo", "--set", "adaptation.phases=2"]
+# an experiment's runs of 2 processors each on one process, two at a time: what these tests check (names, links,
+# directories) does not depend on the processes, and a run of one process costs one start of Python less
+ONE_PROCESS = ["--set", "run.processes=1", "--jobs", "2"]
 
 
 def _env() -> dict[str, str]:
@@ -74,6 +78,22 @@ def one_line(res: subprocess.CompletedProcess, words: str, code: int = 2) -> Non
     assert "Traceback" not in res.stderr + res.stdout
 
 
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """One finished run (one processor, in process, no pictures), made once: the tests that only need a finished
+    run directory work on copies of it (:func:`finished_at`)."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", out)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def finished_at(finished: Path, out: Path) -> Path:
+    """A copy of the shared finished run at ``out`` (its symlinks as symlinks): what the run would have written."""
+    shutil.copytree(finished, out, symlinks=True)
+    return out
+
+
 def test_a_foreign_directory_that_looks_like_a_run_is_never_touched(tmp_path):
     """A directory whose summary.json has a ``phases`` key, with other files, symlinks and subdirectories: run,
     run --force, a Brusselator spec, compare and plot all refuse it, and not a byte of it changes."""
@@ -106,7 +126,8 @@ def test_axis_labels_dot_and_dotdot_stay_inside_the_experiment(tmp_path):
     (work / "other" / "summary.json").write_text("{}")
     for label, out in (("..", work / "exp"), (".", work / "other" / "exp")):
         axis = f"balancer=[{{label: '{label}', algorithm: none}}, {{label: x, algorithm: pcg}}]"
-        args = ["compare", "--set-axis", axis, *SMALL, "--set", "processors=2", "--out", out, "--no-report"]
+        args = ["compare", "--set-axis", axis, *SMALL, "--set", "processors=2", *ONE_PROCESS, "--out", out,
+                "--no-report"]
         first = hermes(*args, cwd=work)
         assert first.returncode == 0, first.stdout + first.stderr
         runs = sorted(p.name for p in (out / "runs").iterdir() if p.is_dir())
@@ -155,7 +176,7 @@ def test_a_run_holding_its_directory_refuses_a_second_and_plot(tmp_path):
     out = tmp_path / "run"
     first = subprocess.Popen([sys.executable, "-m", "hermes", "run", "--no-launch", "--set", "processors=1",
                               "--set", "mesh.grid=40x40", "--set", "platform.capacities=homo", "--set",
-                              "adaptation.phases=40", "--out", str(out)],
+                              "adaptation.phases=20", "--out", str(out)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
     try:
         line = first.stdout.readline()  # the set-up line: the directory is claimed by now
@@ -171,12 +192,10 @@ def test_a_run_holding_its_directory_refuses_a_second_and_plot(tmp_path):
     assert res.returncode == 0, res.stderr
 
 
-def test_plot_never_writes_through_a_planted_symlink(tmp_path):
+def test_plot_never_writes_through_a_planted_symlink(tmp_path, finished):
     """Symlinks planted at the old fixed temporary name and at every picture's name point outside; plot
     replaces the links where it draws (RUN/plots/) and the files outside stay as they were."""
-    out = tmp_path / "run"
-    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", out)
-    assert res.returncode == 0, res.stderr
+    out = finished_at(finished, tmp_path / "run")
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     plots = out / "plots"
@@ -255,15 +274,15 @@ def test_a_full_disk_during_the_phases_keeps_the_finished_phases(tmp_path):
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_the_marker_and_lock_are_hermes_own_files(tmp_path):
-    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", tmp_path / "r")
-    assert res.returncode == 0, res.stderr
-    doc = json.loads((tmp_path / "r" / MARKER).read_text())
+def test_the_marker_and_lock_are_hermes_own_files(tmp_path, finished):
+    doc = json.loads((finished / MARKER).read_text())
     assert doc["hermes"] == "run" and doc["name"] == "quickstart"
-    assert (tmp_path / "r" / LOCK).is_file()
+    assert (finished / LOCK).is_file()
+    stamp = (finished_at(finished, tmp_path / "r") / "summary.json").stat().st_mtime_ns  # copied with its times
     t0 = time.perf_counter()
     res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", tmp_path / "r")
     assert res.returncode == 0 and time.perf_counter() - t0 < 120, res.stderr  # a finished run is replaced
+    assert (tmp_path / "r" / "summary.json").stat().st_mtime_ns != stamp
 
 
 # -- symlinks and nested directories inside what hermes owns (a hostile review's cases) -------------------------
@@ -279,7 +298,8 @@ def test_symlinked_subdirectories_of_an_experiment_are_never_written_through(tmp
     (foreign / "pcg.error.txt").write_text("mine too")
     (foreign / "total-time.png").write_bytes(b"my picture")
     exp = tmp_path / "exp"
-    args = ["compare", "--set-axis", "balancer=pcg,none", *SMALL, "--set", "processors=2", "--out", exp]
+    args = ["compare", "--set-axis", "balancer=pcg,none", *SMALL, "--set", "processors=2", *ONE_PROCESS, "--out",
+            exp]
     first = hermes(*args)
     assert first.returncode == 0, first.stdout + first.stderr
     before = snapshot(foreign)
@@ -319,14 +339,11 @@ def test_a_symlinked_checkpoint_directory_is_never_written_through(tmp_path):
     assert snapshot(foreign) == before
 
 
-def test_a_run_directory_holding_another_hermes_directory_is_not_replaced(tmp_path):
+def test_a_run_directory_holding_another_hermes_directory_is_not_replaced(tmp_path, finished):
     """A finished run with another run nested in it (running or not): a new run into the outer one is refused
     in one line, and nothing of either is removed."""
-    outer = tmp_path / "outer"
-    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", outer)
-    assert res.returncode == 0, res.stderr
-    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", outer / "inner")
-    assert res.returncode == 0, res.stderr
+    outer = finished_at(finished, tmp_path / "outer")
+    finished_at(finished, outer / "inner")
     before = snapshot(outer)
     one_line(hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--out", outer, "--force"),
              "holds another hermes directory")
@@ -348,12 +365,10 @@ def test_mesh_generate_never_writes_through_a_link_nor_deletes_on_failure(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["important.su2", "link.vtu", "target.txt"]
 
 
-def test_plot_out_never_overwrites_a_directory_hermes_did_not_make(tmp_path):
+def test_plot_out_never_overwrites_a_directory_hermes_did_not_make(tmp_path, finished):
     """hermes plot --out DIR writes only into a new or empty directory or one hermes plot made (marked), like
     every directory hermes writes: a user's file of a picture's name is never replaced."""
-    out = tmp_path / "run"
-    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", out)
-    assert res.returncode == 0, res.stderr
+    out = finished_at(finished, tmp_path / "run")
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "phases.png").write_text("precious")

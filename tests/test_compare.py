@@ -190,7 +190,9 @@ def test_read_summary_knows_complete_runs(tmp_path):
 
 
 # -- real runs ------------------------------------------------------------------------------------------------
-SMALL = {"name": "small", "processors": 2, "seed": 1, "mesh": {"grid": "8x6"},
+# 2 processors hosted on one process (hermes.hosting; the results are those of 2 processes): a run starts one
+# Python less, and --jobs 2 runs two at once
+SMALL = {"name": "small", "processors": 2, "run": {"processes": 1}, "seed": 1, "mesh": {"grid": "8x6"},
          "platform": {"capacities": [2, 1], "speed": 1.0e4},
          "application": {"kernel": "synthetic", "iterations": 2},
          "adaptation": {"phases": 2, "region": {"kind": "disc", "center": [0.3, 0.3], "radius": 0.4}}}
@@ -239,7 +241,7 @@ def test_compare_runs_reports_failures_as_rows_and_resumes(small_experiment):
 
     # a second invocation skips the complete runs (their summaries are not rewritten) and retries the failures
     stamp = {r: (out / "runs" / r / "summary.json").stat().st_mtime_ns for r in ("8x6__none", "8x6__pcg")}
-    again = _hermes("compare", str(d / "exp.yaml"), "--out", str(out), "--no-report")
+    again = _hermes("compare", str(d / "exp.yaml"), "--out", str(out), "--no-report", "--jobs", "2")
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("complete ") == 2 and again.stdout.count("FAILED") == 2
     assert stamp == {r: (out / "runs" / r / "summary.json").stat().st_mtime_ns for r in stamp}
@@ -249,7 +251,7 @@ def test_compare_runs_reports_failures_as_rows_and_resumes(small_experiment):
     spec["axes"]["mesh"] = ["8x6"]
     spec["set"] = {"application.iterations": 3}
     (d / "exp2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    third = _hermes("compare", str(d / "exp2.yaml"), "--out", str(out), "--no-report", "--quiet")
+    third = _hermes("compare", str(d / "exp2.yaml"), "--out", str(out), "--no-report", "--quiet", "--jobs", "2")
     assert third.returncode == 0, third.stderr
     assert stamp["8x6__none"] != (out / "runs" / "8x6__none" / "summary.json").stat().st_mtime_ns
 
@@ -339,7 +341,7 @@ def test_a_killed_compare_resumes(tmp_path):
         jobs = subprocess.run(["pgrep", "-f", str(out / "runs" / "pcg")], capture_output=True, text=True).stdout
         assert not jobs.strip(), f"orphaned processes: {jobs}"
     res = subprocess.run([sys.executable, "-m", "hermes", "compare", str(tmp_path / "exp.yaml"), "--out", str(out),
-                          "--no-report"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          "--no-report", "--jobs", "2"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     assert "complete none" in res.stdout.replace("  ", " ").replace("  ", " ")
     assert res.stdout.count("done ") == 2
@@ -352,7 +354,7 @@ def test_python_api_returns_the_results_table(tmp_path):
     import hermes
 
     table = hermes.compare(dict(SMALL), axes={"balancer": ["none", "pcg"]}, out=tmp_path / "api", report=False,
-                           adaptation__phases=1)
+                           jobs=2, adaptation__phases=1)
     import pandas as pd  # a dependency of hermes: the table is a DataFrame
 
     assert isinstance(table, pd.DataFrame) and table.attrs["experiment_dir"] == str(tmp_path / "api")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow  # 15-rank runs (5–60 s each on a loaded 2-core machine)
+pytestmark = pytest.mark.slow  # 15-processor runs on 2 processes; the wall clock's 4 processors on 4
 
 ROOT = Path(__file__).resolve().parents[2]
 EL = ROOT / "scenarios" / "extra-load.yaml"
@@ -20,9 +20,12 @@ CONGESTION = ROOT / "scenarios" / "extra-load-congestion.yaml"
 SHORT = ["--set", "adaptation.phases=3", "--set", "output.pictures=false", "--set", "output.partitions=false"]
 
 
-def _run(mpirun, tmp_path: Path, scenario: Path, sets: list[str], name: str = "r") -> tuple[dict, list[dict]]:
+def _run(mpirun, tmp_path: Path, scenario: Path, sets: list[str], name: str = "r",
+         processes: int = 2) -> tuple[dict, list[dict]]:
+    """Run ``scenario`` on ``processes`` MPI processes: 2 host its processors on the virtual clock (results
+    identical to one process per processor: tests/test_hosting.py); the wall clock needs one per processor."""
     out = tmp_path / name
-    proc = mpirun(15, ["run", str(scenario), "--no-launch", "--quiet", "--out", str(out), *SHORT, *sets],
+    proc = mpirun(processes, ["run", str(scenario), "--no-launch", "--quiet", "--out", str(out), *SHORT, *sets],
                   module="hermes", timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
     with open(out / "phases.csv", newline="") as f:
@@ -87,9 +90,16 @@ def _runner_pids() -> set[int]:
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
 def test_wall_clock_runs_real_tasks_and_leaves_none(mpirun, tmp_path):
+    """4 processors (the wall clock needs a process each), two of them loaded by real tasks in phase 2 as
+    Table 10.6 loads them (CPU-bound work of priority 2, repeated until the phase ends)."""
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("tasks:\n  - {name: busy, processor: [1, 2], priority: 2.0, start: {phase: 2}, "
+                     "stop: {phase: 2}, repeat: forever, script: [{work: 1.0e6}]}\n")
     before = _runner_pids()
     s, rows = _run(mpirun, tmp_path, EL, ["--set", "clock=wall", "--set", "monitor.source=measured",
-                                          "--set", "adaptation.phases=2", "--set", "application.iterations=5"])
+                                          "--set", "adaptation.phases=2", "--set", "application.iterations=5",
+                                          "--set", "processors=4", "--set", f"extraload.tasks={tasks}"],
+                   processes=4)
     assert s["clock"] == "wall" and len(s["phases"]) == 2
     assert all(float(r["capacity_measured"]) > 0 for r in rows)
     assert _runner_pids() - before == set(), "task processes outlived the run"

@@ -20,13 +20,21 @@ ROOT = Path(__file__).resolve().parents[2]
 HERMES = [sys.executable, "-m", "hermes"]
 
 
-@pytest.mark.slow
-@pytest.mark.mpi
-def test_a_refined_run_draws_its_pictures_while_the_phases_run_and_they_equal_hermes_plot(tmp_path):
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def refined_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One refined run of 3 phases (launched, its pictures drawn while the phases run), made once: the tests
+    read it and write elsewhere."""
+    run = tmp_path_factory.mktemp("ahead") / "run"
     done = subprocess.run([*HERMES, "run", str(ROOT / "scenarios/refine-lshape.yaml"), "--out", str(run),
                            "--set", "adaptation.phases=3", "--set", "output.vtu=false"],
                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    return run, done
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_a_refined_run_draws_its_pictures_while_the_phases_run_and_they_equal_hermes_plot(tmp_path, refined_run):
+    run, done = refined_run
     assert done.returncode == 0, done.stderr
     ahead = [line for line in done.stdout.splitlines() if "partition pictures while the phases ran" in line]
     assert ahead and int(ahead[0].split()[1]) >= 1, done.stdout  # the worker drew some before the end
@@ -42,7 +50,8 @@ def test_a_refined_run_draws_its_pictures_while_the_phases_run_and_they_equal_he
 
 
 @pytest.mark.slow
-def test_the_run_takes_over_the_pictures_the_worker_has_not_started(tmp_path):
+@pytest.mark.mpi
+def test_the_run_takes_over_the_pictures_the_worker_has_not_started(tmp_path, refined_run):
     """At the end the run's process draws, from the last back, the phases the worker has not claimed: each
     picture is drawn once, by one of them, and is the picture hermes plot draws."""
     import shutil
@@ -50,10 +59,7 @@ def test_the_run_takes_over_the_pictures_the_worker_has_not_started(tmp_path):
     from hermes.viz import plot_run
     from hermes.viz.rundir import NpzArchive
 
-    run = tmp_path / "run"
-    done = subprocess.run([*HERMES, "run", str(ROOT / "scenarios/refine-lshape.yaml"), "--out", str(run),
-                           "--set", "adaptation.phases=3", "--set", "output.vtu=false", "--no-pictures"],
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    run, done = refined_run  # its data; the pictures compared are drawn here, from them
     assert done.returncode == 0, done.stderr
     out = tmp_path / "out"
     out.mkdir()

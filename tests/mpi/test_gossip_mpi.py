@@ -24,7 +24,7 @@ def test_hermes_run_with_grapevine(mpirun, tmp_path):
     import json
 
     out = tmp_path / "run"
-    proc = mpirun(4, ["run", "--set", "balancer.algorithm=grapevine", "--set", "balancer.criterion=modified",
+    proc = mpirun(2, ["run", "--set", "balancer.algorithm=grapevine", "--set", "balancer.criterion=modified",
                       "--out", str(out), "--no-launch", "--quiet", "--no-pictures"], timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     phases = json.loads((out / "summary.json").read_text())["phases"]

@@ -14,11 +14,11 @@ from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import run_mpi
 from tests.tolerances import flops
 
-pytestmark = pytest.mark.slow  # both tests share a module fixture of two 4-rank runs
+pytestmark = pytest.mark.slow  # both tests share a module fixture of two runs (4 processors on 2 processes)
 
 
 def hermes_run(out: Path, *overrides: str):
-    res = run_mpi(4, ["run", "--out", str(out), "--no-launch", "--quiet", "--no-pictures",
+    res = run_mpi(2, ["run", "--out", str(out), "--no-launch", "--quiet", "--no-pictures",
                       *[a for o in overrides for a in ("--set", o)]], timeout=240)
     assert res.returncode == 0, res.stderr
     return json.loads((out / "summary.json").read_text())

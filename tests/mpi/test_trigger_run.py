@@ -12,7 +12,7 @@ from tests.conftest import run_mpi
 @pytest.mark.mpi
 def test_a_failed_phase_does_not_stop_balancing_for_the_rest_of_the_run(tmp_path):
     out = tmp_path / "run"
-    res = run_mpi(4, ["run", "--set", "balancer.algorithm=tests.mpi.worse_first:WorseFirst", "--set",
+    res = run_mpi(2, ["run", "--set", "balancer.algorithm=tests.mpi.worse_first:WorseFirst", "--set",
                       "balancer.trigger=auto", "--set", "adaptation.phases=3", "--set", "application.iterations=50",
                       "--no-pictures", "--out", str(out), "--no-launch", "--quiet"], timeout=240)
     assert res.returncode == 0, res.stderr

@@ -60,14 +60,16 @@ def test_solid_faces_close_every_part():
 
 @pytest.fixture(scope="module")
 def hex_run(tmp_path_factory):
-    """A finished 8-processor run on a 4 × 4 × 4 hex mesh (``hermes run``), its pictures drawn."""
+    """A finished 8-processor run on a 4 × 4 × 4 hex mesh (``hermes run``, its processors on one process), its
+    pictures drawn."""
     tmp = tmp_path_factory.mktemp("hex")
     mesh = hex_mesh(tmp / "cube.vtu", 4)
     out = tmp / "run"
     done = subprocess.run([sys.executable, "-m", "hermes", "run", str(ROOT / "scenarios" / "lshape.yaml"),
                            "--out", str(out), "--set", f"mesh.file={mesh}", "--set", "processors=8",
                            "--set", "platform.capacities=homo", "--set", "adaptation.phases=2",
-                           "--set", "output.vtu=true"], capture_output=True, text=True, timeout=600)
+                           "--set", "output.vtu=true", "--processes", "1"], capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr
     return out, done.stdout.splitlines()
 

@@ -272,6 +272,9 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
         return path
     found = read_marker(path)
     if found is None:
+        holder = _locked(path, token) if LOCK in entries else None
+        if holder is not None:  # another hermes process is claiming it: its lock is taken, its marker not yet written
+            raise RunDirError(f"{key}: {path} is in use by another hermes process (pid {holder.get('pid', '?')})")
         raise RunDirError(f"{key}: {path} is not empty and carries no hermes marker ({MARKER}): hermes writes only "
                           f"into a new or empty directory or one it made (give another directory)")
     if found != kind:

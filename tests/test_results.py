@@ -174,6 +174,28 @@ def test_a_locked_directory_is_refused_and_the_lock_is_handed_over_by_token(tmp_
     assert d.is_dir() and (d / "summary.json").exists()
 
 
+def test_a_directory_being_claimed_is_in_use_not_foreign(tmp_path):
+    """Between another run's lock and its marker (its writability probe or the marker's temporary file in the
+    directory), a second run is told the directory is in use, not that it is someone else's directory."""
+    import fcntl
+
+    d = tmp_path / "run"
+    d.mkdir()
+    fd = os.open(d / LOCK, os.O_RDWR | os.O_CREAT, 0o600)  # the first run's lock, not yet its marker
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, json.dumps({"pid": 4242, "host": "h", "token": "t"}).encode())
+        (d / ".hermes-probe-x1y2").write_text("")
+        for call in (check_run_dir, claim_dir):
+            with pytest.raises(RunDirError, match=r"^--out: .*run is in use by another hermes process \(pid 4242\)"):
+                call(d, "--out")
+    finally:
+        os.close(fd)
+    # the lock released and still no marker: a directory hermes did not make
+    with pytest.raises(RunDirError, match="carries no hermes marker"):
+        check_run_dir(d, "--out")
+
+
 def test_the_lock_ends_with_its_process(tmp_path):
     """A holder killed with SIGKILL leaves no stale lock (the kernel releases a flock with its process)."""
     import subprocess

@@ -1,6 +1,7 @@
 # hermes: the two set-up commands of the README, both installing exactly requirements/lock.txt.
 #   make run          creates .venv from the lock, installs hermes, runs the embedded quickstart on 4 ranks
-#   make test         same environment, runs the whole test suite (MPI tests under real mpiexec)
+#   make test         same environment, runs the whole test suite (MPI tests under real mpiexec) on two
+#                     pytest-xdist workers (TEST_WORKERS=N to change)
 #   make test-fast    the quick subset: every test not marked slow (pytest -m "not slow")
 #   make results      renders every page of results/ and the index BENCHMARKS.md from the benchmarks' caches
 #                     (seconds); RUN=thesis,cfd reruns those pages' benchmarks first (their caches refreshed),
@@ -52,11 +53,16 @@ $(VENV)/.hermes-installed: $(VENV)/.lock-installed pyproject.toml
 run: $(VENV)/.hermes-installed
 	$(BIN)/hermes run
 
+# the suite on TEST_WORKERS pytest-xdist workers (two: a 2-core machine's cores; each MPI test's job runs within
+# its worker's test), the tests handed out one by one as workers free up
+TEST_WORKERS ?= 2
+TEST_XDIST   := -n $(TEST_WORKERS) --dist worksteal
+
 test: $(VENV)/.hermes-installed
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(TEST_XDIST)
 
 test-fast: $(VENV)/.hermes-installed
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" $(TEST_XDIST)
 
 bench: $(VENV)/.hermes-installed
 	$(BIN)/python -m benchmarks.bench_phase

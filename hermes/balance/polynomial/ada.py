@@ -28,10 +28,11 @@ from numpy.typing import NDArray
 from pydantic import Field
 
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
-from hermes.balance.interface import Params, flow_balancer, integer_type
+from hermes.balance.interface import Params, flow_balancer
 from hermes.balance.model import Model
 from hermes.balance.polynomial.balancing_operator import operator_row_distributed, operator_rows, row_flows
-from hermes.balance.polynomial.charpoly import NeighbourTables, check_refine, ordered_dot, schedule_counters
+from hermes.balance.polynomial.charpoly import NeighbourTables, check_eigen_refine, ordered_dot, schedule_counters
+from hermes.balance.polynomial.leja import Refine
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 
@@ -86,8 +87,25 @@ def ada_case(topology_changed: bool, loads_old, loads, caps_old, caps) -> str:
     return "reuse-capacities" if changed else "reuse-loads"
 
 
+#: ``refine: auto`` stops when the largest balance defect is at most this × p × Σ|l| (rounding level) ...
+AUTO_DEFECT = float(np.finfo(np.float64).eps)
+#: ... or when a sweep shrank it by less than this factor (the refinement stagnates), after at most 20 sweeps
+AUTO_SHRINK = 0.5
+AUTO_MAX = 20
+
+
+def _refine_more(defect: float, previous: float | None, sweeps: int, floor: float) -> bool:
+    """``refine: auto``: whether to apply another sweep to a flow whose largest defect is ``defect``."""
+    return sweeps < AUTO_MAX and defect > floor and (previous is None or defect < AUTO_SHRINK * previous)
+
+
+def _auto_floor(loads: NDArray[np.float64]) -> float:
+    return AUTO_DEFECT * len(loads) * float(np.sum(np.abs(loads)))
+
+
 def ada_schedule(p: int, case: str, refine: int = 0) -> list:
-    """Communication schedule of one AdA call (see :func:`ada_distributed`)."""
+    """Communication schedule of one AdA call (see :func:`ada_distributed`); ``refine``: the allgathers of the
+    defects (``refine: auto``: one per sweep and the last check)."""
     sched = [(1, [("allreduce", 2), ("allgather", 3 * p)])]
     if p > 1 and case == "recompute":
         sched += [(p - 1, [("exchange", p), ("allreduce", 1)]), (1, [("exchange", p)])]
@@ -98,7 +116,7 @@ def ada_schedule(p: int, case: str, refine: int = 0) -> list:
     return sched
 
 
-def ada(model: Model, state: AdAOperator | None = None, *, refine: int = 0, links=None) -> FlowResult:
+def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "auto", links=None) -> FlowResult:
     """AdA serially (thesis Alg. 16): the serial reference of :func:`ada_distributed`.
 
     Parameters
@@ -107,8 +125,13 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int = 0, link
         The current H = (G, l, c, w).
     state : AdAOperator, optional
         ``extra["state"]`` of the previous call; None computes Θ from scratch.
-    refine : int
-        Refinement sweeps ``φ ← φ + Θ (l − l̄ − A φ)`` after the update (one allgather each).
+    refine : int or "auto"
+        Refinement sweeps ``φ ← φ + Θ (l − l̄ − A φ)`` after the update (one allgather of the defects each);
+        0 is the thesis' AdA. ``auto`` (default): sweeps while the largest defect exceeds ε p Σ|l| and the last
+        sweep halved it (at most 20; a sweep that made it larger is undone), one allgather per sweep and one
+        for the last check: the monomial (Faddeev) form of Θ loses accuracy with p (thesis' forms: p ≈ 12,
+        :mod:`hermes.balance.polynomial.lps`), and the refinement restores it while Θ still contracts the defect
+        (path:22: flow error 1e-4 without, rounding level with). ``extra["refine"]``: the sweeps applied.
     links : hermes.clock.Links, optional
 
     Returns
@@ -125,7 +148,7 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int = 0, link
     update when both changed. Counters: :func:`ada_schedule`.
     """
     validate_model(model)
-    refine = check_refine(refine)
+    refine = check_eigen_refine(refine)
     p, g = model.p, NeighbourTables(model)
     l, c = model.loads, model.capacities
     topo = (state is None or len(state.loads) != p or not np.array_equal(state.edges, model.edges)
@@ -146,16 +169,39 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int = 0, link
             rows = rows - alpha[:, None]
             e = model.edges
             flow = flow + ordered_total(l) * model.weights * (alpha[e[:, 0]] - alpha[e[:, 1]])
-    for _ in range(refine if p > 1 else 0):
-        flow = flow + g.operator_flow(rows, g.defect(flow))
+    flow, sweeps, gathers = _refined(lambda f: g.defect(f), lambda d: g.operator_flow(rows, d), flow, refine,
+                                     l if p > 1 else None)
     new = AdAOperator(model.edges, model.weights, l, c, rows, flow, case)
-    cnt, times = schedule_counters(model, iterations, ada_schedule(p, case, refine), links)
+    cnt, times = schedule_counters(model, iterations, ada_schedule(p, case, gathers), links)
     return FlowResult(flow=flow, iterations=iterations, converged=bool(np.all(np.isfinite(flow))), counters=cnt,
-                      extra={"ada_case": case, "state": new, "rank_times": times})
+                      extra={"ada_case": case, "state": new, "rank_times": times, "refine": sweeps})
+
+
+def _refined(defects, correction, flow, refine, loads):
+    """The refinement sweeps ``φ ← φ + Θ d`` with ``d = defects(φ)`` (all ranks' defects: an allgather) and
+    ``correction(d) = Θ d``; (flow, sweeps applied, allgathers). ``loads`` None: one processor, no sweep."""
+    if loads is None:
+        return flow, 0, 0
+    if refine != "auto":
+        for _ in range(refine):
+            flow = flow + correction(defects(flow))
+        return flow, refine, refine
+    floor, previous, kept, gathers, sweeps = _auto_floor(loads), None, None, 0, 0
+    while True:
+        d = defects(flow)
+        gathers += 1
+        largest = float(np.max(np.abs(d)))
+        if previous is not None and not largest < previous:  # the last sweep did not help: undo it
+            return kept, sweeps - 1, gathers
+        if not _refine_more(largest, previous, sweeps, floor):
+            return flow, sweeps, gathers
+        kept, previous = flow, largest
+        flow = flow + correction(d)
+        sweeps += 1
 
 
 def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, state: AdARankState | None = None,
-                    *, refine: int = 0) -> LocalFlowResult:
+                    *, refine: int | str = "auto") -> LocalFlowResult:
     """AdA on one rank (SPMD; every rank of ``nb.comm`` must call it, each with its own previous state).
 
     Returns
@@ -174,10 +220,11 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
       (Functions 20–22);
     * ``reuse-capacities``: one exchange of ``α_r = Y_r · (c' − c)`` (Function 19);
     * ``reuse-loads``: nothing: the neighbours' rows are kept in the state (Function 18 sends them again);
-    * ``refine`` allgathers of the local defects ``l_r − c_r Σl − Σ_j φ_rj``.
+    * ``refine`` allgathers of the local defects ``l_r − c_r Σl − Σ_j φ_rj`` (``auto``: as :func:`ada`, the
+      same sweeps on every rank as in the serial form).
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
-    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: check_refine(refine))
+    total = agree_local_inputs(nb, load, capacity, w, extra_checks=lambda: check_eigen_refine(refine))
     p, r, nbrs = nb.size, nb.rank, nb.neighbours
     load, capacity = float(load), float(capacity)
     mine = (state is None or state.size != p or not np.array_equal(state.neighbours, nbrs)
@@ -204,16 +251,16 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
             row, rows = row - a_r, rows - a_j[:, None]
             flows = flows + total * w * (a_r - a_j)
     b = load - capacity * total
-    for _ in range(refine if p > 1 else 0):
-        flows = flows + row_flows(w, row, rows, nb.allgather_rows(b - ordered_sum(flows))[:, 0])
+    flows, sweeps, _ = _refined(lambda f: nb.allgather_rows(b - ordered_sum(f))[:, 0],
+                                lambda d: row_flows(w, row, rows, d), flows, refine, loads if p > 1 else None)
     new = AdARankState(p, nbrs.copy(), w.copy(), loads, caps, row, rows, flows, case)
     nb.counters.iterations = iterations
     return LocalFlowResult(flows=flows, iterations=iterations, converged=bool(np.all(np.isfinite(flows))),
-                           counters=nb.counters, extra={"ada_case": case, "state": new})
+                           counters=nb.counters, extra={"ada_case": case, "state": new, "refine": sweeps})
 
 
 # -- registry -------------------------------------------------------------------------------------------
-def _serial(model, *, refine=0, links=None, state=None):
+def _serial(model, *, refine="auto", links=None, state=None):
     return ada(model, state, refine=refine, links=links)
 
 
@@ -229,8 +276,9 @@ _inner = flow_balancer(_dist, store=lambda ctx: ctx.state)
 class AdAParams(Params):
     """Parameters of ``ada``."""
 
-    refine: integer_type(ge=0, le=20) = Field(
-        0, description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update")
+    refine: Refine = Field(
+        "auto", description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update: 0..20 (0: the thesis' "
+        "AdA) or auto (while the defect shrinks and exceeds rounding)")
 
 
 @register("ada", params=AdAParams, serial=_serial,

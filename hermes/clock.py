@@ -149,7 +149,10 @@ class VirtualClock(_Base):
         if self.load is None:
             dt = float(work) / self.rate if work > 0 else 0.0
         else:
-            dt = self.load.compute(self.now, float(work)) if work > 0 else 0.0
+            # the load model's integrals of the application's computation leave out what is charged elsewhere
+            # (the monitor's probe is balancing), as the measured rate (work / compute seconds) does
+            dt = self.load.compute(self.now, float(work), counted=self._cat("compute") == "compute") \
+                if work > 0 else 0.0
         self.work[self._cat("compute")] += max(float(work), 0.0)
         self.charge(dt, "compute")
         return dt

@@ -213,18 +213,25 @@ class ProcessorLoad:
             self._segment(limit=t - self._s.t, until=t)
             guard = self._guard(guard)
 
-    def compute(self, t: float, work: float) -> float:
-        """The application computes ``work`` units from ``t``; returns the duration (``work / r`` alone)."""
+    def compute(self, t: float, work: float, *, counted: bool = True) -> float:
+        """The application computes ``work`` units from ``t``; returns the duration (``work / r`` alone).
+
+        ``counted`` False: computation that is not the application's own (the monitor's capacity probe, charged
+        to balancing): it shares the CPU like any other, but :attr:`app_work` / :attr:`app_busy` leave it out, as
+        the application's measured rate (work over compute seconds) does."""
         self.advance(t)
         s = self._s
         if not work > 0:
             return 0.0
+        kept = s.app_work, s.app_busy
         s.app_left = float(work)
         t0, elapsed, guard = s.t, 0.0, 0
         while s.app_left > 0:
             elapsed += self._segment(t0=t0, elapsed=elapsed)
             guard = self._guard(guard)
         s.app_left = None
+        if not counted:
+            s.app_work, s.app_busy = kept
         return elapsed
 
     def send(self, t: float, dests, nbytes) -> NDArray[np.float64]:

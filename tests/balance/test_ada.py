@@ -206,8 +206,7 @@ def test_auto_refinement_costs_little_where_the_operator_is_already_accurate():
 def test_auto_refinement_undoes_a_sweep_that_does_not_help():
     """Where Θ does not contract the defect (a star of 22, the monomial form far from the operator), auto keeps
     the flow with the smallest defect it saw, never a worse one than the literal algorithm's."""
-    from hermes.balance.flow import check_balancing as defect
     from hermes.lab.specs import parse_model
 
     m = parse_model("star:22", "hcuw", "1", "random:3")
-    assert defect(m, ada_default(m).flow) <= defect(m, ada(m).flow)
+    assert check_balancing(m, ada_default(m).flow) <= check_balancing(m, ada(m).flow)

@@ -128,7 +128,7 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "
     refine : int or "auto"
         Refinement sweeps ``φ ← φ + Θ (l − l̄ − A φ)`` after the update (one allgather of the defects each);
         0 is the thesis' AdA. ``auto`` (default): sweeps while the largest defect exceeds ε p Σ|l| and the last
-        sweep halved it (at most 20; a sweep that made it larger is undone), one allgather per sweep and one
+        sweep halved it (at most 20; a sweep that did not lower it is undone), one allgather per sweep and one
         for the last check: the monomial (Faddeev) form of Θ loses accuracy with p (thesis' forms: p ≈ 12,
         :mod:`hermes.balance.polynomial.lps`), and the refinement restores it while Θ still contracts the defect
         (path:22: flow error 1e-4 without, rounding level with). ``extra["refine"]``: the sweeps applied.
@@ -169,8 +169,7 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "
             rows = rows - alpha[:, None]
             e = model.edges
             flow = flow + ordered_total(l) * model.weights * (alpha[e[:, 0]] - alpha[e[:, 1]])
-    flow, sweeps, gathers = _refined(lambda f: g.defect(f), lambda d: g.operator_flow(rows, d), flow, refine,
-                                     l if p > 1 else None)
+    flow, sweeps, gathers = _refined(g.defect, lambda d: g.operator_flow(rows, d), flow, refine, l if p > 1 else None)
     new = AdAOperator(model.edges, model.weights, l, c, rows, flow, case)
     cnt, times = schedule_counters(model, iterations, ada_schedule(p, case, gathers), links)
     return FlowResult(flow=flow, iterations=iterations, converged=bool(np.all(np.isfinite(flow))), counters=cnt,

@@ -103,6 +103,7 @@ class AiacRank:
         self.timer = timer or VirtualTimer(rate)
         first = cfg.windows[0][1] + 1
         self.block = BlockState.start(cfg.problem, cfg.overlap, int(bounds[rank]), int(bounds[rank + 1]), first)
+        self.block.paper = cfg.form == "paper"
         self.wi = 0
         self.sides = [s for s in (-1, 1) if 0 <= rank + s < size]
         self.parent, self.children = line_tree(rank, size)
@@ -256,6 +257,33 @@ class AiacRank:
         self.run = self.block.begin_sweep(frozen)
         self.sweep_start = self.t
         self._step()
+        if self.block.paper and frozen is None and -1 in self.sides and isinstance(self.timer, VirtualTimer):
+            self._send_left_early()
+
+    def _send_left_early(self) -> None:
+        """003 Alg. 2: the first local components go to the left neighbour once computed (after component
+        StartC+2, i.e. after 3 of the block's 2n components), unless a left communication is in progress.
+
+        The paper's form computes the sweep at its start (its ghosts are read then), so the values are known; they
+        leave at the share of the sweep's duration that the paper's component loop needs to reach them.
+        """
+        b, run = self.block, self.run
+        comps = 2 * run.ext.shape[1]
+        now = self.t
+        self.t = now + (self.next_end - now) * min(3, comps) / comps
+        try:
+            pos = b.send_pos(-1)
+            traj = run.ext[:, pos - b.lo].copy()
+            last = self.last_data.get(-1)
+            changed = last is None or last[0] != (self.wi, pos) or not np.array_equal(last[1], traj)
+            if changed and self._link_free(-1):
+                ev = self._send(self.rank - 1, "data", (self.wi, pos, traj, self.load, b.n_points),
+                                traj.nbytes + CONTROL_BYTES)
+                self.busy_until[-1] = ev.arrival
+                self.last_data[-1] = ((self.wi, pos), traj)
+                self.last_load[-1] = (self.load, b.n_points)
+        finally:
+            self.t = now
 
     def _step(self) -> None:
         """Compute the next time step of the sweep (its duration decides when it ends)."""
@@ -295,11 +323,13 @@ class AiacRank:
 
     def _send_borders(self) -> None:
         b = self.block
+        early = b.paper and isinstance(self.timer, VirtualTimer)  # the left border left during the sweep
         for s in self.sides:
             pos = b.send_pos(s)
             traj = b.trajectory(pos)
             last = self.last_data.get(s)
             changed = last is None or last[0] != (self.wi, pos) or not np.array_equal(last[1], traj)
+            changed = changed and not (early and s < 0)
             stamp = (self.load, b.n_points)
             if changed and self._link_free(s):
                 traj = traj.copy()

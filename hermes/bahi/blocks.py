@@ -119,6 +119,7 @@ class BlockState:
     cache: _Solve | None = None  # the solve that produced y (None once y has changed otherwise)
     sweeps: int = 0
     solves: int = 0
+    paper: bool = False  # 003 Alg. 2's sweep (IterConfig.form "paper"): see sweep_step
 
     # -- construction -------------------------------------------------------------------------------------
     @classmethod
@@ -205,6 +206,8 @@ class BlockState:
         While every level so far used the same ghost values as the solve that produced :attr:`y`, the cached level
         is taken instead of solving (F is a pure function; the work is the same, ``computed`` False).
         """
+        if self.paper:
+            return self._paper_sweep(run)
         k = run.k + 1
         left = (run.frozen[0] if run.frozen else self.ghost_values(-1))[k]
         right = (run.frozen[1] if run.frozen else self.ghost_values(1))[k]
@@ -219,6 +222,35 @@ class BlockState:
             computed = True
         run.k = k
         return float(run.newton[k - 1]) * run.ext.shape[1], computed
+
+    def _paper_sweep(self, run: SweepRun) -> tuple[float, bool]:
+        """003 Alg. 2's ``Ynew[j,t] = Solve(Yold[j,t])``: the whole sweep at once, with the ghosts known at its start.
+
+        Newton starts at every level from the previous iterate (:meth:`previous_ext`), so a block whose ghosts
+        barely moved converges in one iteration; the work is the Newton iterations actually done (no reuse of a
+        cached solve: the paper's processor solves again). Compiled kernel: :mod:`hermes.bahi.kernel`.
+        """
+        from hermes.bahi.kernel import sweep
+
+        left = run.frozen[0] if run.frozen else self.ghost_values(-1)
+        right = run.frozen[1] if run.frozen else self.ghost_values(1)
+        run.left[:], run.right[:] = left, right
+        ext, newton = sweep(self.previous_ext(), left, right, self.problem, from_iterate=True)
+        run.ext[1:] = ext[1:]
+        run.newton[:] = newton
+        run.k, run.reuse = self.levels - 1, False
+        return float(newton.sum()) * ext.shape[1], True
+
+    def previous_ext(self) -> NDArray[np.float64]:
+        """The previous iterate on ``[lo, hi)`` over the window: the last solve's, or the owned iterate between the
+        overlap zones held at their starting values (after a transfer, or before the first sweep)."""
+        c = self.cache
+        if c is not None and c.ext.shape[1] == self.hi - self.lo:
+            return c.ext
+        m1 = self.levels
+        zl = np.broadcast_to(self.zone_left, (m1,) + self.zone_left.shape)
+        zr = np.broadcast_to(self.zone_right, (m1,) + self.zone_right.shape)
+        return np.concatenate([zl, self.y, zr], axis=1)
 
     def end_sweep(self, run: SweepRun) -> Sweep:
         """The finished sweep: new owned iterate, its residual ‖X_i^k − X_i^{k−1}‖∞ and total work."""

@@ -50,6 +50,11 @@ class IterConfig:
         Safety bound on a rank's iterations (SolverError beyond it).
     persistence : int
         AIAC: iterations in a row with residual below ε before a rank reports local convergence.
+    form : str
+        ``stepwise`` (hermes' sweep: ghosts read at each time step, Newton from the previous time level, a sweep
+        whose ghosts did not change taken from the cache) or ``paper`` (003 Alg. 2: ghosts read at the sweep's
+        start, Newton from the previous iterate, work = the Newton iterations done, the left border sent after
+        the first components; :meth:`hermes.bahi.blocks.BlockState._paper_sweep`).
     """
 
     problem: Brusselator
@@ -59,8 +64,11 @@ class IterConfig:
     balance: LineBalance | None = None
     max_iterations: int = 100_000
     persistence: int = 1
+    form: str = "stepwise"
 
     def __post_init__(self):
+        if self.form not in ("stepwise", "paper"):
+            raise SolverError(f"solver.form must be stepwise or paper, got {self.form!r}")
         if self.overlap < 0:
             raise SolverError(f"solver.overlap must be non-negative, got {self.overlap}")
         if not self.accuracy > 0:

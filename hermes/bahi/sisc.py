@@ -57,6 +57,7 @@ class SiscRank:
         self.rank, self.size, self.cfg, self.rate = rank, size, cfg, float(rate)
         first = cfg.windows[0][1] + 1
         self.block = BlockState.start(cfg.problem, cfg.overlap, int(bounds[rank]), int(bounds[rank + 1]), first)
+        self.block.paper = cfg.form == "paper"
         self.sides = [s for s in (-1, 1) if 0 <= rank + s < size]
         self.got: dict[int, Border] = {}
         self.record = BlockRecord(rank)

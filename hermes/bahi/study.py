@@ -110,6 +110,7 @@ class SolverSpec(Strict):
     persistence: Annotated[int, Field(ge=1, le=1000)] = 1
     max_iterations: Count = 100_000
     partition: Literal["even", "capacities"] = "even"
+    form: Literal["stepwise", "paper"] = "stepwise"
 
 
 class LinkSpec(Strict):
@@ -290,7 +291,7 @@ def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
     else:
         tol = float(sv.residual)
     # IterConfig.accuracy is the iteration's residual threshold (what the detection compares with)
-    cfg = IterConfig(problem, overlap, window, tol, balance, sv.max_iterations, sv.persistence)
+    cfg = IterConfig(problem, overlap, window, tol, balance, sv.max_iterations, sv.persistence, sv.form)
     pl, p = spec.platform, spec.processors
     overrides: dict[tuple[int, int], tuple[float, float]] = {}
     if pl.sites is not None:

@@ -61,6 +61,15 @@ def main() -> int:
         "async-delayed": case(p, mode="async", platform={"capacities": [1 + (i % 3) for i in range(p)],
                                                          "speed": 1.0e4, "delay": {"max": 1.0, "seed": 5}},
                               balancing={"enabled": True, "every": 3, "threshold": 1.5, "estimator": "time"}),
+        # 003 Alg. 2's sweep (solver.form: paper): whole interval, no overlap, left border sent during the sweep
+        "async-paper": case(p, mode="async", solver={"window": "all", "overlap": 0, "residual": 1e-3, "form": "paper"},
+                            balancing={"enabled": True, "every": 20, "threshold": 1.5}),
+        "async-paper-delayed": case(p, mode="async", solver={"window": "all", "overlap": 0, "residual": 1e-3,
+                                                             "form": "paper"},
+                                    platform={"capacities": [1 + (i % 3) for i in range(p)], "speed": 1.0e4,
+                                              "delay": {"max": 1.0, "seed": 5}}),
+        "sync-paper": case(p, mode="sync", solver={"window": "all", "overlap": 0, "residual": 1e-3, "form": "paper"},
+                           balancing={"enabled": True, "every": 20, "threshold": 1.5}),
     }
     specs = {name: parse_spec(data) for name, data in virtual.items()}
     # the serial references, once per case (with and without jitter alike), shared out over the ranks

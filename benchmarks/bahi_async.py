@@ -1,9 +1,17 @@
 """Reproduce the experiments of 003 (Bahi, Contassot-Vivier & Couturier) on hermes' virtual clock.
 
-    .venv/bin/python -m benchmarks.bahi_async fig7   [--jobs 2]   # homogeneous cluster, time vs processors
-    .venv/bin/python -m benchmarks.bahi_async table1 [--jobs 2]   # 15 heterogeneous machines on three sites
-    .venv/bin/python -m benchmarks.bahi_async fig9   [--jobs 2]   # residual vs time estimator vs accuracy
-    .venv/bin/python -m benchmarks.bahi_async all
+003's own form of the iteration (solver.form: paper, one iteration over [0, 10], no overlap, residual below 7e-4;
+scenarios/bahi-homogeneous.yaml and bahi-grid.yaml):
+
+    .venv/bin/python -m benchmarks.bahi_async paper-fig7   [--jobs 2]   # homogeneous cluster, time vs processors
+    .venv/bin/python -m benchmarks.bahi_async paper-n      [--jobs 2]   # the same against N (8 processors)
+    .venv/bin/python -m benchmarks.bahi_async paper-table1 [--jobs 2]   # 15 machines on three sites, speeds swept
+    .venv/bin/python -m benchmarks.bahi_async paper-fig9   [--jobs 2]   # residual vs time estimator vs accuracy
+    .venv/bin/python -m benchmarks.bahi_async paper
+
+hermes' windowed variant (windows of 5 steps, overlap, derived threshold; scenarios/bahi-*-windowed.yaml):
+
+    .venv/bin/python -m benchmarks.bahi_async fig7 | table1 | fig9 | all
 
 Every run is a serial simulation (:func:`hermes.bahi.study.simulate`, identical to the MPI run bit for bit), so the
 numbers do not depend on this machine's load. Each experiment writes ``results/async/<name>.csv`` and prints a
@@ -31,11 +39,19 @@ VARIANTS = {
 }
 
 
-def one(job: tuple[str, str, list[str]]) -> dict:
-    label, scenario, sets = job
+def one(job: tuple) -> dict:
+    label, scenario, sets, *extra = job
     os.nice(10)
     spec = load_spec(ROOT / "scenarios" / scenario, sets)
     out = summarise(spec, *simulate(spec))
+    if extra:  # the paper's form: the case's keys first, then what the figures need
+        first = out["first_round"]
+        return {"label": label, **extra[0], "points": spec.problem.points, "processors": spec.processors,
+                "accuracy": spec.solver.accuracy, "time": out["time"], "error": out["error_vs_serial"],
+                "min_iterations": min(out["iterations"]), "max_iterations": max(out["iterations"]),
+                "migrated": out["migrated_points"], "transfers": out["transfers"], "rounds": out["detection_rounds"],
+                "failed": out["rounds_failed"], "first_round_time": first["time"] if first else out["time"],
+                "bounds": " ".join(map(str, out["final_bounds"]))}
     return {"label": label, "processors": spec.processors, "accuracy": spec.solver.accuracy,
             "residual_threshold": out["residual_threshold"], "time": out["time"], "error": out.get("error_vs_serial", float("nan")),
             "max_iterations": max(out["iterations"]), "migrated": out["migrated_points"],
@@ -71,7 +87,7 @@ def table(rows: list[dict], key: str, cols: list[str], ref: str = "async") -> st
 
 
 def fig7(n: int) -> None:
-    jobs = [(v, "bahi-homogeneous.yaml", [f"processors={p}", *sets])
+    jobs = [(v, "bahi-homogeneous-windowed.yaml", [f"processors={p}", *sets])
             for p in (2, 4, 6, 8, 10, 12) for v, sets in VARIANTS.items()]
     rows = run(jobs, n)
     write("fig7", rows)
@@ -84,14 +100,14 @@ STATIC = {"sync+static": ["application.mode=sync", "solver.partition=capacities"
 
 def table1(n: int) -> None:
     variants = {**VARIANTS, **STATIC}
-    rows = run([(v, "bahi-grid.yaml", sets) for v, sets in variants.items()], n)
+    rows = run([(v, "bahi-grid-windowed.yaml", sets) for v, sets in variants.items()], n)
     write("table1", rows)
     print(table(rows, "processors", list(variants)))
 
 
 def table1_static(n: int) -> None:
     """Only the static partitions (appended to results/async/table1.csv)."""
-    rows = run([(v, "bahi-grid.yaml", sets) for v, sets in STATIC.items()], n)
+    rows = run([(v, "bahi-grid-windowed.yaml", sets) for v, sets in STATIC.items()], n)
     with open(OUT / "table1.csv", newline="") as fh:
         old = [r for r in csv.DictReader(fh) if r["label"] not in STATIC]
     for r in old:
@@ -103,20 +119,70 @@ def table1_static(n: int) -> None:
 def fig9(n: int) -> None:
     base = ["processors=10", "platform.sites=[3,4,3]",
             "platform.capacities=[1.0,4.0,1.8,3.0,1.2,3.5,1.0,2.5,1.5,4.0]"]
-    jobs = [(v, "bahi-grid.yaml", [*base, f"solver.accuracy={acc}", *VARIANTS[v]])
+    jobs = [(v, "bahi-grid-windowed.yaml", [*base, f"solver.accuracy={acc}", *VARIANTS[v]])
             for acc in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6) for v in ("async", "async+residual", "async+time")]
     rows = run(jobs, n)
     write("fig9", rows)
     print(table(rows, "accuracy", ["async", "async+residual", "async+time"]))
 
 
+#: 003's variants in the paper's form (balancing thresholds as in the windowed runs)
+PAPER = {"sync": ["application.mode=sync"], "async": ["application.mode=async"],
+         "async+residual": ["application.mode=async", "balancing.enabled=true", "balancing.estimator=residual"],
+         "async+time": ["application.mode=async", "balancing.enabled=true", "balancing.estimator=time",
+                        "balancing.threshold=1.2"]}
+#: table I's machines (relative speeds 1 ... 4 in scenarios/bahi-grid.yaml) with their spread scaled to 1 ... s
+GRID = [1.0, 4.0, 1.8, 3.0, 1.2, 3.5, 1.0, 2.5, 1.5, 4.0, 1.2, 3.0, 1.0, 2.2, 3.8]
+
+
+def spread(caps: list[float], s: float) -> list[float]:
+    """Capacities mapped affinely from [1, 4] onto [1, s] (s = 1: homogeneous), rounded to 3 decimals."""
+    return [round(1.0 + (c - 1.0) * (s - 1.0) / 3.0, 3) for c in caps]
+
+
+def paper_fig7(n: int) -> None:
+    jobs = [(v, "bahi-homogeneous.yaml", [f"processors={p}", *sets], {"case": p})
+            for p in (2, 4, 8, 12, 16) for v, sets in PAPER.items()]
+    write("paper-fig7", run(jobs, n))
+
+
+def paper_n(n: int) -> None:
+    jobs = [(v, "bahi-homogeneous.yaml", [f"problem.points={pts}", *PAPER[v]], {"case": pts})
+            for pts in (400, 800, 1600, 3200) for v in ("sync", "async", "async+residual")]
+    write("paper-n", run(jobs, n))
+
+
+def paper_table1(n: int) -> None:
+    jobs = []
+    for s in (1.0, 2.0, 4.0, 6.0):
+        caps = "[" + ",".join(map(str, spread(GRID, s))) + "]"
+        jobs += [(v, "bahi-grid.yaml", [f"platform.capacities={caps}", *sets], {"case": s})
+                 for v, sets in PAPER.items()]
+    write("paper-table1", run(jobs, n))
+
+
+def paper_fig9(n: int) -> None:
+    caps = "[" + ",".join(map(str, spread(GRID[:10], 6.0))) + "]"  # PII 450 MHz ... PIV 2.4 GHz
+    base = ["processors=10", "platform.sites=[3,4,3]", f"platform.capacities={caps}", "problem.points=1000"]
+    jobs = [(v, "bahi-grid.yaml", [*base, f"solver.accuracy={acc}", f"solver.residual={acc}", *PAPER[v]],
+             {"case": acc})
+            for acc in (1e-2, 3e-3, 7e-4, 2e-4) for v in ("async", "async+residual", "async+time")]
+    write("paper-fig9", run(jobs, n))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["fig7", "table1", "table1_static", "fig9", "all"])
+    ap.add_argument("what", choices=["fig7", "table1", "table1_static", "fig9", "all", "paper-fig7", "paper-n",
+                                     "paper-table1", "paper-fig9", "paper"])
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     if args.what == "table1_static":
         table1_static(args.jobs)
+    for name, fn in (("paper-fig7", paper_fig7), ("paper-n", paper_n), ("paper-table1", paper_table1),
+                     ("paper-fig9", paper_fig9)):
+        if args.what in (name, "paper"):
+            print(f"## {name}", flush=True)
+            fn(args.jobs)
     for name, fn in (("fig7", fig7), ("table1", table1), ("fig9", fig9)):
         if args.what in (name, "all"):
             print(f"## {name}")

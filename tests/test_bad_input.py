@@ -157,6 +157,7 @@ RUN = [
     ("bahi-steps", [BAHI, "--set", "problem.dt=1e-9"], "problem: t_end / dt is 1e+10 time steps, more than"),
     ("bahi-boundary-huge", [BAHI, "--set", "problem.u_boundary=1e200"], "problem.u_boundary: must be at most 1e+30"),
     ("bahi-mode", [BAHI, "--set", "application.mode=fast"], "application.mode: must be 'sync' or 'async'"),
+    ("bahi-form", [BAHI, "--set", "solver.form=literal"], "solver.form: must be 'stepwise' or 'paper'"),
     ("bahi-unknown-key", [BAHI, "--set", "solver.colour=red"], "solver.colour: unknown key"),
     # values that passed validation: no bool for a number, ids against the processors, the platform's time span
     ("processors-bool", ["--set", "processors=true"], "processors: must be a number, got true"),
@@ -206,8 +207,8 @@ RUN = [
     # Brusselator specs: the lifecycle and checks of every run
     ("bahi-timeout", [BAHI, "--timeout", "-1"], "--timeout: must be above 0"),
     ("bahi-out-foreign", [BAHI, "--out", "{d}/foreign"], "foreign is not empty and carries no hermes marker"),
-    ("bahi-processors-points", [BAHI, "--set", "processors=8", "--set", "problem.points=10"],
-     "10 points cannot give 8 processors"),
+    ("bahi-processors-points", [BAHI, "--set", "processors=8", "--set", "problem.points=7"],
+     "7 points cannot give 8 processors"),
     ("bahi-processors-bool", [BAHI, "--set", "processors=true"], "processors: must be a number, got true"),
     ("bahi-deep", ["{d}/bahi_deep.yaml"], "nested more than 100 levels deep"),
     ("bahi-name-dotdot", [BAHI, "--set", "name=.."], "name: may only contain letters"),

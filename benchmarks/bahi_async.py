@@ -7,11 +7,14 @@ scenarios/bahi-homogeneous.yaml and bahi-grid.yaml):
     .venv/bin/python -m benchmarks.bahi_async paper-n      [--jobs 2]   # the same against N (8 processors)
     .venv/bin/python -m benchmarks.bahi_async paper-table1 [--jobs 2]   # 15 machines on three sites, speeds swept
     .venv/bin/python -m benchmarks.bahi_async paper-fig9   [--jobs 2]   # residual vs time estimator vs accuracy
+    .venv/bin/python -m benchmarks.bahi_async paper-60000  [--jobs 2]   # Fig. 7 and Table I at 003's N = 60,000
     .venv/bin/python -m benchmarks.bahi_async paper
 
 hermes' windowed variant (windows of 5 steps, overlap, derived threshold; scenarios/bahi-*-windowed.yaml):
 
     .venv/bin/python -m benchmarks.bahi_async fig7 | table1 | fig9 | all
+
+``everything`` runs both (``make results RUN=async``).
 
 Every run is a serial simulation (:func:`hermes.bahi.study.simulate`, identical to the MPI run bit for bit), so the
 numbers do not depend on this machine's load. Each experiment writes ``results/async/<name>.csv`` and prints a
@@ -140,10 +143,11 @@ def spread(caps: list[float], s: float) -> list[float]:
     return [round(1.0 + (c - 1.0) * (s - 1.0) / 3.0, 3) for c in caps]
 
 
-def paper_fig7(n: int) -> None:
-    jobs = [(v, "bahi-homogeneous.yaml", [f"processors={p}", *sets], {"case": p})
+def paper_fig7(n: int, points: int | None = None) -> None:
+    size = [] if points is None else [f"problem.points={points}"]
+    jobs = [(v, "bahi-homogeneous.yaml", [f"processors={p}", *size, *sets], {"case": p})
             for p in (2, 4, 8, 12, 16) for v, sets in PAPER.items()]
-    write("paper-fig7", run(jobs, n))
+    write("paper-fig7" if points is None else f"paper-fig7-{points}", run(jobs, n))
 
 
 def paper_n(n: int) -> None:
@@ -152,13 +156,20 @@ def paper_n(n: int) -> None:
     write("paper-n", run(jobs, n))
 
 
-def paper_table1(n: int) -> None:
+def paper_table1(n: int, points: int | None = None) -> None:
+    size = [] if points is None else [f"problem.points={points}"]
     jobs = []
     for s in (1.0, 2.0, 4.0, 6.0):
         caps = "[" + ",".join(map(str, spread(GRID, s))) + "]"
-        jobs += [(v, "bahi-grid.yaml", [f"platform.capacities={caps}", *sets], {"case": s})
+        jobs += [(v, "bahi-grid.yaml", [f"platform.capacities={caps}", *size, *sets], {"case": s})
                  for v, sets in PAPER.items()]
-    write("paper-table1", run(jobs, n))
+    write("paper-table1" if points is None else f"paper-table1-{points}", run(jobs, n))
+
+
+def paper_60000(n: int) -> None:
+    """Fig. 7 and Table I at 003's own N = 60,000 (each run 10-60 s of real time: the criterion holds at once)."""
+    paper_fig7(n, 60000)
+    paper_table1(n, 60000)
 
 
 def paper_fig9(n: int) -> None:
@@ -173,18 +184,18 @@ def paper_fig9(n: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=["fig7", "table1", "table1_static", "fig9", "all", "paper-fig7", "paper-n",
-                                     "paper-table1", "paper-fig9", "paper"])
+                                     "paper-table1", "paper-fig9", "paper-60000", "paper", "everything"])
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     if args.what == "table1_static":
         table1_static(args.jobs)
     for name, fn in (("paper-fig7", paper_fig7), ("paper-n", paper_n), ("paper-table1", paper_table1),
-                     ("paper-fig9", paper_fig9)):
-        if args.what in (name, "paper"):
+                     ("paper-fig9", paper_fig9), ("paper-60000", paper_60000)):
+        if args.what in (name, "paper", "everything"):
             print(f"## {name}", flush=True)
             fn(args.jobs)
     for name, fn in (("fig7", fig7), ("table1", table1), ("fig9", fig9)):
-        if args.what in (name, "all"):
+        if args.what in (name, "all", "everything"):
             print(f"## {name}")
             fn(args.jobs)
     return 0

@@ -105,20 +105,25 @@ def registry_cases(comm, models: list[Model], links, seed: int, failures: list[s
         decision = info.run(RankView.of(comm, m, links).context(full, seed=seed, state=state))
         if comm.Get_rank() != 0:
             continue
+        if name in ("lpa", "mpa") and not decision.info["spectrum_computed"]:
+            full = {**full, "spectrum": "free"}  # the plan lpa computed is reused: nothing charged
         if name == "mpa":
-            ref = info.serial(m, seed=seed, **full)
+            ref = info.serial(m, seed=seed, **full, links=links)
         elif name == "ada":
             ref = info.serial(m, state=serial_ada, **full)
             serial_ada = ref.extra["state"]
             if decision.info.get("ada_case") != ref.extra["ada_case"]:
                 failures.append(f"registry ada: case {decision.info.get('ada_case')}, serial {ref.extra['ada_case']}")
         else:
-            ref = info.serial(m, **full)
+            ref = info.serial(m, **full, links=links)
         if not np.array_equal(decision.flow, ref.flow):
             failures.append(f"registry {name}: run and serial flows differ")
         if decision.counters.collectives != ref.counters.collectives:
             failures.append(f"registry {name}: collectives {decision.counters.collectives}, "
                             f"serial {ref.counters.collectives}")
+        t_ref = float(ref.extra["rank_times"][0]) if name != "ada" else decision.counters.time
+        if not abs(decision.counters.time - t_ref) <= 1e-12 * abs(t_ref):  # the spectrum's charge included
+            failures.append(f"registry {name}: rank 0 time {decision.counters.time!r}, serial {t_ref!r}")
     kinds = {k: type(v).__name__ for k, v in state.items()}
     if comm.Get_rank() == 0 and kinds != {"spectral_plan": "tuple", "ada": "AdARankState"}:
         failures.append(f"registry ada: ctx.state holds {state!r}")

@@ -59,13 +59,15 @@ from hermes.balance.polynomial.charpoly import (
     neighbour_step,
     schedule_counters,
 )
+from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES, add_spectrum, charge_spectrum
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",
            "leja_order", "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState",
            "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed",
-           "plan_key", "cached_plan", "resolve_refine", "Refine", "plan_refine", "with_plan_info"]
+           "plan_key", "cached_plan", "charged_plan", "spectrum_report", "check_spectrum", "resolve_refine", "Refine",
+           "plan_refine", "with_plan_info"]
 
 #: largest p whose dense spectrum is computed (eigvalsh: O(p³), ~1 min at 8000)
 SPECTRUM_LIMIT = 8000
@@ -369,32 +371,38 @@ def leja_schedule(p: int, steps: int, refine: int = 0) -> list:
 
 
 def leja_flow(model: Model, *, order: str = "leja", refine=0, plan: SpectralPlan | None = None,
-              links=None) -> FlowResult:
+              links=None, spectrum: str = "charged") -> FlowResult:
     """Minimal flow by the product form over the distinct eigenvalues: serial reference of :func:`leja_distributed`.
 
     Parameters
     ----------
     refine : int or "auto"
         Refinement sweeps, or ``auto`` (:func:`resolve_refine`).
+    spectrum : {"charged", "free"}
+        Whether the spectral precomputation (gather, eigensolve, broadcast:
+        :mod:`hermes.balance.polynomial.precompute`) comes first in the counters and times.
 
     Returns
     -------
     FlowResult
         ``iterations = (refine + 1) · n`` neighbour steps (n distinct non-zero eigenvalues); counters
-        ``exchange_rounds`` the same, ``collectives {"allreduce": 1}`` (the input check); ``extra``: the
-        plan's :meth:`SpectralPlan.report` (steps, log10 amplification, predicted error, merged, condition,
-        refine). ``converged``: the flow is finite and its predicted error below 1.
+        ``exchange_rounds`` the same, ``collectives {"allreduce": 1}`` (the input check; charged: and one
+        ``gather`` and one ``bcast``); ``extra``: the plan's :meth:`SpectralPlan.report` (steps, log10
+        amplification, predicted error, merged, condition, refine) and :func:`spectrum_report`'s keys.
+        ``converged``: the flow is finite and its predicted error below 1.
     """
     validate_model(model)
+    check_spectrum(spectrum)
     plan = spectral_plan(model, order) if plan is None else plan
     r = resolve_refine(plan, refine)
     *_, last = leja_iter(model, plan, refine=r)
     n = last.iteration
     cnt, times = schedule_counters(model, n, leja_schedule(model.p, plan.steps, r), links)
+    cnt, times, spent = serial_spectrum(cnt, times, model, plan.steps, links, spectrum)
     report = plan.report(r)
     ok = bool(np.all(np.isfinite(last.flow))) and report["predicted_error"] < 1.0
     return FlowResult(flow=last.flow, iterations=n, converged=ok, counters=cnt,
-                      extra={**report, "rank_times": times})
+                      extra={**report, **spent, "rank_times": times})
 
 
 def leja_distributed(nb: NeighbourComm, load: float, capacity: float, weights, nodes, *,
@@ -468,6 +476,45 @@ def leja_row_distributed(nb: NeighbourComm, capacity: float, weights, nodes) -> 
 
 
 # -- reuse across phases and the refinement choice ---------------------------------------------------------
+def check_spectrum(spectrum) -> str:
+    """``spectrum`` itself if it is one of :data:`SPECTRUM_CHARGES`, else BalancerError (one line)."""
+    if not isinstance(spectrum, str) or spectrum not in SPECTRUM_CHARGES:
+        raise BalancerError(f"spectrum must be one of {', '.join(SPECTRUM_CHARGES)}, got {spectrum!r}")
+    return spectrum
+
+
+def serial_spectrum(cnt, times, model: Model, steps: int, links, spectrum: str):
+    """The serial references' counters and times with the precomputation charged (``spectrum: charged``) or
+    not, and the report (:func:`spectrum_report`'s keys) for their ``extra``."""
+    before = cnt.time
+    if spectrum == "charged":
+        cnt, times = add_spectrum(cnt, times, model, steps, links)
+    return cnt, times, {"spectrum": spectrum, "spectrum_computed": True, "spectrum_time": cnt.time - before}
+
+
+def charged_plan(ctx) -> SpectralPlan:
+    """:func:`cached_plan` in a balancer: when the plan is computed (not reused) the precomputation is charged
+    to the clock (:func:`~hermes.balance.polynomial.precompute.charge_spectrum`) unless ``spectrum: free``;
+    :func:`spectrum_report` then says what happened (collective: every rank decides alike, the model is the same)."""
+    fresh = ctx.state.get("spectral_plan") is None or ctx.state["spectral_plan"][0] != plan_key(ctx.model)
+    plan = cached_plan(ctx.model, ctx.state)
+    if fresh:
+        mode = check_spectrum(ctx.params.get("spectrum", "charged"))
+        spent = 0.0
+        if mode == "charged":
+            words = np.append(plan.nodes, resolve_refine(plan, ctx.params.get("refine", "auto")))
+            spent = charge_spectrum(ctx.comm, ctx.clock, ctx.nb.counters, ctx.model, words)
+        ctx.state["spectrum_report"] = {"spectrum": mode, "spectrum_computed": True, "spectrum_time": spent}
+    return plan
+
+
+def spectrum_report(ctx) -> dict[str, Any]:
+    """What the balance record says of the spectrum this call: computed (and charged, with the seconds of this
+    rank's clock, or free) or reused from an earlier phase (nothing charged). Read once per call."""
+    return ctx.state.pop("spectrum_report", None) or {"spectrum": ctx.params.get("spectrum", "charged"),
+                                                      "spectrum_computed": False, "spectrum_time": 0.0}
+
+
 def cached_plan(model: Model, state: dict) -> SpectralPlan:
     """The Leja plan of ``model``, kept in ``state["spectral_plan"]`` and reused while the graph, capacities
     and weights are unchanged (the loads do not enter it) — as AdA reuses Θ (thesis ch. 9)."""
@@ -520,7 +567,7 @@ def plan_refine(ctx) -> tuple[SpectralPlan | None, Any]:
     """The cached Leja plan (``ctx.state``) and the resolved refinement of an eigen-form run."""
     if not _eigen(ctx):
         return None, ctx.params.get("refine", 0)
-    plan = cached_plan(ctx.model, ctx.state)
+    plan = charged_plan(ctx)
     return plan, resolve_refine(plan, ctx.params.get("refine", 0))
 
 
@@ -528,5 +575,5 @@ def with_plan_info(ctx, decision):
     """``decision`` with the eigen form's plan report in its info (the balancers lps, lpa, mpa)."""
     if _eigen(ctx):
         plan, r = plan_refine(ctx)
-        decision.info = {**decision.info, **plan.report(r)}
+        decision.info = {**decision.info, **plan.report(r), **spectrum_report(ctx)}
     return decision

@@ -74,11 +74,14 @@ from hermes.balance.polynomial.leja import (
     leja_iter,
     leja_row_distributed,
     leja_rows,
+    check_spectrum,
     plan_refine,
     resolve_refine,
+    serial_spectrum,
     spectral_plan,
     with_plan_info,
 )
+from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
@@ -151,7 +154,7 @@ def lps_schedule(p: int, refine: int = 0) -> list:
     return [(1, [("allreduce", 2)]), ((refine + 1) * (p - 1), [("exchange", 1)])]
 
 
-def lps(model: Model, coefficients="eigen", *, refine="auto", links=None) -> FlowResult:
+def lps(model: Model, coefficients="eigen", *, refine="auto", spectrum: str = "charged", links=None) -> FlowResult:
     """Laplacian-polynomial scheme LPS (thesis Alg. 9): serial reference of :func:`lps_distributed`.
 
     Returns
@@ -161,11 +164,12 @@ def lps(model: Model, coefficients="eigen", *, refine="auto", links=None) -> Flo
         ``{"allreduce": 1}`` (input check), ``exchange_rounds = (refine + 1)(p − 1)`` of one word: the
         thesis' p−1 communication phases. ``eigen``: ``iterations = exchange_rounds = (refine + 1) n``
         (n distinct non-zero eigenvalues, ≤ p − 1; :func:`hermes.balance.polynomial.leja.leja_flow`), ``extra`` the
-        plan's steps, amplification and predicted error.
+        plan's steps, amplification and predicted error; ``spectrum`` (charged: the precomputation first,
+        :mod:`hermes.balance.polynomial.precompute`; ignored by the monomial forms, which compute no spectrum).
     """
     _check_form(coefficients)
     if isinstance(coefficients, str) and coefficients == "eigen":
-        return leja_flow(model, refine=check_eigen_refine(refine), links=links)
+        return leja_flow(model, refine=check_eigen_refine(refine), links=links, spectrum=spectrum)
     refine = literal_refine(refine)
     *_, last = lps_iter(model, coefficients, refine=refine)
     return poly_result(model, last.flow, max(model.p - 2, 0), lps_schedule(model.p, refine), links,
@@ -262,7 +266,7 @@ def lpa_schedule(p: int, refine: int = 0, known: bool = False) -> list:
             (refine, [("allgather", p)])]
 
 
-def lpa(model: Model, coefficients="eigen", *, refine="auto", links=None) -> FlowResult:
+def lpa(model: Model, coefficients="eigen", *, refine="auto", spectrum: str = "charged", links=None) -> FlowResult:
     """Improved Laplacian-polynomial algorithm LPA (thesis Alg. 12): serial reference of :func:`lpa_distributed`.
 
     Returns
@@ -273,13 +277,18 @@ def lpa(model: Model, coefficients="eigen", *, refine="auto", links=None) -> Flo
         p−1 traces — ``allreduce: 1`` with known coefficients —, the loads, the refinement defects), the
         collectives of the thesis' estimate ``T^gcomm = p T^ar + T^ag`` (§8.6). ``eigen``: n steps (the
         distinct non-zero eigenvalues), ``exchange_rounds = n + 1``, ``{"allreduce": 1, "allgather":
-        1 + refine}``; ``extra`` the plan's amplification and predicted error.
+        1 + refine}`` (charged spectrum: and one ``gather``, one ``bcast``, as :func:`lps`); ``extra`` the plan's
+        amplification and predicted error, and what the spectrum cost (``spectrum_time``).
     """
     *_, last = lpa_iter(model, coefficients, refine=refine)
     if coefficients == "eigen":
         plan, r = last.info["plan"], last.info["refine"]
-        return poly_result(model, last.flow, plan.steps if model.p > 1 else 0,
-                       lpa_eigen_schedule(model.p, plan.steps, r), links, **plan.report(r))
+        res = poly_result(model, last.flow, plan.steps if model.p > 1 else 0,
+                          lpa_eigen_schedule(model.p, plan.steps, r), links, **plan.report(r))
+        res.counters, times, spent = serial_spectrum(res.counters, res.extra["rank_times"], model, plan.steps, links,
+                                                     check_spectrum(spectrum))
+        res.extra.update(spent, rank_times=times)
+        return res
     return poly_result(model, last.flow, max(model.p - 1, 0),
                    lpa_schedule(model.p, literal_refine(refine), coefficients != "faddeev"),
                    links, coefficients=last.value)
@@ -318,15 +327,18 @@ class LPSParams(Params):
         "eigen", description="eigen: product form over the distinct eigenvalues in Leja order; or the thesis' "
         "coefficient algorithms (monomial form, accurate to p ≈ 10–12)")
     refine: Refine = Field("auto", description="refinement sweeps f ← f + Θ̃ (l − l̄ − A f): 0..20 or auto")
+    spectrum: Literal[SPECTRUM_CHARGES] = Field(
+        "charged", description="eigen form: the spectral precomputation (gather of the graph, eigensolve on rank 0, "
+        "broadcast) charged to the clock when computed, or free (the thesis' globally known H)")
 
 
-def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, poly, plan):
+def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, spectrum, poly, plan):
     if plan[0] is not None:
         return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
     return lps_distributed(nb, load, capacity, weights, poly, refine=literal_refine(refine))
 
 
-def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, known, plan):
+def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, spectrum, known, plan):
     if plan[0] is not None:
         return lpa_distributed(nb, load, capacity, weights, nodes=plan[0].nodes, refine=plan[1])
     return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=literal_refine(refine))

@@ -43,6 +43,7 @@ from hermes.balance.polynomial.charpoly import (
 )
 from hermes.balance.polynomial.leja import (Refine, leja_distributed, leja_flow, leja_iter, plan_refine, resolve_refine,
                                            spectral_plan, with_plan_info)
+from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
@@ -148,7 +149,7 @@ def mpa_schedule(p: int, steps: int, degree: int, refine: int = 0) -> list:
 
 
 def mpa(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13, max_degree: int | None = None,
-        seed: int = 0, scale: float | None = None, refine="auto", links=None) -> FlowResult:
+        seed: int = 0, scale: float | None = None, refine="auto", spectrum: str = "charged", links=None) -> FlowResult:
     """Minimum-polynomial algorithm MPA (thesis Alg. 15): serial reference of :func:`mpa_distributed`.
 
     Returns
@@ -158,11 +159,12 @@ def mpa(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13,
         ``exchange_rounds = 2p + 1`` (+ ``refine (max(d−2, 0) + 1)``), collectives
         ``{"allreduce": 1, "allgather": 1}`` (input check; the gather of ``u_i v_i[0..2p]``): the thesis'
         estimate, (2p+1) local phases and ``T^gs`` (§8.6). ``spectrum``: as LPS with ``eigen``
-        (n = d − 1 steps of one word, ``{"allreduce": 1}``), ``extra["degree"] = d``.
+        (n = d − 1 steps of one word, ``{"allreduce": 1}``, and with ``spectrum: charged`` the precomputation),
+        ``extra["degree"] = d``.
     """
     _check_mpa(tolerance, max_degree, polynomial=polynomial)
     if polynomial == "spectrum":
-        res = leja_flow(model, refine=check_eigen_refine(refine), links=links)
+        res = leja_flow(model, refine=check_eigen_refine(refine), links=links, spectrum=spectrum)
         res.extra["degree"] = res.extra["steps"] + 1 if model.p > 1 else 0
         return res
     *_, last = mpa_iter(model, polynomial=polynomial, tolerance=tolerance, max_degree=max_degree, seed=seed,
@@ -238,6 +240,9 @@ class MPAParams(Params):
     max_degree: integer_type(ge=1, le=MAX_PROCESSORS) | None = Field(
         None, description="stop the minimal polynomial at this degree (null: 2p; a degree beyond p acts as p)")
     refine: Refine = Field("auto", description="refinement sweeps: 0..20 or auto")
+    spectrum: Literal[SPECTRUM_CHARGES] = Field(
+        "charged", description="spectrum form: the spectral precomputation (gather of the graph, eigensolve on "
+        "rank 0, broadcast) charged to the clock when computed, or free (the thesis' globally known H)")
 
 
 def _mpa_dist(nb, load, capacity, weights, *, plan, seed, scale, **params):

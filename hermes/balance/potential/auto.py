@@ -35,8 +35,8 @@ import hermes.balance.potential.pcg  # noqa: F401  (registers pcg, which auto ma
 from hermes.balance.diffusion.chebyshev import bounds_from_spectrum, chebyshev_schedule, chebyshev_steps
 from hermes.balance.interface import BalanceContext, Decision
 from hermes.balance.model import Model
-from hermes.balance.polynomial.leja import (SPECTRUM_LIMIT, SpectralPlan, cached_plan, leja_schedule, resolve_refine,
-                                           spectral_plan)
+from hermes.balance.polynomial.leja import (SPECTRUM_LIMIT, SpectralPlan, charged_plan, leja_schedule, resolve_refine,
+                                           serial_spectrum, spectral_plan, spectrum_report)
 from hermes.balance.polynomial.lps import lpa_eigen_schedule
 from hermes.balance.registry import BALANCERS, register
 from hermes.clock import Links
@@ -130,6 +130,10 @@ def choose(model: Model) -> tuple[str, str]:
 def _serial(model: Model, *, links=None, **params):
     c = choice(model)
     res = BALANCERS[c.name].flow(model, links=links, **c.params)
+    if c.name not in ("lps", "lpa") and model.p <= SPECTRUM_LIMIT:  # the spectrum auto decided by is charged too
+        res.counters, times, spent = serial_spectrum(res.counters, (res.extra or {}).get("rank_times"), model,
+                                                     len(spectral_plan(model).nodes), links, "charged")
+        res.extra = {**(res.extra or {}), **spent, "rank_times": times}
     res.extra = {**(res.extra or {}), "auto_choice": c.name, "auto_reason": c.reason, "auto_costs": c.costs}
     return res
 
@@ -138,8 +142,10 @@ def _serial(model: Model, *, links=None, **params):
           doc="hybrid: Leja polynomial scheme, Chebyshev diffusion or PCG, the cheapest accurate one by the spectrum "
               "(docs/BALANCERS.md)")
 def _run(ctx: BalanceContext) -> Decision:
-    c = choice(ctx.model, cached_plan(ctx.model, ctx.state) if 1 < ctx.model.p <= SPECTRUM_LIMIT else None)
+    c = choice(ctx.model, charged_plan(ctx) if 1 < ctx.model.p <= SPECTRUM_LIMIT else None)
     info = BALANCERS[c.name]
     decision = info.run(replace(ctx, params=info.check(c.params)))
-    decision.info = {**decision.info, "auto_choice": c.name, "auto_reason": c.reason}
+    # the spectrum auto computed is charged once, here (lps and lpa then reuse it and report it)
+    spent = spectrum_report(ctx) if "spectrum_report" in ctx.state or "spectrum" not in decision.info else {}
+    decision.info = {**decision.info, **spent, "auto_choice": c.name, "auto_reason": c.reason}
     return decision

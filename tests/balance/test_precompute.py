@@ -1,0 +1,100 @@
+"""The spectral precomputation of the eigen forms (lps, lpa, mpa) is charged to the clock when computed, not when
+reused, not at all with ``spectrum: free``, and never for the thesis' monomial forms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hermes.balance.registry import BALANCERS, check_params
+from hermes.clock import Links
+from hermes.errors import BalancerError
+from hermes.hosting import host_run
+from hermes.lab.specs import parse_model
+from tests.mpi.harness import RankView
+
+EIGEN = [("lps", {}), ("lpa", {}), ("mpa", {})]
+LITERAL = [("lps", {"coefficients": "newton"}), ("lpa", {"coefficients": "faddeev"}),
+           ("mpa", {"polynomial": "berlekamp-massey"})]
+LINKS = Links(latency=2e-4, bandwidth=5e7)
+
+
+def _serial(name, params, model, **extra):
+    return BALANCERS[name].serial(model, **check_params(name, {**params, **extra}), links=LINKS)
+
+
+def _expected(model, steps: int) -> float:
+    """Gather of p + 2q words, 4/3 p³ flops at 256 flops per unit and 10⁶ units/s · p · c_0, broadcast of n + 1."""
+    p, levels = model.p, math.ceil(math.log2(model.p))
+    gather = levels * (LINKS.latency + 8.0 * (p + 2 * model.q) / LINKS.bandwidth)
+    solve = (4.0 / 3.0) * p ** 3 / (256.0 * 1e6 * p * model.capacities[0])
+    return gather + solve + levels * (LINKS.latency + 8.0 * (steps + 1) / LINKS.bandwidth)
+
+
+@pytest.mark.parametrize("name, params", EIGEN)
+@pytest.mark.parametrize("graph, caps", [("path:16", "homo"), ("mesh:4x5", "hcuw")])
+def test_eigen_forms_charge_the_precomputation(name, params, graph, caps):
+    model = parse_model(graph, caps, "1", "one")
+    charged, free = _serial(name, params, model), _serial(name, params, model, spectrum="free")
+    assert np.array_equal(charged.flow, free.flow)
+    dt = _expected(model, charged.extra["steps"])
+    # the same schedule shifted by the precomputation on every rank (α-β sums: rounding only)
+    assert charged.counters.time - free.counters.time == pytest.approx(dt, rel=1e-12)
+    assert np.allclose(charged.extra["rank_times"] - free.extra["rank_times"], dt, rtol=1e-12, atol=0)
+    assert charged.extra["spectrum_time"] == pytest.approx(dt, rel=1e-12) and free.extra["spectrum_time"] == 0.0
+    extra = {k: v for k, v in charged.counters.collectives.items() if free.counters.collectives.get(k) != v}
+    assert extra == {"gather": 1, "bcast": 1}
+
+
+@pytest.mark.parametrize("name, params", LITERAL)
+def test_monomial_forms_compute_no_spectrum(name, params):
+    model = parse_model("path:8", "hcuw", "1", "one")
+    a, b = _serial(name, params, model), _serial(name, params, model, spectrum="free")
+    assert a.counters == b.counters and "gather" not in a.counters.collectives
+    assert "spectrum_time" not in (a.extra or {})
+
+
+def test_bad_spectrum_value_is_one_line():
+    with pytest.raises(BalancerError, match=r"^balancer\.spectrum: .*'charged'.*'free'") as err:
+        check_params("lpa", {"spectrum": "paid"})
+    assert "\n" not in str(err.value)
+
+
+def _calls(name: str, params: dict, models: list):
+    """Rank r's (counters.time, collectives, spectrum info) of the registry run on each model in turn, one state."""
+    def body(comm):
+        state, out = {}, []
+        for m in models:
+            d = BALANCERS[name].run(RankView.of(comm, m, LINKS).context(check_params(name, params), state=state))
+            out.append((d.counters.time, dict(d.counters.collectives), d.info["spectrum_computed"],
+                        d.info["spectrum_time"]))
+        return out
+    return body
+
+
+@pytest.mark.parametrize("name, params", EIGEN)
+def test_distributed_charges_once_then_reuses(name, params):
+    # the same graph with new loads reuses the plan (nothing charged); new capacities compute it again
+    m0 = parse_model("mesh:2x3", "hcuw", "1", "random:1")
+    m1 = m0.with_loads(np.arange(1.0, 7.0))
+    m2 = parse_model("mesh:2x3", "homo", "1", "random:2")
+    got = host_run(m0.p, _calls(name, params, [m0, m1, m2]))
+    for k, (m, fresh) in enumerate([(m0, True), (m1, False), (m2, True)]):
+        ref = _serial(name, params, m, spectrum="charged" if fresh else "free")
+        for r in range(m.p):
+            t, coll, computed, spent = got[r][k]
+            # distributed = serial per rank (rank 0's solve reaches the others through the broadcast)
+            assert t == pytest.approx(float(ref.extra["rank_times"][r]), rel=1e-12)
+            assert coll == ref.counters.collectives and computed is fresh
+            assert spent == (pytest.approx(_expected(m, ref.extra["steps"]), rel=1e-12) if fresh else 0.0)
+
+
+def test_distributed_free_is_the_old_timing():
+    m = parse_model("mesh:2x3", "hcuw", "1", "random:1")
+    got = host_run(m.p, _calls("lpa", {"spectrum": "free"}, [m]))
+    ref = _serial("lpa", {}, m, spectrum="free")
+    assert all(got[r][0][:4] == (pytest.approx(float(ref.extra["rank_times"][r]), rel=1e-12),
+                                 ref.counters.collectives, True, 0.0) for r in range(m.p))
+    assert "gather" not in ref.counters.collectives

@@ -51,11 +51,16 @@ CATEGORIES = ("compute", "comm", "sync", "balance", "migrate", "adapt")
 
 @dataclass(frozen=True)
 class Links:
-    """Latency α (s) and bandwidth 1/β (bytes/s) for every pair of ranks: a default plus overrides."""
+    """Latency α (s) and bandwidth 1/β (bytes/s) for every pair of ranks: a default plus overrides.
+
+    ``collective_latency`` (s), when given, is the latency of a whole collective in place of ``⌈log2 p⌉ α``
+    (a platform profile's cost of one allreduce, e.g. ``platform.profile: thesis2003``).
+    """
 
     latency: float = 1.0e-4
     bandwidth: float = 1.0e8
     overrides: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    collective_latency: float | None = None
 
     def params(self, i: int, j: int) -> tuple[float, float]:
         """(α, bandwidth) of the link between ranks i and j (symmetric)."""
@@ -68,13 +73,20 @@ class Links:
         return a + nbytes / bw
 
     def collective_cost(self, p: int, nbytes: float) -> float:
-        """Cost of a tree collective on the default link: ⌈log2 p⌉ (α + β b)."""
+        """Cost of a tree collective on the default link: ⌈log2 p⌉ (α + β b), or with ``collective_latency``
+        ``collective_latency + ⌈log2 p⌉ β b``."""
         if p <= 1:
             return 0.0
+        if self.collective_latency is not None:
+            return self.collective_latency + math.ceil(math.log2(p)) * nbytes / self.bandwidth
         return math.ceil(math.log2(p)) * (self.latency + nbytes / self.bandwidth)
 
 
 class _Base:
+    #: the links a balancer's own messages are charged with (``platform.profile``), None: ``links``; set on the
+    #: instance only with a profile (a checkpoint without one holds the same attributes as before it existed)
+    balance_links: Links | None = None
+
     def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
         self.rank = rank
         self.size = size
@@ -97,6 +109,22 @@ class _Base:
             yield
         finally:
             self._override = old
+
+    @contextmanager
+    def balancing(self) -> Iterator[None]:
+        """The balancer's step: everything charged to ``balance``, its messages with ``balance_links`` if set.
+
+        Every rank enters it together (the step is collective), so sender and receiver charge a message alike.
+        """
+        with self.activity("balance"):
+            if self.balance_links is None:
+                yield
+                return
+            old, self.links = self.links, self.balance_links
+            try:
+                yield
+            finally:
+                self.links = old
 
     def _cat(self, cat: str) -> str:
         return self._override or cat

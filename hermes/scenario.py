@@ -53,7 +53,8 @@ from hermes.extraload.tasks import ExtraLoadSpec
 from hermes.loaders import parse_yaml, read_text
 from hermes.monitor.series import MonitorSpec
 from hermes.sections import (MAX_SCENARIO_BYTES, MAX_TIME_SPAN, PROBE_SECONDS, AdaptationSpec, ApplicationSpec,
-                             BalancerSpec, FileName, MeshSpec, OutputSpec, PlatformSpec, RunSpec)
+                             BalancerSpec, FileName, MeshSpec, OutputSpec, PlatformProfile, PlatformSpec,
+                             RunSpec)
 from hermes.strict import Strict
 
 __all__ = ["Scenario", "load_scenario", "parse_scenario", "apply_overrides", "check_magnitudes", "check_processors",
@@ -232,6 +233,8 @@ def _check_files(sc: Scenario) -> None:
                                 f"(its conservative simulation relies on α > 0, hermes/app/async_mesh.py)")
     if sc.mesh.file is not None:
         _existing(sc, "mesh.file", sc.mesh.file)
+    if sc.platform.profile is not None:  # a small file: a missing or malformed profile is refused before the run
+        PlatformProfile.load(sc.platform.profile, sc.resolve)
     caps, table = sc.platform.capacities, sc.platform.schedule
     if isinstance(caps, str) and caps != "homo":
         caps = _read(read_capacities, _existing(sc, "platform.capacities", caps), "platform.capacities").tolist()

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PHASES, MAX_PROCESSORS
 from hermes.errors import BalancerError
 from hermes.strict import Strict
 
-__all__ = ["MeshSpec", "LinkSpec", "PlatformSpec", "ApplicationSpec", "RegionSpec", "AdaptationSpec", "RefinementSpec",
-           "BalancerSpec", "LBDatafileSpec", "OutputSpec", "RunSpec", "FileName", "PosFloat", "NonNegFloat", "Coord",
-           "PROBE_SECONDS", "MAX_TIME_SPAN", "MAX_SCENARIO_BYTES", "MAX_CONSTRAINTS"]
+__all__ = ["MeshSpec", "LinkSpec", "PlatformSpec", "PlatformProfile", "ApplicationSpec", "RegionSpec", "AdaptationSpec",
+           "RefinementSpec", "BalancerSpec", "LBDatafileSpec", "OutputSpec", "RunSpec", "FileName", "PosFloat",
+           "NonNegFloat", "Coord", "PROBE_SECONDS", "MAX_TIME_SPAN", "MAX_SCENARIO_BYTES", "MAX_CONSTRAINTS"]
 
 #: the monitor's capacity probe (1 ms of an average processor) and the widest span of the platform's times it
 #: may be measured against (a duration of 1e-12 × the longest still keeps 3 of the clock's 16 digits)
@@ -27,6 +28,8 @@ MAX_TIME_SPAN = 1e12
 MAX_SCENARIO_BYTES = 64 * 2**20
 #: mesh.constraint: a vertex weight among at most this many (METIS graphs carry a handful; a bound, not a use)
 MAX_CONSTRAINTS = 1000
+#: where the named platform profiles live (platform.profile: NAME reads platform-NAME.yaml)
+PROFILES = Path(__file__).resolve().parents[1] / "configs"
 
 PosFloat = Annotated[float, Field(gt=0, le=BIG)]
 NonNegFloat = Annotated[float, Field(ge=0, le=BIG)]
@@ -113,6 +116,17 @@ class PlatformSpec(Strict):
     links: list[LinkSpec] = []
     schedule: list[list[PosFloat]] | FileName | None = Field(
         None, description="capacities per phase: a list of per-processor lists, or a CSV file (thesis Table 10.6)")
+    profile: FileName | None = Field(
+        None, description="the cost of a balancer's messages: a profile name (configs/platform-NAME.yaml, e.g. "
+                          "'thesis2003', fitted to thesis Table 10.1) or a profile file")
+
+    @model_serializer(mode="wrap")
+    def _without_profile(self, handler):
+        # a scenario without a profile dumps as before the key existed (its summary.json stays the same)
+        out = handler(self)
+        if isinstance(out, dict) and out.get("profile", 0) is None:
+            del out["profile"]
+        return out
 
     @field_validator("capacities", mode="before")
     @classmethod
@@ -135,6 +149,43 @@ class PlatformSpec(Strict):
             raise ValueError(f"at most {MAX_PHASES} phases of at most {MAX_PROCESSORS} capacities")
         return [[_positive(x, f"phase {k + 1}, capacity of processor {i}") for i, x in enumerate(r)]
                 for k, r in enumerate(v)]
+
+
+class PlatformProfile(Strict):
+    """A platform profile (``platform.profile``): what one neighbour-exchange round and one collective of a
+    balancer cost, in seconds, in place of the platform's α and ⌈log2 p⌉ α (the bytes still cross at the
+    platform's bandwidth). ``configs/platform-thesis2003.yaml`` is fitted to thesis Table 10.1 by
+    ``benchmarks/thesis_platform.py``."""
+
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    balance_exchange: NonNegFloat
+    balance_allreduce: NonNegFloat
+
+    @classmethod
+    def load(cls, profile: str, resolve, key: str = "platform.profile") -> PlatformProfile:
+        """The profile named ``profile`` (``configs/platform-NAME.yaml`` beside the package) or the file
+        ``resolve(profile)``; a missing or malformed one is a one-line ScenarioError naming ``key``."""
+        from pydantic import ValidationError
+
+        from hermes.errors import ScenarioError, validation_message
+        from hermes.loaders import load_yaml
+
+        named = re.fullmatch(r"[A-Za-z0-9_-]+", profile) is not None
+        path = (PROFILES / f"platform-{profile}.yaml") if named else resolve(profile)
+        if not path.is_file():
+            known = sorted(f.stem[len("platform-"):] for f in PROFILES.glob("platform-*.yaml"))
+            raise ScenarioError(f"{key}: no profile {profile!r} ({path}); known: {', '.join(known)}")
+        data = load_yaml(path, key)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise ScenarioError(f"{key} ({path.name}): {validation_message(err, root='profile')}") from None
+
+    def links(self, bandwidth: float):
+        """The links a balancer's messages are charged with: this profile's costs at ``bandwidth``."""
+        from hermes.clock import Links
+
+        return Links(self.balance_exchange, bandwidth, collective_latency=self.balance_allreduce)
 
 
 class ApplicationSpec(Strict):

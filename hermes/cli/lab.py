@@ -46,7 +46,7 @@ def cmd_flow_bench(args) -> int:
 
     fams = ("diffusion", "polynomial", "table10.1") if args.family == "all" else (args.family,)
     try:
-        paths = flow_bench(args.out, quick=args.quick, families=fams)
+        paths = flow_bench(args.out, quick=args.quick, families=fams, profile=args.profile)
     except HermesError as err:
         return error(str(err))
     for path in paths:

@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     fb.add_argument("--out", default="runs/flow-bench", help="output directory")
     fb.add_argument("--family", choices=["diffusion", "polynomial", "table10.1", "all"], default="all")
     fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
+    fb.add_argument("--profile", help="a platform profile (name, e.g. thesis2003, or file): the balancers' "
+                    "messages at its costs (polynomial, table10.1)")
 
     gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
     gp.add_argument("--ranks", type=int, required=True, help="number of ranks |P|")

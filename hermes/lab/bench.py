@@ -281,19 +281,25 @@ def _plot_polynomial(rows, out: Path) -> list[Path]:
     return [save_figure(fig, out / "polynomial-table-8.7.png")]
 
 
-def flow_bench(out: str | Path, *, quick: bool = False, families=FAMILIES) -> list[Path]:
+def flow_bench(out: str | Path, *, quick: bool = False, families=FAMILIES, profile: str | None = None) -> list[Path]:
     """Run the families, write CSV + PNG into ``out``; returns the written paths.
 
     ``out`` is a directory of hermes' own (:func:`hermes.claims.claim_dir`, kind ``flow-bench``): new, empty,
-    or made by an earlier ``flow-bench``; locked while the families run."""
+    or made by an earlier ``flow-bench``; locked while the families run. ``profile`` (a platform profile's
+    name or file, e.g. ``thesis2003``) charges the polynomial and table10.1 families' messages at its costs."""
+    links = None
+    if profile is not None:
+        from hermes.sections import PlatformProfile
+
+        links = PlatformProfile.load(profile, Path, "--profile").links(Links().bandwidth)
     lock = claim_dir(out, "--out", kind="flow-bench")
     try:
-        return _flow_bench(Path(lock.path), quick, families)
+        return _flow_bench(Path(lock.path), quick, families, links)
     finally:
         lock.release(remove_if_unused=True)
 
 
-def _flow_bench(out: Path, quick: bool, families) -> list[Path]:
+def _flow_bench(out: Path, quick: bool, families, links: Links | None = None) -> list[Path]:
     written: list[Path] = []
     if "diffusion" in families:
         ps = [8, 16] if quick else list(range(8, 65, 8))
@@ -302,11 +308,11 @@ def _flow_bench(out: Path, quick: bool, families) -> list[Path]:
         written += _plot_diffusion(rows, out)
     if "polynomial" in families:
         ps = [4, 8] if quick else list(range(4, 17))
-        rows = polynomial_family(ps)
+        rows = polynomial_family(ps, links=links)
         written.append(write_csv(out / "polynomial.csv", rows))
         written += _plot_polynomial(rows, out)
     if "table10.1" in families:
-        rows = table101_family(16, environments=("HCUW",) if quick else ("HOMO", "HCUW"))
+        rows = table101_family(16, environments=("HCUW",) if quick else ("HOMO", "HCUW"), links=links)
         written.append(write_csv(out / "table-10.1.csv", rows))
         written += _plot_table101(rows, out)
     return written

@@ -188,7 +188,7 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
     ph.last = ph.model.imbalance
     nb = NeighbourComm(r.comm, ph.est.neighbours, r.clock, ph.counters)
     est = ph.est
-    with r.clock.activity("balance"):
+    with r.clock.balancing():
         view = r.dom if ph.dense else dense_view(r.comm, r.dom, r.clock, ph.counters)
         weights = est.weights if ph.weights is None else ph.weights
         ctx = BalanceContext(comm=r.comm, clock=r.clock, nb=nb, model=ph.model, load=r.dom.load,

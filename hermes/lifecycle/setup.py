@@ -24,7 +24,7 @@ from hermes.extraload import CapacitySchedule
 from hermes.lifecycle.feed import Feed, open_load
 from hermes.lifecycle.state import RunState, Setup
 from hermes.scenario import Scenario, check_processors
-from hermes.sections import MeshSpec
+from hermes.sections import MeshSpec, PlatformProfile
 
 __all__ = ["load_mesh", "distribute", "start"]
 
@@ -126,6 +126,8 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
         for k in pl.links})
     load = open_load(comm, sc.extraload, sc.resolve, sc.clock, links)
     clock = make_clock(sc.clock, comm.Get_rank(), p, links, pl.speed, sched.at(1)[comm.Get_rank()], load)
+    if pl.profile is not None:  # the balancer's messages at the profile's costs (Clock.balancing)
+        clock.balance_links = agree(comm, PlatformProfile.load, pl.profile, sc.resolve).links(pl.bandwidth)
     book = Bookkeeping(comm)
     weight_initial = book.sum(dom.load)
     adapter = Adapter(comm, sc.adaptation, sc.application, sc.seed, setup.bbox, clock)

@@ -1,0 +1,79 @@
+"""The platform profile thesis2003 (configs/platform-thesis2003.yaml) and its fit to thesis Table 10.1."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import thesis_platform as tp
+from hermes.clock import Links
+from hermes.errors import ScenarioError
+from hermes.scenario import load_scenario
+from hermes.sections import PlatformProfile
+
+
+def test_the_profile_loads_by_name_and_through_a_scenario():
+    sc = load_scenario(tp.ROOT / "scenarios" / "thesis-homogeneous.yaml", ["platform.profile=thesis2003"])
+    prof = PlatformProfile.load(sc.platform.profile, sc.resolve)
+    assert prof.name == "thesis2003" and prof.balance_exchange > 0 and prof.balance_allreduce > 0
+    links = prof.links(sc.platform.bandwidth)
+    # a collective costs the profile's allreduce plus ⌈log2 p⌉ times the bytes over the bandwidth
+    assert links.collective_cost(16, 8.0) == pytest.approx(prof.balance_allreduce + 4 * 8.0 / sc.platform.bandwidth,
+                                                           rel=1e-15)
+    assert links.cost(0, 1, 0.0) == prof.balance_exchange
+
+
+def test_a_scenario_without_profile_dumps_as_before():
+    sc = load_scenario(tp.ROOT / "scenarios" / "thesis-homogeneous.yaml")
+    assert "profile" not in sc.to_dict()["platform"]
+    assert Links().collective_cost(16, 8.0) == 4 * (1e-4 + 8.0 / 1e8)
+
+
+def test_unknown_and_malformed_profiles_are_one_line_errors(tmp_path):
+    with pytest.raises(ScenarioError, match=r"^platform.profile: no profile 'nope' .*known: .*thesis2003"):
+        PlatformProfile.load("nope", lambda p: tmp_path / p)
+    bad = tmp_path / "p.yaml"
+    bad.write_text("name: x\nbalance_exchange: -1\nbalance_allreduce: 0.01\n")
+    with pytest.raises(ScenarioError, match=r"^platform.profile \(p.yaml\): balance_exchange: must be at least 0"):
+        PlatformProfile.load("p.yaml", lambda p: tmp_path / p)
+
+
+def test_the_shipped_profile_is_the_fit_of_table_10_1():
+    """Rerunning the fit gives the shipped costs (stored to 4 significant digits: within 5e-4 relative), and the
+    table10.1 bench under the profile's links charges what the fitted model says of the shipped costs
+    (τ_x exchanges + τ_a allreduces; the bytes of the few-word messages at 100 Mbit/s add below 1 %)."""
+    rows, res = tp.shipped_fit()
+    assert len(rows) == 28
+    prof = PlatformProfile.load("thesis2003", lambda p: p)
+    assert res["params"]["exchange"] == pytest.approx(prof.balance_exchange, rel=5e-4)
+    assert res["params"]["allreduce"] == pytest.approx(prof.balance_allreduce, rel=5e-4)
+    from hermes.lab.bench import table101_family
+
+    bench = {(r["topology"], r["method"]): r["time"]
+             for r in table101_family(environments=("HCUW",), methods=tp.METHODS, links=prof.links(1.25e7))}
+    for r in rows:
+        model = prof.balance_exchange * r["exchanges"] + prof.balance_allreduce * r["collectives"]
+        assert model <= bench[r["topology"], r["method"]] <= 1.01 * model, r
+
+
+def test_a_run_with_the_profile_charges_only_the_balancer_at_its_costs(tmp_path):
+    """quickstart (4 processors, PCG) with and without the profile: every phase's balancer messages cost at least
+    τ_x per exchange round and τ_a per collective with the profile, and less than that with the default links
+    (the rounds may differ: the policy weighs a further round against the cost of the last)."""
+    import hermes
+
+    prof = PlatformProfile.load("thesis2003", lambda p: p)
+    runs = [hermes.run(None, 4, out=tmp_path / name, **{"balancer.algorithm": "pcg", "output.pictures": False,
+                                                        **extra})
+            for name, extra in (("default", {}), ("profile", {"platform.profile": "thesis2003"}))]
+    balanced = 0
+    def floor(ph):
+        c = ph["balance_counters"]
+        return prof.balance_exchange * c["exchange_rounds"] + prof.balance_allreduce * sum(c["collectives"].values())
+
+    for a, b in zip(*(r.summary["phases"] for r in runs)):
+        if floor(b) > 0:
+            balanced += 1
+            assert b["balance_counters"]["time"] >= floor(b) * (1 - 1e-12)
+            assert b["balance_time"] >= floor(b) * (1 - 1e-12)
+        assert a["balance_counters"]["time"] < floor(a) or floor(a) == 0
+    assert balanced >= 1

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from hermes.balance.polynomial.leja import spectral_plan
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.clock import Links
 from hermes.errors import BalancerError
@@ -98,3 +99,22 @@ def test_distributed_free_is_the_old_timing():
     assert all(got[r][0][:4] == (pytest.approx(float(ref.extra["rank_times"][r]), rel=1e-12),
                                  ref.counters.collectives, True, 0.0) for r in range(m.p))
     assert "gather" not in ref.counters.collectives
+
+
+@pytest.mark.parametrize("graph, caps, chosen", [("path:12", "homo", "lps"), ("mesh:8x8", "hcuw", "chebyshev")])
+def test_auto_charges_the_spectrum_it_decides_by(graph, caps, chosen):
+    # auto computes the plan (charged there); the scheme it runs reuses it; with Chebyshev the charge stays
+    m = parse_model(graph, caps, "1", "random:1")
+
+    def body(comm):
+        d = BALANCERS["auto"].run(RankView.of(comm, m, LINKS).context(check_params("auto", {}), state={}))
+        return d.counters.time, dict(d.counters.collectives), d.info["auto_choice"], d.info["spectrum_time"]
+
+    got = host_run(m.p, body)
+    ref = BALANCERS["auto"].serial(m, links=LINKS)
+    assert ref.extra["auto_choice"] == chosen and ref.counters.collectives["gather"] == 1
+    for r in range(m.p):
+        assert got[r][0] == pytest.approx(float(ref.extra["rank_times"][r]), rel=1e-12)
+        assert got[r][1:3] == (ref.counters.collectives, chosen)
+        assert got[r][3] == pytest.approx(ref.extra["spectrum_time"], rel=1e-12) and got[r][3] > 0
+    assert ref.extra["spectrum_time"] == pytest.approx(_expected(m, spectral_plan(m).steps), rel=1e-12)

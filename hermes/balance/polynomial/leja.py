@@ -66,7 +66,8 @@ from hermes.errors import BalancerError
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",
            "leja_order", "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState",
            "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed",
-           "plan_key", "cached_plan", "charged_plan", "spectrum_report", "check_spectrum", "resolve_refine", "Refine",
+           "plan_key", "cached_plan", "charged_plan", "spectrum_report", "check_spectrum", "serial_spectrum",
+           "resolve_refine", "Refine",
            "plan_refine", "with_plan_info"]
 
 #: largest p whose dense spectrum is computed (eigvalsh: O(p³), ~1 min at 8000)

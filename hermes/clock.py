@@ -83,10 +83,6 @@ class Links:
 
 
 class _Base:
-    #: the links a balancer's own messages are charged with (``platform.profile``), None: ``links``; set on the
-    #: instance only with a profile (a checkpoint without one holds the same attributes as before it existed)
-    balance_links: Links | None = None
-
     def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
         self.rank = rank
         self.size = size
@@ -97,6 +93,8 @@ class _Base:
         #: work units computed, per category (the monitor's measured rate: work / compute seconds)
         self.work: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
         self._override: str | None = None
+        #: the links a balancer's own messages are charged with (``platform.profile``), None: ``links``
+        self.balance_links: Links | None = None
 
     # -- categories ---------------------------------------------------------------------------
     @contextmanager

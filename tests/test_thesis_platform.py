@@ -77,3 +77,19 @@ def test_a_run_with_the_profile_charges_only_the_balancer_at_its_costs(tmp_path)
             assert b["balance_time"] >= floor(b) * (1 - 1e-12)
         assert a["balance_counters"]["time"] < floor(a) or floor(a) == 0
     assert balanced >= 1
+
+
+def test_a_checkpointed_clock_keeps_its_profile():
+    """The clock's balance links survive a checkpoint (hermes/lifecycle/codec.py), and only its balancing step
+    charges at them."""
+    from hermes.clock import VirtualClock
+    from hermes.lifecycle.codec import Decoder, Encoder
+
+    clock = VirtualClock(0, 4, Links(), 1.0, 0.25)
+    clock.balance_links = PlatformProfile.load("thesis2003", lambda p: p).links(1e8)
+    enc = Encoder({})
+    back = Decoder(enc.arrays, {})(enc(clock, "clock"))
+    assert back.balance_links == clock.balance_links and back.links == Links()
+    with back.balancing():
+        assert back.links.collective_cost(4, 0.0) == clock.balance_links.collective_latency
+    assert back.links.collective_cost(4, 0.0) == 2 * Links().latency

@@ -301,11 +301,46 @@ def async_fig9(data: dict[str, Any]) -> str:
                 "AIAC ÷ (AIAC+time)", "(AIAC+residual) ÷ (AIAC+time)", "worst error"], body)
 
 
+PAPER_COLS = [("sync", "SISC"), ("async", "AIAC"), ("async+residual", "AIAC + residual"), ("async+time", "AIAC + time")]
+
+
+def _paper_table(rows: list[dict], key: str, fmt: Callable[[str], str]) -> str:
+    """003's form: one line per case, the time of each variant, 003's ratios, the errors and the sweeps."""
+    by: dict[float, dict[str, dict]] = {}
+    for r in rows:
+        by.setdefault(float(r["case"]), {})[r["label"]] = r
+    cols = [(k, h) for k, h in PAPER_COLS if any(k in v for v in by.values())]
+    body = []
+    for case, v in sorted(by.items()):
+        t = {k: float(x["time"]) for k, x in v.items()}
+        f = {k: float(x["first_round_time"]) for k, x in v.items()}
+        errs = [float(x["error"]) for x in v.values()]
+        ratio = lambda a, b: f"{t[a] / t[b]:.2f}" if a in t and b in t else ""  # noqa: E731
+        first = f"{f['async'] / f['async+residual']:.2f}" if "async" in f and "async+residual" in f else ""
+        its = lambda k: (f"{int(v[k]['min_iterations'])}–{int(v[k]['max_iterations'])}"  # noqa: E731
+                         if k in v else "")
+        moved = f"{int(v['async+residual']['migrated']):,}" if "async+residual" in v else ""
+        body.append([fmt(next(iter(v.values()))["case"]), *(f"{t[k]:.3f}" if k in t else "" for k, _ in cols),
+                     ratio("async", "async+residual"), first, ratio("async", "async+time"), ratio("sync", "async"),
+                     f"{min(errs):.1e} – {max(errs):.1e}", its("async"), its("async+residual"), moved])
+    return _md([key, *(f"{h} (s)" for _, h in cols), "AIAC ÷ (AIAC+residual)",
+                "the same at 003's rule (first round)", "AIAC ÷ (AIAC+time)", "SISC ÷ AIAC",
+                "error vs serial (all variants)", "AIAC sweeps", "AIAC+residual sweeps", "points moved (residual)"],
+               body)
+
+
+def async_paper(key: str, fmt: Callable[[str], str]) -> Callable[[dict[str, Any]], str]:
+    head = {"paper-fig7": "processors", "paper-n": "N", "paper-table1": "speed spread (fastest ÷ slowest)",
+            "paper-fig9": "accuracy (= residual threshold)"}[key.removesuffix("-60000")]
+    return lambda data: _paper_table(data[key], head + (", N = 60,000" if key.endswith("-60000") else ""), fmt)
+
+
 def async_headline(data: dict[str, Any]) -> str:
-    t = {r["label"]: float(r["time"]) for r in data["table1"]}
-    return (f"15 heterogeneous machines on three sites (003 Table I): AIAC {t['async']:.3f} s against SISC "
-            f"{t['sync']:.3f} s; residual balancing {t['async+residual']:.3f} s, time balancing "
-            f"{t['async+time']:.3f} s")
+    fig7 = {(int(float(r["case"])), r["label"]): float(r["time"]) for r in data["paper-fig7"]}
+    big = {r["label"]: float(r["time"]) for r in data["paper-fig7-60000"] if int(float(r["case"])) == 8}
+    return (f"003's form, 8 processors, N = 800: residual balancing {fig7[(8, 'async')] / fig7[(8, 'async+residual')]:.2f}× "
+            f"faster than unbalanced AIAC (003 Fig. 7: 6.2–7.4); at N = 60,000 "
+            f"{big['async'] / big['async+residual']:.2f}× (the literal criterion holds before any balancing)")
 
 
 def flow_bench_figures(data: dict[str, Any]) -> str:
@@ -397,11 +432,19 @@ PAGES: list[Page] = [
          "flow-at-64.json", (PY, "-m", "benchmarks.flow_at_64", "--cache", "results/flow-at-64.json"), 1,
          flow64_headline, {"flows": flow64_table}),
     Page("async", "Asynchronous iterations and residual-driven balancing (seed 003)", "async",
-         (PY, "-m", "benchmarks.bahi_async", "all", "--jobs", "2"), 60,
-         async_headline, {"fig7": async_fig7, "table1": async_table1, "fig9": async_fig9},
+         (PY, "-m", "benchmarks.bahi_async", "everything", "--jobs", "2"), 120,
+         async_headline, {"fig7": async_fig7, "table1": async_table1, "fig9": async_fig9,
+                          "paper-fig7": async_paper("paper-fig7", lambda c: str(int(float(c)))),
+                          "paper-n": async_paper("paper-n", lambda c: f"{int(float(c)):,}"),
+                          "paper-table1": async_paper("paper-table1", lambda c: f"{float(c):g}"),
+                          "paper-fig9": async_paper("paper-fig9", lambda c: f"{float(c):.0e}"),
+                          "paper-fig7-60000": async_paper("paper-fig7-60000", lambda c: str(int(float(c)))),
+                          "paper-table1-60000": async_paper("paper-table1-60000", lambda c: f"{float(c):g}")},
          about="Virtual clock, serial simulations equal to the MPI runs bit for bit: any machine gives these "
                "figures. The CSV files of `results/async/` were written by `python -m benchmarks.bahi_async all` "
-               "(fig7 took about 12 min on 2 cores shared with other jobs)."),
+               "(hermes' windowed variant: fig7, table1, fig9; fig7 took about 12 min on 2 cores shared with other "
+               "jobs) and, on 2026-11-28, by `paper-fig7`, `paper-n`, `paper-table1`, `paper-fig9` and `paper-60000` "
+               "(003's form; each 3–15 min on the same cores)."),
     Page("flow-bench", "The flow computations' published figure families (`hermes flow-bench`)", "flow-bench",
          ("hermes", "flow-bench", "--out", "results/flow-bench"), 10,
          flow_bench_headline, {"figures": flow_bench_figures},

@@ -46,14 +46,15 @@ def test_the_shipped_profile_is_the_fit_of_table_10_1():
 
     from tests.conftest import SHARED_MESHES
 
-    shared = Path(os.environ.get("HERMES_SHARED_MESHES", SHARED_MESHES))
-    if not (shared / "whitaker3.mtx").is_file():  # SD_whitaker's 4 entries need the third-party mesh
-        pytest.skip(f"shared meshes directory {shared} is absent (the fit needs SD_whitaker)")
     rows, res = tp.shipped_fit()
-    assert len(rows) == 28
     prof = PlatformProfile.load("thesis2003", lambda p: p)
-    assert res["params"]["exchange"] == pytest.approx(prof.balance_exchange, rel=5e-4)
-    assert res["params"]["allreduce"] == pytest.approx(prof.balance_allreduce, rel=5e-4)
+    shared = Path(os.environ.get("HERMES_SHARED_MESHES", SHARED_MESHES))
+    if (shared / "whitaker3.mtx").is_file():
+        assert len(rows) == 28
+        assert res["params"]["exchange"] == pytest.approx(prof.balance_exchange, rel=5e-4)
+        assert res["params"]["allreduce"] == pytest.approx(prof.balance_allreduce, rel=5e-4)
+    else:  # a clone without ../shared/meshes: SD_whitaker's 4 entries are missing, so the shipped fit is not rerun
+        assert len(rows) == 24 and not any(r["topology"] == "SD_whitaker" for r in rows)
     from hermes.lab.bench import table101_family
 
     bench = {(r["topology"], r["method"]): r["time"]

@@ -273,17 +273,24 @@ class AiacRank:
         self.t = now + (self.next_end - now) * min(3, comps) / comps
         try:
             pos = b.send_pos(-1)
-            traj = run.ext[:, pos - b.lo].copy()
-            last = self.last_data.get(-1)
-            changed = last is None or last[0] != (self.wi, pos) or not np.array_equal(last[1], traj)
-            if changed and self._link_free(-1):
-                ev = self._send(self.rank - 1, "data", (self.wi, pos, traj, self.load, b.n_points),
-                                traj.nbytes + CONTROL_BYTES)
-                self.busy_until[-1] = ev.arrival
-                self.last_data[-1] = ((self.wi, pos), traj)
-                self.last_load[-1] = (self.load, b.n_points)
+            self._send_data(-1, pos, run.ext[:, pos - b.lo])
         finally:
             self.t = now
+
+    def _send_data(self, side: int, pos: int, traj: np.ndarray) -> bool:
+        """Send the border trajectory of point ``pos`` to the neighbour on ``side`` if it changed since the last one
+        sent and no data message to it is in transit (003 Alg. 2); True if it was sent (with the load estimate)."""
+        last = self.last_data.get(side)
+        changed = last is None or last[0] != (self.wi, pos) or not np.array_equal(last[1], traj)
+        if not (changed and self._link_free(side)):
+            return False
+        traj = traj.copy()
+        n = self.block.n_points
+        ev = self._send(self.rank + side, "data", (self.wi, pos, traj, self.load, n), traj.nbytes + CONTROL_BYTES)
+        self.busy_until[side] = ev.arrival
+        self.last_data[side] = ((self.wi, pos), traj)
+        self.last_load[side] = (self.load, n)
+        return True
 
     def _step(self) -> None:
         """Compute the next time step of the sweep (its duration decides when it ends)."""
@@ -325,20 +332,10 @@ class AiacRank:
         b = self.block
         early = b.paper and isinstance(self.timer, VirtualTimer)  # the left border left during the sweep
         for s in self.sides:
-            pos = b.send_pos(s)
-            traj = b.trajectory(pos)
-            last = self.last_data.get(s)
-            changed = last is None or last[0] != (self.wi, pos) or not np.array_equal(last[1], traj)
-            changed = changed and not (early and s < 0)
             stamp = (self.load, b.n_points)
-            if changed and self._link_free(s):
-                traj = traj.copy()
-                ev = self._send(self.rank + s, "data", (self.wi, pos, traj, self.load, b.n_points),
-                                traj.nbytes + CONTROL_BYTES)
-                self.busy_until[s] = ev.arrival
-                self.last_data[s] = ((self.wi, pos), traj)
-                self.last_load[s] = stamp
-            elif self.last_load.get(s) != stamp:
+            if not (early and s < 0) and self._send_data(s, b.send_pos(s), b.trajectory(b.send_pos(s))):
+                continue
+            if self.last_load.get(s) != stamp:
                 self._send(self.rank + s, "load", stamp)
                 self.last_load[s] = stamp
 

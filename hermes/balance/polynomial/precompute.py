@@ -34,7 +34,7 @@ from hermes.balance.model import Model
 from hermes.clock import Links, WallClock
 from hermes.comm import Counters, bcast
 
-__all__ = ["SPECTRUM_CHARGES", "EIGVALSH_FLOPS", "DEFAULT_SPEED", "graph_words", "solve_seconds", "spectrum_seconds",
+__all__ = ["SPECTRUM_CHARGES", "EIGVALSH_FLOPS", "DEFAULT_SPEED", "graph_words", "solve_units", "solve_seconds", "spectrum_seconds",
            "charge_spectrum", "add_spectrum"]
 
 #: ``spectrum``: ``charged`` (default) or ``free`` (the precomputation costs nothing, as before)
@@ -50,9 +50,14 @@ def graph_words(model: Model) -> int:
     return int(model.p + 2 * model.q)
 
 
+def solve_units(p: int) -> float:
+    """The eigensolve's work units: ``4/3 p³`` flops, 256 flops each."""
+    return EIGVALSH_FLOPS * float(p) ** 3 / WallClock.FLOPS_PER_UNIT
+
+
 def solve_seconds(p: int, rate: float) -> float:
-    """``4/3 p³`` flops at ``rate`` work units per second, 256 flops each."""
-    return EIGVALSH_FLOPS * float(p) ** 3 / (WallClock.FLOPS_PER_UNIT * float(rate))
+    """:func:`solve_units` at ``rate`` work units per second."""
+    return solve_units(p) / float(rate)
 
 
 def spectrum_seconds(model: Model, steps: int, links: Links, speed: float = DEFAULT_SPEED) -> float:
@@ -97,7 +102,7 @@ def charge_spectrum(comm, clock, counters: Counters, model: Model, plan_words) -
     counters.count_collective("gather")
     counters.bytes += 8 * (1 + 2 * int(np.count_nonzero(model.edges[:, 0] == me)))
     if me == 0:
-        clock.compute(EIGVALSH_FLOPS * float(p) ** 3 / WallClock.FLOPS_PER_UNIT)
+        clock.compute(solve_units(p))
     words = np.asarray(plan_words, dtype=np.float64).ravel()
     bcast(comm, words, 0, clock)
     counters.count_collective("bcast")

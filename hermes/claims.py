@@ -137,16 +137,15 @@ class DirLock:
             os.close(fd)
             if token is not None and holder.get("token") == token:
                 return cls(path, None, token, created)
-            who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
-            raise RunDirError(f"{key}: {path} is in use by another hermes {what}{who}: wait for it to end or "
-                              f"choose another directory") from None
+            raise _in_use(key, path, holder, what) from None
         except BaseException:
             os.close(fd)
             raise
         mine = token if token is not None else secrets.token_hex(16)
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "token": mine}).encode(), 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "what": what,
+                                       "token": mine}).encode(), 0)
         except OSError as err:
             os.close(fd)
             raise RunDirError(f"{key}: cannot lock {path} ({err.strerror or type(err).__name__})") from None
@@ -176,6 +175,15 @@ class DirLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _in_use(key: str, path: Path, holder: dict[str, Any], kind: str) -> RunDirError:
+    """The one error for a directory whose lock another process holds, whatever check found it: the holder's
+    kind as its lock names it (``kind`` if the lock does not say), its pid and host when known."""
+    what = holder.get("what") if holder.get("what") in ("run", "experiment") else kind
+    who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
+    return RunDirError(f"{key}: {path} is in use by another hermes {what}{who}: wait for it to end or choose "
+                       f"another directory")
 
 
 def _lock_holder(fd: int) -> dict[str, Any]:
@@ -268,13 +276,13 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
     if not entries - {LOCK}:
         holder = _locked(path, token)
         if holder is not None:
-            raise RunDirError(f"{key}: {path} is in use by another hermes process (pid {holder.get('pid', '?')})")
+            raise _in_use(key, path, holder, kind)
         return path
     found = read_marker(path)
     if found is None:
         holder = _locked(path, token) if LOCK in entries else None
         if holder is not None:  # another hermes process is claiming it: its lock is taken, its marker not yet written
-            raise RunDirError(f"{key}: {path} is in use by another hermes process (pid {holder.get('pid', '?')})")
+            raise _in_use(key, path, holder, kind)
         raise RunDirError(f"{key}: {path} is not empty and carries no hermes marker ({MARKER}): hermes writes only "
                           f"into a new or empty directory or one it made (give another directory)")
     if found != kind:
@@ -282,9 +290,7 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
                           f"{kind} directory (give another directory)")
     holder = _locked(path, token)
     if holder is not None:
-        who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
-        raise RunDirError(f"{key}: {path} is in use by another hermes {kind}{who}: wait for it to end or choose "
-                          f"another directory")
+        raise _in_use(key, path, holder, kind)
     if kind != "run":  # an experiment holds its runs' directories; only a run's directory is replaced whole
         return path
     nested = _nested_hermes_dir(path)

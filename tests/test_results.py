@@ -186,12 +186,22 @@ def test_a_directory_being_claimed_is_in_use_not_foreign(tmp_path):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.write(fd, json.dumps({"pid": 4242, "host": "h", "token": "t"}).encode())
         (d / ".hermes-probe-x1y2").write_text("")
-        for call in (check_run_dir, claim_dir):
-            with pytest.raises(RunDirError, match=r"^--out: .*run is in use by another hermes process \(pid 4242\)"):
+        for call in (check_run_dir, claim_dir):  # one message whichever check finds the lock (CI saw two)
+            with pytest.raises(RunDirError, match=r"^--out: .*run is in use by another hermes run \(pid 4242 on h\): "
+                                                  r"wait for it to end"):
                 call(d, "--out")
+        os.ftruncate(fd, 0)  # a lock that names its holder's kind: an experiment claiming the directory
+        os.pwrite(fd, json.dumps({"pid": 4242, "host": "h", "what": "experiment", "token": "t"}).encode(), 0)
+        for call in (check_run_dir, claim_dir):
+            with pytest.raises(RunDirError, match=r"in use by another hermes experiment \(pid 4242 on h\)"):
+                call(d, "--out")
+        (d / ".hermes-probe-x1y2").unlink()  # the empty directory (only the lock): the same message
+        with pytest.raises(RunDirError, match=r"in use by another hermes experiment \(pid 4242 on h\)"):
+            check_run_dir(d, "--out")
     finally:
         os.close(fd)
     # the lock released and still no marker: a directory hermes did not make
+    (d / ".hermes-probe-x1y2").write_text("")
     with pytest.raises(RunDirError, match="carries no hermes marker"):
         check_run_dir(d, "--out")
 

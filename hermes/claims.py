@@ -227,6 +227,13 @@ def _locked(path: Path, token: str | None) -> dict[str, Any] | None:
         os.close(fd)
 
 
+def _transient(name: str) -> bool:
+    """A file hermes makes and removes at once while it claims a directory — a writability probe
+    (:func:`_probe`) or the marker's temporary file — from this process or another one claiming it at the same
+    moment: it makes a directory neither foreign nor non-empty."""
+    return name.startswith(".hermes-probe-") or (name.startswith(f".{MARKER}.") and name.endswith(".tmp"))
+
+
 def _probe(directory: Path, key: str) -> None:
     """Create and remove a file in ``directory``: the one test of writability that also holds for root, a
     read-only file system and an immutable directory."""
@@ -269,7 +276,7 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
     if not path.is_dir():
         raise RunDirError(f"{key}: {path} exists and is not a directory")
     try:
-        entries = {e.name for e in os.scandir(path)}
+        entries = {e.name for e in os.scandir(path) if not _transient(e.name)}
     except OSError as err:
         raise RunDirError(f"{key}: cannot read {path} ({err.strerror or type(err).__name__})") from None
     _probe(path, key)

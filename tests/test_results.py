@@ -10,7 +10,7 @@ import stat
 import numpy as np
 import pytest
 
-from hermes.claims import DEFAULT_KEY, LOCK, MARKER, check_run_dir, claim_dir, read_marker, write_marker
+from hermes.claims import DEFAULT_KEY, LOCK, DirLock, MARKER, check_run_dir, claim_dir, read_marker, write_marker
 from hermes.files import (RunDirError, file_mode, read_summary, safe_name, slug, write_atomic, write_csv, write_json,
                           write_npz)
 from hermes.lifecycle.directory import open_run_dir, run_dir_for
@@ -201,9 +201,27 @@ def test_a_directory_being_claimed_is_in_use_not_foreign(tmp_path):
     finally:
         os.close(fd)
     # the lock released and still no marker: a directory hermes did not make
-    (d / ".hermes-probe-x1y2").write_text("")
+    (d / "notes.txt").write_text("")
     with pytest.raises(RunDirError, match="carries no hermes marker"):
         check_run_dir(d, "--out")
+
+
+def test_the_claimer_ignores_another_claimers_probe(tmp_path):
+    """The run holding the lock checks its directory again before it writes its marker; a second run probing
+    the same directory at that moment (its ``.hermes-probe-`` file) or a marker's temporary file must not make
+    the directory look foreign to the holder — else both runs fail (the race CI's two-runs test can hit)."""
+    d = tmp_path / "run"
+    d.mkdir()
+    lock = DirLock.acquire(d, "--out")
+    try:
+        (d / ".hermes-probe-abc123").write_text("")
+        (d / f".{MARKER}.xyz.tmp").write_text("")  # write_atomic's temporary name
+        assert check_run_dir(d, "--out", token=lock.token) == d
+        (d / "notes.txt").write_text("")  # a file of someone else's still is foreign
+        with pytest.raises(RunDirError, match="carries no hermes marker"):
+            check_run_dir(d, "--out", token=lock.token)
+    finally:
+        lock.release()
 
 
 def test_the_lock_ends_with_its_process(tmp_path):

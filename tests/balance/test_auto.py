@@ -32,7 +32,7 @@ def test_costs_are_the_modelled_times_of_the_schedules():
     c = choice(m)
     for name in ("lps", "lpa", "chebyshev"):
         # once auto holds the spectrum (charged when it computed it), a scheme costs its schedule alone
-        params = {**c.params, "spectrum": "free"} if name in ("lps", "lpa") else auto.CHOSEN_PARAMS[name]
+        params = {**(c.params if name in ("lps", "lpa") else auto.CHOSEN_PARAMS[name]), "spectrum": "free"}
         res = BALANCERS[name].serial(m, **check_params(name, params), links=Links())
         assert c.costs[name] == pytest.approx(res.counters.time, rel=1e-12)
 

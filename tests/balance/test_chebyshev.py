@@ -76,10 +76,13 @@ def test_generator_residual_and_counters():
     for s in states:  # the residual is the remaining imbalance
         assert np.allclose(s.residual, m.loads - m.fair_loads - m.incidence @ s.flow, atol=1e-10 * m.loads.sum())
     links = Links(latency=1e-4, bandwidth=1e8)
-    res = chebyshev(m, tolerance=1e-6, links=links)
+    res = chebyshev(m, tolerance=1e-6, links=links, spectrum="free")  # the spectrum's charge: test_precompute
     k, c = res.iterations, res.counters
     assert k == res.extra["planned_steps"] and (c.exchange_rounds, c.collectives) == (k, {"allreduce": 1})
     assert c.time == pytest.approx(math.ceil(math.log2(m.p)) * (1e-4 + 16 / 1e8) + k * (1e-4 + 8 / 1e8), rel=1e-12)
+    charged = chebyshev(m, tolerance=1e-6, links=links)  # the default: the eigensolve of the exact bounds is paid
+    assert charged.counters.collectives == {"allreduce": 1, "gather": 1, "bcast": 1}
+    assert charged.counters.time > c.time and charged.extra["spectrum_computed"] is True
     capped = chebyshev(m, tolerance=1e-6, max_iterations=3)
     assert capped.iterations == 3 and not capped.converged
 

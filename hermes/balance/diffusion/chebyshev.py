@@ -21,8 +21,11 @@ error is at most ``√(w_max / w_min)`` times the energy error; :func:`chebyshev
 Bounds (:func:`spectral_bounds`):
 
 * ``exact``: ``a = μ_2``, ``b = μ_p`` from the dense spectrum of 𝓛
-  (:func:`hermes.balance.polynomial.leja.laplacian_spectrum`,
-  reused while the graph, capacities and weights do not change);
+  (:func:`hermes.balance.polynomial.leja.laplacian_spectrum`, computed once and reused while the graph,
+  capacities and weights do not change). Like the eigen forms of LPS/LPA/MPA, the computation is charged to
+  the clock when it is done (``spectrum: charged``, the default: gather of the graph, rank 0's eigensolve,
+  broadcast of ``a, b, k``; :mod:`hermes.balance.polynomial.precompute`) or not (``spectrum: free``);
+  ``auto``, which computes the same spectrum to decide, pays for it once;
 * ``cheap``: Gershgorin ``b = max_i 2 δ_i^w / c_i`` (the column sums of |A|) and Mohar's
   ``λ_2(L) ≥ 4 w_min / (p D)`` (D the diameter; B. Mohar, "Eigenvalues, diameter, and mean distance in
   graphs", Graphs Combin. 7 (1991)) with ``μ_2(𝓛) ≥ λ_2(L) / c_max`` (Rayleigh quotient with
@@ -152,7 +155,7 @@ def chebyshev_schedule(p: int, steps: int) -> list:
 
 
 def chebyshev(model: Model, *, tolerance: float = 1e-10, bounds: str = "exact", max_iterations: int | None = None,
-              links=None) -> FlowResult:
+              spectrum: str = "charged", links=None) -> FlowResult:
     """Minimal flow by Chebyshev-accelerated diffusion: serial reference of :func:`chebyshev_distributed`.
 
     Parameters
@@ -162,21 +165,31 @@ def chebyshev(model: Model, *, tolerance: float = 1e-10, bounds: str = "exact", 
     bounds : {"exact", "cheap"}
     max_iterations : int, optional
         Cap on the step count (the guarantee is then lost; ``converged`` says whether it held).
+    spectrum : {"charged", "free"}
+        With ``bounds: exact``: whether the spectrum's computation (gather, eigensolve, broadcast of the three
+        words ``a, b, k``) comes first in the counters and times; ``cheap`` computes no spectrum.
 
     Returns
     -------
     FlowResult
-        ``iterations`` = k; counters: k exchanges of one word, ``{"allreduce": 1}`` (input check);
-        ``extra``: bounds, κ = b/a, the planned steps.
+        ``iterations`` = k; counters: k exchanges of one word, ``{"allreduce": 1}`` (input check; exact and
+        charged: and one ``gather`` and one ``bcast``); ``extra``: bounds, κ = b/a, the planned steps, and with
+        exact bounds the spectrum's report (``spectrum``, ``spectrum_computed``, ``spectrum_time``).
     """
+    from hermes.balance.polynomial.leja import check_spectrum, serial_spectrum
+
     _check(tolerance, bounds, max_iterations)
+    check_spectrum(spectrum)
     a, b = spectral_bounds(model, bounds)
     k_plan = chebyshev_steps(a, b, tolerance, _weight_ratio(model.weights)) if model.p > 1 else 0
     k = k_plan if max_iterations is None else min(k_plan, max_iterations)
     *_, last = chebyshev_iter(model, a, b, k)
     cnt, times = schedule_counters(model, k, chebyshev_schedule(model.p, k), links)
+    spent = {}
+    if bounds == "exact" and model.p > 1:
+        cnt, times, spent = serial_spectrum(cnt, times, model, len(_PLAN_WORDS) - 1, links, spectrum)
     return FlowResult(flow=last.flow, iterations=k, converged=k == k_plan and bool(np.all(np.isfinite(last.flow))),
-                      counters=cnt, extra={"a": a, "b": b, "kappa": b / a, "planned_steps": k_plan,
+                      counters=cnt, extra={"a": a, "b": b, "kappa": b / a, "planned_steps": k_plan, **spent,
                                            "rank_times": times})
 
 
@@ -221,21 +234,36 @@ def chebyshev_distributed(nb: NeighbourComm, load: float, capacity: float, weigh
 
 
 # -- registry -------------------------------------------------------------------------------------------
-def _plan(ctx) -> tuple[float, float, int]:
-    """Bounds and steps, computed once per graph / capacities / weights and kept in ``ctx.state``."""
-    from hermes.balance.polynomial.leja import plan_key
+#: what rank 0 broadcasts after the exact bounds' eigensolve: a, b and the step count k
+_PLAN_WORDS = ("a", "b", "k")
+
+
+def _steps(model: Model, a: float, b: float, params) -> int:
+    k = chebyshev_steps(a, b, params["tolerance"], _weight_ratio(model.weights)) if model.p > 1 else 0
+    return k if params["max_iterations"] is None else min(k, params["max_iterations"])
+
+
+def _plan(ctx) -> tuple[float, float, int, dict]:
+    """Bounds, steps and the spectrum's report. Exact bounds come from the spectral plan kept in ``ctx.state``
+    (:func:`hermes.balance.polynomial.leja.charged_plan`: computed and charged once per graph / capacities /
+    weights, or reused — ``auto``'s included); cheap ones are computed once and kept there too."""
+    from hermes.balance.polynomial.leja import charged_plan, plan_key, spectrum_report
 
     params = ctx.params
+    if params["bounds"] == "exact" and ctx.model.p > 1:
+        def words(plan) -> NDArray[np.float64]:
+            a, b = bounds_from_spectrum(plan.eigenvalues)
+            return np.array([a, b, float(_steps(ctx.model, a, b, params))])
+
+        a, b = bounds_from_spectrum(charged_plan(ctx, words).eigenvalues)
+        return a, b, _steps(ctx.model, a, b, params), spectrum_report(ctx)
     key = (plan_key(ctx.model), params["bounds"], params["tolerance"], params["max_iterations"])
     saved = ctx.state.get("chebyshev")
     if saved is None or saved[0] != key:
         a, b = spectral_bounds(ctx.model, params["bounds"])
-        k = chebyshev_steps(a, b, params["tolerance"], _weight_ratio(ctx.model.weights)) if ctx.model.p > 1 else 0
-        if params["max_iterations"] is not None:
-            k = min(k, params["max_iterations"])
-        saved = (key, (a, b, k))
+        saved = (key, (a, b, _steps(ctx.model, a, b, params)))
         ctx.state["chebyshev"] = saved
-    return saved[1]
+    return (*saved[1], {})
 
 
 class ChebyshevParams(Params):
@@ -245,6 +273,9 @@ class ChebyshevParams(Params):
     bounds: Literal["exact", "cheap"] = Field(
         "exact", description="spectral bounds from the eigenvalues (exact) or Gershgorin / Mohar (cheap)")
     max_iterations: OptionalCount = Field(None, description="step limit (null: none)")
+    spectrum: Literal["charged", "free"] = Field(
+        "charged", description="exact bounds: the eigensolve charged to the clock when computed (charged) or not "
+                               "(free); cheap bounds compute no spectrum")
 
 
 @register("chebyshev", params=ChebyshevParams, serial=chebyshev,
@@ -252,8 +283,8 @@ class ChebyshevParams(Params):
               "(exact | cheap), no reduction per step")
 def _run(ctx) -> Decision:
     _check(ctx.params["tolerance"], ctx.params["bounds"], ctx.params["max_iterations"])
-    a, b, k = _plan(ctx)
+    a, b, k, spent = _plan(ctx)
     res = chebyshev_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, a=a, b=b, steps=k)
     flow = flow_from_local(ctx.comm, ctx.model, ctx.nb.neighbours, res.flows)
     return Decision(flow=flow, iterations=res.iterations, converged=res.converged, counters=res.counters,
-                    info={"a": a, "b": b, "kappa": b / a, "steps": k})
+                    info={"a": a, "b": b, "kappa": b / a, "steps": k, **spent})

@@ -493,18 +493,22 @@ def serial_spectrum(cnt, times, model: Model, steps: int, links, spectrum: str):
     return cnt, times, {"spectrum": spectrum, "spectrum_computed": True, "spectrum_time": cnt.time - before}
 
 
-def charged_plan(ctx) -> SpectralPlan:
+def charged_plan(ctx, words=None) -> SpectralPlan:
     """:func:`cached_plan` in a balancer: when the plan is computed (not reused) the precomputation is charged
     to the clock (:func:`~hermes.balance.polynomial.precompute.charge_spectrum`) unless ``spectrum: free``;
-    :func:`spectrum_report` then says what happened (collective: every rank decides alike, the model is the same)."""
+    :func:`spectrum_report` then says what happened (collective: every rank decides alike, the model is the same).
+
+    ``words(plan)``: what rank 0 broadcasts (default: the nodes and the refinement count; Chebyshev: its bounds
+    and step count). A plan another balancer computed on the same state (``auto``'s) is reused, not paid twice."""
     fresh = ctx.state.get("spectral_plan") is None or ctx.state["spectral_plan"][0] != plan_key(ctx.model)
     plan = cached_plan(ctx.model, ctx.state)
     if fresh:
         mode = check_spectrum(ctx.params.get("spectrum", "charged"))
         spent = 0.0
         if mode == "charged":
-            words = np.append(plan.nodes, resolve_refine(plan, ctx.params.get("refine", "auto")))
-            spent = charge_spectrum(ctx.comm, ctx.clock, ctx.nb.counters, ctx.model, words)
+            sent = (np.append(plan.nodes, resolve_refine(plan, ctx.params.get("refine", "auto"))) if words is None
+                    else words(plan))
+            spent = charge_spectrum(ctx.comm, ctx.clock, ctx.nb.counters, ctx.model, sent)
         ctx.state["spectrum_report"] = {"spectrum": mode, "spectrum_computed": True, "spectrum_time": spent}
     return plan
 

@@ -129,7 +129,9 @@ def choose(model: Model) -> tuple[str, str]:
 
 def _serial(model: Model, *, links=None, **params):
     c = choice(model)
-    res = BALANCERS[c.name].flow(model, links=links, **c.params)
+    # the spectrum auto decided by is charged below, once: Chebyshev's exact bounds reuse it
+    res = BALANCERS[c.name].flow(model, links=links, **({**c.params, "spectrum": "free"} if c.name == "chebyshev"
+                                                        else c.params))
     if c.name not in ("lps", "lpa") and model.p <= SPECTRUM_LIMIT:  # the spectrum auto decided by is charged too
         res.counters, times, spent = serial_spectrum(res.counters, (res.extra or {}).get("rank_times"), model,
                                                      len(spectral_plan(model).nodes), links, "charged")

@@ -6,13 +6,24 @@ The minimal balancing flow is linear in the loads, ``φ = Θ l`` with the balanc
     Θ = W Aᵀ (L + c cᵀ)⁻¹ = −W Aᵀ Y,   Y = D⁻¹ U,   U = (A^{p−2} + a_1 A^{p−3} + … + a_{p−2} I) / a_{p−1},
 
 ``A = L D⁻¹``; rank r keeps the row ``Y_r`` and its neighbours' rows, so it knows the rows of Θ of its edges:
-``Θ_(r,j) = −w_rj (Y_r − Y_j)``. AdA computes Θ once (LPA's parallel Faddeev–LeVerrier, p−1 steps) and
-then, depending on what changed since the previous call (Alg. 16):
+``Θ_(r,j) = −w_rj (Y_r − Y_j)``. AdA computes Θ once and then, depending on what changed since the previous
+call (Alg. 16):
 
 * only the loads (§9.3): ``φ' = φ + Θ (l' − l)`` — case ``"reuse-loads"``;
 * the capacities (§9.2): ``Θ' = Θ − Θ (c' − c) eᵀ`` (``Y' = Y − (Y δc) eᵀ``) and
   ``φ' = φ − (Σ l) Θ (c' − c)``, after the load update if the loads changed too — ``"reuse-capacities"``;
 * the topology or the communication costs (§9.4): Θ recomputed from scratch — ``"recompute"``.
+
+How Θ is computed (``operator``):
+
+* ``eigen`` (default): LPA's rows in product form over the distinct eigenvalues of 𝓛 in Leja order
+  (:func:`hermes.balance.polynomial.leja.leja_rows`: n steps of one p-word exchange, no reduction), the
+  spectrum computed once and charged as the eigen forms of LPS/LPA/MPA do (``spectrum: charged | free``);
+  accurate where those are (homogeneous graphs, heterogeneous ones to p ≈ 16–40), and ``refine: auto`` repairs
+  the rest while Θ still contracts the defect;
+* ``faddeev``: the thesis' own, LPA's parallel Faddeev–LeVerrier (p−1 steps of one p-word exchange and one
+  allreduce, Functions 20–22), whose monomial coefficients lose accuracy beyond p ≈ 12 (path:22 homogeneous:
+  flow error 5e-4, 2e+2 at p = 40; refinement cannot repair an operator that far off).
 
 The state is explicit: :func:`ada` (serial, whole model) and :func:`ada_distributed` (one rank) take the
 previous state and return the new one in ``extra["state"]``; inside ``hermes run`` the registry entry keeps
@@ -22,6 +33,7 @@ it in ``BalanceContext.state["ada"]`` from phase to phase. The case is ``extra["
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +47,7 @@ from hermes.balance.polynomial.charpoly import NeighbourTables, check_eigen_refi
 from hermes.balance.polynomial.leja import Refine
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
+from hermes.errors import BalancerError
 
 __all__ = ["AdAOperator", "AdARankState", "ada_case", "ada_schedule", "ada", "ada_distributed", "AdAParams"]
 
@@ -103,12 +116,17 @@ def _auto_floor(loads: NDArray[np.float64]) -> float:
     return AUTO_DEFECT * len(loads) * float(np.sum(np.abs(loads)))
 
 
-def ada_schedule(p: int, case: str, refine: int = 0) -> list:
+OPERATORS = ("eigen", "faddeev")
+
+
+def ada_schedule(p: int, case: str, refine: int = 0, steps: int | None = None) -> list:
     """Communication schedule of one AdA call (see :func:`ada_distributed`); ``refine``: the allgathers of the
-    defects (``refine: auto``: one per sweep and the last check)."""
+    defects (``refine: auto``: one per sweep and the last check); ``steps``: the eigen operator's product-form
+    steps (None: the Faddeev operator's p−1 steps, each with an allreduce)."""
     sched = [(1, [("allreduce", 2), ("allgather", 3 * p)])]
     if p > 1 and case == "recompute":
-        sched += [(p - 1, [("exchange", p), ("allreduce", 1)]), (1, [("exchange", p)])]
+        sched += ([(p - 1, [("exchange", p), ("allreduce", 1)])] if steps is None else [(steps, [("exchange", p)])])
+        sched.append((1, [("exchange", p)]))
     elif p > 1 and case == "reuse-capacities":
         sched.append((1, [("exchange", 1)]))
     if p > 1:
@@ -116,7 +134,14 @@ def ada_schedule(p: int, case: str, refine: int = 0) -> list:
     return sched
 
 
-def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "auto", links=None) -> FlowResult:
+def _check_operator(operator) -> str:
+    if not isinstance(operator, str) or operator not in OPERATORS:
+        raise BalancerError(f"operator must be one of {', '.join(OPERATORS)}, got {operator!r}")
+    return operator
+
+
+def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "auto", operator: str = "eigen",
+        spectrum: str = "charged", links=None) -> FlowResult:
     """AdA serially (thesis Alg. 16): the serial reference of :func:`ada_distributed`.
 
     Parameters
@@ -132,13 +157,22 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "
         for the last check: the monomial (Faddeev) form of Θ loses accuracy with p (thesis' forms: p ≈ 12,
         :mod:`hermes.balance.polynomial.lps`), and the refinement restores it while Θ still contracts the defect
         (path:22: flow error 1e-4 without, rounding level with). ``extra["refine"]``: the sweeps applied.
+    operator : {"eigen", "faddeev"}
+        How Θ is computed when it is (see the module docstring).
+    spectrum : {"charged", "free"}
+        ``eigen``: whether the spectrum's computation (gather, eigensolve, broadcast of the n nodes) comes first
+        in the counters and times of a call that recomputes Θ (:mod:`hermes.balance.polynomial.precompute`).
     links : hermes.clock.Links, optional
 
     Returns
     -------
     FlowResult
         ``extra["ada_case"]`` ∈ {reuse-loads, reuse-capacities, recompute}, ``extra["state"]`` for the next
-        call. ``iterations`` is p−1 when Θ was recomputed, else 0.
+        call. ``iterations`` is p−1 (faddeev) or n (eigen) when Θ was recomputed, else 0; with ``eigen`` and a
+        recomputed Θ, the spectrum's report (``spectrum``, ``spectrum_computed``, ``spectrum_time``) and the
+        plan's ``predicted_error`` after the sweeps applied (LPA's estimate: a refinement sweep ``φ ← φ + Θ d`` is
+        one more product-form pass); ``converged`` is then false when it is ≥ 1 (Θ useless: the heterogeneous
+        graphs where every eigen form fails), as LPA's.
 
     Notes
     -----
@@ -147,15 +181,25 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "
     the printed Function 19 has the opposite sign, which does not give the minimal flow), after the load
     update when both changed. Counters: :func:`ada_schedule`.
     """
+    from hermes.balance.polynomial.leja import check_spectrum, leja_rows, serial_spectrum, spectral_plan
+
     validate_model(model)
     refine = check_eigen_refine(refine)
+    _check_operator(operator)
+    check_spectrum(spectrum)
     p, g = model.p, NeighbourTables(model)
     l, c = model.loads, model.capacities
     topo = (state is None or len(state.loads) != p or not np.array_equal(state.edges, model.edges)
             or not np.array_equal(state.weights, model.weights))
     case = ada_case(topo, None if topo else state.loads, l, None if topo else state.capacities, c)
-    iterations = 0
-    if case == "recompute":
+    iterations, steps, plan = 0, None, None
+    if case == "recompute" and operator == "eigen" and p > 1:
+        plan = spectral_plan(model)
+        nodes = plan.nodes
+        rows = leja_rows(model, nodes)
+        flow = g.operator_flow(rows, l)
+        iterations = steps = len(nodes)
+    elif case == "recompute":
         *_, (_, _, rows) = operator_rows(model)
         flow = g.operator_flow(rows, l) if p > 1 else np.zeros(0)
         iterations = p - 1
@@ -171,9 +215,14 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "
             flow = flow + ordered_total(l) * model.weights * (alpha[e[:, 0]] - alpha[e[:, 1]])
     flow, sweeps, gathers = _refined(g.defect, lambda d: g.operator_flow(rows, d), flow, refine, l if p > 1 else None)
     new = AdAOperator(model.edges, model.weights, l, c, rows, flow, case)
-    cnt, times = schedule_counters(model, iterations, ada_schedule(p, case, gathers), links)
-    return FlowResult(flow=flow, iterations=iterations, converged=bool(np.all(np.isfinite(flow))), counters=cnt,
-                      extra={"ada_case": case, "state": new, "rank_times": times, "refine": sweeps})
+    cnt, times = schedule_counters(model, iterations, ada_schedule(p, case, gathers, steps), links)
+    spent, ok = {}, bool(np.all(np.isfinite(flow)))
+    if plan is not None:  # the nodes computed: the spectrum paid (or stated free) as the eigen forms do
+        cnt, times, spent = serial_spectrum(cnt, times, model, steps - 1, links, spectrum)
+        spent["predicted_error"] = plan.predicted_error_after(sweeps)
+        ok = ok and spent["predicted_error"] < 1.0
+    return FlowResult(flow=flow, iterations=iterations, converged=ok, counters=cnt,
+                      extra={"ada_case": case, "state": new, "rank_times": times, "refine": sweeps, **spent})
 
 
 def _refined(defects, correction, flow, refine, loads):
@@ -200,7 +249,7 @@ def _refined(defects, correction, flow, refine, loads):
 
 
 def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, state: AdARankState | None = None,
-                    *, refine: int | str = "auto") -> LocalFlowResult:
+                    *, refine: int | str = "auto", nodes=None) -> LocalFlowResult:
     """AdA on one rank (SPMD; every rank of ``nb.comm`` must call it, each with its own previous state).
 
     Returns
@@ -214,9 +263,11 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
     that this rank's neighbours or weights differ from its state (Functions 18/19 broadcast the changed
     loads and capacities; one collective gives them all and the agreement on the case). Then
 
-    * ``recompute``: LPA's p−1 Faddeev steps (:func:`~hermes.balance.polynomial.lps.operator_row_distributed`,
-      one p-word exchange and one allreduce each) and one exchange of the rows ``Y_r``
-      (Functions 20–22);
+    * ``recompute``: with ``nodes`` (the eigen operator: the product form's nodes, or a collective callable
+      returning them, called only here), LPA's rows in product form
+      (:func:`~hermes.balance.polynomial.leja.leja_row_distributed`, one p-word exchange per node); without,
+      LPA's p−1 Faddeev steps (:func:`~hermes.balance.polynomial.lps.operator_row_distributed`, one p-word
+      exchange and one allreduce each); then one exchange of the rows ``Y_r`` (Functions 20–22);
     * ``reuse-capacities``: one exchange of ``α_r = Y_r · (c' − c)`` (Function 19);
     * ``reuse-loads``: nothing: the neighbours' rows are kept in the state (Function 18 sends them again);
     * ``refine`` allgathers of the local defects ``l_r − c_r Σl − Σ_j φ_rj`` (``auto``: as :func:`ada`, the
@@ -235,10 +286,15 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
     if p == 1:
         row, rows, flows = np.ones(1), np.zeros((0, 1)), np.zeros(0)
     elif case == "recompute":
-        row = operator_row_distributed(nb, capacity, w)
+        if nodes is None:
+            row, iterations = operator_row_distributed(nb, capacity, w), p - 1
+        else:
+            from hermes.balance.polynomial.leja import leja_row_distributed
+
+            nodes = nodes() if callable(nodes) else nodes
+            row, iterations = leja_row_distributed(nb, capacity, w, nodes), len(nodes)
         rows = np.array(nb.exchange([row] * len(w), recv_sizes=np.full(len(w), p)))
         flows = row_flows(w, row, rows, loads)
-        iterations = p - 1
     else:
         row, rows, flows = state.row, state.rows, state.flows
         dl = loads - state.loads
@@ -259,17 +315,26 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
 
 
 # -- registry -------------------------------------------------------------------------------------------
-def _serial(model, *, refine="auto", links=None, state=None):
-    return ada(model, state, refine=refine, links=links)
+def _serial(model, *, refine="auto", operator="eigen", spectrum="charged", links=None, state=None):
+    return ada(model, state, refine=refine, operator=operator, spectrum=spectrum, links=links)
 
 
-def _dist(nb, load, capacity, weights, *, refine, store):
-    res = ada_distributed(nb, load, capacity, weights, store.get("ada"), refine=refine)
+def _dist(nb, load, capacity, weights, *, refine, operator, spectrum, store, plan):
+    res = ada_distributed(nb, load, capacity, weights, store.get("ada"), refine=refine,
+                          nodes=plan if operator == "eigen" else None)
     store["ada"] = res.extra["state"]
     return res
 
 
-_inner = flow_balancer(_dist, store=lambda ctx: ctx.state)
+def _plan(ctx):
+    """The eigen operator's nodes, computed (and charged: :func:`~hermes.balance.polynomial.leja.charged_plan`,
+    rank 0 broadcasts the n nodes) only when AdA recomputes Θ — a collective all ranks reach together."""
+    from hermes.balance.polynomial.leja import charged_plan
+
+    return lambda: charged_plan(ctx, lambda plan: plan.nodes).nodes
+
+
+_inner = flow_balancer(_dist, store=lambda ctx: ctx.state, plan=_plan)
 
 
 class AdAParams(Params):
@@ -278,13 +343,27 @@ class AdAParams(Params):
     refine: Refine = Field(
         "auto", description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update: 0..20 (0: the thesis' "
         "AdA) or auto (while the defect shrinks and exceeds rounding)")
+    operator: Literal["eigen", "faddeev"] = Field(
+        "eigen", description="Θ from LPA's rows in product form over the eigenvalues (eigen) or from the thesis' "
+        "Faddeev steps (faddeev, accurate to p ≈ 12)")
+    spectrum: Literal["charged", "free"] = Field(
+        "charged", description="eigen: the spectrum's computation charged to the clock when Θ is recomputed "
+        "(charged) or not (free)")
 
 
 @register("ada", params=AdAParams, serial=_serial,
-          doc="incremental balancing operator AdA (thesis ch. 9, Alg. 16–17): Θ from LPA's Faddeev steps, reused "
-              "while only loads or capacities change")
+          doc="incremental balancing operator AdA (thesis ch. 9, Alg. 16–17): Θ from LPA's rows (eigen or the "
+              "thesis' Faddeev steps), reused while only loads or capacities change")
 def _run(ctx):
     """hermes-run form: the rank's AdA state lives in ``ctx.state["ada"]`` from phase to phase."""
+    from hermes.balance.polynomial.leja import spectrum_report
+
     decision = _inner(ctx)
     decision.info["ada_case"] = ctx.state["ada"].case
+    if ctx.params["operator"] == "eigen" and "spectrum_report" in ctx.state:  # Θ recomputed: the spectrum paid
+        decision.info.update(spectrum_report(ctx))
+    if ctx.params["operator"] == "eigen" and decision.info["ada_case"] == "recompute" and ctx.model.p > 1:
+        err = ctx.state["spectral_plan"][1].predicted_error_after(int(decision.info["refine"]))
+        decision.info["predicted_error"] = err
+        decision.converged = decision.converged and err < 1.0
     return decision

@@ -341,8 +341,8 @@ class AdAParams(Params):
     """Parameters of ``ada``."""
 
     refine: Refine = Field(
-        "auto", description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update: 0..20 (0: the thesis' "
-        "AdA) or auto (while the defect shrinks and exceeds rounding)")
+        "auto", description="refinement sweeps φ ← φ + Θ (l − l̄ − A φ) after the update: 0..20 (0 with operator "
+        "faddeev: the thesis' AdA) or auto (while the defect shrinks and exceeds rounding)")
     operator: Literal["eigen", "faddeev"] = Field(
         "eigen", description="Θ from LPA's rows in product form over the eigenvalues (eigen) or from the thesis' "
         "Faddeev steps (faddeev, accurate to p ≈ 12)")

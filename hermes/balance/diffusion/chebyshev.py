@@ -47,6 +47,9 @@ from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs,
 from hermes.balance.interface import MAX_ITERATIONS, Decision, OptionalCount, Params, Tolerance, flow_from_local
 from hermes.balance.model import Model
 from hermes.balance.polynomial.charpoly import NeighbourTables, schedule_counters
+from hermes.balance.polynomial.leja import (charged_plan, check_spectrum, laplacian_spectrum, plan_key,
+                                           serial_spectrum, spectrum_report)
+from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
@@ -73,8 +76,6 @@ def spectral_bounds(model: Model, kind: str = "exact") -> tuple[float, float]:
     if model.p < 2:
         return 1.0, 1.0
     if kind == "exact":
-        from hermes.balance.polynomial.leja import laplacian_spectrum
-
         return bounds_from_spectrum(laplacian_spectrum(model))
     import scipy.sparse.csgraph as csg
 
@@ -176,8 +177,6 @@ def chebyshev(model: Model, *, tolerance: float = 1e-10, bounds: str = "exact", 
         charged: and one ``gather`` and one ``bcast``); ``extra``: bounds, κ = b/a, the planned steps, and with
         exact bounds the spectrum's report (``spectrum``, ``spectrum_computed``, ``spectrum_time``).
     """
-    from hermes.balance.polynomial.leja import check_spectrum, serial_spectrum
-
     _check(tolerance, bounds, max_iterations)
     check_spectrum(spectrum)
     a, b = spectral_bounds(model, bounds)
@@ -247,8 +246,6 @@ def _plan(ctx) -> tuple[float, float, int, dict]:
     """Bounds, steps and the spectrum's report. Exact bounds come from the spectral plan kept in ``ctx.state``
     (:func:`hermes.balance.polynomial.leja.charged_plan`: computed and charged once per graph / capacities /
     weights, or reused — ``auto``'s included); cheap ones are computed once and kept there too."""
-    from hermes.balance.polynomial.leja import charged_plan, plan_key, spectrum_report
-
     params = ctx.params
     if params["bounds"] == "exact" and ctx.model.p > 1:
         def words(plan) -> NDArray[np.float64]:
@@ -273,7 +270,7 @@ class ChebyshevParams(Params):
     bounds: Literal["exact", "cheap"] = Field(
         "exact", description="spectral bounds from the eigenvalues (exact) or Gershgorin / Mohar (cheap)")
     max_iterations: OptionalCount = Field(None, description="step limit (null: none)")
-    spectrum: Literal["charged", "free"] = Field(
+    spectrum: Literal[SPECTRUM_CHARGES] = Field(
         "charged", description="exact bounds: the eigensolve charged to the clock when computed (charged) or not "
                                "(free); cheap bounds compute no spectrum")
 

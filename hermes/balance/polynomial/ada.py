@@ -44,7 +44,9 @@ from hermes.balance.interface import Params, flow_balancer
 from hermes.balance.model import Model
 from hermes.balance.polynomial.balancing_operator import operator_row_distributed, operator_rows, row_flows
 from hermes.balance.polynomial.charpoly import NeighbourTables, check_eigen_refine, ordered_dot, schedule_counters
-from hermes.balance.polynomial.leja import Refine
+from hermes.balance.polynomial.leja import (Refine, charged_plan, check_spectrum, leja_row_distributed, leja_rows,
+                                           serial_spectrum, spectral_plan, spectrum_report)
+from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
 from hermes.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
@@ -181,8 +183,6 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "
     the printed Function 19 has the opposite sign, which does not give the minimal flow), after the load
     update when both changed. Counters: :func:`ada_schedule`.
     """
-    from hermes.balance.polynomial.leja import check_spectrum, leja_rows, serial_spectrum, spectral_plan
-
     validate_model(model)
     refine = check_eigen_refine(refine)
     _check_operator(operator)
@@ -289,8 +289,6 @@ def ada_distributed(nb: NeighbourComm, load: float, capacity: float, weights, st
         if nodes is None:
             row, iterations = operator_row_distributed(nb, capacity, w), p - 1
         else:
-            from hermes.balance.polynomial.leja import leja_row_distributed
-
             nodes = nodes() if callable(nodes) else nodes
             row, iterations = leja_row_distributed(nb, capacity, w, nodes), len(nodes)
         rows = np.array(nb.exchange([row] * len(w), recv_sizes=np.full(len(w), p)))
@@ -329,8 +327,6 @@ def _dist(nb, load, capacity, weights, *, refine, operator, spectrum, store, pla
 def _plan(ctx):
     """The eigen operator's nodes, computed (and charged: :func:`~hermes.balance.polynomial.leja.charged_plan`,
     rank 0 broadcasts the n nodes) only when AdA recomputes Θ — a collective all ranks reach together."""
-    from hermes.balance.polynomial.leja import charged_plan
-
     return lambda: charged_plan(ctx, lambda plan: plan.nodes).nodes
 
 
@@ -346,7 +342,7 @@ class AdAParams(Params):
     operator: Literal["eigen", "faddeev"] = Field(
         "eigen", description="Θ from LPA's rows in product form over the eigenvalues (eigen) or from the thesis' "
         "Faddeev steps (faddeev, accurate to p ≈ 12)")
-    spectrum: Literal["charged", "free"] = Field(
+    spectrum: Literal[SPECTRUM_CHARGES] = Field(
         "charged", description="eigen: the spectrum's computation charged to the clock when Θ is recomputed "
         "(charged) or not (free)")
 
@@ -356,8 +352,6 @@ class AdAParams(Params):
               "thesis' Faddeev steps), reused while only loads or capacities change")
 def _run(ctx):
     """hermes-run form: the rank's AdA state lives in ``ctx.state["ada"]`` from phase to phase."""
-    from hermes.balance.polynomial.leja import spectrum_report
-
     decision = _inner(ctx)
     decision.info["ada_case"] = ctx.state["ada"].case
     if ctx.params["operator"] == "eigen" and "spectrum_report" in ctx.state:  # Θ recomputed: the spectrum paid

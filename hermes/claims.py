@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -230,8 +231,13 @@ def _locked(path: Path, token: str | None) -> dict[str, Any] | None:
 def _transient(name: str) -> bool:
     """A file hermes makes and removes at once while it claims a directory — a writability probe
     (:func:`_probe`) or the marker's temporary file — from this process or another one claiming it at the same
-    moment: it makes a directory neither foreign nor non-empty."""
-    return name.startswith(".hermes-probe-") or (name.startswith(f".{MARKER}.") and name.endswith(".tmp"))
+    moment: it makes a directory neither foreign nor non-empty. Only the exact names ``tempfile.mkstemp`` gives
+    (8 characters of its alphabet), so a user's file that merely starts alike still makes the directory foreign."""
+    return _TRANSIENT.fullmatch(name) is not None
+
+
+#: ``_probe``'s and ``write_atomic``'s temporary names for the marker (``tempfile``: 8 of [a-z0-9_])
+_TRANSIENT = re.compile(r"\.hermes-probe-[a-z0-9_]{8}|" + re.escape(f".{MARKER}.") + r"[a-z0-9_]{8}\.tmp")
 
 
 def _probe(directory: Path, key: str) -> None:

@@ -185,7 +185,7 @@ def test_a_directory_being_claimed_is_in_use_not_foreign(tmp_path):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.write(fd, json.dumps({"pid": 4242, "host": "h", "token": "t"}).encode())
-        (d / ".hermes-probe-x1y2").write_text("")
+        (d / ".hermes-probe-x1y2z3w4").write_text("")
         for call in (check_run_dir, claim_dir):  # one message whichever check finds the lock (CI saw two)
             with pytest.raises(RunDirError, match=r"^--out: .*run is in use by another hermes run \(pid 4242 on h\): "
                                                   r"wait for it to end"):
@@ -195,7 +195,7 @@ def test_a_directory_being_claimed_is_in_use_not_foreign(tmp_path):
         for call in (check_run_dir, claim_dir):
             with pytest.raises(RunDirError, match=r"in use by another hermes experiment \(pid 4242 on h\)"):
                 call(d, "--out")
-        (d / ".hermes-probe-x1y2").unlink()  # the empty directory (only the lock): the same message
+        (d / ".hermes-probe-x1y2z3w4").unlink()  # the empty directory (only the lock): the same message
         with pytest.raises(RunDirError, match=r"in use by another hermes experiment \(pid 4242 on h\)"):
             check_run_dir(d, "--out")
     finally:
@@ -214,9 +214,13 @@ def test_the_claimer_ignores_another_claimers_probe(tmp_path):
     d.mkdir()
     lock = DirLock.acquire(d, "--out")
     try:
-        (d / ".hermes-probe-abc123").write_text("")
-        (d / f".{MARKER}.xyz.tmp").write_text("")  # write_atomic's temporary name
+        (d / ".hermes-probe-abc12_yz").write_text("")
+        (d / f".{MARKER}.x1y2z3w4.tmp").write_text("")  # write_atomic's temporary name
         assert check_run_dir(d, "--out", token=lock.token) == d
+        (d / ".hermes-probe-mine.txt").write_text("")  # a user's file that merely starts alike is foreign
+        with pytest.raises(RunDirError, match="carries no hermes marker"):
+            check_run_dir(d, "--out", token=lock.token)
+        (d / ".hermes-probe-mine.txt").unlink()
         (d / "notes.txt").write_text("")  # a file of someone else's still is foreign
         with pytest.raises(RunDirError, match="carries no hermes marker"):
             check_run_dir(d, "--out", token=lock.token)

@@ -45,6 +45,7 @@ Open MPI's report after hermes' line (tests/test_bad_input.py checks both).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -260,15 +261,19 @@ _FRAME = b"-" * 20
 #: what Open MPI's messages about the end of a job say (an abort, a rank that died, the launcher's exit)
 _JOB_END = (b"MPI_ABORT was invoked", b"has exited due to", b"noticed that process rank", b"exited on signal",
             b"was killed", b"returned a non-zero exit code", b"exited with non-zero status")
+#: an unframed line of Open MPI's PMIx server while an aborted job's processes go away
+#: (``[host:pid] PMIX ERROR: PMIX_ERR_UNREACH in file …/pmix_server.c at line N``, seen after a rank's error)
+_TEARDOWN = re.compile(rb"^\[[^\]]*\] PMIX ERROR: PMIX_ERR_(UNREACH|LOST_CONNECTION|LOST_PEER_CONNECTION)\b")
 
 
 def _relay_stderr(pipe, sink) -> None:
     """Copy the job's standard error to ``sink`` line by line, keeping hermes' one line clear.
 
     Lines pass at once, NUL bytes removed, except: a ``hermes: error:`` line already passed (the same
-    line from another rank) is dropped, and Open MPI's framed messages about the end of the job (the
-    MPI_ABORT banner, "prterun has exited due to ...") are held back until the job ends and shown only if no
-    hermes error line came — they may arrive before or after it. Other framed messages (warnings) pass.
+    line from another rank) is dropped, and Open MPI's messages about the end of the job — its framed ones
+    (the MPI_ABORT banner, "prterun has exited due to ...") and the PMIx server's unframed teardown errors
+    (:data:`_TEARDOWN`) — are held back until the job ends and shown only if no hermes error line came —
+    they may arrive before or after it. Other framed messages (warnings) pass.
     """
     seen: set[bytes] = set()
     held: list[bytes] = []
@@ -289,6 +294,9 @@ def _relay_stderr(pipe, sink) -> None:
             continue
         if block is not None:
             block.append(line)
+            continue
+        if _TEARDOWN.match(line):
+            held.append(line)
             continue
         if line.startswith(b"hermes: error:"):
             if line in seen:

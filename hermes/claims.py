@@ -18,18 +18,21 @@ import shutil
 import socket
 import stat
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hermes.errors import HermesError, OutputError
-from hermes.files import RunDirError, output_error, read_summary, safe_name, write_atomic
+from hermes.files import RunDirError, check_path, output_error, read_summary, safe_name, write_atomic
 
 __all__ = ["MARKER", "LOCK", "KINDS", "DEFAULT_KEY", "EXPERIMENT_TOKEN", "read_marker", "write_marker",
-           "marker_name", "DirLock", "check_run_dir", "subdir", "claim_dir", "clear_dir"]
+           "marker_name", "DirLock", "confirm", "refresh", "check_run_dir", "subdir", "claim_dir", "clear_dir"]
 
 #: the file that marks a directory as hermes' (a run or an experiment; :func:`read_marker`)
 MARKER = ".hermes-run"
-#: the lock file of a hermes directory (:class:`DirLock`)
+#: the file that names the holder of a hermes directory's lock while it is held (:class:`DirLock`: the lock
+#: itself is on the directory, and the file is removed when it is released)
 LOCK = ".hermes-lock"
 #: the key of the default run directory (:func:`hermes.lifecycle.directory.run_dir_for`): claimed new, never
 #: reused (:func:`claim_dir`)
@@ -44,9 +47,10 @@ def _exists(path: Path) -> bool:
 
 
 #: the kinds of directories hermes makes: a run (``hermes run``), an experiment (``hermes compare``), the
-#: figure families of ``hermes flow-bench``, a trace's replay (``hermes replay``) and an experiment on a trace
-#: (``hermes compare --trace``)
-KINDS = ("run", "experiment", "flow-bench", "replay", "trace-experiment", "plots")
+#: figure families of ``hermes flow-bench``, a trace's replay (``hermes replay``), an experiment on a trace
+#: (``hermes compare --trace``), pictures (``hermes plot --out``) and a run written as a trace (``hermes trace
+#: write --out``)
+KINDS = ("run", "experiment", "flow-bench", "replay", "trace-experiment", "plots", "trace")
 #: the environment variable through which hermes compare lets its own runs into its locked experiment
 EXPERIMENT_TOKEN = "HERMES_EXPERIMENT_TOKEN"
 #: the legacy marker's text (hermes 0.1 before the JSON marker)
@@ -100,16 +104,38 @@ def write_marker(path: Path, kind: str, name: str | None = None) -> None:
 
 
 class DirLock:
-    """An exclusive lock on a hermes directory (``flock`` on its :data:`LOCK` file), held for the life of a run
-    or an experiment: a second run into the same directory is refused while it is held. The kernel releases it
-    when the holder dies, however it dies.
+    """An exclusive lock on a hermes directory, held for the life of a run or an experiment: a second run (or
+    compare, replay, plot, trace write) into the same directory is refused while it is held.
 
-    A launcher that holds the lock hands it to its MPI job with :attr:`token`: the job's rank 0 finds the lock
-    held and the file naming that token, and goes on under the launcher's lock.
+    The lock is ``flock(LOCK_EX)`` on an open descriptor of the directory itself, which the holder keeps open:
+    the kernel holds it on the directory's inode for as long as that descriptor is open and releases it when the
+    holder ends, however it ends (kill -9 included). Nothing a user can delete holds it: :data:`LOCK`, a small
+    file beside the run's files, only *names* the holder — pid, host, kind (run or experiment: the words of the
+    "in use" line) and the token of the hand-over below —, and deleting or replacing it releases nothing (the
+    "in use" line then lacks the pid). The holder removes that file when it releases the lock, so a finished
+    directory carries no lock file; one left by a holder that was killed names a lock nobody holds and is
+    ignored (and replaced by the next holder).
+
+    A launcher that holds the lock hands it to its MPI job with :attr:`token`: the job's rank 0 finds the
+    directory locked and :data:`LOCK` naming that token, and goes on under the launcher's lock (a *joined* lock,
+    ``fd`` None). Once joined, the process recognises the directory by its inode (a registry of the locks this
+    process holds or joined), so later checks do not need the file.
+
+    The directory itself, renamed or deleted while it is held: the lock follows the inode (a rename) or dies with
+    it (``rm -r``), and a second run may then make a new directory of the old name. The holder never writes into
+    that one: the writes of a run (:func:`confirm` before each phase's records, checkpoints and the result files)
+    check that the path still names the locked directory and stop the run with one line if it does not.
+
+    Semantics are those of a local file system (Linux: ext4, xfs, btrfs, tmpfs). On NFS, Linux keeps a
+    ``flock`` on a directory in the client's kernel (NFS lends directories no byte-range locks): two runs started
+    on one machine see each other's lock, two runs started on two machines into one directory on a shared file
+    system do not.
     """
 
-    def __init__(self, path: Path, fd: int | None, token: str, created: bool):
+    def __init__(self, path: Path, fd: int | None, token: str, created: bool, ident: tuple[int, int] = (-1, -1),
+                 key: str = "--out", what: str = "run"):
         self.path, self.fd, self.token, self.created = path, fd, token, created
+        self.ident, self.key, self.what = ident, key, what
 
     @classmethod
     def acquire(cls, path: str | Path, key: str, *, token: str | None = None, what: str = "run",
@@ -119,54 +145,72 @@ class DirLock:
         Raises
         ------
         RunDirError
-            One line: another hermes run or experiment holds it, or the lock file cannot be made.
+            One line: another hermes run or experiment holds it, the directory cannot be opened, its
+            :data:`LOCK` is not a regular file, or it was replaced while it was being locked.
         """
         path = Path(path)
-        lock = path / LOCK
         try:
-            # 0600: the token inside lets a job join its launcher's lock, so only the user may read it
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
-                         0o600)
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
         except OSError as err:
             raise RunDirError(f"{key}: cannot lock {path} ({err.strerror or type(err).__name__})") from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise RunDirError(f"{key}: {lock} is not a regular file")
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _lock_holder(fd)
-            os.close(fd)
-            if token is not None and holder.get("token") == token:
-                return cls(path, None, token, created)
-            raise _in_use(key, path, holder, what) from None
+            st = os.fstat(fd)
+            ident = (st.st_dev, st.st_ino)
+            if not _take(fd, lambda: token is not None and (_holder(path).get("token") == token
+                                                              or _joined(ident, token))):
+                holder = _holder(path)
+                if token is not None and (holder.get("token") == token or _joined(ident, token)):
+                    os.close(fd)
+                    return _register(cls(path, None, token, created, ident, key, what))
+                raise _in_use(key, path, holder, what)
+            if _ident(path) != ident:  # removed (a claimer that gave up) or replaced since it was opened
+                raise RunDirError(f"{key}: {path} was removed or replaced while hermes locked it (try again)")
+            mine = token if token is not None else secrets.token_hex(16)
+            _write_holder(fd, path, key, {"pid": os.getpid(), "host": socket.gethostname(), "what": what,
+                                          "token": mine})
         except BaseException:
             os.close(fd)
             raise
-        mine = token if token is not None else secrets.token_hex(16)
+        return _register(cls(path, fd, mine, created, ident, key, what))
+
+    def confirm(self, key: str | None = None) -> None:
+        """HermesError (one line; not an OutputError, which the writers would report as a file they cannot
+        write) if :attr:`path` no longer names the directory this lock holds (renamed, deleted, replaced by
+        another of the same name): the holder stops rather than write into another directory."""
+        if _ident(self.path) != self.ident:
+            raise HermesError(f"{key or self.key}: {self.path} was moved or removed while this hermes process held "
+                              f"it; stopped (hermes never writes into another directory of the same name)")
+
+    def refresh(self) -> None:
+        """Write :data:`LOCK` again if it is missing or names another holder (a user deleted it): the processes
+        this lock is handed to by token (an experiment's runs) find it again. Nothing for a joined lock."""
+        if self.fd is None or _holder(self.path).get("token") == self.token:
+            return
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "what": what,
-                                       "token": mine}).encode(), 0)
-        except OSError as err:
-            os.close(fd)
-            raise RunDirError(f"{key}: cannot lock {path} ({err.strerror or type(err).__name__})") from None
-        return cls(path, fd, mine, created)
+            self.confirm()
+            _write_holder(self.fd, self.path, self.key, {"pid": os.getpid(), "host": socket.gethostname(),
+                                                          "what": self.what, "token": self.token})
+        except HermesError:
+            pass
 
     def release(self, *, remove_if_unused: bool = False) -> None:
-        """Release the lock; with ``remove_if_unused``, remove the directory if this lock created it and it
-        holds nothing but hermes' marker and lock (a run that failed before it recorded anything)."""
+        """Release the lock (its :data:`LOCK` file removed first); with ``remove_if_unused``, remove the
+        directory if this lock created it and it holds nothing but hermes' marker and lock file (a run that
+        failed before it recorded anything). A joined lock changes nothing on disk."""
+        _HELD[:] = [h for h in _HELD if h is not self]
         if self.fd is None:
             return
         try:
-            if remove_if_unused and self.created:
-                try:
-                    names = {e.name for e in os.scandir(self.path)}
-                    if names <= {MARKER, LOCK}:
-                        for name in names:
-                            os.unlink(self.path / name)
-                        os.rmdir(self.path)
-                except OSError:
-                    pass
+            names = {e.name for e in os.scandir(self.fd)}  # the locked directory, wherever it is now
+            if remove_if_unused and self.created and names <= {MARKER, LOCK}:
+                for name in names:
+                    os.unlink(name, dir_fd=self.fd)
+                if _ident(self.path) == self.ident:
+                    os.rmdir(self.path)
+            elif LOCK in names:
+                os.unlink(LOCK, dir_fd=self.fd)
+        except OSError:
+            pass
         finally:
             os.close(self.fd)
             self.fd = None
@@ -178,6 +222,100 @@ class DirLock:
         self.release()
 
 
+#: the locks this process holds or has joined (:meth:`DirLock.acquire`), in order
+_HELD: list[DirLock] = []
+#: how long a claimer retries a lock that another process holds for a moment (another claimer's check)
+_RETRY_SECONDS = 0.2
+
+
+def _register(lock: DirLock) -> DirLock:
+    _HELD.append(lock)
+    return lock
+
+
+def _joined(ident: tuple[int, int], token: str) -> bool:
+    """Whether this process holds or joined the lock of the directory ``ident`` with ``token``."""
+    return any(h.ident == ident and h.token == token for h in _HELD)
+
+
+def _ident(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the directory ``path`` names now (None: none)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _take(fd: int, ours: Callable[[], bool]) -> bool:
+    """``flock(LOCK_EX)`` on ``fd`` without waiting for a holder — but a moment for a check's shared probe
+    (:func:`_locked` of another claimer), unless ``ours()`` says the holder is the one to join: True if
+    taken."""
+    deadline = time.monotonic() + _RETRY_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if ours() or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def _write_holder(fd: int, path: Path, key: str, doc: dict[str, Any]) -> None:
+    """:data:`LOCK` in the directory open as ``fd``: ``doc`` (0600: its token lets a job join its launcher's
+    lock, so only the user may read it), replaced atomically. A :data:`LOCK` that is not a regular file (a
+    planted symlink) is refused, never followed or replaced. A directory that cannot be written in keeps its
+    lock without the file (a read-only run that ``hermes plot`` reads)."""
+    try:
+        st = os.lstat(LOCK, dir_fd=fd)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise RunDirError(f"{key}: cannot lock {path} ({err.strerror or type(err).__name__})") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise RunDirError(f"{key}: cannot lock {path} ({path / LOCK} is not a regular file: remove it)")
+    tmp = f".{LOCK}.{secrets.token_hex(4)}.tmp"
+    try:
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                      0o600, dir_fd=fd)
+    except OSError:
+        return
+    try:
+        with os.fdopen(out, "w") as fh:
+            fh.write(json.dumps(doc))
+        os.replace(tmp, LOCK, src_dir_fd=fd, dst_dir_fd=fd)
+    except OSError:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
+
+
+def _holder(path: Path) -> dict[str, Any]:
+    """What :data:`LOCK` in ``path`` says of the lock's holder ({} if it is missing or not hermes')."""
+    return _small_json(_read_small(path / LOCK) or "")
+
+
+def confirm(path: str | Path, key: str | None = None) -> None:
+    """HermesError (one line) if this process holds or joined the lock of a directory at ``path`` and ``path``
+    no longer names it (:meth:`DirLock.confirm`); nothing if it holds none there (a directory written without
+    a lock: tests, a library caller)."""
+    where = os.path.abspath(path)
+    for lock in reversed(_HELD):
+        if os.path.abspath(lock.path) == where:
+            lock.confirm(key)
+            return
+
+
+def refresh(path: str | Path) -> None:
+    """:meth:`DirLock.refresh` of the lock this process holds on ``path`` (nothing if it holds none)."""
+    where = os.path.abspath(path)
+    for lock in _HELD:
+        if lock.fd is not None and os.path.abspath(lock.path) == where:
+            lock.refresh()
+
+
 def _in_use(key: str, path: Path, holder: dict[str, Any], kind: str) -> RunDirError:
     """The one error for a directory whose lock another process holds, whatever check found it: the holder's
     kind as its lock names it (``kind`` if the lock does not say), its pid and host when known."""
@@ -185,13 +323,6 @@ def _in_use(key: str, path: Path, holder: dict[str, Any], kind: str) -> RunDirEr
     who = f" (pid {holder['pid']} on {holder.get('host', '?')})" if isinstance(holder.get("pid"), int) else ""
     return RunDirError(f"{key}: {path} is in use by another hermes {what}{who}: wait for it to end or choose "
                        f"another directory")
-
-
-def _lock_holder(fd: int) -> dict[str, Any]:
-    try:
-        return _small_json(os.pread(fd, 4096, 0).decode("utf-8"))
-    except (OSError, ValueError):
-        return {}
 
 
 def _small_json(text: str) -> dict[str, Any]:
@@ -207,19 +338,21 @@ def _small_json(text: str) -> dict[str, Any]:
 
 
 def _locked(path: Path, token: str | None) -> dict[str, Any] | None:
-    """The holder of ``path``'s lock if another process holds it (None if it is free or held for ``token``)."""
+    """The holder of ``path``'s lock if another process holds it (None if it is free, or held or joined for
+    ``token``): a shared ``flock`` tried on the directory and let go at once."""
     try:
-        fd = os.open(path / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return {"pid": "?", "host": "not a regular file"}
+        st = os.fstat(fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _lock_holder(fd)
-            return None if token is not None and holder.get("token") == token else holder
+            holder = _holder(path)
+            if token is not None and (holder.get("token") == token or _joined((st.st_dev, st.st_ino), token)):
+                return None
+            return holder
         except OSError:
             return None
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -230,14 +363,16 @@ def _locked(path: Path, token: str | None) -> dict[str, Any] | None:
 
 def _transient(name: str) -> bool:
     """A file hermes makes and removes at once while it claims a directory — a writability probe
-    (:func:`_probe`) or the marker's temporary file — from this process or another one claiming it at the same
-    moment: it makes a directory neither foreign nor non-empty. Only the exact names ``tempfile.mkstemp`` gives
-    (8 characters of its alphabet), so a user's file that merely starts alike still makes the directory foreign."""
+    (:func:`_probe`), the marker's or the lock file's temporary file — from this process or another one claiming
+    it at the same moment: it makes a directory neither foreign nor non-empty. Only the exact names hermes gives
+    them (8 characters of ``tempfile``'s alphabet), so a user's file that merely starts alike still makes the
+    directory foreign."""
     return _TRANSIENT.fullmatch(name) is not None
 
 
-#: ``_probe``'s and ``write_atomic``'s temporary names for the marker (``tempfile``: 8 of [a-z0-9_])
-_TRANSIENT = re.compile(r"\.hermes-probe-[a-z0-9_]{8}|" + re.escape(f".{MARKER}.") + r"[a-z0-9_]{8}\.tmp")
+#: ``_probe``'s, ``write_atomic``'s (the marker) and ``_write_holder``'s temporary names (8 of [a-z0-9_])
+_TRANSIENT = re.compile(r"\.hermes-probe-[a-z0-9_]{8}|(" + re.escape(f".{MARKER}.") + "|" + re.escape(f".{LOCK}.")
+                        + r")[a-z0-9_]{8}\.tmp")
 
 
 def _probe(directory: Path, key: str) -> None:
@@ -268,9 +403,7 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
         and without hermes' marker, a directory of the other kind, in use, or an unfinished run without
         ``force``.
     """
-    path = Path(path)
-    if "\0" in str(path):
-        raise RunDirError(f"{key}: a path cannot hold a NUL byte")
+    path = check_path(path, key)
     if kind == "run" and path.parent.name == "runs" and read_marker(path.parent.parent) == "experiment":
         holder = _locked(path.parent.parent, os.environ.get(EXPERIMENT_TOKEN))
         if holder is not None:  # a run of an experiment that hermes compare is running: its runs are compare's
@@ -293,7 +426,7 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
         return path
     found = read_marker(path)
     if found is None:
-        holder = _locked(path, token) if LOCK in entries else None
+        holder = _locked(path, token)
         if holder is not None:  # another hermes process is claiming it: its lock is taken, its marker not yet written
             raise _in_use(key, path, holder, kind)
         raise RunDirError(f"{key}: {path} is not empty and carries no hermes marker ({MARKER}): hermes writes only "
@@ -379,7 +512,7 @@ def claim_dir(path: str | Path, key: str = "--out", *, force: bool = False, kind
     RunDirError
         One line (see :func:`check_run_dir`).
     """
-    path = Path(path)
+    path = check_path(path, key)
     if key == DEFAULT_KEY and token is None:  # the default directory is a new one, whatever ran in this second
         path, created = _new_dir(path, key), True
     else:

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import tempfile
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import numpy as np
 from hermes.errors import HermesError, OutputError
 
 __all__ = ["write_atomic", "write_through", "write_json", "write_csv", "write_npz", "file_mode", "read_summary",
-           "safe_name", "slug", "RunDirError", "output_error", "reason"]
+           "safe_name", "slug", "check_path", "RunDirError", "output_error", "reason"]
 
 
 class RunDirError(OutputError):
@@ -207,6 +208,44 @@ def safe_name(name: Any, what: str) -> str:
         raise RunDirError(f"{what}: {shown} is not a safe file name (letters, digits, '.', '_', '-', not starting "
                           f"with '.', at most 200 characters)")
     return name
+
+
+def check_path(value: Any, key: str) -> Path:
+    """``value``, a path the user gave (``key``: the option or scenario key naming it), as a :class:`Path` —
+    ``DIR/`` is ``DIR`` — if it is not empty and every character of it can be shown in a one-line message: no
+    control character (C0, DEL, C1: NUL, newline, ESC, ...), no line or paragraph separator (U+2028, U+2029),
+    no byte that is not UTF-8 (the surrogates Python gives such bytes). A name starting with ``-`` is a name like
+    any other (argparse takes one only as ``--out=-x``; hermes hands paths on to its jobs as the user spelled
+    them, each its own argument).
+
+    Raises
+    ------
+    RunDirError
+        One line naming ``key``, the character and where it is.
+    """
+    text = os.fspath(value)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text:
+        raise RunDirError(f"{key}: an empty path (give a file or directory name; '.' is the current directory)")
+    for i, ch in enumerate(text):
+        cat = unicodedata.category(ch)
+        if cat in _UNSHOWN:
+            what = ("a byte that is not UTF-8" if cat == "Cs" else "a NUL byte" if ch == "\0" else
+                    f"the {_UNSHOWN[cat]} U+{ord(ch):04X}")
+            raise RunDirError(f"{key}: {_shown(text)} holds {what} at position {i + 1}: give a path of printable "
+                              f"characters")
+    return Path(text)
+
+
+#: the Unicode categories a path may not hold (:func:`check_path`)
+_UNSHOWN = {"Cc": "control character", "Zl": "line separator", "Zp": "paragraph separator", "Cs": "surrogate"}
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted with every unprintable character escaped (one line, at most 80 characters)."""
+    shown = repr(text)
+    return shown if len(shown) <= 80 else shown[:76] + "...'"
 
 
 def slug(label: str) -> str:

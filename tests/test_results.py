@@ -181,17 +181,17 @@ def test_a_directory_being_claimed_is_in_use_not_foreign(tmp_path):
 
     d = tmp_path / "run"
     d.mkdir()
-    fd = os.open(d / LOCK, os.O_RDWR | os.O_CREAT, 0o600)  # the first run's lock, not yet its marker
+    fd = os.open(d, os.O_RDONLY)  # the first run's lock (on the directory, its holder named in LOCK), no marker yet
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.write(fd, json.dumps({"pid": 4242, "host": "h", "token": "t"}).encode())
+        (d / LOCK).write_text(json.dumps({"pid": 4242, "host": "h", "token": "t"}))
         (d / ".hermes-probe-x1y2z3w4").write_text("")
         for call in (check_run_dir, claim_dir):  # one message whichever check finds the lock (CI saw two)
             with pytest.raises(RunDirError, match=r"^--out: .*run is in use by another hermes run \(pid 4242 on h\): "
                                                   r"wait for it to end"):
                 call(d, "--out")
-        os.ftruncate(fd, 0)  # a lock that names its holder's kind: an experiment claiming the directory
-        os.pwrite(fd, json.dumps({"pid": 4242, "host": "h", "what": "experiment", "token": "t"}).encode(), 0)
+        # a lock that names its holder's kind: an experiment claiming the directory
+        (d / LOCK).write_text(json.dumps({"pid": 4242, "host": "h", "what": "experiment", "token": "t"}))
         for call in (check_run_dir, claim_dir):
             with pytest.raises(RunDirError, match=r"in use by another hermes experiment \(pid 4242 on h\)"):
                 call(d, "--out")
@@ -315,3 +315,120 @@ def test_subdirectories_are_real_directories_of_the_owner(tmp_path):
     assert not (tmp_path / "elsewhere" / "c").exists()
     with pytest.raises(RunDirError, match="not a safe file name"):
         subdir(tmp_path / "own", "..")
+
+
+# -- the lock is the directory's, not its file's (issue 38, class 8) -------------------------------------------
+def _other_process_claims(path, *extra: str):
+    """``claim_dir(path)`` in another Python process: its one line (or ``claimed``) and exit status."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom hermes.claims import claim_dir\nfrom hermes.errors import HermesError\n"
+            "try:\n    claim_dir(sys.argv[1], force=True).release()\n    print('claimed')\n"
+            "except HermesError as err:\n    print(err)\n    sys.exit(2)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(path), *extra], capture_output=True, text=True, timeout=60)
+    return res.stdout.strip(), res.returncode
+
+
+def test_deleting_or_replacing_the_lock_file_releases_nothing(tmp_path):
+    """The lock is ``flock`` on the directory's own descriptor: deleting LOCK (or writing another holder into it)
+    leaves the directory locked — another process claiming it with --force is refused in one line. Before, the
+    lock was the file's, and deleting it let a second run share the directory."""
+    d = tmp_path / "run"
+    lock = claim_dir(d, name="first")
+    (d / "summary.json").write_text(json.dumps({"complete": False, "phases": [{}]}))  # an unfinished run
+    try:
+        (d / LOCK).unlink()
+        line, code = _other_process_claims(d)
+        assert code == 2 and line.startswith(f"--out: {d} is in use by another hermes run"), line
+        (d / LOCK).write_text(json.dumps({"pid": 1, "host": "h", "token": "forged"}))
+        line, code = _other_process_claims(d)
+        assert code == 2 and "is in use by another hermes run (pid 1 on h)" in line, line
+        with pytest.raises(RunDirError, match="in use"):  # in this process too (another open file)
+            check_run_dir(d, force=True)
+    finally:
+        lock.release()
+    assert _other_process_claims(d) == ("claimed", 0)
+
+
+def test_a_released_directory_carries_no_lock_file(tmp_path):
+    """The holder's LOCK file goes with the lock: a finished directory does not look held; a LOCK left by a holder
+    that was killed is ignored (its lock died with it) and replaced."""
+    d = tmp_path / "run"
+    lock = claim_dir(d)
+    assert (d / LOCK).is_file() and json.loads((d / LOCK).read_text())["pid"] == os.getpid()
+    assert stat.S_IMODE((d / LOCK).stat().st_mode) == 0o600  # it holds the token
+    (d / "summary.json").write_text("{}")
+    lock.release(remove_if_unused=True)
+    assert sorted(p.name for p in d.iterdir()) == [MARKER, "summary.json"]
+    (d / LOCK).write_text(json.dumps({"pid": 4242, "host": "h", "token": "stale"}))  # a killed holder's
+    assert check_run_dir(d) == d
+    lock = claim_dir(d)
+    assert json.loads((d / LOCK).read_text())["token"] == lock.token
+    lock.release()
+    assert not (d / LOCK).exists()
+
+
+def test_a_joined_lock_does_not_need_the_lock_file(tmp_path):
+    """The job joined its launcher's lock by the token in LOCK; once joined, the file deleted changes nothing
+    for it (the process knows the directory by its inode), and a forged token still cannot join."""
+    d = tmp_path / "run"
+    lock = claim_dir(d)
+    joined = claim_dir(d, token=lock.token)
+    (d / LOCK).unlink()
+    assert check_run_dir(d, token=lock.token) == d and open_run_dir(d, token=lock.token) == d
+    with pytest.raises(RunDirError, match="in use"):
+        claim_dir(d, token="0" * 32)
+    joined.release()
+    lock.refresh()  # the holder writes its file again (what hermes compare does before each of its runs)
+    assert json.loads((d / LOCK).read_text())["token"] == lock.token
+    lock.release()
+    assert not (d / LOCK).exists()
+
+
+def test_a_run_directory_moved_away_is_never_written_under_its_old_name(tmp_path):
+    """The directory renamed while held, and a new one made at its name (a second run): the holder's writes stop
+    with one line instead of going into the new directory; releasing removes the lock file of the moved one."""
+    from hermes.claims import confirm
+    from hermes.errors import HermesError
+    from hermes.lifecycle.directory import write_records
+
+    d = tmp_path / "run"
+    lock = claim_dir(d)
+    write_records(d, {"complete": False, "phases": []}, [], ["phase"])
+    d.rename(tmp_path / "moved")
+    d.mkdir()
+    (d / "theirs.txt").write_text("keep")
+    with pytest.raises(HermesError, match=r"^--out: .*/run was moved or removed while this hermes process held it"):
+        confirm(d)
+    with pytest.raises(HermesError, match="was moved or removed"):
+        write_records(d, {"complete": False, "phases": []}, [], ["phase"])
+    assert sorted(p.name for p in d.iterdir()) == ["theirs.txt"]
+    lock.release(remove_if_unused=True)
+    assert not (tmp_path / "moved" / LOCK).exists() and (tmp_path / "moved" / "summary.json").is_file()
+    assert sorted(p.name for p in d.iterdir()) == ["theirs.txt"]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("a\nb", "the control character U+000A at position 2"),
+    ("runs/\x1b[31mred", "the control character U+001B at position 6"),
+    ("x\x85", "the control character U+0085"),
+    ("x\u2028y", "the line separator U+2028"),
+    ("a\udcffb", "a byte that is not UTF-8 at position 2"),
+    ("a\0b", "a NUL byte"),
+    ("", "an empty path"),
+])
+def test_a_path_that_cannot_be_shown_on_one_line_is_refused(tmp_path, monkeypatch, value, message):
+    """One function (check_path) for every path the user gives; every claim of a directory passes through it."""
+    import re
+
+    from hermes.files import check_path
+
+    with pytest.raises(RunDirError, match="^--out: .*" + re.escape(message)) as err:
+        check_path(value, "--out")
+    assert len(str(err.value).splitlines()) == 1
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RunDirError, match="^--out: .*" + re.escape(message)):
+        claim_dir(value)
+    assert sorted(os.listdir(tmp_path)) == []
+    assert check_path("out/", "--out") == check_path("out", "--out") and str(check_path("-x", "--out")) == "-x"

@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         return error(f"{where}{err.strerror or type(err).__name__}")
 
 
+#: the arguments that name a file, a directory or a trace's stem (the attribute of the parsed arguments → the
+#: name an error line gives it): each is checked by :func:`hermes.files.check_path` before a command runs
+_PATH_OPTIONS = {"scenario": "scenario", "experiment": "experiment", "run_dir": "RUN_DIR", "stem": "STEM",
+                 "file": "file", "out": "--out", "resume": "--resume", "report_dir": "--report", "trace": "--trace",
+                 "write_trace": "--write-trace"}
+
 #: options whose value may start with '-' (a box with a negative corner: ``--zoom -1.5,-0.5,2,0.5``)
 _NEGATIVE_VALUES = ("--zoom",)
 
@@ -71,6 +77,15 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except UsageError as err:
+        return error(str(err), world_rank())
+    from hermes.errors import HermesError
+    from hermes.files import check_path
+
+    try:  # a path with a newline or another control character: one line, whatever the command
+        for dest, key in _PATH_OPTIONS.items():
+            if isinstance(getattr(args, dest, None), str):
+                check_path(getattr(args, dest), key)
+    except HermesError as err:
         return error(str(err), world_rank())
     if args.version:
         from hermes.version import __version__

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hermes.claims import DEFAULT_KEY, check_run_dir, clear_dir, marker_name, read_marker, write_marker
+from hermes.claims import DEFAULT_KEY, check_run_dir, clear_dir, confirm, marker_name, read_marker, write_marker
 from hermes.files import RunDirError, write_atomic, write_csv, write_json, write_npz
 
 __all__ = ["default_run_dir", "run_dir_for", "open_run_dir", "write_records", "base_geometry", "records_partitions",
@@ -46,6 +46,7 @@ def open_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, t
     Returns the directory."""
     path = Path(path)
     check_run_dir(path, key, force=force, token=token)
+    confirm(path, key)  # still the directory this process locked (not one made at its name since)
     try:
         path.mkdir(parents=True, exist_ok=True)
         if read_marker(path) is None:
@@ -59,7 +60,9 @@ def open_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, t
 
 def write_records(out: Path, summary: dict, rows: list[dict], columns: list[str]) -> None:
     """The records so far (rank 0, after every phase): phases.csv, then summary.json (``complete`` false
-    until the end), each atomically, so the summary never lists a phase the CSV lacks."""
+    until the end), each atomically, so the summary never lists a phase the CSV lacks — into the directory this
+    process locked, never another one made at its name meanwhile (:func:`hermes.claims.confirm`)."""
+    confirm(out)
     write_csv(out / "phases.csv", rows, columns)
     write_json(out / "summary.json", summary)
 
@@ -97,6 +100,7 @@ def write_run(out_dir: str | Path, scenario_yaml: str, output, result, columns: 
     :func:`records_partitions`) and summary.json (the result's summary), each atomically. Returns the
     directory."""
     out = Path(out_dir)
+    confirm(out)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "scenario.yaml", scenario_yaml)
     write_csv(out / "phases.csv", result.ranks, columns)

@@ -168,18 +168,17 @@ def test_a_new_run_replaces_a_finished_one_wholesale_and_files_get_the_umask(tmp
         os.umask(old)
     assert res.returncode == 0, res.stderr
     assert (out / "vtu" / "phase-003.vtu").is_file() and (out / "partition-003.png").is_file()
-    files = [p for p in out.rglob("*") if p.is_file() and p.name != LOCK]  # the lock is 0600 (it holds a token)
+    files = [p for p in out.rglob("*") if p.is_file()]
     assert {p.suffix for p in files} >= {".json", ".csv", ".npz", ".vtu", ".png", ".pvd", ".yaml"}
-    assert oct((out / LOCK).stat().st_mode & 0o777) == oct(0o600)
+    assert not (out / LOCK).exists()  # the lock's file (0600: it holds a token) goes with the lock
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o640)}  # 0666 & ~027, every kind of file
     res = here("run", *sets, "--set", "adaptation.phases=2", "--no-pictures")
     assert res.returncode == 0, res.stderr
     assert not (out / "vtu" / "phase-003.vtu").exists() and not (out / "partition-003.png").exists()
     assert not list(out.glob("*.png")) and (out / "vtu" / "phase-002.vtu").is_file()
     assert len(_summary(out)["phases"]) == 2 and _summary(out)["complete"] is True
-    # every file of the new run (hermes' lock file is the directory's, 0600, made by the first run, and stays)
-    assert {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file() and p.name != LOCK} == \
-        {oct(0o666 & ~old)}
+    # every file of the new run
+    assert {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()} == {oct(0o666 & ~old)}
 
 
 # -- kill a rank, resume ---------------------------------------------------------------------------------------

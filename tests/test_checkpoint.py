@@ -220,3 +220,38 @@ def test_a_state_nested_too_deep_is_one_short_line(tmp_path):
     assert msg.startswith("checkpoint: the state of rank 0 cannot be saved: state[0][0]") and "\n" not in msg
     assert msg.endswith("holds containers nested more than 100 deep") and len(msg) < 300
     assert not (tmp_path / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("part", ["checkpoint", "checkpoint/phase-0002", "checkpoint/manifest.json",
+                                  "checkpoint/phase-0002/rank-00000.npz"])
+def test_a_symlink_in_a_checkpoint_is_refused_before_launching(tmp_path, monkeypatch, part):
+    """A checkpoint whose directory, phase directory, manifest or rank file has become a symlink (to an intact copy
+    elsewhere): ``hermes run --resume`` refuses it in one line before mpiexec starts — before, it read through the
+    link, launched, and the job stopped at its next checkpoint (subdir refuses to write through a link) — and
+    the job's own check (``--no-launch``) says the same."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from hermes.lifecycle.checkpoint import verify_checkpoint
+
+    _crash_after(monkeypatch, 2)
+    with pytest.raises(Crash):
+        driver.run(_scenario(), MPI.COMM_SELF, out_dir=tmp_path / "c", quiet=True)
+    monkeypatch.undo()
+    real = tmp_path / "c" / part
+    moved = tmp_path / "elsewhere"
+    real.rename(moved)
+    real.symlink_to(moved, target_is_directory=moved.is_dir())
+    with pytest.raises(HermesError, match=rf"^--resume: .*/c/{part} is a symlink: hermes reads and writes a "
+                                          rf"checkpoint only in directories and files of the run's own"):
+        verify_checkpoint(tmp_path / "c")
+    root = Path(__file__).resolve().parents[1]
+    for extra in ([], ["--no-launch"]):
+        res = subprocess.run([sys.executable, "-m", "hermes", "run", "--resume", str(tmp_path / "c"), *extra],
+                             capture_output=True, text=True, cwd=root, timeout=300)
+        assert res.returncode == 2 and "launching" not in res.stdout, res.stdout + res.stderr
+        assert res.stderr.count("\n") == 1 and f"/c/{part} is a symlink" in res.stderr, res.stderr
+    real.unlink()
+    moved.rename(real)
+    assert verify_checkpoint(tmp_path / "c").phase == 2

@@ -46,7 +46,9 @@ file system every rank sees.
 Resuming needs the hermes version that wrote the checkpoint, the same number of ranks and the run's
 ``scenario.yaml`` as it was: the run goes on with the scenario it started with, so an edited copy is
 refused rather than ignored, and every rank's file must hold that scenario (but ``output.pictures``),
-compared before it is validated. ``hermes run --resume`` verifies all of this before ``mpiexec`` starts
+compared before it is validated; the checkpoint's directories and files must be the run directory's own (a
+symlink is refused, as writing the next checkpoint would refuse it) and the checkpoint directory writable.
+``hermes run --resume`` verifies all of this before ``mpiexec`` starts
 (:func:`verify_checkpoint`), and every rank checks again under ``mpiexec`` (:func:`load_state`). The
 checksums detect damage, not tampering; a tampered checkpoint can change the run's data but not run code
 beyond what its scenario.yaml shows, as any scenario does (a plug-in balancer ``balancer.algorithm:
@@ -58,8 +60,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +71,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hermes.claims import subdir
+from hermes.claims import confirm, subdir
 from hermes.comm import Bookkeeping, agree
 from hermes.errors import HermesError, OutputError, validation_message
 from hermes.files import read_summary, reason, write_atomic, write_json
@@ -131,6 +135,7 @@ def _read_rank(man: Manifest, rank: int, refs: Callable[[Any], dict[str, Any]] |
     scenario is validated, which may import a plug-in balancer it names), its tree read back (with
     placeholders for the references if ``refs`` is None)."""
     entry, path = man.files[rank], man.path(rank)
+    _own(path, directory=False)
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -199,7 +204,7 @@ def read_manifest(run_dir: str | Path) -> Manifest:
     if not run_dir.is_dir():
         raise CheckpointError(f"--resume: {run_dir} is not a run directory")
     path = run_dir / CHECKPOINT / "manifest.json"
-    if not path.exists() and not path.is_symlink():
+    if not _own(run_dir / CHECKPOINT, directory=True) or not _own(path, directory=False):
         if (summary := read_summary(run_dir)) is not None and summary.get("complete", True):
             raise CheckpointError(f"--resume: {run_dir} holds a finished run (nothing to resume)")
         raise CheckpointError(f"--resume: {run_dir} holds no checkpoint (run with output.checkpoint_every: K "
@@ -235,7 +240,28 @@ def read_manifest(run_dir: str | Path) -> Manifest:
         _int(f, "bytes", 0, None, where)
         if type(f["sha256"]) is not str or not _SHA256.fullmatch(f["sha256"]):
             raise CheckpointError(f"--resume: {where}: sha256 must be 64 hexadecimal digits")
+    _own(_phase_dir(run_dir, phase), directory=True)
     return Manifest(phase, ranks, __version__, files, _phase_dir(run_dir, phase), doc["scenario_sha256"])
+
+
+def _own(path: Path, *, directory: bool) -> bool:
+    """Whether ``path``, a part of a checkpoint, exists — refused in one line if it is a symlink (a checkpoint is
+    read and written only inside the run directory: :func:`hermes.claims.subdir` would refuse it at the next
+    checkpoint, after the job has started) or not a directory (``directory``) or not a regular file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        raise CheckpointError(f"--resume: cannot read {path} ({err.strerror or type(err).__name__})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise CheckpointError(f"--resume: {path} is a symlink: hermes reads and writes a checkpoint only in "
+                              f"directories and files of the run's own (move the link away)")
+    if directory and not stat.S_ISDIR(st.st_mode):
+        raise CheckpointError(f"--resume: {path} is not a directory")
+    if not directory and not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"--resume: {path} is not a regular file")
+    return True
 
 
 def _comparable(scenario: Any) -> Any:
@@ -277,7 +303,15 @@ def verify_checkpoint(run_dir: str | Path) -> Manifest:
     scenario = _check_scenario(Path(run_dir), man)
     for rank in range(man.ranks):
         _read_rank(man, rank, None, scenario)
+    _writable(Path(run_dir))
     return man
+
+
+def _writable(run_dir: Path) -> None:
+    """The checkpoint directory takes the resumed run's next checkpoints (a file made and removed in it)."""
+    from hermes.claims import _probe
+
+    _probe(run_dir / CHECKPOINT, "--resume")
 
 
 # -- writing and reading (collective) --------------------------------------------------------------------------
@@ -313,6 +347,8 @@ def save_state(comm, state: Any, *, phase: int, run_dir: str | Path, scenario: A
     run_dir = Path(run_dir)
     rank, size = comm.Get_rank(), comm.Get_size()
     where = _phase_dir(run_dir, phase)
+    # the path still names the directory the run locked: no rank writes into another one made at its name
+    agree(comm, lambda: None if rank else confirm(run_dir))
     header = {"phase": phase, "rank": rank, "ranks": size, "hermes": __version__, **(keep or {})}
     entry = agree(comm, lambda: _write_rank_file(run_dir, where, rank, _rank_file(header, scenario, state, refs)))
     files = Bookkeeping(comm).gather(entry)
@@ -391,4 +427,5 @@ def load_state(comm, run_dir: str | Path, refs: Callable[[Any], dict[str, Any]])
         raise CheckpointError(f"--resume: the checkpoint holds {man.ranks} ranks, the job has {size} (run "
                               f"'hermes run --resume {run_dir}' without mpiexec, or mpiexec -n {man.ranks})")
     scenario = agree(comm, _check_scenario, Path(run_dir), man)
+    agree(comm, lambda: None if rank else _writable(Path(run_dir)))
     return agree(comm, _read_rank, man, rank, refs, scenario)

@@ -383,3 +383,127 @@ def test_plot_out_never_overwrites_a_directory_hermes_did_not_make(tmp_path, fin
     res = hermes("plot", out, "--out", out / "plots", "--phase", "0")  # the run's own plots directory
     assert res.returncode == 0, res.stderr
     assert not (out / "plots" / MARKER).exists()
+
+
+# -- the lock cannot be removed from under a run; finished directories do not look held (issue 38, class 8) -----
+LONG = ["--set", "mesh.grid=40x40", "--set", "platform.capacities=homo", "--set", "adaptation.phases=60",
+        "--no-pictures"]
+
+
+def _running(out: Path, *args: str) -> subprocess.Popen:
+    """``hermes run`` into ``out``, returned once its first phase is recorded (its job holds the lock, or has
+    joined its launcher's, by then)."""
+    proc = subprocess.Popen([sys.executable, "-m", "hermes", "run", *LONG, *args, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+    for line in proc.stdout:
+        if line.startswith("phase 1/"):
+            return proc
+    proc.wait()
+    raise AssertionError(f"the run did not start: {proc.stderr.read()}")
+
+
+def _paused(out: Path, *args: str) -> subprocess.Popen:
+    """:func:`_running` with ``--no-launch`` on one processor, stopped (SIGSTOP) after its first phase: it holds
+    its directory's lock, however slow this machine, until :func:`_resumed`."""
+    proc = _running(out, "--no-launch", "--set", "processors=1", *args)
+    proc.send_signal(signal.SIGSTOP)
+    return proc
+
+
+def _resumed(proc: subprocess.Popen) -> tuple[str, str]:
+    proc.send_signal(signal.SIGCONT)
+    return proc.communicate(timeout=600)
+
+
+@pytest.mark.parametrize("launch", ["--no-launch", pytest.param("mpiexec", marks=[pytest.mark.mpi,
+                                                                                   pytest.mark.slow])])
+def test_deleting_the_lock_file_mid_run_lets_no_second_run_in(tmp_path, launch):
+    """The issue's case: ``rm .hermes-lock`` while a run writes its directory, then ``hermes run --force`` into
+    it. Before, both exited 0 and one overwrote the other; now the lock is the directory's (the file only names
+    the holder): the second is refused in one line, the first finishes whole, and leaves no lock file. Under
+    mpiexec the launcher holds the lock and the job has joined it (a longer run: a job cannot be paused whole)."""
+    out = tmp_path / "run"
+    if launch == "mpiexec":
+        first, phases = _running(out, "--set", "processors=2", "--set", "mesh.grid=80x80", "--set",
+                                 "adaptation.phases=150"), 150
+    else:
+        first, phases = _paused(out), 60
+    try:
+        (out / LOCK).unlink()
+        res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--out", out, "--force")
+        one_line(res, f"{out} is in use by another hermes run")
+        assert first.poll() is None, "the first run ended before the second was tried: the test proves nothing"
+    finally:
+        rest, err = _resumed(first)
+    assert first.returncode == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and len(summary["phases"]) == phases
+    assert not (out / LOCK).exists() and read_marker(out) == "run"
+
+
+def test_a_run_whose_directory_is_moved_away_never_writes_into_the_new_one(tmp_path):
+    """The run directory renamed mid-run and a second run made at its name: the lock went with the directory, so
+    the second runs; the first stops at its next phase in one line instead of writing its records into the
+    second's directory (before, both exited 0 and the first's records replaced the second's)."""
+    out = tmp_path / "run"
+    first = _paused(out)
+    try:
+        out.rename(tmp_path / "moved")
+        second = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--out", out)
+        assert second.returncode == 0, second.stderr
+    finally:
+        rest, err = _resumed(first)
+    assert first.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"hermes: error: --out: {out} was moved or removed while this hermes process held it")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and len(summary["phases"]) == 2  # the second run's, untouched
+    assert json.loads((tmp_path / "moved" / "summary.json").read_text())["complete"] is False
+    assert not (out / LOCK).exists() and not (tmp_path / "moved" / LOCK).exists()
+
+
+@pytest.mark.mpi
+def test_a_resumed_run_leaves_no_lock_file(tmp_path):
+    """A run killed (kill -9) after its first checkpoint leaves the file naming its dead holder; resuming (under
+    mpiexec: the launcher holds the lock, the job joins it) is not held up by that file and leaves none."""
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "hermes", "run", "--no-launch", "--set", "processors=1", *SMALL,
+                          "--set", "adaptation.phases=3", "--set", "output.checkpoint_every=1", "--no-pictures",
+                          "--out", str(out)], capture_output=True, text=True, cwd=ROOT,
+                         env={**_env(), "HERMES_FAULT": "kill:0:1"}, timeout=300)
+    assert res.returncode == -signal.SIGKILL and (out / LOCK).is_file(), res.stderr
+    res = hermes("run", "--resume", out)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "summary.json").read_text())["complete"] is True and not (out / LOCK).exists()
+
+
+def test_trace_write_claims_its_directory_and_waits_for_no_run(tmp_path, finished):
+    """``hermes trace write RUN --out DIR`` writes DIR/data.<rank>.json into a new or empty directory or one it
+    made (``DIR/`` is DIR; a user's non-empty directory is refused, an earlier trace replaced whole), and on a
+    run in progress says it is in use (before: a misleading "no partitions.npz" and, with ``--out DIR/``, files
+    written next to DIR)."""
+    run = finished_at(finished, tmp_path / "done")
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--set",
+                 "output.partitions=true", "--out", run)
+    assert res.returncode == 0, res.stderr
+    res = hermes("trace", "write", run, "--out", f"{tmp_path / 'trace'}/")
+    assert res.returncode == 0 and res.stdout.strip() == f"1 rank files: {tmp_path / 'trace'}/data.<rank>.json", \
+        res.stdout + res.stderr
+    assert sorted(p.name for p in (tmp_path / "trace").iterdir()) == [MARKER, "data.0.json"]
+    assert not (tmp_path / "trace.0.json").exists() and not (run / LOCK).exists()
+    (tmp_path / "trace" / "data.7.json").write_text("{}")  # an earlier trace of more ranks: replaced whole
+    assert hermes("trace", "write", run, "--out", tmp_path / "trace").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "trace").iterdir()) == [MARKER, "data.0.json"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    one_line(hermes("trace", "write", run, "--out", mine), "mine is not empty and carries no hermes marker")
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    live = tmp_path / "live"
+    first = _paused(live, "--set", "output.partitions=true")
+    try:
+        one_line(hermes("trace", "write", live), f"trace write: {live} is in use by another hermes run (pid "
+                                                   f"{first.pid} on ")
+        one_line(hermes("trace", "write", live, "--out", tmp_path / "t2"), "is in use by another hermes run")
+    finally:
+        _resumed(first)
+    assert not (tmp_path / "t2").exists() and not (live / "lbdatafile").exists()

@@ -8,11 +8,15 @@ from pathlib import Path
 
 from hermes.cli.common import error, parse_params
 
-__all__ = ["cmd_compare", "cmd_compare_trace", "cmd_replay", "cmd_trace"]
+__all__ = ["cmd_compare", "cmd_compare_trace", "cmd_replay", "cmd_trace", "write_trace_dir"]
 
 
 def cmd_compare(args) -> int:
-    from hermes.compare import load_experiment, make_experiment, render, run_experiment
+    """``hermes compare``: exit 0 when every run of the experiment is done, :data:`EXIT_RUNS_FAILED` when one or
+    more failed (each named on stderr in one line ``hermes: error: run ID failed: ...``; results.csv, table.md
+    and the report hold what succeeded), 2 on bad input (nothing ran), 130 when interrupted."""
+    from hermes.compare import collect, load_experiment, make_experiment, render, run_experiment
+    from hermes.compare.runner import EXIT_RUNS_FAILED
     from hermes.errors import HermesError
 
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
@@ -38,6 +42,7 @@ def cmd_compare(args) -> int:
             exp = make_experiment({"name": "quickstart"}, set_axes=args.set_axes, sets=args.overrides, name=args.name)
         out = run_experiment(exp, args.out, jobs=args.jobs, oversubscribe=args.oversubscribe, timeout=args.timeout,
                              report=not args.no_report, say=say)
+        failed = [r for r in collect(out)[1] if r["status"] != "done"]
     except HermesError as err:
         return error(str(err))
     except KeyboardInterrupt:
@@ -46,7 +51,10 @@ def cmd_compare(args) -> int:
         return 130
     if not args.quiet:
         print((out / "table.md").read_text(), end="")
-    return 0
+    for r in failed:  # the tables and the report hold what succeeded; each failed run is one line here
+        print(f"hermes: error: run {r['run']} {r['status']}: {r['error'] or 'no result'} (its log: "
+              f"{out / 'runs' / (r['run'] + '.log')})", file=sys.stderr, flush=True)
+    return EXIT_RUNS_FAILED if failed else 0
 
 
 def cmd_compare_trace(args, say) -> int:
@@ -169,11 +177,9 @@ def cmd_trace(args) -> int:
 
     try:
         if args.trace_command == "write":
-            from hermes.trace.record import write_run_trace
-
             if args.cells_per_block is not None and args.cells_per_block < 1:
                 raise HermesError(f"--cells-per-block: must be at least 1, got {args.cells_per_block}")
-            paths = write_run_trace(args.run_dir, args.out, cells_per_block=args.cells_per_block,
+            paths = write_trace_dir(args.run_dir, args.out, cells_per_block=args.cells_per_block,
                                     compress=args.compress)
             print(f"{len(paths)} rank files: {str(paths[0]).removesuffix('.0.json')}.<rank>.json")
             return 0
@@ -185,3 +191,39 @@ def cmd_trace(args) -> int:
         return error(str(err))
     print(json.dumps(info) if args.json else format_trace_summary(info))
     return 0
+
+
+def write_trace_dir(run_dir: str | Path, out: str | Path | None, *, cells_per_block: int | None = None,
+                    compress: bool = False) -> list[Path]:
+    """``hermes trace write``: the run in ``run_dir`` as a trace, ``<out>/data.<rank>.json`` (default
+    ``RUN_DIR/lbdatafile/``). The run directory is locked while it is read (a run in progress there: "... is in
+    use by another hermes run (pid ...)"); ``out`` is claimed as ``hermes run`` claims its ``--out`` (kind
+    ``trace``: a new or empty directory, or one an earlier ``trace write`` made, which is replaced wholesale;
+    anything else is refused in one line).
+
+    Raises
+    ------
+    HermesError
+        One line: the run directory in use or not a run with recorded partitions, ``out`` not a directory
+        hermes may write.
+    """
+    from hermes.claims import DirLock, claim_dir, clear_dir
+    from hermes.errors import HermesError
+    from hermes.trace.record import TRACE_STEM, write_run_trace
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise HermesError(f"{run_dir}: not a hermes run directory (not a directory)")
+    with DirLock.acquire(run_dir, "trace write"):  # not while a run writes into it
+        if out is None:
+            return write_run_trace(run_dir, cells_per_block=cells_per_block, compress=compress)
+        lock = claim_dir(out, "--out", kind="trace")
+        done = False
+        try:
+            clear_dir(lock.path)  # an earlier trace (of more ranks, perhaps): replaced as a whole
+            paths = write_run_trace(run_dir, lock.path / TRACE_STEM, cells_per_block=cells_per_block,
+                                    compress=compress)
+            done = True
+            return paths
+        finally:
+            lock.release(remove_if_unused=not done)

@@ -173,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     ti.add_argument("--json", action="store_true", help="print one JSON object")
     tw = tsub.add_parser("write", help="write a hermes run directory as a trace (what output.lbdatafile writes)")
     tw.add_argument("run_dir", help="a run directory with recorded partitions")
-    tw.add_argument("--out", help="the trace's stem (default RUN_DIR/lbdatafile/data)")
+    tw.add_argument("--out", metavar="DIR", help="the trace's directory: DIR/data.<rank>.json (default "
+                    "RUN_DIR/lbdatafile/); new, empty or one trace write made")
     tw.add_argument("--cells-per-block", type=int, help="tasks are blocks of about K cells (default: cells)")
     tw.add_argument("--compress", action="store_true", help="brotli-compress the files")
 

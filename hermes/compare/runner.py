@@ -21,14 +21,19 @@ from pathlib import Path
 from typing import Any
 
 
-from hermes.claims import EXPERIMENT_TOKEN, DirLock, _read_small, clear_dir, read_marker, subdir
+from hermes.claims import EXPERIMENT_TOKEN, DirLock, _read_small, clear_dir, read_marker, refresh, subdir
 from hermes.compare.experiment import PlannedRun
 from hermes.errors import HermesError
 from hermes.files import RunDirError, file_mode, safe_name, write_atomic
 from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.loaders import dump_yaml, load_json, load_yaml
 
-__all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores", "error_of", "planned_scenario"]
+__all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores", "error_of", "planned_scenario",
+           "EXIT_RUNS_FAILED"]
+
+#: the exit status of ``hermes compare`` when a run of the experiment failed (the others' results are written;
+#: 2 stays bad input, nothing run)
+EXIT_RUNS_FAILED = 3
 
 #: compare's own files about run ID, beside its run directory ``runs/ID/`` (which belongs to the run: hermes
 #: replaces a run directory wholesale and refuses one holding files it did not write)
@@ -248,6 +253,7 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
                 if executing and not oversubscribe and used + todo[0].processes > budget:
                     break
                 run = todo.popleft()
+                refresh(runs_dir.parent)  # the experiment lock's file, which its runs read the token from
                 try:
                     executing.append(_start(run, runs_dir, env))
                 except HermesError as err:  # its directory is not one hermes may replace: the others go on

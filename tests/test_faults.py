@@ -507,3 +507,31 @@ def test_trace_write_claims_its_directory_and_waits_for_no_run(tmp_path, finishe
     finally:
         _resumed(first)
     assert not (tmp_path / "t2").exists() and not (live / "lbdatafile").exists()
+
+
+BAD_PATHS = {"newline": "a\nb", "escape": "x\x1b[2Jy", "carriage return": "runs/x\r", "NEL": "x\x85",
+             "line separator": "x\u2028", "not UTF-8": "x\udcff", "empty": ""}
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--out", "{p}"], ["run", "--resume", "{p}"], ["run", "{p}"], ["plot", "{p}"], ["plot", "R", "--out", "{p}"],
+    ["compare", "--out", "{p}"], ["compare", "--report", "{p}"], ["compare", "--trace", "{p}"], ["compare", "{p}"],
+    ["replay", "{p}"], ["replay", "T", "--out", "{p}"], ["trace", "info", "{p}"], ["trace", "write", "{p}"],
+    ["trace", "write", "R", "--out", "{p}"], ["scenario", "{p}"], ["mesh", "info", "{p}"],
+    ["mesh", "generate", "grid", "--out", "{p}"], ["flow-bench", "--out", "{p}"],
+    ["gossip", "--ranks", "2", "--objects", "4", "--write-trace", "{p}"],
+], ids=lambda a: " ".join(a).replace("{p}", "P"))
+def test_every_path_option_refuses_what_one_line_cannot_show(tmp_path, monkeypatch, capsys, argv):
+    """A path holding a newline or another control character, a line separator or bytes that are not UTF-8 (or
+    an empty one) is refused in one line naming the option, exit 2, whatever the command, before anything is
+    read or written — before, ``--out 'a<newline>b'`` made that directory and every message naming it took two
+    lines."""
+    from hermes.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for what, bad in BAD_PATHS.items():
+        code = main([a.replace("{p}", bad) for a in argv])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("hermes: error: ") and err.count("\n") == 1, (what, err)
+        assert ("an empty path" if not bad else "holds ") in err, (what, err)
+    assert list(tmp_path.iterdir()) == []

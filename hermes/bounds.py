@@ -22,3 +22,9 @@ MAX_SEED = 2**31 - 1
 #: the most tasks per phase hermes writes into a trace of a run (``output.lbdatafile``): 10⁶ cells with four
 #: neighbours each are 8·10⁶ communications, gigabytes of JSON; beyond, blocks of cells (``cells_per_block``)
 MAX_TRACE_TASKS = 200_000
+#: what hermes reads of a vt LBDatafile trace (docs/TRACES.md, "Limits"): phases (10⁶ empty ones are 28 MB, read
+#: in seconds), rank files (as many as processors), distinct ``user_defined`` number keys (each is an array over
+#: a phase's tasks when a phase is replayed; vt writes six, hermes three)
+MAX_TRACE_PHASES = 1_000_000
+MAX_TRACE_RANKS = MAX_PROCESSORS
+MAX_TRACE_KEYS = 100

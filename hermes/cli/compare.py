@@ -145,8 +145,11 @@ def cmd_replay(args) -> int:
         trace = read_trace(args.stem, phases=args.phase)
         if caps is not None and len(caps) != trace.n_ranks:
             raise HermesError(f"--capacities: {len(caps)} numbers for the trace's {trace.n_ranks} ranks")
-        say(f"trace {args.stem}: {trace.n_ranks} ranks, phases {', '.join(map(str, trace.phase_ids))}"
-            f"{' (brotli)' if trace.compressed else ''}, {sum(ph.n_tasks for ph in trace.phases)} tasks")
+        from hermes.trace.phase import ids_text
+
+        flat = trace.flat
+        say(f"trace {args.stem}: {trace.n_ranks} ranks, {flat.n_phases:,} phase(s) ({ids_text(flat.phase_ids)})"
+            f"{' (brotli)' if trace.compressed else ''}, {int(flat.phase_tasks.sum()):,} tasks")
         if args.out:
             out_path, key = Path(args.out), "--out"
         else:

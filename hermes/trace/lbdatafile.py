@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import ValidationError
 
-from hermes.bounds import BIG
+from hermes.bounds import MAX_TRACE_KEYS, MAX_TRACE_PHASES, MAX_TRACE_RANKS
 from hermes.errors import one_line, validation_message
 from hermes.files import write_atomic
 from hermes.loaders import parse_json, read_bytes
-from hermes.trace.phase import Trace, TraceError, TracePhase, ids_text
-from hermes.trace.schema import LBDatafileDoc, PhaseDoc
+from hermes.trace.phase import (FlatTrace, Trace, TraceError, TracePhase, ids_text, match_tasks, offsets,
+                                 unique_sorted)
+from hermes.trace.schema import ColumnError, LBDatafileDoc, check_iterations, explain
 
 __all__ = ["read_trace", "write_trace", "parse_phase_spec", "trace_paths",
            "count_ranks", "find_trace", "check_new_trace", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS", "SUFFIXES"]
@@ -102,10 +104,6 @@ def parse_phase_spec(spec: str | int | None) -> list[tuple[int, int]] | None:
             raise TraceError(f"--phase {text!r}: the range {a}-{b} is empty (write first-last)")
         out.append((a, b))
     return out
-
-
-def _selected(pid: int, ranges: list[tuple[int, int]] | None) -> bool:
-    return ranges is None or any(a <= pid <= b for a, b in ranges)
 
 
 # -- reading --------------------------------------------------------------------------------------------------
@@ -196,157 +194,155 @@ def _looks_like_json(data: bytes) -> bool:
     return True
 
 
-def _read_doc(path: Path, r: int) -> tuple[LBDatafileDoc, bool]:
-    """One rank's file, parsed as strict JSON and checked against the schema; (document, was compressed)."""
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse(data: bytes, path: Path) -> Any:
+    """The JSON of a rank file. Its values are bounded (:data:`MAX_TRACE_VALUES`) by counting ``{``, ``[`` and
+    ``,`` — an upper bound that costs one pass of C per character; a file near the bound, or one that does not
+    parse, goes through :func:`hermes.loaders.parse_json` for the exact count and the one-line message."""
+    if data.count(b"{") + data.count(b"[") + data.count(b",") + 1 <= MAX_TRACE_VALUES:
+        try:
+            return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        except (ValueError, RecursionError):  # not UTF-8, not JSON: parse_json says what
+            pass
+    return parse_json(data, str(path), error=TraceError, max_values=MAX_TRACE_VALUES)
+
+
+def _load(path: Path) -> tuple[Any, bool]:
+    """(the JSON of a rank file, whether it was brotli-compressed)."""
     if not path.exists():
         raise TraceError(f"missing LBDatafile {path}")
     data = read_bytes(path, "LBDatafile", max_bytes=MAX_TRACE_BYTES, error=TraceError)
     # plain or brotli-compressed: a brotli stream has no magic number and may begin with '{' or '[', so text
     # that does not parse as JSON is tried as brotli before its JSON error is reported
-    compressed = not _looks_like_json(data)
-    if compressed:
+    if not _looks_like_json(data):
         if not data:
             raise TraceError(f"{path}: empty file")
-        data = _decompress(data, path)
-        doc = parse_json(data, str(path), error=TraceError, max_values=MAX_TRACE_VALUES)
-    else:
+        return _parse(_decompress(data, path), path), True
+    try:
+        return _parse(data, path), False
+    except TraceError as err:
         try:
-            doc = parse_json(data, str(path), error=TraceError, max_values=MAX_TRACE_VALUES)
-        except TraceError as err:
-            try:
-                unpacked = _decompress(data, path)
-            except TraceError:
-                raise err from None
-            doc, compressed = parse_json(unpacked, str(path), error=TraceError, max_values=MAX_TRACE_VALUES), True
+            unpacked = _decompress(data, path)
+        except TraceError:
+            raise err from None
+        return _parse(unpacked, path), True
+
+
+def _interval_union(points: list[int], ranges: list[list[int]]) -> list[tuple[int, int]]:
+    """The ids of a ``metadata.phases`` set as sorted disjoint inclusive intervals."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted([(p, p) for p in points] + [(r[0], r[1]) for r in ranges]):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _marked(meta: Any, have: NDArray[np.int64], path: Path) -> NDArray[np.int64]:
+    """The phases a file marks ``identical_to_previous`` and does not list nor skip, refused in one line beyond
+    :data:`MAX_TRACE_PHASES` before they are counted one by one."""
+    if meta is None:
+        return np.zeros(0, dtype=np.int64)
+    same = _interval_union(meta.identical_to_previous.list, meta.identical_to_previous.range)
+    skip = _interval_union(meta.skipped.list, meta.skipped.range)
+    left, j = [], 0  # same − skip, interval by interval
+    for a, b in same:
+        while j < len(skip) and skip[j][1] < a:
+            j += 1
+        k = j
+        while a <= b and k < len(skip) and skip[k][0] <= b:
+            if skip[k][0] > a:
+                left.append((a, skip[k][0] - 1))
+            a = max(a, skip[k][1] + 1)
+            k += 1
+        if a <= b:
+            left.append((a, b))
+    count = sum(b - a + 1 for a, b in left)
+    if count - have.size > MAX_TRACE_PHASES:
+        raise TraceError(f"{path}: metadata.phases marks {count:,} phases identical to the previous one, more "
+                         f"than hermes reads (limit {MAX_TRACE_PHASES:,} phases)")
+    if not left:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.array([a for a, _ in left], dtype=np.int64)
+    lengths = np.array([b - a + 1 for a, b in left], dtype=np.int64)
+    ids = np.repeat(starts - offsets(lengths)[:-1], lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+    return ids[~np.isin(ids, have)]
+
+
+@dataclass
+class _Rank:
+    """What one rank's file holds, checked, in columns (:func:`hermes.trace.schema.check_iterations`)."""
+
+    path: Path
+    rank: int
+    listed: NDArray[np.int64]
+    marked: NDArray[np.int64]
+    alpha: float | None
+    cols: dict[str, Any]
+    compressed: bool
+
+
+def _read_rank(path: Path, r: int) -> _Rank:
+    doc, compressed = _load(path)
     if not isinstance(doc, dict):
         raise TraceError(f"{path}: not an LBDatafile (the file must hold a JSON object)")
     kinds = {doc.get("type"), doc["metadata"].get("type") if isinstance(doc.get("metadata"), dict) else None}
     if "LBDatafile" not in kinds:
         raise TraceError(f"{path}: not an LBDatafile (type must be 'LBDatafile')")
-    try:
-        data = LBDatafileDoc.model_validate(doc)
+    phases = doc.get("phases")
+    if isinstance(phases, list) and len(phases) > MAX_TRACE_PHASES:
+        raise TraceError(f"{path}: {len(phases):,} phases, more than hermes reads (limit {MAX_TRACE_PHASES:,})")
+    try:  # everything but the phases, by the models
+        head = LBDatafileDoc.model_validate({**doc, "phases": []} if isinstance(phases, list) else doc)
     except ValidationError as err:
         raise TraceError(f"{path}: {validation_message(err)}") from None
-    meta_rank = data.metadata.rank if data.metadata is not None and data.metadata.rank is not None else r
+    meta_rank = head.metadata.rank if head.metadata is not None and head.metadata.rank is not None else r
     if meta_rank != r:
         raise TraceError(f"{path}: metadata says rank {meta_rank}, the file name rank {r}")
-    return data, compressed
-
-
-def _phases_of(doc: LBDatafileDoc, path: Path) -> list[PhaseDoc | int]:
-    """The file's phases in order, a phase ``identical_to_previous`` and absent given as its bare id."""
-    listed = [ph.id for ph in doc.phases]
-    if len(set(listed)) != len(listed):
-        dup = next(i for i in listed if listed.count(i) > 1)
-        raise TraceError(f"{path}: phase {dup} is listed twice")
-    meta = doc.metadata.phases if doc.metadata is not None else None
-    if meta is None:
-        return list(doc.phases)
     try:
-        same, skipped = meta.identical_to_previous.ids(), meta.skipped.ids()
-    except ValueError as err:
-        raise TraceError(f"{path}: metadata.phases: {err}") from None
-    out: list[PhaseDoc | int] = list(doc.phases)
-    have = set(listed)
-    for pid in sorted(same - have - skipped):
-        out.append(pid)
-    out.sort(key=lambda ph: ph if isinstance(ph, int) else ph.id)
-    return out
+        cols = check_iterations(phases)
+    except ColumnError as err:
+        raise TraceError(f"{path}: {explain(phases, err.k)}") from None
+    del doc, phases
+    listed = cols["pid"]
+    uniq, counts = np.unique(listed, return_counts=True)
+    if np.any(counts > 1):
+        raise TraceError(f"{path}: phase {int(uniq[np.argmax(counts > 1)])} is listed twice")
+    marked = _marked(head.metadata.phases if head.metadata is not None else None, uniq, path)
+    alpha = head.metadata.rank_alpha if head.metadata is not None else None
+    return _Rank(path, r, listed, marked, alpha, cols, compressed)
 
 
-def _user_numbers(ud: dict[str, Any] | None) -> dict[str, float]:
-    if not ud:
-        return {}
-    return {k: float(v) for k, v in ud.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= BIG and v == v}
+def _selection(order: NDArray[np.int64], ranges: list[tuple[int, int]] | None) -> NDArray[np.bool_]:
+    """Which phase ids of ``order`` the ranges select (all for None)."""
+    if ranges is None:
+        return np.ones(order.size, dtype=bool)
+    a = np.array([x for x, _ in ranges], dtype=np.int64)
+    b = np.array([y for _, y in ranges], dtype=np.int64)
+    o = np.argsort(a, kind="stable")
+    a, top = a[o], np.maximum.accumulate(b[o])
+    j = np.searchsorted(a, order, side="right") - 1
+    return (j >= 0) & (top[np.maximum(j, 0)] >= order)
 
 
-def _build_phase(pid: int, docs: list[tuple[Path, PhaseDoc | None]], n_ranks: int, stem: str) -> TracePhase:
-    ids: list[int] = []
-    loads: list[float] = []
-    ranks: list[int] = []
-    home: list[int] = []
-    mig: list[bool] = []
-    coll: list[int] = []
-    index: list[tuple[int, ...]] = []
-    subs: list[dict[int, float]] = []
-    users: list[dict[str, float]] = []
-    cf, ct, cm, cb, cfr, ctr = [], [], [], [], [], []
-    rank_working = np.zeros(n_ranks)
-    any_working = False
-    rank_user: dict[str, NDArray[np.float64]] = {}
-    for r, (path, ph) in enumerate(docs):
-        if ph is None:
-            continue
-        for key, value in _user_numbers(ph.user_defined).items():
-            rank_user.setdefault(key, np.full(n_ranks, np.nan))[r] = value
-        if ph.tasks:
-            last = _user_numbers(ph.tasks[-1].user_defined).get("rank_working_bytes")
-            if last is not None:
-                rank_working[r], any_working = last, True
-        for k, task in enumerate(ph.tasks):
-            e = task.entity
-            ids.append(e.oid)
-            loads.append(task.time)
-            ranks.append(r)
-            home.append(e.home)
-            mig.append(e.migratable)
-            coll.append(-1 if e.collection_id is None else e.collection_id)
-            index.append(tuple(e.index or ()))
-            sp: dict[int, float] = {}
-            for s in task.subphases or []:
-                sp[s.id] = sp.get(s.id, 0.0) + s.time
-            subs.append(sp)
-            users.append(_user_numbers(task.user_defined))
-        for c in ph.communications or []:
-            # LBAF's model: point-to-point messages between objects (Broadcast and the collective kinds, and
-            # node or collection endpoints, are checked but not kept)
-            if c.type != "SendRecv" or c.from_.type != "object" or c.to.type != "object":
-                continue
-            cf.append(c.from_.oid)
-            ct.append(c.to.oid)
-            cm.append(c.messages)
-            cb.append(c.bytes)
-            cfr.append(r)
-            ctr.append(c.to.home if c.to.home is not None and 0 <= c.to.home < n_ranks else r)
-    i = np.asarray(ids, dtype=np.int64)
-    o = np.argsort(i, kind="stable")
-    i = i[o]
-    if i.size and np.any(i[1:] == i[:-1]):
-        dup = int(i[1:][i[1:] == i[:-1]][0])
-        raise TraceError(f"{stem}: object {dup} is listed twice in phase {pid} (in the files of ranks "
-                         f"{', '.join(str(r) for r in sorted({ranks[k] for k in range(len(ids)) if ids[k] == dup}))})")
-    h = np.asarray(home, dtype=np.int64)[o]
-    if h.size and (h.min() < 0 or h.max() >= n_ranks):
-        bad = int(h[(h < 0) | (h >= n_ranks)][0])
-        raise TraceError(f"{stem}: phase {pid}: a task's home is rank {bad}, not one of the {n_ranks} ranks of the "
-                         f"trace (a rank file missing?)")
-    r_task = np.asarray(ranks, dtype=np.int64)[o]
-    sub_ids = np.array(sorted({s for sp in subs for s in sp}), dtype=np.int64)
-    sub = np.zeros((i.size, sub_ids.size))
-    col = {s: k for k, s in enumerate(sub_ids.tolist())}
-    for row, k in enumerate(o.tolist()):
-        for s, t in subs[k].items():
-            sub[row, col[s]] = t
-    keys = sorted({k for u in users for k in u})
-    user = {k: np.array([users[j].get(k, np.nan) for j in o.tolist()]) for k in keys}
-    # the ranks of the endpoints: a task's own; otherwise the rank listing the communication (sender) or the
-    # entity's home (receiver)
-    cf_a, ct_a = np.asarray(cf, dtype=np.int64), np.asarray(ct, dtype=np.int64)
-    where = dict(zip(i.tolist(), r_task.tolist()))
-    cfr_a = np.array([where.get(a, b) for a, b in zip(cf, cfr)], dtype=np.int64)
-    ctr_a = np.array([where.get(a, b) for a, b in zip(ct, ctr)], dtype=np.int64)
-    c = np.lexsort((cfr_a, ct_a, cf_a))  # (from, to, from rank): the same order whichever file listed them
-    return TracePhase(n_ranks, i, np.asarray(loads, dtype=np.float64)[o], r_task, h,
-                      np.asarray(mig, dtype=bool)[o], int(pid), cf_a[c], ct_a[c], np.asarray(cm, dtype=np.int64)[c],
-                      np.asarray(cb, dtype=np.float64)[c], cfr_a[c], ctr_a[c], np.asarray(coll, dtype=np.int64)[o],
-                      tuple(index[k] for k in o.tolist()), sub_ids, sub, user,
-                      rank_working if any_working else None, rank_user)
+def _keys(names: list[list[str]]) -> tuple[tuple[str, ...], list[NDArray[np.int64]]]:
+    """(the sorted distinct keys, each list's keys as positions in it)."""
+    keys = tuple(sorted({k for ks in names for k in ks}))
+    code = {k: j for j, k in enumerate(keys)}
+    return keys, [np.array([code[k] for k in ks], dtype=np.int64) for ks in names]
 
 
 def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | None = None,
                n_ranks: int | None = None) -> Trace:
     """Read the LBDatafile trace ``<stem>.<r>.json`` (every rank file, plain or brotli-compressed).
+
+    Every file is parsed once, checked column by column (:func:`hermes.trace.schema.check_iterations`) and
+    gathered into flat arrays (:class:`~hermes.trace.phase.FlatTrace`): the time is linear in the size of the
+    files, with no Python per phase or task beyond the list comprehensions that gather the fields.
 
     Parameters
     ----------
@@ -362,60 +358,191 @@ def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | 
         One line naming the file and the key path (``t.1.json: phases.0.tasks.2.entity.home: ...``): a missing
         rank file, not JSON nor brotli-compressed JSON, a truncated brotli stream, not an LBDatafile, a field of
         the wrong type or range, a rank mismatch, an object listed twice, a home outside the ranks, no phase
-        selected.
+        selected; more than :data:`MAX_TRACE_RANKS` rank files, :data:`MAX_TRACE_PHASES` phases or
+        :data:`MAX_TRACE_KEYS` ``user_defined`` keys.
     """
     suffix = "json"
     if n_ranks is None:
         stem, n_ranks, suffix = find_trace(stem)
     stem_text = str(stem)
+    if n_ranks > MAX_TRACE_RANKS:
+        raise TraceError(f"{stem_text}: {n_ranks:,} rank files, more than hermes reads (limit {MAX_TRACE_RANKS:,})")
     ranges = phases if isinstance(phases, list) else parse_phase_spec(phases)
-    docs, compressed = [], False
-    alpha = np.ones(n_ranks)
-    for r, path in enumerate(trace_paths(stem, n_ranks, suffix)):
-        doc, packed = _read_doc(path, r)
-        docs.append((path, _phases_of(doc, path)))
-        compressed |= packed
-        if doc.metadata is not None and doc.metadata.rank_alpha is not None:
-            alpha[r] = doc.metadata.rank_alpha
-    order: list[int] = []
-    for _, phs in docs:
-        for ph in phs:
-            pid = ph if isinstance(ph, int) else ph.id
-            if pid not in order:
-                order.append(pid)
-    order.sort()
-    chosen = [pid for pid in order if _selected(pid, ranges)]
-    if not chosen:
+    files = [_read_rank(path, r) for r, path in enumerate(trace_paths(stem, n_ranks, suffix))]
+    # the phases: every id a file lists or marks identical to the previous one
+    order = unique_sorted(np.concatenate([f.listed for f in files] + [f.marked for f in files]))
+    if order.size > MAX_TRACE_PHASES:
+        raise TraceError(f"{stem_text}: {order.size:,} phases, more than hermes reads (limit {MAX_TRACE_PHASES:,})")
+    n_listed = np.zeros(order.size, dtype=np.int64)
+    n_marked = np.zeros(order.size, dtype=np.int64)
+    for f in files:
+        n_listed[np.searchsorted(order, f.listed)] += 1
+        n_marked[np.searchsorted(order, f.marked)] += 1
+    mixed = np.flatnonzero((n_listed > 0) & (n_marked > 0))
+    if mixed.size:
+        pid = int(order[mixed[0]])
+        path = next(f.path for f in files if np.isin(pid, f.marked))
+        raise TraceError(f"{path}: phase {pid} is marked identical to the previous one here but listed in other "
+                         f"ranks' files (a trace mixing both cannot be read)")
+    repeat = n_listed == 0
+    src = np.maximum.accumulate(np.where(repeat, -1, np.arange(order.size)))  # the phase whose data it has
+    if np.any(src < 0):
+        raise TraceError(f"{stem_text}: phase {int(order[np.argmax(src < 0)])} is marked identical to the previous "
+                         f"one, but there is none before it")
+    chosen = _selection(order, ranges)
+    if not chosen.any():
         raise TraceError(f"{stem_text}: no phase {'' if ranges is None else _ranges_text(ranges) + ' '}in the trace "
                          f"(phases: {ids_text(order)})")
-    by_rank = [{(ph if isinstance(ph, int) else ph.id): ph for ph in phs} for _, phs in docs]
-    out: list[TracePhase] = []
-    last: dict[int, TracePhase] = {}
-    for pid in order:
-        entries = []
-        repeat = all(isinstance(m.get(pid), int) for m in by_rank if pid in m)
-        if repeat:
-            prev = [q for q in order if q < pid]
-            if not prev or prev[-1] not in last:
-                raise TraceError(f"{stem_text}: phase {pid} is marked identical to the previous one, but there is "
-                                 f"none before it")
-            ph = last[prev[-1]].with_id(pid)
-        else:
-            for r, (path, _) in enumerate(docs):
-                got = by_rank[r].get(pid)
-                if isinstance(got, int):
-                    raise TraceError(f"{path}: phase {pid} is marked identical to the previous one here but listed "
-                                     f"in other ranks' files (a trace mixing both cannot be read)")
-                entries.append((path, got))
-            if not _selected(pid, ranges) and not any(_selected(q, ranges) for q in order if q > pid):
-                break
-            ph = _build_phase(pid, entries, n_ranks, stem_text)
-            if np.any(alpha != 1.0):  # LBAF's per-rank α of the work model, kept with every phase
-                ph.rank_user["rank_alpha"] = alpha.copy()
-        last[pid] = ph
-        if _selected(pid, ranges):
-            out.append(ph)
-    return Trace(n_ranks, out, stem_text, compressed)
+    needed = np.zeros(order.size, dtype=bool)
+    needed[src[chosen]] = True
+    block_of = np.cumsum(needed) - 1  # the block of each needed phase
+    alpha = np.array([1.0 if f.alpha is None else f.alpha for f in files])
+    flat = _gather(files, order, needed, block_of, int(needed.sum()), n_ranks, stem_text)
+    flat = replace(flat, phase_ids=order[chosen], block=block_of[src[chosen]],
+                   rank_alpha=alpha if np.any(alpha != 1.0) else None)
+    return Trace.from_flat(flat, stem_text, any(f.compressed for f in files))
+
+
+def _gather(files: list[_Rank], order: NDArray[np.int64], needed: NDArray[np.bool_], block_of: NDArray[np.int64],
+            n_blocks: int, n_ranks: int, stem: str) -> FlatTrace:
+    """The tasks and communications of the ``needed`` phases of every file, as one :class:`FlatTrace` (one
+    block per needed phase; the phase arrays are set by the caller)."""
+    T: dict[str, list] = {k: [] for k in ("block", "oid", "time", "rank", "home", "mig", "coll", "icount", "ival",
+                                         "sid", "uown", "ukey", "uval")}
+    C: dict[str, list] = {k: [] for k in ("block", "from", "to", "messages", "bytes", "from_rank", "to_rank")}
+    R: dict[str, list] = {k: [] for k in ("block", "rank", "key", "value")}
+    W: dict[str, list] = {k: [] for k in ("block", "rank", "value")}
+    base = 0  # tasks kept so far
+    for f in files:
+        c = f.cols
+        g = np.searchsorted(order, c["pid"])  # each listed phase's position in the trace
+        use = needed[g]
+        t_entry = np.repeat(np.arange(g.size), c["n_tasks"])
+        t_keep = use[t_entry]
+        ent = c["ent"]
+        T["block"].append(block_of[g][t_entry][t_keep])
+        T["oid"].append(ent["oid"][t_keep])
+        T["time"].append(c["time"][t_keep])
+        T["rank"].append(np.full(int(t_keep.sum()), f.rank, dtype=np.int64))
+        T["home"].append(ent["home"][t_keep])
+        T["mig"].append(ent["migratable"][t_keep])
+        T["coll"].append(ent["collection"][t_keep])
+        icount = np.asarray(ent["index_counts"], dtype=np.int64)
+        T["icount"].append(icount[t_keep])
+        T["ival"].append(ent["index_values"][np.repeat(t_keep, icount)])
+        new_pos = np.cumsum(t_keep) - 1 + base  # a kept task's position among all kept tasks
+        s_task = np.repeat(np.arange(t_keep.size), c["sub_counts"])
+        s_keep = t_keep[s_task]
+        T["sid"].append((new_pos[s_task[s_keep]], c["sub_id"][s_keep], c["sub_time"][s_keep]))
+        u_own, u_key, u_val = c["user"]
+        u_keep = t_keep[u_own] if u_own.size else np.zeros(0, dtype=bool)
+        T["uown"].append(new_pos[u_own[u_keep]] if u_own.size else u_own)
+        T["ukey"].append([k for k, ok in zip(u_key, u_keep.tolist()) if ok])
+        T["uval"].append(u_val[u_keep] if u_own.size else u_val)
+        # rank_working_bytes: the value given with the last task of the rank's phase (LBAF's rule)
+        if u_own.size:
+            is_rw = np.array([k == "rank_working_bytes" for k in u_key], dtype=bool)
+            last = c["last_task"]
+            hit = is_rw & (last[t_entry[u_own]] == u_own)
+            e = t_entry[u_own[hit]]
+            ok = use[e]
+            W["block"].append(block_of[g[e[ok]]])
+            W["rank"].append(np.full(int(ok.sum()), f.rank, dtype=np.int64))
+            W["value"].append(u_val[hit][ok])
+        r_own, r_key, r_val = c["rank_user"]
+        r_keep = use[r_own] if r_own.size else np.zeros(0, dtype=bool)
+        R["block"].append(block_of[g[r_own[r_keep]]] if r_own.size else r_own)
+        R["rank"].append(np.full(int(r_keep.sum()), f.rank, dtype=np.int64))
+        R["key"].append([k for k, ok in zip(r_key, r_keep.tolist()) if ok])
+        R["value"].append(r_val[r_keep] if r_own.size else r_val)
+        cm = c["comm"]
+        c_entry = np.repeat(np.arange(g.size), c["n_comms"])
+        c_keep = use[c_entry] & cm["keep"]
+        C["block"].append(block_of[g][c_entry][c_keep])
+        for key in ("from", "to", "messages", "bytes"):
+            C[key].append(cm[key][c_keep])
+        C["from_rank"].append(np.full(int(c_keep.sum()), f.rank, dtype=np.int64))
+        to_home = cm["to_home"][c_keep]
+        C["to_rank"].append(np.where((to_home >= 0) & (to_home < n_ranks), to_home, f.rank))
+        base += int(t_keep.sum())
+        f.cols = {}  # the columns are in the lists now
+    cat = {k: np.concatenate(v) if k not in ("ukey", "sid") else v for k, v in T.items()}
+    block, oid = cat["block"].astype(np.int64), cat["oid"].astype(np.int64)
+    o = np.lexsort((oid, block))  # the tasks of each block, by object id
+    block, oid = block[o], oid[o]
+    rank = cat["rank"][o]
+    dup = np.flatnonzero((block[1:] == block[:-1]) & (oid[1:] == oid[:-1]))
+    if dup.size:
+        j = int(dup[0])
+        same = (block == block[j]) & (oid == oid[j])
+        pid = int(order[np.flatnonzero(needed)[block[j]]])
+        raise TraceError(f"{stem}: object {int(oid[j])} is listed twice in phase {pid} (in the files of ranks "
+                         f"{', '.join(str(r) for r in sorted(set(rank[same].tolist())))})")
+    home = cat["home"][o].astype(np.int64)
+    out = (home < 0) | (home >= n_ranks)
+    if out.any():
+        j = int(np.argmax(out))
+        pid = int(order[np.flatnonzero(needed)[block[j]]])
+        raise TraceError(f"{stem}: phase {pid}: a task's home is rank {int(home[j])}, not one of the {n_ranks} ranks "
+                         f"of the trace (a rank file missing?)")
+    n = oid.size
+    inv = np.empty(n, dtype=np.int64)
+    inv[o] = np.arange(n)
+    # index: each task's values, in the new order
+    icount = cat["icount"]
+    istart = offsets(icount)
+    new_count = icount[o]
+    take = np.repeat(istart[:-1][o] - offsets(new_count)[:-1], new_count) + np.arange(int(new_count.sum()))
+    ival = cat["ival"].astype(np.int64)[take]
+    # subphases: (task, id) summed in the order listed, sorted by task then id
+    s_task = inv[np.concatenate([x[0] for x in cat["sid"]]).astype(np.int64)] if n else np.zeros(0, dtype=np.int64)
+    s_id = np.concatenate([x[1] for x in cat["sid"]]).astype(np.int64)
+    s_time = np.concatenate([x[2] for x in cat["sid"]]).astype(np.float64)
+    so = np.lexsort((s_id, s_task))
+    s_task, s_id, s_time = s_task[so], s_id[so], s_time[so]
+    first = np.r_[True, (s_task[1:] != s_task[:-1]) | (s_id[1:] != s_id[:-1])] if s_task.size else np.zeros(0, bool)
+    group = np.cumsum(first) - 1
+    s_time = np.bincount(group, weights=s_time, minlength=int(first.sum())) if s_task.size else s_time
+    s_task, s_id = s_task[first], s_id[first]
+    # user_defined numbers of the tasks, (task, key) sorted
+    user_keys, codes = _keys(cat["ukey"])
+    rank_keys, rcodes = _keys(R["key"])
+    for keys, what in ((user_keys, "tasks'"), (rank_keys, "ranks'")):
+        if len(keys) > MAX_TRACE_KEYS:
+            raise TraceError(f"{stem}: {len(keys):,} distinct keys in the {what} user_defined, more than hermes "
+                             f"reads (limit {MAX_TRACE_KEYS})")
+    u_task = inv[cat["uown"].astype(np.int64)] if n else np.zeros(0, dtype=np.int64)
+    u_key = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+    uo = np.lexsort((u_key, u_task))
+    # communications: endpoint ranks are the tasks' where they are tasks of the phase
+    cc = {k: np.concatenate(v) for k, v in C.items()}
+    cblock = cc["block"].astype(np.int64)
+    a, a_ok = match_tasks(block, oid, cblock, cc["from"].astype(np.int64))
+    b, b_ok = match_tasks(block, oid, cblock, cc["to"].astype(np.int64))
+    cfr = np.where(a_ok, rank[a] if n else 0, cc["from_rank"]).astype(np.int64)
+    ctr = np.where(b_ok, rank[b] if n else 0, cc["to_rank"]).astype(np.int64)
+    co = np.lexsort((cfr, cc["to"], cc["from"], cblock))
+    rb, rr, rk, rv = _sparse_rows(np.concatenate(R["block"]), np.concatenate(R["rank"]),
+                                  np.concatenate(rcodes) if rcodes else np.zeros(0), np.concatenate(R["value"]))
+    wb = np.concatenate(W["block"]) if W["block"] else np.zeros(0, dtype=np.int64)
+    wr = np.concatenate(W["rank"]) if W["rank"] else np.zeros(0, dtype=np.int64)
+    wv = np.concatenate(W["value"]) if W["value"] else np.zeros(0)
+    wo = np.lexsort((wr, wb))
+    return FlatTrace(
+        n_ranks, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+        offsets(np.bincount(block, minlength=n_blocks)), oid, cat["time"][o].astype(np.float64), rank, home,
+        cat["mig"][o].astype(bool), cat["coll"][o].astype(np.int64),
+        offsets(np.bincount(cblock, minlength=n_blocks)), cc["from"][co].astype(np.int64),
+        cc["to"][co].astype(np.int64), cc["messages"][co].astype(np.int64), cc["bytes"][co].astype(np.float64),
+        cfr[co], ctr[co], offsets(new_count), ival, s_task, s_id, s_time.astype(np.float64),
+        user_keys, u_task[uo], u_key[uo], cat["uval"].astype(np.float64)[uo], rank_keys, rb, rr, rk, rv,
+        wb[wo].astype(np.int64), wr[wo].astype(np.int64), wv[wo].astype(np.float64))
+
+
+def _sparse_rows(block, rank, key, value):
+    block, rank, key = (np.asarray(x, dtype=np.int64) for x in (block, rank, key))
+    o = np.lexsort((key, rank, block))
+    return block[o], rank[o], key[o], np.asarray(value, dtype=np.float64)[o]
 
 
 def _ranges_text(ranges: list[tuple[int, int]]) -> str:
@@ -512,40 +639,64 @@ def _plain_number(key: str, v: float) -> int | float:
 
 
 # -- describing a trace -----------------------------------------------------------------------------------------
+def _lists(owner: NDArray[np.int64], values: NDArray[np.int64], n: int) -> list[tuple[int, ...]]:
+    """The sorted distinct ``values`` of each of ``n`` owners, as tuples (the empty one shared: a million
+    empty lists would keep the garbage collector busy for seconds)."""
+    out: list[tuple[int, ...]] = [()] * n
+    if owner.size:
+        pairs = np.unique(np.stack([owner, values], axis=1), axis=0)
+        cut = np.flatnonzero(np.diff(pairs[:, 0])) + 1
+        for b, vals in zip(pairs[np.r_[0, cut], 0].tolist(), np.split(pairs[:, 1], cut)):
+            out[b] = tuple(vals.tolist())
+    return out
+
+
 def trace_summary(trace: Trace) -> dict[str, Any]:
-    """What ``hermes trace info`` prints: the trace as a whole and per phase (tasks, migratable ones,
-    communications, subphases, ``user_defined`` keys, load sum/min/mean/max, imbalance max/mean and LBAF's
-    max/mean − 1, off-rank bytes). JSON-ready."""
+    """What ``hermes trace info`` prints: the trace as a whole and per phase — tasks, migratable ones,
+    communications between tasks of the phase (and the other ones, which count in no figure), subphases,
+    ``user_defined`` keys (lists as tuples), and the figures of :func:`hermes.trace.workmodel.trace_figures` (the ones ``hermes
+    replay`` prints before balancing): load sum/min/mean/max, imbalance max/mean (relative to the capacities a
+    hermes trace records) and LBAF's max/mean − 1, off-rank and local bytes. JSON-ready."""
+    from hermes.trace.workmodel import block_capacities, trace_figures
+
+    flat = trace.flat
+    p, nb = flat.n_ranks, flat.n_blocks
+    f = {k: v.tolist() for k, v in trace_figures(flat).items()}
+    tb = flat.task_block
+    sub_count = [len(x) for x in _lists(tb[flat.sub_task], flat.sub_id, nb)]
+    user = _lists(tb[flat.user_task], flat.user_key, nb)
+    ranks = _lists(flat.rank_block, flat.rank_key, nb)
+    has_coll = flat.collection >= 0
+    coll = _lists(tb[has_coll], flat.collection[has_coll], nb)
+    first = np.arange(tb.size) - flat.task_start[tb] < 1000  # the control bits of vt's ids, in a phase's first 1000
+    bits = _lists(tb[first], flat.ids[first] & 0b11, nb)
+    own, ck, cv = block_capacities(flat)
+    caps: list[tuple[float, ...] | None] = [None] * nb
+    for b in np.flatnonzero(own).tolist():
+        lo, hi = np.searchsorted(ck, [b * p, (b + 1) * p])
+        caps[b] = tuple(cv[lo:hi].tolist())
+    names, rank_names = flat.user_keys, flat.rank_keys
+    extra = ["rank_alpha"] if flat.rank_alpha is not None else []
     phases = []
-    for ph in trace.phases:
-        loads = ph.rank_loads()
-        mean = float(loads.mean()) if ph.n_ranks else 0.0
-        off = ph.comm_from_rank != ph.comm_to_rank
-        codes = {decode_vt_id(i)[0] for i in ph.ids[:1000].tolist()} if ph.n_tasks else set()
-        c = ph.rank_user.get("hermes_capacity")
-        caps = c / c.sum() if c is not None and np.all(np.isfinite(c)) and np.all(c > 0) else None
+    for k, (pid, b) in enumerate(zip(flat.phase_ids.tolist(), flat.block.tolist())):
+        lbaf = f["lbaf_imbalance"][k]
         phases.append({
-            "phase": ph.phase, "tasks": ph.n_tasks, "migratable": int(ph.migratable.sum()),
-            "communications": int(ph.comm_from.size), "offrank_bytes": float(ph.comm_bytes[off].sum()),
-            "local_bytes": float(ph.comm_bytes[~off].sum()), "subphases": int(ph.subphase_ids.size),
-            "user_defined": sorted(ph.user), "rank_user_defined": sorted(ph.rank_user),
-            "collections": sorted({int(c) for c in ph.collection.tolist() if c >= 0}),
-            "load_sum": float(loads.sum()), "load_min": float(loads.min()) if ph.n_ranks else 0.0,
-            "load_mean": mean, "load_max": float(loads.max()) if ph.n_ranks else 0.0,
-            # relative to the capacities a hermes-written trace records, else to the mean
-            "imbalance": (float(np.max(loads / (loads.sum() * caps))) if caps is not None else
-                          float(loads.max() / mean)) if mean > 0 else 1.0,
-            "capacities": None if caps is None else [float(c) for c in caps],
-            "lbaf_imbalance": float(loads.max() / mean - 1.0) if mean > 0 else None,
-            "id_control_bits": sorted(codes),
+            "phase": pid, "tasks": f["tasks"][k], "migratable": f["migratable"][k],
+            "communications": f["communications"][k], "other_communications": f["other_communications"][k],
+            "offrank_bytes": f["offrank_bytes"][k], "local_bytes": f["local_bytes"][k], "subphases": sub_count[b],
+            "user_defined": tuple(names[j] for j in user[b]) if user[b] else (),
+            "rank_user_defined": tuple(sorted([rank_names[j] for j in ranks[b]] + extra)) if ranks[b] or extra else (),
+            "collections": coll[b], "load_sum": f["load_sum"][k], "load_min": f["load_min"][k],
+            "load_mean": f["load_mean"][k], "load_max": f["load_max"][k], "imbalance": f["imbalance"][k],
+            "capacities": caps[b], "lbaf_imbalance": None if lbaf != lbaf else lbaf, "id_control_bits": bits[b],
         })
     return {"stem": trace.stem, "ranks": trace.n_ranks, "compressed": trace.compressed,
-            "phase_ids": trace.phase_ids, "phases": phases}
+            "phase_ids": flat.phase_ids.tolist(), "phases": phases}
 
 
 def format_trace_summary(info: dict[str, Any]) -> str:
     """:func:`trace_summary` as a table."""
-    head = (f"{info['stem']}: {info['ranks']} ranks, {len(info['phases'])} phase(s) "
+    head = (f"{info['stem']}: {info['ranks']} ranks, {len(info['phases']):,} phase(s) "
             f"({ids_text(info['phase_ids'])}){', brotli' if info['compressed'] else ''}")
     keys = sorted({k for ph in info["phases"] for k in ph["user_defined"]})
     lines = [head]
@@ -553,10 +704,13 @@ def format_trace_summary(info: dict[str, Any]) -> str:
         lines.append(f"user_defined: {', '.join(keys)}")
     lines.append(f"{'phase':>7} {'tasks':>7} {'migr.':>7} {'comms':>7} {'load sum':>11} {'min':>10} {'mean':>10} "
                  f"{'max':>10} {'max/mean':>9} {'off-rank B':>11}")
-    for ph in info["phases"]:
-        lines.append(f"{ph['phase']:>7} {ph['tasks']:>7} {ph['migratable']:>7} {ph['communications']:>7} "
-                     f"{ph['load_sum']:>11.6g} {ph['load_min']:>10.4g} {ph['load_mean']:>10.4g} {ph['load_max']:>10.4g} "
-                     f"{ph['imbalance']:>9.4f} {ph['offrank_bytes']:>11.6g}")
+    lines += [f"{ph['phase']:>7} {ph['tasks']:>7} {ph['migratable']:>7} {ph['communications']:>7} "
+              f"{ph['load_sum']:>11.6g} {ph['load_min']:>10.4g} {ph['load_mean']:>10.4g} {ph['load_max']:>10.4g} "
+              f"{ph['imbalance']:>9.4f} {ph['offrank_bytes']:>11.6g}" for ph in info["phases"]]
+    other = sum(ph["other_communications"] for ph in info["phases"])
+    if other:
+        lines.append(f"{other:,} communication(s) with an endpoint that is no task of its phase are not counted "
+                     f"(LBAF's model)")
     lines.append("max/mean is hermes' imbalance (1.0 fair; relative to the capacities a hermes trace records); LBAF "
                  "prints max/mean - 1")
     return "\n".join(lines)

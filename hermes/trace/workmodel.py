@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.errors import GraphError
 
-__all__ = ["WorkModel", "RankFigures", "rank_figures", "phase_figures", "shared_blocks"]
+__all__ = ["WorkModel", "RankFigures", "rank_figures", "rank_rows", "trace_figures", "phase_figures", "shared_blocks",
+           "block_capacities", "FIGURES"]
 
 
 @dataclass(frozen=True)
@@ -75,119 +77,278 @@ class RankFigures:
     pair_volumes: NDArray[np.float64]
 
 
-def _user(ph, key: str) -> NDArray[np.float64] | None:
-    v = ph.user.get(key)
-    return None if v is None else np.nan_to_num(v, nan=0.0)
-
-
 def shared_blocks(ph) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
     """(block of every task, −1 for none; block sizes; block homes): a block is a (home rank, shared_id) pair,
     its home the rank whose file lists the task in the trace, its size the task's ``shared_bytes``."""
-    sid = ph.user.get("shared_id")
-    n = ph.n_tasks
-    if sid is None or n == 0:
-        return np.full(n, -1, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
-    has = np.isfinite(sid) & (sid > -1)
-    key = np.where(has, ph.ranks.astype(np.float64) * 2.0**32 + np.where(has, sid, 0), np.nan)
-    uniq, inv = np.unique(key[has], return_inverse=True)
-    block = np.full(n, -1, dtype=np.int64)
-    block[has] = inv
-    size_key = ph.user.get("shared_bytes")
-    sizes = np.zeros(uniq.size)
-    if size_key is not None:
-        s = np.nan_to_num(size_key[has], nan=0.0)
-        np.maximum.at(sizes, inv, s)
-    homes = np.zeros(uniq.size, dtype=np.int64)
-    homes[inv] = ph.ranks[has]
+    block, sizes, homes = _blocks(np.zeros(ph.n_tasks, dtype=np.int64), ph.ranks, ph.user.get("shared_id"),
+                                  ph.user.get("shared_bytes"))
     return block, sizes, homes
 
 
-def rank_figures(ph, ranks: ArrayLike, model: WorkModel | None = None) -> RankFigures:
-    """Every per-rank figure of the module docstring for the phase ``ph`` with its tasks on ``ranks``."""
+def _blocks(group: NDArray[np.int64], ranks: NDArray[np.int64], sid: NDArray[np.float64] | None,
+            size: NDArray[np.float64] | None) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
+    """:func:`shared_blocks` of tasks in groups (phases): a block is a (group, home rank, shared_id) triple."""
+    n = ranks.size
+    if sid is None or n == 0:
+        return np.full(n, -1, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
+    has = np.isfinite(sid) & (sid > -1)
+    key = np.stack([group[has].astype(np.float64), ranks[has].astype(np.float64), sid[has]], axis=1)
+    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    block = np.full(n, -1, dtype=np.int64)
+    block[has] = inv
+    sizes = np.zeros(first.size)
+    if size is not None:
+        np.maximum.at(sizes, inv, np.nan_to_num(size[has], nan=0.0))
+    return block, sizes, ranks[has][first].astype(np.int64)
+
+
+def _user_flat(flat, key: str) -> NDArray[np.float64] | None:
+    """The ``user_defined`` number ``key`` of every task of a flat trace (NaN where none), None if no task has it."""
+    if key not in flat.user_keys:
+        return None
+    sel = flat.user_key == flat.user_keys.index(key)
+    out = np.full(flat.ids.size, np.nan)
+    out[flat.user_task[sel]] = flat.user_value[sel]
+    return out
+
+
+def _rank_value(flat, key: str) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """(block · P + rank, value) of a rank's phase-level ``user_defined`` number ``key``, sorted."""
+    if key not in flat.rank_keys:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    sel = flat.rank_key == flat.rank_keys.index(key)
+    return flat.rank_block[sel] * flat.n_ranks + flat.rank_rank[sel], flat.rank_value[sel]
+
+
+def _lookup(keys: NDArray[np.int64], table_keys: NDArray[np.int64], values: NDArray[np.float64],
+            default: NDArray[np.float64] | float) -> NDArray[np.float64]:
+    """``values`` at ``keys`` in the sorted ``table_keys``, ``default`` where absent."""
+    out = np.broadcast_to(np.asarray(default, dtype=np.float64), keys.shape).copy()
+    if table_keys.size and keys.size:
+        pos = np.minimum(np.searchsorted(table_keys, keys), table_keys.size - 1)
+        hit = table_keys[pos] == keys
+        out[hit] = values[pos[hit]]
+    return out
+
+
+def block_capacities(flat, capacities: ArrayLike | None = None) -> tuple[NDArray[np.bool_], NDArray[np.int64],
+                                                                         NDArray[np.float64]]:
+    """The relative capacities of every block's ranks: ``capacities`` (normalised) when given, else the
+    ``hermes_capacity`` a hermes-written trace records for every rank of a block (finite, positive), else
+    equal. As (blocks that record theirs, their sorted keys block · P + rank, the capacities there)."""
+    p, nb = flat.n_ranks, flat.n_blocks
+    own = np.zeros(nb, dtype=bool)
+    if capacities is not None:
+        return own, np.zeros(0, dtype=np.int64), np.zeros(0)
+    keys, vals = _rank_value(flat, "hermes_capacity")
+    b = keys // p
+    good = np.bincount(b, weights=(np.isfinite(vals) & (vals > 0)).astype(np.float64), minlength=nb) == p
+    good &= np.bincount(b, minlength=nb) == p
+    keep = good[b]
+    keys, vals, b = keys[keep], vals[keep], b[keep]
+    total = np.bincount(b, weights=vals, minlength=nb)
+    return good, keys, vals / total[b] if vals.size else vals
+
+
+def rank_rows(flat, ranks: ArrayLike | None = None, model: WorkModel | None = None) -> dict[str, Any]:
+    """Every per-rank figure of the module docstring for every block of the flat trace ``flat`` with its tasks
+    on ``ranks`` (default: the trace's), as sparse rows: one per (block, rank) that holds a task, exchanges a
+    message with another rank or has a ``rank_working_bytes`` (every other rank of a block has load, traffic,
+    memory and homing 0 and work γ), sorted by (block, rank)."""
+    from hermes.trace.phase import unique_sorted
+
     wm = model or WorkModel()
-    r = np.asarray(ranks, dtype=np.int64)
-    p = ph.n_ranks
-    load = np.bincount(r, weights=ph.loads, minlength=p).astype(np.float64)
-    # communications between tasks (positions in ph.ids), endpoints on their current ranks
-    n = ph.n_tasks
-    sent = np.zeros(p)
-    received = np.zeros(p)
-    local = offrank = 0.0
-    pair_volumes = np.zeros(0)
-    if n and ph.comm_from.size:
-        a, a_ok, b, b_ok = ph.endpoints()
-        ok = a_ok & b_ok
-        a, b, w = a[ok], b[ok], ph.comm_bytes[ok]
-        ra, rb = r[a], r[b]
-        off = ra != rb
-        sent = np.bincount(ra[off], weights=w[off], minlength=p).astype(np.float64)
-        received = np.bincount(rb[off], weights=w[off], minlength=p).astype(np.float64)
-        local, offrank = float(w[~off].sum()), float(w[off].sum())
-        if off.any():
-            directed = np.bincount(ra[off] * p + rb[off], weights=w[off], minlength=p * p).reshape(p, p)
-            both = np.maximum(directed, directed.T)
-            iu = np.triu_indices(p, 1)
-            v = both[iu]
-            pair_volumes = v[v > 0]
-    # memory and homing
-    block, sizes, homes = shared_blocks(ph)
-    shared = np.zeros(p)
-    homing = np.zeros(p)
+    p, nb = flat.n_ranks, flat.n_blocks
+    r = flat.ranks if ranks is None else np.asarray(ranks, dtype=np.int64)
+    tb = flat.task_block
+    a, b, ok = flat.comm_tasks
+    cb = flat.comm_block[ok]
+    ra, rb, w = r[a[ok]], r[b[ok]], flat.comm_bytes[ok]
+    off = ra != rb
+    t_key = tb * p + r
+    w_key = flat.working_block * p + flat.working_rank
+    keys = unique_sorted(np.concatenate([t_key, cb[off] * p + ra[off], cb[off] * p + rb[off], w_key]))
+    nr = keys.size
+    row = np.searchsorted(keys, t_key)
+    load = np.bincount(row, weights=flat.loads, minlength=nr)
+    sent = np.bincount(np.searchsorted(keys, cb[off] * p + ra[off]), weights=w[off], minlength=nr)
+    received = np.bincount(np.searchsorted(keys, cb[off] * p + rb[off]), weights=w[off], minlength=nr)
+    local = np.bincount(cb[~off], weights=w[~off], minlength=nb)
+    offrank = np.bincount(cb[off], weights=w[off], minlength=nb)
+    # inter-rank volume of a pair: the larger direction's bytes
+    d_key, d_inv = np.unique((cb[off] * p + ra[off]) * p + rb[off], return_inverse=True)
+    d_sum = np.bincount(d_inv.ravel(), weights=w[off], minlength=d_key.size)
+    d_blk, d_a, d_b = d_key // (p * p), (d_key // p) % p, d_key % p
+    u_key, u_inv = np.unique((d_blk * p + np.minimum(d_a, d_b)) * p + np.maximum(d_a, d_b), return_inverse=True)
+    pair = np.zeros(u_key.size)
+    np.maximum.at(pair, u_inv.ravel(), d_sum)
+    pos = pair > 0
+    pair_key, pair = u_key[pos], pair[pos]
+    # memory and homing: shared blocks are (block, trace rank, shared_id)
+    sblock, sizes, homes = _blocks(tb, flat.ranks, _user_flat(flat, "shared_id"), _user_flat(flat, "shared_bytes"))
+    shared = np.zeros(nr)
+    homing = np.zeros(nr)
     if sizes.size:
-        used = np.unique(np.stack([r[block >= 0], block[block >= 0]], axis=1), axis=0)
+        used = np.unique(np.stack([row[sblock >= 0], sblock[sblock >= 0]], axis=1), axis=0)
         np.add.at(shared, used[:, 0], sizes[used[:, 1]])
-        away = homes[used[:, 1]] != used[:, 0]
+        away = homes[used[:, 1]] != keys[used[:, 0]] % p
         np.add.at(homing, used[away, 0], sizes[used[away, 1]])
-    foot = _user(ph, "task_footprint_bytes")
-    working = _user(ph, "task_working_bytes")
-    memory = shared + (ph.rank_working if ph.rank_working is not None else 0.0)
+    memory = shared.copy()
+    memory[np.searchsorted(keys, w_key)] += flat.working_value
+    foot = _user_flat(flat, "task_footprint_bytes")
     if foot is not None:
-        memory = memory + np.bincount(r, weights=foot, minlength=p)
-    if working is not None and n:
-        top = np.zeros(p)
-        np.maximum.at(top, r, working)
-        memory = memory + top
-    alpha = wm.alpha * ph.rank_user.get("rank_alpha", np.ones(p))  # LBAF's metadata.rank_alpha (default 1)
+        memory += np.bincount(row, weights=np.nan_to_num(foot, nan=0.0), minlength=nr)
+    working = _user_flat(flat, "task_working_bytes")
+    if working is not None:
+        top = np.zeros(nr)
+        np.maximum.at(top, row, np.nan_to_num(working, nan=0.0))
+        memory += top
+    r_block, r_rank = keys // p, keys % p
+    alpha = np.full(nr, wm.alpha)
+    if flat.rank_alpha is not None:
+        alpha *= flat.rank_alpha[r_rank]
+    ak, av = _rank_value(flat, "rank_alpha")  # a trace built from phases that carry their own α
+    alpha = np.where(np.isin(keys, ak), wm.alpha * _lookup(keys, ak, av, 1.0), alpha)
     work = alpha * load + wm.beta * np.maximum(sent, received) + wm.gamma + wm.delta * homing
     if wm.memory_limit is not None:
         work = np.where(memory > wm.memory_limit, np.inf, work)
-    return RankFigures(load, sent, received, np.asarray(memory, dtype=np.float64) * np.ones(p), shared, homing, work,
-                       local, offrank, pair_volumes)
+    return {"block": r_block, "rank": r_rank, "load": load, "sent": sent, "received": received, "memory": memory,
+            "shared": shared, "homing": homing, "work": work, "local": local, "offrank": offrank,
+            "pair_key": pair_key, "pair": pair, "absent": p - np.bincount(r_block, minlength=nb)}
 
 
-def _imbalance(x: NDArray[np.float64], caps: NDArray[np.float64]) -> float:
-    """max / mean of ``x`` relative to the capacities (1.0 when everything is 0)."""
-    share = x.sum() * caps
-    if x.sum() <= 0:
-        return 1.0
-    return float(np.max(x / share))
+def rank_figures(ph, ranks: ArrayLike, model: WorkModel | None = None) -> RankFigures:
+    """Every per-rank figure of the module docstring for the phase ``ph`` with its tasks on ``ranks``
+    (:func:`rank_rows` of the phase alone, every rank)."""
+    from hermes.trace.phase import FlatTrace
+
+    wm = model or WorkModel()
+    p = ph.n_ranks
+    f = rank_rows(FlatTrace.of([ph], p), ranks, wm)
+    dense = {}
+    for key in ("load", "sent", "received", "memory", "shared", "homing", "work"):
+        col = np.full(p, wm.gamma if key == "work" else 0.0)
+        col[f["rank"]] = f[key]
+        dense[key] = col
+    return RankFigures(**dense, local_volume=float(f["local"][0]), offrank_volume=float(f["offrank"][0]),
+                       pair_volumes=f["pair"])
+
+
+def _per_block(block: NDArray[np.int64], values: NDArray[np.float64], nb: int, absent: NDArray[np.int64],
+               fill: float, how: str) -> NDArray[np.float64]:
+    """max or min over each block's rows, ``fill`` counted where the block has absent ranks."""
+    ufunc = np.maximum if how == "max" else np.minimum
+    out = np.full(nb, -np.inf if how == "max" else np.inf)
+    ufunc.at(out, block, values)
+    return np.where(absent > 0, ufunc(out, fill), out)
+
+
+def trace_figures(flat, ranks: ArrayLike | None = None, model: WorkModel | None = None,
+                  capacities: ArrayLike | None = None) -> dict[str, NDArray]:
+    """The per-phase figures of a trace under an assignment: what ``hermes trace info`` and ``hermes replay``
+    print, computed here only.
+
+    Parameters
+    ----------
+    flat : FlatTrace
+        The trace (``Trace.flat``).
+    ranks : int array (tasks,), optional
+        The rank of every task of every block (default: the trace's).
+    model : WorkModel, optional
+    capacities : array (n_ranks,), optional
+        Relative capacities of the ranks; default those a hermes-written phase records
+        (``hermes_capacity``), else equal (:func:`block_capacities`).
+
+    Returns
+    -------
+    dict of str to array (phases,)
+        Per phase: ``tasks``, ``migratable``, ``communications`` (between tasks of the phase: the ones LBAF's
+        model takes), ``other_communications`` (kept, with an endpoint that is no task of the phase: in no
+        figure), ``load_sum``, ``load_min``, ``load_mean``, ``load_max``, ``imbalance`` (max of load / (sum ·
+        capacity): max / mean with equal capacities), ``lbaf_imbalance`` (max / mean − 1, NaN for no load),
+        ``imbalance_floor`` (the heaviest migratable object and what cannot move against the fair share),
+        ``offrank_bytes``, ``local_bytes``, ``pairs``, ``pair_volume_max``, ``comm_max`` (largest
+        max(sent, received)), ``memory_max``, ``memory_over`` (ranks above the limit), ``homing``, ``work_max``,
+        ``work_mean``, ``work_lbaf_imbalance``.
+    """
+    wm = model or WorkModel()
+    p, nb = flat.n_ranks, flat.n_blocks
+    f = rank_rows(flat, ranks, wm)
+    blk, absent = f["block"], f["absent"]
+    n_tasks = np.diff(flat.task_start)
+    ok = flat.comm_tasks[2]
+    n_comm = np.bincount(flat.comm_block[ok], minlength=nb)
+    load_sum = np.bincount(blk, weights=f["load"], minlength=nb)
+    load_max = _per_block(blk, f["load"], nb, absent, 0.0, "max")
+    load_min = _per_block(blk, f["load"], nb, absent, 0.0, "min")
+    mean = load_sum / p
+    # capacities: each rank's fair share of its block's load
+    if capacities is not None:
+        c = np.asarray(capacities, dtype=np.float64).ravel()
+        c = c / c.sum()
+        cap_of = lambda key: c[key % p]  # noqa: E731
+        cap_max = np.full(nb, c.max())
+    else:
+        _, ck, cv = block_capacities(flat)
+        cap_of = lambda key: _lookup(key, ck, cv, 1.0 / p)  # noqa: E731
+        cap_max = np.full(nb, 1.0 / p)  # capacities that sum to 1 have their largest ≥ 1/p
+        np.maximum.at(cap_max, ck // p, cv)
+    cap_row = cap_of(blk * p + f["rank"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = f["load"] / (load_sum[blk] * cap_row)
+        imbalance = np.where(load_sum > 0, _per_block(blk, np.nan_to_num(share, nan=0.0), nb, absent, 0.0, "max"),
+                             1.0)
+        lbaf = np.where(mean > 0, load_max / mean - 1.0, np.nan)
+        # the floor: objects that cannot move (on their trace ranks) and the heaviest that can
+        tb = flat.task_block
+        fixed_key = tb[~flat.migratable] * p + flat.ranks[~flat.migratable]
+        fk, finv = np.unique(fixed_key, return_inverse=True)
+        fixed = np.bincount(finv.ravel(), weights=flat.loads[~flat.migratable], minlength=fk.size)
+        fixed_share = np.zeros(nb)
+        np.maximum.at(fixed_share, fk // p, fixed / (load_sum[fk // p] * cap_of(fk)))
+        heavy = np.zeros(nb)
+        np.maximum.at(heavy, tb[flat.migratable], flat.loads[flat.migratable])
+        floor = np.where(load_sum > 0, np.maximum(1.0, np.maximum(np.nan_to_num(fixed_share, nan=0.0),
+                                                                  heavy / (load_sum * cap_max))), 1.0)
+        pair_blk = f["pair_key"] // (p * p)
+        pair_max = np.zeros(nb)
+        np.maximum.at(pair_max, pair_blk, f["pair"])
+        comm = np.maximum(f["sent"], f["received"])
+        work_sum = np.bincount(blk, weights=np.where(np.isfinite(f["work"]), f["work"], 0.0), minlength=nb)
+        work_inf = np.bincount(blk, weights=(~np.isfinite(f["work"])).astype(np.float64), minlength=nb) > 0
+        work_mean = np.where(work_inf, np.inf, (work_sum + wm.gamma * absent) / p)
+        work_max = _per_block(blk, f["work"], nb, absent, wm.gamma, "max")
+        work_lbaf = np.where(np.isfinite(work_mean) & (work_mean > 0), work_max / work_mean - 1.0, np.nan)
+    out = {
+        "tasks": n_tasks,
+        "migratable": np.bincount(tb, weights=flat.migratable.astype(np.float64), minlength=nb).astype(np.int64),
+        "communications": n_comm,
+        "other_communications": np.diff(flat.comm_start) - n_comm,
+        "load_sum": load_sum, "load_min": load_min, "load_mean": mean, "load_max": load_max,
+        "imbalance": imbalance, "lbaf_imbalance": lbaf, "imbalance_floor": floor,
+        "offrank_bytes": f["offrank"], "local_bytes": f["local"],
+        "pairs": np.bincount(pair_blk, minlength=nb), "pair_volume_max": pair_max,
+        "comm_max": _per_block(blk, comm, nb, absent, 0.0, "max"),
+        "memory_max": _per_block(blk, f["memory"], nb, absent, 0.0, "max"),
+        "memory_over": (np.bincount(blk, weights=(f["memory"] > wm.memory_limit).astype(np.float64), minlength=nb)
+                        if wm.memory_limit is not None else np.zeros(nb)).astype(np.int64),
+        "homing": np.bincount(blk, weights=f["homing"], minlength=nb),
+        "work_max": work_max, "work_mean": work_mean, "work_lbaf_imbalance": work_lbaf,
+    }
+    return {k: v[flat.block] for k, v in out.items()}
+
+
+#: the figures of :func:`trace_figures` that ``hermes replay`` records before and after balancing
+FIGURES = ("load_max", "load_mean", "imbalance", "lbaf_imbalance", "offrank_bytes", "local_bytes", "pair_volume_max",
+           "comm_max", "memory_max", "memory_over", "homing", "work_max", "work_mean", "work_lbaf_imbalance")
 
 
 def phase_figures(ph, ranks: ArrayLike, model: WorkModel | None = None,
                   capacities: ArrayLike | None = None) -> dict[str, float]:
-    """The summary figures of one assignment: loads (max, mean, imbalance; LBAF's max/mean − 1), the
-    off-rank communication volume, the largest inter-rank pair volume, the largest sent/received, memory (max;
-    ranks above the limit), work (max, mean, LBAF's imbalance of the work)."""
-    f = rank_figures(ph, ranks, model)
-    p = ph.n_ranks
-    caps = np.full(p, 1.0 / p) if capacities is None else np.asarray(capacities, dtype=np.float64) / np.sum(capacities)
-    mean = float(f.load.mean()) if p else 0.0
-    finite = np.isfinite(f.work)
-    wmean = float(f.work.mean()) if finite.all() else math.inf
-    wm = model or WorkModel()
-    return {
-        "load_max": float(f.load.max()) if p else 0.0,
-        "load_mean": mean,
-        "imbalance": _imbalance(f.load, caps),
-        "lbaf_imbalance": float(f.load.max() / mean - 1.0) if mean > 0 else math.nan,
-        "offrank_bytes": f.offrank_volume,
-        "local_bytes": f.local_volume,
-        "pair_volume_max": float(f.pair_volumes.max()) if f.pair_volumes.size else 0.0,
-        "comm_max": float(np.maximum(f.sent, f.received).max()) if p else 0.0,
-        "memory_max": float(f.memory.max()) if p else 0.0,
-        "memory_over": int(np.sum(f.memory > wm.memory_limit)) if wm.memory_limit is not None else 0,
-        "homing": float(f.homing.sum()),
-        "work_max": float(f.work.max()) if p else 0.0,
-        "work_mean": wmean,
-        "work_lbaf_imbalance": float(f.work.max() / wmean - 1.0) if math.isfinite(wmean) and wmean > 0 else math.nan,
-    }
+    """The summary figures of one assignment of one phase (:func:`trace_figures` of the phase alone)."""
+    from hermes.trace.phase import FlatTrace
+
+    caps = np.full(ph.n_ranks, 1.0 / ph.n_ranks) if capacities is None else capacities
+    f = trace_figures(FlatTrace.of([ph], ph.n_ranks), np.asarray(ranks, dtype=np.int64), model, caps)
+    return {k: (int(f[k][0]) if k == "memory_over" else float(f[k][0])) for k in FIGURES}

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hermes.interpreter import child_env, python_command
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "async-mesh.yaml"
 HETERO = [3, 3, 2, 2, 1, 1, 1, 1]
@@ -53,9 +55,9 @@ def run_case(out: Path, p: int, plat: str, balancer: str, mode: str, work_per_we
     sets = [f"processors={p}", *platform(plat, p, PHASES), f"balancer.algorithm={balancer}",
             f"application.mode={mode}", f"application.work_per_weight={work_per_weight}",
             f"application.iterations={iterations}", "output.vtu=true"]
-    cmd = [sys.executable, "-m", "hermes", "run", str(SCENARIO), "--out", str(out), "--quiet", "--no-pictures",
-           *(a for s in sets for a in ("--set", s))]
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = python_command("-m", "hermes", "run", str(SCENARIO), "--out", str(out), "--quiet", "--no-pictures",
+                         *(a for s in sets for a in ("--set", s)))
+    env = child_env({**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")})
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
     if res.returncode != 0:
         raise SystemExit(f"{out.name}: exit {res.returncode}\n{res.stderr[-2000:]}")

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from hermes.interpreter import child_env
 from hermes.lifecycle.launch import mpiexec_command
 
 
@@ -43,7 +44,7 @@ def main() -> int:
                 "--set", "adaptation.region={kind: disc, center: [0.3, 0.3], radius: 0.3}",
                 "--set", f"balancer.algorithm={bal}"])
             t = time.perf_counter()
-            res = subprocess.run(cmd, capture_output=True, text=True)
+            res = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
             wall = time.perf_counter() - t
             if res.returncode != 0:
                 print(res.stderr, file=sys.stderr)

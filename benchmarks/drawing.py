@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hermes.interpreter import child_env, python_command
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _DRAW = """
@@ -36,8 +38,8 @@ def _draw(run: Path, out: Path, workers: str, tree: Path | None) -> tuple[float,
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-    done = subprocess.run([sys.executable, "-c", _DRAW, str(run), str(out), workers], capture_output=True,
-                          text=True, env=env, cwd=tree or ROOT, check=True)
+    done = subprocess.run(python_command("-c", _DRAW, str(run), str(out), workers), capture_output=True,
+                          text=True, env=child_env(env), cwd=tree or ROOT, check=True)
     wall, cpu = done.stdout.split()[-2:]
     return float(wall), float(cpu)
 

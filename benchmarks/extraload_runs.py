@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hermes.interpreter import child_env, python_command
+
 
 ROOT = Path(__file__).resolve().parents[1]
 #: (label, scenario, extra --set): Table 10.6 by tasks, users that come and go, congested links (a path given by
@@ -34,13 +36,13 @@ def run_one(scenario: str, sets: list[str], processes: int | None = None) -> dic
     """``hermes run`` of a shipped scenario (launching itself; its 15 processors hosted on ``processes`` MPI
     processes, hermes' default when None: the results do not depend on it)."""
     with tempfile.TemporaryDirectory() as tmp:
-        args = [sys.executable, "-m", "hermes", "run", str(ROOT / "scenarios" / f"{scenario}.yaml"), "--quiet",
-                "--no-pictures", "--out", f"{tmp}/r"]
+        args = python_command("-m", "hermes", "run", str(ROOT / "scenarios" / f"{scenario}.yaml"), "--quiet",
+                              "--no-pictures", "--out", f"{tmp}/r")
         if processes:
             args += ["--processes", str(processes)]
         for s in sets:
             args += ["--set", s]
-        res = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+        res = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=child_env())
         if res.returncode != 0:
             raise SystemExit(f"{scenario} {sets}: {res.stderr.strip().splitlines()[-1:]}")
         return json.loads(Path(f"{tmp}/r/summary.json").read_text())

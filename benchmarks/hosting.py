@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ import yaml
 
 from benchmarks.partition_compare import PeakRSS, finish_job
 from benchmarks.scale import scenario
+from hermes.interpreter import child_env, python_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,9 +38,9 @@ def run(sc: dict, processes: int, out: Path, timeout: float) -> dict:
     """One ``hermes run`` of ``sc`` on ``processes`` processes: wall seconds, peak RSS, set-up line."""
     spec = out.with_suffix(".yaml")
     spec.write_text(yaml.safe_dump(sc, sort_keys=False))
-    cmd = [sys.executable, "-m", "hermes", "run", str(spec), "--processes", str(processes), "--no-pictures",
-           "--out", str(out)]
-    env = {**os.environ, "SCOTCH_PTHREAD_NUMBER": "1"}
+    cmd = python_command("-m", "hermes", "run", str(spec), "--processes", str(processes), "--no-pictures",
+                         "--out", str(out))
+    env = child_env({**os.environ, "SCOTCH_PTHREAD_NUMBER": "1"})
     t0 = time.perf_counter()
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                            start_new_session=True, cwd=ROOT)

@@ -23,8 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+from hermes.interpreter import child_env, python_command
+
 ROOT = Path(__file__).resolve().parents[1]
-HERMES = [sys.executable, "-m", "hermes"]
+HERMES = python_command("-m", "hermes")
 #: the quickstart's balancer matrix: every built-in that runs on 4 heterogeneous ranks
 BALANCERS = ("none", "pcg", "gda0", "gda1", "gda2", "gda3", "gda4", "gda5", "gda6", "sos", "sos_opt", "implicit",
              "implicit_watts", "lps", "lpa", "mpa", "ada", "fos", "grapevine", "metis", "scotch", "auto", "chebyshev",
@@ -53,7 +55,7 @@ def run(out_dir: Path, only: list[str] | None) -> int:
         dest = out_dir / name
         cmd = [*HERMES, "run", *args, "--out", str(dest), "--quiet", "--no-pictures"]
         t = time.perf_counter()
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
         status = "ok" if res.returncode == 0 else f"exit {res.returncode}: {res.stderr.strip().splitlines()[-1:]}"
         failed += res.returncode != 0
         print(f"{name:28s} {time.perf_counter() - t:6.1f} s  {status}", flush=True)

@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 
 from hermes.hosting import processes_for
+from hermes.interpreter import child_env
 from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.scenario import parse_scenario
 
@@ -189,7 +190,7 @@ def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | N
     of the job, launcher included, sampled every 0.2 s).
     """
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env({**env, "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")})
     env.setdefault("SCOTCH_PTHREAD_NUMBER", "1")
     with tempfile.TemporaryDirectory(prefix="hermes-compare-") as tmp:
         path = Path(tmp) / "scenario.yaml"

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import cache as caches
+from hermes.interpreter import child_env, python_command
 
 __all__ = ["Page", "PAGES", "render_page", "render_index", "main"]
 
@@ -531,12 +532,12 @@ def render_index() -> str:
 def refresh(page: Page) -> None:
     """Rerun the page's benchmark, which rewrites its cache."""
     cmd = list(page.refresh)
-    if cmd[0] == PY:
-        cmd[0] = sys.executable
+    if cmd[0] == PY:  # -m benchmarks.X: the repository named on the path, not found as the current directory
+        cmd = python_command(*cmd[1:])
     elif cmd[0] == "hermes":
         cmd[0] = str(Path(sys.executable).with_name("hermes"))
     print(f"# {page.name}: {' '.join(page.refresh)}", file=sys.stderr, flush=True)
-    subprocess.run(cmd, cwd=ROOT, check=True)
+    subprocess.run(cmd, cwd=ROOT, check=True, env=child_env(path=[ROOT]))
 
 
 def _select(names: str) -> list[Page]:

@@ -32,6 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hermes.interpreter import child_env, python_command
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: the rank's script: stop at the first step of the set-up and report this process's CPU seconds
@@ -58,7 +60,7 @@ sys.exit(main(sys.argv[1:]))
 
 def cpu_of(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     """User + sys CPU seconds of the child running ``cmd`` (its output discarded; a failure is fatal)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env(env), cwd=cwd)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode()
@@ -84,9 +86,9 @@ def _flavour(exe: str) -> str:
 def rank_startup(tree: Path, env: dict[str, str], launcher: list[str]) -> dict:
     """The rank's CPU seconds at the start of the set-up, and what it had imported."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [*launcher, sys.executable, "-c", RANK, "run", str(tree / "scenarios" / "refine-airfoil.yaml"),
-               "--set", "processors=1", "--no-pictures", "--out", str(Path(tmp) / "run")]
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree, timeout=300)
+        cmd = [*launcher, *python_command("-c", RANK, "run", str(tree / "scenarios" / "refine-airfoil.yaml"),
+                                          "--set", "processors=1", "--no-pictures", "--out", str(Path(tmp) / "run"))]
+        res = subprocess.run(cmd, capture_output=True, text=True, env=child_env(env), cwd=tree, timeout=300)
     lines = [x for x in res.stdout.splitlines() if x.startswith("STARTUP ")]
     if not lines:
         raise SystemExit(f"the rank did not reach the set-up (exit {res.returncode}):\n{res.stdout}{res.stderr}")
@@ -96,11 +98,10 @@ def rank_startup(tree: Path, env: dict[str, str], launcher: list[str]) -> dict:
 def measure(tree: Path, repeats: int, launcher: list[str]) -> dict[str, float | dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "PMIX_"))}
     env["PYTHONPATH"] = str(tree)
-    py = sys.executable
-    commands = {"hermes --version": [py, "-m", "hermes", "--version"],
-                "hermes --help": [py, "-m", "hermes", "--help"],
-                "hermes run --help": [py, "-m", "hermes", "run", "--help"],
-                "import hermes": [py, "-c", "import hermes"]}
+    commands = {"hermes --version": python_command("-m", "hermes", "--version"),
+                "hermes --help": python_command("-m", "hermes", "--help"),
+                "hermes run --help": python_command("-m", "hermes", "run", "--help"),
+                "import hermes": python_command("-c", "import hermes")}
     out: dict[str, float | dict] = {}
     for name, cmd in commands.items():
         out[name] = min(cpu_of(cmd, env, tree) for _ in range(repeats))

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hermes.interpreter import child_env, python_command
+
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "configs" / "platform-thesis2003.yaml"
 
@@ -156,11 +158,11 @@ def _run_summary(scenario: str, sets: list[str], out: Path) -> dict:
     import json
     import subprocess
 
-    cmd = [sys.executable, "-m", "hermes", "run", str(ROOT / "scenarios" / f"{scenario}.yaml"), "--quiet",
-           "--no-pictures", "--out", str(out)]
+    cmd = python_command("-m", "hermes", "run", str(ROOT / "scenarios" / f"{scenario}.yaml"), "--quiet",
+                         "--no-pictures", "--out", str(out))
     for s in sets:
         cmd += ["--set", s]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
     if res.returncode != 0:
         raise SystemExit(f"{scenario} {sets}: {res.stderr.strip().splitlines()[-1:]}")
     s = json.loads((out / "summary.json").read_text())

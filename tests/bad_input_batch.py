@@ -58,6 +58,9 @@ def main(cases_path: str, out_path: str) -> None:
     warnings.simplefilter("always")  # a warning of one case must not hide the same warning of another
     cases = json.loads(Path(cases_path).read_text())
     sys.path.insert(0, str(Path(cases_path).parent))  # the catalogue's plug-in modules live beside the cases
+    # ... named as a user names them, for the child that checks plug-ins (hermes.lifecycle.plugins)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(cases_path).parent),
+                                                             os.environ.get("PYTHONPATH")]))
     state: dict = {}
 
     def no_launch(*args, **kwargs):
@@ -68,7 +71,7 @@ def main(cases_path: str, out_path: str) -> None:
         state["phase"] = True
         raise PhaseStarted()
 
-    def exit_together(comm, code, timeout=60.0):
+    def exit_together(comm, code, timeout=60.0, message=None):
         state["exit_together"] = code
         sys.stdout.flush()
         sys.stderr.flush()

@@ -91,7 +91,7 @@ def test_launcher_flags(monkeypatch):
     monkeypatch.setattr("os.geteuid", lambda: 0)
     cmd = mpiexec_command(64, ["run", "x.yaml"], mpiexec="/x/mpiexec", python="/x/python")
     assert cmd[:3] == ["/x/mpiexec", "--allow-run-as-root", "--oversubscribe"]
-    assert cmd[3:] == ["-n", "64", "/x/python", "-m", "mpi4py", "-m", "hermes", "run", "x.yaml"]
+    assert cmd[3:] == ["-n", "64", "/x/python", "-P", "-m", "mpi4py", "-m", "hermes", "run", "x.yaml"]  # safe path
     monkeypatch.setattr("hermes.lifecycle.launch.mpi_flavour", lambda exe: "mpich")
     assert mpiexec_command(64, [], mpiexec="/x/mpiexec", python="/x/python")[1] == "-n"
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import resource
 import signal
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -88,13 +91,16 @@ def test_stderr_keeps_one_error_line_and_drops_the_job_end_banners():
         _relay_stderr(io.BytesIO(job), sink)
         assert sink.getvalue().decode().splitlines() == [
             "phase 1", "-" * 74, "WARNING: a warning of Open MPI stays", "-" * 74, error.decode().strip()]
-    # without a hermes error line (a rank killed), Open MPI's explanation is shown
+    # without a hermes error line (a rank killed), hermes says in one line what Open MPI's explanation says
+    for job in (b"phase 1\n" + exited, b"phase 1\n" + pmix + exited):
+        sink = io.BytesIO()
+        _relay_stderr(io.BytesIO(job), sink)
+        assert sink.getvalue() == b"phase 1\nhermes: error: rank 1 ended the job (mpiexec exit status 1)\n"
+    # a message the relay does not recognise is shown as it came
+    odd = frame + b"prterun was killed by something new\n" + frame
     sink = io.BytesIO()
-    _relay_stderr(io.BytesIO(b"phase 1\n" + exited), sink)
-    assert sink.getvalue() == b"phase 1\n" + exited
-    sink = io.BytesIO()
-    _relay_stderr(io.BytesIO(b"phase 1\n" + pmix + exited), sink)
-    assert sink.getvalue() == b"phase 1\n" + pmix + exited
+    _relay_stderr(io.BytesIO(b"phase 1\n" + odd), sink)
+    assert sink.getvalue() == b"phase 1\n" + odd
 
 
 def _script(path, text: str, status: int = 0) -> str:
@@ -140,7 +146,8 @@ def test_the_launcher_is_the_one_of_the_library_mpi4py_loads(venv_bin, library, 
     python = _probed(venv_bin, library, str(venv_bin.parent / "lib" / "libmpi.so.12"))
     assert find_mpiexec(python) == str(venv_bin / launcher)
     cmd = mpiexec_command(2, ["run"], python=python)
-    assert cmd[0] == str(venv_bin / launcher) and cmd[-8:] == ["-n", "2", python, "-m", "mpi4py", "-m", "hermes", "run"]
+    assert cmd[0] == str(venv_bin / launcher)
+    assert cmd[-9:] == ["-n", "2", python, "-P", "-m", "mpi4py", "-m", "hermes", "run"]  # safe-path mode
     assert ("--allow-run-as-root" in cmd) == (launcher == "mpiexec" and os.geteuid() == 0)  # Open MPI's flags only
 
 
@@ -178,3 +185,205 @@ def test_a_system_library_gets_the_launcher_on_path_before_the_wheel_s(venv_bin,
     launch.mpi_library.cache_clear()  # the same python, now probed as mpi4py built against the system's
     outside = _probed(venv_bin, "Open MPI v4.1.4", "/usr/lib/x86_64-linux-gnu/openmpi/lib/libmpi.so.40")
     assert find_mpiexec(outside) == str(system / "mpiexec")
+
+
+# -- issue 38: launch failures, a rank's end, an error on one rank: one line of hermes ----------------------------
+#: what Open MPI 5.0.11 printed on this machine (only the pid and path details shortened)
+_F = b"-" * 74 + b"\n"
+PMIX_START = (  # `ulimit -f 64; hermes run`: PMIx cannot size its shared-memory file
+    b"[vm:7772] PMIX ERROR: PMIX_ERROR in file /openmpi-5.0.11/3rd-party/openpmix/src/util/pmix_shmem.c at line 161\n"
+    b"[vm:7772] PMIX ERROR: PMIX_ERROR in file /openmpi-5.0.11/3rd-party/openpmix/src/server/pmix_server.c at line "
+    b"4660\n"
+    b"[vm:7777] PMIX ERROR: PMIX_ERR_OUT_OF_RESOURCE in file /openmpi-5.0.11/3rd-party/openpmix/src/client/"
+    b"pmix_client.c at line 278\n"
+    + _F + b"PMIx_Init failed for the following reason:\n\n  PMIX_ERROR\n\nOpen MPI requires access to a local PMIx "
+    b"server to execute. Please ensure\nthat either you are operating in a PMIx-enabled environment, or use "
+    b"\"mpirun\"\nto execute the job.\n" + _F +
+    b"*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n*** MPI_ERRORS_ARE_FATAL (processes in "
+    b"this communicator will now abort,\n***    and MPI will try to terminate your MPI job as well)\n"
+    b"[vm:7777] Local abort before MPI_INIT completed completed successfully, but am not able to aggregate error "
+    b"messages, and not able to guarantee that all other processes were killed!\n"
+    b"prterun: tpp.c:83: __pthread_tpp_change_priority: Assertion `new_prio == -1' failed.\n"
+    + _F + b"prterun detected that one or more processes exited with non-zero status,\nthus causing the job to be "
+    b"terminated. The first process to do so was:\n\n   Process name: [prterun-vm-7970@1,1]\n   Exit code:    14\n"
+    + _F + b"[vm:7772] PMIX ERROR: PMIX_ERR_UNREACH in file /openmpi-5.0.11/3rd-party/openpmix/src/mca/ptl/base/"
+    b"ptl_base_connection_hdlr.c at line 121\n")
+SEGV = (b"[vm:14663] *** Process received signal ***\n[vm:14663] Signal: Segmentation fault (11)\n"
+        b"[vm:14663] [ 0] /lib/x86_64-linux-gnu/libc.so.6(+0x3c050)[0x7fa10445a050]\n"
+        b"[vm:14663] *** End of error message ***\n"
+        + _F + b"prterun noticed that process rank 1 with PID 14663 on node vm exited on\nsignal 11 (Segmentation "
+        b"fault).\n" + _F)
+IMPROPER = (_F + b"prterun has exited due to process rank 0 with PID 9656 on node vm exiting\nimproperly. There are "
+            b"three reasons this could occur:\n\n1. this process did not call \"init\" before exiting, but others in "
+            b"the\njob did.\n" + _F)
+STATUS = (_F + b"prterun detected that one or more processes exited with non-zero status,\nthus causing the job to "
+          b"be terminated. The first process to do so was:\n\n   Process name: [prterun-vm-14511@1,1]\n   Exit code:    "
+          b"7\n" + _F)
+UNCAUGHT = (b"Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nZeroDivisionError: division by "
+            b"zero\n" + _F + b"MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\n  Proc: [[19609,1],1]\n"
+            b"  Errorcode: 1\n\nNOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.\n" + _F)
+
+
+@pytest.mark.parametrize("noise, line, kept", [
+    (PMIX_START, "the MPI job could not start: PMIx_Init failed (PMIX_ERROR)", b""),
+    (SEGV, "rank 1 was killed by signal 11 (Segmentation fault)", b""),
+    (IMPROPER, "rank 0 ended before the job finished, without MPI_Finalize", b""),
+    (STATUS, "rank 1 exited with status 7", b""),
+    (UNCAUGHT, "rank 1 aborted the job (MPI_Abort, error code 1) after an unexpected error",
+     UNCAUGHT[:UNCAUGHT.index(_F)]),
+], ids=["pmix-start", "signal", "no-finalize", "status", "uncaught"])
+def test_the_mpi_runtime_s_account_of_a_failure_becomes_one_hermes_line(noise, line, kept):
+    """Without a hermes line, Open MPI's and PMIx's messages (MPI_Init failing, a rank killed, ended without
+    MPI_Finalize, exiting non-zero, aborting after a traceback) are held back and said in one line of hermes;
+    what the job printed itself (a traceback) stays; --verbose shows the runtime's messages before the line.
+    (The old relay showed them all and no hermes line.)"""
+    from hermes.lifecycle.launch import StderrRelay
+
+    sink = io.BytesIO()
+    relay = _relay_stderr(io.BytesIO(b"phase 1\n" + noise), sink, status=14)
+    out = sink.getvalue()
+    assert out.startswith(b"phase 1\n" + kept)
+    lines = out.decode().splitlines()
+    errors = [ln for ln in lines if ln.startswith("hermes: error:")]
+    assert len(errors) == 1 and line in errors[0] and lines[-1] == errors[0], out.decode()
+    rest = "\n".join(lines[:-1])
+    assert "PMIX" not in rest and "prterun" not in rest and "---" not in rest and "***" not in rest
+    assert relay.fatal_at is not None  # run_job bounds the wait from here
+    sink = io.BytesIO()
+    _relay_stderr(io.BytesIO(b"phase 1\n" + noise), sink, StderrRelay(verbose=True), status=14)
+    assert _F in sink.getvalue() and sink.getvalue().decode().splitlines()[-1] == errors[0]
+
+
+def test_a_file_size_limit_is_named_when_mpi_cannot_start(monkeypatch):
+    import hermes.lifecycle.launch as launch
+
+    monkeypatch.setattr(launch, "file_size_limit", lambda: 64 * 1024)
+    relay = launch.StderrRelay()
+    for ln in io.BytesIO(PMIX_START):
+        relay.feed(ln)
+    (line,) = relay.finish(14)
+    assert line.decode().endswith("the file-size limit (ulimit -f) is 64 kB: raise it\n")
+
+
+def test_only_the_first_hermes_error_line_passes():
+    """Two ranks failing each with its own line: the user reads one."""
+    sink = io.BytesIO()
+    _relay_stderr(io.BytesIO(b"hermes: error: rank 2: more than 30 iterations\n"
+                             b"hermes: error: rank 1: more than 30 iterations\n"), sink)
+    assert sink.getvalue() == b"hermes: error: rank 2: more than 30 iterations\n"
+
+
+#: a "job" whose rank died (Open MPI's report on stderr) while mpiexec stays, deaf to SIGTERM
+LINGERING = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+bar = "-" * 74
+sys.stderr.write(bar + "\\nprterun noticed that process rank 1 with PID 7 on node vm exited on\\nsignal 9 (Killed).\\n"
+                 + bar + "\\n")
+sys.stderr.flush()
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_a_job_that_lingers_after_a_rank_died_is_ended_within_the_bound(monkeypatch):
+    """The launcher waits at most END_BOUND after the first sign that a rank is gone, then SIGTERM, then SIGKILL
+    ``grace`` later (the old launcher waited for ever: here the test's own timer would stop it after 60 s)."""
+    import hermes.lifecycle.launch as launch
+
+    monkeypatch.setattr(launch, "END_BOUND", 1.0, raising=False)
+    timer = threading.Timer(60, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        end = run_job([sys.executable, "-c", LINGERING], grace=1.0)
+    finally:
+        timer.cancel()
+    assert end.signal is None and end.status != 0
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_launcher_that_cannot_start_says_why(venv_bin):
+    """Open MPI's launcher without HOME fails ``--version`` ("Unable to get the user home directory"): that is what
+    the error says, not that no launcher was found."""
+    from hermes.errors import HermesError
+    from hermes.lifecycle.launch import find_mpiexec
+
+    for name in ("mpiexec", "mpirun"):
+        (venv_bin / name).write_text("#!/bin/sh\nprintf '%s\\n' '[vm:07565] Error: Unable to get the user home "
+                                     "directory' >&2\nexit 1\n")
+    python = _probed(venv_bin, "Open MPI v5.0.11, package: Open MPI", str(venv_bin.parent / "lib" / "libmpi.so.40"))
+    with pytest.raises(HermesError, match=r"^the launcher of Open MPI cannot start \(.*/mpiexec --version failed: "
+                                          r"Error: Unable to get the user home directory"):
+        find_mpiexec(python)
+
+
+def _hermes_cli(*args, env=None, cwd=None, timeout=300, preexec=None) -> subprocess.CompletedProcess:
+    from hermes.lifecycle.launch import _LAUNCHER_ENV
+
+    base = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    base.setdefault("MPLBACKEND", "Agg")
+    return subprocess.run([str(Path(sys.executable).with_name("hermes")), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env={**base, **(env or {})}, cwd=cwd, preexec_fn=preexec)
+
+
+def _one_error_line(res: subprocess.CompletedProcess) -> str:
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hermes: error: "), res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    return lines[0]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_mpi_that_cannot_start_under_a_file_size_limit_is_one_line_within_seconds(tmp_path):
+    """``ulimit -f 64``: PMIx cannot create its shared memory and MPI_Init fails. Measured before: ~20 PMIx lines
+    and no hermes line (exit 14), once a hang of 130 s."""
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    t0 = time.monotonic()
+    res = _hermes_cli("run", "--set", "output.lbdatafile=true", "--set", "mesh.grid=8x8", "--set",
+                      "adaptation.phases=1", "--out", tmp_path / "run", "--quiet", preexec=limit, timeout=200)
+    line = _one_error_line(res)
+    assert res.returncode == 2 and "the MPI job could not start" in line and "ulimit -f" in line, res.stderr
+    assert time.monotonic() - t0 < 60
+
+
+#: a Brusselator run whose processors hit an iteration limit, one at a time (rank-local errors, never agreed)
+BAHI_LIMIT = ["run", Path(__file__).resolve().parents[1] / "scenarios" / "bahi-homogeneous.yaml", "--set",
+              "processors=3", "--set", "problem.points=60", "--set", "solver.max_iterations=30"]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_an_error_on_one_rank_is_one_hermes_line_under_mpiexec(tmp_path):
+    """A rank-local error (rank N: more than 30 iterations) under the default launch: one line naming the rank,
+    exit 2, no Open MPI banner. Before: MPI_ABORT's banner from rank N and no hermes line at all."""
+    import re
+
+    ref = _hermes_cli(*BAHI_LIMIT, "--no-launch")
+    assert ref.returncode == 2 and re.fullmatch(r"hermes: error: rank \d+: more than 30 iterations",
+                                                _one_error_line(ref))
+    res = _hermes_cli(*BAHI_LIMIT)
+    line = _one_error_line(res)
+    assert res.returncode == 2 and re.fullmatch(r"hermes: error: rank \d+: more than 30 iterations", line)
+    assert "MPI_ABORT" not in res.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_run_without_home_runs(tmp_path):
+    """HOME unset: Open MPI needs it; the launcher and its job get the account's home. Before: refused with "no
+    mpiexec of Open MPI found"."""
+    from hermes.interpreter import account_home
+
+    if account_home() is None:
+        pytest.skip("this user has no home directory in the password database")
+    env = {k: v for k, v in os.environ.items() if k != "HOME"}
+    res = subprocess.run([str(Path(sys.executable).with_name("hermes")), "run", "--set", "mesh.grid=8x8", "--set",
+                          "adaptation.phases=1", "--no-pictures", "--quiet", "--out", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=300, env={**env, "MPLBACKEND": "Agg"})
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "run" / "summary.json").is_file()

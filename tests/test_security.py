@@ -358,3 +358,128 @@ def test_a_forged_lock_token_cannot_join_a_held_lock(tmp_path):
 def test_errors_are_hermes_errors():
     for err in (ScenarioError, BalancerError, RunDirError):
         assert issubclass(err, HermesError)
+
+
+# -- issue 38: nothing runs from the directory the user stands in ------------------------------------------------
+#: modules a downloaded data directory might hold; each leaves a marker and fails if imported
+PLANTED = ("yaml", "numpy", "random", "hermes", "mpi4py", "json", "argparse", "pydantic", "matplotlib",
+           "sitecustomize", "usercustomize")
+EXAMPLE_PLUGIN = ROOT / "examples" / "custom_balancer"
+
+
+def _planted(tmp_path: Path, skip: tuple[str, ...] = ()) -> tuple[Path, Path, dict[str, str]]:
+    """A directory of planted modules (and a PYTHONSTARTUP hook), a directory for their markers, and an
+    environment that names the example plug-in through PYTHONPATH. (An empty PYTHONPATH entry would put the
+    current directory on the launcher's own path before hermes runs — Python's doing, docs/RUNNING.md; the
+    children hermes starts drop it, test_children_get_safe_path_and_keep_the_named_plugin_directory.)"""
+    import sys
+
+    from hermes.lifecycle.launch import _LAUNCHER_ENV
+
+    cwd, marks = tmp_path / "downloaded", tmp_path / "marks"
+    cwd.mkdir()
+    marks.mkdir()
+    for name in (*PLANTED, "startup"):
+        if name not in skip:
+            (cwd / f"{name}.py").write_text(f"open({str(marks / name)!r}, 'w').write('imported')\n"
+                                            f"raise RuntimeError('planted {name}.py imported')\n")
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    env.update(PYTHONPATH=str(EXAMPLE_PLUGIN), PYTHONSTARTUP=str(cwd / "startup.py"),
+               MPLBACKEND="Agg", PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""))
+    return cwd, marks, env
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_run_imports_nothing_from_the_current_directory(tmp_path):
+    """``hermes run`` launched from a directory of planted modules: the launcher, every rank (python -P -m mpi4py),
+    the launch probe and the drawing worker of a refined run import none of them, and the plug-in named through
+    PYTHONPATH still loads. Before: the ranks imported random.py (and the run failed with a traceback)."""
+    import subprocess
+    import sys
+
+    cwd, marks, env = _planted(tmp_path)
+    out = tmp_path / "run"
+    res = subprocess.run([str(Path(sys.executable).with_name("hermes")), "run", "--set", "mesh.grid=8x8", "--set",
+                          "adaptation.phases=2", "--set", "adaptation.kind=refine", "--processes", "2", "--set",
+                          "balancer.algorithm=fixed_diffusion:FixedStepDiffusion", "--set", "balancer.steps=20",
+                          "--out", str(out)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in marks.iterdir()) == []
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["balancer"] == "fixed_diffusion:FixedStepDiffusion" and summary["balancer_params"] == {"steps": 20}
+    assert (out / "partition-002.png").is_file()  # drawn by the worker (hermes.viz.ahead) while the phases ran
+
+
+def test_the_drawing_workers_import_nothing_from_the_current_directory(tmp_path, monkeypatch):
+    """Pictures drawn by two fresh interpreters (hermes.viz.parallel) from a directory of planted modules. Before:
+    each worker (python -m hermes.viz.draw_worker) imported them and failed."""
+    from mpi4py import MPI
+
+    from hermes.lifecycle import driver
+    from hermes.viz import plot_run
+
+    sc = parse_scenario(QUICKSTART, overrides=["mesh.grid=8x8", "adaptation.phases=2", "output.pictures=false",
+                                               "processors=1", "platform.capacities=homo"])
+    driver.run(sc, MPI.COMM_SELF, out_dir=tmp_path / "run", quiet=True)
+    cwd, marks, env = _planted(tmp_path)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+    monkeypatch.setenv("PYTHONSTARTUP", env["PYTHONSTARTUP"])
+    pictures = plot_run(tmp_path / "run", out_dir=tmp_path / "pictures", workers=2, timeline=False)
+    assert len(pictures) == 3 and all(p.is_file() for p in pictures)
+    assert sorted(p.name for p in marks.iterdir()) == []
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_compare_s_runs_import_nothing_from_the_current_directory(tmp_path):
+    """``hermes compare`` from a directory of planted modules: every run is done and nothing planted is imported.
+    Before: every run failed (its ranks imported random.py) and compare exited 0."""
+    import subprocess
+    import sys
+
+    cwd, marks, env = _planted(tmp_path)
+    res = subprocess.run([str(Path(sys.executable).with_name("hermes")), "compare", "--set", "mesh.grid=8x6", "--set",
+                          "adaptation.phases=1", "--set", "run.processes=1", "--jobs", "2", "--set-axis",
+                          "balancer.algorithm=none,pcg", "--out", str(tmp_path / "exp"), "--no-report", "--quiet"],
+                         capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in marks.iterdir()) == []
+    rows = (tmp_path / "exp" / "results.csv").read_text().splitlines()
+    assert len(rows) == 3 and all(",done," in row or row.endswith(",done") or "done" in row for row in rows[1:])
+
+
+def test_python_m_hermes_drops_the_current_directory(tmp_path):
+    """``python -m hermes`` puts the current directory first on sys.path; hermes' __main__ removes it before it
+    imports anything else (a ``hermes.py`` there is found by Python itself before hermes runs: not planted here)."""
+    import subprocess
+    import sys
+
+    cwd, marks, env = _planted(tmp_path, skip=("hermes",))
+    res = subprocess.run([sys.executable, "-m", "hermes", "scenario", "--set", "mesh.grid=8x8"], capture_output=True,
+                         text=True, cwd=cwd, env=env, timeout=120)
+    assert res.returncode == 0 and "grid: 8x8" in res.stdout, res.stderr
+    assert sorted(p.name for p in marks.iterdir()) == []
+
+
+def test_children_get_safe_path_and_keep_the_named_plugin_directory():
+    """One helper builds every Python hermes starts (hermes.interpreter): -P on the command line, PYTHONPATH kept
+    without its empty entries, start-up hooks dropped; and no module of hermes or the benchmarks starts
+    ``sys.executable`` without it."""
+    import ast
+
+    from hermes.interpreter import child_env, python_command
+
+    assert python_command("-m", "x", python="/py") == ["/py", "-P", "-m", "x"]
+    env = child_env({"PYTHONPATH": f"{os.pathsep}plugins{os.pathsep}", "PYTHONSTARTUP": "s.py",
+                     "PYTHONINSPECT": "1", "HOME": "/h"})
+    assert env == {"PYTHONPATH": "plugins", "HOME": "/h"}
+    offenders = []
+    for path in [*HERMES.rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
+        if path.name == "interpreter.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.List, ast.Tuple)) and node.elts and ast.unparse(node.elts[0]) == "sys.executable":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, f"Python started without hermes.interpreter.python_command: {offenders}"

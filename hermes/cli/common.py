@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["EXIT_BAD_INPUT", "error", "world_rank", "world", "parse_params", "check_timeout", "exit_together",
-           "abort_on_uncaught"]
+__all__ = ["EXIT_BAD_INPUT", "AGREE_WAIT", "error", "world_rank", "world", "parse_params", "check_timeout",
+           "exit_together", "naming_rank", "abort_on_uncaught"]
 
 EXIT_BAD_INPUT = 2
 
@@ -35,7 +35,16 @@ def error(msg: str, rank: int = 0) -> int:
 
 
 def world():
-    """The job's communicator, ``MPI.COMM_WORLD`` (MPI initialised on first use)."""
+    """The job's communicator, ``MPI.COMM_WORLD`` (MPI initialised on first use).
+
+    Open MPI does not start without ``HOME``: when it is unset, this process gets the account's home directory
+    first (:func:`hermes.interpreter.account_home`), as every process hermes starts does."""
+    if not os.environ.get("HOME"):
+        from hermes.interpreter import account_home
+
+        home = account_home()
+        if home is not None:
+            os.environ["HOME"] = home
     from mpi4py import MPI
 
     return MPI.COMM_WORLD
@@ -72,12 +81,21 @@ def check_timeout(args) -> float | None:
         raise ScenarioError("--timeout: " + validation_message(err).split(": ", 1)[1]) from None
 
 
-def exit_together(comm, code: int, timeout: float = 60.0) -> None:
-    """Every rank exits with ``code`` after rank 0's message is out — without MPI_Abort.
+#: how long a rank that met an error waits for every other rank to meet it too (:func:`exit_together`)
+AGREE_WAIT = 10.0
 
-    ``python -m mpi4py`` turns a non-zero exit into MPI_Abort, which may kill rank 0 before its
-    error line is flushed. Bad input is agreed on by all ranks, so they meet at a barrier, finalise
-    MPI and leave with the same status. If a rank never arrives, the job is aborted after ``timeout``.
+
+def exit_together(comm, code: int, timeout: float = AGREE_WAIT, *, message: str | None = None) -> None:
+    """Every rank exits with ``code`` after rank 0's message is out — without MPI_Abort when every rank is here.
+
+    ``python -m mpi4py`` turns a non-zero exit into MPI_Abort, which may kill rank 0 before its error line is
+    flushed. Bad input is agreed on by all ranks, so they meet at a barrier, finalise MPI and leave with the same
+    status (rank 0 printed the line, :func:`error`). An error that only some ranks met (a rank-local failure that
+    was not agreed, e.g. a solver's iteration limit on one processor) leaves them waiting for ranks that are
+    elsewhere: after ``timeout`` seconds a rank other than 0 prints its own line — ``message``, naming the rank —
+    and the job is aborted with ``code``. Under the self-launching ``hermes run`` the user sees the first
+    ``hermes: error:`` line only (:class:`hermes.lifecycle.launch.StderrRelay`), under every launch one line
+    names the failing rank.
     """
     import time
 
@@ -89,10 +107,22 @@ def exit_together(comm, code: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not req.Test():
         if time.monotonic() > deadline:
+            rank = comm.Get_rank()
+            if rank != 0 and message is not None:
+                error(naming_rank(message, rank))
+                sys.stderr.flush()
+            time.sleep(0.5)  # let the MPI runtime forward the line before it kills the job
             comm.Abort(code)
         time.sleep(0.001)
     MPI.Finalize()
     os._exit(code)
+
+
+def naming_rank(message: str, rank: int) -> str:
+    """``message`` prefixed with ``rank R: `` unless it already starts by naming a rank or processor."""
+    import re
+
+    return message if re.match(r"(rank|processor|process) \d+", message) else f"rank {rank}: {message}"
 
 
 def abort_on_uncaught(comm) -> None:

@@ -4,7 +4,8 @@ Outside MPI (and without ``--no-launch``) this process is the launcher: the appl
 :meth:`~hermes.cli.application.Application.prepare_launch` validates the scenario and claims the run directory,
 then ``mpiexec`` runs the same command line with ``--no-launch`` (the lock on the run directory is held until the
 job has ended). In the job, every rank runs :meth:`~hermes.cli.application.Application.run` on the job's
-communicator (:func:`hermes.cli.common.world`); bad input is one line on rank 0 and every rank exits 2.
+communicator (:func:`hermes.cli.common.world`); bad input is one line on rank 0 and every rank exits 2, and an
+error only some ranks met is one line naming the rank that met it (:func:`hermes.cli.common.exit_together`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import sys
 
 from hermes.cli.application import Application
-from hermes.cli.common import abort_on_uncaught, error, exit_together, world
+from hermes.cli.common import EXIT_BAD_INPUT, abort_on_uncaught, error, exit_together, world
 from hermes.cli.run_bahi import BAHI_STUDY
 from hermes.cli.run_mesh import MESH
 
@@ -66,7 +67,7 @@ def _launch(app: Application, args, argv: list[str]) -> int:
             hosted = f" ({p} processors on {n} process{'es' * (n != 1)})" if p != n else ""
             print("hermes: launching: " + " ".join(c for c in cmd if c != token).replace(" --lock-token", "")
                   + hosted, flush=True)
-        end = run_job(cmd)
+        end = run_job(cmd, verbose=args.verbose)
     finally:
         if launch.lock is not None:
             launch.lock.release(remove_if_unused=True)
@@ -90,10 +91,16 @@ def _job(app: Application, args) -> int:
     with contextlib.ExitStack() as held:  # released once the error line is out, or before the result is printed
         try:
             outcome = app.run(args, comm, held)
-        except HermesError as err:
-            code = error(str(err), rank)
-            if comm.Get_size() > 1:
-                exit_together(comm, code)
+        except (HermesError, SystemExit) as err:
+            message, code = str(err), EXIT_BAD_INPUT
+            if isinstance(err, SystemExit):  # hermes raises none: a plug-in's sys.exit must not end the job as done
+                message, code = (f"the run was ended by sys.exit({err.code!r}) before it finished (raised by a "
+                                 f"plug-in?)"), 1
+            if comm.Get_size() == 1:
+                error(message)
+                return code
+            error(message, rank)  # rank 0 now; another rank's own line only if it fails alone (exit_together)
+            exit_together(comm, code, message=message)
             return code
     if rank == 0 and not args.quiet:
         lines = app.result_lines(outcome, args)

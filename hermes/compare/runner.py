@@ -25,6 +25,7 @@ from hermes.claims import EXPERIMENT_TOKEN, DirLock, _read_small, clear_dir, rea
 from hermes.compare.experiment import PlannedRun
 from hermes.errors import HermesError
 from hermes.files import RunDirError, file_mode, safe_name, write_atomic
+from hermes.interpreter import child_env
 from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.loaders import dump_yaml, load_json, load_yaml
 
@@ -239,7 +240,7 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
                 say(f"{' ' * len(progress.bar())}  stale    {run.title()}: the experiment changed, running it again")
             todo.append(run)
     executing: list[_Job] = []
-    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    env = child_env({k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV})  # hermes.interpreter
     env.setdefault("SCOTCH_PTHREAD_NUMBER", "1")
     if token is not None:  # the experiment's lock, held by this compare: its own runs may write in it
         env[EXPERIMENT_TOKEN] = token

@@ -25,13 +25,13 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from hermes.errors import HermesError
+from hermes.interpreter import child_env, python_command
 from hermes.extraload.tasks import Task
 
 __all__ = ["RealLoad", "RealLoadError", "kill_all"]
@@ -115,7 +115,7 @@ def _spawn(spec: dict, *, stdout=subprocess.DEVNULL) -> subprocess.Popen:
     _install_handlers()
     spec = {**spec, "parent": os.getpid()}
     try:
-        p = subprocess.Popen([sys.executable, RUNNER], stdin=subprocess.PIPE, stdout=stdout,
+        p = subprocess.Popen(python_command(RUNNER), stdin=subprocess.PIPE, stdout=stdout, env=child_env(),
                              stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
     except OSError as err:
         raise RealLoadError(f"extraload: cannot start an external task ({err})") from None

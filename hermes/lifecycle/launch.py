@@ -1,8 +1,9 @@
 """Start hermes under ``mpiexec``: find the launcher, add the flags this machine needs.
 
 ``hermes run`` started without a launcher re-executes itself as
-``mpiexec [flags] -n P python -m mpi4py -m hermes run ...``. ``python -m mpi4py`` makes an uncaught
-exception on any rank abort the whole job instead of leaving the others waiting.
+``mpiexec [flags] -n P python -P -m mpi4py -m hermes run ...``. ``python -m mpi4py`` makes an uncaught
+exception on any rank abort the whole job instead of leaving the others waiting; ``-P`` (safe-path mode,
+:mod:`hermes.interpreter`) keeps every rank from importing a ``yaml.py`` or ``mpi4py.py`` of the current directory.
 
 Which launcher (:func:`find_mpiexec`): the one of the MPI library that mpi4py loads. hermes depends on
 the Open MPI wheel; the ``mpich`` extra adds the MPICH wheel beside it. The two wheels share file names
@@ -40,6 +41,15 @@ input is one line and no MPI job; what only the job can find (a full disk, a plu
 the user through the launcher's relay of the job's standard error (:func:`_relay_stderr`), which drops
 Open MPI's report when hermes' line came. Only a job started by hand with ``mpiexec ... --no-launch`` shows
 Open MPI's report after hermes' line (tests/test_bad_input.py checks both).
+
+When no hermes line comes, the relay (:class:`StderrRelay`) reads Open MPI's messages and says in one line of hermes
+what they say: the job could not start (MPI_Init, PMIx or OPAL failing — under ``ulimit -f 64`` PMIx cannot size
+its shared-memory file: ``the MPI job could not start: PMIx_Init failed (PMIX_ERROR); the file-size limit (ulimit
+-f) is 64 kB: raise it``, exit :data:`EXIT_NO_START`), a rank was killed by a signal, a rank ended without
+``MPI_Finalize`` (``os._exit`` in a plug-in), an ``MPI_Abort`` came without a word; the runtime's own lines are
+shown only with ``--verbose``, or when they say nothing the relay recognises. From the first such sign, the job
+gets :data:`END_BOUND` seconds to end before ``mpiexec`` gets SIGTERM and then the whole session SIGKILL: a rank
+that died never leaves the launcher waiting.
 """
 
 from __future__ import annotations
@@ -56,8 +66,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from hermes.interpreter import child_env, python_command
+
 __all__ = ["under_mpi_launcher", "find_mpiexec", "MPILibrary", "mpi_library", "library_flavour", "mpi_flavour",
-           "mpiexec_command", "run_job", "JobEnd", "session_pids"]
+           "mpiexec_command", "run_job", "JobEnd", "StderrRelay", "END_BOUND", "EXIT_NO_START", "file_size_limit",
+           "session_pids"]
 
 #: the signals the launcher forwards to the job
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -102,8 +115,8 @@ def mpi_library(python: str) -> MPILibrary | None:
     from hermes.loaders import parse_json
 
     try:
-        res = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
-                             stdin=subprocess.DEVNULL)
+        res = subprocess.run(python_command("-c", _PROBE, python=python), capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL, env=child_env())
         found = (parse_json(res.stdout.strip().splitlines()[-1], "the MPI probe", error=HermesError)
                  if res.returncode == 0 and res.stdout.strip() else {})
     except (OSError, subprocess.SubprocessError, ValueError, HermesError):
@@ -160,6 +173,9 @@ def find_mpiexec(python: str | None = None) -> str:
         if want == "unknown" or mpi_flavour(exe) == want:
             return exe
     name = _NAMES.get(want, library.version.splitlines()[0].strip())
+    failed = [f"{exe} --version failed: {why}" for exe in found for why in [_version_text(exe)[1]] if why]
+    if failed:  # a launcher that cannot even say its version (Open MPI without HOME): that, not a missing one
+        raise HermesError(f"the launcher of {name} cannot start ({failed[0]})")
     fix = (f"`{python} -m pip install --force-reinstall {_WHEELS[want]}` (its wheel), or put your {name}'s "
            f"mpiexec on PATH") if want in _WHEELS else "put its mpiexec on PATH"
     tried = ", ".join(found) or "none"
@@ -167,11 +183,28 @@ def find_mpiexec(python: str | None = None) -> str:
 
 
 @lru_cache(maxsize=8)
+def _version_text(mpiexec: str) -> tuple[str, str]:
+    """What ``mpiexec --version`` prints, and why it failed ("" if it did not): its first line of error output
+    (Open MPI without ``HOME``: "Error: Unable to get the user home directory"), or its exit status."""
+    try:
+        res = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=20,
+                             stdin=subprocess.DEVNULL, env=child_env())
+    except (OSError, subprocess.SubprocessError) as err:
+        return "", f"{type(err).__name__}: {err}"
+    if res.returncode == 0:
+        return res.stdout, ""
+    lines = [" ".join(ln.split()) for ln in res.stderr.splitlines() if ln.strip()]
+    why = re.sub(r"^\[[^\]]*\]\s*", "", lines[0]) if lines else f"exit status {res.returncode}"
+    if "home directory" in why.lower() and not os.environ.get("HOME"):
+        why += " (HOME is not set, and this user has no home directory in the password database: set HOME)"
+    return res.stdout, why
+
+
+@lru_cache(maxsize=8)
 def mpi_flavour(mpiexec: str) -> str:
     """``openmpi``, ``mpich`` or ``unknown``, from ``mpiexec --version``."""
-    try:
-        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
+    out, why = _version_text(mpiexec)
+    if why:
         return "unknown"
     low = out.lower()
     if "open mpi" in low or "open-mpi" in low or "openrte" in low or "prte" in low:
@@ -183,7 +216,8 @@ def mpi_flavour(mpiexec: str) -> str:
 
 def mpiexec_command(n: int, args: list[str], *, mpiexec: str | None = None, python: str | None = None,
                     module: str = "hermes") -> list[str]:
-    """The full command that runs ``python -m mpi4py -m <module> <args>`` on ``n`` ranks.
+    """The full command that runs ``python -P -m mpi4py -m <module> <args>`` on ``n`` ranks (safe-path mode,
+    :func:`hermes.interpreter.python_command`: no rank imports from the current directory).
 
     Adds ``--allow-run-as-root`` (Open MPI as root) and ``--oversubscribe`` (Open MPI, more ranks
     than cores) where needed. Without ``mpiexec``, the launcher is :func:`find_mpiexec`'s for ``python``
@@ -197,7 +231,7 @@ def mpiexec_command(n: int, args: list[str], *, mpiexec: str | None = None, pyth
             flags.append("--allow-run-as-root")
         if n > (os.cpu_count() or 1):
             flags.append("--oversubscribe")
-    return [exe, *flags, "-n", str(int(n)), python, "-m", "mpi4py", "-m", module, *args]
+    return [exe, *flags, "-n", str(int(n)), *python_command("-m", "mpi4py", "-m", module, python=python), *args]
 
 
 def session_pids(sid: int) -> list[int]:
@@ -258,72 +292,222 @@ class JobEnd:
 
 #: a line of Open MPI's help-message frames
 _FRAME = b"-" * 20
-#: what Open MPI's messages about the end of a job say (an abort, a rank that died, the launcher's exit)
+#: what Open MPI's framed messages about the end of a job say (an abort, a rank that died, the launcher's exit)
 _JOB_END = (b"MPI_ABORT was invoked", b"has exited due to", b"noticed that process rank", b"exited on signal",
-            b"was killed", b"returned a non-zero exit code", b"exited with non-zero status")
-#: an unframed line of Open MPI's PMIx server while an aborted job's processes go away
-#: (``[host:pid] PMIX ERROR: PMIX_ERR_UNREACH in file …/pmix_server.c at line N``, seen after a rank's error)
+            b"was killed", b"returned a non-zero exit code", b"exited with non-zero status", b"exiting improperly")
+#: what Open MPI, PMIx and OPAL say when the job cannot start (MPI_Init failing, in a frame or not)
+_START_FAILED = (b"PMIx_Init failed", b"An error occurred in MPI_Init", b"MPI_INIT has failed",
+                 b"It looks like MPI_INIT failed", b"opal_init failed", b"orte_init failed", b"prte_init failed",
+                 b"Local abort before MPI_INIT", b"ompi_mpi_init:", b"Unable to get the user home directory")
+#: an unframed line of Open MPI's runtime: ``[host:pid] PMIX ERROR: …``, ``[host:pid] *** Process received signal``,
+#: ``[host:pid] Local abort …``
+_RUNTIME = re.compile(rb"^\[[^\]\s]+:\d+\] ")
+#: the PMIx error code of such a line
+_PMIX = re.compile(rb"PMIX ERROR: (PMIX_[A-Z_]+)")
+#: the unframed teardown lines of the PMIx server while an aborted job's processes go away (not a failure by itself)
 _TEARDOWN = re.compile(rb"^\[[^\]]*\] PMIX ERROR: PMIX_ERR_(UNREACH|LOST_CONNECTION|LOST_PEER_CONNECTION)\b")
+#: Open MPI's lines of MPI_ERRORS_ARE_FATAL (``*** An error occurred in MPI_Init_thread`` …), prterun's own
+#: crash (``prterun: tpp.c:83: …: Assertion … failed.``) and its note on messages it aggregated
+_STARS = re.compile(rb"^(\*\*\* |prterun: .*Assertion|\d+ more process(es)? ha(s|ve) sent help message|"
+                    rb"Set MCA parameter \"\S*help_aggregate\")")
+#: what a held message says about a rank (whitespace collapsed): (pattern, kind)
+_RANK_ENDS = (
+    (re.compile(rb"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \(([^)]*)\))?"), "signal"),
+    (re.compile(rb"process rank (\d+) with PID \d+ on node \S+ exiting improperly"), "improper"),
+    (re.compile(rb"MPI_ABORT was invoked on rank (\d+) in communicator \S+(?: Proc: \S+)? Errorcode: (-?\d+)"),
+     "abort"),
+    (re.compile(rb"Process name: \[[^\]]*?,(\d+)\] Exit code: (\d+)"), "status"),
+    (re.compile(rb"process rank (\d+) with PID \d+ on node \S+ calling \"abort\""), "abort"),
+    (re.compile(rb"has exited due to process rank (\d+)"), "ended"),
+)
+#: after the first sign that a rank is gone or the job could not start, the job gets this long to end by itself;
+#: then mpiexec gets SIGTERM, and the job's session SIGKILL ``grace`` seconds later (:func:`run_job`)
+END_BOUND = 10.0
+#: the launcher's exit status when the MPI job could not start (MPI_Init, PMIx or the launcher itself failing)
+EXIT_NO_START = 2
 
 
-def _relay_stderr(pipe, sink) -> None:
-    """Copy the job's standard error to ``sink`` line by line, keeping hermes' one line clear.
+def _size(nbytes: int) -> str:
+    for unit in ("bytes", "kB", "MB", "GB", "TB"):
+        if nbytes < 1024 or unit == "TB":
+            return f"{nbytes:g} {unit}"
+        nbytes /= 1024
+    raise AssertionError
 
-    Lines pass at once, NUL bytes removed, except: a ``hermes: error:`` line already passed (the same
-    line from another rank) is dropped, and Open MPI's messages about the end of the job — its framed ones
-    (the MPI_ABORT banner, "prterun has exited due to ...") and the PMIx server's unframed teardown errors
-    (:data:`_TEARDOWN`) — are held back until the job ends and shown only if no hermes error line came —
-    they may arrive before or after it. Other framed messages (warnings) pass.
+
+def file_size_limit() -> int | None:
+    """The soft file-size limit of this process (``ulimit -f``) in bytes, None if unlimited or unknown."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+class StderrRelay:
+    """The job's standard error as the user sees it: hermes' one line kept clear of the MPI runtime's noise.
+
+    :meth:`feed` takes the job's lines as they come. They pass at once (NUL bytes removed), except:
+
+    - hermes' first ``hermes: error:`` line passes and every later one is dropped (the same line from another
+      rank, or a second rank's failure: the user reads one line);
+    - Open MPI's messages about the end of a job — its framed ones (the MPI_ABORT banner, "prterun has exited due
+      to ...", "exited on signal ..."), the unframed lines of its runtime (``[host:pid] PMIX ERROR: ...``,
+      ``[host:pid] *** Process received signal ***``), MPI_ERRORS_ARE_FATAL's ``*** ...`` stanza, prterun's own
+      assertion — are held back. Other framed messages (warnings) pass.
+
+    :meth:`finish` says what comes at the end: nothing more if hermes' line came; else, if the held messages say
+    what happened, one line of hermes (:meth:`verdict`: the job could not start — MPI_Init, PMIx, ``ulimit -f``,
+    ``HOME`` —, a rank killed by a signal, a rank that ended without MPI_Finalize, an MPI_Abort without a word);
+    else the held messages themselves. With ``verbose`` the held messages are shown before that line.
+
+    ``fatal_at`` is the time (``time.monotonic``) of the first sign that the job is going down (a start
+    failure, a rank's death or abort), or None: :func:`run_job` bounds the wait for the job's end from it.
     """
-    seen: set[bytes] = set()
-    held: list[bytes] = []
-    block: list[bytes] | None = None
-    for raw in iter(pipe.readline, b""):
+
+    def __init__(self, *, verbose: bool = False):
+        self.verbose = verbose
+        self.error_seen = False
+        self.held: list[bytes] = []
+        self.block: list[bytes] | None = None
+        self.fatal_at: float | None = None
+        self.traceback = False
+        self.start_failed: list[bytes] = []
+        self.pmix: list[bytes] = []
+        self.ranks: list[tuple[str, tuple[bytes, ...]]] = []
+
+    def _fatal(self) -> None:
+        if self.fatal_at is None:
+            self.fatal_at = time.monotonic()
+
+    def _note(self, lines: list[bytes]) -> None:
+        """Learn from held lines what happened (start failure, a rank's end, PMIx codes)."""
+        text = b" ".join(b" ".join(lines).split())
+        for key in _START_FAILED:
+            if key in text and key not in self.start_failed:
+                self.start_failed.append(key)
+        for ln in lines:
+            m = _PMIX.search(ln)
+            if m and not _TEARDOWN.match(ln) and m.group(1) not in self.pmix:
+                self.pmix.append(m.group(1))
+        for pattern, kind in _RANK_ENDS:
+            m = pattern.search(text)
+            if m:
+                self.ranks.append((kind, m.groups(b"")))
+                break
+        if self.start_failed or self.ranks:
+            self._fatal()
+
+    def feed(self, raw: bytes) -> list[bytes]:
+        """One line of the job's standard error; the lines to show now."""
         line = raw.replace(b"\0", b"")
         if line.startswith(_FRAME):
-            if block is None:
-                block = [line]
-                continue
-            block.append(line)
-            if any(key in ln for ln in block for key in _JOB_END):
-                held += block
-            else:
-                sink.writelines(block)
-                sink.flush()
-            block = None
-            continue
-        if block is not None:
-            block.append(line)
-            continue
-        if _TEARDOWN.match(line):
-            held.append(line)
-            continue
+            if self.block is None:
+                self.block = [line]
+                return []
+            block, self.block = [*self.block, line], None
+            text = b" ".join(b" ".join(block).split())
+            if any(key in text for key in (*_JOB_END, *_START_FAILED)):
+                self.held += block
+                self._note(block)
+                return []
+            return block
+        if self.block is not None:
+            self.block.append(line)
+            return []
+        if _RUNTIME.match(line) or _STARS.match(line):
+            self.held.append(line)
+            self._note([line])
+            return []
+        if line.startswith(b"Traceback (most recent call last)"):
+            self.traceback = True
         if line.startswith(b"hermes: error:"):
-            if line in seen:
-                continue
-            seen.add(line)
-        if line.strip() or not seen:
-            sink.write(line)
+            if self.error_seen:
+                return []
+            self.error_seen = True
+        if line.strip() or not self.error_seen:
+            return [line]
+        return []
+
+    def verdict(self, status: int) -> str | None:
+        """hermes' line for what the held messages say (None: they say nothing hermes recognises)."""
+        limit = file_size_limit()
+        fsize = f"; the file-size limit (ulimit -f) is {_size(limit)}: raise it" if limit is not None else ""
+        if self.start_failed:
+            what = self.start_failed[0].decode(errors="replace").rstrip(":")
+            if what.startswith(("An error occurred in ", "Local abort before")):
+                what = "MPI_Init failed"
+            pmix = f" ({self.pmix[0].decode()})" if self.pmix else ""
+            home = "" if os.environ.get("HOME") else "; HOME is not set"
+            return f"the MPI job could not start: {what}{pmix}{fsize}{home}"
+        if not self.ranks:
+            return None
+        kind, groups = self.ranks[0]
+        rank = groups[0].decode()
+        if kind == "signal":
+            number = int(groups[1])
+            name = groups[2].decode(errors="replace") or signal.Signals(number).name
+            hint = fsize if number == getattr(signal, "SIGXFSZ", -1) else ""
+            return f"rank {rank} was killed by signal {number} ({name}){hint}"
+        if kind == "improper":
+            return (f"rank {rank} ended before the job finished, without MPI_Finalize (os._exit, or a plug-in ending "
+                    f"the process?)")
+        if kind == "abort":
+            code = f", error code {groups[1].decode()}" if len(groups) > 1 and groups[1] else ""
+            why = " after an unexpected error (its traceback is above)" if self.traceback else " without a message"
+            return f"rank {rank} aborted the job (MPI_Abort{code}){why}"
+        if kind == "status":
+            return f"rank {rank} exited with status {groups[1].decode()}"
+        return f"rank {rank} ended the job (mpiexec exit status {status})"
+
+    def finish(self, status: int) -> list[bytes]:
+        """The lines to show once the job has ended with ``status``."""
+        rest = self.held + (self.block or [])
+        if self.error_seen:
+            return []
+        line = self.verdict(status)
+        if line is None:
+            return rest
+        from hermes.errors import one_line
+
+        return [*(rest if self.verbose else []), f"hermes: error: {one_line(line)}\n".encode()]
+
+
+def _relay_stderr(pipe, sink, relay: StderrRelay | None = None, *, status: int | None = 1) -> StderrRelay:
+    """Copy the job's standard error from ``pipe`` to ``sink`` through ``relay`` (:class:`StderrRelay`); with a
+    ``status``, also what :meth:`StderrRelay.finish` shows at the end (None: the caller shows it)."""
+    relay = relay if relay is not None else StderrRelay()
+    for raw in iter(pipe.readline, b""):
+        out = relay.feed(raw)
+        if out:
+            sink.writelines(out)
             sink.flush()
-    if not seen:
-        sink.writelines(held + (block or []))
-        sink.flush()
     pipe.close()
+    if status is not None:
+        sink.writelines(relay.finish(status))
+        sink.flush()
+    return relay
 
 
-def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None = None) -> JobEnd:
-    """Run the MPI job ``cmd``; never leave it running.
+def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None = None,
+            verbose: bool = False) -> JobEnd:
+    """Run the MPI job ``cmd``; never leave it running, never wait for ever.
 
-    ``cmd`` starts in a new session. SIGTERM, SIGINT and SIGHUP received meanwhile are forwarded to it
-    (SIGHUP as SIGTERM: ``mpiexec`` has no terminal to hang up) and the job gets ``grace`` seconds to end;
-    then, or at a second signal, every process left in its session is killed. Once ``mpiexec`` has ended,
-    any process still in the session (a rank it lost) is killed too. The job's standard error passes
-    through :func:`_relay_stderr`.
+    ``cmd`` starts in a new session, with :func:`hermes.interpreter.child_env` (default: of this process'
+    environment). SIGTERM, SIGINT and SIGHUP received meanwhile are forwarded to it (SIGHUP as SIGTERM:
+    ``mpiexec`` has no terminal to hang up) and the job gets ``grace`` seconds to end; then, or at a second
+    signal, every process left in its session is killed. Once ``mpiexec`` has ended, any process still in the
+    session (a rank it lost) is killed too. The job's standard error passes through :class:`StderrRelay`; from
+    its first sign that the job is going down (MPI_Init failing, a rank killed or aborted), the job gets
+    :data:`END_BOUND` seconds to end, then SIGTERM, then SIGKILL ``grace`` seconds later.
 
     Returns
     -------
     JobEnd
-        The job's exit status — 128 + the signal number if the launcher was signalled — and that signal.
+        The job's exit status — 128 + the signal number if the launcher was signalled, :data:`EXIT_NO_START` if
+        the job could not start, 1 if a rank ended it without a word while ``mpiexec`` said 0 — and that signal.
     """
     got: list[int] = []
     job: list[subprocess.Popen] = []
@@ -343,7 +527,8 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
     old = {s: signal.signal(s, forward) for s in FORWARDED}  # before the job exists: no signal is lost
     try:
         preexec = _die_with_parent if sys.platform.startswith("linux") else None
-        proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec, env=env, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec,
+                                env=child_env() if env is None else env, stderr=subprocess.PIPE)
     except BaseException:
         for s, h in old.items():
             signal.signal(s, h)
@@ -351,19 +536,37 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
     job.append(proc)
     if got:  # signalled while the job was starting
         forward(got.pop(), None)
-    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr, sys.stderr.buffer), daemon=True)
-    relay.start()
+    relay = StderrRelay(verbose=verbose)
+    sink = sys.stderr.buffer
+    reader = threading.Thread(target=_relay_stderr, args=(proc.stderr, sink, relay), kwargs={"status": None},
+                              daemon=True)
+    reader.start()
+    ended = False
     try:
         while True:
             try:
                 rc = proc.wait(timeout=0.2)
                 break
             except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline[0]:
+                now = time.monotonic()
+                if relay.fatal_at is not None and not ended and now > relay.fatal_at + END_BOUND:
+                    ended = True  # a rank is gone or the job never started, and mpiexec lingers: end it
+                    try:
+                        os.kill(proc.pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+                    deadline[0] = min(deadline[0], now + grace)
+                if now > deadline[0]:
                     _kill_session(proc.pid)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         _kill_session(proc.pid)  # nothing of the job survives mpiexec
-        relay.join(timeout=5)
-    return JobEnd(128 + got[0], got[0]) if got else JobEnd(rc)
+        reader.join(timeout=5)
+    sink.writelines(relay.finish(rc))
+    sink.flush()
+    if got:
+        return JobEnd(128 + got[0], got[0])
+    if relay.start_failed and not relay.error_seen:
+        return JobEnd(EXIT_NO_START)
+    return JobEnd(rc if rc != 0 or relay.fatal_at is None else 1)

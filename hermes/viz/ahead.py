@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from hermes.interpreter import child_env, python_command
+
 __all__ = ["DrawAhead"]
 
 log = logging.getLogger(__name__)
@@ -52,9 +54,9 @@ class DrawAhead:
         self.sent: list[int] = []
         self.broken = False
         try:  # started now, so that it imports matplotlib while the first phase runs
-            self.proc = subprocess.Popen([sys.executable, "-m", "hermes.viz.ahead", str(self.out)],
+            self.proc = subprocess.Popen(python_command("-m", "hermes.viz.ahead", str(self.out)),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         text=True)
+                                         text=True, env=child_env())
         except OSError as err:
             self.broken = True
             log.warning("pictures are drawn at the end: the drawing worker did not start (%s)", err)

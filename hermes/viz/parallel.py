@@ -13,11 +13,11 @@ import json
 import logging
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hermes.errors import HermesError
+from hermes.interpreter import child_env, python_command
 
 __all__ = ["draw_in_workers", "default_workers", "idle_cores"]
 
@@ -103,9 +103,9 @@ def draw_in_workers(run_dir: Path, out_dir: Path, tasks: Sequence[tuple[int, tup
             continue
         job = {"run": str(run_dir), "out": str(out_dir), "show": list(show), "dpi": dpi,
                "tasks": [[p, None if w is None else list(w)] for p, w in share]}
-        procs.append(subprocess.Popen([sys.executable, "-m", "hermes.viz.draw_worker", json.dumps(job)],
+        procs.append(subprocess.Popen(python_command("-m", "hermes.viz.draw_worker", json.dumps(job)),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      stdin=subprocess.DEVNULL))
+                                      stdin=subprocess.DEVNULL, env=child_env()))
     failures = []
     try:
         if meanwhile is not None:

@@ -535,3 +535,28 @@ def test_every_path_option_refuses_what_one_line_cannot_show(tmp_path, monkeypat
         assert code == 2 and err.startswith("hermes: error: ") and err.count("\n") == 1, (what, err)
         assert ("an empty path" if not bad else "holds ") in err, (what, err)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_directory_with_a_trailing_slash_is_that_directory(tmp_path, finished, monkeypatch, capsys):
+    """``DIR/`` names DIR for every output option: run, plot, trace write and replay write into DIR (never
+    DIR.<something> beside it); a trace's stem cannot be a directory (``gossip --write-trace DIR/`` would have
+    written DIR.0.json beside DIR), which is one line."""
+    from hermes.cli import main
+
+    run = finished_at(finished, tmp_path / "done")
+    res = hermes("run", "--no-launch", "--set", "processors=1", *SMALL, "--no-pictures", "--set",
+                 "output.partitions=true", "--out", f"{tmp_path / 'fresh'}/")
+    assert res.returncode == 0 and (tmp_path / "fresh" / "summary.json").is_file(), res.stderr
+    for argv in (["plot", run, "--phase", "0", "--out", f"{tmp_path / 'pics'}/"],
+                 ["trace", "write", tmp_path / "fresh", "--out", f"{tmp_path / 'trace'}/"]):
+        res = hermes(*argv)
+        assert res.returncode == 0, res.stderr
+    res = hermes("replay", tmp_path / "trace" / "data", "--algorithm", "none", "--no-plot", "--out",
+                 f"{tmp_path / 'replayed'}/")
+    assert res.returncode == 0 and (tmp_path / "replayed" / "replay.csv").is_file(), res.stderr
+    (tmp_path / "gossip").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["gossip", "--ranks", "2", "--objects", "4", "--write-trace", "gossip/"]) == 2
+    assert capsys.readouterr().err.startswith("hermes: error: --write-trace: 'gossip/' names a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["done", "fresh", "gossip", "pics", "replayed", "trace"]
+    assert list((tmp_path / "gossip").iterdir()) == []

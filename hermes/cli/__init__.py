@@ -88,6 +88,10 @@ def _main(argv: list[str] | None = None) -> int:
                 check_path(getattr(args, dest), key)
     except HermesError as err:
         return error(str(err), world_rank())
+    stem = getattr(args, "write_trace", None)
+    if isinstance(stem, str) and stem.endswith(("/", os.sep)):  # DIR/ would be the stem DIR: files beside DIR
+        return error(f"--write-trace: {stem!r} names a directory; a trace's stem names its files (give DIR/STEM "
+                     f"for DIR/STEM.<rank>.json)", world_rank())
     if args.version:
         from hermes.version import __version__
 

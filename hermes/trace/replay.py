@@ -31,16 +31,24 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from hermes.bounds import MAX_PHASES, MAX_TRACE_TASKS
 from hermes.errors import BalancerError, GraphError
 from hermes.trace.phase import Trace, TracePhase
-from hermes.trace.workmodel import WorkModel, phase_figures
+from hermes.trace.workmodel import FIGURES, WorkModel, phase_figures
 
-__all__ = ["ReplayResult", "replay", "replay_phase", "realise_flow_on_objects", "processor_graph", "object_graph",
+__all__ = ["ReplayResult", "ReplayTable", "replay", "replay_trace", "replay_phase", "realise_flow_on_objects", "processor_graph", "object_graph",
            "REPLAY_SPECIAL", "replay_algorithms"]
 
 #: the most ranks a flow balancer's serial reference is given (the offline lab's limit, hermes.lab.flow: their
 #: set-up grows faster than p²)
 MAX_FLOW_RANKS = 2048
+#: the most phases one replay balances (``hermes replay``, a trace experiment's run): a run's bound on phases
+#: (hermes.bounds.MAX_PHASES), as a replay writes a row per phase and algorithm
+MAX_REPLAY_PHASES = MAX_PHASES
+#: the most tasks of a phase a replay balances: as many as hermes writes into a trace of a run
+#: (hermes.bounds.MAX_TRACE_TASKS); realising a flow by choosing objects costs a pass over the rank's objects per
+#: object moved (10⁵ tasks on 8 ranks: 3 s for pcg)
+MAX_REPLAY_TASKS = MAX_TRACE_TASKS
 #: algorithms replayed by their own serial code rather than a flow
 REPLAY_SPECIAL = ("none", "grapevine", "metis", "scotch")
 
@@ -72,8 +80,9 @@ def object_graph(ph: TracePhase) -> tuple[NDArray[np.int64], NDArray[np.int64], 
 
 
 def processor_graph(ph: TracePhase, kind: str = "auto") -> tuple[NDArray[np.int64], str]:
-    """Edges (i < j, sorted) of the processor graph and the kind used: ``comm`` (ranks exchanging messages in
-    the phase), ``full`` (every pair) or ``auto`` (comm when connected, else full)."""
+    """Edges (i < j, sorted) of the processor graph and the kind used: ``comm`` (ranks whose tasks exchange
+    messages in the phase; a communication with an endpoint that is no task of the phase joins no ranks, as it
+    counts in no figure), ``full`` (every pair) or ``auto`` (comm when connected, else full)."""
     p = ph.n_ranks
     if kind not in ("auto", "comm", "full"):
         raise GraphError(f"--graph {kind!r}: expected auto, comm or full")
@@ -81,7 +90,8 @@ def processor_graph(ph: TracePhase, kind: str = "auto") -> tuple[NDArray[np.int6
     full = np.stack([iu[0], iu[1]], axis=1).astype(np.int64)
     if kind == "full":
         return full, "full"
-    fr, tr = ph.comm_from_rank, ph.comm_to_rank
+    _, a_ok, _, b_ok = ph.endpoints()  # communications between tasks of the phase (LBAF's model)
+    fr, tr = ph.comm_from_rank[a_ok & b_ok], ph.comm_to_rank[a_ok & b_ok]
     off = fr != tr
     pairs = np.unique(np.sort(np.stack([fr[off], tr[off]], axis=1), axis=1), axis=0) if off.any() else \
         np.zeros((0, 2), dtype=np.int64)
@@ -143,6 +153,58 @@ def _affinity(cand: NDArray[np.int64], j: int, i: int, r: NDArray[np.int64], xad
     sign = np.where(nb_rank == j, 1.0, np.where(nb_rank == i, -1.0, 0.0)) * w[idx]
     owner = np.repeat(np.arange(cand.size), counts)
     return np.bincount(owner, weights=sign, minlength=cand.size)
+
+
+def _best(mask: NDArray[np.bool_], gain: NDArray[np.float64]) -> int:
+    """The position of the largest ``gain`` where ``mask`` (the first among equals): the first of the masked
+    positions stably sorted by decreasing gain."""
+    g = np.where(mask, gain, -np.inf)
+    return int(np.flatnonzero(mask & (g == g.max()))[0])
+
+
+class _Gains:
+    """The affinity (:func:`_affinity`) of every object of a rank's pool to each target the realisation asks
+    for, kept up to date as objects leave: a move changes only its neighbours' affinities, which are computed
+    again — each from scratch, as one :func:`_affinity` call over the whole pool would, so the values are the
+    same to the last bit — when their target is next asked for. At most ``keep`` targets are kept."""
+
+    def __init__(self, pool: NDArray[np.int64], i: int, r: NDArray[np.int64],
+                 graph: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]], keep: int = 16) -> None:
+        self.pool, self.i, self.r, self.graph, self.keep = pool, i, r, graph, keep
+        self.order = np.argsort(pool, kind="stable")
+        self.cache: dict[int, NDArray[np.float64]] = {}
+        self.stale: dict[int, list[NDArray[np.int64]]] = {}
+
+    def to(self, j: int) -> NDArray[np.float64]:
+        xadj, adjncy, w = self.graph
+        if adjncy.size == 0:
+            return np.zeros(self.pool.size)
+        if j in self.cache:
+            g = self.cache.pop(j)
+            parts = self.stale.pop(j)
+            if parts:
+                idx = np.unique(np.concatenate(parts))
+                g[idx] = _affinity(self.pool[idx], j, self.i, self.r, xadj, adjncy, w)
+        else:
+            g = _affinity(self.pool, j, self.i, self.r, xadj, adjncy, w)
+            if len(self.cache) >= self.keep:
+                oldest = next(iter(self.cache))
+                del self.cache[oldest], self.stale[oldest]
+        self.cache[j], self.stale[j] = g, []  # the most recent last
+        return g
+
+    def moved(self, v: int) -> None:
+        """Object ``v`` changed rank: its neighbours in the pool are stale for every kept target."""
+        xadj, adjncy, _ = self.graph
+        if not self.cache or adjncy.size == 0:
+            return
+        nb = adjncy[xadj[v]:xadj[v + 1]]
+        sp = self.pool[self.order]
+        k = np.minimum(np.searchsorted(sp, nb), sp.size - 1)
+        pos = self.order[k[sp[k] == nb]]
+        if pos.size:
+            for parts in self.stale.values():
+                parts.append(pos)
 
 
 class _Memory:
@@ -249,22 +311,26 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
         alive = np.ones(pool.size, dtype=bool)
         pl = loads[pool]
         over = 0.0  # sent beyond the flow of the edges it went along: owed by the rank's other edges
+        gain = _Gains(pool, i, r, (xadj, adjncy, w))
         while demand and alive.any():
             j = max(demand, key=lambda t: (demand[t], -t))  # the largest remaining outflow first
             total = sum(demand.values()) - over
             if total <= 0:
                 break
-            idx = np.flatnonzero(alive)
-            if adjncy.size:  # by affinity to j first (stable: then heavier first, then id)
-                gain = _affinity(pool[idx], j, i, r, xadj, adjncy, w)
-                idx = idx[np.argsort(-gain, kind="stable")]
-            fits = idx[pl[idx] < 2.0 * demand[j]]
-            if fits.size == 0:  # no object fits this edge's flow: one that fits the rank's whole outflow, the lightest
-                light = idx[pl[idx] < 2.0 * total]
-                fits = light[np.argsort(pl[light], kind="stable")[:1]] if light.size else light
-            if mem is not None and fits.size:
-                fits = fits[mem.fits(pool[fits], j, memory_limit)]
-            chosen = int(fits[0]) if fits.size else None
+            g = gain.to(j)  # by affinity to j first, then heavier first, then id (the pool's order)
+            fits = alive & (pl < 2.0 * demand[j])
+            if mem is None and fits.any():
+                chosen = _best(fits, g)
+            elif fits.any():
+                cand = np.flatnonzero(fits)
+                cand = cand[np.argsort(-g[cand], kind="stable")]
+                cand = cand[mem.fits(pool[cand], j, memory_limit)]
+                chosen = int(cand[0]) if cand.size else None
+            else:  # no object fits this edge's flow: one that fits the rank's whole outflow, the lightest
+                light = alive & (pl < 2.0 * total)
+                chosen = _best(light & (pl == pl[light].min()), g) if light.any() else None
+                if chosen is not None and mem is not None and not mem.fits(pool[[chosen]], j, memory_limit)[0]:
+                    chosen = None
             if chosen is None:
                 del demand[j]  # nothing more can go to j
                 continue
@@ -273,6 +339,7 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
                 mem.move(v, i, j)
             alive[chosen] = False
             r[v] = j
+            gain.moved(v)
             members[j].append(v)
             demand[j] -= loads[v]
             if demand[j] <= 0:
@@ -379,6 +446,36 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
                  "realisation_used": "cells" if cells else "objects", "flow_total": total_flow}
 
 
+def _balance(ph: TracePhase, algorithm: str, info_entry, checked: dict[str, Any], caps: NDArray[np.float64], *,
+             graph: str, seed: int, rounds: int, trigger: float, realisation: str,
+             memory_limit: float | None) -> tuple[NDArray[np.int64], dict[str, Any]]:
+    """The new ranks of the phase's tasks under ``algorithm`` (its parameters checked), and the balancer's own
+    figures (iterations, the graph used, ...)."""
+    info: dict[str, Any] = {}
+    p = ph.n_ranks
+    if ph.n_tasks == 0 or p == 1 or algorithm == "none":
+        new = ph.ranks.copy()
+    elif algorithm == "grapevine":
+        from hermes.balance.gossip.grapevine_serial import GrapevineParams, grapevine
+
+        res = grapevine(ph.loads, ph.ranks, p, GrapevineParams.of(checked),
+                        seed=seed if checked["seed"] is None else checked["seed"], speeds=caps * p,
+                        migratable=ph.migratable)
+        new = res.object_rank
+        info.update(iterations=res.iterations, graph_used="full")
+    elif algorithm in ("metis", "scotch"):
+        new = _partition(ph, algorithm, checked, caps, seed)
+        info["graph_used"] = "objects"
+    else:
+        if info_entry.serial is None:
+            raise BalancerError(f"balancer {algorithm!r} has no serial reference, so hermes replay cannot run it "
+                                f"(replay runs: {', '.join(replay_algorithms())})")
+        new, flow_info = _flow_rounds(ph, info_entry, checked, caps, graph, rounds, trigger, realisation,
+                                      memory_limit)
+        info.update(flow_info)
+    return np.asarray(new, dtype=np.int64), info
+
+
 def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None = None, *, graph: str = "auto",
                  capacities: ArrayLike | None = None, work_model: WorkModel | None = None, seed: int = 0,
                  rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> ReplayResult:
@@ -404,28 +501,9 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
     p = ph.n_ranks
     caps = _capacities(capacities, p, ph)
     before = phase_figures(ph, ph.ranks, wm, caps)
-    info: dict[str, Any] = {}
     t0 = time.perf_counter()
-    if ph.n_tasks == 0 or p == 1 or algorithm == "none":
-        new = ph.ranks.copy()
-    elif algorithm == "grapevine":
-        from hermes.balance.gossip.grapevine_serial import GrapevineParams, grapevine
-
-        res = grapevine(ph.loads, ph.ranks, p, GrapevineParams.of(checked),
-                        seed=seed if checked["seed"] is None else checked["seed"], speeds=caps * p,
-                        migratable=ph.migratable)
-        new = res.object_rank
-        info.update(iterations=res.iterations, graph_used="full")
-    elif algorithm in ("metis", "scotch"):
-        new = _partition(ph, algorithm, checked, caps, seed)
-        info["graph_used"] = "objects"
-    else:
-        if info_entry.serial is None:
-            raise BalancerError(f"balancer {algorithm!r} has no serial reference, so hermes replay cannot run it "
-                                f"(replay runs: {', '.join(replay_algorithms())})")
-        new, flow_info = _flow_rounds(ph, info_entry, checked, caps, graph, rounds, trigger, realisation,
-                                      wm.memory_limit)
-        info.update(flow_info)
+    new, info = _balance(ph, algorithm, info_entry, checked, caps, graph=graph, seed=seed, rounds=rounds,
+                         trigger=trigger, realisation=realisation, memory_limit=wm.memory_limit)
     info["seconds"] = time.perf_counter() - t0
     after = phase_figures(ph, new, wm, caps)
     moved = new != ph.ranks
@@ -484,24 +562,151 @@ def _partition(ph: TracePhase, algorithm: str, params: dict[str, Any], caps: NDA
     return new
 
 
-def replay(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
-           graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
-           seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> list[ReplayResult]:
-    """Every algorithm on every phase of ``trace`` (phases in order, algorithms in the order given;
-    :func:`replay_phase`)."""
+@dataclass
+class ReplayTable:
+    """Every algorithm on every phase of a trace, by columns (:func:`replay_trace`).
+
+    Attributes
+    ----------
+    trace : Trace
+    algorithms : list of str
+    before : dict of str to array (phases,)
+        :func:`~hermes.trace.workmodel.trace_figures` of the trace's assignment.
+    after : dict of str to (dict of str to array (phases,))
+        The same per algorithm, of its assignment.
+    ranks : dict of str to int64 array (tasks,)
+        Per algorithm, the new rank of every task of the trace's :class:`~hermes.trace.phase.FlatTrace`.
+    info : dict of str to list of dict
+        Per algorithm and data block of the flat trace, the balancer's own figures (iterations, the graph
+        used, seconds, ...); empty for a block left as it is (no task, one rank, ``none``).
+    """
+
+    trace: Trace
+    algorithms: list[str]
+    before: dict[str, NDArray]
+    after: dict[str, dict[str, NDArray]]
+    ranks: dict[str, NDArray[np.int64]]
+    info: dict[str, list[dict[str, Any]]]
+
+    def moved(self, algorithm: str) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """(objects moved, load moved) per phase by ``algorithm``."""
+        flat = self.trace.flat
+        m = self.ranks[algorithm] != flat.ranks
+        nb = flat.n_blocks
+        objects = np.bincount(flat.task_block[m], minlength=nb).astype(np.int64)
+        load = np.bincount(flat.task_block[m], weights=flat.loads[m], minlength=nb)
+        return objects[flat.block], load[flat.block]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The tidy rows of ``replay.csv``: per phase, per algorithm (in the order given), every figure before
+        and after, the balancer's own, the objects and load moved, the tasks and the imbalance floor."""
+        flat = self.trace.flat
+        before = {f: self.before[f].tolist() for f in FIGURES}
+        after = {a: {f: self.after[a][f].tolist() for f in FIGURES} for a in self.algorithms}
+        moved = {a: tuple(x.tolist() for x in self.moved(a)) for a in self.algorithms}
+        tasks, floor = self.before["tasks"].tolist(), self.before["imbalance_floor"].tolist()
+        out = []
+        for k, (pid, b) in enumerate(zip(flat.phase_ids.tolist(), flat.block.tolist())):
+            for a in self.algorithms:
+                row: dict[str, Any] = {"phase": pid, "algorithm": a}
+                row.update({f"{f}_before": before[f][k] for f in FIGURES})
+                row.update({f"{f}_after": after[a][f][k] for f in FIGURES})
+                row.update(self.info[a][b] or {"seconds": 0.0})
+                row.update(objects_moved=moved[a][0][k], load_moved=moved[a][1][k], tasks=tasks[k],
+                           imbalance_floor=floor[k])
+                row.setdefault("iterations", 0)
+                row.setdefault("graph_used", "")
+                out.append(row)
+        return out
+
+    def results(self) -> list[ReplayResult]:
+        """The same as one :class:`ReplayResult` per phase and algorithm."""
+        flat = self.trace.flat
+        out = []
+        for row, (k, a) in zip(self.rows(), [(k, a) for k in range(flat.n_phases) for a in self.algorithms]):
+            s = flat.tasks_of(int(flat.block[k]))
+            info = {key: v for key, v in row.items() if key not in ("phase", "algorithm", "tasks", "imbalance_floor")
+                    and not key.endswith(("_before", "_after"))}
+            out.append(ReplayResult(row["phase"], a, self.ranks[a][s].copy(),
+                                    {f: row[f"{f}_before"] for f in FIGURES},
+                                    {f: row[f"{f}_after"] for f in FIGURES}, info))
+        return out
+
+
+def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
+                 graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
+                 seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> ReplayTable:
+    """Every algorithm on every phase of ``trace``, by columns: the figures before and after of every phase
+    at once (:func:`~hermes.trace.workmodel.trace_figures`, the function ``hermes trace info`` uses), and the
+    balancers run on each data block that has tasks on more than one rank (a phase marked identical to the
+    previous one is its predecessor's block, balanced once), so an empty phase costs no Python.
+
+    Raises
+    ------
+    GraphError
+        A bad option; more than :data:`MAX_REPLAY_PHASES` phases or a phase of more than
+        :data:`MAX_REPLAY_TASKS` tasks; what
+        :func:`replay_phase` raises.
+    BalancerError
+        An unknown algorithm or bad parameters.
+    """
+    from hermes.balance.registry import get_balancer
+    from hermes.trace.workmodel import trace_figures
+
     if realisation not in ("auto", "objects", "cells"):
         raise GraphError(f"realisation {realisation!r}: expected auto, objects or cells")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000:
         raise GraphError(f"rounds must be an integer in 1..1000, got {rounds!r}")
     if not (isinstance(trigger, (int, float)) and 1.0 <= trigger <= 1e6):
         raise GraphError(f"trigger must be a number in [1, 1e6], got {trigger!r}")
-    out = []
-    for ph in trace.phases:
-        for name in algorithms:
-            out.append(replay_phase(ph, name, (params or {}).get(name), graph=graph, capacities=capacities,
-                                    work_model=work_model, seed=seed, rounds=rounds, trigger=trigger,
-                                    realisation=realisation))
-    return out
+    flat = trace.flat
+    if flat.n_phases > MAX_REPLAY_PHASES:
+        raise GraphError(f"{trace.stem or 'the trace'}: {flat.n_phases:,} phases, more than hermes replays at once "
+                         f"(limit {MAX_REPLAY_PHASES:,}): choose some with --phase")
+    most = int(flat.phase_tasks.max(initial=0))
+    if most > MAX_REPLAY_TASKS:
+        k = int(np.argmax(flat.phase_tasks))
+        raise GraphError(f"{trace.stem or 'the trace'}: phase {int(flat.phase_ids[k])} has {most:,} tasks, more than "
+                         f"hermes replays (limit {MAX_REPLAY_TASKS:,} per phase; hermes trace info reads it)")
+    entries = []
+    for name in algorithms:
+        entry = get_balancer(name)
+        entries.append((name, entry, entry.check((params or {}).get(name) or {}, prefix=f"{name}.")))
+    wm = work_model or WorkModel()
+    p, nb = flat.n_ranks, flat.n_blocks
+    given = None if capacities is None else _capacities(capacities, p)
+    before = trace_figures(flat, None, wm, given)
+    ranks = {name: flat.ranks.copy() for name in algorithms}
+    info: dict[str, list[dict[str, Any]]] = {name: [{}] * nb for name in algorithms}
+    first = np.full(nb, -1, dtype=np.int64)  # the first phase of each block: its id names the block in errors
+    first[flat.block[::-1]] = np.arange(flat.n_phases - 1, -1, -1)
+    busy = (np.diff(flat.task_start) > 0) | (np.diff(flat.comm_start) > 0)
+    for b in np.flatnonzero(busy & (first >= 0))[np.argsort(first[busy & (first >= 0)], kind="stable")].tolist():
+        ph = flat.phase(int(first[b]))
+        if ph.n_tasks == 0 or p == 1:
+            continue
+        caps = _capacities(capacities, p, ph)
+        s = flat.tasks_of(b)
+        for name, entry, checked in entries:
+            if name == "none":
+                continue
+            t0 = time.perf_counter()
+            new, got = _balance(ph, name, entry, checked, caps, graph=graph, seed=seed, rounds=rounds,
+                                trigger=trigger, realisation=realisation, memory_limit=wm.memory_limit)
+            got["seconds"] = time.perf_counter() - t0
+            ranks[name][s] = new
+            info[name][b] = got
+    after = {name: trace_figures(flat, ranks[name], wm, given) for name in algorithms}
+    return ReplayTable(trace, list(algorithms), before, after, ranks, info)
+
+
+def replay(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
+           graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
+           seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> list[ReplayResult]:
+    """Every algorithm on every phase of ``trace`` (phases in order, algorithms in the order given;
+    :func:`replay_phase`; :func:`replay_trace` by columns)."""
+    return replay_trace(trace, algorithms, params, graph=graph, capacities=capacities, work_model=work_model,
+                        seed=seed, rounds=rounds, trigger=trigger, realisation=realisation).results()
 
 
 def _finite(x: float) -> float | None:

@@ -11,6 +11,7 @@ LBDatafile LBAF and vt-tv read.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 
 from hermes.trace.lbdatafile import write_trace
 from hermes.trace.phase import Trace
-from hermes.trace.replay import ReplayResult, replay
+from hermes.trace.replay import ReplayTable, replay_trace
 from hermes.trace.workmodel import WorkModel
 
 __all__ = ["replay_to_dir", "format_table", "COLUMNS"]
@@ -40,18 +41,6 @@ _TABLE = [("phase", "phase", "{}"), ("algorithm", "algorithm", "{}"), ("imbalanc
           ("objects_moved", "objects moved", "{}"), ("work_max_after", "max work after", "{:.6g}"),
           ("memory_max_after", "max memory after", "{:.6g}"), ("iterations", "iterations", "{}"),
           ("graph_used", "graph", "{}")]
-
-
-def _floor(ph, caps: np.ndarray) -> float:
-    """The lowest imbalance any assignment can reach: the heaviest migratable object, and what the objects that
-    cannot move hold on each rank, against the fair share (max / mean)."""
-    total = float(ph.loads.sum())
-    if total <= 0:
-        return 1.0
-    share = total * caps
-    fixed = np.bincount(ph.ranks[~ph.migratable], weights=ph.loads[~ph.migratable], minlength=ph.n_ranks)
-    heavy = float(ph.loads[ph.migratable].max()) if ph.migratable.any() else 0.0
-    return float(max(1.0, np.max(fixed / share), heavy / float(share.max())))
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -103,37 +92,38 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def _json_rows(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """``meta`` with its ``rows`` as strict JSON (non-finite numbers as null), one row a line: the rows go
+    through json's C encoder (an indented document of 10⁵ rows takes it ten times as long)."""
+    head = json.dumps(meta, indent=2, allow_nan=False)
+    body = ",\n".join(json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                  for k, v in r.items()}, allow_nan=False) for r in rows)
+    return head[:-2] + ',\n  "rows": [\n' + body + "\n  ]\n}\n"
+
+
 def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dict[str, dict[str, Any]] | None = None,
                   graph: str = "auto", capacities: Any = None, work_model: WorkModel | None = None, seed: int = 0,
-                  rounds: int = 3, trigger: float = 1.0, realisation: str = "auto", write_traces: bool = False, compress: bool = False, plot: bool = True,
-                  say=lambda s: None) -> tuple[list[dict[str, Any]], list[ReplayResult]]:
-    """Replay ``algorithms`` on ``trace`` and write the directory of the module docstring into ``out`` (an
-    existing, claimed directory); the rows and the results."""
-    from hermes.claims import subdir
-    from hermes.files import slug, write_csv, write_json
-    from hermes.trace.replay import _capacities
+                  rounds: int = 3, trigger: float = 1.0, realisation: str = "auto", write_traces: bool = False,
+                  compress: bool = False, plot: bool = True, say=lambda s: None) -> tuple[list[dict[str, Any]],
+                                                                                           ReplayTable]:
+    """Replay ``algorithms`` on ``trace`` (:func:`~hermes.trace.replay.replay_trace`) and write the directory of
+    the module docstring into ``out`` (an existing, claimed directory); the rows and the table."""
     import platform
 
     import scipy
 
+    from hermes.claims import subdir
+    from hermes.files import slug, write_atomic, write_csv
     from hermes.version import __version__
 
     wm = work_model or WorkModel()
-    results = replay(trace, algorithms, params, graph=graph, capacities=capacities, work_model=wm, seed=seed,
-                     rounds=rounds, trigger=trigger, realisation=realisation)
-    floors = {ph.phase: _floor(ph, _capacities(capacities, trace.n_ranks, ph)) for ph in trace.phases}
-    tasks = {ph.phase: ph.n_tasks for ph in trace.phases}
-    rows = []
-    for res in results:
-        row = res.row()
-        row["tasks"] = tasks[res.phase]
-        row["imbalance_floor"] = floors[res.phase]
-        row.setdefault("iterations", 0)
-        row.setdefault("graph_used", "")
-        rows.append(row)
-        say(f"phase {res.phase} {res.algorithm}: imbalance {res.before['imbalance']:.4f} → "
-            f"{res.after['imbalance']:.4f} (floor {floors[res.phase]:.4f}), {res.info['objects_moved']} objects moved, "
-            f"off-rank bytes {res.before['offrank_bytes']:.6g} → {res.after['offrank_bytes']:.6g}")
+    table = replay_trace(trace, algorithms, params, graph=graph, capacities=capacities, work_model=wm, seed=seed,
+                         rounds=rounds, trigger=trigger, realisation=realisation)
+    rows = table.rows()
+    for row in rows:
+        say(f"phase {row['phase']} {row['algorithm']}: imbalance {row['imbalance_before']:.4f} → "
+            f"{row['imbalance_after']:.4f} (floor {row['imbalance_floor']:.4f}), {row['objects_moved']} objects "
+            f"moved, off-rank bytes {row['offrank_bytes_before']:.6g} → {row['offrank_bytes_after']:.6g}")
     extra = sorted({k for r in rows for k in r} - set(COLUMNS))
     write_csv(out / "replay.csv", rows, COLUMNS + extra)
     meta = {"trace": trace.stem, "ranks": trace.n_ranks, "phases": trace.phase_ids, "compressed": trace.compressed,
@@ -144,20 +134,17 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
                            "memory_limit": wm.memory_limit},
             "non_finite": "work is infinite on a rank above the memory limit: written as null here, inf in the CSV",
             "versions": {"hermes": __version__, "python": platform.python_version(), "numpy": np.__version__,
-                         "scipy": scipy.__version__}, "rows": rows}
-    meta["rows"] = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
-                    for r in rows]
-    write_json(out / "replay.json", meta)
-    from hermes.files import write_atomic
-
+                         "scipy": scipy.__version__}}
+    write_atomic(out / "replay.json", _json_rows(meta, rows))
     write_atomic(out / "table.md", format_table(rows))
     if plot and rows:
         _plot(rows, out / "replay.png", f"{Path(trace.stem).name}: {trace.n_ranks} ranks, "
-                                        f"{len(trace.phases)} phase(s)")
+                                        f"{len(trace.phases):,} phase(s)")
     if write_traces:
         name = Path(trace.stem).name
+        flat = trace.flat
         for a in algorithms:
-            phases = [ph.with_ranks(r.ranks) for ph, r in
-                      zip(trace.phases, [x for x in results if x.algorithm == a])]
+            phases = [flat.phase(k).with_ranks(table.ranks[a][flat.tasks_of(int(b))])
+                      for k, b in enumerate(flat.block.tolist())]
             write_trace(subdir(out, "traces", slug(a)) / name, phases, compress=compress)
-    return rows, results
+    return rows, table

@@ -232,3 +232,143 @@ def test_compare_takes_a_trace_as_its_base(tmp_path):
     assert res.returncode == 0 and res.stdout.count("complete, kept") == 2
     res = cli("compare", "--trace", str(stem), "--set-axis", "speed=1,2", "--out", str(tmp_path / "d"))
     assert res.returncode == 2 and "speed: not a replay option" in res.stderr
+
+
+# -- traces of any length (issue 38) -------------------------------------------------------------------------------
+def test_empty_phases_cost_no_python_in_a_replay(tmp_path):
+    """10⁵ empty phases, three balancers: the figures of every phase in one vectorised pass and no balancer run
+    (the old replay spent ~0.4 ms of Python per phase and algorithm: minutes). Bound: 10 s of CPU for reading,
+    replaying and making the 3·10⁵ results on a loaded 2-core machine (measured ~2 s)."""
+    import time
+
+    n = 100_000
+    (tmp_path / "e.0.json").write_text('{"type":"LBDatafile","phases":[' + ",".join(
+        f'{{"id":{k},"tasks":[]}}' for k in range(n)) + "]}")
+    t0 = time.process_time()
+    results = replay(read_trace(tmp_path / "e"), ["none", "grapevine", "pcg"])
+    cpu = time.process_time() - t0
+    assert len(results) == 3 * n and results[-1].phase == n - 1 and results[-1].after["imbalance"] == 1.0
+    assert cpu < 10.0, cpu
+
+
+def test_realising_a_flow_costs_no_pass_over_the_pool_per_object():
+    """The affinities of a rank's objects are computed once per target and then only for the neighbours of an
+    object that moved: on 8,000 objects of 4 ranks, about 60,000 affinities for 3,000 objects moved (the old
+    loop computed every remaining object's at each move: ~10⁷). The ranks are the plain loop's, bit for bit."""
+    import hermes.trace.replay as rp
+
+    rng = np.random.default_rng(4)
+    n, p = 8000, 4
+    ranks = np.repeat(np.arange(p), [5000, 1000, 1000, 1000])
+    a = rng.integers(0, n, 3 * n)
+    b = (a + rng.integers(1, 50, a.size)) % n
+    ph = TracePhase(p, np.arange(n, dtype=np.int64), rng.uniform(0.5, 1.5, n), ranks, ranks, np.ones(n, dtype=bool),
+                    0, a.astype(np.int64), b.astype(np.int64), np.ones(a.size, dtype=np.int64),
+                    rng.integers(1, 9, a.size).astype(float))
+    edges = np.array([[0, 1], [0, 2], [0, 3]])
+    flow = np.full(3, (5000 - 2000) / 3 * 1.0)
+    counted = []
+    plain = rp._affinity
+
+    def counting(cand, *args):
+        counted.append(cand.size)
+        return plain(cand, *args)
+
+    rp._affinity = counting
+    try:
+        new = rp.realise_flow_on_objects(ph, edges, flow)
+    finally:
+        rp._affinity = plain
+    moved = int(np.sum(new != ranks))
+    assert moved > 2500 and sum(counted) < 40 * moved, (moved, sum(counted))
+    assert np.array_equal(new, _plain_realisation(ph, edges, flow))
+
+
+def _plain_realisation(ph, edges, flow):
+    """The realisation as first written: every remaining object's affinity recomputed at every move (the
+    reference the incremental affinities must equal)."""
+    from hermes.trace.replay import _affinity, _flow_order, object_graph
+
+    r = ph.ranks.copy()
+    p = ph.n_ranks
+    xadj, adjncy, w = object_graph(ph)
+    loads = ph.loads
+    out = [[] for _ in range(p)]
+    for (i, j), f in zip(edges.tolist(), flow.tolist()):
+        if f > 0:
+            out[i].append((j, f))
+        elif f < 0:
+            out[j].append((i, -f))
+    members = [[] for _ in range(p)]
+    for v in np.flatnonzero(ph.migratable).tolist():
+        members[r[v]].append(v)
+    for i in _flow_order(p, edges, flow):
+        demand = {j: f for j, f in out[i] if f > 0}
+        if not demand or not members[i]:
+            continue
+        pool = np.array(sorted(members[i]), dtype=np.int64)
+        pool = pool[np.lexsort((pool, -loads[pool]))]
+        alive = np.ones(pool.size, dtype=bool)
+        pl = loads[pool]
+        over = 0.0
+        while demand and alive.any():
+            j = max(demand, key=lambda t: (demand[t], -t))
+            total = sum(demand.values()) - over
+            if total <= 0:
+                break
+            idx = np.flatnonzero(alive)
+            gain = _affinity(pool[idx], j, i, r, xadj, adjncy, w)
+            idx = idx[np.argsort(-gain, kind="stable")]
+            fits = idx[pl[idx] < 2.0 * demand[j]]
+            if fits.size == 0:
+                light = idx[pl[idx] < 2.0 * total]
+                fits = light[np.argsort(pl[light], kind="stable")[:1]] if light.size else light
+            if not fits.size:
+                del demand[j]
+                continue
+            v = int(pool[fits[0]])
+            alive[fits[0]] = False
+            r[v] = j
+            members[j].append(v)
+            demand[j] -= loads[v]
+            if demand[j] <= 0:
+                over -= demand[j]
+                del demand[j]
+        members[i] = pool[alive].tolist()
+    return r
+
+
+def test_a_message_to_no_task_joins_no_ranks():
+    """Ranks 0 and 1 exchange messages only through an object that is no task of the phase (an objgroup): the
+    communication graph LBAF's model has is not connected, so ``auto`` takes the full graph and ``comm`` is
+    refused (the old graph joined them through the message's file rank and the entity's home)."""
+    ph = TracePhase(2, np.array([1, 2], dtype=np.int64), np.array([3.0, 1.0]), np.array([0, 1]), np.array([0, 1]),
+                    np.ones(2, dtype=bool), 0, np.array([1], dtype=np.int64), np.array([99], dtype=np.int64),
+                    np.ones(1, dtype=np.int64), np.array([10.0]), np.array([0]), np.array([1]))
+    assert processor_graph(ph, "auto")[1] == "full"
+    with pytest.raises(GraphError, match="2 components"):
+        processor_graph(ph, "comm")
+
+
+def test_replay_limits_are_one_line(tmp_path, monkeypatch):
+    """More phases than a replay takes (10⁵: a row per phase and algorithm) is one line naming the count and
+    --phase, exit 2, in seconds; so is a phase with more tasks than it balances (checked in-process with a
+    lowered limit)."""
+    import time
+
+    import hermes.trace.replay as rp
+
+    n = 100_001
+    (tmp_path / "e.0.json").write_text('{"type":"LBDatafile","phases":[' + ",".join(
+        f'{{"id":{k},"tasks":[]}}' for k in range(n)) + "]}")
+    t0 = time.perf_counter()
+    res = cli("replay", str(tmp_path / "e"), "--out", str(tmp_path / "o"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hermes: error: ") and "100,001 phases, more than hermes " \
+        "replays at once (limit 100,000): choose some with --phase" in lines[0], lines
+    assert time.perf_counter() - t0 < 60
+    assert not (tmp_path / "o").exists()
+    monkeypatch.setattr(rp, "MAX_REPLAY_TASKS", 50)
+    with pytest.raises(GraphError, match=r"phase 0 has 90 tasks, more than hermes replays \(limit 50 per phase"):
+        rp.replay_trace(Trace(6, [_phase()]), ["pcg"])

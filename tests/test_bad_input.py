@@ -622,3 +622,44 @@ def test_a_closed_pipe_ends_quietly(inputs):
                          check=False, shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300,
                          cwd=ROOT, env=env)
     assert res.returncode == 0 and res.stderr == "" and res.stdout == "", res
+
+
+# -- traces beyond what hermes reads (issue 38, class 3) -----------------------------------------------------------
+def _empty_phases(path, n: int) -> None:
+    path.write_text('{"type":"LBDatafile","phases":[' + ",".join(f'{{"id":{k},"tasks":[]}}' for k in range(n)) + "]}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["phases", "identical", "keys", "replay-phases"])
+def test_a_trace_beyond_the_limits_is_one_line(tmp_path, case):
+    """Each limit on what hermes reads of a vt trace (docs/TRACES.md, "Traces of any length"): one line naming
+    the file and the count, exit 2, within seconds (before, trace info on 10⁶ empty phases ran 500 s and 1 GB
+    and replay never finished; a metadata range of identical phases was expanded into a set of its ids)."""
+    import time
+
+    stem = tmp_path / "t"
+    task = {"entity": {"type": "object", "seq_id": 1, "home": 0, "migratable": False}, "node": 0,
+            "resource": "cpu", "time": 1.0}
+    command, words = ["trace", "info", str(stem)], ""
+    if case == "phases":
+        _empty_phases(tmp_path / "t.0.json", 1_000_001)
+        words = "t.0.json: 1,000,001 phases, more than hermes reads (limit 1,000,000)"
+    elif case == "identical":
+        (tmp_path / "t.0.json").write_text(json.dumps({"type": "LBDatafile", "metadata": {"phases": {
+            "skipped": {"list": [], "range": []}, "identical_to_previous": {"list": [], "range": [[1, 10**12]]}}},
+            "phases": [{"id": 0, "tasks": [task]}]}))
+        words = "marks 1,000,000,000,000 phases identical to the previous one, more than hermes reads"
+    elif case == "keys":
+        (tmp_path / "t.0.json").write_text(json.dumps({"type": "LBDatafile", "phases": [{"id": 0, "tasks": [
+            {**task, "user_defined": {f"k{j}": 1.0 for j in range(101)}}]}]}))
+        words = "101 distinct keys in the tasks' user_defined, more than hermes reads (limit 100)"
+    else:
+        _empty_phases(tmp_path / "t.0.json", 100_001)
+        command = ["replay", str(stem), "--out", str(tmp_path / "out")]
+        words = "100,001 phases, more than hermes replays at once (limit 100,000): choose some with --phase"
+    t0 = time.perf_counter()
+    res = _cli(*command, timeout=120)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("hermes: error: "), (res.returncode, lines)
+    assert words in lines[0] and "Traceback" not in res.stdout + res.stderr, lines[0]
+    assert time.perf_counter() - t0 < 60 and not (tmp_path / "out").exists()

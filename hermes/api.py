@@ -29,6 +29,7 @@ from hermes.compare.experiment import absolute_paths
 from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
 from hermes.errors import HermesError, ScenarioError
+from hermes.interpreter import child_env
 from hermes.loaders import dump_yaml, load_json, read_text
 from hermes.lifecycle.records import RunResult
 from hermes.claims import check_run_dir, claim_dir
@@ -119,11 +120,16 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     """
     from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher
 
+    from hermes.balance.registry import plugins_deferred
+    from hermes.lifecycle.plugins import check_plugins
+
     if processors is not None:
         overrides = {**overrides, "processors": processors}  # validated as the scenario's key (no bool, bounds)
-    sc = scenario(source, **overrides)
+    with plugins_deferred():  # a plug-in is imported last (hermes.lifecycle.plugins)
+        sc = scenario(source, **overrides)
     n = sc.processors or 4
     if under_mpi_launcher() or n == 1:
+        sc = scenario(source, **overrides)  # run in this process: its plug-ins imported here
         from mpi4py import MPI
 
         from hermes.lifecycle.driver import run as run_here
@@ -134,11 +140,13 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
         return run_here(sc, comm, out_dir=out, quiet=quiet, progress=None if quiet else print)
     from hermes.lifecycle.preflight import preflight
 
-    preflight(sc, n)  # files, mesh, magnitudes, memory: before any MPI job starts
+    with plugins_deferred():
+        preflight(sc, n)  # files, mesh, magnitudes, memory: before any MPI job starts
     path, key = run_dir_for(sc.output, sc.name, sc.resolve, out)
     check_run_dir(path, key)  # a path that cannot be one (a NUL byte, a file) before it is resolved
     lock = claim_dir(path.absolute(), key, name=sc.name)  # held until the job has ended, as hermes run does
     try:
+        check_plugins(sc.balancer, sc.run.timeout)  # last: in a child, under the run's time limit
         return _launch(sc, n, lock.path, lock.token, quiet)
     finally:
         lock.release(remove_if_unused=True)
@@ -159,7 +167,7 @@ def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> Run
         # its own session (an interrupted caller never leaves the job), and on Linux it ends if the caller is
         # killed outright (kill -9): a job must not outlive the lock its caller holds on the run directory
         job = subprocess.Popen(cmd, stdout=None if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True,
+                               text=True, start_new_session=True, env=child_env(),
                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         try:
             _, err = job.communicate()

@@ -342,11 +342,13 @@ class BalancerSpec(Strict):
         """(raw parameters of the chosen algorithm, ignored flat keys, error prefix)."""
         from hermes.balance.registry import all_balancers, get_balancer
 
-        mine = set(get_balancer(self.algorithm).params.model_fields)
+        params = get_balancer(self.algorithm).params
+        mine = set(params.model_fields)
+        takes_any = params.model_config.get("extra") == "allow"  # a plug-in not imported yet: checked when it is
         raw, ignored = {}, []
         known = None
         for key, value in self.flat.items():
-            if key in mine:
+            if key in mine or takes_any:
                 raw[key] = value
                 continue
             known = known if known is not None else {k for b in all_balancers().values() for k in b.params.model_fields}

@@ -126,3 +126,123 @@ def test_a_plugin_that_misbehaves_while_it_balances_is_one_line(tmp_path, name, 
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == code and lines and message in lines[0], res.stderr
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+
+
+# -- issue 38: a plug-in is imported last, in a child, under the run's time limit; in the job under the watchdog ----
+#: a balancer whose import does what the environment variable PLUG says (only inside an MPI job when it ends in _job;
+#: on one rank when it ends in _rank1)
+WILD = '''
+import os, sys, time
+
+import numpy as np
+from pydantic import field_validator
+
+from hermes.balance.interface import Decision, Params
+
+_mode = os.environ.get("PLUG", "")
+_job = "OMPI_COMM_WORLD_SIZE" in os.environ
+_rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
+if _mode == "hang":
+    time.sleep(600)
+if _mode == "exit0":
+    os._exit(0)
+if _mode == "hang_job_rank1" and _job and _rank == "1":
+    time.sleep(600)
+if _mode == "exit0_job_rank1" and _job and _rank == "1":
+    os._exit(0)
+
+
+class B:
+    """A balancer that moves nothing."""
+
+    class Params(Params):
+        steps: int = 1
+
+        @field_validator("steps")
+        @classmethod
+        def _steps(cls, v):
+            if _mode == "sysexit_job" and _job:
+                sys.exit(0)
+            return v
+
+    def run(self, ctx):
+        return Decision(flow=np.zeros(ctx.model.q))
+'''
+SMALL_RUN = ["--set", "mesh.grid=8x6", "--set", "platform.capacities=homo", "--set", "adaptation.phases=1",
+             "--no-pictures", "--quiet"]
+
+
+def _wild(tmp_path: Path, mode: str, *args, timeout: float = 180) -> tuple[subprocess.CompletedProcess, float]:
+    """``hermes`` (the command) with the plug-in ``wild:B`` named through PYTHONPATH, doing ``mode``; the result and
+    its wall seconds."""
+    import time
+
+    from hermes.lifecycle.launch import _LAUNCHER_ENV
+
+    (tmp_path / "plugins").mkdir(exist_ok=True)
+    (tmp_path / "plugins" / "wild.py").write_text(WILD)
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    env.update(PYTHONPATH=str(tmp_path / "plugins"), PLUG=mode, MPLBACKEND="Agg")
+    t0 = time.monotonic()
+    res = subprocess.run([str(Path(sys.executable).with_name("hermes")), *map(str, args)], capture_output=True,
+                         text=True, env=env, timeout=timeout, cwd=tmp_path)
+    return res, time.monotonic() - t0
+
+
+def _line(res: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("hermes: error: ") and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["run", "scenario"])
+def test_a_plugin_whose_import_hangs_is_one_line_within_the_time_limit(tmp_path, command):
+    """Before: the launcher imported it itself and hung, --timeout 10 or not (here the test's 180 s ran out)."""
+    extra = ["--timeout", "5", "--out", tmp_path / "run", *SMALL_RUN] if command == "run" else ["--set",
+                                                                                              "run.timeout=5"]
+    res, wall = _wild(tmp_path, "hang", command, "--set", "balancer.algorithm=wild:B", *extra)
+    assert res.returncode == 2 and "plug-in 'wild:B': importing and checking it did not finish within 5 s" in \
+        _line(res)
+    assert wall < 60 and not (tmp_path / "run").exists()  # the claimed directory is given back
+
+
+@pytest.mark.parametrize("command", ["run", "scenario"])
+def test_a_plugin_whose_import_ends_the_process_is_one_line(tmp_path, command):
+    """os._exit(0) while imported. Before: hermes ended with exit 0, no output and no run."""
+    extra = ["--out", tmp_path / "run", *SMALL_RUN] if command == "run" else []
+    res, _ = _wild(tmp_path, "exit0", command, "--set", "balancer.algorithm=wild:B", *extra)
+    assert res.returncode == 2 and "plug-in 'wild:B': the process importing it ended with status 0 before the " \
+        "check finished" in _line(res)
+
+
+@pytest.mark.parametrize("bad, words", [
+    (["--out", "{file}"], "--out"),
+    (["--set", "mesh.bogus=1"], "mesh.bogus: unknown key"),
+    (["--set", "processors=100"], "more processors (100) than cells (48)"),
+])
+def test_every_other_check_comes_before_the_plugin_is_imported(tmp_path, bad, words):
+    """A plug-in that would hang, and another mistake: the other mistake is the line, at once."""
+    (tmp_path / "file").write_text("not a directory")
+    args = [a.replace("{file}", str(tmp_path / "file")) for a in bad]
+    res, wall = _wild(tmp_path, "hang", "run", "--set", "balancer.algorithm=wild:B", *SMALL_RUN, *args)
+    line = _line(res)
+    assert res.returncode == 2 and words in line and "did not finish" not in line, line
+    assert wall < 50
+
+
+@pytest.mark.parametrize("mode, code, words", [
+    ("hang_job_rank1", 124, "rank 1: importing plug-in 'wild:B' did not finish within 5 s"),
+    ("exit0_job_rank1", None, "rank 1 ended before the job finished, without MPI_Finalize"),
+    ("sysexit_job", 1, "the run was ended by sys.exit(0) before it finished"),
+])
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_plugin_that_misbehaves_only_in_the_job_is_one_line(tmp_path, mode, code, words):
+    """The launcher's check passes, but in the job the import hangs on rank 1 (the watchdog ends the job), ends
+    rank 1 (os._exit(0): Open MPI's account becomes one hermes line), or the plug-in calls sys.exit(0) on every
+    rank (before: the job ended with exit 0 and no output; the others: a hang, an Open MPI banner)."""
+    res, _ = _wild(tmp_path, mode, "run", "--timeout", "5", "--out", tmp_path / "run", "--processes", "2",
+                   "--set", "balancer.algorithm=wild:B", *SMALL_RUN, timeout=240)
+    line = _line(res)
+    assert words in line, line
+    assert res.returncode == code if code is not None else res.returncode not in (0, 2), res.returncode

@@ -23,6 +23,11 @@ with a ``run(self, ctx)`` method (instantiated without arguments; its ``Params``
 parameter model and its docstring's first line the description; an optional ``serial(self, model, *,
 links=None, **params)`` is its serial reference) or a plain function ``run(ctx) -> Decision`` without
 parameters.
+
+Importing a plug-in runs its code, which may hang or end the process. The launcher therefore validates a
+scenario with plug-ins deferred (:func:`plugins_deferred`: a plug-in's name is checked for form and existence
+without importing it, its parameters taken as given, :class:`DeferredParams`) and imports them last, after every
+other check, in a child process under a time limit (:mod:`hermes.lifecycle.plugins`).
 """
 
 from __future__ import annotations
@@ -32,15 +37,19 @@ import importlib.util
 import inspect
 import logging
 from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from importlib.metadata import entry_points
 from typing import Any
+
+from pydantic import ConfigDict
 
 from hermes.balance.interface import BalanceContext, BalancerInfo, Decision, NoParams, Params
 from hermes.errors import BalancerError
 
 __all__ = ["Registry", "BALANCERS", "BUILTIN", "register", "get_balancer", "check_params", "all_balancers",
-           "from_object", "ENTRY_POINT_GROUP"]
+           "from_object", "ENTRY_POINT_GROUP", "plugins_deferred", "DeferredParams", "is_deferred", "is_plugin"]
 
 log = logging.getLogger(__name__)
 
@@ -218,8 +227,69 @@ def _load_plugin(name: str, ep) -> BalancerInfo:
     return from_object(name, obj)
 
 
+#: set while plug-ins are deferred (:func:`plugins_deferred`)
+_DEFERRED: ContextVar[bool] = ContextVar("hermes_plugins_deferred", default=False)
+
+
+@contextmanager
+def plugins_deferred():
+    """While this context lasts, :func:`get_balancer` and :func:`all_balancers` import no plug-in: a plug-in's name
+    (an import path of the right form, an installed entry point's name) gives a stand-in whose parameters are
+    taken as given (:class:`DeferredParams`); a name that cannot be a balancer is still refused in one line.
+
+    The launcher validates a scenario this way, then imports the plug-ins last in a child process
+    (:func:`hermes.lifecycle.plugins.check_plugins`)."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+class DeferredParams(Params):
+    """The parameters of a plug-in not imported yet: any key is taken as given, to be checked when it is."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+def is_deferred(info: BalancerInfo) -> bool:
+    """Whether ``info`` stands in for a plug-in not imported yet (:func:`plugins_deferred`)."""
+    return inspect.isclass(info.params) and issubclass(info.params, DeferredParams)
+
+
+def is_plugin(name: Any) -> bool:
+    """Whether ``name`` names a balancer that is not built in (a plug-in: its import runs code not hermes')."""
+    return isinstance(name, str) and name not in BUILTIN
+
+
+def _stand_in(name: str) -> BalancerInfo:
+    def run(ctx: BalanceContext) -> Decision:
+        raise BalancerError(f"balancer {name!r}: the plug-in was never imported (its check was deferred)")
+
+    return BalancerInfo(name, run, DeferredParams, "a plug-in, imported after every other check")
+
+
+def _deferred(name: str) -> BalancerInfo:
+    """:func:`get_balancer` while plug-ins are deferred, for a name that is not built in."""
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        if not module or not attr:
+            raise BalancerError(f"balancer {name!r}: an import path looks like 'package.module:Name'")
+        return _stand_in(name)
+    plugins = _plugins()
+    module, _, attr = name.rpartition(".")
+    if name in plugins or (module and attr and all(p.isidentifier() for p in name.split("."))):
+        return _stand_in(name)
+    valid = sorted({*BALANCERS, *plugins})
+    raise BalancerError(f"unknown balancer {name!r}; valid: {', '.join(valid)} (or an import path "
+                        f"'package.module:Name')")
+
+
 def get_balancer(name: str) -> BalancerInfo:
     """The balancer called ``name``: built in, an entry point, or an import path ``package.module:Name``.
+
+    While plug-ins are deferred (:func:`plugins_deferred`), a plug-in's name gives a stand-in instead: nothing is
+    imported.
 
     Raises
     ------
@@ -230,6 +300,8 @@ def get_balancer(name: str) -> BalancerInfo:
         raise BalancerError(f"balancer name must be a string, got {name!r}")
     if name in BALANCERS:
         return BALANCERS[name]
+    if _DEFERRED.get():
+        return _deferred(name)
     if ":" in name:
         return _import_path(name)
     plugins = _plugins()
@@ -252,11 +324,15 @@ def _importable(module: str) -> bool:
 
 
 def all_balancers() -> dict[str, BalancerInfo]:
-    """The built-ins and every installed plug-in by name (a broken plug-in is skipped with a warning)."""
+    """The built-ins and every installed plug-in by name (a broken plug-in is skipped with a warning; while
+    plug-ins are deferred, :func:`plugins_deferred`, each is a stand-in and none is imported)."""
     out = dict(BALANCERS)
     for name, ep in sorted(_plugins().items()):
         if name in out:
             log.warning("plug-in balancer %r ignored: a built-in has that name", name)
+            continue
+        if _DEFERRED.get():
+            out[name] = _stand_in(name)
             continue
         try:
             out[name] = _load_plugin(name, ep)

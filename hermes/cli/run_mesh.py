@@ -10,31 +10,61 @@ from pathlib import Path
 from hermes.cli.application import Launch, Outcome
 from hermes.cli.common import check_timeout
 
-__all__ = ["MeshApplication", "MESH", "scenario_of", "draws_ahead"]
+__all__ = ["MeshApplication", "MESH", "scenario_of", "import_plugins", "draws_ahead"]
 
 
 def scenario_of(args):
-    """The scenario of ``args``, validated; for a ``hermes run`` about to start mpiexec, also everything
+    """The scenario of ``args``, validated with its plug-ins deferred (:func:`hermes.balance.registry.plugins_deferred`:
+    named, not imported); for a ``hermes run`` about to start mpiexec, also everything
     :func:`hermes.lifecycle.preflight.preflight` can check serially (files, mesh, magnitudes, memory), so bad input
-    never starts an MPI job."""
+    never starts an MPI job. ``hermes scenario`` then checks the plug-ins in a child process
+    (:func:`hermes.lifecycle.plugins.check_plugins`); ``hermes run`` does so once the run directory is claimed
+    (:meth:`MeshApplication.prepare_launch`), and every rank of the job imports them under the watchdog
+    (:func:`import_plugins`)."""
+    from hermes.balance.registry import plugins_deferred
     from hermes.lifecycle.launch import under_mpi_launcher
     from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 
     overrides = list(args.overrides)
     if getattr(args, "timeout", None) is not None:
         overrides.append(f"run.timeout={args.timeout}")
-    if args.scenario:
-        sc = load_scenario(args.scenario, overrides)
-    else:
-        sc = parse_scenario(QUICKSTART, overrides=overrides)
-    if args.command == "run" and not args.no_launch and not under_mpi_launcher():
-        from hermes.hosting import processes_for
-        from hermes.lifecycle.preflight import preflight
+    with plugins_deferred():
+        if args.scenario:
+            sc = load_scenario(args.scenario, overrides)
+        else:
+            sc = parse_scenario(QUICKSTART, overrides=overrides)
+        if args.command == "run" and not args.no_launch and not under_mpi_launcher():
+            from hermes.hosting import processes_for
+            from hermes.lifecycle.preflight import preflight
 
-        p = sc.processors or 4
-        preflight(sc, p, processes=processes_for(sc.run, sc.clock, p, getattr(args, "processes", None),
-                                                 drawing=draws_ahead(sc, args)))
+            p = sc.processors or 4
+            preflight(sc, p, processes=processes_for(sc.run, sc.clock, p, getattr(args, "processes", None),
+                                                     drawing=draws_ahead(sc, args)))
+    if args.command == "scenario":
+        from hermes.lifecycle.plugins import check_plugins
+
+        check_plugins(sc.balancer, sc.run.timeout)
     return sc
+
+
+def import_plugins(args, sc, comm):
+    """In the job: the scenario of ``args`` validated again with its plug-ins imported (every rank), under the
+    watchdog (``run.timeout`` / ``--timeout``, default :data:`hermes.lifecycle.plugins.PLUGIN_LIMIT`): a plug-in
+    whose import hangs on any rank ends the job with one line. ``sc`` (validated with plug-ins deferred) is
+    returned as it is when it names no plug-in."""
+    from hermes.lifecycle.plugins import PLUGIN_LIMIT, plugin_names
+    from hermes.lifecycle.watchdog import Watchdog
+    from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
+
+    names = plugin_names(sc.balancer)
+    if not names:
+        return sc
+    overrides = list(args.overrides) + ([f"run.timeout={args.timeout}"] if args.timeout is not None else [])
+    limit = sc.run.timeout if sc.run.timeout is not None else PLUGIN_LIMIT
+    what = "run.timeout, --timeout" if sc.run.timeout is not None else f"the default {PLUGIN_LIMIT:g} s"
+    with Watchdog(comm, limit, what=what, doing=f"importing plug-in {names[0]!r}"):
+        return load_scenario(args.scenario, overrides) if args.scenario else \
+            parse_scenario(QUICKSTART, overrides=overrides)
 
 
 def draws_ahead(sc, args) -> bool:
@@ -59,6 +89,7 @@ class MeshApplication:
         from hermes.lifecycle.directory import run_dir_for
         from hermes.hosting import processes_for
         from hermes.lifecycle.checkpoint import verify_checkpoint
+        from hermes.lifecycle.plugins import check_plugins
 
         check_timeout(args)
         if args.resume is not None:
@@ -80,6 +111,11 @@ class MeshApplication:
         n = processes_for(sc.run, sc.clock, p, args.processes, drawing=draws_ahead(sc, args))
         path, key = run_dir_for(sc.output, sc.name, sc.resolve, args.out)
         lock = claim_dir(path, key, force=args.force, name=sc.name)
+        try:  # the plug-ins last, in a child under the run's time limit (hermes.lifecycle.plugins)
+            check_plugins(sc.balancer, sc.run.timeout)
+        except BaseException:
+            lock.release(remove_if_unused=True)
+            raise
         extra = ["--out", str(lock.path)] if args.out is None and sc.output.dir is None else []
         if sc.processors is None:
             extra += ["--set", f"processors={p}"]
@@ -102,6 +138,7 @@ class MeshApplication:
                           pictures=False if args.no_pictures else None, lock_token=args.lock_token)
         else:
             sc = scenario_of(args)  # every rank validates the same file: same verdict, no communication needed
+            sc = import_plugins(args, sc, comm)  # then imports the plug-ins it names, under the watchdog
             if args.no_pictures:
                 sc = sc.model_copy(update={"output": sc.output.model_copy(update={"pictures": False})})
             n = comm.Get_size()

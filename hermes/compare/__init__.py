@@ -66,13 +66,23 @@ def run_experiment(exp: Experiment, out: str | os.PathLike | None = None, *, job
     ExperimentError
         A malformed experiment or an invalid run scenario, before anything runs (one line).
     """
+    from hermes.balance.registry import plugins_deferred
+    from hermes.lifecycle.plugins import check_plugins
+
     check_options(jobs, timeout)
-    runs = exp.runs()
+    with plugins_deferred():  # a plug-in is imported last, in a child (hermes.lifecycle.plugins)
+        runs = exp.runs()
     d = Path(out) if out is not None else Path("runs") / exp.name
     # the experiment directory is hermes' (marked) and locked for compare's life: a second compare into it is
     # refused, a directory hermes did not make is never written into
     lock = claim_dir(d, "--out", kind="experiment", name=exp.name)
     try:
+        checked = set()
+        for r in runs:  # each balancer section that names a plug-in, once
+            key = repr(r.scenario.balancer.model_dump())
+            if key not in checked:
+                checked.add(key)
+                check_plugins(r.scenario.balancer, r.scenario.run.timeout or timeout)
         return _run_experiment(exp, runs, d, lock, jobs, oversubscribe, timeout, report, say)
     finally:
         lock.release(remove_if_unused=True)

@@ -36,10 +36,14 @@ class Watchdog:
         Wall seconds a phase (or the set-up) may take; None: no watchdog.
     what
         How the user set the limit, for the message.
+    doing
+        What the rank does under the watch, when it is one step (``"importing plug-in 'X'"``): the message then
+        says that this did not finish in time.
     """
 
-    def __init__(self, comm, timeout: float | None, *, what: str = "run.timeout, --timeout"):
-        self.comm, self.timeout, self.what = comm, timeout, what
+    def __init__(self, comm, timeout: float | None, *, what: str = "run.timeout, --timeout",
+                 doing: str | None = None):
+        self.comm, self.timeout, self.what, self.doing = comm, timeout, what, doing
         self.phase: int | None = None
         self._last = time.monotonic()
         self._stop = threading.Event()
@@ -76,8 +80,12 @@ class Watchdog:
                 after = {None: "during the set-up", 0: "since the set-up ended"}.get(self.phase,
                                                                                     f"since phase {self.phase} ended")
                 sys.stdout.flush()
-                sys.stderr.write(f"hermes: error: no progress for {self.timeout:g} s {after} ({self.what}): a rank "
-                                 f"is stopped or hung; ending the job\n")
+                if self.doing is not None:
+                    sys.stderr.write(f"hermes: error: rank {rank}: {self.doing} did not finish within "
+                                     f"{self.timeout:g} s ({self.what}); ending the job\n")
+                else:
+                    sys.stderr.write(f"hermes: error: no progress for {self.timeout:g} s {after} ({self.what}): a "
+                                     f"rank is stopped or hung; ending the job\n")
                 sys.stderr.flush()
                 time.sleep(0.5)  # let the MPI runtime forward the line before it kills the job
                 self.comm.Abort(EXIT_TIMEOUT)

@@ -387,3 +387,19 @@ def test_a_run_without_home_runs(tmp_path):
                          capture_output=True, text=True, timeout=300, env={**env, "MPLBACKEND": "Agg"})
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "run" / "summary.json").is_file()
+
+
+@pytest.mark.parametrize("module, args", [("hermes.cli.run_bahi", BAHI_LIMIT[1:]),
+                                          ("hermes", [*BAHI_LIMIT, "--no-launch"])])
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_an_error_on_one_rank_names_it_in_a_job_started_by_hand(mpirun, module, args):
+    """``mpiexec -n 3 python -m mpi4py -m hermes[.cli.run_bahi] ...`` without hermes' launcher: the rank that met
+    the error says so in one hermes line before Open MPI's banner. Before: only the banner (the line was rank 0's
+    to print, and rank 0 had no error)."""
+    import re
+
+    res = mpirun(3, [str(a) for a in args], module=module, timeout=240)
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("hermes: error:")]
+    assert res.returncode != 0 and len(errors) == 1, res.stderr
+    assert re.fullmatch(r"hermes: error: rank \d+: more than 30 iterations", errors[0])

@@ -1,6 +1,7 @@
 """The Brusselator study of 003 (:mod:`hermes.bahi`) as ``hermes run`` sees it (:data:`BAHI_STUDY`), and its
 lower-level runner ``python -m hermes.cli.run_bahi SPEC.yaml [--set key=value ...] [--serial] [--json OUT]
-[--timeline NPZ]`` (rank 0 prints the summary as JSON; :mod:`hermes.bahi.study`).
+[--timeline NPZ]`` (rank 0 prints the summary as JSON; :mod:`hermes.bahi.study`; an error is one line ``hermes:
+error: ...``, exit 2, naming the rank when only some ranks met it).
 
 ``hermes run SPEC.yaml`` of a spec with ``application.kernel: brusselator``: the spec is validated serially, then
 ``mpiexec -n processors`` runs one processor per process; rank 0 prints the result and, with ``--out DIR``, writes
@@ -15,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from hermes.cli.application import Launch, Outcome
-from hermes.cli.common import check_timeout, world
+from hermes.cli.common import EXIT_BAD_INPUT, check_timeout, error, exit_together, world
 
 __all__ = ["BahiStudy", "BAHI_STUDY", "main"]
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="OUT", help="also write the summary to this file")
     ap.add_argument("--timeline", metavar="NPZ", help="write per-iteration records (rank 0)")
     args = ap.parse_args(argv)
-    rank = 0
+    rank, comm = 0, None
     try:
         spec = load_spec(args.spec, args.set)
         if args.serial:
@@ -119,9 +119,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.timeline and args.serial:
                 np.savez_compressed(args.timeline, **timeline(records))
     except (HermesError, SolverError) as err:
-        if rank == 0:
-            print(f"error: {err}", file=sys.stderr)
-        return 2
+        error(str(err), rank)
+        if comm is not None and comm.Get_size() > 1:  # an error of some ranks only (a solver's iteration limit):
+            exit_together(comm, EXIT_BAD_INPUT, message=str(err))  # one line naming the rank, not a hang
+        return EXIT_BAD_INPUT
     return 0
 
 

@@ -403,3 +403,25 @@ def test_an_error_on_one_rank_names_it_in_a_job_started_by_hand(mpirun, module, 
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("hermes: error:")]
     assert res.returncode != 0 and len(errors) == 1, res.stderr
     assert re.fullmatch(r"hermes: error: rank \d+: more than 30 iterations", errors[0])
+
+
+def test_no_launcher_is_taken_from_the_current_directory(venv_bin, tmp_path, monkeypatch):
+    """PATH with '.' or an empty entry: a planted ``./mpiexec`` is neither chosen nor run for its --version (the
+    system-MPI case, where PATH comes first)."""
+    from hermes.errors import HermesError
+    from hermes.lifecycle.launch import find_mpiexec
+
+    here = tmp_path / "downloaded"
+    here.mkdir()
+    for name in ("mpiexec", "mpirun", "mpiexec.hydra"):
+        (here / name).write_text(f"#!/bin/sh\ntouch {tmp_path}/ran\nprintf '%s\\n' 'mpiexec (Open MPI) 4.1.4'\n")
+        (here / name).chmod(0o755)
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("PATH", os.pathsep.join(["", ".", str(tmp_path / "nothing")]))
+    system = _probed(venv_bin, "Open MPI v4.1.4", "/usr/lib/x86_64-linux-gnu/openmpi/lib/libmpi.so.40")
+    assert find_mpiexec(system) == str(venv_bin / "mpiexec")  # the venv's, not ./mpiexec
+    for name in ("mpiexec", "mpirun"):
+        (venv_bin / name).unlink()
+    with pytest.raises(HermesError, match="no mpiexec of Open MPI found"):
+        find_mpiexec(system)
+    assert not (tmp_path / "ran").exists()

@@ -141,9 +141,9 @@ def find_mpiexec(python: str | None = None) -> str:
     """The launcher of the MPI library that mpi4py loads under ``python`` (default: this Python).
 
     Tried in order: ``mpiexec``, ``mpirun``, ``mpiexec.hydra`` next to ``python`` (the venv's MPI wheels),
-    then on PATH — on PATH first when the library lies outside ``python``'s environment (mpi4py built against
-    a system MPI); the first whose ``--version`` names the library's MPI wins (any, if the library is neither
-    Open MPI nor MPICH).
+    then on PATH (its absolute entries only: nothing from the current directory) — on PATH first when the library
+    lies outside ``python``'s environment (mpi4py built against a system MPI); the first whose ``--version``
+    names the library's MPI wins (any, if the library is neither Open MPI nor MPICH).
 
     Raises
     ------
@@ -161,7 +161,7 @@ def find_mpiexec(python: str | None = None) -> str:
     want = library_flavour(library.version)
     here = Path(python).parent
     local = [str(here / n) for n in _LAUNCHERS]
-    on_path = [shutil.which(n) or "" for n in _LAUNCHERS]
+    on_path = [shutil.which(n, path=_absolute_path()) or "" for n in _LAUNCHERS]
     venv = os.path.realpath(here.parent)
     if library.path and os.path.commonpath([venv, os.path.realpath(library.path)]) != venv:
         local, on_path = on_path, local  # a system MPI (mpi4py built against it): its launcher, not a wheel's
@@ -180,6 +180,12 @@ def find_mpiexec(python: str | None = None) -> str:
            f"mpiexec on PATH") if want in _WHEELS else "put its mpiexec on PATH"
     tried = ", ".join(found) or "none"
     raise HermesError(f"no mpiexec of {name} found (mpi4py loads {name}; launchers found: {tried}): {fix}")
+
+
+def _absolute_path() -> str:
+    """``PATH`` without its relative entries (``.``, an empty entry: the current directory), so that no launcher is
+    found — and run for its ``--version`` — in the directory the user stands in."""
+    return os.pathsep.join(p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(p))
 
 
 @lru_cache(maxsize=8)

@@ -13,7 +13,7 @@ Marking (``adaptation.region``)
 ``adaptation.kind: weights``
     The marked cells' weights are multiplied by ``factor`` (thesis §10.2).
 ``adaptation.kind: refine``
-    Split families the marking lets coarsen are first brought onto one rank
+    Split sibling pairs the marking lets coarsen are first brought onto one rank
     (:func:`hermes.data.refine_dist.unite_families`, a migration charged like one), then sibling pairs
     are merged (one pass of :func:`~hermes.data.refine_dist.coarsen_domain`) and the marked cells
     below ``max_level`` bisected (:func:`~hermes.data.refine_dist.refine_domain`); ``max_level`` is a cap:
@@ -34,6 +34,15 @@ Serial replay (``kernel: jacobi`` with refinement)
     coarsening removed, and at the end replays the run serially on the whole mesh (the same merges,
     the same bisections, the same ``u``/``f`` transfer and the same sweeps); the meshes must be equal
     cell for cell (matched by their vertices) and the solutions are compared.
+
+Independent of the partition
+    Which cells refine or coarsen never depends on which rank holds them (issue 38): the marking reads
+    positions, or the indicator of a solution that is the same bit for bit on every partition (the
+    ranks number new cells as the serial code does, so every cell sums its neighbours in the same
+    order), the closure and the cap agree across rank borders, and every pair the serial pass merges
+    is merged — :func:`~hermes.data.refine_dist.unite_families` never gives a merge up to keep a rank
+    from being emptied. ``replay_mismatches`` is 0 and the solution equals the replay exactly under
+    every balancer.
 """
 
 from __future__ import annotations
@@ -194,7 +203,8 @@ class Adapter:
         if self._replay:
             parts = comm.gather((res.removed_xy, res.marked_xy), root=0)
             if comm.Get_rank() == 0:
-                self.removed.append(np.concatenate([g for g, _ in parts]))
+                # (a vertex whose patch two ranks merged, each its own pairs, is reported by both)
+                self.removed.append(np.unique(np.concatenate([g for g, _ in parts]), axis=0))
                 self.marked.append(np.concatenate([c for _, c in parts]))
         return dom, {"refined": int(b), "coarsened": int(m), "weight_refined": float(wr),
                      "weight_coarsened": float(wc), "united_cells": int(comm.allreduce(res.united.cells_sent))}

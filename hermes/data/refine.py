@@ -26,7 +26,8 @@ Identity
     ``next_gid + 2k + 1`` (the first child ``(c, a, m)`` the even one), in the order of the parents'
     ids, round by round; ``next_gid`` is one more than every id alive or remembered. ``lineage[i, k]``
     is the id of cell ``i``'s ancestor at level ``k < level[i]`` (−1 beyond), so a coarsened parent
-    gets its old id back.
+    gets its old id back. The distributed form (:mod:`hermes.data.refine_dist`) numbers alike, so a
+    cell's id never depends on the partition.
 Transfer
     Each operation returns an :class:`Adaptation` with a transfer matrix ``P`` (new × old cells,
     rows summing to 1): refinement copies the parent's value to its children, coarsening averages
@@ -284,30 +285,46 @@ def _pad(lineage: NDArray[np.int64], width: int) -> NDArray[np.int64]:
 
 def bisect_marked(tris: NDArray[np.int64], gid: NDArray[np.int64], level: NDArray[np.int64],
                   lineage: NDArray[np.int64], mid_keys: NDArray[np.int64], mid_vid: NDArray[np.int64],
-                  next_gid: int):
+                  next_gid: int, number=None):
     """Bisect, round after round, every triangle whose refinement edge is in ``mid_keys`` (sorted) at the
     vertex ``mid_vid``. Returns (tris, gid, level, lineage, src, bisections, rounds); ``src[i]`` is the
-    index of the old cell new cell ``i`` descends from; cells stay sorted by id."""
+    index of the old cell new cell ``i`` descends from; cells stay sorted by id.
+
+    The children of a round's ``k``-th bisected parent in id order get the ids ``next + 2k`` and
+    ``next + 2k + 1``, ``next`` being one more than every id before the round (module docstring). In
+    the distributed form the parents of a round lie on several ranks: ``number(parent ids)`` — a
+    collective, called once per round on every rank until it reports no parent anywhere — returns the
+    first child's id of each local parent and the number of parents of all ranks; without it the
+    numbering is the serial one, ``next_gid + 2k``.
+    """
     src = np.arange(tris.shape[0], dtype=np.int64)
     done = rounds = 0
-    while mid_keys.size:
-        k = edge_key(tris[:, 0], tris[:, 1])
-        pos = np.minimum(np.searchsorted(mid_keys, k), mid_keys.size - 1)
-        hit = mid_keys[pos] == k
-        if not hit.any():
-            break
+    while True:
+        hit, pos = np.zeros(tris.shape[0], dtype=bool), np.zeros(tris.shape[0], dtype=np.int64)
+        if mid_keys.size:
+            k = edge_key(tris[:, 0], tris[:, 1])
+            pos = np.minimum(np.searchsorted(mid_keys, k), mid_keys.size - 1)
+            hit = mid_keys[pos] == k
         h = np.flatnonzero(hit)
+        if number is None:
+            if h.size == 0:
+                break
+            first = next_gid + 2 * np.arange(h.size, dtype=np.int64)
+            next_gid += 2 * h.size
+        else:
+            first, total = number(gid[h])
+            if total == 0:
+                break
         a, b, c = tris[h].T
         m = mid_vid[pos[h]]
         kids = np.empty((2 * h.size, 3), dtype=np.int64)
         kids[0::2] = np.column_stack([c, a, m])
         kids[1::2] = np.column_stack([b, c, m])
         klev = np.repeat(level[h] + 1, 2)
-        lineage = _pad(lineage, int(klev.max()))
+        lineage = _pad(lineage, int(klev.max(initial=0)))
         klin = np.repeat(lineage[h], 2, axis=0)
         klin[np.arange(klin.shape[0]), klev - 1] = np.repeat(gid[h], 2)
-        kgid = next_gid + np.arange(2 * h.size, dtype=np.int64)
-        next_gid += 2 * h.size
+        kgid = np.column_stack([first, first + 1]).ravel()
         keep = ~hit
         tris = np.concatenate([tris[keep], kids])
         gid = np.concatenate([gid[keep], kgid])

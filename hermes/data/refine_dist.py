@@ -22,17 +22,23 @@ The domain carries its geometry as per-cell fields (they migrate with the cells 
        edges in key order from ``max vertex id + 1`` plus an exclusive scan of the counts, and send
        the ids of shared edges to the partner. Both sides compute the midpoint as
        ``0.5 (x_lo + x_hi)``, bit for bit what the serial code computes.
-    4. Bisection as in the serial code; the ``2 × bisections`` new cell ids of a rank start at
-       ``max id + 1`` plus an exclusive scan. Fields move with :func:`hermes.data.refine.transfer_values`.
+    4. Bisection as in the serial code, ids included: in each round the children of the ``k``-th
+       parent in the global id order get ``next + 2k`` and ``next + 2k + 1`` (:func:`id_ranks`: each
+       parent id goes to the rank owning its block of ids, which sorts its block; an exclusive scan of
+       the blocks' counts gives the offsets — two all-to-alls per round, at most two rounds). A cell's
+       id, hence the order of every adjacency row (sorted by id) and of the kernel's sums over it, never
+       depends on the partition. Fields move with :func:`hermes.data.refine.transfer_values`.
     5. The dual graph is rebuilt from the edges: local pairs directly, cut pairs by sending each
        neighbour the (edge key, cell id) of the boundary edges of cells that touched it. The whole
        local graph is rebuilt in one vectorised pass (as cheap as finding the affected cells);
        the set of neighbouring ranks does not change.
 :func:`coarsen_domain` (collective)
-    The serial pass, except that vertices on edges shared with another rank are frozen and a sibling
-    pair split over two ranks is left alone: a family is merged only where one rank holds it whole.
+    The serial pass, except that a sibling pair split over two ranks is left alone and a vertex on an
+    edge shared with another rank is removed only when its whole merge patch is mergeable and made
+    of pairs each whole on one rank (found as in steps 1–2 below): every rank holding a pair of it
+    then merges that pair, and the parents meet conforming along the patch's old edges.
 :func:`unite_families` (collective, a migration: call it before :func:`coarsen_domain`)
-    Brings split families together, as p4est partitions a family onto one rank before coarsening.
+    Brings split sibling pairs together, as p4est partitions a family onto one rank before coarsening.
     The *merge patch* of a newest vertex ``m`` is the set of cells around ``m`` — two sibling pairs
     inside the domain, one on its boundary; the serial pass removes ``m`` exactly when every cell
     of the patch may be coarsened (in the mask, level > 0) and has ``m`` as newest vertex.
@@ -44,17 +50,27 @@ The domain carries its geometry as per-cell fields (they migrate with the cells 
        owner)`` between cells sharing ``m``, until an allreduce sees no change; a patch has at most
        4 cells, so this takes 2 rounds plus the one that sees the fixpoint) gives every cell
        whether its whole patch is good and the lowest and highest rank holding part of it.
-    3. Cells of good patches held by several ranks go to the lowest of those ranks; nothing else
-       moves. A rank that would be left empty vetoes its patches (they stay split) and step 2 runs
-       again. :func:`hermes.data.migrate.migrate` then moves the cells with all their fields.
+    3. A sibling pair of a good patch split over two ranks (each child knows its sibling's rank: one
+       ghost exchange of the parents' ids) goes to the lower of the two; nothing else moves.
+    4. No rank may be left empty (:func:`hermes.data.distributed.assemble` refuses it), and no merge
+       may be given up for it: a rank whose every cell would leave — it holds only halves of split
+       pairs, each the higher half — keeps one of its pairs (the other child comes to it) when the
+       other holder has a cell or pair to spare; otherwise the rank with the most to spare gives it
+       a cell that merges with nothing, or a whole pair (:func:`refill_plan`, the same on every rank
+       from one allgather of the counts and the emptied ranks' pairs; only when some rank would be
+       emptied). Counted in cells after the merges, there are always enough: the mesh after the pass
+       has at least as many cells as the initial mesh, hence as ranks.
+       :func:`hermes.data.migrate.migrate` then moves the cells with all their fields.
 
-    Afterwards every mergeable patch lies on one rank, so ``coarsen_domain(passes=1)`` merges the
-    same pairs as the serial :func:`hermes.data.refine.coarsen` pass on the whole mesh. Later passes
-    of one ``coarsen_domain(passes>1)`` call may meet split parent patches again (unite once more
-    between single passes to follow the serial passes exactly).
+    Afterwards every mergeable pair lies on one rank, so ``coarsen_domain(passes=1)`` merges the
+    same pairs as the serial :func:`hermes.data.refine.coarsen` pass on the whole mesh, whatever the
+    partition. (Until issue 38 whole patches moved to their lowest rank, and a rank that would have
+    been left empty vetoed its patches: they stayed split and unmerged, and the adaptation depended
+    on the partition.) Later passes of one ``coarsen_domain(passes>1)`` call may meet split parent
+    pairs again (unite once more between single passes to follow the serial passes exactly).
 
-No rank gathers the mesh: only neighbour messages, scans and allreduces of scalars (and the
-all-to-alls of the migration's directory refresh).
+No rank gathers the mesh: only neighbour messages, scans and allreduces of scalars, the all-to-alls
+of the migration's directory refresh and of the id numbering (each rank sees its block of ids).
 """
 
 from __future__ import annotations
@@ -83,7 +99,7 @@ from hermes.data.refine import (
 from hermes.errors import MeshError
 
 __all__ = ["GEOMETRY_FIELDS", "AdaptStats", "geometry_fields", "scatter_trimesh", "refine_domain",
-           "coarsen_domain", "unite_families", "gather_trimesh"]
+           "coarsen_domain", "unite_families", "refill_plan", "id_ranks", "gather_trimesh"]
 
 GEOMETRY_FIELDS = ("nodes", "xy", "level", "lineage")
 _TAG = 2400
@@ -263,13 +279,13 @@ def refine_domain(comm, dom: LocalDomain, marked: NDArray[np.bool_], *, edges: s
         vid_e[np.searchsorted(keys, k)] = v
     if comm.allreduce(int(np.any(vid_e[em] < 0))):
         raise RuntimeError("refinement: a marked shared edge got no vertex id from its owner")
-    # bisection with ids from an exclusive scan
+    # bisection, the children numbered as the serial code numbers them (the parents' global order by id)
     n_bis = int(em[t2e].sum())
     next_gid = Bookkeeping(comm).max(int(max(dom.gid.max(initial=-1), dom.fields["lineage"].max(initial=-1)))) + 1
-    base = next_gid + comm.scan(2 * n_bis) - 2 * n_bis
     mid_keys, mid_vid = keys[em], vid_e[em]
     tris, gid, level, lineage, src, done, _ = bisect_marked(nodes, dom.gid, dom.fields["level"],
-                                                            dom.fields["lineage"], mid_keys, mid_vid, base)
+                                                            dom.fields["lineage"], mid_keys, mid_vid, next_gid,
+                                                            number=_SerialNumbering(comm, next_gid))
     if done != n_bis:
         raise RuntimeError(f"refinement: {done} bisections, {n_bis} expected")
     vid, vxy = _vertex_table(nodes, xy)
@@ -285,17 +301,56 @@ def refine_domain(comm, dom: LocalDomain, marked: NDArray[np.bool_], *, edges: s
     return out, AdaptStats(dom.n, out.n, done, 0, n_own, rounds)
 
 
+def id_ranks(comm, ids: NDArray[np.int64], bound: int) -> tuple[NDArray[np.int64], int]:
+    """For each of this rank's ``ids`` (sorted, distinct over all ranks, in ``[0, bound)``): how many ids of
+    all ranks are smaller; and how many there are in all (collective).
+
+    The ids go to the rank owning their block of ``[0, bound)`` (an all-to-all), which sorts what it
+    received; an exclusive scan of the blocks' counts gives each block's offset, and the answers go back
+    (a second all-to-all) — no rank sees more than its block.
+    """
+    p = comm.Get_size()
+    block = max(-(-int(bound) // p), 1)
+    cuts = np.searchsorted(ids // block, np.arange(p + 1))
+    got = comm.alltoall([ids[cuts[r]:cuts[r + 1]] for r in range(p)])
+    mine = np.sort(np.concatenate(got))
+    offset = comm.scan(int(mine.size)) - int(mine.size)
+    total = int(comm.allreduce(int(mine.size)))
+    back = comm.alltoall([offset + np.searchsorted(mine, g) for g in got])
+    return np.concatenate(back).astype(np.int64), total
+
+
+class _SerialNumbering:
+    """The ``number`` of :func:`hermes.data.refine.bisect_marked` for a distributed mesh: the children of a
+    round's ``k``-th parent in the global id order get ``next + 2k`` and ``next + 2k + 1``, as in the serial
+    code, so a cell's id never depends on the partition (collective; :func:`id_ranks` once per round)."""
+
+    def __init__(self, comm, next_gid: int) -> None:
+        self.comm, self.next = comm, int(next_gid)
+
+    def __call__(self, parents: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
+        k, total = id_ranks(self.comm, parents, self.next)
+        first = self.next + 2 * k
+        self.next += 2 * total
+        return first, total
+
+
 def coarsen_domain(comm, dom: LocalDomain, mask: NDArray[np.bool_], *,
                    passes: int | None = 1) -> tuple[LocalDomain, AdaptStats]:
     """Merge local sibling pairs whose both cells are in ``mask`` (collective; module docstring).
 
-    ``passes`` coarsening passes (``None``: until no rank merges anything). Vertices on edges shared
-    with another rank are never removed, so both sides stay conforming.
+    ``passes`` coarsening passes (``None``: until no rank merges anything). A vertex on an edge shared
+    with another rank is removed only where its whole merge patch is mergeable and each of its sibling
+    pairs lies whole on one rank (what :func:`unite_families` arranges): every rank holding a pair of it
+    merges it in the first pass, so both sides stay conforming. Other such vertices are never removed.
     """
     mask = _check(comm, dom, mask, "coarsen")
     nodes = dom.fields["nodes"]
     keys, _, _, _, partner, _ = _match_boundary(comm, dom.neighbour_ranks, _touching(dom), nodes, dom.gid, _TAG + 4)
-    frozen = np.unique(np.concatenate(edge_ends(keys[partner >= 0])))
+    plan = halo_plan(dom)
+    whole = mask & (dom.fields["level"] > 0) & (_sibling_owner(comm, dom, plan) == dom.rank)
+    ok, lo, hi, _ = _patches(comm, dom, plan, whole)
+    frozen = np.setdiff1d(np.concatenate(edge_ends(keys[partner >= 0])), nodes[ok & (lo != hi), 2])
     tris, gid, level, lineage = nodes, dom.gid, dom.fields["level"], dom.fields["lineage"]
     transfer = sp.eye_array(dom.n, format="csr")
     merged = rounds = 0
@@ -319,19 +374,51 @@ def _halo_values(comm, plan: HaloPlan, arrays: list[NDArray], tag: int) -> list[
     return [np.concatenate([g[k] for g in got]) if got else a[:0] for k, a in enumerate(arrays)]
 
 
+def _entry_pos(dom: LocalDomain, plan: HaloPlan) -> tuple[NDArray[np.int64], bool]:
+    """Per adjacency entry the index of the neighbour in the (local cells, ghosts in ``plan.recv_gid`` order)
+    table, and whether every neighbour was found there (pure)."""
+    tab_gid = np.concatenate([dom.gid, *plan.recv_gid])
+    order = np.argsort(tab_gid)
+    pos = order[np.minimum(np.searchsorted(tab_gid[order], dom.adjncy), max(tab_gid.size - 1, 0))]
+    return pos, bool(tab_gid.size or not dom.adjncy.size) and bool(np.array_equal(tab_gid[pos], dom.adjncy))
+
+
+def _parents(dom: LocalDomain) -> NDArray[np.int64]:
+    """The id of each local cell's parent (−1 for a cell of the initial mesh)."""
+    level, lin = dom.fields["level"], dom.fields["lineage"]
+    if lin.shape[1] == 0:
+        return np.full(dom.n, -1, dtype=np.int64)
+    return np.where(level > 0, lin[np.arange(dom.n), np.clip(level - 1, 0, lin.shape[1] - 1)], -1)
+
+
+def _sibling_owner(comm, dom: LocalDomain, plan: HaloPlan) -> NDArray[np.int64]:
+    """Per local cell the rank holding its sibling — the other child of its parent, an edge neighbour — or
+    −1 when it has none as a leaf (a cell of the initial mesh, or a sibling refined further). Collective:
+    one ghost exchange of the parents' ids."""
+    parent = _parents(dom)
+    (g_parent,) = _halo_values(comm, plan, [parent], _TAG + 8)
+    pos, found = _entry_pos(dom, plan)
+    if comm.allreduce(int(not found or g_parent.shape[0] != sum(g.size for g in plan.recv_gid))):
+        raise RuntimeError("unite: ghost cells do not match the halo plan (stale ghost owners?)")
+    rows = dom.rows
+    mine = parent[rows]
+    sib = (mine >= 0) & (np.concatenate([parent, g_parent])[pos] == mine)
+    out = np.full(dom.n, -1, dtype=np.int64)
+    out[rows[sib]] = dom.nbr_owner[sib]
+    return out
+
+
 def _fan(dom: LocalDomain, plan: HaloPlan, nodes_tab: NDArray[np.int64], cand_tab: NDArray[np.bool_]):
     """Local part of step 1 (module docstring), pure: per adjacency entry the index of the neighbour in
     the (local, ghost) table and whether it links the row to its patch; per cell whether it is good;
     whether every neighbour was found in the table."""
-    tab_gid = np.concatenate([dom.gid, *plan.recv_gid])
-    order = np.argsort(tab_gid)
-    pos = order[np.minimum(np.searchsorted(tab_gid[order], dom.adjncy), tab_gid.size - 1)]
+    pos, found = _entry_pos(dom, plan)
     rows = dom.rows
     m = nodes_tab[rows, 2]
     shares = np.any(nodes_tab[pos] == m[:, None], axis=1)
     same = cand_tab[pos] & (nodes_tab[pos, 2] == m)
     good = cand_tab[:dom.n] & (np.bincount(rows[shares & ~same], minlength=dom.n) == 0)
-    return pos, shares & good[rows], good, bool(np.array_equal(tab_gid[pos], dom.adjncy))
+    return pos, shares & good[rows], good, found
 
 
 def _patches(comm, dom: LocalDomain, plan: HaloPlan, cand: NDArray[np.bool_]):
@@ -367,7 +454,7 @@ def _patches(comm, dom: LocalDomain, plan: HaloPlan, cand: NDArray[np.bool_]):
 
 def unite_families(comm, dom: LocalDomain, mask: NDArray[np.bool_],
                    clock=None) -> tuple[LocalDomain, MigrationStats]:
-    """Move the cells of every mergeable patch split over several ranks to one of them (collective).
+    """Bring the two children of every sibling pair the serial pass would merge onto one rank (collective).
 
     Parameters
     ----------
@@ -383,24 +470,115 @@ def unite_families(comm, dom: LocalDomain, mask: NDArray[np.bool_],
         weights and fields are only moved. ``mask`` is indexed by the *old* cells: recompute it on
         the new domain (from positions or ids, or carry it as a field) before coarsening.
 
+    Raises
+    ------
+    MeshError
+        When the coarsening would leave fewer cells than ranks (on every rank alike).
+
     Notes
     -----
-    A patch (the cells around a newest vertex ``m``) moves when every cell of it is in ``mask``, has
-    level > 0 and newest vertex ``m`` — exactly when the serial pass would remove ``m`` — and more
-    than one rank holds its cells; its cells go to the lowest of those ranks (module docstring).
+    A pair moves when its merge patch (the cells around its newest vertex ``m``) is mergeable — every
+    cell of it in ``mask``, of level > 0 and with newest vertex ``m``, exactly when the serial pass
+    removes ``m`` — and its two children lie on two ranks: the child of the higher rank goes to the
+    lower one. Every such pair is then whole on one rank; the pairs of one patch may lie on different
+    ranks, and :func:`coarsen_domain` merges them there. No rank is left empty: a rank whose every
+    cell would leave keeps one of its pairs, or receives a cell or pair from a rank with more to
+    spare (:func:`refill_plan`); which cells merge never depends on it.
     """
     mask = _check(comm, dom, mask, "unite")
-    cand = mask & (dom.fields["level"] > 0)
+    rank = dom.rank
     plan = halo_plan(dom)
-    veto = False
-    while True:
-        ok, lo, hi, _ = _patches(comm, dom, plan, cand & (not veto))
-        move = ok & (lo != hi) & (lo != dom.rank)
-        empty = bool(dom.n and move.all())
-        if comm.allreduce(int(empty)) == 0:
-            break
-        veto = veto or empty  # this rank's patches stay split; the others keep theirs
-    return migrate(comm, dom, np.where(move, lo, dom.rank), clock)
+    ok, _, _, _ = _patches(comm, dom, plan, mask & (dom.fields["level"] > 0))
+    sib = _sibling_owner(comm, dom, plan)
+    ok &= sib >= 0  # (a mergeable patch consists of whole sibling pairs)
+    split = ok & (sib != rank)
+    dest = np.where(split, np.minimum(sib, rank), rank)
+    units = _units(ok, sib, dest, rank)
+    if comm.allreduce(int(units == 0)):
+        dest = _refill(comm, dom, ok, sib, dest, units)
+    return migrate(comm, dom, dest, clock)
+
+
+def _units(ok, sib, dest, rank: int) -> int:
+    """What a rank holds after the unite and before the merges, counted as the cells it will have after them:
+    its cells that do not merge, its whole pairs and the split pairs that come to it."""
+    return int(np.count_nonzero(~ok) + np.count_nonzero(ok & (sib == rank)) // 2
+               + np.count_nonzero(ok & (sib != rank) & (dest == rank)))
+
+
+def refill_plan(units: NDArray[np.int64], offers: list[list[tuple[int, int]]]) -> tuple[dict[int, int],
+                                                                                       list[tuple[int, int]]]:
+    """Which ranks feed the ranks a unite would leave empty (pure; the same answer on every rank).
+
+    Parameters
+    ----------
+    units : int array (p,)
+        What each rank would hold after the merges (:func:`_units`); 0 for a rank about to be emptied.
+    offers : list of p lists of (rank, parent id)
+        For each emptied rank, its split pairs: the rank holding the other child and the parent's id.
+
+    Returns
+    -------
+    (retarget, gifts)
+        ``retarget[parent] = r``: that pair goes to the emptied rank ``r`` instead of the other holder
+        (preferred: ``r`` keeps its own cell, nothing extra moves); ``gifts``: (donor, r) pairs where no
+        holder can spare the pair, and the donor — the rank with the most to spare, lowest first — gives
+        ``r`` one of its cells or pairs. A rank never gives its last unit.
+
+    Raises
+    ------
+    MeshError
+        If the units are fewer than the ranks (the mesh after coarsening has fewer cells than ranks).
+    """
+    units = np.asarray(units, dtype=np.int64)
+    spare = units - 1
+    if spare.sum() < 0 or np.any(units < 0):
+        raise MeshError(f"coarsening would leave {int(max(units.sum(), 0))} cells for {units.size} ranks")
+    retarget: dict[int, int] = {}
+    gifts: list[tuple[int, int]] = []
+    for r in np.flatnonzero(units == 0):
+        for d, g in sorted(offers[r]):
+            if spare[d] >= 1 and g not in retarget:
+                retarget[g] = int(r)
+                spare[d] -= 1
+                break
+        else:
+            d = int(np.argmax(spare))
+            spare[d] -= 1
+            gifts.append((d, int(r)))
+    return retarget, gifts
+
+
+def _refill(comm, dom: LocalDomain, ok, sib, dest, units: int) -> NDArray[np.int64]:
+    """Destinations that leave no rank empty (:func:`refill_plan`; collective, in the rare case some rank
+    would be). Two allgathers of small lists: the emptied ranks' split pairs, then the donors' pairs."""
+    rank = dom.rank
+    parent = _parents(dom)
+    split = ok & (sib != rank)
+    book = Bookkeeping(comm)
+    offers = [(int(s), int(g)) for s, g in zip(sib[split], parent[split])] if units == 0 else []
+    rows = book.allgather((units, offers))
+    retarget, gifts = refill_plan(np.array([u for u, _ in rows], dtype=np.int64), [o for _, o in rows])
+    dest = dest.copy()
+    again = split & np.isin(parent, np.fromiter(retarget, dtype=np.int64, count=len(retarget)))
+    dest[again] = [retarget[int(g)] for g in parent[again]]
+    extra: dict[int, int] = {}
+    for _, r in (x for x in gifts if x[0] == rank):
+        home = dest == rank
+        loose = np.flatnonzero(home & ~ok)  # a cell that merges with nothing: prefer one beside r
+        pair = np.flatnonzero(home & ok)
+        if loose.size:
+            near = np.isin(loose, dom.rows[dom.nbr_owner == r])
+            dest[loose[np.argmax(near)]] = r
+        else:  # a pair coming here (or whole here): both children go to r
+            g = parent[pair[0]]
+            dest[home & ok & (parent == g)] = r
+            if np.any(split & (parent == g)):
+                extra[int(g)] = r
+    for part in book.allgather(extra):
+        for g, r in part.items():
+            dest[split & (parent == g)] = r
+    return dest
 
 
 def gather_trimesh(comm, dom: LocalDomain, root: int = 0) -> TriMesh | None:

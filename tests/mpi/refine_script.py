@@ -200,7 +200,8 @@ if rank == 0:
     print(f"metis: serial pass {res[0]} merges = unite + coarsen; coarsen alone {res[1]}; {res[2]} cells moved")
     assert 0 < res[1] <= res[0]  # METIS cuts few families: unite may have nothing to do (it still must agree)
 
-# a rank that would be left empty keeps its cells: rank p-1 holds one cell of a mergeable patch, rank 0 the rest
+# a rank that would be left empty keeps its pair: rank p-1 holds one cell of a mergeable patch, rank 0 the rest;
+# the sibling comes to rank p-1 (instead of the cell going to rank 0) and the pass still equals the serial one
 g = gather_trimesh(comm, dom)
 plan = patch = None
 if rank == 0:
@@ -216,11 +217,12 @@ if rank == 0:
     lost = patch.size // 2
 plan = comm.bcast(plan, root=0)
 dom, _ = migrate(comm, dom, plan[dom.gid])
-dom, res, n_united = unite_then_coarsen(dom, 70, 0.3, "veto", skip=patch)  # serial: without the vetoed patch
-assert (n_united == 1) == (rank == p - 1)  # the vetoed patch stayed split
+dom, res, n_united = unite_then_coarsen(dom, 70, 0.3, "kept")  # equal to the serial pass, nothing left out
+assert (n_united == 2) == (rank == p - 1)  # rank p-1 holds the pair whole
 if rank == 0:
     assert res[0] > 0 and res[2] > 0
-    print(f"veto: serial {res[0]} merges, the vetoed patch's {lost} pairs left split")
+    print(f"kept: serial {res[0]} merges = unite + coarsen with rank {p - 1} keeping its pair "
+          f"(the patch has {lost} pairs)")
 
 # coarsening: only complete local families merge, vertices on shared edges stay
 before = comm.allreduce(dom.n)

@@ -70,8 +70,10 @@ def _kind(value) -> str:
 
 def _shown(value) -> str:
     """A scalar as the user wrote it (short); containers by kind."""
-    if isinstance(value, float):
-        return f"{value:g}"
+    if isinstance(value, float):  # exactly, as hermes.bounds shows numbers (5e-324, not 4.94066e-324)
+        from hermes.bounds import shown
+
+        return shown(value)
     if isinstance(value, (dict, list)):
         return _kind(value)
     text = repr(value)

@@ -14,7 +14,15 @@ file (or the option) and the limit:
 * **YAML tags** — only the safe loader's plain data (``!!python/...`` tags are refused);
 * **JSON values** — at most :data:`MAX_JSON_VALUES` (counted before parsing: 10⁷ empty objects would take a
   gigabyte of Python objects);
-* **JSON constants** — ``NaN``, ``Infinity`` are not JSON numbers (RFC 8259) and are refused.
+* **JSON constants** — ``NaN``, ``Infinity`` are not JSON numbers (RFC 8259) and are refused;
+* **characters** — text is UTF-8 without control characters (NUL, BEL, ESC, DEL, ...: only tab, line feed and
+  carriage return); a YAML document also holds only YAML 1.2's printable characters (§5.1: no C1 controls but
+  NEL, no lone surrogates, no U+FFFE/U+FFFF) and a byte order mark only at its start (§5.2).
+
+Every refusal of a document's text names the line and column (1-based; columns count characters, or bytes where
+the text is not UTF-8): ``scenario.yaml: the control character U+0007 (BEL) at line 2, column 9 is not allowed
+in YAML (...)``, ``... not valid YAML at line 3, column 1 (expected ',' or ']' ...)``, ``... is not UTF-8 text
+(line 1, column 1: the byte 0xff)``, ``... not JSON (Expecting value, line 1, column 2)``.
 
 YAML numbers follow YAML 1.2: ``1e100`` (no dot) is a number, where PyYAML's YAML 1.1 rules read it as the
 string ``"1e100"``; ``1.0e+100`` reads the same in both.
@@ -34,8 +42,8 @@ import yaml
 
 from hermes.errors import HermesError, ScenarioError
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_DOCUMENT_BYTES", "read_bytes", "read_text", "parse_yaml", "load_yaml",
-           "dump_yaml",
+__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_DOCUMENT_BYTES", "read_bytes", "read_text", "decode_utf8", "at",
+           "describe_character", "parse_yaml", "load_yaml", "dump_yaml",
            "parse_json", "load_json", "json_depth", "json_shape", "MAX_JSON_VALUES"]
 
 #: nesting of mappings and lists in any document hermes reads (a scenario is 4 deep, an LBDatafile 6)
@@ -96,14 +104,64 @@ def read_bytes(path: str | Path, what: str, *, max_bytes: int = MAX_DOCUMENT_BYT
     return b"".join(chunks)
 
 
+#: control characters (C0 but tab, line feed and carriage return; DEL) — no text document hermes reads holds one
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: what YAML 1.2 does not allow in a document (§5.1, c-printable) and a byte order mark after its start (§5.2)
+_NOT_YAML = re.compile(r"[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+#: half of a UTF-16 pair, no character (a YAML escape "\ud800" makes one)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+#: the usual names of the control characters a user may meet
+_NAMES = {0x00: "NUL", 0x07: "BEL", 0x08: "BS", 0x0B: "VT", 0x0C: "FF", 0x1B: "ESC", 0x7F: "DEL"}
+
+
+def at(text: str, index: int) -> str:
+    """``line L, column C`` of the character ``text[index]`` (both 1-based)."""
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    return f"line {line}, column {column}"
+
+
+def describe_character(c: str) -> str:
+    """A character hermes refuses, in words: ``the control character U+0007 (BEL)``, ``the byte 0xff, which is
+    not UTF-8`` (a command-line argument's undecodable byte, as Python's surrogateescape holds it), ``a lone
+    surrogate U+D800``, ``a byte order mark (U+FEFF)``, ``the noncharacter U+FFFF``."""
+    code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"the byte 0x{code - 0xDC00:02x}, which is not UTF-8,"
+    if 0xD800 <= code <= 0xDFFF:
+        return f"a lone surrogate U+{code:04X}"
+    if code == 0xFEFF:
+        return "a byte order mark (U+FEFF) after the start of the text"
+    if code in (0xFFFE, 0xFFFF):
+        return f"the noncharacter U+{code:04X}"
+    name = _NAMES.get(code)
+    return f"the control character U+{code:04X}" + (f" ({name})" if name else "")
+
+
 def read_text(path: str | Path, what: str, *, max_bytes: int = MAX_DOCUMENT_BYTES,
               error: type[HermesError] = ScenarioError) -> str:
-    """:func:`read_bytes` decoded as UTF-8 (one line if it is not text)."""
+    """:func:`read_bytes` decoded as UTF-8 (one line if it is not text, naming the line and column of the first
+    byte that is not UTF-8 or of the first control character: only tab, line feed and carriage return are text)."""
     data = read_bytes(path, what, max_bytes=max_bytes, error=error)
+    head = f"{'' if what == str(path) else what + ': '}{path}"
+    text = decode_utf8(data, f"{head} is", error=error)
+    bad = _CONTROL.search(text)
+    if bad is not None:
+        raise _error(error, f"{head}: {describe_character(bad.group())} at {at(text, bad.start())} is not allowed "
+                            f"in a text file hermes reads", "character")
+    return text
+
+
+def decode_utf8(data: bytes, head: str, *, error: type[HermesError] = ScenarioError) -> str:
+    """``data`` decoded as UTF-8, or one line ``{head} not UTF-8 text (line L, column C: the byte 0xff)`` naming
+    the first byte that is not (its column counted in bytes; ``head`` e.g. ``"x.yaml is"`` or ``"x.json:"``)."""
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise error(f"{'' if what == str(path) else what + ': '}{path} is not UTF-8 text") from None
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise _error(error, f"{head} not UTF-8 text (line {line}, column {column}: the byte "
+                            f"0x{data[err.start]:02x})", "encoding") from None
 
 
 # -- YAML ------------------------------------------------------------------------------------------------------
@@ -140,6 +198,13 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_scalar(self, node):
+        value = super().construct_scalar(node)
+        bad = _SURROGATE.search(value) if isinstance(value, str) and node.style == '"' else None
+        if bad is not None:  # an escape such as "\ud800" names half of a UTF-16 pair, no character
+            raise _Refused(f"the escape of {describe_character(bad.group())} is not a character", node.start_mark)
+        return value
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -210,11 +275,20 @@ def parse_yaml(text: str, where: str, *, error: type[HermesError] = ScenarioErro
     Raises
     ------
     HermesError (``error``)
-        One line: not valid YAML (with the line), a tag hermes does not read, nested too deep, or too many
-        nodes once its aliases are expanded. Its attribute ``kind`` is ``syntax``, ``tag`` or ``limit``.
+        One line: a character YAML does not allow, not valid YAML (with the line and column), a tag hermes does
+        not read, nested too deep, or too many nodes once its aliases are expanded. Its attribute ``kind`` is
+        ``character``, ``syntax``, ``tag`` or ``limit``.
     """
-    loader = _Loader(text)
+    bad = _NOT_YAML.search(text, 1 if text.startswith("\ufeff") else 0)
+    if bad is not None:
+        c = bad.group()
+        advice = "" if 0xD800 <= ord(c) <= 0xDFFF else " (write it as an escape in a double-quoted string, e.g. " \
+            f"\"\\u{ord(c):04x}\")"
+        raise _error(error, f"{where}: {describe_character(c)} at {at(text, bad.start())} is not allowed in YAML"
+                            f"{advice}", "character")
+    loader = None
     try:
+        loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -226,25 +300,33 @@ def parse_yaml(text: str, where: str, *, error: type[HermesError] = ScenarioErro
         tail = f" (refused; hermes reads at most {MAX_DEPTH} levels)" if "levels" in str(err) else " (refused)"
         raise _error(error, f"{where}: {err}{tail}", "limit") from None
     except _Refused as err:
-        mark = err.problem_mark
-        raise _error(error, f"{where}: {err}" + (f" (line {mark.line + 1})" if mark is not None else ""),
-                     "syntax") from None
+        raise _error(error, f"{where}: {err}{_mark(err.problem_mark, ' ({})')}", "syntax") from None
     except yaml.constructor.ConstructorError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise _error(error, f"{where}: a tag hermes does not read{at}: {err.problem or 'unknown tag'}", "tag") \
-            from None
+        raise _error(error, f"{where}: a tag hermes does not read{_mark(err.problem_mark, ' ({})')}: "
+                            f"{err.problem or 'unknown tag'}", "tag") from None
+    except yaml.reader.ReaderError as err:  # pragma: no cover - _NOT_YAML finds these first
+        c = chr(err.character) if isinstance(err.character, int) else str(err.character)
+        raise _error(error, f"{where}: {describe_character(c)} at {at(text, err.position)} is not allowed in YAML",
+                     "character") from None
+    except yaml.MarkedYAMLError as err:
+        problem = " ".join(str(err.problem or "").split())[:120]
+        raise _error(error, f"{where}: not valid YAML{_mark(err.problem_mark, ' at {}')}"
+                            + (f" ({problem})" if problem else ""), "syntax") from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise _error(error, f"{where}: not valid YAML" + (f" (line {mark.line + 1})" if mark is not None else ""),
-                     "syntax") from None
+        raise _error(error, f"{where}: not valid YAML ({' '.join(str(err).split())[:120]})", "syntax") from None
     except (ValueError, OverflowError, TypeError) as err:  # a scalar its tag cannot hold (a 5000-digit int, ...)
         text = " ".join(str(err).split())[:100]
         raise _error(error, f"{where}: a value hermes cannot read ({text})", "syntax") from None
     except RecursionError:  # pragma: no cover - the depth limit comes first
         raise _error(error, f"{where}: nested too deep", "limit") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
+
+
+def _mark(mark, form: str) -> str:
+    """``form`` filled with ``line L, column C`` of a PyYAML mark ("" without one)."""
+    return "" if mark is None else form.format(f"line {mark.line + 1}, column {mark.column + 1}")
 
 
 def load_yaml(path: str | Path, what: str | None = None, *, max_bytes: int = MAX_DOCUMENT_BYTES,
@@ -307,20 +389,25 @@ def parse_json(data: bytes | str, where: str, *, error: type[HermesError] = Scen
     Raises
     ------
     HermesError (``error``)
-        One line: not UTF-8, not JSON (with the line), nested too deep, too many values.
+        One line: not UTF-8, not JSON (with the line and column), nested too deep, too many values.
     """
+    if isinstance(data, str) and data.startswith("\ufeff"):  # a byte order mark (RFC 8259 §8.1: may be ignored)
+        data = data[1:]
+    elif isinstance(data, (bytes, bytearray)) and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     depth, values = json_shape(data)
     if depth > max_depth:
         raise error(f"{where}: nested {depth} levels deep (refused; hermes reads at most {max_depth} levels)")
     if values > max_values:
         raise error(f"{where}: about {values:,} values (refused; hermes reads at most {max_values:,})")
+    text = decode_utf8(bytes(data), f"{where}:", error=error) if isinstance(data, (bytes, bytearray)) else data
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text, parse_constant=_no_constant)
-    except UnicodeDecodeError:
-        raise error(f"{where}: not UTF-8 text") from None
     except json.JSONDecodeError as err:
-        raise error(f"{where}: not JSON ({err.msg}, line {err.lineno})") from None
+        what = err.msg
+        if what.startswith("Invalid control character") and err.pos < len(text):
+            what = describe_character(text[err.pos])  # inside a string (outside one it is "Expecting value")
+        raise error(f"{where}: not JSON ({what}, line {err.lineno}, column {err.colno})") from None
     except (ValueError, RecursionError) as err:
         raise error(f"{where}: not JSON ({err})") from None
 

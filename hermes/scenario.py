@@ -130,16 +130,19 @@ def _set_path(d: dict, path: str, value: Any) -> None:
 
 def yaml_value(raw: str) -> Any:
     """A command-line value read as YAML (``""`` for an empty one; :mod:`hermes.loaders`' limits); ValueError
-    saying why it cannot be read (malformed YAML, a tag such as ``!!python/name`` that the safe loader refuses,
-    nested too deep, aliases expanding too far)."""
+    saying why it cannot be read, with the line and column where it can (malformed YAML, a character YAML does
+    not allow — a control character, a byte that is not UTF-8 —, a tag such as ``!!python/name`` that the safe
+    loader refuses, nested too deep, aliases expanding too far)."""
     if not raw.strip():
         return ""
     try:
         return parse_yaml(raw, "value")
     except ScenarioError as err:
-        kind = getattr(err, "kind", "syntax")
-        why = {"tag": "a tag hermes does not read", "syntax": "not valid YAML"}.get(kind)
-        raise ValueError(f"the value {raw[:40]!r} is {why}" if why else str(err).removeprefix("value: ")) from None
+        shown, why = repr(raw[:40]), str(err).removeprefix("value: ")
+        if getattr(err, "kind", "syntax") == "tag":
+            raise ValueError(f"the value {shown} is a tag hermes does not read") from None
+        raise ValueError(f"the value {shown} is {why}" if why.startswith("not valid YAML") else
+                         f"the value {shown}: {why}") from None
 
 
 #: the scenario keys holding a file or directory name (``platform.capacities`` and ``platform.schedule`` only when
@@ -187,7 +190,8 @@ def apply_overrides(data: dict, overrides: list[str], *, cwd: str | Path | None 
         try:
             value = yaml_value(raw)
         except ValueError as err:
-            raise ScenarioError(f"--set {key}: {err} (quote a string: {key}='\"...\"')") from None
+            hint = f" (quote a string: {key}='\"...\"')" if "not valid YAML" in str(err) else ""
+            raise ScenarioError(f"--set {key}: {err}{hint}") from None
         value = command_line_path(key, value, cwd)
         _set_path(out, key, value)
         replace_source(out, key, value, given)
@@ -326,9 +330,10 @@ def _read(reader, path: Path, key: str):
 
 
 def _min_capacity(capacities, schedule, p: int) -> float:
-    """The smallest normalised capacity of the base capacities and of every schedule row."""
+    """log10 of the smallest normalised capacity of the base capacities and of every schedule row (in logs: a
+    quotient of bounded numbers must not underflow to 0)."""
     rows = [[1.0] * p if capacities is None else list(capacities)] + [list(r) for r in schedule or []]
-    return min(min(r) / sum(r) for r in rows)
+    return min(math.log10(min(r)) - math.log10(sum(r)) for r in rows)
 
 
 def check_magnitudes(sc: Scenario, *, n_cells: int, p: int, capacities=None, schedule=None,
@@ -378,11 +383,11 @@ def check_magnitudes(sc: Scenario, *, n_cells: int, p: int, capacities=None, sch
     if load > limit:
         fail("mesh.weight, adaptation.factor, adaptation.phases", f"the total load ({n_cells} cells × their "
              f"weights)", load, f"{BIG:g}")
-    c_min = _min_capacity(capacities, schedule, p)
+    lg_c_min = _min_capacity(capacities, schedule, p)
     compute = (load + lg(app.work_per_weight) + lg(app.iterations) + lg(ad.phases)
-               - lg(pl.speed) - lg(c_min))
+               - lg(pl.speed) - lg_c_min)
     if ad.kind == "refine" and ad.work_per_cell > 0:
-        compute = max(compute, cells + lg(ad.work_per_cell) + lg(ad.phases) - lg(pl.speed) - lg(c_min))
+        compute = max(compute, cells + lg(ad.work_per_cell) + lg(ad.phases) - lg(pl.speed) - lg_c_min)
     if compute > limit:
         fail("application.work_per_weight, application.iterations, platform.speed, platform.capacities",
              "the computing time (load × work_per_weight × iterations × phases / (speed × smallest capacity))",
@@ -400,11 +405,13 @@ def check_magnitudes(sc: Scenario, *, n_cells: int, p: int, capacities=None, sch
     # message (and its 1 ms capacity probe) must stay within MAX_TIME_SPAN of each other
     lats = [v for v in [pl.latency] + [k.latency for k in pl.links if k.latency is not None] if v > 0]
     bws = [pl.bandwidth] + [k.bandwidth for k in pl.links if k.bandwidth is not None]
-    times = [PROBE_SECONDS, *lats] + ([app.bytes_per_edge / b for b in bws] if app.bytes_per_edge > 0 else [])
-    span = lg(max(times)) - lg(min(times))
+    # in log10, so that no quotient of two bounded numbers can underflow to 0 (log10(0): a math domain error)
+    times = [lg(PROBE_SECONDS), *map(lg, lats)] + (
+        [lg(app.bytes_per_edge) - lg(b) for b in bws] if app.bytes_per_edge > 0 else [])
+    span = max(times) - min(times)
     if span > lg(MAX_TIME_SPAN):
         raise ScenarioError(f"platform.latency, platform.bandwidth, platform.links: the platform's times span "
-                            f"1e{span:.0f} (from {min(times):.3g} s to {max(times):.3g} s: latencies, "
+                            f"1e{span:.0f} (from {10 ** min(times):.3g} s to {10 ** max(times):.3g} s: latencies, "
                             f"bytes_per_edge / bandwidths and the monitor's {PROBE_SECONDS:g} s probe), beyond "
                             f"{MAX_TIME_SPAN:g}: the virtual clock (relative precision 2e-16) could no longer measure "
                             f"the shortest against the longest")

@@ -72,7 +72,7 @@ RUN = [
     ("extraload-processor", ["--set", "extraload.tasks=[{processor: 9, script: [{work: 1}]}]"],
      "extraload: task 'task' runs on processor 9 but the run has 4 processors"),
     ("extraload-work-inf", ["--set", "extraload.tasks=[{processor: 0, script: [{work: .inf}]}]"],
-     "extraload.tasks: tasks.0.script.0.work: Input should be a finite number"),
+     "extraload.tasks: item 0.script.0.work must be a finite number, got inf"),
     ("extraload-checkpoint", ["--set", "extraload.tasks=[{processor: 0, script: [{work: 1}]}]", "--set", "output.checkpoint_every=1"],
      "output.checkpoint_every: not available with an extraload or monitor section"),
     ("monitor-source", ["--set", "monitor.source=psychic"], "monitor.source: must be 'forecast', 'measured'"),
@@ -123,7 +123,7 @@ RUN = [
     # scenario files
     ("scenario-missing", ["{d}/nowhere.yaml"], "scenario file not found"),
     ("scenario-directory", ["{d}/adir"], "is a directory, not a file"),
-    ("scenario-not-yaml", ["{d}/notyaml.yaml"], "not valid YAML (line"),
+    ("scenario-not-yaml", ["{d}/notyaml.yaml"], "notyaml.yaml: not valid YAML at line 2, column 5 (expected ',' or '}'"),
     ("scenario-a-list", ["{d}/list.yaml"], "the file must contain a mapping of keys"),
     ("scenario-empty", ["{d}/empty.yaml"], "the scenario is empty"),
     ("scenario-binary", ["{d}/binary.yaml"], "binary.yaml is not UTF-8 text"),
@@ -178,8 +178,8 @@ RUN = [
     ("schedule-row-width", ["--set", "platform.schedule={d}/sched_width.csv"], "3 fields, the header has 2"),
     ("output-dir-nul", ["--set", 'output.dir="a\\0b"'], "output.dir: a file name must be non-empty and hold no"),
     ("mesh-file-newline", ["--set", NO_SET, "--set", 'mesh.file="a\\nb.vtu"'], "mesh.file: a file name must be"),
-    ("timeout-negative", ["--timeout", "-1"], "--timeout: must be above 0"),
-    ("timeout-word", ["--timeout", "soon"], "--timeout: must be a valid number"),
+    ("timeout-negative", ["--timeout", "-1"], "argument --timeout: must be a number in (0, 1e+07] (at least 1e-100), got -1"),
+    ("timeout-word", ["--timeout", "soon"], "argument --timeout: must be a number in (0, 1e+07], got 'soon'"),
     ("refine-graph", [*_mesh("disc.graph"), "--set", "adaptation.kind=refine"], "is a graph without polygons"),
     # parsers with limits
     ("scenario-deep-yaml", ["{d}/deep.yaml"], "nested more than 100 levels deep"),
@@ -205,7 +205,7 @@ RUN = [
     ("out-file", ["--out", "{d}/garbage.vtu"], "garbage.vtu exists and is not a directory"),
     ("name-dotdot", ["--set", "name=.."], "name: name may only contain letters"),
     # Brusselator specs: the lifecycle and checks of every run
-    ("bahi-timeout", [BAHI, "--timeout", "-1"], "--timeout: must be above 0"),
+    ("bahi-timeout", [BAHI, "--timeout", "-1"], "argument --timeout: must be a number in (0, 1e+07]"),
     ("bahi-out-foreign", [BAHI, "--out", "{d}/foreign"], "foreign is not empty and carries no hermes marker"),
     ("bahi-processors-points", [BAHI, "--set", "processors=8", "--set", "problem.points=7"],
      "7 points cannot give 8 processors"),
@@ -213,15 +213,16 @@ RUN = [
     ("bahi-deep", ["{d}/bahi_deep.yaml"], "nested more than 100 levels deep"),
     ("bahi-name-dotdot", [BAHI, "--set", "name=.."], "name: may only contain letters"),
     # documents hermes does not read (plain data only), files that are not files, paths that are not one line
-    ("yaml-duplicate-key", ["{d}/dup_key.yaml"], "the key 'seed' is given twice in one mapping (line 3)"),
+    ("yaml-duplicate-key", ["{d}/dup_key.yaml"], "the key 'seed' is given twice in one mapping (line 3, column 1)"),
     ("yaml-self-alias", ["--set", "processors=&a [*a]"], "alias refers to a mapping or list that contains it"),
     ("yaml-long-int", ["{d}/long_int.yaml"], "a value hermes cannot read"),
-    ("yaml-bad-int-tag", ["--set", "seed=!!int abc"], "the value '!!int abc' is not valid YAML"),
-    ("yaml-timestamp-tag", ["{d}/timestamp.yaml"], "a tag hermes does not read (line 2)"),
+    ("yaml-bad-int-tag", ["--set", "seed=!!int abc"], "the value '!!int abc': a value hermes cannot read (invalid literal"),
+    ("yaml-timestamp-tag", ["{d}/timestamp.yaml"], "a tag hermes does not read (line 2, column 7)"),
     ("scenario-fifo", ["{d}/a_fifo.yaml"], "a_fifo.yaml is not a regular file"),
     ("out-fifo-marker", ["--out", "{d}/fifo_marker"], "fifo_marker is not empty and carries no hermes marker"),
     ("out-nested-run", ["--out", "{d}/outer_run"], "holds another hermes directory"),
-    ("out-newline", ["--out", "{d}/garbage.vtu/new\nline"], "garbage.vtu/new\\nline in it)"),
+    ("out-newline", ["--out", "{d}/garbage.vtu/new\nline"], "garbage.vtu/new\\nline' holds the control character "
+                                                             "U+000A"),
     ("schedule-huge-field", ["--set", "platform.schedule={d}/sched_field.csv"], "not a CSV schedule"),
     # balancer and lab bounds
     ("grapevine-iterations-huge", ["--set", "balancer.algorithm=grapevine", "--set",
@@ -247,7 +248,7 @@ RUN = [
     ("gda-check-every-bool", ["--set", "balancer.gda0.check_every=true"],
      "balancer.gda0.check_every: must be an integer, got True"),
     ("sos-eps-huge", ["--set", "balancer.sos.eps=1e300"],
-     "balancer.sos.eps: must be 'eps0' or a number in [0, 1e+100], got 1e+300"),
+     "balancer.sos.eps: must be 'eps0' or a number in [0, 1000], got 1e+300"),
     ("implicit-sweeps-huge", ["--set", "balancer.implicit.sweeps=1000000000"],
      "balancer.implicit.sweeps: must be less than or equal to 1000000"),
     ("fos-seed-huge", ["--set", "balancer.fos.seed=99999999999"],
@@ -267,7 +268,7 @@ OTHER = [
     ("flow-capacities-huge", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--capacities", "1e308"],
      "at most 1e+100"),
     ("flow-loads-huge", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--loads", "1e308,1e308,1,1"],
-     "loads '1e308,1e308,1,1': value 0 must be non-negative, finite and at most 1e+100"),
+     "loads '1e308,1e308,1,1': value 0 must be non-negative (0 or at least 1e-100), finite and at most 1e+100"),
     ("flow-weights-denormal", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--weights", "1e-320"],
      "weights '1e-320': value 0 must be positive (at least 1e-100)"),
     ("flow-weights-spread", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--weights", "1e-50,1,1"],
@@ -292,18 +293,20 @@ OTHER = [
      "messages_float.0.json: phases.0.communications.0.messages: must be a valid integer"),
     ("gossip-objects-oom", ["gossip", "--ranks", "4", "--objects", "1000000000000"], "GB of memory"),
     ("gossip-loads-overflow", ["gossip", "--ranks", "4", "--objects", "4", "--loads", "uniform:1,1e308"],
-     "beyond 1e+100"),
+     "A and B must be 0 or of magnitude 1e-100 to 1e+100"),
     ("scenario-set-yaml", ["scenario", "--set", "mesh.file=[1,2"], "--set mesh.file: the value '[1,2' is not valid"),
     ("scenario-cmd-directory", ["scenario", "{d}/adir"], "is a directory, not a file"),
     # issue 22: every command's options bounded, one line; directories hermes does not own refused
     ("run-unknown-option", ["run", "--colour", "red"], "unrecognized arguments: --colour"),
     ("gossip-fanout-float", ["gossip", "--ranks", "4", "--objects", "4", "--fanout", "1e9"],
-     "gossip: argument --fanout: invalid int value: '1e9'"),
-    ("compare-timeout-zero", ["compare", "--timeout", "0", "--out", "{d}/cmp-t0"], "--timeout 0.0: expected a number"),
-    ("compare-timeout-negative", ["compare", "--timeout", "-1", "--out", "{d}/cmp-t1"], "--timeout -1.0: expected"),
-    ("compare-timeout-inf", ["compare", "--timeout", "inf", "--out", "{d}/cmp-t2"], "--timeout inf: expected"),
-    ("compare-jobs-zero", ["compare", "--jobs", "0", "--out", "{d}/cmp-j0"], "--jobs 0: expected an integer"),
-    ("compare-jobs-huge", ["compare", "--jobs", "1000000", "--out", "{d}/cmp-j1"], "--jobs 1000000: expected"),
+     "gossip: argument --fanout: must be an integer in 1..100000, got '1e9'"),
+    ("compare-timeout-zero", ["compare", "--timeout", "0", "--out", "{d}/cmp-t0"],
+     "argument --timeout: must be a number in (0, 1e+07] (at least 1e-100), got 0"),
+    ("compare-timeout-negative", ["compare", "--timeout", "-1", "--out", "{d}/cmp-t1"], "--timeout: must be a number"),
+    ("compare-timeout-inf", ["compare", "--timeout", "inf", "--out", "{d}/cmp-t2"], "got inf"),
+    ("compare-jobs-zero", ["compare", "--jobs", "0", "--out", "{d}/cmp-j0"], "argument --jobs: must be at least 1, got 0"),
+    ("compare-jobs-huge", ["compare", "--jobs", "1000000", "--out", "{d}/cmp-j1"],
+     "argument --jobs: must be at most 1024, got 1000000"),
     ("compare-out-file", ["compare", "--out", "{d}/garbage.vtu"], "garbage.vtu exists and is not a directory"),
     ("compare-out-foreign", ["compare", "--out", "{d}/foreign"], "foreign is not empty and carries no hermes marker"),
     ("compare-out-run", ["compare", "--out", "{d}/a_run"], "a_run is a hermes run directory, not an experiment"),
@@ -344,13 +347,13 @@ OTHER = [
     ("gossip-threshold-nan", ["gossip", "--ranks", "4", "--objects", "4", "--threshold", "nan"],
      "--threshold: must be a number in [1, 1e+100], got nan"),
     ("gossip-seed-huge", ["gossip", "--ranks", "4", "--objects", "4", "--seed", "99999999999"],
-     "--seed: must be an integer in 0..2147483647"),
+     "argument --seed: must be at most 2147483647, got 99999999999"),
     ("gossip-peers-oom", ["gossip", "--ranks", "100000", "--objects", "4", "--fanout", "100000"],
      "--ranks 100000, --objects 4, --fanout 100000: need about"),
     ("gossip-work", ["gossip", "--ranks", "100000", "--objects", "4", "--iterations", "100"],
      "--iterations 100 on --ranks 100000 (--rounds 4, --fanout 4, --objects 4): about 1.1e+12 operations"),
     ("flow-tol-huge", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--tol", "1e300"],
-     "--tol balancer.tolerance: must be less than 1, got 1e+300"),
+     "argument --tol: must be a number in [0, 1) (0 or at least 1e-100), got 1e+300"),
     ("flow-param-iterations-huge", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--param",
                                     "max_iterations=1000000000"],
      "--param balancer.max_iterations: must be less than or equal to 1000000, got 1000000000"),
@@ -375,6 +378,223 @@ OTHER = [
     ("mesh-generate-size-zero", ["mesh", "generate", "large", "--size", "0", "--out", "{d}/big.vtu"],
      "--size: must be at least 1, got 0"),
 ]
+
+
+#: issue 38, classes 2, 4 and 6: characters a document may not hold — in every kind of document hermes reads and in
+#: a command-line value — are one line naming the file (or the option) and the line and column; every number a user
+#: gives obeys hermes' rule (hermes.bounds: finite, 0 or of magnitude 1e-100 to 1e100) and its key's range
+RUN += [
+    # characters: YAML 1.2 allows no C0/C1 control character, no U+FFFE/U+FFFF, a byte order mark only first
+    ("chars-scenario-bel", ["{d}/c_bel.yaml"], "c_bel.yaml: the control character U+0007 (BEL) at line 2, column 9"),
+    ("chars-scenario-nul", ["{d}/c_nul.yaml"], "c_nul.yaml: the control character U+0000 (NUL) at line 3, column 8"),
+    ("chars-scenario-esc", ["{d}/c_esc.yaml"], "c_esc.yaml: the control character U+001B (ESC) at line 1, column 1"),
+    ("chars-scenario-uffff", ["{d}/c_uffff.yaml"], "c_uffff.yaml: the noncharacter U+FFFF at line 2, column 7 is not "
+                                                   "allowed in YAML"),
+    ("chars-scenario-c1", ["{d}/c_c1.yaml"], "c_c1.yaml: the control character U+0080 at line 2, column 8"),
+    ("chars-scenario-bom-inside", ["{d}/c_bom.yaml"], "c_bom.yaml: a byte order mark (U+FEFF) after the start of the "
+                                                      "text at line 2, column 1"),
+    ("chars-scenario-not-utf8", ["{d}/c_latin1.yaml"], "c_latin1.yaml is not UTF-8 text (line 2, column 10: the byte "
+                                                       "0xe9)"),
+    ("chars-scenario-surrogate-escape", ["{d}/c_surrogate.yaml"], "the escape of a lone surrogate U+D800 is not a "
+                                                                  "character (line 2, column 7)"),
+    ("chars-scenario-bom-first", ["{d}/c_bom_first.yaml", "--set", "seed=-1"], "seed: must be at least 0"),
+    ("chars-set-esc", ["--set", "name=a\x1bb"], "--set name: the value 'a\\x1bb': the control character U+001B (ESC) "
+                                                 "at line 1, column 2 is not allowed in YAML"),
+    ("chars-set-bel-quoted", ["--set", 'name="a\x07b"'], "the control character U+0007 (BEL) at line 1, column 3"),
+    ("chars-set-not-utf8", ["--set", "name=a\udcffb"], "--set name: the value 'a\\udcffb': the byte 0xff, which is "
+                                                       "not UTF-8, at line 1, column 2"),
+    ("chars-tasks-yaml", ["--set", "extraload.tasks={d}/c_tasks.yaml"], "c_tasks.yaml: the control character U+0007 "
+                                                                        "(BEL) at line 3, column 12"),
+    ("chars-tasks-csv", ["--set", "extraload.tasks={d}/c_tasks.csv"], "c_tasks.csv: the control character U+0000 "
+                                                                      "(NUL) at line 2, column 2"),
+    ("chars-profile", ["--set", "platform.profile={d}/c_profile.yaml"], "c_profile.yaml: the control character "
+                                                                        "U+001B (ESC) at line 1, column 7"),
+    ("chars-schedule", ["--set", "platform.schedule={d}/c_sched.csv"], "c_sched.csv: the control character U+0007 "
+                                                                       "(BEL) at line 2, column 3"),
+    ("chars-capacities", ["--set", "platform.capacities={d}/c_caps.txt"], "c_caps.txt: the control character U+0008"
+                                                                          " (BS) at line 1, column 3"),
+    ("chars-bahi", ["{d}/c_bahi.yaml"], "c_bahi.yaml: the control character U+001B (ESC) at line 3, column 11"),
+    ("chars-bahi-set", [BAHI, "--set", "name=x\x07"], "the control character U+0007 (BEL) at line 1, column 2"),
+    ("chars-yaml-syntax-column", ["{d}/c_syntax.yaml"], "c_syntax.yaml: not valid YAML at line 2, column 8 (mapping "
+                                                        "values are not allowed here)"),
+    # numbers: subnormal, beyond BIG, and where the model degenerates (issue 38's measured cases first)
+    ("num-bytes-per-edge-subnormal", ["--set", "application.bytes_per_edge=5e-324"],
+     "application.bytes_per_edge: must be 0 or of magnitude 1e-100 to 1e+100 (hermes' range of numbers, "
+     "docs/PARAMETERS.md), got 5e-324"),
+    ("num-bytes-per-edge-tiny", ["--set", "application.bytes_per_edge=1e-99"], "the platform's times span 1e104"),
+    ("num-sos-omega-subnormal", ["--set", "balancer.algorithm=sos", "--set", "balancer.sos.omega=5e-324"],
+     "balancer.sos.omega: must be greater than or equal to 0.01, got 5e-324"),
+    ("num-sos-omega-near-two", ["--set", "balancer.algorithm=sos", "--set", "balancer.sos.omega=1.9999999"],
+     "balancer.sos.omega: must be less than or equal to 1.99, got 1.9999999"),
+    ("num-implicit-alpha-subnormal", ["--set", "balancer.algorithm=implicit", "--set",
+                                      "balancer.implicit.alpha=5e-324"],
+     "balancer.implicit.alpha: must be greater than or equal to 0.01, got 5e-324"),
+    ("num-implicit-inner-tolerance", ["--set", "balancer.algorithm=implicit", "--set",
+                                      "balancer.implicit.inner_tolerance=1e-300"],
+     "balancer.implicit.inner_tolerance: must be greater than or equal to 1e-15, got 1e-300"),
+    ("num-gda0-tolerance-subnormal", ["--set", "balancer.algorithm=gda0", "--set", "balancer.gda0.tolerance=5e-324"],
+     "balancer.gda0.tolerance: must be 0 (no early stop: the iteration limit decides) or at least 1e-15"),
+    ("num-gda0-tolerance-tiny", ["--set", "balancer.algorithm=gda0", "--set", "balancer.gda0.tolerance=1e-50"],
+     "balancer.gda0.tolerance: must be 0 (no early stop"),
+    ("num-sos-eps-large", ["--set", "balancer.algorithm=sos", "--set", "balancer.sos.eps=1e50"],
+     "balancer.sos.eps: must be 'eps0' or a number in [0, 1000], got 1e+50"),
+    ("num-fos-kappa-subnormal", ["--set", "balancer.algorithm=fos", "--set", "balancer.fos.kappa=5e-324"],
+     "balancer.fos.kappa: must be 0 or of magnitude 1e-100 to 1e+100"),
+    ("num-grapevine-threshold-subnormal-flat", ["--set", "balancer.algorithm=grapevine", "--set",
+                                                "balancer.threshold=1e-320"],
+     "balancer.threshold: must be greater than or equal to 1"),
+    ("num-weight-subnormal", ["--set", "mesh.weight=5e-324"], "mesh.weight: must be 0 or of magnitude"),
+    ("num-latency-subnormal", ["--set", "platform.latency=-5e-324"], "platform.latency: must be"),
+    ("num-capacity-subnormal", ["--set", "platform.capacities=[1, 5e-324, 1, 1]"],
+     "platform.capacities: item 1 must be 0 or of magnitude 1e-100 to 1e+100"),
+    ("num-schedule-subnormal", ["--set", "platform.schedule=[[1, 1, 1, 5e-324]]"],
+     "platform.schedule: item 0.3 must be 0 or of magnitude"),
+    ("num-capacities-file-subnormal", ["--set", "platform.capacities={d}/n_caps.txt"],
+     "capacities must be positive numbers from 1e-100 up to 1e+100"),
+    ("num-schedule-file-subnormal", ["--set", "platform.schedule={d}/n_sched.csv"],
+     "n_sched.csv, line 3: capacities must be positive finite numbers from 1e-100 up to 1e+100"),
+    ("num-box-subnormal", ["--set", "adaptation.region.kind=box", "--set", "adaptation.region.box=[0, 0, 5e-324, 1]"],
+     "adaptation.region.box: item 2 must be 0 or of magnitude"),
+    ("num-fraction-subnormal", ["--set", "adaptation.region.fraction=5e-324"], "adaptation.region.fraction: must be 0 "
+                                                                               "or of magnitude"),
+    ("num-refinement-geometric-subnormal", ["--set", "balancer.refinement.geometric=1e-200"],
+     "balancer.refinement.geometric: must be 0 or of magnitude"),
+    ("num-link-latency-subnormal", ["--set", "platform.links=[{ranks: [0, 1], latency: 5e-324}]"],
+     "platform.links.0.latency: must be 0 or of magnitude"),
+    ("num-task-priority-tiny", ["--set", "extraload.tasks=[{processor: 0, priority: 1e-9, script: [{work: 1}]}]"],
+     "tasks.0.priority: Input should be greater than or equal to"),
+    ("num-task-work-subnormal", ["--set", "extraload.tasks=[{processor: 0, script: [{work: 5e-324}]}]"],
+     "item 0.script.0.work must be 0 or of magnitude"),
+    ("num-application-priority", ["--set", "extraload.tasks=[{processor: 0, script: [{work: 1}]}]", "--set",
+                                  "extraload.application_priority=5e-324"], "extraload.application_priority: must be"),
+    ("num-monitor-gain-subnormal", ["--set", "monitor.gains=[0.5, 5e-324]"], "monitor.gains: item 1 must be 0 or"),
+    ("num-forecaster-subnormal", ["--set", "monitor.forecaster=exp:5e-324"],
+     "monitor.forecaster: unknown forecaster 'exp:5e-324'"),
+    ("num-profile-subnormal", ["--set", "platform.profile={d}/n_profile.yaml"],
+     "balance_exchange: must be 0 or of magnitude"),
+    ("num-timeout-subnormal", ["--timeout", "5e-324"], "argument --timeout: must be a number in (0, 1e+07] (at least "
+                                                       "1e-100), got 5e-324"),
+    ("num-timeout-nan", ["--timeout", "nan"], "argument --timeout: must be a number in (0, 1e+07]"),
+    ("num-processes-float", ["--processes", "2.0"], "argument --processes: must be an integer in 1..100000, got '2.0'"),
+    ("num-bahi-newton-subnormal", [BAHI, "--set", "problem.newton_tol=5e-324"],
+     "problem.newton_tol: must be at least 1e-15, got 5e-324"),
+    ("num-bahi-accuracy-tiny", [BAHI, "--set", "solver.accuracy=1e-30"], "solver.accuracy: must be at least 1e-15"),
+    ("num-bahi-contraction-near-one", [BAHI, "--set", "solver.residual=auto", "--set",
+                                       "solver.contraction=0.999999999999999"],
+     "solver.accuracy, solver.contraction: the window residual threshold derived from them is"),
+    ("num-bahi-delay-subnormal", [BAHI, "--set", "platform.delay.max=5e-324"], "platform.delay.max: must be 0 or"),
+]
+
+OTHER += [
+    # characters in the documents of the other commands
+    ("chars-compare-experiment", ["compare", "{d}/c_exp.yaml", "--out", "{d}/c-exp-out"],
+     "c_exp.yaml: the control character U+0007 (BEL) at line 2, column 16"),
+    ("chars-compare-set", ["compare", "--set", "seed=\x1b", "--out", "{d}/c-exp-set"],
+     "the control character U+001B (ESC) at line 1, column 1"),
+    ("chars-scenario-command", ["scenario", "{d}/c_bel.yaml"], "c_bel.yaml: the control character U+0007 (BEL) at "
+                                                               "line 2, column 9"),
+    ("chars-scenario-command-bahi", ["scenario", "{d}/c_bahi.yaml"], "the control character U+001B (ESC) at line 3"),
+    ("chars-flow-param", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--param", "tolerance=\x07"],
+     "--param tolerance: the value '\\x07': the control character U+0007 (BEL) at line 1, column 1"),
+    ("chars-flow-graph-json", ["flow", "--graph", "{d}/c_graph.json", "--algorithm", "pcg"],
+     "c_graph.json: the control character U+0007 (BEL) at line 1, column 11"),
+    ("chars-flow-bench-profile", ["flow-bench", "--out", "{d}/c-fb", "--family", "table10.1", "--quick", "--profile",
+                                  "{d}/c_profile.yaml"], "c_profile.yaml: the control character U+001B (ESC)"),
+    ("chars-trace-json", ["trace", "info", "{d}/c_trace"], "not JSON (the control character U+0001, line 1, column"),
+    ("chars-replay-param", ["replay", "{d}/n_trace", "--algorithm", "pcg", "--param", "pcg.tolerance=\udcfe",
+                            "--out", "{d}/c-rp"], "the byte 0xfe, which is not UTF-8, at line 1, column 1"),
+    # numbers: every command's options (the types of hermes.cli.parser), then values inside specs and lists
+    ("num-replay-beta-huge", ["replay", "{d}/n_trace", "--beta", "1e308", "--out", "{d}/n-rp1"],
+     "replay: argument --beta: must be a number in [0, 1e+100] (0 or at least 1e-100), got 1e+308"),
+    ("num-replay-gamma-huge", ["replay", "{d}/n_trace", "--gamma", "1e308", "--out", "{d}/n-rp2"],
+     "argument --gamma: must be a number in [0, 1e+100]"),
+    ("num-replay-alpha-negative", ["replay", "{d}/n_trace", "--alpha", "-1", "--out", "{d}/n-rp3"],
+     "argument --alpha: must be a number in (0, 1e+100] (at least 1e-100), got -1"),
+    ("num-replay-alpha-subnormal", ["replay", "{d}/n_trace", "--alpha", "5e-324", "--out", "{d}/n-rp4"],
+     "argument --alpha: must be a number in (0, 1e+100] (at least 1e-100), got 5e-324"),
+    ("num-replay-capacities-subnormal", ["replay", "{d}/n_trace", "--capacities", "5e-324,1", "--out", "{d}/n-rp5"],
+     "argument --capacities: value 0 must be a number in (0, 1e+100] (at least 1e-100), got 5e-324"),
+    ("num-replay-capacities-spread", ["replay", "{d}/n_trace", "--capacities", "1e-50,1", "--out", "{d}/n-rp6"],
+     "argument --capacities: the values span 1e+50, more than 1e+12"),
+    ("num-replay-seed-negative", ["replay", "{d}/n_trace", "--seed", "-1", "--out", "{d}/n-rp7"],
+     "argument --seed: must be at least 0, got -1"),
+    ("num-replay-memory-limit-nan", ["replay", "{d}/n_trace", "--memory-limit", "nan", "--out", "{d}/n-rp8"],
+     "argument --memory-limit: must be a number in (0, 1e+100]"),
+    ("num-replay-trigger-inf", ["replay", "{d}/n_trace", "--trigger", "inf", "--out", "{d}/n-rp9"],
+     "argument --trigger: must be a number in [1, 1000000], got inf"),
+    ("num-replay-rounds-float", ["replay", "{d}/n_trace", "--rounds", "1e3", "--out", "{d}/n-rp10"],
+     "argument --rounds: must be an integer in 1..1000, got '1e3'"),
+    ("num-replay-delta-subnormal", ["replay", "{d}/n_trace", "--delta", "-5e-324", "--out", "{d}/n-rp11"],
+     "argument --delta: must be a number in [0, 1e+100] (0 or at least 1e-100), got -5e-324"),
+    ("num-replay-param-omega", ["replay", "{d}/n_trace", "--algorithm", "sos", "--param", "sos.omega=5e-324",
+                                "--out", "{d}/n-rp12"], "sos.omega: must be greater than or equal to 0.01"),
+    ("num-trace-experiment-beta", ["compare", "{d}/n_texp.yaml", "--out", "{d}/n-texp"],
+     "work model: beta must be a number in [0, 1e+100] (0 or at least 1e-100), got 1e+308"),
+    ("num-compare-axis-subnormal", ["compare", "{d}/n_exp.yaml", "--out", "{d}/n-exp"],
+     "application.bytes_per_edge: must be 0 or of magnitude 1e-100 to 1e+100"),
+    ("num-compare-set-axis-omega", ["compare", "--set-axis", "balancer=sos", "--set", "balancer.sos.omega=5e-324",
+                                    "--out", "{d}/n-exp2"], "balancer.sos.omega: must be greater than or equal to 0.01"),
+    ("num-gossip-threshold-subnormal", ["gossip", "--ranks", "4", "--objects", "4", "--threshold", "5e-324"],
+     "argument --threshold: must be a number in [1, 1e+100], got 5e-324"),
+    ("num-gossip-loads-subnormal", ["gossip", "--ranks", "4", "--objects", "4", "--loads", "uniform:0,5e-324"],
+     "loads 'uniform:0,5e-324': A and B must be 0 or of magnitude 1e-100 to 1e+100"),
+    ("num-gossip-ranks-float", ["gossip", "--ranks", "4.5", "--objects", "4"], "argument --ranks: must be an integer"),
+    ("num-flow-tol-subnormal", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--tol", "5e-324"],
+     "argument --tol: must be a number in [0, 1) (0 or at least 1e-100), got 5e-324"),
+    ("num-flow-param-omega", ["flow", "--graph", "path:4", "--algorithm", "sos", "--param", "omega=5e-324"],
+     "--param balancer.omega: must be greater than or equal to 0.01, got 5e-324"),
+    ("num-flow-param-alpha", ["flow", "--graph", "path:4", "--algorithm", "implicit", "--param", "alpha=1e-200"],
+     "balancer.alpha: must be greater than or equal to 0.01"),
+    ("num-flow-loads-subnormal", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--loads", "1,5e-324,1,1"],
+     "loads '1,5e-324,1,1': value 1 must be non-negative (0 or at least 1e-100), finite and at most 1e+100, got "
+     "5e-324"),
+    ("num-plot-zoom-subnormal", ["plot", "{d}/nowhere", "--zoom", "0,0,5e-324,1"],
+     "argument --zoom: a corner must be 0 or of magnitude 1e-100 to 1e+100"),
+    ("num-plot-dpi-float", ["plot", "{d}/nowhere", "--dpi", "1e3"], "argument --dpi: must be an integer in 10..1200"),
+    ("num-mesh-size-float", ["mesh", "generate", "grid", "--size", "1.5", "--out", "{d}/n.vtu"],
+     "argument --size: must be an integer in 1..20000000, got '1.5'"),
+    ("num-trace-cells-per-block", ["trace", "write", "{d}/nowhere", "--cells-per-block", "0"],
+     "argument --cells-per-block: must be at least 1, got 0"),
+    ("num-scenario-set-subnormal", ["scenario", "--set", "platform.speed=5e-324"], "platform.speed: must be 0 or of "
+                                                                                   "magnitude"),
+    ("num-scenario-bahi-subnormal", ["scenario", "{d}/c_bahi_ok.yaml", "--set", "problem.alpha=5e-324"],
+     "problem.alpha: must be 0 or of magnitude"),
+]
+
+
+def _write_issue38_inputs(d) -> None:
+    """The inputs of the issue-38 classes: documents holding characters YAML and text do not allow, numbers out of
+    the rule in files, a trace and experiments."""
+    (d / "c_bel.yaml").write_text('mesh: {grid: 10x10}\nname: "a\x07b"\n')
+    (d / "c_nul.yaml").write_text("mesh: {grid: 10x10}\nseed: 1\nname: a\x00b\n")
+    (d / "c_esc.yaml").write_text("\x1bmesh: {grid: 10x10}\n")
+    (d / "c_uffff.yaml").write_text("mesh: {grid: 10x10}\nname: \uffff\n", encoding="utf-8")
+    (d / "c_c1.yaml").write_text("mesh: {grid: 10x10}\nname: a\x80b\n", encoding="utf-8")
+    (d / "c_bom.yaml").write_text("mesh: {grid: 10x10}\n\ufeffseed: 1\n", encoding="utf-8")
+    (d / "c_bom_first.yaml").write_text("\ufeffmesh: {grid: 10x10}\n", encoding="utf-8")
+    (d / "c_latin1.yaml").write_bytes("mesh: {grid: 10x10}\nname: caf\xe9\n".encode("latin-1"))
+    (d / "c_surrogate.yaml").write_text('mesh: {grid: 10x10}\nname: "\\ud800"\n')
+    (d / "c_syntax.yaml").write_text("mesh: {grid: 10x10}\nseed: 1: 2\n")
+    (d / "c_tasks.yaml").write_text("tasks:\n  - processor: 0\n    name: a\x07b\n    script: [{work: 1}]\n")
+    (d / "c_tasks.csv").write_text("task,processor,work\nt\x00,0,1\n")
+    (d / "c_profile.yaml").write_text("name: \x1bx\nbalance_exchange: 1.0e-4\nbalance_allreduce: 1.0e-4\n")
+    (d / "c_sched.csv").write_text("processor,adpt1\n0,\x071\n1,1\n2,1\n3,1\n")
+    (d / "c_caps.txt").write_text("1 \x08 1 1\n")
+    (d / "c_bahi_ok.yaml").write_text((ROOT / "scenarios" / "bahi-homogeneous.yaml").read_text())
+    (d / "c_bahi.yaml").write_text("application: {kernel: brusselator}\nprocessors: 4\n# comment \x1b\n")
+    (d / "c_exp.yaml").write_text('name: cexp\ndescription: "a\x07b"\naxes: {seed: [1]}\n')
+    (d / "c_graph.json").write_text('{"p": 2, "\x07edges": [[0, 1]]}')
+    (d / "c_trace.0.json").write_text('{"type": "LB\x01Datafile", "phases": []}')
+    (d / "n_caps.txt").write_text("1 5e-324 1 1\n")
+    (d / "n_sched.csv").write_text("processor,adpt1\n0,1\n1,5e-324\n2,1\n3,1\n")
+    (d / "n_profile.yaml").write_text("name: tiny\nbalance_exchange: 5.0e-324\nbalance_allreduce: 1.0e-4\n")
+    task = {"entity": {"type": "object", "seq_id": 0, "collection_id": 0, "home": 0, "migratable": True},
+            "node": 0, "resource": "cpu", "time": 1.0}
+    for r in range(2):
+        tasks = [{**task, "entity": {**task["entity"], "seq_id": 2 * r + k, "home": r}, "node": r} for k in range(2)]
+        (d / f"n_trace.{r}.json").write_text(json.dumps({"type": "LBDatafile", "phases": [{"id": 0, "tasks": tasks}]}))
+    (d / "n_texp.yaml").write_text("trace: n_trace\nset: {beta: 1.0e+308}\naxes: {balancer: [pcg]}\n")
+    (d / "n_exp.yaml").write_text("name: nexp\naxes: {application.bytes_per_edge: [64, 5.0e-324]}\n")
 
 
 def _write_inputs(d) -> None:
@@ -421,6 +641,7 @@ def _write_inputs(d) -> None:
     for stem, doc in traces.items():
         (d / f"{stem}.0.json").write_text(json.dumps(doc))
     _write_issue22_inputs(d)
+    _write_issue38_inputs(d)
 
 
 def _write_issue22_inputs(d) -> None:
@@ -557,6 +778,10 @@ def test_self_launched(self_launched, case):
     assert res["stdout"] == ""
 
 
+#: RUN cases the command line refuses before the run command (besides the parser's ``argument --...`` ones)
+BEFORE_THE_COMMAND = {"out-newline"}
+
+
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("case", RUN, ids=[c[0] for c in RUN])
@@ -568,7 +793,13 @@ def test_under_mpiexec(under_mpiexec, case):
     for r, res in enumerate(ranks):
         assert res["exception"] is None, f"rank {r}: {res['exception']}"
         assert not res["phase"], f"rank {r}: a phase began before the error was found"
-        assert res["code"] == 2 and res["exit_together"] == 2, (r, res["code"], res["exit_together"])
+        # an option the command line refuses (the parser: ``argument --timeout: ...``; a path: --out with a newline)
+        # ends every rank before the run command: each reads the same command line and exits 2 on its own (a job
+        # started by hand shows the one line and Open MPI's report of the exit, as any bad input there); everything
+        # else is agreed through exit_together
+        before = "argument --" in case[2] or case[0] in BEFORE_THE_COMMAND
+        agreed = res["exit_together"] == 2 or (res["exit_together"] is None and before)
+        assert res["code"] == 2 and agreed, (r, res["code"], res["exit_together"])
         if r:
             assert res["stderr"] == "" and res["stdout"] == "", (r, res["stderr"], res["stdout"])
 
@@ -622,6 +853,252 @@ def test_a_closed_pipe_ends_quietly(inputs):
                          check=False, shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300,
                          cwd=ROOT, env=env)
     assert res.returncode == 0 and res.stderr == "" and res.stdout == "", res
+
+
+# -- issue 38: one rule for numbers, walked over every model field and every command-line option ------------------
+#: what no number a user gives may be (hermes.bounds): subnormals, magnitudes beyond BIG or below TINY, NaN, infinities
+BAD_NUMBERS = (5e-324, -5e-324, 1e-200, 1e308, -1e308, float("nan"), float("inf"), float("-inf"))
+#: values one of which every float field accepts (the test needs one to tell a refusal from a field refusing all)
+GOOD_NUMBERS = (1.0, 0.5, 2.0, 1e-3, 100.0, 1e-6, 0.0, -1.0, 1e6)
+
+
+def _import_all() -> None:
+    """Every module of hermes, so that every input model (a new one too) is a subclass the walk below finds."""
+    import importlib
+    import pkgutil
+
+    import hermes
+
+    for mod in pkgutil.walk_packages(hermes.__path__, "hermes."):
+        if not mod.name.endswith("__main__"):
+            importlib.import_module(mod.name)
+
+
+def _subclasses(cls) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return sorted(set(out), key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+def _carrier(annotation, x):
+    """A value of type ``annotation`` holding ``x`` wherever a float can go (None: the type holds no float)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is float:
+        return x
+    if origin is typing.Annotated:
+        return _carrier(args[0], x)
+    if origin in (typing.Union, types.UnionType):
+        return next((c for c in (_carrier(a, x) for a in args) if c is not None), None)
+    if origin in (list, set, frozenset) and args:
+        c = _carrier(args[0], x)
+        return None if c is None else [c]
+    if origin is tuple and args:
+        if Ellipsis in args:
+            c = _carrier(args[0], x)
+            return None if c is None else [c]
+        items = [_carrier(a, x) for a in args]
+        return None if all(i is None for i in items) else [0 if i is None else i for i in items]
+    return None
+
+
+def _float_fields(models) -> list[tuple[type, str]]:
+    return [(m, k) for m in models for k, f in m.model_fields.items() if _carrier(f.annotation, 1.0) is not None]
+
+
+def _field_refuses(model, key: str, x: float) -> bool:
+    """Whether validating ``{key: x}`` (x where the field holds floats) gives an error at ``key``."""
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate({key: _carrier(model.model_fields[key].annotation, x)})
+    except ValidationError as err:
+        return any(e["loc"][:1] == (key,) for e in err.errors())
+    except Exception:  # noqa: BLE001 - a model validator's own error (a BalancerError...) is a refusal too
+        return True
+    return False
+
+
+def _lowest(schema: dict) -> float | None:
+    """The smallest documented bound of the numbers in a property's JSON schema (None: no number in it)."""
+    lows = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "number" or "minimum" in node or "exclusiveMinimum" in node:
+                lows.append(node.get("minimum", node.get("exclusiveMinimum", float("-inf"))))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(schema)
+    return min(lows) if lows else None
+
+
+def _model_cases():
+    _import_all()
+    import hermes.balance  # noqa: F401  (fills the registry)
+    from hermes.balance.interface import Params
+    from hermes.balance.registry import BALANCERS
+    from hermes.strict import Strict
+
+    models = _subclasses(Strict) + _subclasses(Params) + [info.params for info in BALANCERS.values()]
+    return _float_fields(sorted(set(models), key=lambda c: f"{c.__module__}.{c.__qualname__}"))
+
+
+MODEL_CASES = _model_cases()
+
+
+def test_the_walk_finds_the_models_of_every_document():
+    names = {f"{m.__name__}.{k}" for m, k in MODEL_CASES}
+    assert {"ApplicationSpec.bytes_per_edge", "PlatformSpec.capacities", "PlatformSpec.schedule", "RegionSpec.box",
+            "PlatformProfile.balance_exchange", "TripleSpec.data", "TaskSpec.priority", "ProblemSpec.newton_tol",
+            "SolverSpec.contraction", "MonitorSpec.gains", "SOSParams.omega", "WattsParams.alpha",
+            "StopParams.tolerance", "FOSParams.kappa", "GrapevineParams.threshold"} <= names
+    assert len(MODEL_CASES) >= 80
+
+
+@pytest.mark.parametrize("model, key", MODEL_CASES, ids=[f"{m.__module__}.{m.__name__}.{k}" for m, k in MODEL_CASES])
+def test_every_float_field_obeys_the_rule_for_numbers(model, key):
+    """Every float a model field holds (alone, in a list or a tuple), whatever the model — a scenario section, a
+    task file, a Brusselator spec, a profile, a balancer's parameters, one added later —: refused when subnormal,
+    beyond 1e100, below 1e-100 but not 0, NaN or infinite; refused when negative unless its documented range has
+    negatives; and its documented range (the JSON schema docs/PARAMETERS.md shows) is finite."""
+    good = [x for x in GOOD_NUMBERS if not _field_refuses(model, key, x)]
+    assert good, f"{model.__name__}.{key} refuses every one of {GOOD_NUMBERS}: the test cannot see its refusals"
+    accepted = [x for x in BAD_NUMBERS if not _field_refuses(model, key, x)]
+    assert not accepted, f"{model.__name__}.{key} accepts {accepted}"
+    low = _lowest(model.model_json_schema()["properties"][key])
+    assert low is not None and -1e100 <= low, f"{model.__name__}.{key}: no finite documented lower bound ({low})"
+    if low >= 0:
+        assert _field_refuses(model, key, -1.0), f"{model.__name__}.{key} accepts -1 (its range starts at {low})"
+
+
+def _number_options():
+    from hermes.cli.parser import build_parser
+
+    out = []
+
+    def walk(parser, command):
+        for action in parser._actions:  # argparse has no public walk of its options
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{command} {name}")
+            elif action.option_strings or action.dest not in ("help",):
+                out.append((command, action))
+    walk(build_parser(), "hermes")
+    return out
+
+
+import argparse  # noqa: E402  (used by the walk above and the tests below)
+
+OPTIONS = _number_options()
+NUMBER_OPTIONS = [(c, a) for c, a in OPTIONS if hasattr(a.type, "describe")]
+
+
+def test_no_option_parses_numbers_without_the_rule():
+    """A number option of any command is parsed by one of hermes.cli.parser's types (never int or float)."""
+    raw = [f"{c} {'/'.join(a.option_strings) or a.dest}" for c, a in OPTIONS if a.type in (int, float)]
+    assert not raw, f"options parsed by int/float, outside the rule for numbers: {raw}"
+    assert {("hermes replay", "--beta"), ("hermes replay", "--capacities"), ("hermes gossip", "--threshold"),
+            ("hermes flow", "--tol"), ("hermes run", "--timeout"), ("hermes compare", "--timeout"),
+            ("hermes plot", "--zoom")} <= {(c, a.option_strings[0]) for c, a in NUMBER_OPTIONS}
+
+
+@pytest.mark.parametrize("command, action", NUMBER_OPTIONS,
+                         ids=[f"{c[7:]} {a.option_strings[0]}".strip() for c, a in NUMBER_OPTIONS])
+def test_every_number_option_obeys_the_rule_and_shows_its_range(command, action):
+    kind = action.type
+    assert kind.describe() in action.help.replace("\n", " "), f"{command} {action.option_strings}: --help hides range"
+    if action.default is not None:
+        kind(str(action.default))  # the default is in the range
+    bad = ["5e-324", "-5e-324", "1e-200", "1e308", "-1e308", "nan", "inf", "-inf"]
+    if hasattr(kind, "range"):  # Number, Numbers
+        if kind.range.lo >= 0:
+            bad.append("-1")
+    elif hasattr(kind, "lo"):  # Integer
+        bad = ["1.5", "1e3", "nan", "inf", "0x10", str(kind.hi + 1)] + (["-1"] if kind.lo >= 0 else [])
+    else:  # Box: a corner of the zoom box
+        bad = [f"0,0,{b},1" for b in bad]
+    for text in bad:
+        with pytest.raises(argparse.ArgumentTypeError):
+            kind(text)
+
+
+# -- issue 38: parsers that answer in one line with the file, the line and the column ----------------------------
+@pytest.mark.parametrize("text, where, words", [
+    ("a: 1\nb: x\x00y\n", "line 2, column 5", "the control character U+0000 (NUL)"),
+    ("a: \x07\n", "line 1, column 4", "the control character U+0007 (BEL)"),
+    ("\x1b: 1\n", "line 1, column 1", "the control character U+001B (ESC)"),
+    ("a: [1,\n  2, \x7f]\n", "line 2, column 6", "the control character U+007F (DEL)"),
+    ("a: \x9b\n", "line 1, column 4", "the control character U+009B"),
+    ("a: \ufffe\n", "line 1, column 4", "the noncharacter U+FFFE"),
+    ("a: \uffff\n", "line 1, column 4", "the noncharacter U+FFFF"),
+    ("a: 1\n  \ufeffb: 2\n", "line 2, column 3", "a byte order mark (U+FEFF) after the start of the text"),
+    ("a: x\udcffy\n", "line 1, column 5", "the byte 0xff, which is not UTF-8,"),
+    ("a: x\ud800y\n", "line 1, column 5", "a lone surrogate U+D800"),
+    ('a: "\\udfff"\n', "line 1, column 4", "the escape of a lone surrogate U+DFFF is not a character"),
+    ("a: [1, 2\nb: 3\n", "line 2, column 2", "not valid YAML"),
+])
+def test_yaml_characters_are_one_line_with_line_and_column(text, where, words):
+    from hermes.errors import ScenarioError
+    from hermes.loaders import parse_yaml
+
+    with pytest.raises(ScenarioError) as err:
+        parse_yaml(text, "doc.yaml")
+    msg = str(err.value)
+    assert msg.startswith("doc.yaml: ") and words in msg and where in msg and "\n" not in msg, msg
+
+
+def test_a_byte_order_mark_first_is_read_and_text_files_refuse_control_characters(tmp_path):
+    from hermes.errors import ScenarioError
+    from hermes.loaders import load_json, load_yaml, parse_json, read_text
+
+    (tmp_path / "bom.yaml").write_text("\ufeffa: 1\n", encoding="utf-8")
+    assert load_yaml(tmp_path / "bom.yaml") == {"a": 1}
+    (tmp_path / "bom.json").write_bytes(b'\xef\xbb\xbf{"a": 1}')
+    assert load_json(tmp_path / "bom.json") == {"a": 1}
+    (tmp_path / "t.csv").write_text("a,b\n1,\x0c2\n")
+    with pytest.raises(ScenarioError, match=r"t\.csv: the control character U\+000C \(FF\) at line 2, column 3 is"):
+        read_text(tmp_path / "t.csv", str(tmp_path / "t.csv"))
+    (tmp_path / "x.yaml").write_bytes(b"a: 1\nb: \xc3\x28\n")
+    with pytest.raises(ScenarioError, match=r"x\.yaml is not UTF-8 text \(line 2, column 4: the byte 0xc3\)"):
+        load_yaml(tmp_path / "x.yaml")
+    with pytest.raises(ScenarioError, match=r"^j: not JSON \(the control character U\+0007 \(BEL\), line 2, column 5\)$"):
+        parse_json('{"a":\n  "x\x07"}', "j")
+    with pytest.raises(ScenarioError, match=r"^j: not UTF-8 text \(line 1, column 7: the byte 0xff\)$"):
+        parse_json(b'{"a": \xff}', "j")
+    with pytest.raises(ScenarioError, match=r"^j: not JSON \(Expecting ',' delimiter, line 3, column 1\)$"):
+        parse_json('{"a": [1,\n2\n}', "j")
+
+
+def test_option_ranges_follow_their_modules():
+    """The parser's copies of the ranges equal the constants of the modules that check the same values from Python
+    (the parser imports none of them, so that parsing a command line stays cheap)."""
+    from hermes.balance.gossip.grapevine_serial import MAX_GOSSIP_ITERATIONS
+    from hermes.cli import parser
+    from hermes.compare import MAX_JOBS, MAX_TIMEOUT
+    from hermes.data.meshinfo import MAX_GENERATED_CELLS
+    from hermes.lab.specs import SPREAD_MAX
+    from hermes.sections import BalancerSpec, LBDatafileSpec, RunSpec
+    from hermes.viz.partition import DPI_RANGE
+
+    def bound(model, key, kind):
+        schema = model.model_json_schema()["properties"][key]
+        return _lowest(schema) if kind == "low" else max(n["maximum"] for n in schema.get("anyOf", [schema])
+                                                         if "maximum" in n)
+
+    assert (parser.MAX_JOBS, parser.MAX_TIMEOUT, parser.DPI_RANGE, parser.MAX_GENERATED_CELLS,
+            parser.MAX_GOSSIP_ITERATIONS, parser.SPREAD_MAX) == (MAX_JOBS, MAX_TIMEOUT, DPI_RANGE, MAX_GENERATED_CELLS,
+                                                                 MAX_GOSSIP_ITERATIONS, SPREAD_MAX)
+    assert parser.MAX_CELLS_PER_BLOCK == bound(LBDatafileSpec, "cells_per_block", "high")
+    assert parser.MAX_ROUNDS == bound(BalancerSpec, "rounds", "high")
+    assert parser.MAX_TRIGGER == bound(BalancerSpec, "trigger", "high")
+    assert parser.MAX_TIMEOUT == bound(RunSpec, "timeout", "high")
 
 
 # -- traces beyond what hermes reads (issue 38, class 3) -----------------------------------------------------------

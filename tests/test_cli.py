@@ -99,10 +99,11 @@ def test_launcher_flags(monkeypatch):
 @pytest.mark.parametrize("args, message", [
     (["--graph", "path:4", "--capacities", "1,0,1,1", "--algorithm", "pcg"], "must be positive"),
     (["--graph", "path:4", "--weights", "1,-1,1", "--algorithm", "gda0"], "must be positive"),
-    (["--graph", "path:6", "--algorithm", "sos", "--param", "omega=2.5"], "balancer.omega: must be less than 2, got 2.5"),
+    (["--graph", "path:6", "--algorithm", "sos", "--param", "omega=2.5"],
+     "balancer.omega: must be less than or equal to 1.99, got 2.5"),
     (["--graph", "path:6", "--algorithm", "magic"], "unknown algorithm 'magic'; valid: "),
     (["--graph", "DISC", "--algorithm", "pcg"], "disconnected"),
-    (["--graph", "ring:5", "--algorithm", "gda0", "--tol", "3"], "balancer.tolerance"),
+    (["--graph", "ring:5", "--algorithm", "gda0", "--tol", "3"], "argument --tol: must be a number in [0, 1)"),
 ])
 @pytest.mark.slow
 def test_flow_lab_bad_parameters(tmp_path, args, message):

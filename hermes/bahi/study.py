@@ -75,6 +75,11 @@ NonNeg = Annotated[float, Field(ge=0, le=BIG)]
 #: the boundary values: u²v appears in the reaction term, so |u|, |v| ≤ 1e30 keeps it within BIG
 Value = Annotated[float, Field(ge=-1e30, le=1e30)]
 Count = Annotated[int, Field(ge=1, le=MAX_ITERATIONS)]
+#: a tolerance on the solution (of order 1 with the shipped boundary values): at least 1e-15, about 10 machine
+#: epsilons — a smaller one cannot be met in double precision, and Newton (max_newton) or the iteration
+#: (max_iterations) would run to their limits on every point of every window
+MIN_TOL = 1e-15
+Tol = Annotated[float, Field(ge=MIN_TOL, le=BIG)]
 
 
 
@@ -87,7 +92,7 @@ class ProblemSpec(Strict):
     dt: Pos = 0.05
     u_boundary: Value = 1.0
     v_boundary: Value = 3.0
-    newton_tol: Annotated[float, Field(gt=0, le=1)] = 1.0e-10
+    newton_tol: Annotated[float, Field(ge=MIN_TOL, le=1)] = 1.0e-10
     max_newton: Annotated[int, Field(ge=1, le=1000)] = 30
 
     @model_validator(mode="after")
@@ -101,8 +106,8 @@ class ProblemSpec(Strict):
 class SolverSpec(Strict):
     """The parallel iteration (:mod:`hermes.bahi.brusselator`)."""
 
-    accuracy: Pos = 7.0e-4
-    residual: Pos | Literal["auto"] = "auto"
+    accuracy: Tol = 7.0e-4
+    residual: Tol | Literal["auto"] = "auto"
     contraction: Annotated[float, Field(gt=0, lt=1)] | Literal["auto"] = "auto"
     window: Annotated[int, Field(ge=1, le=MAX_STEPS)] | Literal["all"] = "all"
     overlap: Annotated[int, Field(ge=0, le=MAX_POINTS)] | Literal["auto"] = "auto"
@@ -290,6 +295,10 @@ def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
         tol = residual_threshold(sv.accuracy, len(window_steps(problem.n_steps, window)), rho)
     else:
         tol = float(sv.residual)
+    if tol < MIN_TOL:  # a contraction near 1 over many windows: a threshold no sweep can meet (spec validation)
+        raise ScenarioError(f"solver.accuracy, solver.contraction: the window residual threshold derived from them is "
+                            f"{tol:.3g}, below {MIN_TOL:g}, which double precision cannot meet (give solver.residual "
+                            f"or a smaller solver.contraction)")
     # IterConfig.accuracy is the iteration's residual threshold (what the detection compares with)
     cfg = IterConfig(problem, overlap, window, tol, balance, sv.max_iterations, sv.persistence, sv.form)
     pl, p = spec.platform, spec.processors

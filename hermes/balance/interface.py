@@ -45,15 +45,17 @@ from typing import Annotated, Any, get_args
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema,
+                      field_validator)
 
 from hermes.balance.model import Model, edge_values
 from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED
 from hermes.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
+from hermes.strict import number_rule
 
 __all__ = ["BalanceContext", "Decision", "Params", "NoParams", "BalancerInfo", "flow_from_local", "flow_balancer",
-           "Number", "Integer", "Tolerance", "Count", "OptionalCount", "Seed", "Fraction", "NonNegative", "Positive",
+           "Number", "Integer", "Tolerance", "StopTolerance", "MIN_TOLERANCE", "Count", "OptionalCount", "Seed", "Fraction", "NonNegative", "Positive",
            "Flag", "number_type", "integer_type", "BIG", "MAX_PROCESSORS", "MAX_ITERATIONS", "MAX_SEED",
            "describe_params", "serial_kwargs"]
 
@@ -106,8 +108,24 @@ def integer_type(*, ge: int = -MAX_ITERATIONS, le: int = MAX_ITERATIONS) -> Any:
 
 #: a finite float (not a bool) of magnitude at most BIG
 Number = number_type()
-#: a relative convergence tolerance in [1e-15, 1): below ~10 ε no iteration in double precision can meet it
-Tolerance = number_type(ge=1e-15, lt=1)
+#: the smallest relative tolerance an iteration may be given: below about 10 machine epsilons (ε = 2.2e-16) no
+#: iteration in double precision can meet it, and it would run to its iteration limit
+MIN_TOLERANCE = 1e-15
+#: a relative convergence tolerance in [1e-15, 1)
+Tolerance = number_type(ge=MIN_TOLERANCE, lt=1)
+
+
+def _zero_or_tolerance(v: float) -> float:
+    if 0 < v < MIN_TOLERANCE:
+        raise ValueError(f"must be 0 (no early stop: the iteration limit decides) or at least {MIN_TOLERANCE:g} "
+                         f"(below about 10 machine epsilons no iteration can meet it), got {v!r}")
+    return v
+
+
+#: a stopping tolerance: 0 (the iteration limit decides: a fixed number of sweeps) or a :data:`Tolerance`
+StopTolerance = Annotated[float, Field(ge=0, lt=1), BeforeValidator(_no_bool), AfterValidator(_zero_or_tolerance),
+                          WithJsonSchema({"anyOf": [{"const": 0}, {"type": "number", "minimum": MIN_TOLERANCE,
+                                                                   "exclusiveMaximum": 1}]})]
 #: an integer (not a bool, not a float) of magnitude at most MAX_ITERATIONS (declare wider ones with
 #: :func:`integer_type`)
 Integer = integer_type()
@@ -136,6 +154,13 @@ class Params(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _number_rule(cls, value: Any) -> Any:
+        """Every float of every field — a plug-in's too — within hermes' rule for numbers (finite, 0 or of
+        magnitude 1e-100 to 1e100: :func:`hermes.strict.number_rule`), whatever range the field declares."""
+        return number_rule(value)
 
     @classmethod
     def of(cls, raw: dict[str, Any] | None = None, /, **values: Any):

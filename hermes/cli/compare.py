@@ -134,6 +134,9 @@ def cmd_replay(args) -> int:
                 raise BalancerError(f"--param {key}: expected ALGORITHM.KEY=VALUE with ALGORITHM one of --algorithm "
                                     f"({', '.join(algorithms)})")
             params.setdefault(algo, {})[name] = value
+        from hermes.trace.replay import check_params
+
+        check_params(algorithms, params)  # before the trace is read: bad parameters are one line and nothing else
         caps = None
         if args.capacities != "homo":
             try:

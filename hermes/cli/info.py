@@ -1,23 +1,30 @@
-"""``hermes scenario`` (the resolved scenario), ``hermes balancers`` (the registry and its parameter reference,
-docs/PARAMETERS.md) and ``hermes mesh`` (describe a mesh file, generate a CFD mesh)."""
+"""``hermes scenario`` (the resolved scenario, a mesh scenario or a Brusselator spec), ``hermes balancers`` (the
+registry and the reference of every parameter and number option, docs/PARAMETERS.md) and ``hermes mesh`` (describe a mesh file, generate a CFD mesh)."""
 
 from __future__ import annotations
 
+from hermes.bounds import BIG, TINY, shown
 from hermes.cli.common import error
 
 __all__ = ["cmd_scenario", "cmd_balancers", "format_balancers", "markdown_balancers", "cmd_mesh"]
 
 
 def cmd_scenario(args) -> int:
+    from hermes.bahi import is_spec_file
     from hermes.cli.run_mesh import scenario_of
     from hermes.errors import HermesError
     from hermes.loaders import dump_yaml
 
     try:
-        sc = scenario_of(args)
+        if args.scenario and is_spec_file(args.scenario):  # a Brusselator spec: validated as hermes run would
+            from hermes.bahi.study import load_spec
+
+            doc = load_spec(args.scenario, args.overrides).model_dump(mode="json")
+        else:
+            doc = scenario_of(args).to_dict()
     except HermesError as err:
         return error(str(err))
-    print(dump_yaml(sc.to_dict(), sort_keys=False), end="")
+    print(dump_yaml(doc, sort_keys=False), end="")
     return 0
 
 
@@ -52,27 +59,141 @@ def format_balancers(balancers: dict, *, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _schema_values(prop: dict) -> str:
-    """A parameter's type and bounds in words, from its JSON schema."""
+def _schema_values(prop: dict, defs: dict | None = None) -> str:
+    """A parameter's type and bounds in words, from its JSON schema (``defs``: the schema's ``$defs``)."""
+    if "$ref" in prop:
+        return "a section (below)"
     if "anyOf" in prop:
-        return " or ".join(_schema_values(p) for p in prop["anyOf"])
+        return " or ".join(_schema_values(p, defs) for p in prop["anyOf"])
     if "enum" in prop:
         return " \\| ".join(f"`{v}`" for v in prop["enum"])
     if "const" in prop:
         return f"`{prop['const']}`"
+    if prop.get("type") == "array":
+        if "prefixItems" in prop:
+            items = [_schema_values(p, defs) for p in prop["prefixItems"]]
+            return f"{len(items)} × {items[0]}" if len(set(items)) == 1 else "(" + ", ".join(items) + ")"
+        return f"list of {_schema_values(prop.get('items', {}), defs)}"
     kind = {"number": "number", "integer": "integer", "boolean": "true \\| false", "string": "string",
-            "null": "null"}.get(prop.get("type", ""), prop.get("type", "any"))
+            "null": "null", "object": "mapping"}.get(prop.get("type", ""), prop.get("type", "any"))
     names = (("minimum", "≥"), ("ge", "≥"), ("exclusiveMinimum", ">"), ("gt", ">"), ("maximum", "≤"), ("le", "≤"),
              ("exclusiveMaximum", "<"), ("lt", "<"))
-    bounds = [f"{sym} {prop[k]}" for k, sym in names if k in prop]
+    bounds = [f"{sym} {shown(prop[k])}" for k, sym in names if k in prop]
     return kind + (" " + ", ".join(bounds) if bounds else "")
 
 
+def _submodel(annotation):
+    """The model a field holds (alone, optional, or as the items of a list) and whether in a list; (None, False)
+    for a plain value."""
+    import typing
+
+    from pydantic import BaseModel
+
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    if typing.get_origin(annotation) is list and args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+        return args[0], True
+    if len(args) == 1 and typing.get_origin(annotation) is not list:
+        return _submodel(args[0])
+    return None, False
+
+
+def _model_rows(model, prefix: str = "") -> list[str]:
+    """Table rows (key path, default, values, description) of a model's fields, its sections expanded (the items
+    of a list of sections as ``key.N.field``)."""
+    props = model.model_json_schema()["properties"]
+    rows, sections = [], []
+    for key, field in model.model_fields.items():
+        if field.exclude:
+            continue
+        sub, listed = _submodel(field.annotation)
+        if sub is not None:
+            sections.append((f"{prefix}{key}{'.N' if listed else ''}", sub))
+            continue
+        if field.default_factory is not None:
+            default = f"`{field.default_factory()!r}`"
+        else:
+            default = "required" if field.is_required() else f"`{field.default!r}`"
+        desc = (field.description or "").replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| `{prefix}{key}` | {default} | {_schema_values(props[key])} | {desc} |")
+    for path, sub in sections:
+        rows += _model_rows(sub, f"{path}.")
+    return rows
+
+
+def _option_rows(parser, command: str = "hermes") -> list[str]:
+    """Table rows (command, option, default, range) of every number option of the parser and its commands."""
+    import argparse
+
+    rows = []
+    for action in parser._actions:  # argparse offers no public walk of its options
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                rows += _option_rows(sub, f"{command} {name}")
+        elif hasattr(action.type, "describe"):
+            option = "/".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest}`"
+            rng = action.type.describe().replace("|", "\\|")
+            rows.append(f"| `{command}` | {option} | `{action.default!r}` | {rng} |")
+    return rows
+
+
 def markdown_balancers(balancers: dict) -> str:
-    """docs/PARAMETERS.md: every balancer's parameters from its parameter model (a test keeps them equal)."""
-    out = ["# Balancer parameters", "",
-           "Generated by `hermes balancers --markdown` from each balancer's parameter model (the same model checks",
-           "the scenario's `balancer:` section and `--set balancer.<name>.<key>=...`). Set them per algorithm:",
+    """docs/PARAMETERS.md: the rule for numbers, every number option of the command line (from the parser), every
+    key of a scenario, a Brusselator spec and a task file (from their models) and every balancer's parameters
+    (from its parameter model); a test keeps the file equal to this."""
+    from hermes.bahi.study import BrusselatorSpec
+    from hermes.cli.parser import build_parser
+    from hermes.extraload.tasks import TaskFile
+    from hermes.scenario import Scenario
+    from hermes.sections import PlatformProfile
+
+    out = ["# Parameters and their ranges", "",
+           "Generated by `hermes balancers --markdown` from the models that check them (the command line's parser,",
+           "the scenario's sections, the Brusselator spec, the task files, each balancer's parameter model): what",
+           "this page says is what hermes accepts.", "",
+           "## Numbers", "",
+           f"Every number a user gives — a scenario key, an experiment's value, a task file, a Brusselator spec, a",
+           f"platform profile, a balancer parameter, a command-line option, a number in a list or a file — is",
+           f"finite and is either 0 or of magnitude {shown(TINY)} to {shown(BIG)} (`hermes.bounds`): no NaN, no",
+           "infinity, no subnormal (5e-324), nothing whose square or product by another such number leaves the",
+           "floats. Each key or option then has its own range, listed below, narrower where the model needs it:",
+           "",
+           "- a tolerance is at least 1e-15 (about 10 machine epsilons; below, no iteration can meet it and it would",
+           "  run to its limit), or 0 where 0 means \"run to the iteration limit\" (the diffusion family, fos);",
+           "- a relaxation factor stays where its iteration progresses: SOS' ω in [0.01, 1.99] (near 0 the sweeps",
+           "  grow as 2/ω times those of first-order diffusion, near 2 as 2 ln(1/τ)/(2 − ω) on any graph), the implicit",
+           "  step α ≥ 0.01 (an outer step contracts the slowest mode by 1/(1 + α μ₂)), ε of M¹(ε) ≤ 1000 (the rates",
+           "  are divided by (δ + ε)/δ with link weights ≤ 1);",
+           "- weights whose products the run forms are bounded together: the scenario's products (weights after the",
+           "  adaptation, load, computing and communication time) within 1e±100 (`hermes/scenario.py`, \"Bounds\");",
+           "  replay's work α·load + β·bytes + γ + δ·shared at most 1e300 summed over the ranks;",
+           "- relative values (capacities, priorities) span at most 1e12.",
+           "",
+           "A number out of its range is one line naming the key or the option, exit 2, before any work (before",
+           "`mpiexec`): `hermes: error: balancer.sos.omega: must be greater than or equal to 0.01, got 5e-324`,",
+           "`hermes: error: replay: argument --beta: must be a number in [0, 1e+100] (0 or at least 1e-100), got",
+           "1e+308`.", "",
+           "## Command-line options", "",
+           "| command | option | default | range |", "|---|---|---|---|",
+           *_option_rows(build_parser()), "",
+           "`--set KEY=VALUE` (run, scenario, compare) and `--param` (flow, replay) take the ranges of the keys below.",
+           "",
+           "## Scenario keys", "",
+           "| key | default | values | description |", "|---|---|---|---|",
+           *_model_rows(Scenario), "",
+           "## Platform profiles (`platform.profile`)", "",
+           "| key | default | values | description |", "|---|---|---|---|",
+           *_model_rows(PlatformProfile), "",
+           "## Task files (`extraload.tasks`)", "",
+           "| key | default | values | description |", "|---|---|---|---|",
+           *_model_rows(TaskFile), "",
+           "## Brusselator specs (`application.kernel: brusselator`)", "",
+           "| key | default | values | description |", "|---|---|---|---|",
+           *_model_rows(BrusselatorSpec), "",
+           "## Balancer parameters", "",
+           "Set them per algorithm (the same model checks the scenario's `balancer:` section and `--set",
+           "balancer.<name>.<key>=...`):",
            "", "```yaml", "balancer:", "  algorithm: pcg", "  pcg: {tolerance: 1.0e-10}", "  metis: {targets: equal}",
            "```", "",
            "A balancer of your own (docs/BALANCERS.md) has its section under the name `balancer.algorithm` gives it,",
@@ -81,7 +202,7 @@ def markdown_balancers(balancers: dict) -> str:
            "`balancer:` (`--set balancer.steps=40`). A section under the class name alone is refused with what to write.",
            ""]
     for name, info in sorted(balancers.items()):
-        out += [f"## `{name}`", "", info.doc, ""]
+        out += [f"### `{name}`", "", info.doc, ""]
         fields = info.params.model_fields
         if not fields:
             out += ["No parameters.", ""]

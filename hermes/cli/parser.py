@@ -1,19 +1,165 @@
-"""The ``hermes`` argument parser: every command and option, errors as one line (:class:`UsageError`)."""
+"""The ``hermes`` argument parser: every command and option, errors as one line (:class:`UsageError`).
+
+Every option that takes a number is parsed by one of the types below — :class:`Number` (a float), :class:`Integer`,
+:class:`Numbers` (a comma list of floats or a keyword), :class:`Box` (``--zoom``'s corners) — built on
+:class:`hermes.bounds.NumberRange`: hermes' rule for numbers (finite, 0 or of magnitude 1e-100 to 1e100: no NaN,
+no infinity, no subnormal) and the option's own documented range, which ``--help`` shows after the option's text
+and docs/PARAMETERS.md lists ("Command-line options"). A number out of range is one line, exit 2, before the
+command does anything: ``hermes replay: argument --beta: must be a number in [0, 1e+100], got 1e+308``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 
-__all__ = ["UsageError", "build_parser"]
+from hermes.bounds import BIG, MAX_PROCESSORS, MAX_SEED, TINY, NumberRange, number_problem, shown
+
+__all__ = ["UsageError", "build_parser", "Number", "Integer", "Numbers", "Box"]
 
 
 class UsageError(Exception):
     """A command line argparse cannot parse (reported in one line, exit 2)."""
 
 
+#: the ranges of the options, from the modules that check the same values given from Python (kept equal by
+#: tests/test_bad_input.py, test_option_ranges_follow_their_modules: this module imports none of them, so that
+#: parsing a command line stays cheap): hermes.compare.MAX_JOBS and MAX_TIMEOUT, hermes.viz.partition.DPI_RANGE,
+#: hermes.data.meshinfo.MAX_GENERATED_CELLS, hermes.balance.gossip.grapevine_serial.MAX_GOSSIP_ITERATIONS,
+#: hermes.lab.specs.SPREAD_MAX, hermes.sections.LBDatafileSpec.cells_per_block, BalancerSpec.rounds and .trigger,
+#: RunSpec.timeout, hermes.viz.zoom.parse_zoom's keywords
+MAX_JOBS = 1024
+MAX_TIMEOUT = 1e7
+DPI_RANGE = (10, 1200)
+MAX_GENERATED_CELLS = 20_000_000
+MAX_GOSSIP_ITERATIONS = 10_000
+SPREAD_MAX = 1e12
+MAX_CELLS_PER_BLOCK = 10**9
+MAX_ROUNDS = 1000
+MAX_TRIGGER = 1e6
+ZOOM_WORDS = ("auto", "none", "off", "full", "")
+#: objects of ``hermes gossip``: an int64 with room (the lab refuses what this machine's memory cannot hold)
+MAX_OBJECTS = 10**15
+
+
+class Number:
+    """The argparse type of an option that takes one float: within hermes' rule for numbers and ``lo``..``hi``
+    (an end excluded when ``lo_open`` / ``hi_open``); anything else is argparse's one-line error."""
+
+    def __init__(self, lo: float = -BIG, hi: float = BIG, *, lo_open: bool = False, hi_open: bool = False):
+        self.range = NumberRange(lo, hi, lo_open, hi_open)
+
+    def __call__(self, text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number in {self.range}, got {text[:40]!r}") from None
+        if self.range.problem(x) is not None:
+            raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {shown(x)}")
+        return x
+
+    def describe(self) -> str:
+        """The range as ``--help`` and docs/PARAMETERS.md show it."""
+        return self.range.describe()
+
+
+class Integer:
+    """The argparse type of an option that takes an integer in ``lo``..``hi``: digits only (``1e9`` and ``2.0``
+    are no integers), at most 18 of them."""
+
+    def __init__(self, lo: int, hi: int):
+        self.lo, self.hi = lo, hi
+
+    def __call__(self, text: str) -> int:
+        if not re.fullmatch(r"\s*[-+]?\d{1,18}\s*", text):
+            raise argparse.ArgumentTypeError(f"must be an integer in {self.lo}..{self.hi}, got {text[:40]!r}")
+        n = int(text)
+        if n < self.lo:
+            raise argparse.ArgumentTypeError(f"must be at least {self.lo}, got {n}")
+        if n > self.hi:
+            raise argparse.ArgumentTypeError(f"must be at most {self.hi}, got {n}")
+        return n
+
+    def describe(self) -> str:
+        return f"an integer in {self.lo}..{self.hi}"
+
+
+class Numbers:
+    """The argparse type of an option that takes a comma list of floats, each in ``range`` (or one of
+    ``keywords``), whose largest is at most ``spread`` times its smallest nonzero magnitude; returns the text as
+    given (the command parses it again)."""
+
+    def __init__(self, lo: float = -BIG, hi: float = BIG, *, lo_open: bool = False, hi_open: bool = False,
+                 keywords: tuple[str, ...] = (), spread: float | None = None):
+        self.range = NumberRange(lo, hi, lo_open, hi_open)
+        self.keywords, self.spread = keywords, spread
+
+    def __call__(self, text: str) -> str:
+        if text.strip().lower() in self.keywords:
+            return text
+        words = " or ".join(self.keywords)
+        values = []
+        for k, item in enumerate(text.split(",")):
+            try:
+                x = float(item)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected {words + ' or ' if words else ''}comma-separated numbers, "
+                                                 f"got {text[:40]!r}") from None
+            if self.range.problem(x) is not None:
+                raise argparse.ArgumentTypeError(f"value {k} must be {self.range.describe()}, got {shown(x)}")
+            values.append(abs(x))
+        nonzero = [v for v in values if v > 0]
+        if self.spread is not None and nonzero and max(nonzero) > self.spread * min(nonzero):
+            raise argparse.ArgumentTypeError(f"the values span {max(nonzero) / min(nonzero):.3g}, more than "
+                                             f"{shown(self.spread)}")
+        return text
+
+    def describe(self) -> str:
+        words = "".join(f"{w} or " for w in self.keywords)
+        span = f"; the largest at most {shown(self.spread)} times the smallest" if self.spread else ""
+        return f"{words}a comma list, each {self.range.describe()}{span}"
+
+
+class Box:
+    """``--zoom``: a keyword, or ``x0,y0,x1,y1`` with every corner within hermes' rule for numbers (its magnitude
+    at most 1e100); the text as given (the command parses it again and checks the box is not empty)."""
+
+    def __init__(self, keywords: tuple[str, ...]):
+        self.keywords = keywords
+
+    def __call__(self, text: str) -> str:
+        if text.strip().lower() in self.keywords:
+            return text
+        for item in text.split(","):
+            try:
+                problem = number_problem(float(item))
+            except ValueError:
+                continue  # the command says what a box is
+            if problem is not None:
+                raise argparse.ArgumentTypeError(f"a corner {problem}")
+        return text
+
+    def describe(self) -> str:
+        return f"{' | '.join(self.keywords[:2])} or 4 numbers, each 0 or of magnitude {shown(TINY)} to {shown(BIG)}"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with its errors as one line (``hermes: error: ...``) instead of a usage block, so that every bad
-    input — options included — is one line and exit 2."""
+    input — options included — is one line and exit 2; an option whose type is one of the number types above
+    has its range added to its ``--help`` text."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # argparse takes "-5e-324" or "-inf" for an option (its matcher knows only -1 and -1.5): a number that
+        # starts with '-' is an option's value, so that the number's own range refuses it in words
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$",
+                                                   re.IGNORECASE)
+
+    def add_argument(self, *args, **kwargs):
+        kind = kwargs.get("type")
+        if hasattr(kind, "describe") and kwargs.get("help") not in (None, argparse.SUPPRESS):
+            kwargs["help"] = f"{kwargs['help']} [{kind.describe()}]"
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message: str):
         name = self.prog.removeprefix("hermes").strip()
@@ -39,10 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace an unfinished hermes run in --out (one that could be resumed)")
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its last checkpoint (output.checkpoint_every)")
-    r.add_argument("--timeout", metavar="SECONDS",
+    r.add_argument("--timeout", metavar="SECONDS", type=Number(0, MAX_TIMEOUT, lo_open=True),
                    help="end the job if a phase (or the set-up) takes longer (a rank stopped or hung); "
                    "overrides run.timeout")
-    r.add_argument("--processes", type=int, metavar="N",
+    r.add_argument("--processes", type=Integer(1, MAX_PROCESSORS), metavar="N",
                    help="MPI processes hosting the processors (default: one per processor up to this machine's "
                    "cores, one fewer for a refined run's drawing worker, the processors shared evenly); "
                    "overrides run.processes")
@@ -63,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "phases.png are never overwritten")
     pl.add_argument("--phase", dest="phases", action="append", default=None, metavar="K",
                     help="draw only the partition after phase K (0: the initial one; repeatable or K1,K2,...)")
-    pl.add_argument("--zoom", default="auto", metavar="auto|none|x0,y0,x1,y1",
+    pl.add_argument("--zoom", default="auto", metavar="auto|none|x0,y0,x1,y1", type=Box(ZOOM_WORDS),
                     help="the window shown: auto (default: where every rank is legible; the whole domain on a "
                     "uniform mesh), none (the whole domain) or a box in mesh coordinates (negative corners "
                     "too: --zoom -1.5,-0.5,2,0.5)")
@@ -71,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="extra panels, comma-separated: weights (unit weights, or refinement levels when "
                     "recorded, beside the partition), loads (per-rank load against the fair load, under it); "
                     "'none' for the partition alone (default: weights,loads)")
-    pl.add_argument("--dpi", type=int, default=150, help="resolution of the PNGs (default 150)")
+    pl.add_argument("--dpi", type=Integer(*DPI_RANGE), default=150, help="resolution of the PNGs (default 150)")
 
     cm = sub.add_parser("compare", help="run an experiment (a base scenario and axes swept over it) and write "
                         "results.csv, phases.csv, table.md, plots and report.html")
@@ -88,12 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "runs/<experiment name>); complete runs "
                     "found there are skipped")
     cm.add_argument("--name", help="the experiment's name (default: the file's stem)")
-    cm.add_argument("--jobs", type=int, default=1, metavar="N",
+    cm.add_argument("--jobs", type=Integer(1, MAX_JOBS), default=1, metavar="N",
                     help="run up to N runs at once while their ranks fit the cores (default 1)")
     cm.add_argument("--oversubscribe", action="store_true",
                     help="start --jobs runs whatever their ranks (virtual-clock results are unchanged; "
                     "wall-clock timings become unreliable)")
-    cm.add_argument("--timeout", type=float, metavar="SECONDS", help="kill a run after this many wall seconds")
+    cm.add_argument("--timeout", type=Number(0, MAX_TIMEOUT, lo_open=True), metavar="SECONDS", help="kill a run after this many wall seconds")
     cm.add_argument("--report", metavar="DIR", dest="report_dir",
                     help="only re-render results, table, plots and report.html of the experiment in DIR")
     cm.add_argument("--no-report", action="store_true", help="write results.csv, phases.csv and table.md only "
@@ -120,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--weights", default="1", help="1 | kmod4 | ijmod3 | list | file")
     fl.add_argument("--loads", default="random:0", help="one | eq | high | half | random:SEED | list | file")
     fl.add_argument("--algorithm", required=True, help="a balancer name (hermes balancers)")
-    fl.add_argument("--tol", type=float, help="convergence tolerance (the balancer's 'tolerance')")
+    fl.add_argument("--tol", type=Number(0, 1, hi_open=True), help="convergence tolerance (the balancer's 'tolerance')")
     fl.add_argument("--param", dest="params", action="append", default=[], metavar="KEY=VALUE",
                     help="another balancer parameter (repeatable)")
     fl.add_argument("--json", action="store_true", help="print one JSON object")
@@ -135,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     mg = msub.add_parser("generate", help="write a generated CFD mesh (grid, stufe, lshape, airfoil, 3elt, cylinder, "
                          "large)")
     mg.add_argument("name", help="generator name")
-    mg.add_argument("--size", type=int, help="approximate number of cells (default: the shipped mesh's size)")
+    mg.add_argument("--size", type=Integer(1, MAX_GENERATED_CELLS), help="approximate number of cells (default: the shipped mesh's size)")
     mg.add_argument("--out", required=True, help="output file; the suffix picks the format (.vtu, .msh, ...)")
 
     fb = sub.add_parser("flow-bench", help="regenerate the published iteration/time figures (CSV + PNG)")
@@ -146,21 +292,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "messages at its costs (polynomial, table10.1)")
 
     gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
-    gp.add_argument("--ranks", type=int, required=True, help="number of ranks |P|")
-    gp.add_argument("--objects", type=int, required=True, help="number of objects |O| (the units of load)")
-    gp.add_argument("--mapped-ranks", type=int, help="objects start on the first M ranks (default: all)")
+    gp.add_argument("--ranks", type=Integer(1, MAX_PROCESSORS), required=True, help="number of ranks |P|")
+    gp.add_argument("--objects", type=Integer(0, MAX_OBJECTS), required=True, help="number of objects |O| (the units of load)")
+    gp.add_argument("--mapped-ranks", type=Integer(1, MAX_PROCESSORS), help="objects start on the first M ranks (default: all)")
     gp.add_argument("--loads", default="iso", help="object loads: uniform:A,B | lognormal:A,B | iso (all 1) | "
                     "FILE | lbaf:STEM (LBAF LBDatafile JSON)")
-    gp.add_argument("--iterations", type=int, default=4, help="inform + transfer iterations i (default 4)")
-    gp.add_argument("--rounds", type=int, default=4, help="gossip rounds k of the inform stage (default 4)")
-    gp.add_argument("--fanout", type=int, default=4, help="peers f each rank informs per round (default 4)")
-    gp.add_argument("--threshold", type=float, default=1.0,
+    gp.add_argument("--iterations", type=Integer(0, MAX_GOSSIP_ITERATIONS), default=4, help="inform + transfer iterations i (default 4)")
+    gp.add_argument("--rounds", type=Integer(1, MAX_PROCESSORS), default=4, help="gossip rounds k of the inform stage (default 4)")
+    gp.add_argument("--fanout", type=Integer(1, MAX_PROCESSORS), default=4, help="peers f each rank informs per round (default 4)")
+    gp.add_argument("--threshold", type=Number(1, BIG), default=1.0,
                     help="overload threshold T relative to the average load (default 1.0)")
     gp.add_argument("--criterion", choices=["original", "modified"], default="modified",
                     help="transfer criterion: 6 (original) or 6' (modified, default)")
     gp.add_argument("--source-load", choices=["turn", "current"], default="turn",
                     help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
-    gp.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    gp.add_argument("--seed", type=Integer(0, MAX_SEED), default=0, help="random seed (default 0)")
     gp.add_argument("--json", action="store_true", help="print one JSON object")
     gp.add_argument("--write-trace", metavar="STEM", help="also write the initial and final assignments as an "
                     "LBDatafile trace STEM.<rank>.json (phases 0 and 1) for LBAF or vt-tv")
@@ -175,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     tw.add_argument("run_dir", help="a run directory with recorded partitions")
     tw.add_argument("--out", metavar="DIR", help="the trace's directory: DIR/data.<rank>.json (default "
                     "RUN_DIR/lbdatafile/); new, empty or one trace write made")
-    tw.add_argument("--cells-per-block", type=int, help="tasks are blocks of about K cells (default: cells)")
+    tw.add_argument("--cells-per-block", type=Integer(1, MAX_CELLS_PER_BLOCK), help="tasks are blocks of about K cells (default: cells)")
     tw.add_argument("--compress", action="store_true", help="brotli-compress the files")
 
     rp = sub.add_parser("replay", help="balance the phases of a real application's trace (vt LBDatafile) with any "
@@ -191,20 +337,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "pair), auto (comm if connected, else full; default)")
     rp.add_argument("--param", dest="params", action="append", default=[], metavar="ALGORITHM.KEY=VALUE",
                     help="a balancer parameter, e.g. pcg.tolerance=1e-6 or grapevine.fanout=6 (repeatable)")
-    rp.add_argument("--capacities", default="homo", help="homo (default) or one relative speed per rank, "
+    rp.add_argument("--capacities", default="homo", type=Numbers(0, BIG, lo_open=True, keywords=("homo",),
+                                                                 spread=SPREAD_MAX), help="homo (default) or one relative speed per rank, "
                     "comma-separated")
-    rp.add_argument("--alpha", type=float, default=1.0, help="work model: weight of the load (LBAF's α, default 1)")
-    rp.add_argument("--beta", type=float, default=0.0, help="work model: weight of max(sent, received) off-rank "
+    rp.add_argument("--alpha", type=Number(0, BIG, lo_open=True), default=1.0, help="work model: weight of the load (LBAF's α, default 1)")
+    rp.add_argument("--beta", type=Number(0, BIG), default=0.0, help="work model: weight of max(sent, received) off-rank "
                     "bytes (LBAF's β, default 0)")
-    rp.add_argument("--gamma", type=float, default=0.0, help="work model: constant per rank (LBAF's γ)")
-    rp.add_argument("--delta", type=float, default=0.0, help="work model: weight of the shared blocks homed "
+    rp.add_argument("--gamma", type=Number(0, BIG), default=0.0, help="work model: constant per rank (LBAF's γ)")
+    rp.add_argument("--delta", type=Number(0, BIG), default=0.0, help="work model: weight of the shared blocks homed "
                     "elsewhere (LBAF's δ)")
-    rp.add_argument("--memory-limit", type=float, help="bytes per rank (LBAF's upper_bounds.max_memory_usage): a "
+    rp.add_argument("--memory-limit", type=Number(0, BIG, lo_open=True), help="bytes per rank (LBAF's upper_bounds.max_memory_usage): a "
                     "rank above it has infinite work and is counted in memory_over")
-    rp.add_argument("--seed", type=int, default=0, help="random seed of grapevine and the partitioners (default 0)")
-    rp.add_argument("--rounds", type=int, default=3, help="flow balancers: rounds per phase, as balancer.rounds "
+    rp.add_argument("--seed", type=Integer(0, MAX_SEED), default=0, help="random seed of grapevine and the partitioners (default 0)")
+    rp.add_argument("--rounds", type=Integer(1, MAX_ROUNDS), default=3, help="flow balancers: rounds per phase, as balancer.rounds "
                     "(default 3)")
-    rp.add_argument("--trigger", type=float, default=1.0, help="flow balancers: balance only above this imbalance, "
+    rp.add_argument("--trigger", type=Number(1, MAX_TRIGGER), default=1.0, help="flow balancers: balance only above this imbalance, "
                     "as balancer.trigger (default 1.0)")
     rp.add_argument("--realisation", choices=["auto", "objects", "cells"], default="auto",
                     help="how a flow moves objects: objects (by communication affinity), cells (hermes' gain "

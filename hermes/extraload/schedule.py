@@ -33,6 +33,13 @@ def _limits() -> tuple[float, int, int]:
     return BIG, MAX_PHASES, MAX_PROCESSORS
 
 
+def _capacity_ok(v: float) -> bool:
+    """A capacity within hermes' rule for numbers: positive, 1e-100 to 1e100 (no subnormal, hermes.bounds)."""
+    from hermes.bounds import BIG, TINY
+
+    return math.isfinite(v) and TINY <= v <= BIG
+
+
 def _processor_id(text: str) -> int | None:
     """A schedule row's processor: an integer from 0, or ``P1``, ``P2``, ... (the thesis' numbering, from 1)."""
     t = text.strip()
@@ -89,8 +96,9 @@ def read_schedule_csv(path: str | Path) -> NDArray[np.float64]:
             vals = [float(x) for x in r[1:]]
         except ValueError:
             raise ScenarioError(f"{path}, line {n}: schedule values must be numbers") from None
-        if not all(math.isfinite(v) and 0 < v <= big for v in vals):
-            raise ScenarioError(f"{path}, line {n}: capacities must be positive finite numbers up to {big:g}")
+        if not all(_capacity_ok(v) for v in vals):
+            raise ScenarioError(f"{path}, line {n}: capacities must be positive finite numbers from 1e-100 up to "
+                                f"{big:g}")
         ids.append(pid)
         rows.append(vals)
     p = len(ids)
@@ -121,8 +129,8 @@ def read_capacities(path: str | Path) -> NDArray[np.float64]:
         vals = np.array(text.replace(",", " ").split(), dtype=np.float64)
     except ValueError:
         raise ScenarioError(f"{path}: capacities must be a list of numbers") from None
-    if vals.size == 0 or np.any(~np.isfinite(vals)) or np.any(vals <= 0) or np.any(vals > big):
-        raise ScenarioError(f"{path}: capacities must be positive numbers up to {big:g}")
+    if vals.size == 0 or not all(_capacity_ok(v) for v in vals.tolist()):
+        raise ScenarioError(f"{path}: capacities must be positive numbers from 1e-100 up to {big:g}")
     if vals.size > max_procs:
         raise ScenarioError(f"{path}: {vals.size} capacities, more than {max_procs} processors")
     return vals

@@ -49,6 +49,10 @@ CSV_COLUMNS = ["task", "processor", "priority", "start_phase", "start_time", "st
                "data", "work", "wait"]
 
 NonNeg = Annotated[float, Field(ge=0, le=1e15, allow_inf_nan=False)]  # bytes, work units, seconds: finite, bounded
+#: a task's (or the application's) CPU weight: the shares are ratios of priorities, so their ratio is at most 1e12
+#: (a task of weight 1e-6 beside one of 1e6 still gets 1e-12 of a processor: its times stay within the virtual
+#: clock's span, hermes.sections.MAX_TIME_SPAN)
+Priority = Annotated[float, Field(ge=1e-6, le=1e6, allow_inf_nan=False)]
 
 
 
@@ -88,7 +92,7 @@ class TaskSpec(Strict):
 
     name: str = "task"
     processor: Annotated[int, Field(ge=0, le=1_000_000)] | list[Annotated[int, Field(ge=0, le=1_000_000)]]
-    priority: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
+    priority: Priority = 1.0
     start: When = When(time=0.0)
     stop: When | None = None
     repeat: Annotated[int, Field(ge=1, le=10**12)] | Literal["forever"] = 1
@@ -349,7 +353,7 @@ class ExtraLoadSpec(Strict):
     """
 
     tasks: str | list[dict[str, Any]] = Field(description="a task file (.yaml, .yml, .csv) or a list of tasks")
-    application_priority: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
+    application_priority: Priority = 1.0
 
     def compile(self, resolve=Path, p: int | None = None) -> list[Task]:
         """The compiled tasks (``resolve`` maps the file name to a path); checked against ``p`` if given."""

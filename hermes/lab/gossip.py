@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 
 from hermes.balance.gossip.grapevine_serial import GrapevineParams, check_gossip_params, grapevine
 from hermes.errors import BalancerError
+from hermes.bounds import number_problem
 from hermes.scenario import BIG, MAX_PROCESSORS
 
 __all__ = ["iso_optimum", "make_objects", "gossip_cost", "gossip_lab", "format_gossip_report"]
@@ -136,6 +137,9 @@ def make_objects(ranks: int, objects: int, mapped_ranks: int | None, loads_spec:
             a, b = (float(v) for v in args.split(","))
         except ValueError:
             raise BalancerError(f"loads {loads_spec!r}: expected {kind}:A,B with two numbers") from None
+        rule = number_problem(a) or number_problem(b)  # hermes' rule for numbers: no NaN, no subnormal
+        if rule is not None:
+            raise BalancerError(f"loads {loads_spec!r}: A and B {rule}")
         if kind == "uniform" and not (0 <= a <= b < math.inf):
             raise BalancerError(f"loads {loads_spec!r}: need 0 ≤ A ≤ B")
         if kind == "lognormal" and not (math.isfinite(a) and 0 <= b < math.inf):

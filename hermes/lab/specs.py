@@ -84,6 +84,7 @@ from hermes.balance.model import Model
 from hermes.errors import GraphError, HermesError, ScenarioError
 from hermes.loaders import parse_json, read_text
 from hermes.metrics import subdomain_graph
+from hermes.bounds import shown as format_number
 from hermes.scenario import BIG, TINY
 
 __all__ = ["ProcessorGraph", "GRAPH_KINDS", "LOAD_KINDS", "parse_graph", "parse_capacities", "parse_weights",
@@ -374,11 +375,13 @@ def _vector(spec, n: int, what: str, count: str, *, positive: bool) -> NDArray[n
         v = np.full(n, v[0])
     if v.size != n:
         raise ScenarioError(f"{what} {shown!r}: need {n} values ({count}), got {v.size}")
-    bad = ~np.isfinite(v) | ((v < TINY) if positive else (v < 0)) | (v > BIG)
+    # hermes' rule for numbers (hermes.bounds): finite, and 0 (loads only) or of magnitude TINY to BIG
+    bad = ~np.isfinite(v) | ((v < TINY) if positive else ((v < 0) | ((v > 0) & (v < TINY)))) | (v > BIG)
     if np.any(bad):
         k = int(np.flatnonzero(bad)[0])
-        sign = f"positive (at least {TINY:g})" if positive else "non-negative"
-        raise ScenarioError(f"{what} {shown!r}: value {k} must be {sign}, finite and at most {BIG:g}, got {v[k]:g}")
+        sign = f"positive (at least {TINY:g})" if positive else f"non-negative (0 or at least {TINY:g})"
+        raise ScenarioError(f"{what} {shown!r}: value {k} must be {sign}, finite and at most {BIG:g}, got "
+                            f"{format_number(v[k])}")
     if positive and v.size and v.max() > SPREAD_MAX * v.min():
         raise ScenarioError(f"{what} {shown!r}: the values span {v.max() / v.min():.3g}, more than {SPREAD_MAX:g} "
                             f"(the weighted Laplacian would be numerically singular)")

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes.bounds import number_problem
 from hermes.errors import ScenarioError
 
 __all__ = ["Predictor", "DEFAULT_FAMILY", "parse_forecaster", "predict", "adaptive", "forecast",
@@ -77,7 +78,7 @@ DEFAULT_FAMILY = family()
 
 def parse_forecaster(name: str) -> Predictor | tuple[str, str]:
     """A predictor from its name, or ``("adaptive", metric)``; ScenarioError listing the valid names."""
-    valid = "last, mean, window_mean:W, window_median:W, exp:G (0 < G <= 1), adaptive, adaptive_mse, adaptive_mae"
+    valid = "last, mean, window_mean:W, window_median:W, exp:G (1e-100 <= G <= 1), adaptive, adaptive_mse, adaptive_mae"
     n = str(name).strip()
     if n in ("adaptive", "adaptive_mse", "adaptive_mae"):
         return ("adaptive", "mae" if n.endswith("mae") else "mse")
@@ -92,7 +93,7 @@ def parse_forecaster(name: str) -> Predictor | tuple[str, str]:
             g = float(m.group(1))
         except ValueError:
             g = -1.0
-        if 0 < g <= 1:
+        if 0 < g <= 1 and number_problem(g) is None:  # hermes' rule for numbers: no subnormal gain
             return Predictor("exp", g)
     raise ScenarioError(f"monitor.forecaster: unknown forecaster {name!r} (valid: {valid})")
 

@@ -144,12 +144,30 @@ def _work_model(o: dict[str, Any]):
     return WorkModel(num("alpha"), num("beta"), num("gamma"), num("delta"), num("memory_limit"))
 
 
+def _check_run(run: dict[str, Any]) -> None:
+    """A run's replay options and balancer parameters, checked as hermes replay checks them (TraceError naming the
+    run)."""
+    from hermes.balance.registry import get_balancer
+    from hermes.trace.replay import check_options
+
+    o = run["options"]
+    try:
+        _work_model(o)
+        check_options(graph=o["graph"], capacities=o["capacities"], seed=o["seed"], rounds=o["rounds"],
+                      trigger=o["trigger"], realisation=o["realisation"])
+        get_balancer(run["algorithm"]).check(run["params"], prefix=f"{run['algorithm']}.")
+    except HermesError as err:
+        raise TraceError(f"run {run['id']}: {err}") from None
+
+
 def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, report: bool = True,
                          say=print) -> Path:
     """Run every point of ``exp`` (skipping finished ones) and write the experiment's files; its directory."""
     from hermes.trace.report import replay_to_dir
 
     runs = _runs(exp)
+    for run in runs:  # every run's options and balancer parameters before the first replay (one line)
+        _check_run(run)
     d = Path(out) if out is not None else Path("runs") / exp["name"]
     lock = claim_dir(d, "--out", kind="trace-experiment", name=exp["name"])
     try:

@@ -31,17 +31,23 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from hermes.bounds import MAX_PHASES, MAX_TRACE_TASKS
+from hermes.bounds import BIG, MAX_PHASES, MAX_SEED, MAX_TRACE_TASKS, NumberRange, shown
 from hermes.errors import BalancerError, GraphError
 from hermes.trace.phase import Trace, TracePhase
 from hermes.trace.workmodel import FIGURES, WorkModel, phase_figures
 
-__all__ = ["ReplayResult", "ReplayTable", "replay", "replay_trace", "replay_phase", "realise_flow_on_objects", "processor_graph", "object_graph",
-           "REPLAY_SPECIAL", "replay_algorithms"]
+__all__ = ["ReplayResult", "ReplayTable", "replay", "replay_trace", "replay_phase", "check_options", "check_params",
+           "realise_flow_on_objects", "processor_graph", "object_graph", "REPLAY_SPECIAL", "replay_algorithms"]
 
 #: the most ranks a flow balancer's serial reference is given (the offline lab's limit, hermes.lab.flow: their
 #: set-up grows faster than p²)
 MAX_FLOW_RANKS = 2048
+#: a rank's relative speed (hermes' rule for numbers: positive, 1e-100 to 1e100), the largest at most SPREAD_MAX
+#: times the smallest, as in the flow lab (hermes.lab.specs)
+CAPACITY_RANGE = NumberRange(0, BIG, lo_open=True)
+SPREAD_MAX = 1e12
+#: balancer.trigger's range (hermes.sections.BalancerSpec)
+TRIGGER_RANGE = NumberRange(1, 1e6)
 #: the most phases one replay balances (``hermes replay``, a trace experiment's run): a run's bound on phases
 #: (hermes.bounds.MAX_PHASES), as a replay writes a row per phase and algorithm
 MAX_REPLAY_PHASES = MAX_PHASES
@@ -385,8 +391,14 @@ def _capacities(caps: ArrayLike | None, p: int, ph: TracePhase | None = None) ->
         found = None if ph is None else trace_capacities(ph)
         return np.full(p, 1.0 / p) if found is None else found
     c = np.asarray(caps, dtype=np.float64).ravel()
-    if c.shape != (p,) or not np.all(np.isfinite(c)) or np.any(c <= 0):
-        raise GraphError(f"capacities: need {p} positive numbers, one per rank of the trace")
+    if c.shape != (p,):
+        raise GraphError(f"capacities: need {p} positive numbers, one per rank of the trace, got {c.size}")
+    bad = next((k for k, x in enumerate(c.tolist()) if CAPACITY_RANGE.problem(x) is not None), None)
+    if bad is not None:
+        raise GraphError(f"capacities: value {bad} must be {CAPACITY_RANGE.describe()}, got {shown(c[bad])}")
+    if c.max() > SPREAD_MAX * c.min():
+        raise GraphError(f"capacities: the values span {c.max() / c.min():.3g}, more than {SPREAD_MAX:g} (the flow "
+                         f"balancers' weighted Laplacian would be numerically singular)")
     return c / c.sum()
 
 
@@ -498,6 +510,7 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
     info_entry = get_balancer(algorithm)
     checked = info_entry.check(params or {}, prefix=f"{algorithm}.")
     wm = work_model or WorkModel()
+    wm.check(ph)  # the work figures stay finite under any assignment (one line naming the weights)
     p = ph.n_ranks
     caps = _capacities(capacities, p, ph)
     before = phase_figures(ph, ph.ranks, wm, caps)
@@ -560,6 +573,37 @@ def _partition(ph: TracePhase, algorithm: str, params: dict[str, Any], caps: NDA
     new = ph.ranks.copy()
     new[mig] = part
     return new
+
+
+def check_options(*, graph: str = "auto", capacities: ArrayLike | None = None, seed: int = 0, rounds: int = 3,
+                  trigger: float = 1.0, realisation: str = "auto") -> None:
+    """The replay options checked before any phase is balanced (those of ``hermes replay``, a trace experiment's
+    runs): each in its documented range, numbers within hermes' rule (:mod:`hermes.bounds`): ``rounds`` 1..1000,
+    ``trigger`` in [1, 1e6], ``seed`` 0..MAX_SEED, ``capacities`` positive numbers spanning at most SPREAD_MAX
+    (their count is checked against the trace's ranks when a phase is replayed).
+
+    Raises
+    ------
+    GraphError
+        One line naming the option.
+    """
+    if graph not in ("auto", "comm", "full"):
+        raise GraphError(f"graph {graph!r}: expected auto, comm or full")
+    if realisation not in ("auto", "objects", "cells"):
+        raise GraphError(f"realisation {realisation!r}: expected auto, objects or cells")
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or not 1 <= rounds <= 1000:
+        raise GraphError(f"rounds must be an integer in 1..1000, got {rounds!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        raise GraphError(f"seed must be an integer in 0..{MAX_SEED}, got {seed!r}")
+    if isinstance(trigger, bool) or not isinstance(trigger, (int, float)) or TRIGGER_RANGE.problem(trigger):
+        raise GraphError(f"trigger must be {TRIGGER_RANGE.describe()}, got {trigger!r}")
+    if capacities is not None:
+        try:
+            c = np.asarray(capacities, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise GraphError(f"capacities: expected numbers, one per rank, got {capacities!r}") from None
+        _capacities(c, c.size)
+
 
 
 @dataclass
@@ -644,7 +688,7 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
     Raises
     ------
     GraphError
-        A bad option; more than :data:`MAX_REPLAY_PHASES` phases or a phase of more than
+        A bad option (:func:`check_options`); more than :data:`MAX_REPLAY_PHASES` phases or a phase of more than
         :data:`MAX_REPLAY_TASKS` tasks; what
         :func:`replay_phase` raises.
     BalancerError
@@ -653,12 +697,8 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
     from hermes.balance.registry import get_balancer
     from hermes.trace.workmodel import trace_figures
 
-    if realisation not in ("auto", "objects", "cells"):
-        raise GraphError(f"realisation {realisation!r}: expected auto, objects or cells")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1000:
-        raise GraphError(f"rounds must be an integer in 1..1000, got {rounds!r}")
-    if not (isinstance(trigger, (int, float)) and 1.0 <= trigger <= 1e6):
-        raise GraphError(f"trigger must be a number in [1, 1e6], got {trigger!r}")
+    check_options(graph=graph, capacities=capacities, seed=seed, rounds=rounds, trigger=trigger,
+                  realisation=realisation)
     flat = trace.flat
     if flat.n_phases > MAX_REPLAY_PHASES:
         raise GraphError(f"{trace.stem or 'the trace'}: {flat.n_phases:,} phases, more than hermes replays at once "
@@ -673,6 +713,7 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
         entry = get_balancer(name)
         entries.append((name, entry, entry.check((params or {}).get(name) or {}, prefix=f"{name}.")))
     wm = work_model or WorkModel()
+    wm.check(flat)  # the work figures stay finite under any assignment (one line naming the weights)
     p, nb = flat.n_ranks, flat.n_blocks
     given = None if capacities is None else _capacities(capacities, p)
     before = trace_figures(flat, None, wm, given)
@@ -700,11 +741,24 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
     return ReplayTable(trace, list(algorithms), before, after, ranks, info)
 
 
+def check_params(algorithms: list[str], params: dict[str, dict[str, Any]] | None = None) -> None:
+    """Every algorithm's parameters checked by its model before any phase is read or balanced (BalancerError in
+    one line: ``sos.omega: must be greater than or equal to 0.01, got 5e-324``)."""
+    from hermes.balance.registry import get_balancer
+
+    for name in algorithms:
+        get_balancer(name).check((params or {}).get(name) or {}, prefix=f"{name}.")
+
+
 def replay(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
            graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
            seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> list[ReplayResult]:
     """Every algorithm on every phase of ``trace`` (phases in order, algorithms in the order given;
-    :func:`replay_phase`; :func:`replay_trace` by columns)."""
+    :func:`replay_phase`; :func:`replay_trace` by columns), the options and the parameters checked first
+    (:func:`check_options`, :func:`check_params`)."""
+    check_options(graph=graph, capacities=capacities, seed=seed, rounds=rounds, trigger=trigger,
+                  realisation=realisation)
+    check_params(algorithms, params)
     return replay_trace(trace, algorithms, params, graph=graph, capacities=capacities, work_model=work_model,
                         seed=seed, rounds=rounds, trigger=trigger, realisation=realisation).results()
 

@@ -31,10 +31,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from hermes.bounds import BIG, NumberRange, shown
 from hermes.errors import GraphError
 
 __all__ = ["WorkModel", "RankFigures", "rank_figures", "rank_rows", "trace_figures", "phase_figures", "shared_blocks",
            "block_capacities", "FIGURES"]
+
+
+#: the documented ranges of the work model's weights (hermes' rule for numbers within them): α > 0 (the work is
+#: at least proportional to the load: α = −1 gave negative works and a NaN imbalance), β, γ, δ ≥ 0, the memory
+#: limit > 0; each at most BIG, so that with the trace's amounts (at most BIG each) every product is finite
+WORK_RANGES = {"alpha": NumberRange(0, BIG, lo_open=True), "beta": NumberRange(0, BIG), "gamma": NumberRange(0, BIG),
+               "delta": NumberRange(0, BIG), "memory_limit": NumberRange(0, BIG, lo_open=True)}
+#: the largest sum of the ranks' works the figures may form (:meth:`WorkModel.check`)
+MAX_WORK = 1e300
 
 
 @dataclass(frozen=True)
@@ -49,14 +59,45 @@ class WorkModel:
     memory_limit: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("alpha", "beta", "gamma", "delta"):
+        for name in ("alpha", "beta", "gamma", "delta", "memory_limit"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise GraphError(f"work model: {name} must be a finite number, got {v!r}")
-        if self.memory_limit is not None and not (self.memory_limit > 0 and math.isfinite(self.memory_limit)):
-            raise GraphError(f"work model: the memory limit must be a positive number of bytes, got "
-                             f"{self.memory_limit!r}")
+            if v is None and name == "memory_limit":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise GraphError(f"work model: {name} must be a number, got {v!r}")
+            if WORK_RANGES[name].problem(float(v)) is not None:
+                raise GraphError(f"work model: {name} must be {WORK_RANGES[name].describe()}, got {shown(v)}")
 
+    def bound(self, loads: NDArray[np.float64], comm_bytes: NDArray[np.float64], shared: NDArray[np.float64],
+              rank_alpha: NDArray[np.float64] | None = None) -> float:
+        """An upper bound on any rank's work under any assignment of the tasks whose loads, message bytes and shared
+        blocks' sizes these are — all of them on one rank: ``α · max(1, rank_alpha) · Σ loads + β · Σ bytes + γ +
+        δ · Σ shared`` (inf if it overflows; NaN entries, no value given, count 0)."""
+        ra = 1.0 if rank_alpha is None or not np.size(rank_alpha) else max(1.0, float(np.nanmax(np.abs(rank_alpha))))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return float(self.alpha * ra * np.nansum(loads) + self.beta * np.nansum(comm_bytes) + self.gamma
+                         + self.delta * np.nansum(shared))
+
+    def check(self, data) -> None:
+        """GraphError (one line) unless the work figures stay finite under any assignment: ``p`` times
+        :meth:`bound` (a sum of the ranks' works) at most :data:`MAX_WORK`, for one phase (a
+        :class:`~hermes.trace.phase.TracePhase`) or every phase of a :class:`~hermes.trace.phase.FlatTrace` at once
+        (their tasks together: a bound of each phase's), checked before any figure is computed."""
+        from hermes.trace.phase import FlatTrace
+
+        if isinstance(data, FlatTrace):
+            key = data.user_keys.index("shared_bytes") if "shared_bytes" in data.user_keys else -1
+            shared = data.user_value[data.user_key == key]
+            b, where = self.bound(data.loads, data.comm_bytes, shared, data.rank_alpha), "the trace's phases"
+        else:
+            _, shared, _ = shared_blocks(data)
+            b = self.bound(data.loads, data.comm_bytes, shared, data.rank_user.get("rank_alpha"))
+            where = f"phase {data.phase}"
+        if not (math.isfinite(b) and b * max(data.n_ranks, 1) <= MAX_WORK):
+            raise GraphError(f"work model: a rank's work α·load + β·bytes + γ + δ·shared can reach {b:.3g} on "
+                             f"{where} (α {shown(self.alpha)}, β {shown(self.beta)}, γ {shown(self.gamma)}, "
+                             f"δ {shown(self.delta)}), and {data.n_ranks} ranks' sum beyond {MAX_WORK:g}: the "
+                             f"figures would overflow; take smaller weights")
 
 @dataclass(frozen=True)
 class RankFigures:

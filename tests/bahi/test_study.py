@@ -281,7 +281,7 @@ def test_residual_threshold_from_accuracy_windows_and_contraction():
         pytest.approx(1e-3 / 4, rel=4 * np.finfo(float).eps)
 
 
-@pytest.mark.parametrize("key, value, msg", [("residual", -1, "solver.residual: must be above 0, got -1"),
+@pytest.mark.parametrize("key, value, msg", [("residual", -1, "solver.residual: must be at least 1e-15, got -1"),
                                              ("contraction", 1.5, "solver.contraction: must be below 1, got 1.5"),
                                              ("contraction", 0, "solver.contraction: must be above 0, got 0")])
 def test_bad_residual_settings_are_one_line_errors(key, value, msg):

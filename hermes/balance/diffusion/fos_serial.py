@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 
 from hermes.balance.diffusion.detection import Replay, bfs_tree, edge_costs, fos_counters
 from hermes.balance.flow import FlowResult, neighbour_table, ordered_row_sums, ordered_total, validate_model
-from hermes.balance.interface import Flag, NonNegative, Params, Positive, Seed, integer_type, number_type
+from hermes.balance.interface import Flag, NonNegative, Params, Positive, Seed, StopTolerance, integer_type, number_type
 from hermes.balance.model import Model
 from hermes.errors import BalancerError
 
@@ -42,7 +42,7 @@ class FOSParams(Params):
     shaker: Flag = Field(False, description="random unit moves against stalls (needs integer)")
     kappa: Positive = Field(DEFAULT_KAPPA, description="shaker probability e^{−κU} (κ = −ln(p)/τ)")
     detection: Flag = Field(True, description="spanning-tree convergence detection")
-    tolerance: number_type(ge=0, lt=1) = Field(1e-3, description="relative residual to stop at")
+    tolerance: StopTolerance = Field(1e-3, description="relative residual to stop at (0: run max_iterations)")
     max_iterations: integer_type(ge=0) = Field(1000, description="iteration limit")
     seed: Seed = Field(0, description="shaker's random stream")
     unit_bytes: NonNegative = Field(64.0, description="bytes one load unit costs to move")

@@ -51,8 +51,8 @@ from hermes.balance.flow import (
     alpha_beta_time,
     ordered_total,
 )
-from hermes.balance.interface import (BIG, MAX_ITERATIONS, BalanceContext, Count, Decision, Flag, NonNegative, Params,
-                                      flow_balancer, number_type)
+from hermes.balance.interface import (MAX_ITERATIONS, BalanceContext, Count, Decision, Flag, Params,
+                                      StopTolerance, flow_balancer, number_type)
 from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm, ordered_sum
@@ -466,21 +466,30 @@ def gda_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
 class StopParams(Params):
     """The stopping rule shared by the diffusion family (gda0 … gda6, sos, implicit schemes)."""
 
-    tolerance: number_type(ge=0, lt=1) = Field(1e-3, description="stop when max_i |l_i − l̄_i| / l̄_i ≤ tolerance")
+    tolerance: StopTolerance = Field(
+        1e-3, description="stop when max_i |l_i − l̄_i| / l̄_i ≤ tolerance (0: run max_iterations sweeps)")
     max_iterations: Count = Field(100_000, description="sweep limit (one neighbour exchange each)")
     check_every: Count = Field(1, description="sweeps between two global residual checks (one allreduce each)")
     lazy: Flag = Field(False, description="iterate with ½(I + M) (thesis ch. 6)")
 
 
+#: the largest ε of M¹(ε) a user gives. The rates are u_k = w_k min(c_i / (δ_i + ε), c_j / (δ_j + ε)) with the
+#: link weights w ≤ 1 the monitor gives (bandwidths relative to the fastest link) and δ_i the weighted degree: ε
+#: divides a sweep's movement by about (δ + ε) / δ, so the sweeps to converge grow by that factor; ε ≤ 1000 keeps
+#: the factor within 1000 / δ (ε = 1e100 gave rates of 1e-100: no load moved in max_iterations sweeps)
+MAX_EPS = 1e3
+
+
 def _eps(v: Any) -> Any:
-    if v == "eps0" or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= BIG):
+    if v == "eps0" or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                       and 0 <= v <= MAX_EPS):
         return v
-    raise ValueError(f"must be 'eps0' or a number in [0, {BIG:g}], got {v!r}")
+    raise ValueError(f"must be 'eps0' or a number in [0, {MAX_EPS:g}], got {v!r}")
 
 
-#: ε of M¹(ε) as a parameter (sos, implicit): ``eps0`` (thesis Cor. 2) or a number in [0, BIG] (added to the
-#: degrees: a large ε only slows the diffusion down, and max_iterations bounds the sweeps)
-Eps = Annotated[Literal["eps0"] | NonNegative, BeforeValidator(_eps)]
+#: ε of M¹(ε) as a parameter (sos, implicit): ``eps0`` (thesis Cor. 2) or a number in [0, MAX_EPS] (added to the
+#: degrees: a larger ε slows the diffusion down, see :data:`MAX_EPS`)
+Eps = Annotated[Literal["eps0"] | number_type(ge=0, le=MAX_EPS), BeforeValidator(_eps)]
 
 
 def eps_value(model: Model, eps) -> float:

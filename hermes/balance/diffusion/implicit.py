@@ -46,14 +46,15 @@ from hermes.balance.flow import (
     neighbour_table,
     ordered_row_sums,
 )
-from hermes.balance.interface import MAX_ITERATIONS, BalanceContext, Decision, flow_balancer, integer_type, number_type
+from hermes.balance.interface import (MAX_ITERATIONS, BalanceContext, Decision, Tolerance, flow_balancer, integer_type,
+                                      number_type)
 from hermes.balance.model import Model
 from hermes.balance.registry import register
 from hermes.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["MAX_SWEEPS", "implicit_rates", "implicit_flow", "inner_sweeps", "implicit_iter", "implicit",
-           "implicit_counters", "implicit_distributed", "WattsParams", "ImplicitParams"]
+           "implicit_counters", "implicit_distributed", "WattsParams", "ImplicitParams", "ALPHA_MIN"]
 
 
 #: inner Jacobi sweeps per implicit step, given or computed (:func:`inner_sweeps`): the inner solve is an iteration
@@ -357,12 +358,21 @@ def implicit_distributed(nb: NeighbourComm, load: float, capacity: float, weight
 
 
 # -- registry ------------------------------------------------------------------------------------------
+#: the smallest implicit step α a user gives: an outer step multiplies the slowest mode by 1/(1 + α μ₂) ≈ 1 − α μ₂,
+#: so the outer steps to converge grow as 1/α against the thesis' α = 1; α ≥ 0.01 keeps them within about 100
+#: times (α = 5e-324 moved no load in 10⁵ outer steps)
+ALPHA_MIN = 0.01
+
+
 class WattsParams(StopParams):
     """Parameters of ``implicit_watts``."""
 
-    alpha: number_type(gt=0, le=1e6) = Field(
-        1.0, description="implicit step α (≤ 1e6: the inner solve's diagonal 1 + α δ/c must not swamp the loads)")
-    inner_tolerance: number_type(gt=0, lt=1) = Field(1e-2, description="inner Jacobi tolerance")
+    alpha: number_type(ge=ALPHA_MIN, le=1e6) = Field(
+        1.0, description=f"implicit step α (≥ {ALPHA_MIN:g}: an outer step contracts the slowest mode by "
+        "1/(1 + α μ₂), so the outer steps grow as 1/α below α = 1; ≤ 1e6: the inner solve's diagonal 1 + α δ/c "
+        "must not swamp the loads)")
+    inner_tolerance: Tolerance = Field(1e-2, description="inner Jacobi tolerance (≥ 1e-15: below about 10 "
+                                       "machine epsilons the inner solve cannot meet it)")
     sweeps: integer_type(ge=0, le=MAX_SWEEPS) | None = Field(
         None, description="inner sweeps per step (null: from inner_tolerance; either way at most "
         f"{MAX_SWEEPS}: each costs a neighbour exchange in every outer step)")

@@ -246,3 +246,13 @@ def test_a_plugin_that_misbehaves_only_in_the_job_is_one_line(tmp_path, mode, co
     line = _line(res)
     assert words in line, line
     assert res.returncode == code if code is not None else res.returncode not in (0, 2), res.returncode
+
+
+def test_compare_imports_a_plugin_last_in_a_child(tmp_path):
+    """``hermes compare`` over a plug-in whose import hangs: one line before any run starts. Before: compare
+    imported it while planning its runs and hung."""
+    res, wall = _wild(tmp_path, "hang", "compare", "--set", "balancer.algorithm=wild:B", "--set", "run.timeout=5",
+                      "--set", "mesh.grid=8x6", "--set-axis", "seed=1,2", "--out", tmp_path / "exp", "--quiet")
+    assert res.returncode == 2 and "plug-in 'wild:B': importing and checking it did not finish within 5 s" in \
+        _line(res)
+    assert wall < 60 and not (tmp_path / "exp" / "runs").exists()

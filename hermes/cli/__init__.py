@@ -9,9 +9,12 @@ Commands are thin wrappers over Python functions (:func:`hermes.lifecycle.driver
 ``MPI.COMM_WORLD`` (:func:`hermes.cli.common.world`).
 
 Exit codes: 0 success, 2 bad input or results that cannot be written (a full disk, a read-only medium, a directory
-in use: one line ``hermes: error: ...`` on rank 0, every rank exits 2), 3 ``hermes compare`` ran an experiment
-and a run of it failed (:data:`hermes.compare.runner.EXIT_RUNS_FAILED`), 124 the watchdog ended a job without
-progress, 1 an unexpected failure (under MPI the whole job is aborted so no rank waits forever).
+in use: one line ``hermes: error: ...`` on rank 0, every rank exits 2; an error only some ranks met: one line naming
+the rank; a plug-in whose import hangs or ends its process; an MPI job that could not start), 3 ``hermes compare``
+ran an experiment and a run of it failed (:data:`hermes.compare.runner.EXIT_RUNS_FAILED`), 124 the watchdog ended a
+job without progress, 1 an unexpected failure (under MPI the whole job is aborted so no rank waits forever; a rank
+that ended or was killed without a word: one line from the launcher, mpiexec's status), 128 + N the launcher was
+stopped by signal N.
 """
 
 from __future__ import annotations

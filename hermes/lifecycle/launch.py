@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from hermes.interpreter import child_env, python_command
+from hermes.interpreter import account_home, child_env, python_command
 
 __all__ = ["under_mpi_launcher", "find_mpiexec", "MPILibrary", "mpi_library", "library_flavour", "mpi_flavour",
            "mpiexec_command", "run_job", "JobEnd", "StderrRelay", "END_BOUND", "EXIT_NO_START", "file_size_limit",
@@ -446,7 +446,7 @@ class StderrRelay:
             if what.startswith(("An error occurred in ", "Local abort before")):
                 what = "MPI_Init failed"
             pmix = f" ({self.pmix[0].decode()})" if self.pmix else ""
-            home = "" if os.environ.get("HOME") else "; HOME is not set"
+            home = "" if os.environ.get("HOME") or account_home() else "; HOME is not set (Open MPI needs it)"
             return f"the MPI job could not start: {what}{pmix}{fsize}{home}"
         if not self.ranks:
             return None

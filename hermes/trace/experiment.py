@@ -163,7 +163,7 @@ def _check_run(run: dict[str, Any]) -> None:
 def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, report: bool = True,
                          say=print) -> Path:
     """Run every point of ``exp`` (skipping finished ones) and write the experiment's files; its directory."""
-    from hermes.trace.report import replay_to_dir
+    from hermes.trace.report import replay_json, replay_to_dir
 
     runs = _runs(exp)
     for run in runs:  # every run's options and balancer parameters before the first replay (one line)
@@ -192,15 +192,16 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
             from hermes.claims import write_marker
 
             write_marker(rd, "replay", run["id"])
-            got, _ = replay_to_dir(trace, [run["algorithm"]], rd, params={run["algorithm"]: run["params"]},
-                                   graph=o["graph"], capacities=o["capacities"], work_model=_work_model(o),
-                                   seed=o["seed"], rounds=o["rounds"], trigger=o["trigger"],
-                                   realisation=o["realisation"], plot=report)
+            table = replay_to_dir(trace, [run["algorithm"]], rd, params={run["algorithm"]: run["params"]},
+                                  graph=o["graph"], capacities=o["capacities"], work_model=_work_model(o),
+                                  seed=o["seed"], rounds=o["rounds"], trigger=o["trigger"],
+                                  realisation=o["realisation"], plot=report)
+            got = table.rows()
             meta = _doc(done)
             if meta is None:
                 raise TraceError(f"{done}: the replay's record cannot be read back")
             meta["experiment_run"] = run["id"]
-            write_atomic(done, json.dumps(meta, indent=2) + "\n")
+            write_atomic(done, replay_json(meta, meta.pop("rows")))
             say(f"  {run['id']}: " + ", ".join(f"phase {r['phase']} {r['imbalance_before']:.4f} → "
                                               f"{r['imbalance_after']:.4f}" for r in got[:3])
                 + (" ..." if len(got) > 3 else ""))

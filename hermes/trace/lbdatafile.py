@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,7 +57,8 @@ from hermes.trace.phase import (FlatTrace, Trace, TraceError, TracePhase, ids_te
 from hermes.trace.schema import ColumnError, LBDatafileDoc, check_iterations, explain
 
 __all__ = ["read_trace", "write_trace", "parse_phase_spec", "trace_paths",
-           "count_ranks", "find_trace", "check_new_trace", "decode_vt_id", "MAX_TRACE_BYTES", "MEMORY_KEYS", "SUFFIXES"]
+           "count_ranks", "find_trace", "check_new_trace", "decode_vt_id", "trace_summary", "format_trace_summary",
+           "write_trace_summary", "MAX_TRACE_BYTES", "MEMORY_KEYS", "SUFFIXES"]
 
 #: the largest rank file hermes reads, compressed or decompressed (a real application's are a few MB to a
 #: few hundred)
@@ -651,17 +653,14 @@ def _lists(owner: NDArray[np.int64], values: NDArray[np.int64], n: int) -> list[
     return out
 
 
-def trace_summary(trace: Trace) -> dict[str, Any]:
-    """What ``hermes trace info`` prints: the trace as a whole and per phase — tasks, migratable ones,
-    communications between tasks of the phase (and the other ones, which count in no figure), subphases,
-    ``user_defined`` keys (lists as tuples), and the figures of :func:`hermes.trace.workmodel.trace_figures` (the ones ``hermes
-    replay`` prints before balancing): load sum/min/mean/max, imbalance max/mean (relative to the capacities a
-    hermes trace records) and LBAF's max/mean − 1, off-rank and local bytes. JSON-ready."""
+def _summary(trace: Trace) -> tuple[dict[str, Any], Iterator[dict[str, Any]], dict[str, Any]]:
+    """(the trace's entry of :func:`trace_summary` without its phases, its phases one by one, what the table
+    adds: the ``user_defined`` keys of every phase, the messages no figure counts)."""
     from hermes.trace.workmodel import block_capacities, trace_figures
 
     flat = trace.flat
     p, nb = flat.n_ranks, flat.n_blocks
-    f = {k: v.tolist() for k, v in trace_figures(flat).items()}
+    f = trace_figures(flat)
     tb = flat.task_block
     sub_count = [len(x) for x in _lists(tb[flat.sub_task], flat.sub_id, nb)]
     user = _lists(tb[flat.user_task], flat.user_key, nb)
@@ -677,40 +676,83 @@ def trace_summary(trace: Trace) -> dict[str, Any]:
         caps[b] = tuple(cv[lo:hi].tolist())
     names, rank_names = flat.user_keys, flat.rank_keys
     extra = ["rank_alpha"] if flat.rank_alpha is not None else []
-    phases = []
-    for k, (pid, b) in enumerate(zip(flat.phase_ids.tolist(), flat.block.tolist())):
-        lbaf = f["lbaf_imbalance"][k]
-        phases.append({
-            "phase": pid, "tasks": f["tasks"][k], "migratable": f["migratable"][k],
-            "communications": f["communications"][k], "other_communications": f["other_communications"][k],
-            "offrank_bytes": f["offrank_bytes"][k], "local_bytes": f["local_bytes"][k], "subphases": sub_count[b],
-            "user_defined": tuple(names[j] for j in user[b]) if user[b] else (),
-            "rank_user_defined": tuple(sorted([rank_names[j] for j in ranks[b]] + extra)) if ranks[b] or extra else (),
-            "collections": coll[b], "load_sum": f["load_sum"][k], "load_min": f["load_min"][k],
-            "load_mean": f["load_mean"][k], "load_max": f["load_max"][k], "imbalance": f["imbalance"][k],
-            "capacities": caps[b], "lbaf_imbalance": None if lbaf != lbaf else lbaf, "id_control_bits": bits[b],
-        })
-    return {"stem": trace.stem, "ranks": trace.n_ranks, "compressed": trace.compressed,
-            "phase_ids": flat.phase_ids.tolist(), "phases": phases}
+    used = sorted({names[j] for b in unique_sorted(flat.block).tolist() for j in user[b]})
+
+    def phases(chunk: int = 4096) -> Iterator[dict[str, Any]]:
+        for k0 in range(0, flat.n_phases, chunk):
+            c = {k: v[k0:k0 + chunk].tolist() for k, v in f.items()}
+            for k, (pid, b) in enumerate(zip(flat.phase_ids[k0:k0 + chunk].tolist(),
+                                             flat.block[k0:k0 + chunk].tolist())):
+                lbaf = c["lbaf_imbalance"][k]
+                yield {
+                    "phase": pid, "tasks": c["tasks"][k], "migratable": c["migratable"][k],
+                    "communications": c["communications"][k], "other_communications": c["other_communications"][k],
+                    "offrank_bytes": c["offrank_bytes"][k], "local_bytes": c["local_bytes"][k],
+                    "subphases": sub_count[b], "user_defined": tuple(names[j] for j in user[b]) if user[b] else (),
+                    "rank_user_defined": tuple(sorted([rank_names[j] for j in ranks[b]] + extra))
+                    if ranks[b] or extra else (),
+                    "collections": coll[b], "load_sum": c["load_sum"][k], "load_min": c["load_min"][k],
+                    "load_mean": c["load_mean"][k], "load_max": c["load_max"][k], "imbalance": c["imbalance"][k],
+                    "capacities": caps[b], "lbaf_imbalance": None if lbaf != lbaf else lbaf,
+                    "id_control_bits": bits[b],
+                }
+
+    head = {"stem": trace.stem, "ranks": trace.n_ranks, "compressed": trace.compressed,
+            "phase_ids": flat.phase_ids.tolist()}
+    return head, phases(), {"keys": used, "other": int(f["other_communications"].sum())}
+
+
+def trace_summary(trace: Trace) -> dict[str, Any]:
+    """What ``hermes trace info`` prints: the trace as a whole and per phase — tasks, migratable ones,
+    communications between tasks of the phase (and the other ones, which count in no figure), subphases,
+    ``user_defined`` keys (lists as tuples), and the figures of :func:`hermes.trace.workmodel.trace_figures` (the
+    ones ``hermes replay`` prints before balancing): load sum/min/mean/max, imbalance max/mean (relative to the
+    capacities a hermes trace records) and LBAF's max/mean − 1, off-rank and local bytes. JSON-ready."""
+    head, phases, _ = _summary(trace)
+    return {**head, "phases": list(phases)}
+
+
+_COLUMNS = (f"{'phase':>7} {'tasks':>7} {'migr.':>7} {'comms':>7} {'load sum':>11} {'min':>10} {'mean':>10} "
+            f"{'max':>10} {'max/mean':>9} {'off-rank B':>11}")
+_NOTE = ("max/mean is hermes' imbalance (1.0 fair; relative to the capacities a hermes trace records); LBAF prints "
+         "max/mean - 1")
+
+
+def _line(ph: dict[str, Any]) -> str:
+    return (f"{ph['phase']:>7} {ph['tasks']:>7} {ph['migratable']:>7} {ph['communications']:>7} "
+            f"{ph['load_sum']:>11.6g} {ph['load_min']:>10.4g} {ph['load_mean']:>10.4g} {ph['load_max']:>10.4g} "
+            f"{ph['imbalance']:>9.4f} {ph['offrank_bytes']:>11.6g}")
+
+
+def _table(head: dict[str, Any], phases: Iterable[dict[str, Any]], keys: list[str], other: int) -> Iterator[str]:
+    yield (f"{head['stem']}: {head['ranks']} ranks, {len(head['phase_ids']):,} phase(s) "
+           f"({ids_text(head['phase_ids'])}){', brotli' if head['compressed'] else ''}")
+    if keys:
+        yield f"user_defined: {', '.join(keys)}"
+    yield _COLUMNS
+    yield from map(_line, phases)
+    if other:
+        yield (f"{other:,} communication(s) with an endpoint that is no task of its phase are not counted (LBAF's "
+               f"model)")
+    yield _NOTE
 
 
 def format_trace_summary(info: dict[str, Any]) -> str:
     """:func:`trace_summary` as a table."""
-    head = (f"{info['stem']}: {info['ranks']} ranks, {len(info['phases']):,} phase(s) "
-            f"({ids_text(info['phase_ids'])}){', brotli' if info['compressed'] else ''}")
     keys = sorted({k for ph in info["phases"] for k in ph["user_defined"]})
-    lines = [head]
-    if keys:
-        lines.append(f"user_defined: {', '.join(keys)}")
-    lines.append(f"{'phase':>7} {'tasks':>7} {'migr.':>7} {'comms':>7} {'load sum':>11} {'min':>10} {'mean':>10} "
-                 f"{'max':>10} {'max/mean':>9} {'off-rank B':>11}")
-    lines += [f"{ph['phase']:>7} {ph['tasks']:>7} {ph['migratable']:>7} {ph['communications']:>7} "
-              f"{ph['load_sum']:>11.6g} {ph['load_min']:>10.4g} {ph['load_mean']:>10.4g} {ph['load_max']:>10.4g} "
-              f"{ph['imbalance']:>9.4f} {ph['offrank_bytes']:>11.6g}" for ph in info["phases"]]
-    other = sum(ph["other_communications"] for ph in info["phases"])
-    if other:
-        lines.append(f"{other:,} communication(s) with an endpoint that is no task of its phase are not counted "
-                     f"(LBAF's model)")
-    lines.append("max/mean is hermes' imbalance (1.0 fair; relative to the capacities a hermes trace records); LBAF "
-                 "prints max/mean - 1")
-    return "\n".join(lines)
+    other = sum(ph.get("other_communications", 0) for ph in info["phases"])
+    return "\n".join(_table(info, info["phases"], keys, other))
+
+
+def write_trace_summary(trace: Trace, out: TextIO, *, as_json: bool = False) -> None:
+    """``hermes trace info``: :func:`trace_summary` as its table (or as JSON) into ``out``, a phase at a time
+    (the summary of 10⁶ phases as dicts would take a gigabyte)."""
+    head, phases, more = _summary(trace)
+    if as_json:  # the text of json.dumps(trace_summary(trace))
+        out.write(json.dumps(head)[:-1] + ', "phases": [')
+        for k, ph in enumerate(phases):
+            out.write((", " if k else "") + json.dumps(ph))
+        out.write("]}\n")
+        return
+    for line in _table(head, phases, more["keys"], more["other"]):
+        out.write(line + "\n")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -605,7 +606,6 @@ def check_options(*, graph: str = "auto", capacities: ArrayLike | None = None, s
         _capacities(c, c.size)
 
 
-
 @dataclass
 class ReplayTable:
     """Every algorithm on every phase of a trace, by columns (:func:`replay_trace`).
@@ -641,27 +641,41 @@ class ReplayTable:
         load = np.bincount(flat.task_block[m], weights=flat.loads[m], minlength=nb)
         return objects[flat.block], load[flat.block]
 
-    def rows(self) -> list[dict[str, Any]]:
-        """The tidy rows of ``replay.csv``: per phase, per algorithm (in the order given), every figure before
-        and after, the balancer's own, the objects and load moved, the tasks and the imbalance floor."""
+    def iter_rows(self, chunk: int = 4096) -> Iterator[dict[str, Any]]:
+        """The tidy rows of ``replay.csv`` one by one: per phase, per algorithm (in the order given), every
+        figure before and after, the balancer's own, the objects and load moved, the tasks and the imbalance
+        floor. The columns become Python numbers ``chunk`` phases at a time, so writing 10⁵ phases' rows holds
+        no more than a few thousand of them."""
         flat = self.trace.flat
-        before = {f: self.before[f].tolist() for f in FIGURES}
-        after = {a: {f: self.after[a][f].tolist() for f in FIGURES} for a in self.algorithms}
-        moved = {a: tuple(x.tolist() for x in self.moved(a)) for a in self.algorithms}
-        tasks, floor = self.before["tasks"].tolist(), self.before["imbalance_floor"].tolist()
-        out = []
-        for k, (pid, b) in enumerate(zip(flat.phase_ids.tolist(), flat.block.tolist())):
-            for a in self.algorithms:
-                row: dict[str, Any] = {"phase": pid, "algorithm": a}
-                row.update({f"{f}_before": before[f][k] for f in FIGURES})
-                row.update({f"{f}_after": after[a][f][k] for f in FIGURES})
-                row.update(self.info[a][b] or {"seconds": 0.0})
-                row.update(objects_moved=moved[a][0][k], load_moved=moved[a][1][k], tasks=tasks[k],
-                           imbalance_floor=floor[k])
-                row.setdefault("iterations", 0)
-                row.setdefault("graph_used", "")
-                out.append(row)
-        return out
+        moved = {a: self.moved(a) for a in self.algorithms}
+        for k0 in range(0, flat.n_phases, chunk):
+            s = slice(k0, k0 + chunk)
+            before = {f: self.before[f][s].tolist() for f in FIGURES}
+            after = {a: {f: self.after[a][f][s].tolist() for f in FIGURES} for a in self.algorithms}
+            objects = {a: moved[a][0][s].tolist() for a in self.algorithms}
+            load = {a: moved[a][1][s].tolist() for a in self.algorithms}
+            tasks, floor = self.before["tasks"][s].tolist(), self.before["imbalance_floor"][s].tolist()
+            for k, (pid, b) in enumerate(zip(flat.phase_ids[s].tolist(), flat.block[s].tolist())):
+                for a in self.algorithms:
+                    row: dict[str, Any] = {"phase": pid, "algorithm": a}
+                    row.update({f"{f}_before": before[f][k] for f in FIGURES})
+                    row.update({f"{f}_after": after[a][f][k] for f in FIGURES})
+                    row.update(self.info[a][b] or {"seconds": 0.0})
+                    row.update(objects_moved=objects[a][k], load_moved=load[a][k], tasks=tasks[k],
+                               imbalance_floor=floor[k])
+                    row.setdefault("iterations", 0)
+                    row.setdefault("graph_used", "")
+                    yield row
+
+    def rows(self) -> list[dict[str, Any]]:
+        """:meth:`iter_rows` as a list."""
+        return list(self.iter_rows())
+
+    def keys(self) -> set[str]:
+        """Every key of the rows."""
+        extra = {k for a in self.algorithms for info in self.info[a] for k in info}
+        return ({"phase", "algorithm", "seconds", "objects_moved", "load_moved", "tasks", "imbalance_floor",
+                 "iterations", "graph_used"} | {f"{f}_{w}" for f in FIGURES for w in ("before", "after")} | extra)
 
     def results(self) -> list[ReplayResult]:
         """The same as one :class:`ReplayResult` per phase and algorithm."""

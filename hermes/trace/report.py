@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from hermes.trace.phase import Trace
 from hermes.trace.replay import ReplayTable, replay_trace
 from hermes.trace.workmodel import WorkModel
 
-__all__ = ["replay_to_dir", "format_table", "COLUMNS"]
+__all__ = ["replay_to_dir", "replay_json", "format_table", "COLUMNS"]
 
 #: the columns of replay.csv, in order
 COLUMNS = ["phase", "algorithm", "tasks", "imbalance_before", "imbalance_after", "lbaf_imbalance_before",
@@ -52,15 +53,20 @@ def _fmt(v: Any, spec: str) -> str:
         return str(v)
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
+def _table_line(r: dict[str, Any]) -> str:
+    return "| " + " | ".join(_fmt(r.get(k), f) for k, _, f in _TABLE) + " |"
+
+
+def _table_head() -> str:
+    return "| " + " | ".join(h for _, h, _ in _TABLE) + " |\n|" + "|".join("---" for _ in _TABLE) + "|"
+
+
+def format_table(rows: Iterable[dict[str, Any]]) -> str:
     """The rows as a Markdown table (the columns of ``table.md``)."""
-    head = "| " + " | ".join(h for _, h, _ in _TABLE) + " |"
-    sep = "|" + "|".join("---" for _ in _TABLE) + "|"
-    body = ["| " + " | ".join(_fmt(r.get(k), f) for k, _, f in _TABLE) + " |" for r in rows]
-    return "\n".join([head, sep, *body]) + "\n"
+    return "\n".join([_table_head(), *map(_table_line, rows)]) + "\n"
 
 
-def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+def _plot(table: ReplayTable, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,19 +74,17 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 
     from hermes.files import write_through
 
-    algos = list(dict.fromkeys(r["algorithm"] for r in rows))
+    x = table.trace.flat.phase_ids
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    first = [r for r in rows if r["algorithm"] == algos[0]]
-    x = [r["phase"] for r in first]
-    axes[0].plot(x, [r["imbalance_before"] for r in first], "k--", marker="o", label="trace")
-    axes[0].plot(x, [r["imbalance_floor"] for r in first], ":", color="grey", label="floor (heaviest object)")
-    axes[1].plot(x, [r["offrank_bytes_before"] for r in first], "k--", marker="o", label="trace")
-    for a in algos:
-        mine = [r for r in rows if r["algorithm"] == a]
-        xs = [r["phase"] for r in mine]
-        axes[0].plot(xs, [r["imbalance_after"] for r in mine], marker=".", label=a)
-        axes[1].plot(xs, [r["offrank_bytes_after"] for r in mine], marker=".", label=a)
-        axes[2].plot(xs, [r["objects_moved"] for r in mine], marker=".", label=a)
+    style = {"marker": "o"} if x.size <= 1000 else {}
+    axes[0].plot(x, table.before["imbalance"], "k--", label="trace", **style)
+    axes[0].plot(x, table.before["imbalance_floor"], ":", color="grey", label="floor (heaviest object)")
+    axes[1].plot(x, table.before["offrank_bytes"], "k--", label="trace", **style)
+    style = {"marker": "."} if x.size <= 1000 else {}
+    for a in table.algorithms:
+        axes[0].plot(x, table.after[a]["imbalance"], label=a, **style)
+        axes[1].plot(x, table.after[a]["offrank_bytes"], label=a, **style)
+        axes[2].plot(x, table.moved(a)[0], label=a, **style)
     for ax, label in zip(axes, ("imbalance (max / mean load)", "off-rank bytes", "objects moved")):
         ax.set_xlabel("phase")
         ax.set_ylabel(label)
@@ -92,40 +96,80 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def _json_rows(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    """``meta`` with its ``rows`` as strict JSON (non-finite numbers as null), one row a line: the rows go
-    through json's C encoder (an indented document of 10⁵ rows takes it ten times as long)."""
-    head = json.dumps(meta, indent=2, allow_nan=False)
-    body = ",\n".join(json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                                  for k, v in r.items()}, allow_nan=False) for r in rows)
-    return head[:-2] + ',\n  "rows": [\n' + body + "\n  ]\n}\n"
+def _json_row(r: dict[str, Any]) -> str:
+    return json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()},
+                      allow_nan=False)
+
+
+def replay_json(meta: dict[str, Any], rows: Iterable[dict[str, Any]]) -> str:
+    """replay.json's text: ``meta`` with its ``rows`` as strict JSON (non-finite numbers as null), one row a
+    line — the rows go through json's C encoder (an indented document of 10⁵ rows takes ten times as long)."""
+    return json.dumps(meta, indent=2, allow_nan=False)[:-2] + ',\n  "rows": [\n' + ",\n".join(
+        map(_json_row, rows)) + "\n  ]\n}\n"
+
+
+def _stream(files: list[tuple[Path, str, str, str]], lines: Iterator[tuple[str, ...]]) -> None:
+    """Write each file of ``files`` — (path, head, separator, tail) — atomically, with the lines of each tuple
+    of ``lines`` in turn: one pass over the rows for every file, a row at a time."""
+    from hermes.files import write_through
+
+    def fill(tmps: list[str]) -> None:
+        handles = [open(t, "w", encoding="utf-8", newline="") for t in tmps]
+        try:
+            for f, (_, head, _, _) in zip(handles, files):
+                f.write(head)
+            for k, row in enumerate(lines):
+                for f, (_, _, sep, _), line in zip(handles, files, row):
+                    f.write(line if k == 0 else sep + line)
+            for f, (_, _, _, tail) in zip(handles, files):
+                f.write(tail)
+        finally:
+            for f in handles:
+                f.close()
+
+    def nest(i: int, tmps: list[str]) -> None:  # each file through its own private directory, then renamed
+        if i == len(files):
+            fill(tmps)
+        else:
+            write_through(files[i][0], lambda tmp: nest(i + 1, tmps + [tmp]))
+
+    nest(0, [])
 
 
 def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dict[str, dict[str, Any]] | None = None,
                   graph: str = "auto", capacities: Any = None, work_model: WorkModel | None = None, seed: int = 0,
                   rounds: int = 3, trigger: float = 1.0, realisation: str = "auto", write_traces: bool = False,
-                  compress: bool = False, plot: bool = True, say=lambda s: None) -> tuple[list[dict[str, Any]],
-                                                                                           ReplayTable]:
+                  compress: bool = False, plot: bool = True, say=lambda s: None) -> ReplayTable:
     """Replay ``algorithms`` on ``trace`` (:func:`~hermes.trace.replay.replay_trace`) and write the directory of
-    the module docstring into ``out`` (an existing, claimed directory); the rows and the table."""
+    the module docstring into ``out`` (an existing, claimed directory), each file a row at a time; the table
+    (:meth:`~hermes.trace.replay.ReplayTable.rows` gives the rows)."""
+    import csv
+    import io
     import platform
 
     import scipy
 
     from hermes.claims import subdir
-    from hermes.files import slug, write_atomic, write_csv
+    from hermes.files import slug
     from hermes.version import __version__
 
     wm = work_model or WorkModel()
     table = replay_trace(trace, algorithms, params, graph=graph, capacities=capacities, work_model=wm, seed=seed,
                          rounds=rounds, trigger=trigger, realisation=realisation)
-    rows = table.rows()
-    for row in rows:
-        say(f"phase {row['phase']} {row['algorithm']}: imbalance {row['imbalance_before']:.4f} → "
-            f"{row['imbalance_after']:.4f} (floor {row['imbalance_floor']:.4f}), {row['objects_moved']} objects "
-            f"moved, off-rank bytes {row['offrank_bytes_before']:.6g} → {row['offrank_bytes_after']:.6g}")
-    extra = sorted({k for r in rows for k in r} - set(COLUMNS))
-    write_csv(out / "replay.csv", rows, COLUMNS + extra)
+    columns = COLUMNS + sorted(table.keys() - set(COLUMNS))
+
+    def lines() -> Iterator[tuple[str, str, str]]:  # (csv, json, table) of each row
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="")
+        for row in table.iter_rows():
+            say(f"phase {row['phase']} {row['algorithm']}: imbalance {row['imbalance_before']:.4f} → "
+                f"{row['imbalance_after']:.4f} (floor {row['imbalance_floor']:.4f}), {row['objects_moved']} objects "
+                f"moved, off-rank bytes {row['offrank_bytes_before']:.6g} → {row['offrank_bytes_after']:.6g}")
+            w.writerow([f"{v:.12g}" if isinstance(v, float) else v for v in map(row.get, columns)])
+            yield buf.getvalue(), _json_row(row), _table_line(row)
+            buf.seek(0)
+            buf.truncate()
+
     meta = {"trace": trace.stem, "ranks": trace.n_ranks, "phases": trace.phase_ids, "compressed": trace.compressed,
             "algorithms": algorithms, "params": params or {}, "graph": graph, "seed": seed, "rounds": rounds,
             "trigger": trigger, "realisation": realisation,
@@ -135,11 +179,13 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
             "non_finite": "work is infinite on a rank above the memory limit: written as null here, inf in the CSV",
             "versions": {"hermes": __version__, "python": platform.python_version(), "numpy": np.__version__,
                          "scipy": scipy.__version__}}
-    write_atomic(out / "replay.json", _json_rows(meta, rows))
-    write_atomic(out / "table.md", format_table(rows))
-    if plot and rows:
-        _plot(rows, out / "replay.png", f"{Path(trace.stem).name}: {trace.n_ranks} ranks, "
-                                        f"{len(trace.phases):,} phase(s)")
+    _stream([(out / "replay.csv", ",".join(columns) + "\n", "\n", "\n"),
+             (out / "replay.json", json.dumps(meta, indent=2, allow_nan=False)[:-2] + ',\n  "rows": [\n', ",\n",
+              "\n  ]\n}\n"),
+             (out / "table.md", _table_head() + "\n", "\n", "\n")], lines())
+    if plot and trace.flat.n_phases:
+        _plot(table, out / "replay.png", f"{Path(trace.stem).name}: {trace.n_ranks} ranks, "
+                                         f"{len(trace.phases):,} phase(s)")
     if write_traces:
         name = Path(trace.stem).name
         flat = trace.flat
@@ -147,4 +193,4 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
             phases = [flat.phase(k).with_ranks(table.ranks[a][flat.tasks_of(int(b))])
                       for k, b in enumerate(flat.block.tolist())]
             write_trace(subdir(out, "traces", slug(a)) / name, phases, compress=compress)
-    return rows, table
+    return table

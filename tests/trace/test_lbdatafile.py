@@ -406,3 +406,21 @@ def test_phases_marked_identical_are_counted_before_they_are_made(tmp_path):
     tr = read_trace(_write(tmp_path, "n", docs))
     assert tr.phase_ids == [0, 2, 3] and np.array_equal(tr.phase(3).loads, tr.phase(0).loads)
     assert time.process_time() - t0 < 5.0
+
+
+def test_trace_info_writes_what_the_summary_holds_a_phase_at_a_time(tmp_path):
+    """hermes trace info streams its table and its JSON (10⁶ phases as dicts were a gigabyte): the text is
+    json.dumps of trace_summary, and the table format_trace_summary of it."""
+    import io
+
+    from hermes.trace.lbdatafile import format_trace_summary, write_trace_summary
+
+    docs = _two_ranks((0, 1, 2))
+    docs[0]["phases"][1]["communications"].append(_comm(0, 555, 9.0))  # no task's: counted apart
+    tr = read_trace(_write(tmp_path, "s", docs))
+    for as_json, want in ((True, json.dumps(trace_summary(tr)) + "\n"),
+                          (False, format_trace_summary(trace_summary(tr)) + "\n")):
+        out = io.StringIO()
+        write_trace_summary(tr, out, as_json=as_json)
+        assert out.getvalue() == want
+    assert "1 communication(s) with an endpoint that is no task of its phase are not counted" in want

@@ -25,6 +25,16 @@ Balancing (003 §VI-B, Alg. 3–4)
     when it sends them (its arrays are resized at the end of that iteration, 003 Alg. 3); the receiver adds them
     when they arrive; in between nobody iterates on them (003 Fig. 8: "their error stays the same").
 
+    Two departures keep the estimates honest on unequal machines (measured on ``scenarios/bahi-grid.yaml``,
+    docs/ASYNC.md): the residual estimator is 003's residual averaged over the last ``every`` iterations of the
+    current block (:func:`hermes.bahi.line_balance.residual_estimate`), and a processor decides with it only
+    after ``every`` iterations of its current block, as receiver as well as sender; and a neighbour's estimate
+    counts only if it was made after the last transfer on the link between them (every estimate carries the
+    number of transfers its sender has made on that link). Without the first, a fast processor's residual — zero
+    between its neighbours' messages, a spike after each — decided by when it was read, and points flowed to the
+    slowest machine until the run did not converge; without the second, a processor could send again on the
+    estimate its slow neighbour made before receiving the last components.
+
 Global convergence detection (the rule, and why it never stops early)
     The detection is the snapshot-and-verify scheme of the global-residual detection of Magoulès &
     Gbikpi-Benissan (*Distributed convergence detection based on global residual error under asynchronous
@@ -67,7 +77,7 @@ from hermes.bahi.blocks import BlockState, EdgeZone, SweepRun, Transfer
 from hermes.bahi.brusselator import SolverError
 from hermes.bahi.iteration import (CONTROL_BYTES, Event, IterConfig, LinkModel, Platform, BlockRecord, VirtualTimer,
                                   WallTimer, line_tree)
-from hermes.bahi.line_balance import decide_transfer
+from hermes.bahi.line_balance import decide_transfer, residual_estimate
 
 __all__ = ["AiacRank", "aiac_serial", "CONTROL_KINDS"]
 
@@ -126,8 +136,10 @@ class AiacRank:
         self.accepted: tuple[int, int] | None = None  # (offer id, round) to serve at the next boundary
         self.expect: int | None = None
         self.incoming: dict[int, Transfer] = {}
-        self.nb_load: dict[int, tuple[float, int]] = {}
+        self.nb_load: dict[int, tuple[float | None, int, int]] = {}  # side -> (estimate, points, link moves)
         self.load: float | None = None
+        self.residuals: list[float] = []  # residuals of the current block's iterations (residual estimator)
+        self.moves = {s: 0 for s in self.sides}  # transfers on the link to each side, sent or received
         # data
         self.pending: dict[int, tuple] = {}  # side -> (window, sent, pos, traj): latest border data received
         self.busy_until = {s: -math.inf for s in self.sides}
@@ -177,6 +189,7 @@ class AiacRank:
         for s in sorted(self.incoming):
             tr = self.incoming.pop(s)
             self.block.take(s, tr)
+            self._moved(s)
             self.record.received_points += tr.count
             self.expect = None
             self.quiet = 0
@@ -208,8 +221,8 @@ class AiacRank:
     def _handle(self, ev: Event) -> None:
         side, kind, pl = ev.sender - self.rank, ev.kind, ev.payload
         if kind == "data":
-            window, pos, traj, load, count = pl
-            self.nb_load[side] = (load, count)
+            window, pos, traj, stamp = pl
+            self.nb_load[side] = stamp
             old = self.pending.get(side)
             if window >= self.wi and (old is None or (old[0], old[1]) <= (window, ev.sent)):
                 self.pending[side] = (window, ev.sent, pos, traj)
@@ -286,10 +299,11 @@ class AiacRank:
             return False
         traj = traj.copy()
         n = self.block.n_points
-        ev = self._send(self.rank + side, "data", (self.wi, pos, traj, self.load, n), traj.nbytes + CONTROL_BYTES)
+        stamp = (self.load, n, self.moves[side])
+        ev = self._send(self.rank + side, "data", (self.wi, pos, traj, stamp), traj.nbytes + CONTROL_BYTES)
         self.busy_until[side] = ev.arrival
         self.last_data[side] = ((self.wi, pos), traj)
-        self.last_load[side] = (self.load, n)
+        self.last_load[side] = stamp
         return True
 
     def _step(self) -> None:
@@ -318,8 +332,15 @@ class AiacRank:
             return
         sw = self.block.end_sweep(self.run)
         rec.timeline.append((self.sweep_start, dur, self.block.a, self.block.b, sw.residual))
-        est = self.cfg.balance.estimator if self.cfg.balance is not None else "residual"
-        self.load = sw.residual if est == "residual" else dur
+        bal = self.cfg.balance
+        if bal is None:
+            self.load = sw.residual
+        elif bal.estimator == "residual":
+            self.residuals.append(sw.residual)
+            del self.residuals[:-bal.every]
+            self.load = residual_estimate(self.residuals, bal.every)
+        else:
+            self.load = dur
         self.block.commit(sw)
         self.quiet = self.quiet + 1 if sw.residual < self.cfg.accuracy else 0
         sn = self.snap
@@ -332,7 +353,7 @@ class AiacRank:
         b = self.block
         early = b.paper and isinstance(self.timer, VirtualTimer)  # the left border left during the sweep
         for s in self.sides:
-            stamp = (self.load, b.n_points)
+            stamp = (self.load, b.n_points, self.moves[s])
             if not (early and s < 0) and self._send_data(s, b.send_pos(s), b.trajectory(b.send_pos(s))):
                 continue
             if self.last_load.get(s) != stamp:
@@ -388,10 +409,18 @@ class AiacRank:
             self._send(self.rank + side, "cancel", oid)
             return
         tr = self.block.give(side, count)
+        self._moved(side)
         self._send(self.rank + side, "transfer", tr, tr.nbytes)
         self.record.sent_points += tr.count
         self.record.transfers += 1
         self.quiet = 0
+
+    def _moved(self, side: int) -> None:
+        """The block changed by a transfer on the link to ``side``: estimates made before no longer count."""
+        self.moves[side] += 1
+        if self.cfg.balance is not None and self.cfg.balance.estimator == "residual":
+            self.residuals.clear()
+            self.load = None  # unknown until an iteration of the new block
 
     def _try_balance(self) -> None:
         bal = self.cfg.balance
@@ -401,10 +430,14 @@ class AiacRank:
             self.countdown -= 1
             return
         if (self.offer is not None or self.expect is not None or self._frozen() or self.load is None
-                or self.incoming):
+                or self.incoming or bal.estimator == "residual" and len(self.residuals) < bal.every):
             return
-        d = decide_transfer(self.load, self.block.n_points, self.nb_load.get(-1) if -1 in self.sides else None,
-                            self.nb_load.get(1) if 1 in self.sides else None, bal)
+        known = {}
+        for s in self.sides:  # a neighbour's estimate counts if made on the blocks as they are since the last move
+            nb = self.nb_load.get(s)
+            if nb is not None and nb[0] is not None and nb[2] == self.moves[s]:
+                known[s] = nb[:2]
+        d = decide_transfer(self.load, self.block.n_points, known.get(-1), known.get(1), bal)
         if d is None:
             return
         count = min(d[1], self.block.n_points - self.cfg.min_points)

@@ -7,7 +7,8 @@ communication graph stays the line (003 §VII-B, Fig. 8).
 
 Estimators (003 §VII-B)
     ``residual``  the processor's residual ``‖X_i^t − X_i^{t−1}‖∞`` of its last iteration (the paper's proposal:
-                  it measures how far the processor still is from its local fixed point);
+                  it measures how far the processor still is from its local fixed point; averaged over the
+                  balancing period in asynchronous runs, below);
     ``time``      the duration of its last iteration (the classical estimator: equalises iteration times).
 
 Decision (003 Alg. 4, TryLeftLB / TryRightLB, for the lighter neighbour j)
@@ -25,14 +26,33 @@ Decision (003 Alg. 4, TryLeftLB / TryRightLB, for the lighter neighbour j)
     an infinite ratio. Ties between the two neighbours go to the left one (003: "the left load balancing is tested
     before the right one").
 
+The residual of one iteration in asynchronous runs (hermes' reading, :func:`residual_estimate`)
+    003 compares processors that iterate at about the same rate (a homogeneous cluster, Fig. 7–8). In AIAC on
+    unequal machines a processor iterates many times between two arrivals of its neighbours' data: its residual
+    is ``0`` (it re-solves the same block with the same ghosts) except for one *spike* after each arrival, and
+    the iteration that first sweeps components just received heals the interface they were cut at (a spike of
+    20× the usual size, measured on ``scenarios/bahi-grid.yaml``). A fast processor that tries at every
+    iteration after its countdown (Alg. 3) eventually tries right after a spike, looks heavier than its slow
+    neighbour and sends it components; the slow one sees the fast one's residual as ``0`` and sends half its block
+    back, and the next spike sends more. On the Table I grid the slowest processor (PII, relative speed 1) ended
+    with 625 of the 1,500 points, the fast ones spun through 10⁵ near-empty iterations and the run never
+    converged. So the asynchronous form uses 003's residual *averaged over the last* ``every`` *iterations* of
+    the processor's current block (``every`` = 003's ``OkToTryLB``) — the same quantity as 003's where the
+    residual changes smoothly, and the mean change per iteration, spikes and empty iterations included, on a
+    processor that iterates faster than its inputs change — and a processor decides with it only once it has
+    done that many iterations of its current block, so neither a sampled spike nor the first iteration after a
+    transfer decides.
+
 The pure functions here are used by the synchronous form (all decisions of an iteration at once,
-:func:`sync_transfers`, :func:`apply_transfers`) and, one rank at a time, by the asynchronous one
-(:mod:`hermes.bahi.aiac`, which adds the offer/accept handshake).
+:func:`sync_transfers`, :func:`apply_transfers`, with the residual of the iteration itself: every processor
+iterates once per step, so there are no spikes to average) and, one rank at a time, by the asynchronous one
+(:mod:`hermes.bahi.aiac`, which adds the offer/accept handshake and :func:`residual_estimate`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +60,8 @@ from numpy.typing import NDArray
 
 from hermes.errors import BalancerError
 
-__all__ = ["ESTIMATORS", "LineBalance", "transfer_amount", "decide_transfer", "sync_transfers", "apply_transfers"]
+__all__ = ["ESTIMATORS", "LineBalance", "transfer_amount", "decide_transfer", "residual_estimate", "sync_transfers",
+           "apply_transfers"]
 
 ESTIMATORS = ("residual", "time")
 
@@ -114,6 +135,41 @@ def decide_transfer(load: float, n: int, left: tuple[float, int] | None, right: 
         return None
     count = min(transfer_amount(load, n, nb_load, nb_n, params.fraction), n - params.min_keep)
     return (side, count) if count >= 1 else None
+
+
+def residual_estimate(residuals: Sequence[float], every: int) -> float | None:
+    """The residual estimate of an asynchronous processor: the mean of its last ``every`` residuals (of all of
+    them while there are fewer), None before the first.
+
+    Parameters
+    ----------
+    residuals : sequence of float
+        003's ``‖X_i^t − X_i^{t−1}‖∞`` of the iterations of the processor's current block, oldest first (the
+        caller restarts it when the block changes: given or received components).
+    every : int
+        ``LineBalance.every`` (003's ``OkToTryLB``).
+
+    Notes
+    -----
+    See the module docstring: a processor that iterates faster than its inputs change has residuals ``0`` with
+    a spike after each arrival, and its instantaneous residual depends on when it is read; the mean over the
+    balancing period does not. Where every processor iterates at the rate its inputs change (SISC, or 003's
+    homogeneous cluster) the mean follows 003's residual with a lag of about ``every / 2`` iterations. The
+    caller decides with its own estimate only once it holds ``every`` residuals of its current block.
+
+    Examples
+    --------
+    >>> residual_estimate([8e-3, 0.0, 0.0, 0.0], 4)
+    0.002
+    >>> residual_estimate([1e-3, 2e-3, 8e-3, 0.0, 0.0, 0.0], 4)
+    0.002
+    >>> residual_estimate([], 4) is None
+    True
+    """
+    if not residuals:
+        return None
+    last = residuals[-every:]
+    return float(math.fsum(last) / len(last))
 
 
 def sync_transfers(loads: NDArray[np.float64], counts: NDArray[np.int64],

@@ -149,7 +149,8 @@ def find_trace(stem: str | Path) -> tuple[Path, int, str]:
         raise TraceError(f"no LBDatafile {stem}.0.json{hint}: give the stem of the per-rank files <stem>.<rank>.json")
     n = len(found)
     if found[-1] != n - 1:
-        gap = next(r for r in range(n) if r not in set(found))
+        have = set(found)
+        gap = next(r for r in range(n) if r not in have)
         raise TraceError(f"{stem}: rank file {stem}.{gap}.{suffix} is missing (files for {n} ranks up to rank "
                          f"{found[-1]}): a trace has one file per rank, 0 to n−1")
     return stem, n, suffix

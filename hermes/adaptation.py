@@ -114,7 +114,7 @@ def adapt_mesh(comm, dom: LocalDomain, refine_mask, coarsen_mask, *, max_level: 
         dom, united = unite_families(comm, dom, dom.fields[_COARSEN] > 0.5, clock=clock)
     start = dom
     if coarsen:
-        dom, cs = coarsen_domain(comm, dom, dom.fields[_COARSEN] > 0.5, passes=1)
+        dom, cs = coarsen_domain(comm, dom, dom.fields[_COARSEN] > 0.5, passes=1, mergeable=united.mergeable)
         merges, w_c, ok = _coarsen_change(start, dom)
         bad = not ok or merges != cs.merges
         gone_xy = _removed_vertices(start, dom)

@@ -99,7 +99,7 @@ from hermes.data.refine import (
 from hermes.errors import MeshError
 
 __all__ = ["GEOMETRY_FIELDS", "AdaptStats", "geometry_fields", "scatter_trimesh", "refine_domain",
-           "coarsen_domain", "unite_families", "refill_plan", "id_ranks", "gather_trimesh"]
+           "coarsen_domain", "unite_families", "UniteStats", "refill_plan", "id_ranks", "gather_trimesh"]
 
 GEOMETRY_FIELDS = ("nodes", "xy", "level", "lineage")
 _TAG = 2400
@@ -307,15 +307,18 @@ def id_ranks(comm, ids: NDArray[np.int64], bound: int) -> tuple[NDArray[np.int64
 
     The ids go to the rank owning their block of ``[0, bound)`` (an all-to-all), which sorts what it
     received; an exclusive scan of the blocks' counts gives each block's offset, and the answers go back
-    (a second all-to-all) — no rank sees more than its block.
+    (a second all-to-all) — no rank sees more than its block. One allreduce first: a round without ids
+    anywhere costs nothing more.
     """
+    total = int(comm.allreduce(int(ids.size)))
+    if total == 0:  # (the round after the last bisection: one allreduce)
+        return np.zeros(0, dtype=np.int64), 0
     p = comm.Get_size()
     block = max(-(-int(bound) // p), 1)
     cuts = np.searchsorted(ids // block, np.arange(p + 1))
     got = comm.alltoall([ids[cuts[r]:cuts[r + 1]] for r in range(p)])
     mine = np.sort(np.concatenate(got))
     offset = comm.scan(int(mine.size)) - int(mine.size)
-    total = int(comm.allreduce(int(mine.size)))
     back = comm.alltoall([offset + np.searchsorted(mine, g) for g in got])
     return np.concatenate(back).astype(np.int64), total
 
@@ -335,22 +338,25 @@ class _SerialNumbering:
         return first, total
 
 
-def coarsen_domain(comm, dom: LocalDomain, mask: NDArray[np.bool_], *,
-                   passes: int | None = 1) -> tuple[LocalDomain, AdaptStats]:
+def coarsen_domain(comm, dom: LocalDomain, mask: NDArray[np.bool_], *, passes: int | None = 1,
+                   mergeable: NDArray[np.bool_] | None = None) -> tuple[LocalDomain, AdaptStats]:
     """Merge local sibling pairs whose both cells are in ``mask`` (collective; module docstring).
 
     ``passes`` coarsening passes (``None``: until no rank merges anything). A vertex on an edge shared
     with another rank is removed only where its whole merge patch is mergeable and each of its sibling
     pairs lies whole on one rank (what :func:`unite_families` arranges): every rank holding a pair of it
     merges it in the first pass, so both sides stay conforming. Other such vertices are never removed.
+    Those patches are found here (two ghost exchanges and the patch propagation), or handed over as
+    ``mergeable`` — :attr:`UniteStats.mergeable` of the :func:`unite_families` just before, same mask.
     """
     mask = _check(comm, dom, mask, "coarsen")
     nodes = dom.fields["nodes"]
     keys, _, _, _, partner, _ = _match_boundary(comm, dom.neighbour_ranks, _touching(dom), nodes, dom.gid, _TAG + 4)
-    plan = halo_plan(dom)
-    whole = mask & (dom.fields["level"] > 0) & (_sibling_owner(comm, dom, plan) == dom.rank)
-    ok, lo, hi, _ = _patches(comm, dom, plan, whole)
-    frozen = np.setdiff1d(np.concatenate(edge_ends(keys[partner >= 0])), nodes[ok & (lo != hi), 2])
+    if mergeable is None:
+        plan = halo_plan(dom)
+        whole = mask & (dom.fields["level"] > 0) & (_sibling_owner(comm, dom, plan) == dom.rank)
+        mergeable = _patches(comm, dom, plan, whole)[0]
+    frozen = np.setdiff1d(np.concatenate(edge_ends(keys[partner >= 0])), nodes[mergeable, 2])
     tris, gid, level, lineage = nodes, dom.gid, dom.fields["level"], dom.fields["lineage"]
     transfer = sp.eye_array(dom.n, format="csr")
     merged = rounds = 0
@@ -452,8 +458,17 @@ def _patches(comm, dom: LocalDomain, plan: HaloPlan, cand: NDArray[np.bool_]):
             raise RuntimeError("unite: the patch propagation does not settle")
 
 
+@dataclass
+class UniteStats(MigrationStats):
+    """What :func:`unite_families` did on this rank: the migration's figures, and per cell of the new domain
+    whether its merge patch is mergeable (for :func:`coarsen_domain`; None when a rank had to be refilled,
+    and the cells given for it may merge with nothing: the coarsening then finds out itself)."""
+
+    mergeable: NDArray[np.bool_] | None = None
+
+
 def unite_families(comm, dom: LocalDomain, mask: NDArray[np.bool_],
-                   clock=None) -> tuple[LocalDomain, MigrationStats]:
+                   clock=None) -> tuple[LocalDomain, UniteStats]:
     """Bring the two children of every sibling pair the serial pass would merge onto one rank (collective).
 
     Parameters
@@ -466,9 +481,9 @@ def unite_families(comm, dom: LocalDomain, mask: NDArray[np.bool_],
     Returns
     -------
     (domain, stats)
-        The migrated domain and this rank's :class:`~hermes.data.migrate.MigrationStats`; cells,
-        weights and fields are only moved. ``mask`` is indexed by the *old* cells: recompute it on
-        the new domain (from positions or ids, or carry it as a field) before coarsening.
+        The migrated domain and this rank's :class:`UniteStats`; cells, weights and fields are only
+        moved. ``mask`` is indexed by the *old* cells: recompute it on the new domain (from positions
+        or ids, or carry it as a field) before coarsening.
 
     Raises
     ------
@@ -494,9 +509,14 @@ def unite_families(comm, dom: LocalDomain, mask: NDArray[np.bool_],
     split = ok & (sib != rank)
     dest = np.where(split, np.minimum(sib, rank), rank)
     units = _units(ok, sib, dest, rank)
-    if comm.allreduce(int(units == 0)):
+    refill = bool(comm.allreduce(int(units == 0)))
+    if refill:
         dest = _refill(comm, dom, ok, sib, dest, units)
-    return migrate(comm, dom, dest, clock)
+    out, stats = migrate(comm, dom, dest, clock)
+    # without a refill, the cells that came here are halves of mergeable pairs; the others kept their flag
+    pos = np.minimum(np.searchsorted(dom.gid, out.gid), dom.n - 1)
+    kept = dom.gid[pos] == out.gid
+    return out, UniteStats(**vars(stats), mergeable=None if refill else np.where(kept, ok[pos], True))
 
 
 def _units(ok, sib, dest, rank: int) -> int:

@@ -76,12 +76,15 @@ def _hosted_coarsening(owner, moves, p: int, keep=()):
             dest[kids] = r
         dom, _ = migrate(comm, dom, dest)
         before = gather_trimesh(comm, dom)
-        dom, _ = unite_families(comm, dom, ~np.isin(dom.fields["lineage"][:, 0], keep))
-        dom, _ = coarsen_domain(comm, dom, ~np.isin(dom.fields["lineage"][:, 0], keep), passes=1)
-        return before, gather_trimesh(comm, dom), dom.n
+        dom, st = unite_families(comm, dom, ~np.isin(dom.fields["lineage"][:, 0], keep))
+        # the patches unite found, handed over (None after a refill: coarsen_domain finds them itself)
+        dom, _ = coarsen_domain(comm, dom, ~np.isin(dom.fields["lineage"][:, 0], keep), passes=1,
+                                mergeable=st.mergeable)
+        return before, gather_trimesh(comm, dom), dom.n, st.mergeable is None
 
     out = host_run(p, job)
-    return out[0][0], out[0][1], [out[r][2] for r in range(p)]
+    assert len({out[r][3] for r in range(p)}) == 1
+    return out[0][0], out[0][1], [out[r][2] for r in range(p)], out[0][3]
 
 
 def _owner(p: int, **cells) -> np.ndarray:
@@ -110,7 +113,8 @@ def test_a_rank_about_to_be_emptied_changes_no_merge(case):
     else:
         p, owner, moves = 3, _owner(3, r1=[7], r2=[8]), [(7, 1, 2), (8, 2, 0)]
     keep = np.arange(6) if case == "gift of a loose cell" else ()
-    before, after, cells = _hosted_coarsening(owner, moves, p, keep)
+    before, after, cells, refilled = _hosted_coarsening(owner, moves, p, keep)
+    assert refilled == (case != "whole pair")
     serial = coarsen(before, ~np.isin(before.lineage[:, 0], keep), passes=1).mesh
     assert serial.n_cells > 60 if len(keep) else serial.n_cells == 60
     assert np.array_equal(_cell_rows(after), _cell_rows(serial))

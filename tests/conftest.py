@@ -30,6 +30,10 @@ def run_mpi(n: int, args: list[str], *, module: str | None = None, script: str |
         pytest.fail(f"{_CURRENT_TEST.nodeid} starts mpiexec but is not marked mpi: add @pytest.mark.mpi")
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    if script is not None:
+        # under -P nothing is prepended to sys.path, and mpi4py's script runner overwrites sys.path[0] with the
+        # script's directory: give it that directory as the first entry, so the repository root survives
+        env["PYTHONPATH"] = str(Path(script).resolve().parent) + os.pathsep + env["PYTHONPATH"]
     env.setdefault("MPLBACKEND", "Agg")
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or ROOT, env=env)

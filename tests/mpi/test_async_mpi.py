@@ -42,7 +42,7 @@ def test_wrong_job_size_is_one_line_error(mpirun, tmp_path):
     proc = mpirun(2, [str(spec)], module="hermes.cli.run_bahi", timeout=120)
     assert proc.returncode == 2
     lines = [ln.strip("\x00 ") for ln in proc.stderr.splitlines()]
-    assert lines.count("error: processors: the spec asks for 3, the job has 2") == 1  # rank 0 only
+    assert lines.count("hermes: error: processors: the spec asks for 3, the job has 2") == 1  # rank 0 only
     assert "Traceback" not in proc.stderr
 
 

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -22,8 +23,6 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from hermes.errors import HermesError, OutputError
 
@@ -136,6 +135,8 @@ def _discard(tmp: str | None) -> None:
 
 
 def _default(o: Any):
+    import numpy as np  # numpy only where a value is numpy's (the command line's path checks need none)
+
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):
@@ -155,9 +156,16 @@ def _finite(o: Any, where: str = "") -> Any:
         return {k: _finite(v, f"{where}.{k}" if where else str(k)) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_finite(v, f"{where}[{i}]") for i, v in enumerate(o)]
+    if isinstance(o, float) and not math.isfinite(o):
+        logging.getLogger(__name__).warning("%s is %s: written as null", where or "value", o)
+        return None
+    if type(o).__module__ != "numpy":
+        return o
+    import numpy as np
+
     if isinstance(o, np.ndarray):
         return _finite(o.tolist(), where)
-    if isinstance(o, (float, np.floating)) and not np.isfinite(o):
+    if isinstance(o, np.floating) and not np.isfinite(o):
         logging.getLogger(__name__).warning("%s is %s: written as null", where or "value", o)
         return None
     return o
@@ -179,6 +187,8 @@ def write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] |
 
 
 def write_npz(path: str | Path, **arrays) -> Path:
+    import numpy as np
+
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return write_atomic(path, buf.getvalue())

@@ -197,19 +197,9 @@ def _looks_like_json(data: bytes) -> bool:
     return True
 
 
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _parse(data: bytes, path: Path) -> Any:
-    """The JSON of a rank file. Its values are bounded (:data:`MAX_TRACE_VALUES`) by counting ``{``, ``[`` and
-    ``,`` — an upper bound that costs one pass of C per character; a file near the bound, or one that does not
-    parse, goes through :func:`hermes.loaders.parse_json` for the exact count and the one-line message."""
-    if data.count(b"{") + data.count(b"[") + data.count(b",") + 1 <= MAX_TRACE_VALUES:
-        try:
-            return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-        except (ValueError, RecursionError):  # not UTF-8, not JSON: parse_json says what
-            pass
+    """The JSON of a rank file, read by :func:`hermes.loaders.parse_json` (depth and values bounded: at most
+    :data:`MAX_TRACE_VALUES` values; one line for text that is not UTF-8 or not JSON)."""
     return parse_json(data, str(path), error=TraceError, max_values=MAX_TRACE_VALUES)
 
 

@@ -112,7 +112,7 @@ def test_output_problems_are_found_before_launching(tmp_path, here):
     _one_error(here("run", "--out", other), f"--out: {other} is not empty and carries no hermes marker")
     _one_error(here("run", "--out", other, "--force"), f"--out: {other} is not empty and carries no hermes marker")
     assert (other / "thesis.tex").read_text() == "mine"
-    _one_error(here("run", "--timeout", "0"), "--timeout: must be above 0, got '0'")
+    _one_error(here("run", "--timeout", "0"), "run: argument --timeout: must be a number in (0, 1e+07]")
     _one_error(here("run", "--resume", other), f"--resume: {other} is not a run directory hermes made")
     _one_error(here("run", "--resume", other, "--set", "seed=2"), "--resume takes the scenario")
 

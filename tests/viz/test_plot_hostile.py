@@ -466,7 +466,7 @@ def test_summary_values_of_the_wrong_type(run: Path):
             except HermesError:
                 assert outcome != "ok", (path, value)  # what check_summary refuses, plot_run refuses
     for raw in ("{", '{"processors": NaN}', '{"total_time": Infinity}', "[" * 100_000 + "]" * 100_000,
-                '{"phases": [' + "{}," * 10 + "]}", "\ufeff{}", "\xff\xfe"):
+                '{"phases": [' + "{}," * 10 + "]}", "{}\ufeff", "\ufeff\ufeff{}", "\xff\xfe"):
         (run / "summary.json").write_text(raw, encoding="utf-8", errors="surrogateescape")
         assert _attempt(run, **_light("summary.json")) != "ok"
 
@@ -583,14 +583,15 @@ def test_a_long_run_draws_its_phases_in_seconds(tmp_path: Path):
 # -- the CLI: one line, exit status 2 ------------------------------------------------------------------------------
 def test_hermes_plot_dpi_0_is_one_line_and_exit_2(run: Path):
     r = _hermes("plot", str(run), "--dpi", "0")
-    assert (r.returncode, r.stderr) == (2, "hermes: error: --dpi: must be an integer between 10 and 1200, got 0\n")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("hermes: error: ") and "--dpi: must be at least 10, got 0" in r.stderr, r.stderr
     assert not list(run.glob("*.png"))
 
 
 @pytest.mark.slow
 def test_hermes_plot_refuses_in_one_line(run: Path):
-    for args, want in [(("--dpi", "100000"), "--dpi: must be an integer between 10 and 1200, got 100000"),
-                       (("--zoom=-inf,0,1,1",), "--zoom: the box's corners must be finite"),
+    for args, want in [(("--dpi", "100000"), "--dpi: must be at most 1200, got 100000"),
+                       (("--zoom=-inf,0,1,1",), "--zoom: a corner must be a finite number, got -inf"),
                        (("--phase", "-1"), "--phase")]:
         r = _hermes("plot", str(run), *args)
         assert r.returncode == 2, (args, r.stderr)

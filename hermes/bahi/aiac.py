@@ -25,15 +25,17 @@ Balancing (003 §VI-B, Alg. 3–4)
     when it sends them (its arrays are resized at the end of that iteration, 003 Alg. 3); the receiver adds them
     when they arrive; in between nobody iterates on them (003 Fig. 8: "their error stays the same").
 
-    Two departures keep the estimates honest on unequal machines (measured on ``scenarios/bahi-grid.yaml``,
-    docs/ASYNC.md): the residual estimator is 003's residual averaged over the last ``every`` iterations of the
-    current block (:func:`hermes.bahi.line_balance.residual_estimate`), and a processor decides with it only
-    after ``every`` iterations of its current block, as receiver as well as sender; and a neighbour's estimate
-    counts only if it was made after the last transfer on the link between them (every estimate carries the
-    number of transfers its sender has made on that link). Without the first, a fast processor's residual — zero
-    between its neighbours' messages, a spike after each — decided by when it was read, and points flowed to the
-    slowest machine until the run did not converge; without the second, a processor could send again on the
-    estimate its slow neighbour made before receiving the last components.
+    The residual estimator is read by one of two rules (``LineBalance.residual``, :mod:`hermes.bahi.line_balance`).
+    ``last`` is 003's: the residual of the last iteration, neighbours' estimates as last received. ``mean`` is
+    hermes' variant for unequal machines (measured on ``scenarios/bahi-grid.yaml``, docs/ASYNC.md): the residual
+    averaged over the last ``every`` iterations of the current block
+    (:func:`hermes.bahi.line_balance.residual_estimate`), a decision only after ``every`` iterations of the
+    current block, as receiver as well as sender, and a neighbour's estimate counted only if it was made after the
+    last transfer on the link between them (every estimate carries the number of transfers its sender has made on
+    that link). Under ``last`` a fast processor's residual — zero between its neighbours' messages, a spike after
+    each — decides by when it was read, points flow to the slowest machine and the Table I run does not end;
+    without the freshness rule a processor could send again on the estimate its slow neighbour made before
+    receiving the last components. The time estimator is 003's under both rules.
 
 Global convergence detection (the rule, and why it never stops early)
     The detection is the snapshot-and-verify scheme of the global-residual detection of Magoulès &
@@ -138,7 +140,7 @@ class AiacRank:
         self.incoming: dict[int, Transfer] = {}
         self.nb_load: dict[int, tuple[float | None, int, int]] = {}  # side -> (estimate, points, link moves)
         self.load: float | None = None
-        self.residuals: list[float] = []  # residuals of the current block's iterations (residual estimator)
+        self.residuals: list[float] = []  # residuals of the current block's iterations (the `mean` rule)
         self.moves = {s: 0 for s in self.sides}  # transfers on the link to each side, sent or received
         # data
         self.pending: dict[int, tuple] = {}  # side -> (window, sent, pos, traj): latest border data received
@@ -333,12 +335,12 @@ class AiacRank:
         sw = self.block.end_sweep(self.run)
         rec.timeline.append((self.sweep_start, dur, self.block.a, self.block.b, sw.residual))
         bal = self.cfg.balance
-        if bal is None:
-            self.load = sw.residual
-        elif bal.estimator == "residual":
+        if bal is not None and bal.averaged:  # hermes' `mean` rule
             self.residuals.append(sw.residual)
             del self.residuals[:-bal.every]
             self.load = residual_estimate(self.residuals, bal.every)
+        elif bal is None or bal.estimator == "residual":  # 003's `last` rule
+            self.load = sw.residual
         else:
             self.load = dur
         self.block.commit(sw)
@@ -416,9 +418,10 @@ class AiacRank:
         self.quiet = 0
 
     def _moved(self, side: int) -> None:
-        """The block changed by a transfer on the link to ``side``: estimates made before no longer count."""
+        """The block changed by a transfer on the link to ``side``: under the ``mean`` rule, estimates made before
+        no longer count (003's ``last`` keeps them)."""
         self.moves[side] += 1
-        if self.cfg.balance is not None and self.cfg.balance.estimator == "residual":
+        if self.cfg.balance is not None and self.cfg.balance.averaged:
             self.residuals.clear()
             self.load = None  # unknown until an iteration of the new block
 
@@ -430,12 +433,12 @@ class AiacRank:
             self.countdown -= 1
             return
         if (self.offer is not None or self.expect is not None or self._frozen() or self.load is None
-                or self.incoming or bal.estimator == "residual" and len(self.residuals) < bal.every):
+                or self.incoming or bal.averaged and len(self.residuals) < bal.every):
             return
-        known = {}
-        for s in self.sides:  # a neighbour's estimate counts if made on the blocks as they are since the last move
-            nb = self.nb_load.get(s)
-            if nb is not None and nb[0] is not None and nb[2] == self.moves[s]:
+        known = {}  # a neighbour's estimate last received (003's `last`); under `mean`, only if made on the blocks
+        for s in self.sides:  # as they are since the last transfer between them. None: its first iteration has not
+            nb = self.nb_load.get(s)  # ended (003's form sends the left border during it), no estimate yet
+            if nb is not None and nb[0] is not None and (not bal.averaged or nb[2] == self.moves[s]):
                 known[s] = nb[:2]
         d = decide_transfer(self.load, self.block.n_points, known.get(-1), known.get(1), bal)
         if d is None:

@@ -6,10 +6,11 @@ Bertsekas & Tsitsiklis chosen in 003 §IV), keeping the global order of the comp
 communication graph stays the line (003 §VII-B, Fig. 8).
 
 Estimators (003 §VII-B)
-    ``residual``  the processor's residual ``‖X_i^t − X_i^{t−1}‖∞`` of its last iteration (the paper's proposal:
-                  it measures how far the processor still is from its local fixed point; averaged over the
-                  balancing period in asynchronous runs, below);
-    ``time``      the duration of its last iteration (the classical estimator: equalises iteration times).
+    ``residual``  the processor's residual ``‖X_i^t − X_i^{t−1}‖∞`` (the paper's proposal: it measures how far
+                  the processor still is from its local fixed point), read in asynchronous runs by one of two
+                  rules (``LineBalance.residual``, below): ``last``, 003's, or ``mean``, hermes' variant;
+    ``time``      the duration of its last iteration (the classical estimator: equalises iteration times; the
+                  same under both rules).
 
 Decision (003 Alg. 4, TryLeftLB / TryRightLB, for the lighter neighbour j)
     ``Ratio = L_i / L_j``; if ``Ratio > threshold``, compute ``NbToSend``; send if ``n_i − NbToSend`` stays at
@@ -26,27 +27,34 @@ Decision (003 Alg. 4, TryLeftLB / TryRightLB, for the lighter neighbour j)
     an infinite ratio. Ties between the two neighbours go to the left one (003: "the left load balancing is tested
     before the right one").
 
-The residual of one iteration in asynchronous runs (hermes' reading, :func:`residual_estimate`)
-    003 compares processors that iterate at about the same rate (a homogeneous cluster, Fig. 7–8). In AIAC on
-    unequal machines a processor iterates many times between two arrivals of its neighbours' data: its residual
-    is ``0`` (it re-solves the same block with the same ghosts) except for one *spike* after each arrival, and
-    the iteration that first sweeps components just received heals the interface they were cut at (a spike of
-    20× the usual size, measured on ``scenarios/bahi-grid.yaml``). A fast processor that tries at every
-    iteration after its countdown (Alg. 3) eventually tries right after a spike, looks heavier than its slow
-    neighbour and sends it components; the slow one sees the fast one's residual as ``0`` and sends half its block
-    back, and the next spike sends more. On the Table I grid the slowest processor (PII, relative speed 1) ended
-    with 625 of the 1,500 points, the fast ones spun through 10⁵ near-empty iterations and the run never
-    converged. So the asynchronous form uses 003's residual *averaged over the last* ``every`` *iterations* of
-    the processor's current block (``every`` = 003's ``OkToTryLB``) — the same quantity as 003's where the
-    residual changes smoothly, and the mean change per iteration, spikes and empty iterations included, on a
-    processor that iterates faster than its inputs change — and a processor decides with it only once it has
-    done that many iterations of its current block, so neither a sampled spike nor the first iteration after a
-    transfer decides.
+The residual rules of asynchronous runs (``LineBalance.residual``, :data:`RESIDUAL_RULES`)
+    ``last``  003 as printed (Alg. 3–4): the residual of the processor's last iteration; after ``every``
+              iterations the processor tries at every iteration, with the estimates its neighbours last sent.
+    ``mean``  hermes' variant, three rules together: the residual *averaged over the last* ``every``
+              *iterations* of the processor's current block (:func:`residual_estimate`; restarted when the block
+              gives or receives components); a decision only once the processor has that many iterations of its
+              current block, as receiver as well as sender; and a neighbour's estimate counts only if it was made
+              since the last transfer on the link between them.
+
+    Why the variant: 003 compares processors that iterate at about the same rate (a homogeneous cluster, Fig.
+    7–8). In AIAC on unequal machines a processor iterates many times between two arrivals of its neighbours'
+    data: its residual is ``0`` (it re-solves the same block with the same ghosts) except for one *spike* after
+    each arrival, and the iteration that first sweeps components just received heals the interface they were cut
+    at (a spike of 20× the usual size, measured on ``scenarios/bahi-grid.yaml``). Under ``last`` a fast processor
+    that tries at every iteration after its countdown eventually tries right after a spike, looks heavier than its
+    slow neighbour and sends it components; the slow one sees the fast one's residual as ``0`` and sends half its
+    block back, and the next spike sends more. On the Table I grid the slowest processor (PII, relative speed 1)
+    ended with 625 of the 1,500 points, the fast ones spun through 10⁵ near-empty iterations and the run did not
+    end within the spec's 10⁵ iterations. The mean is the same quantity as 003's where the residual changes
+    smoothly, and the mean change per iteration, spikes and empty iterations included, on a processor that
+    iterates faster than its inputs change; waiting for a full period keeps a sampled spike or the first
+    iteration after a transfer from deciding. ``mean`` is the spec's default (``balancing.residual``); every
+    reproduction of 003's figures sets ``last`` (docs/ASYNC.md, "Residual balancing on unequal machines").
 
 The pure functions here are used by the synchronous form (all decisions of an iteration at once,
 :func:`sync_transfers`, :func:`apply_transfers`, with the residual of the iteration itself: every processor
-iterates once per step, so there are no spikes to average) and, one rank at a time, by the asynchronous one
-(:mod:`hermes.bahi.aiac`, which adds the offer/accept handshake and :func:`residual_estimate`).
+iterates once per step, so there are no spikes to average and the two rules are one) and, one rank at a time, by
+the asynchronous one (:mod:`hermes.bahi.aiac`, which adds the offer/accept handshake and the residual rules).
 """
 
 from __future__ import annotations
@@ -60,10 +68,12 @@ from numpy.typing import NDArray
 
 from hermes.errors import BalancerError
 
-__all__ = ["ESTIMATORS", "LineBalance", "transfer_amount", "decide_transfer", "residual_estimate", "sync_transfers",
-           "apply_transfers"]
+__all__ = ["ESTIMATORS", "RESIDUAL_RULES", "LineBalance", "transfer_amount", "decide_transfer", "residual_estimate",
+           "sync_transfers", "apply_transfers"]
 
 ESTIMATORS = ("residual", "time")
+#: how an asynchronous processor reads the residual estimator: 003's last iteration, or hermes' mean (docstring)
+RESIDUAL_RULES = ("last", "mean")
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,11 @@ class LineBalance:
         Share of the equalising amount that is sent, in (0, 1].
     min_keep : int
         ``ThresholdData``: components a sender keeps at least.
+    residual : {"mean", "last"}
+        How an asynchronous processor reads the residual estimator (module docstring): ``last``, 003's residual
+        of the last iteration; ``mean``, hermes' variant (the mean over the last ``every`` iterations of the
+        current block, decisions after a full period, neighbours' estimates only if made since the last transfer
+        on the link). No effect on the time estimator or on synchronous runs.
     """
 
     estimator: str = "residual"
@@ -89,6 +104,12 @@ class LineBalance:
     threshold: float = 2.0
     fraction: float = 0.5
     min_keep: int = 1
+    residual: str = "mean"
+
+    @property
+    def averaged(self) -> bool:
+        """True when the asynchronous form reads the residual by hermes' ``mean`` rule."""
+        return self.estimator == "residual" and self.residual == "mean"
 
     def __post_init__(self):
         if self.estimator not in ESTIMATORS:
@@ -101,6 +122,9 @@ class LineBalance:
             raise BalancerError(f"balancing.fraction must be in (0, 1], got {self.fraction}")
         if self.min_keep < 1:
             raise BalancerError(f"balancing.min_keep must be at least 1, got {self.min_keep}")
+        if self.residual not in RESIDUAL_RULES:
+            raise BalancerError(f"balancing.residual must be one of {', '.join(RESIDUAL_RULES)}, "
+                                f"got {self.residual!r}")
 
 
 def _ratio(mine: float, theirs: float) -> float:
@@ -138,8 +162,8 @@ def decide_transfer(load: float, n: int, left: tuple[float, int] | None, right: 
 
 
 def residual_estimate(residuals: Sequence[float], every: int) -> float | None:
-    """The residual estimate of an asynchronous processor: the mean of its last ``every`` residuals (of all of
-    them while there are fewer), None before the first.
+    """The residual estimate of an asynchronous processor under hermes' ``mean`` rule: the mean of its last
+    ``every`` residuals (of all of them while there are fewer), None before the first.
 
     Parameters
     ----------

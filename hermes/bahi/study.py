@@ -23,7 +23,8 @@ The spec (:class:`BrusselatorSpec`, every key optional except where noted)::
                sites: [5, 5, 5],               # consecutive processors per site (optional) ...
                inter_site: {latency: 0.01, bandwidth: 1.25e6},   # ... and the links between sites
                delay: {max: 0.0, seed: 0}}     # extra random delay per message (tests)
-    balancing: {enabled: false, estimator: residual, every: 20, threshold: 2.0, fraction: 0.5, min_keep: 1}
+    balancing: {enabled: false, estimator: residual, every: 20, threshold: 2.0, fraction: 0.5, min_keep: 1,
+                residual: mean}   # AIAC's residual: mean (hermes' variant, the default) | last (003 as printed)
     check: true               # compare with the serial solution (rank 0; memory (n_steps+1)·N·16 bytes)
 
 Every number is bounded (``hermes.scenario`` conventions: finite, at most ``BIG``; counts at most
@@ -148,7 +149,15 @@ class PlatformSpec(Strict):
 
 
 class BalancingSpec(Strict):
-    """The line balancer (:mod:`hermes.bahi.line_balance`, 003 Alg. 3–4)."""
+    """The line balancer (:mod:`hermes.bahi.line_balance`, 003 Alg. 3–4).
+
+    ``residual`` is how an asynchronous processor reads the residual estimator: ``last``, 003's rule as printed
+    (the residual of its last iteration); ``mean``, hermes' variant (the mean over the last ``every`` iterations
+    of its current block, decisions after a full period, neighbours' estimates only if made since the last
+    transfer between them), the default because the shipped Table I grid ends with it and does not with
+    ``last`` (docs/ASYNC.md, "Residual balancing on unequal machines"). The reproductions of 003's figures
+    (``benchmarks/bahi_async.py``) set ``last``. No effect on the time estimator or on SISC.
+    """
 
     enabled: bool = False
     estimator: Literal["residual", "time"] = "residual"
@@ -156,6 +165,8 @@ class BalancingSpec(Strict):
     threshold: Annotated[float, Field(ge=1, le=BIG)] = 2.0
     fraction: Annotated[float, Field(gt=0, le=1)] = 0.5
     min_keep: Annotated[int, Field(ge=1, le=MAX_POINTS)] = 1
+    residual: Literal["mean", "last"] = Field("mean", description="AIAC's residual estimate: mean (hermes' variant) | "
+                                                                  "last (003's last iteration)")
 
 
 class ApplicationSpec(Strict):
@@ -287,8 +298,8 @@ def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
                           pr.max_newton)
     sv, bl = spec.solver, spec.balancing
     overlap = auto_overlap(problem) if sv.overlap == "auto" else int(sv.overlap)
-    balance = (LineBalance(bl.estimator, bl.every, bl.threshold, bl.fraction, max(bl.min_keep, overlap + 1))
-               if bl.enabled else None)
+    balance = (LineBalance(bl.estimator, bl.every, bl.threshold, bl.fraction, max(bl.min_keep, overlap + 1),
+                           bl.residual) if bl.enabled else None)
     window = problem.n_steps if sv.window == "all" else int(sv.window)
     if sv.residual == "auto":
         rho = contraction_estimate(problem, overlap) if sv.contraction == "auto" else float(sv.contraction)
@@ -405,6 +416,9 @@ def result_lines(summary: dict) -> list[str]:
     """What ``hermes run`` prints of a summary: the set-up, the time to the accuracy, the check."""
     bal = summary["balancing"]
     how = "no balancing" if bal is None else f"{bal['estimator']} estimator every {bal['every']} iterations"
+    if bal is not None and bal["estimator"] == "residual" and summary["mode"] == "async":
+        how += (" (residual: mean, hermes' variant)" if bal.get("residual", "mean") == "mean"
+                else " (residual: last, 003's rule)")
     unit = "virtual" if summary["clock"] == "virtual" else "real"
     its = summary["iterations"]
     lines = [f"{summary['name']}: Brusselator N={summary['points']}, {summary['steps']} steps, "

@@ -79,7 +79,7 @@ def test_apply_transfers_refuses_broken_lines():
 
 @pytest.mark.parametrize("kw, msg", [({"estimator": "load"}, "estimator"), ({"every": 0}, "every"),
                                      ({"threshold": 0.5}, "threshold"), ({"fraction": 0.0}, "fraction"),
-                                     ({"min_keep": 0}, "min_keep")])
+                                     ({"min_keep": 0}, "min_keep"), ({"residual": "median"}, "residual")])
 def test_bad_parameters_are_one_line_errors(kw, msg):
     with pytest.raises(BalancerError, match=msg):
         LineBalance(**kw)

@@ -160,6 +160,7 @@ def test_one_processor_runs_alone():
     ({"processors": 3}, "platform.capacities: 4 values for 3 processors"),
     ({"solver": {"window": 0}}, "solver.window"),
     ({"balancing": {"estimator": "load"}}, "balancing.estimator"),
+    ({"balancing": {"residual": "median"}}, "balancing.residual: must be 'mean' or 'last'"),
     ({"platform": {"sites": [2, 2]}}, "inter_site"),
     ({"bogus": 1}, "bogus: unknown key"),
     ({"problem": {"points": 10**9}}, "problem.points: must be at most 1e\\+07"),
@@ -253,19 +254,20 @@ def test_windowed_scenarios_match_the_serial_solution_to_the_accuracy(name, mode
 def test_papers_form_stops_far_from_the_solution_and_residual_balancing_pays():
     """scenarios/bahi-homogeneous.yaml (003's form) on 4 processors and 400 points: the literal criterion (every
     residual below 7e-4) ends more than 10x the accuracy away from the serial solution (measured 0.027 AIAC, 0.038
-    SISC), and 003's residual balancing shortens the AIAC run (measured 46.05 s -> 36.55 s, 1.26x, with the
-    residual averaged over the balancing period; 1.68x when it was read at one iteration, docs/ASYNC.md). Fails if
-    the paper's form loses its mechanism (e.g. Newton restarted from the previous time level or ghosts read during
-    the sweep: then the ratio falls)."""
+    SISC), and 003's residual balancing as printed (``balancing.residual: last``) shortens the AIAC run (measured
+    46.05 s -> 27.38 s, 1.68x; the ratio grows with N, docs/ASYNC.md; hermes' ``mean`` rule gains 1.26x here, 36.55
+    s). Fails if the paper's form loses its mechanism (e.g. Newton restarted from the previous time level or ghosts
+    read during the sweep: then the ratio falls), or if ``last`` stops being 003's rule."""
     from tests.conftest import ROOT
 
     small = ["processors=4", "problem.points=400"]
     plain = load_spec(ROOT / "scenarios" / "bahi-homogeneous.yaml", small)
-    balanced = load_spec(ROOT / "scenarios" / "bahi-homogeneous.yaml", [*small, "balancing.enabled=true"])
+    balanced = load_spec(ROOT / "scenarios" / "bahi-homogeneous.yaml",
+                         [*small, "balancing.enabled=true", "balancing.residual=last"])
     a, b = (summarise(sp, *simulate(sp)) for sp in (plain, balanced))
     assert a["form"] == "paper" and a["window"] == 200 and a["overlap"] == 0 and a["residual_threshold"] == 7e-4
     assert a["error_vs_serial"] > 10 * a["accuracy"] and b["error_vs_serial"] > 10 * b["accuracy"]
-    assert a["time"] / b["time"] > 1.15 and b["migrated_points"] > 0
+    assert a["time"] / b["time"] > 1.4 and b["migrated_points"] > 0
 
 
 def test_residual_threshold_from_accuracy_windows_and_contraction():

@@ -1,6 +1,7 @@
 """The Brusselator runs of 003 under mpiexec against the serial simulation (run by tests/mpi/test_async_mpi.py).
 
-Usage: ``mpiexec -n P python -m mpi4py tests/mpi/async_script.py``
+Usage (from the repository root, which must be on PYTHONPATH: the ranks run with ``-P``, as hermes starts
+them): ``PYTHONPATH=$PWD mpiexec -n P .venv/bin/python -P -m mpi4py -m tests.mpi.async_script``
 
 Virtual clock: SISC and AIAC (with balancing and with delayed messages) must equal
 :func:`hermes.bahi.study.simulate` — all processors in one process — in every summary entry, bit for bit, also when
@@ -61,9 +62,10 @@ def main() -> int:
         "async-delayed": case(p, mode="async", platform={"capacities": [1 + (i % 3) for i in range(p)],
                                                          "speed": 1.0e4, "delay": {"max": 1.0, "seed": 5}},
                               balancing={"enabled": True, "every": 3, "threshold": 1.5, "estimator": "time"}),
-        # 003 Alg. 2's sweep (solver.form: paper): whole interval, no overlap, left border sent during the sweep
+        # 003 Alg. 2's sweep (solver.form: paper): whole interval, no overlap, left border sent during the sweep,
+        # with 003's residual rule as printed (the windowed case above has hermes' default, `mean`)
         "async-paper": case(p, mode="async", solver={"window": "all", "overlap": 0, "residual": 1e-3, "form": "paper"},
-                            balancing={"enabled": True, "every": 20, "threshold": 1.5}),
+                            balancing={"enabled": True, "every": 20, "threshold": 1.5, "residual": "last"}),
         "async-paper-delayed": case(p, mode="async", solver={"window": "all", "overlap": 0, "residual": 1e-3,
                                                              "form": "paper"},
                                     platform={"capacities": [1 + (i % 3) for i in range(p)], "speed": 1.0e4,

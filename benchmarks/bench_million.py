@@ -33,8 +33,8 @@ def run(cells: int, selection: str = "gain") -> None:
     from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, realise_flow
     from hermes.balance.realisation.selection import get_selection
     from hermes.balance.registry import BALANCERS, BalanceContext, check_params
-    from hermes.clock import Links, VirtualClock
-    from hermes.comm import Counters, NeighbourComm
+    from hermes.runtime.clock import Links, VirtualClock
+    from hermes.runtime.comm import Counters, NeighbourComm
     from hermes.data.adapt import region_mask
     from hermes.data.cfd_meshes import large
     from hermes.data.partition import metis_partition
@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--selection", default="gain", help="gain | peel | wavefront")
     args = ap.parse_args()
-    from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher
+    from hermes.runtime.launch import mpiexec_command, under_mpi_launcher
 
     if not under_mpi_launcher():
         cmd = mpiexec_command(args.ranks, [])

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from hermes.interpreter import child_env
-from hermes.lifecycle.launch import mpiexec_command
+from hermes.runtime.launch import mpiexec_command
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.extraload.sharing import make_loads
 from hermes.extraload.tasks import check_tasks, load_tasks
 from hermes.monitor.oracle import equal_finish

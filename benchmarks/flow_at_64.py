@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hermes.balance.flow import flow_error
 from hermes.balance.registry import BALANCERS, check_params
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.lab.bench import _table101_graph
 from hermes.lab.specs import parse_model
 

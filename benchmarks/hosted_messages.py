@@ -1,6 +1,6 @@
 """The wall cost of one point-to-point message between hosted processors: halo exchanges only.
 
-``p`` processors hosted in this process (``hermes.hosting.host_run``), each exchanging a 64-byte payload with
+``p`` processors hosted in this process (``hermes.runtime.hosting.host_run``), each exchanging a 64-byte payload with
 ``d`` neighbours (the ranks r ± 1, …, r ± d/2 mod p) through hermes' own ``NeighbourComm.exchange`` — the
 call the application's halo exchange makes — ``--rounds`` times under the virtual clock. Prints the wall
 seconds per message (all processors' messages of all rounds), the figure that bounds how long a run with a
@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from hermes.clock import Links, VirtualClock
-from hermes.comm import NeighbourComm
-from hermes.hosting import host_run
+from hermes.runtime.clock import Links, VirtualClock
+from hermes.runtime.comm import NeighbourComm
+from hermes.runtime.hosting import host_run
 
 
 def measure(p: int, d: int, rounds: int) -> float:

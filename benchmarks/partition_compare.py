@@ -46,9 +46,9 @@ from typing import Any
 
 import yaml
 
-from hermes.hosting import processes_for
+from hermes.runtime.hosting import processes_for
 from hermes.interpreter import child_env
-from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command
+from hermes.runtime.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.scenario import parse_scenario
 
 __all__ = ["METHODS", "DEFAULT_METHODS", "MESHES", "capacities", "scenario", "run_hermes", "run_row",
@@ -173,7 +173,7 @@ class PeakRSS:
 def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | None = None,
                measured: dict[str, Any] | None = None) -> tuple[dict[str, Any], float]:
     """Run ``hermes run`` of ``sc['processors']`` processors under mpiexec on ``processes`` MPI processes
-    (default: hermes' own, one per processor up to the cores, :func:`hermes.hosting.processes_for`; the results
+    (default: hermes' own, one per processor up to the cores, :func:`hermes.runtime.hosting.processes_for`; the results
     are the same whatever the number); return (summary.json, seconds).
 
     The job runs in its own process group, killed as a whole if it outlives ``timeout``. Scotch runs

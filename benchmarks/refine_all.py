@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="processors of each run, hosted on the --ranks processes (default: one per rank)")
     ap.add_argument("--out", help="CSV file")
     args = ap.parse_args(argv)
-    from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher
+    from hermes.runtime.launch import mpiexec_command, under_mpi_launcher
 
     if not under_mpi_launcher():
         if args.processors is not None and args.processors < args.ranks:
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from hermes.balance.registry import BALANCERS
     from hermes.files import write_csv
-    from hermes.hosting import host_run
+    from hermes.runtime.hosting import host_run
     from hermes.lifecycle.driver import run
     from hermes.scenario import parse_scenario
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hermes.lifecycle.launch import mpiexec_command
+from hermes.runtime.launch import mpiexec_command
 
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = [("No DLB", ["balancer.algorithm=none"]), ("GDA1", ["balancer.algorithm=gda1"]),

@@ -54,7 +54,7 @@ import numpy as np
 
 from hermes.app.indicator import gradient_jump, jump_indicator_serial, mark_max_strategy
 from hermes.app.kernels import initial_fields, jacobi_sweeps
-from hermes.comm import Bookkeeping
+from hermes.runtime.comm import Bookkeeping
 from hermes.data.adapt import adapt_weights, region_mask, uniform_hash
 from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats

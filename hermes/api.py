@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from hermes.compare import compare
-from hermes.lifecycle.launch import _die_with_parent
+from hermes.runtime.launch import _die_with_parent
 from hermes.compare.experiment import absolute_paths
 from hermes.data.io import read_mesh
 from hermes.data.mesh import Mesh
@@ -115,10 +115,10 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     -----
     Called outside MPI with more than one processor, hermes starts ``mpiexec`` itself (as ``hermes run``
     does) and reads the run directory back; called inside an MPI job, it runs on the job's communicator
-    (:func:`hermes.cli.common.world`, ``COMM_WORLD``), every rank
+    (:func:`hermes.runtime.world.world`, ``COMM_WORLD``), every rank
     taking part (the result is returned on rank 0, None elsewhere).
     """
-    from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher
+    from hermes.runtime.launch import mpiexec_command, under_mpi_launcher
 
     from hermes.balance.registry import plugins_deferred
     from hermes.lifecycle.plugins import check_plugins
@@ -134,7 +134,7 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
 
         from hermes.lifecycle.driver import run as run_here
 
-        from hermes.cli.common import world  # the job's communicator: the CLI is the one place that names it
+        from hermes.runtime.world import world  # the job's communicator: the one place that names it
 
         comm = world() if under_mpi_launcher() else MPI.COMM_SELF
         return run_here(sc, comm, out_dir=out, quiet=quiet, progress=None if quiet else print)
@@ -154,7 +154,7 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
 
 def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> RunResult:
     """Run ``sc`` on ``n`` ranks under mpiexec into ``out_dir`` (whose lock this process holds) and read it back."""
-    from hermes.lifecycle.launch import mpiexec_command
+    from hermes.runtime.launch import mpiexec_command
 
     with tempfile.TemporaryDirectory(prefix="hermes-run-") as tmp:
         spec = Path(tmp) / f"{sc.name}.yaml"

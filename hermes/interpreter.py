@@ -3,7 +3,7 @@
 ``python -m X`` and ``python -c CODE`` put the current directory first on ``sys.path`` (``python script.py`` the
 script's directory): a ``yaml.py``, ``numpy.py`` or ``mpi4py.py`` where the user stands would be imported in
 place of the real module, by every rank. Every process hermes starts — the MPI ranks
-(:func:`hermes.lifecycle.launch.mpiexec_command`), the launch probe, the drawing workers, the extra-load task
+(:func:`hermes.runtime.launch.mpiexec_command`), the launch probe, the drawing workers, the extra-load task
 runners, the runs of ``hermes compare``, the plug-in check, the benchmarks' commands — is built by
 :func:`python_command` (the interpreter with ``-P``, safe-path mode, Python ≥ 3.11: nothing prepended to
 ``sys.path``) and gets :func:`child_env`. The flag is on the command line, not only in the environment, so

@@ -183,7 +183,7 @@ class PlatformProfile(Strict):
 
     def links(self, bandwidth: float):
         """The links a balancer's messages are charged with: this profile's costs at ``bandwidth``."""
-        from hermes.clock import Links
+        from hermes.runtime.clock import Links
 
         return Links(self.balance_exchange, bandwidth, collective_latency=self.balance_allreduce)
 
@@ -465,4 +465,4 @@ class RunSpec(Strict):
         None, description="MPI processes hosting the processors (at most one process per processor); default: "
         "one per processor up to the cores of this machine (one fewer when a refined run draws its pictures "
         "while the phases run), the processors shared evenly among them "
-        "(hermes.hosting); clock: wall needs one per processor; --processes overrides")
+        "(hermes.runtime.hosting); clock: wall needs one per processor; --processes overrides")

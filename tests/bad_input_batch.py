@@ -54,7 +54,8 @@ def _capture(fn):
 
 def main(cases_path: str, out_path: str) -> None:
     from hermes import cli
-    from hermes.lifecycle import driver, launch
+    from hermes.lifecycle import driver
+    from hermes.runtime import launch
     warnings.simplefilter("always")  # a warning of one case must not hide the same warning of another
     cases = json.loads(Path(cases_path).read_text())
     sys.path.insert(0, str(Path(cases_path).parent))  # the catalogue's plug-in modules live beside the cases

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes.lifecycle.launch import mpiexec_command
+from hermes.runtime.launch import mpiexec_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MESHES = ROOT.parent / "shared" / "meshes"

@@ -12,7 +12,7 @@ import pytest
 
 import hermes
 from hermes.errors import HermesError
-from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.runtime.launch import _LAUNCHER_ENV
 from hermes.lifecycle.records import CSV_COLUMNS, RunResult
 from tests.conftest import ROOT
 

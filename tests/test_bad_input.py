@@ -13,7 +13,7 @@ Each ``hermes run`` case runs twice (issue 8, items 5–6):
 The cases run in one process per mode (the batch runner redirects file descriptors per case), so the
 whole catalogue costs one interpreter start and one ``mpiexec``; a few cases also run end to end as real
 processes (:func:`test_end_to_end_self_launched`, :func:`test_end_to_end_under_mpiexec`), where Open
-MPI's own report of the non-zero exit is the only other text allowed (see hermes/lifecycle/launch.py).
+MPI's own report of the non-zero exit is the only other text allowed (see hermes/runtime/launch.py).
 The other commands (``flow``, ``gossip``, ``mesh``, ``scenario``, ``plot``) have their catalogue in
 :data:`OTHER`, run the same way in one process.
 """
@@ -28,7 +28,7 @@ import sys
 import numpy as np
 import pytest
 
-from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.runtime.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT, run_mpi
 
 BATCH = ROOT / "tests" / "bad_input_batch.py"
@@ -813,7 +813,7 @@ def _cli(*args, timeout=300):
 
 
 #: Open MPI's prterun reports any rank's non-zero exit in six lines (help-prun.txt [prun:non-zero-exit]);
-#: it cannot be silenced while keeping the exit status (hermes/lifecycle/launch.py, "Open MPI's report")
+#: it cannot be silenced while keeping the exit status (hermes/runtime/launch.py, "Open MPI's report")
 OPEN_MPI_REPORT = ("prterun detected that one or more processes exited with non-zero status",
                    "thus causing the job to be terminated. The first process to do so was:",
                    "Process name:", "Exit code:    2")

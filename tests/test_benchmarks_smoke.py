@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.runtime.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT, SHARED_MESHES
 
 def bench(module: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import HermesError
 from hermes.lifecycle import driver
 from hermes.lifecycle.checkpoint import load_state, read_manifest, save_state

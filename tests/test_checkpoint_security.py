@@ -28,7 +28,7 @@ from mpi4py import MPI
 from hermes.errors import HermesError
 from hermes.lifecycle import checkpoint, codec, driver
 from hermes.lifecycle.checkpoint import CheckpointError, load_state, read_manifest, verify_checkpoint
-from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.runtime.launch import _LAUNCHER_ENV
 from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import ROOT, run_mpi
 

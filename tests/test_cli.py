@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from hermes.hosting import usable_cores
+from hermes.runtime.hosting import usable_cores
 
-from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command, under_mpi_launcher
+from hermes.runtime.launch import _LAUNCHER_ENV, mpiexec_command, under_mpi_launcher
 from tests.conftest import ROOT
 
 
@@ -87,12 +87,12 @@ def test_no_launch_runs_in_process_hosting_every_processor(tmp_path):
 def test_launcher_flags(monkeypatch):
     assert not under_mpi_launcher({})
     assert under_mpi_launcher({"OMPI_COMM_WORLD_SIZE": "4"}) and under_mpi_launcher({"PMI_RANK": "0"})
-    monkeypatch.setattr("hermes.lifecycle.launch.mpi_flavour", lambda exe: "openmpi")
+    monkeypatch.setattr("hermes.runtime.launch.mpi_flavour", lambda exe: "openmpi")
     monkeypatch.setattr("os.geteuid", lambda: 0)
     cmd = mpiexec_command(64, ["run", "x.yaml"], mpiexec="/x/mpiexec", python="/x/python")
     assert cmd[:3] == ["/x/mpiexec", "--allow-run-as-root", "--oversubscribe"]
     assert cmd[3:] == ["-n", "64", "/x/python", "-P", "-m", "mpi4py", "-m", "hermes", "run", "x.yaml"]  # safe path
-    monkeypatch.setattr("hermes.lifecycle.launch.mpi_flavour", lambda exe: "mpich")
+    monkeypatch.setattr("hermes.runtime.launch.mpi_flavour", lambda exe: "mpich")
     assert mpiexec_command(64, [], mpiexec="/x/mpiexec", python="/x/python")[1] == "-n"
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.clock import Links, VirtualClock
+from hermes.runtime.clock import Links, VirtualClock
 
 
 def test_virtual_compute_is_work_over_rate_and_categories_follow_activity():

@@ -190,7 +190,7 @@ def test_read_summary_knows_complete_runs(tmp_path):
 
 
 # -- real runs ------------------------------------------------------------------------------------------------
-# 2 processors hosted on one process (hermes.hosting; the results are those of 2 processes): a run starts one
+# 2 processors hosted on one process (hermes.runtime.hosting; the results are those of 2 processes): a run starts one
 # Python less, and --jobs 2 runs two at once
 SMALL = {"name": "small", "processors": 2, "run": {"processes": 1}, "seed": 1, "mesh": {"grid": "8x6"},
          "platform": {"capacities": [2, 1], "speed": 1.0e4},

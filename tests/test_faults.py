@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hermes.claims import LOCK, MARKER, read_marker
-from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.runtime.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT
 
 SMALL = ["--set", "mesh.grid=8x6", "--set", "platform.capacities=homo", "--set", "adaptation.phases=2"]

@@ -1,4 +1,4 @@
-"""Many emulated processors per MPI process (hermes.hosting): the communicator's semantics, serially and over
+"""Many emulated processors per MPI process (hermes.runtime.hosting): the communicator's semantics, serially and over
 real MPI processes, and the identity of a run's results whatever the number of processes hosting it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hermes.errors import HermesError, ScenarioError
-from hermes.hosting import HostedError, blocks, host_run, processes_for
+from hermes.runtime.hosting import HostedError, blocks, host_run, processes_for
 from hermes.sections import RunSpec
 from tests.conftest import run_mpi
 
@@ -115,7 +115,7 @@ def test_mismatched_collectives_are_a_defect():
 
 def test_errors_end_every_processor():
     def bad_input(comm):
-        from hermes.comm import agree
+        from hermes.runtime.comm import agree
 
         def check():
             if comm.Get_rank() == 2:

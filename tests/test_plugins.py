@@ -177,7 +177,7 @@ def _wild(tmp_path: Path, mode: str, *args, timeout: float = 180) -> tuple[subpr
     its wall seconds."""
     import time
 
-    from hermes.lifecycle.launch import _LAUNCHER_ENV
+    from hermes.runtime.launch import _LAUNCHER_ENV
 
     (tmp_path / "plugins").mkdir(exist_ok=True)
     (tmp_path / "plugins" / "wild.py").write_text(WILD)

@@ -46,7 +46,7 @@ def test_too_many_processors_for_the_memory_is_refused_before_launching(tmp_path
     import hermes.cli
 
     monkeypatch.setattr("hermes.lifecycle.preflight.memory_available", lambda: 8 * 2**30)
-    monkeypatch.setattr("hermes.lifecycle.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
+    monkeypatch.setattr("hermes.runtime.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
     code = hermes.cli.main(["run", "--set", "processors=20000", "--set", "mesh.grid=200x150", "--set",
                             "platform.capacities=homo", "--processes", "2", "--out", str(tmp_path / "r")])
     out, err = capsys.readouterr()

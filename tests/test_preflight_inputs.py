@@ -31,7 +31,7 @@ def _load(sc):
 
 
 def _run_refused(tmp_path, monkeypatch, capsys, args) -> str:
-    monkeypatch.setattr("hermes.lifecycle.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
+    monkeypatch.setattr("hermes.runtime.launch.run_job", lambda cmd: pytest.fail(f"mpiexec started: {cmd}"))
     code = hermes.cli.main(["run", *args, "--processes", "2", "--out", str(tmp_path / "out")])
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()

@@ -374,7 +374,7 @@ def _planted(tmp_path: Path, skip: tuple[str, ...] = ()) -> tuple[Path, Path, di
     children hermes starts drop it, test_children_get_safe_path_and_keep_the_named_plugin_directory.)"""
     import sys
 
-    from hermes.lifecycle.launch import _LAUNCHER_ENV
+    from hermes.runtime.launch import _LAUNCHER_ENV
 
     cwd, marks = tmp_path / "downloaded", tmp_path / "marks"
     cwd.mkdir()

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from hermes.balance.registry import BUILTIN, Registry
-from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.runtime.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT
 
 FAMILIES = sorted(set(BUILTIN.values()))
@@ -52,7 +52,7 @@ def test_import_hermes_is_lazy_and_its_api_still_works():
 
 def test_a_rank_imports_the_balancer_its_scenario_names_and_no_other():
     """What a rank runs before the set-up: the CLI, the driver, the scenario, its balancer."""
-    code = ("import hermes.cli, hermes.lifecycle.driver, hermes.hosting\nfrom hermes.scenario import load_scenario\n"
+    code = ("import hermes.cli, hermes.lifecycle.driver, hermes.runtime.hosting\nfrom hermes.scenario import load_scenario\n"
             "from hermes.balance.registry import get_balancer\n"
             "sc = load_scenario('scenarios/refine-airfoil.yaml')\nget_balancer(sc.balancer.algorithm)")
     loaded = loaded_after(code, HEAVY)

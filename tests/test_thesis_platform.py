@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import thesis_platform as tp
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import ScenarioError
 from hermes.scenario import load_scenario
 from hermes.sections import PlatformProfile
@@ -91,7 +91,7 @@ def test_a_run_with_the_profile_charges_only_the_balancer_at_its_costs(tmp_path)
 def test_a_checkpointed_clock_keeps_its_profile():
     """The clock's balance links survive a checkpoint (hermes/lifecycle/codec.py), and only its balancing step
     charges at them."""
-    from hermes.clock import VirtualClock
+    from hermes.runtime.clock import VirtualClock
     from hermes.lifecycle.codec import Decoder, Encoder
 
     clock = VirtualClock(0, 4, Links(), 1.0, 0.25)

@@ -8,7 +8,7 @@ import pytest
 import threading
 import time
 
-from hermes.lifecycle.watchdog import EXIT_TIMEOUT, Watchdog
+from hermes.runtime.watchdog import EXIT_TIMEOUT, Watchdog
 
 
 class FakeComm:

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import Field
 
 from hermes.balance import BalanceContext, Decision, FlowResult, Model, Params, flow_from_local
-from hermes.comm import Counters
+from hermes.runtime.comm import Counters
 
 
 class FixedStepDiffusion:

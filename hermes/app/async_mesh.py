@@ -8,7 +8,7 @@ that have *arrived* by the rank's current time. The synchronous form is :func:`h
 The model, rank i with neighbours j (the halo plan of :func:`hermes.data.distributed.halo_plan`):
 
 * phase start: one synchronous halo exchange of the phase-start values (charged as one exchange of
-  :class:`~hermes.comm.NeighbourComm`); its values are version 0 of every neighbour's ghosts, and the rank's
+  :class:`~hermes.runtime.comm.NeighbourComm`); its values are version 0 of every neighbour's ghosts, and the rank's
   time after it is ``s_i^0``;
 * sweep k = 1…K starts at ``s_i^{k-1}``; its ghosts from j are version ``v_ij^k = max{m : a_ji^m ≤ s_i^{k-1}}``;
   it costs ``W_i = work_per_weight · Σ weights`` work units: ``s_i^k = s_i^{k-1} + W_i / rate_i`` (the clock's
@@ -20,7 +20,7 @@ The model, rank i with neighbours j (the halo plan of :func:`hermes.data.distrib
   with ``b_ij = bytes_per_edge × shared cut edges`` (as the synchronous exchange charges); with an extra load
   ``d_ij^k`` is what :meth:`~hermes.extraload.sharing.ProcessorLoad.preview_send` gives: the load's link sharing
   with the tasks' flows in flight, on a copy of the load's state (a blocking send, as the synchronous exchange's
-  :meth:`~hermes.clock.VirtualClock.message_costs`, would hold the processor until delivery; these messages
+  :meth:`~hermes.runtime.clock.VirtualClock.message_costs`, would hold the processor until delivery; these messages
   overlap the next sweep, and are not fed back into the tasks' model). The max makes every
   link FIFO (a message never overtakes an earlier one on its link, as MPI's and TCP's ordering guarantee);
   without a load the durations are constant and it changes nothing;
@@ -28,7 +28,7 @@ The model, rank i with neighbours j (the halo plan of :func:`hermes.data.distrib
   (AIAC, 003 §II-B: no idle time, communications overlapped by computations). Nothing else advances the clock
   during the sweeps: a rank never waits;
 * at the end the local residual ``Σ (u^K − u^{K−1})²`` of the last sweep is summed by one charged
-  :func:`~hermes.comm.allreduce` (which synchronises the ranks, as the driver's own end-of-phase reduction).
+  :func:`~hermes.runtime.comm.allreduce` (which synchronises the ranks, as the driver's own end-of-phase reduction).
 
 Virtual clock: a conservative simulation (Chandy–Misra)
     Rank i must know, before sweep k, exactly which versions have arrived by its time ``s = s_i^{k-1}``,
@@ -79,9 +79,9 @@ from numpy.typing import NDArray
 
 from hermes.app.kernels import jacobi_sweeps
 from hermes.app.simulate import LoopStats, ghost_layout, jacobi_step
-from hermes.comm import NeighbourComm
+from hermes.runtime.comm import NeighbourComm
 from hermes.data.distributed import HaloPlan, LocalDomain, halo_plan
-from hermes.hosting import waitall
+from hermes.runtime.hosting import waitall
 
 __all__ = ["AsyncSweep", "AsyncReference", "async_sweeps", "solve_phase_async", "async_serial", "ASYNC_TAG"]
 

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.app.kernels import neighbour_values
-from hermes.comm import NeighbourComm, allreduce
+from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, halo_plan
 
 __all__ = ["jump_indicator", "jump_indicator_serial", "gradient_jump", "mark_max_strategy"]

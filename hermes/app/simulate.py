@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.app.kernels import jacobi_sweep
-from hermes.comm import NeighbourComm
+from hermes.runtime.comm import NeighbourComm
 from hermes.data.distributed import LocalDomain, halo_plan
 
 __all__ = ["LoopStats", "solve_phase", "ghost_layout", "jacobi_step"]

@@ -1,9 +1,9 @@
 """What the synchronous and asynchronous Brusselator runs share: configuration, platform, link model, results.
 
 * :class:`IterConfig` — the numerical method (problem, overlap, window, accuracy) and the balancing parameters.
-* :class:`Platform` — compute rates ``speed · p · c_i`` (as :class:`hermes.clock.VirtualClock`) and a
+* :class:`Platform` — compute rates ``speed · p · c_i`` (as :class:`hermes.runtime.clock.VirtualClock`) and a
   :class:`LinkModel`: the α-β cost of a message of ``b`` bytes on link (i, j), ``α_ij + β_ij b``
-  (:class:`hermes.clock.Links`), optionally with extra deterministic delays (:class:`DelayedLinks`, used to
+  (:class:`hermes.runtime.clock.Links`), optionally with extra deterministic delays (:class:`DelayedLinks`, used to
   test that convergence detection never stops early while messages are late).
 * :func:`tree_allreduce_times` — when each rank gets the result of an allreduce in the virtual model.
 * :class:`BlockRecord` / :func:`assemble` — what every rank returns, and the global solution built from them.
@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from hermes.bahi.brusselator import Brusselator, SolverError, window_steps
 from hermes.bahi.line_balance import LineBalance
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 
 __all__ = ["IterConfig", "LinkModel", "StaticLinks", "DelayedLinks", "Platform", "tree_allreduce_times", "Event",
            "line_tree", "VirtualTimer", "WallTimer",
@@ -96,7 +96,7 @@ class LinkModel(Protocol):
 
 @dataclass(frozen=True)
 class StaticLinks:
-    """The α-β model of :class:`hermes.clock.Links`: ``α_ij + nbytes / bandwidth_ij``."""
+    """The α-β model of :class:`hermes.runtime.clock.Links`: ``α_ij + nbytes / bandwidth_ij``."""
 
     links: Links
 
@@ -157,7 +157,7 @@ def tree_allreduce_times(ready: NDArray[np.float64], links: LinkModel, nbytes: f
     """Time at which each rank holds an allreduce's result: binomial-tree reduce to rank 0, then broadcast.
 
     Rank i enters at ``ready[i]``; each tree edge costs its own link (so slow inter-site links count, unlike the
-    single default link of :meth:`hermes.clock.Links.collective_cost`).
+    single default link of :meth:`hermes.runtime.clock.Links.collective_cost`).
     """
     p = len(ready)
     t = np.asarray(ready, dtype=np.float64).copy()

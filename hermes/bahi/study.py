@@ -56,7 +56,7 @@ from hermes.bahi.brusselator import Brusselator, SolverError, auto_overlap, seri
 from hermes.bahi.iteration import (DelayedLinks, IterConfig, Platform, BlockRecord, StaticLinks, assemble,
                                   capacity_bounds, even_bounds)
 from hermes.bahi.line_balance import LineBalance
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import ScenarioError, validation_message
 from hermes.loaders import load_yaml
 from hermes.scenario import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED, apply_overrides

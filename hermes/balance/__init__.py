@@ -65,7 +65,7 @@ def balance(model: Model, algorithm: str = "pcg", *, links=None, **params) -> Fl
         The processor graph H = (G, l, c, w) (:meth:`Model.create`).
     algorithm : str
         A balancer with a serial reference (``hermes balancers``), an entry point or an import path.
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
     **params
         The balancer's parameters (validated against its parameter model).

@@ -13,7 +13,7 @@ This module also holds what the balancer families share: :class:`FlowResult` (se
 :class:`LocalFlowResult` (one rank of the distributed form), :func:`validate_model`,
 :func:`agree_local_inputs` (the collective input check of the distributed forms), the
 deterministic sum used by both forms, and :func:`alpha_beta_time`, which replays the α-β model of
-:class:`hermes.clock.VirtualClock` for a known sequence of exchanges and collectives so that a
+:class:`hermes.runtime.clock.VirtualClock` for a known sequence of exchanges and collectives so that a
 serial reference can report the time its distributed form would be charged.
 """
 
@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from hermes.balance.model import Model
-from hermes.comm import Counters, NeighbourComm, gather_error
+from hermes.runtime.comm import Counters, NeighbourComm, gather_error
 from hermes.errors import BalancerError, GraphError
 
 __all__ = [
@@ -60,7 +60,7 @@ class FlowResult:
         Flow on ``model.edges``; ``flow[k] > 0`` moves load from ``edges[k, 0]`` to ``edges[k, 1]``.
     iterations : int
     converged : bool
-    counters : hermes.comm.Counters
+    counters : hermes.runtime.comm.Counters
         What the distributed form reports: ``exchange_rounds`` and ``collectives`` per rank (the
         same on every rank), ``messages`` and ``bytes`` summed over the ranks, ``time`` the largest
         per-rank virtual time (0 without links).
@@ -88,7 +88,7 @@ class LocalFlowResult:
         Flow to each neighbour, aligned with ``nb.neighbours``; positive means this rank sends.
     iterations : int
     converged : bool
-    counters : hermes.comm.Counters
+    counters : hermes.runtime.comm.Counters
         This rank's counters (``nb.counters``).
     extra : dict
         Method-specific details (final load, residual, ...).
@@ -155,7 +155,7 @@ def agree_local_inputs(nb: NeighbourComm, load: float, capacity: float, weights:
     Notes
     -----
     Communication: one allreduce (sum) of the 2-vector (l_i, error flag); only if some rank failed,
-    additionally one allgather of the error messages (:func:`hermes.comm.gather_error`).
+    additionally one allgather of the error messages (:func:`hermes.runtime.comm.gather_error`).
     """
     nbrs = nb.neighbours
     w = np.asarray(weights, dtype=np.float64).ravel()
@@ -184,7 +184,7 @@ def agree_local_inputs(nb: NeighbourComm, load: float, capacity: float, weights:
 
 
 def ordered_total(x: NDArray[np.float64]) -> float:
-    """``Σ x_r`` accumulated in rank order, bit for bit what :func:`hermes.comm.allreduce` returns."""
+    """``Σ x_r`` accumulated in rank order, bit for bit what :func:`hermes.runtime.comm.allreduce` returns."""
     x = np.asarray(x, dtype=np.float64)
     return float(np.cumsum(x)[-1]) if x.size else 0.0
 
@@ -360,13 +360,13 @@ def topological_order(model: Model, flow: NDArray[np.float64], tol: float | None
 # -- α-β time of a known communication schedule ------------------------------------------------
 def alpha_beta_time(model: Model, links, schedule: Iterable[tuple[int, Sequence[tuple[str, int]]]]
                     ) -> NDArray[np.float64]:
-    """Per-rank virtual time of a communication schedule, as :class:`~hermes.clock.VirtualClock` charges it.
+    """Per-rank virtual time of a communication schedule, as :class:`~hermes.runtime.clock.VirtualClock` charges it.
 
     Parameters
     ----------
     model : Model
         Its graph gives the neighbour exchanges (one message per direction of every edge).
-    links : hermes.clock.Links
+    links : hermes.runtime.clock.Links
     schedule : iterable of (repeat, block)
         ``block`` is a sequence of events ``("exchange", words)`` (every rank sends ``words``
         float64 to each neighbour) or ``("allreduce", words)``; each block is played ``repeat``

@@ -50,7 +50,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from hermes.balance.model import Model, edge_values
 from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED
-from hermes.comm import Counters, NeighbourComm
+from hermes.runtime.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 from hermes.strict import number_rule
 

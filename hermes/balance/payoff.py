@@ -1,7 +1,7 @@
 """Whether a balancing round pays: the expected gain over the phase's solver iterations against the cost of
 balancing and migrating (``balancer.trigger: auto``).
 
-A phase runs ``N`` solver iterations after balancing. Under the model of the clock (:mod:`hermes.clock`) rank i
+A phase runs ``N`` solver iterations after balancing. Under the model of the clock (:mod:`hermes.runtime.clock`) rank i
 computes an iteration in ``κ l_i / (s p ĉ_i)`` seconds (κ work per unit of weight, s the average processor's
 speed, ĉ_i its capacity as the monitor measured it, p ranks), and every iteration waits for the slowest rank,
 so an iteration takes

@@ -8,7 +8,7 @@ sections of the scenario it reads — ``balancer`` (a :class:`~hermes.sections.B
 ``speed``) — and the phase's measured
 data (the model H, the monitor's :class:`~hermes.monitor.Estimates`, this rank's domain), never the whole
 scenario nor the run's state. Every answer is the same on every rank: its inputs are, or are gathered by
-uncharged bookkeeping (:class:`hermes.comm.Bookkeeping`) first.
+uncharged bookkeeping (:class:`hermes.runtime.comm.Bookkeeping`) first.
 
 * :func:`another_round` — a balancing round runs while rounds remain, the last one moved cells and changed the
   imbalance, and the imbalance exceeds ``balancer.trigger`` (a number) or, with ``trigger: auto``, the round's
@@ -29,7 +29,7 @@ import numpy as np
 
 from hermes.balance.model import Model, derived, edge_values
 from hermes.balance.payoff import History, Payoff, PhaseCost, excess, first_estimate, payoff
-from hermes.comm import Bookkeeping
+from hermes.runtime.comm import Bookkeeping
 from hermes.metrics import cell_bytes, imbalance
 
 __all__ = ["another_round", "estimate_payoff", "first_round_cost", "conductances", "worsens",

@@ -9,7 +9,7 @@ the run directory ``DIR`` (marker, ``scenario.yaml``, ``summary.json``), with th
 directory (:func:`hermes.files.claim_dir`: a new, empty or hermes-made directory, locked for the run's life). With
 ``--no-launch`` outside MPI, a virtual-clock spec of several processors is simulated in this process
 (:func:`hermes.bahi.study.simulate`, the same results). ``--timeout`` bounds the whole run's wall time (the
-watchdog of :mod:`hermes.lifecycle.watchdog`).
+watchdog of :mod:`hermes.runtime.watchdog`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 
 from hermes.cli.application import Launch, Outcome
-from hermes.cli.common import EXIT_BAD_INPUT, check_timeout, error, exit_together, world
+from hermes.cli.common import EXIT_BAD_INPUT, check_timeout, error, exit_together
+from hermes.runtime.world import world
 
 __all__ = ["BahiStudy", "BAHI_STUDY", "main"]
 
@@ -48,9 +49,9 @@ class BahiStudy:
 
     def run(self, args, comm, held) -> Outcome:
         from hermes.bahi.study import load_spec, run_brusselator, simulate, summarise, write_run
-        from hermes.comm import agree
+        from hermes.runtime.comm import agree
         from hermes.claims import claim_dir
-        from hermes.lifecycle.watchdog import Watchdog
+        from hermes.runtime.watchdog import Watchdog
 
         rank = comm.Get_rank()
         timeout = check_timeout(args)

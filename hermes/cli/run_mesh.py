@@ -1,6 +1,6 @@
 """The mesh application as ``hermes run`` sees it (:data:`MESH`): a scenario (or the embedded quickstart) run
 phase by phase by :func:`hermes.lifecycle.driver.run`, or a run resumed from its checkpoint
-(:func:`hermes.lifecycle.driver.resume`), its processors hosted on the job's processes (:func:`hermes.hosting.host_run`).
+(:func:`hermes.lifecycle.driver.resume`), its processors hosted on the job's processes (:func:`hermes.runtime.hosting.host_run`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def scenario_of(args):
     (:meth:`MeshApplication.prepare_launch`), and every rank of the job imports them under the watchdog
     (:func:`import_plugins`)."""
     from hermes.balance.registry import plugins_deferred
-    from hermes.lifecycle.launch import under_mpi_launcher
+    from hermes.runtime.launch import under_mpi_launcher
     from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 
     overrides = list(args.overrides)
@@ -34,7 +34,7 @@ def scenario_of(args):
         else:
             sc = parse_scenario(QUICKSTART, overrides=overrides)
         if args.command == "run" and not args.no_launch and not under_mpi_launcher():
-            from hermes.hosting import processes_for
+            from hermes.runtime.hosting import processes_for
             from hermes.lifecycle.preflight import preflight
 
             p = sc.processors or 4
@@ -53,7 +53,7 @@ def import_plugins(args, sc, comm):
     whose import hangs on any rank ends the job with one line. ``sc`` (validated with plug-ins deferred) is
     returned as it is when it names no plug-in."""
     from hermes.lifecycle.plugins import PLUGIN_LIMIT, plugin_names
-    from hermes.lifecycle.watchdog import Watchdog
+    from hermes.runtime.watchdog import Watchdog
     from hermes.scenario import QUICKSTART, load_scenario, parse_scenario
 
     names = plugin_names(sc.balancer)
@@ -87,7 +87,7 @@ class MeshApplication:
         from hermes.errors import HermesError
         from hermes.claims import MARKER, claim_dir, read_marker
         from hermes.lifecycle.directory import run_dir_for
-        from hermes.hosting import processes_for
+        from hermes.runtime.hosting import processes_for
         from hermes.lifecycle.checkpoint import verify_checkpoint
         from hermes.lifecycle.plugins import check_plugins
 
@@ -125,7 +125,7 @@ class MeshApplication:
         from functools import partial
 
         from hermes.errors import ScenarioError
-        from hermes.hosting import host_run, processes_for
+        from hermes.runtime.hosting import host_run, processes_for
         from hermes.lifecycle.driver import resume, run
 
         def show(line: str) -> None:
@@ -176,7 +176,7 @@ MESH = MeshApplication()
 
 def _saved_hosting(run_dir: Path):
     """The ``run`` section's processes and the clock of the run in ``run_dir`` (its scenario.yaml as hermes wrote
-    it; the mesh and the other files are the checkpoint's to check), for :func:`hermes.hosting.processes_for`."""
+    it; the mesh and the other files are the checkpoint's to check), for :func:`hermes.runtime.hosting.processes_for`."""
     from types import SimpleNamespace
 
     from hermes.loaders import load_yaml

@@ -26,7 +26,7 @@ from hermes.compare.experiment import PlannedRun
 from hermes.errors import HermesError
 from hermes.files import RunDirError, file_mode, safe_name, write_atomic
 from hermes.interpreter import child_env
-from hermes.lifecycle.launch import _LAUNCHER_ENV, mpiexec_command
+from hermes.runtime.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.loaders import dump_yaml, load_json, load_yaml
 
 __all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores", "error_of", "planned_scenario",

@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.comm import NeighbourComm
+from hermes.runtime.comm import NeighbourComm
 from hermes.errors import HermesError
 
 __all__ = ["LocalDomain", "scatter_domain", "refresh_owners", "gather_to_root", "halo_plan", "HaloPlan", "dense_view"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.comm import allreduce, sparse_exchange
+from hermes.runtime.comm import allreduce, sparse_exchange
 from hermes.data.distributed import LocalDomain, assemble, refresh_owners
 
 __all__ = ["MigrationStats", "migrate", "announce_moves"]

@@ -81,7 +81,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from hermes.comm import Bookkeeping, agree, exchange_objects
+from hermes.runtime.comm import Bookkeeping, agree, exchange_objects
 from hermes.data.distributed import HaloPlan, LocalDomain, halo_plan, scatter_domain
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine import (

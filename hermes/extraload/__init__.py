@@ -3,7 +3,7 @@
 - :mod:`.schedule` — capacity schedules per phase (thesis Table 10.6), declared;
 - :mod:`.tasks` — external task scripts of (Data, Work, Wait) triples (YAML or CSV);
 - :mod:`.sharing` — their deterministic effect under the virtual clock (processor sharing of the CPU,
-  bandwidth sharing of the links), charged by :class:`hermes.clock.VirtualClock`;
+  bandwidth sharing of the links), charged by :class:`hermes.runtime.clock.VirtualClock`;
 - :mod:`.real` — the same tasks as real processes under the wall clock (never left behind).
 """
 

@@ -12,7 +12,7 @@ Started as ``python runner.py`` with a JSON spec on one line of stdin; it import
 Task spec: ``{"mode": "task", "name", "steps": [[kind, amount, [[dest, bytes], ...]], ...], "repeat": n|null,
 "start_at": t, "stop_at": t|null (``time.monotonic()`` of the machine), "units_per_pass": 32, "scale": 1.0, "sinks": {dest: [host, port]},
 "log": path|null, "parent": pid}``. Work burns ``amount · scale`` work units of real arithmetic (one pass
-over a 4096-element buffer = 32 units, as :class:`hermes.clock.WallClock`); Wait sleeps; Data sends the
+over a 4096-element buffer = 32 units, as :class:`hermes.runtime.clock.WallClock`); Wait sleeps; Data sends the
 bytes of every pair concurrently (one TCP connection per pair) to the destination processor's sink.
 
 Sink spec: ``{"mode": "sink", "host": "127.0.0.1", "log": path|null, "parent": pid}``; it prints its port

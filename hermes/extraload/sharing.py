@@ -15,7 +15,7 @@ CPU
 Network
     ``q``'s outgoing channels ``q → d``, one per destination, full duplex (the channel ``d → q`` belongs to
     ``d``'s model), as in hermes' α-β clock where both directions of an exchange cost ``α + b/B`` at once.
-    ``B`` and ``α`` are the link's bandwidth and latency (:class:`hermes.clock.Links`). The flows on a
+    ``B`` and ``α`` are the link's bandwidth and latency (:class:`hermes.runtime.clock.Links`). The flows on a
     channel — one per Data pair of a task, one per application message — share ``B`` equally while they
     transfer (no priority on the network); a flow is delivered ``α`` after its last byte has left (the
     latency is propagation, it occupies no bandwidth). A message alone costs ``α + b/B``.
@@ -123,7 +123,7 @@ class ProcessorLoad:
         The processor ``q`` (rank) whose CPU and outgoing channels are modelled.
     tasks : list of Task
         External tasks; those of other processors are ignored.
-    links : hermes.clock.Links
+    links : hermes.runtime.clock.Links
         Latency and bandwidth of every pair of processors.
     rate : float
         The processor's base rate (work units per second) until :meth:`set_rate`.

@@ -37,7 +37,7 @@ import numpy as np
 
 from hermes.balance.diffusion.spectral import graph_diameter
 from hermes.claims import claim_dir
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.files import write_csv
 from hermes.lab.flow import check_flow_cost
 from hermes.lab.specs import build_model, parse_graph, parse_model

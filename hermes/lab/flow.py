@@ -105,7 +105,7 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     params : dict, optional
         Other balancer parameters (as ``balancer.params`` of a scenario), checked by
         :func:`~hermes.balance.registry.check_params`.
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
         If given, ``time`` is the α-β time the distributed form would be charged.
 
     Returns

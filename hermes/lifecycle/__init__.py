@@ -1,7 +1,7 @@
-"""The run's lifecycle, one room: how a run is launched (:mod:`~hermes.lifecycle.launch`), checked before it
+"""The run's lifecycle, one room: how a run is launched (:mod:`~hermes.runtime.launch`), checked before it
 starts (:mod:`~hermes.lifecycle.preflight`), set up (:mod:`~hermes.lifecycle.setup`), sequenced phase by phase
 (:mod:`~hermes.lifecycle.driver`, the steps in :mod:`~hermes.lifecycle.phase`, the state in
-:mod:`~hermes.lifecycle.state`), watched (:mod:`~hermes.lifecycle.watchdog`), fed by the extra load and the
+:mod:`~hermes.lifecycle.state`), watched (:mod:`~hermes.runtime.watchdog`), fed by the extra load and the
 monitor (:mod:`~hermes.lifecycle.feed`), recorded (:mod:`~hermes.lifecycle.records`: what a run records) and
 written (:mod:`~hermes.lifecycle.progress` as it goes, :mod:`~hermes.lifecycle.finish` at the end, into the run
 directory of :mod:`~hermes.lifecycle.directory`), checkpointed and resumed (:mod:`~hermes.lifecycle.checkpoint`).

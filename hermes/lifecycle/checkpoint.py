@@ -72,7 +72,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hermes.claims import confirm, subdir
-from hermes.comm import Bookkeeping, agree
+from hermes.runtime.comm import Bookkeeping, agree
 from hermes.errors import HermesError, OutputError, validation_message
 from hermes.files import read_summary, reason, write_atomic, write_json
 from hermes.lifecycle.codec import MAX_DEPTH, Bad, Decoder, Encoder, Unsaveable, encode_file, unpack

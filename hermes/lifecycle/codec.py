@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from hermes.comm import Bookkeeping
+from hermes.runtime.comm import Bookkeeping
 from hermes.errors import HermesError
 from hermes.loaders import json_depth
 
@@ -84,7 +84,7 @@ def _allow_list() -> dict[type, Callable[[Any], dict[str, Any]]]:
     """The classes of hermes that are not dataclasses but may be saved, each with what of it is saved (the
     reading side sets the same attributes on an object made by ``object.__new__``)."""
     from hermes.adaptation import Adapter
-    from hermes.clock import VirtualClock, WallClock
+    from hermes.runtime.clock import VirtualClock, WallClock
 
     return {Bookkeeping: _attributes, VirtualClock: _attributes, WallClock: _attributes, Adapter: _attributes}
 

@@ -8,7 +8,7 @@ balance, realise and migrate; the decisions are :mod:`hermes.balance.policy`'s),
 records written as it ends (:mod:`hermes.lifecycle.progress`, with a checkpoint when due), then the end
 (:func:`hermes.lifecycle.finish.finish`: the final checks, the result files, the pictures). :func:`resume`
 continues a run from its last checkpoint. The driver holds the run directory's lock from the first check to
-the end and arms the :class:`~hermes.lifecycle.watchdog.Watchdog`.
+the end and arms the :class:`~hermes.runtime.watchdog.Watchdog`.
 
 Refinement (``adaptation.kind: refine``)
     Set-up turns the mesh into a :class:`~hermes.data.refine.TriMesh` (quadrilaterals become two
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hermes.claims import claim_dir
-from hermes.comm import Bookkeeping, agree
+from hermes.runtime.comm import Bookkeeping, agree
 from hermes.lifecycle.checkpoint import load_state
 from hermes.lifecycle.directory import run_dir_for
 from hermes.lifecycle.feed import close_load
@@ -39,7 +39,7 @@ from hermes.lifecycle.progress import checkpoint_refs, open_run, progress_summar
 from hermes.lifecycle.records import RunResult
 from hermes.lifecycle.setup import start
 from hermes.lifecycle.state import RunState
-from hermes.lifecycle.watchdog import Watchdog
+from hermes.runtime.watchdog import Watchdog
 from hermes.scenario import Scenario
 
 __all__ = ["run", "resume", "eta"]
@@ -56,7 +56,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     is replaced, an unfinished one only with ``force``); every finished phase's records are written as the
     phase ends (summary.json with ``"complete": false`` until the end), and with ``output.checkpoint_every:
     K`` the distributed state every K phases (:func:`resume` continues from it). ``timeout`` (else
-    ``run.timeout``) arms the :class:`~hermes.lifecycle.watchdog.Watchdog`. Rank 0 holds the run directory's lock
+    ``run.timeout``) arms the :class:`~hermes.runtime.watchdog.Watchdog`. Rank 0 holds the run directory's lock
     (:func:`hermes.claims.claim_dir`) from the first check to the end, or joins the lock of the launcher that
     started the job (``lock_token``).
 

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.clock import Links
-from hermes.comm import Bookkeeping
+from hermes.runtime.clock import Links
+from hermes.runtime.comm import Bookkeeping
 from hermes.extraload.real import RealLoad
 from hermes.extraload.sharing import ProcessorLoad
 from hermes.monitor.estimate import probe_rates

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from hermes.app.kernels import jacobi_serial
-from hermes.comm import agree
+from hermes.runtime.comm import agree
 from hermes.data.distributed import gather_to_root
 from hermes.errors import HermesError, OutputError
 from hermes.files import RunDirError, reason, write_csv
@@ -24,7 +24,7 @@ from hermes.lifecycle.checkpoint import CHECKPOINT
 from hermes.lifecycle.directory import run_dir_for, scenario_yaml, write_run
 from hermes.lifecycle.records import RunResult
 from hermes.lifecycle.state import RunState
-from hermes.lifecycle.watchdog import Watchdog
+from hermes.runtime.watchdog import Watchdog
 from hermes.metrics import imbalance
 from hermes.scenario import Scenario
 from hermes.version import __version__

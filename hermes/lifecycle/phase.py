@@ -19,9 +19,9 @@
 9. :func:`record` — per-rank figures are gathered on rank 0.
 
 Steps 3–7 run as :func:`balance_rounds`. What costs simulated time and what does not: every collective here
-is either modelled — charged to the clock through :mod:`hermes.comm` (the monitor's probes, the balancer's own
+is either modelled — charged to the clock through :mod:`hermes.runtime.comm` (the monitor's probes, the balancer's own
 messages, the migration, the solver's halo exchanges and reduction, the end-of-phase synchronisation) — or the
-testbed's bookkeeping, through :class:`hermes.comm.Bookkeeping` and never charged (records, checks, the global
+testbed's bookkeeping, through :class:`hermes.runtime.comm.Bookkeeping` and never charged (records, checks, the global
 model H that the thesis' methods assume known, the trigger's global imbalance).
 """
 
@@ -45,13 +45,13 @@ from hermes.balance.policy import (another_round, conductances, estimate_payoff,
 from hermes.balance.realisation.boundary import RefineOptions, refine_boundary
 from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, realise_flow
 from hermes.balance.registry import BALANCERS
-from hermes.clock import CATEGORIES
-from hermes.comm import Bookkeeping, NeighbourComm, agree, allreduce
+from hermes.runtime.clock import CATEGORIES
+from hermes.runtime.comm import Bookkeeping, NeighbourComm, agree, allreduce
 from hermes.data.distributed import dense_view, gather_to_root
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine_dist import gather_trimesh
 from hermes.errors import BalancerError, HermesError
-from hermes.hosting import shared, shared_value
+from hermes.runtime.hosting import shared, shared_value
 from hermes.lifecycle.directory import records_partitions
 from hermes.lifecycle.records import PhaseRecord, RankRecord
 from hermes.lifecycle.state import PhaseState, RunState
@@ -96,7 +96,7 @@ def monitor(r: RunState, ph: PhaseState) -> None:
         if ph.rounds == 0:
             ph.capacity_estimate = capacity
     me, est = r.rank, ph.est
-    # a tuple of tuples: hosted processors share what is gathered instead of copying it p times (hermes.hosting)
+    # a tuple of tuples: hosted processors share what is gathered instead of copying it p times (hermes.runtime.hosting)
     entry = (est.capacity, tuple((me, int(j), float(w)) for j, w in zip(est.neighbours, est.weights) if me < j))
     allent = r.book.allgather(entry)
 

@@ -48,7 +48,7 @@ def plugin_names(balancer: BalancerSpec) -> list[str]:
 
 def _kill(proc: subprocess.Popen) -> None:
     """SIGKILL the child's whole session (a plug-in may have started processes of its own)."""
-    from hermes.lifecycle.launch import _kill_session
+    from hermes.runtime.launch import _kill_session
 
     _kill_session(proc.pid)
     try:
@@ -70,7 +70,7 @@ def check_plugins(balancer: BalancerSpec, timeout: float | None, *, what: str = 
     names = plugin_names(balancer)
     if not names:
         return
-    from hermes.lifecycle.launch import _die_with_parent
+    from hermes.runtime.launch import _die_with_parent
     from hermes.loaders import dump_yaml
 
     limit = PLUGIN_LIMIT if timeout is None else float(timeout)

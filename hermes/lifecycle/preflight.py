@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 RANK_BYTES = 90 * 2**20
-#: a hosted processor's own state beyond its cells (hermes.hosting; measured in results/hosting.md)
+#: a hosted processor's own state beyond its cells (hermes.runtime.hosting; measured in results/hosting.md)
 PROCESSOR_BYTES = 2**20
 CELL_BYTES = 1300
 PHASE_BYTES = 16

@@ -12,7 +12,7 @@ from typing import Any
 
 from hermes.balance.realisation.selection import get_selection
 from hermes.balance.registry import get_balancer
-from hermes.comm import agree
+from hermes.runtime.comm import agree
 from hermes.errors import OutputError
 from hermes.files import RunDirError, reason, write_atomic
 from hermes.lifecycle.checkpoint import CHECKPOINT, save_state

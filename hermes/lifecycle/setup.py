@@ -14,8 +14,8 @@ from hermes.adaptation import Adapter
 from hermes.app.kernels import initial_fields
 from hermes.balance.realisation.selection import get_selection
 from hermes.balance.registry import get_balancer
-from hermes.clock import Links, make_clock
-from hermes.comm import Bookkeeping, agree
+from hermes.runtime.clock import Links, make_clock
+from hermes.runtime.comm import Bookkeeping, agree
 from hermes.data.distributed import LocalDomain, scatter_domain
 from hermes.data.refine import from_mesh
 from hermes.data.refine_dist import scatter_trimesh
@@ -88,7 +88,7 @@ def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) 
     rank, p = comm.Get_rank(), comm.Get_size()
     from hermes.lifecycle.preflight import ranks_on_this_machine
 
-    host = getattr(comm, "host", None)  # hosted processors (hermes.hosting): the processes on this machine
+    host = getattr(comm, "host", None)  # hosted processors (hermes.runtime.hosting): the processes on this machine
     here = None if host is None else ranks_on_this_machine(host.n)
     payload = agree(comm, _read_and_partition, sc, p, here, say) if rank == 0 else agree(comm, lambda: None)
     t = time.perf_counter()

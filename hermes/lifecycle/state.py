@@ -19,8 +19,8 @@ from hermes.balance.interface import BalancerInfo
 from hermes.balance.model import Model
 from hermes.balance.payoff import History
 from hermes.balance.realisation.selection import Selection
-from hermes.clock import Clock
-from hermes.comm import Bookkeeping, Counters
+from hermes.runtime.clock import Clock
+from hermes.runtime.comm import Bookkeeping, Counters
 from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats
 from hermes.data.refine import TriMesh

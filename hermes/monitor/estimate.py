@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.comm import NeighbourComm, allreduce
+from hermes.runtime.comm import NeighbourComm, allreduce
 
 __all__ = ["Estimates", "estimate_capacity", "estimate_links", "monitor", "probe_rates"]
 

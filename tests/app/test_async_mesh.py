@@ -10,7 +10,7 @@ from mpi4py import MPI
 from hermes.app.async_mesh import _Stream, async_serial, solve_phase_async
 from hermes.app.kernels import initial_fields, jacobi_serial
 from hermes.app.simulate import solve_phase
-from hermes.clock import Links, VirtualClock
+from hermes.runtime.clock import Links, VirtualClock
 from hermes.data.distributed import scatter_domain
 from hermes.data.generators import grid
 from hermes.errors import ScenarioError

@@ -11,7 +11,7 @@ from hermes.bahi.brusselator import Brusselator, SolverError, solve_block
 from hermes.bahi.iteration import IterConfig, Platform, StaticLinks
 from hermes.bahi.kernel import solve_sweep, sweep
 from hermes.bahi.study import parse_spec, simulate, summarise
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 
 
 def _ghosts(pb: Brusselator, seed: int = 0):

@@ -15,7 +15,7 @@ from hermes.bahi.study import build, load_spec, parse_spec, simulate, summarise
 from hermes.bahi.brusselator import SolverError, block_map, window_steps
 from hermes.bahi.iteration import DelayedLinks, IterConfig, StaticLinks, assemble, line_tree, tree_allreduce_times
 from hermes.bahi.sisc import sisc_serial
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import ScenarioError
 
 SMALL = {"name": "t", "processors": 4, "problem": {"points": 120, "t_end": 1.0}, "solver": {"window": 5},

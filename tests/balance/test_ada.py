@@ -222,7 +222,7 @@ def test_eigen_operator_is_exact_where_faddeev_is_not(graph, caps):
     more than 1 (measured 1–1.5e3), with n exchanges and no allreduce instead of p − 1 of each."""
     from hermes.lab.specs import parse_model
 
-    from hermes.clock import Links
+    from hermes.runtime.clock import Links
 
     m = parse_model(graph, caps, "1", "random:1")
     res = ada_default(m, links=Links())

@@ -26,7 +26,7 @@ def test_rule(graph, caps, expected):
 def test_costs_are_the_modelled_times_of_the_schedules():
     # auto's cost of a method is the α-β time its serial reference reports under the default links
     from hermes.balance.registry import BALANCERS, check_params
-    from hermes.clock import Links
+    from hermes.runtime.clock import Links
 
     m = parse_model("path:22", "hcuw", "1", "one")
     c = choice(m)

@@ -19,7 +19,7 @@ from hermes.balance.model import Model
 from hermes.balance.polynomial.leja import laplacian_spectrum
 from hermes.balance.registry import BALANCERS as REGISTRY
 from hermes.balance.registry import check_params
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import parse_model
 from tests.balance.graphs import KINDS, random_model, unusable_models

@@ -14,7 +14,7 @@ from hermes.balance.diffusion.spectral import convergence_factor, elsasser_alpha
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.model import Model
 from hermes.balance.registry import BALANCERS
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError
 from tests.balance.graphs import KINDS, random_model
 from tests.tolerances import (

@@ -16,7 +16,7 @@ from hermes.balance.flow import (
     topological_order,
 )
 from hermes.balance.model import Model
-from hermes.clock import Links, VirtualClock
+from hermes.runtime.clock import Links, VirtualClock
 from hermes.errors import GraphError
 from tests.balance.graphs import KINDS, random_model, unusable_models
 from tests.tolerances import (

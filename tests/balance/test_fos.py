@@ -13,7 +13,7 @@ from hermes.balance.diffusion.fos_serial import (DEFAULT_KAPPA, FOSParams, benef
 from hermes.balance.flow import alpha_beta_time, minimal_flow
 from hermes.balance.model import Model
 from hermes.balance.registry import BALANCERS
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from hermes.metrics import imbalance
 from tests.balance.graphs import KINDS, random_model, unusable_models

@@ -19,7 +19,7 @@ from hermes.balance.diffusion.spectral import convergence_factor, edge_connectiv
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.model import Model
 from hermes.balance.registry import check_params, get_balancer
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import (
     KINDS,

@@ -20,7 +20,7 @@ from hermes.balance.diffusion.implicit import (
 from hermes.balance.diffusion.matrices import diffusion_flow, edge_rates
 from hermes.balance.flow import check_balancing, minimal_flow
 from hermes.balance.model import Model
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, random_model, zero_capacity_model
 from tests.tolerances import EPS, balancing_floor, conservation_tol, converged_flow_tol, eig_tol, flops, flow_tol, gamma

@@ -31,7 +31,7 @@ from hermes.balance.polynomial.leja import (
 )
 from hermes.balance.polynomial.lps import lpa, lps
 from hermes.balance.polynomial.mpa import mpa
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import parse_model
 from tests.balance.graphs import KINDS, random_model, unusable_models

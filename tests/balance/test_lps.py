@@ -23,7 +23,7 @@ from hermes.balance.polynomial.charpoly import (
 from hermes.balance.polynomial.lps import lpa, lpa_iter, lps, lps_iter
 from hermes.balance.polynomial.mpa import mpa, mpa_iter
 from hermes.balance.registry import BALANCERS, check_params
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, random_model, unusable_models
 from tests.tolerances import (

@@ -17,7 +17,7 @@ from hermes.balance.flow import check_balancing, minimal_flow, topological_order
 from hermes.balance.model import Model
 from hermes.balance.potential.mincost import edge_costs, mincost, mincost_flow
 from hermes.balance.registry import BALANCERS
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, graph_edges, random_model, unusable_models
 

@@ -10,7 +10,7 @@ from hermes.balance.model import Model
 from hermes.balance.payoff import (History, PhaseCost, excess, first_estimate, iteration_time, migration_time,
                                    payoff)
 from hermes.balance.registry import get_balancer
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 
 
 def _path(loads, caps=None):

@@ -10,7 +10,7 @@ import pytest
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.model import Model
 from hermes.balance.potential.pcg import pcg, pcg_counters, pcg_iter
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, random_weighted_model, unusable_models
 from tests.tolerances import balancing_floor, eig_tol, flops, gamma, potential_flow_tol

@@ -11,9 +11,9 @@ import pytest
 
 from hermes.balance.polynomial.leja import spectral_plan
 from hermes.balance.registry import BALANCERS, check_params
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError
-from hermes.hosting import host_run
+from hermes.runtime.hosting import host_run
 from hermes.lab.specs import parse_model
 from tests.mpi.harness import RankView
 

@@ -18,7 +18,7 @@ from hermes.balance.diffusion.sos import (
 )
 from hermes.balance.diffusion.spectral import convergence_factor, edge_connectivity, epsilon0
 from hermes.balance.model import Model
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.balance.graphs import KINDS, disconnected_model, random_model
 from tests.tolerances import conservation_tol, converged_flow_tol, eig_tol, flops, gamma

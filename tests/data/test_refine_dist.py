@@ -46,7 +46,7 @@ def test_unite_refuses_a_bad_mask():
 
 
 # --- the partition never changes which cells coarsen, and never a cell's id (issue 38) -------------------------------
-# p processors hosted in this process (hermes.hosting): the same collectives as under mpiexec, serially.
+# p processors hosted in this process (hermes.runtime.hosting): the same collectives as under mpiexec, serially.
 
 def _cell_rows(tm) -> np.ndarray:
     """Cells as (vertex coordinates in NVB order, level, id), sorted: equal meshes with equal ids give equal rows."""
@@ -61,7 +61,7 @@ def _hosted_coarsening(owner, moves, p: int, keep=()):
     it, cells per processor)."""
     from hermes.data.migrate import migrate
     from hermes.data.refine_dist import coarsen_domain
-    from hermes.hosting import host_run
+    from hermes.runtime.hosting import host_run
 
     tm0 = from_mesh(grid(6, 5))[0]
 
@@ -141,7 +141,7 @@ def test_distributed_refinement_numbers_cells_as_the_serial_code(p, seed):
     old code numbered them by rank (an exclusive scan), so ids — and the order in which the Jacobi kernel sums a
     cell's neighbours — depended on the partition, and the solution and the indicator's marking with them."""
     from hermes.data.refine import refine
-    from hermes.hosting import host_run
+    from hermes.runtime.hosting import host_run
 
     tm0 = from_mesh(grid(6, 5))[0]
     rng = np.random.default_rng(seed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.clock import Links, VirtualClock
+from hermes.runtime.clock import Links, VirtualClock
 from hermes.extraload.sharing import ExtraLoadError, ProcessorLoad
 from hermes.extraload.tasks import parse_tasks
 

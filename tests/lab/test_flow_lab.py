@@ -13,8 +13,8 @@ from hermes.balance.flow import FlowResult
 from hermes.balance.interface import BalancerInfo, NoParams, Params
 from hermes.balance.potential.pcg import pcg
 from hermes.balance.registry import BALANCERS
-from hermes.clock import Links
-from hermes.comm import Counters
+from hermes.runtime.clock import Links
+from hermes.runtime.comm import Counters
 from hermes.errors import BalancerError, GraphError, ScenarioError
 from hermes.lab.flow import REPORT_ROWS, flow_algorithms, flow_lab, format_flow_report
 from hermes.lab.specs import parse_model

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from hermes.clock import Links, VirtualClock
+from hermes.runtime.clock import Links, VirtualClock
 from hermes.extraload import ProcessorLoad, parse_tasks
 from hermes.monitor import monitor, probe_rates
 from hermes.monitor.estimate import LARGE, SMALL

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.clock import Links, VirtualClock
+from hermes.runtime.clock import Links, VirtualClock
 from hermes.extraload.sharing import ProcessorLoad
 from hermes.extraload.tasks import parse_tasks
 from hermes.monitor.series import Monitor, bandwidth_from_timings, undirected_bandwidth

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.extraload.sharing import make_loads
 from hermes.extraload.tasks import parse_tasks
 from hermes.monitor.oracle import equal_finish

@@ -22,8 +22,8 @@ from mpi4py import MPI
 from hermes.app.async_mesh import ASYNC_TAG, async_serial, async_sweeps, solve_phase_async
 from hermes.app.kernels import initial_fields, jacobi_serial
 from hermes.app.simulate import solve_phase
-from hermes.clock import Links, VirtualClock, WallClock
-from hermes.comm import ordered_sum
+from hermes.runtime.clock import Links, VirtualClock, WallClock
+from hermes.runtime.comm import ordered_sum
 from hermes.data.distributed import gather_to_root, halo_plan, scatter_domain
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition

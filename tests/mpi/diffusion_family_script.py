@@ -24,7 +24,7 @@ from hermes.balance.diffusion.implicit import WattsParams, implicit_distributed
 from hermes.balance.diffusion.sos import sos_distributed
 from hermes.balance.model import Model
 from hermes.balance.registry import BALANCERS
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.mpi.harness import (
     RankView,

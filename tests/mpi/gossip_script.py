@@ -22,8 +22,8 @@ from hermes.balance.gossip.grapevine import RankObjects, grapevine_distributed
 from hermes.balance.gossip.grapevine_serial import GrapevineParams, grapevine
 from hermes.balance.model import Model
 from hermes.balance.registry import BalanceContext, check_params, get_balancer
-from hermes.clock import Links, VirtualClock, WallClock
-from hermes.comm import NeighbourComm
+from hermes.runtime.clock import Links, VirtualClock, WallClock
+from hermes.runtime.comm import NeighbourComm
 from hermes.errors import BalancerError
 
 

@@ -3,8 +3,8 @@
 A script runs under ``mpiexec -n P python -m mpi4py tests/mpi/<name>_script.py [seed]`` (PYTHONPATH is the
 repository root, see ``tests/conftest.py::run_mpi``). Every rank builds the same seeded model
 (:func:`random_model`), takes its own view of it (:class:`RankView`: neighbours, edge indices, load,
-capacity, neighbour weights, a fresh :class:`~hermes.comm.NeighbourComm` on a
-:class:`~hermes.clock.VirtualClock` per run), runs the distributed form and gathers a :class:`Report` per
+capacity, neighbour weights, a fresh :class:`~hermes.runtime.comm.NeighbourComm` on a
+:class:`~hermes.runtime.clock.VirtualClock` per run), runs the distributed form and gathers a :class:`Report` per
 rank on rank 0, which compares them with the serial reference (:func:`agree`, :func:`compare`) and
 appends one line per disagreement to ``failures``. :func:`same_error` checks collective-safe errors and
 :func:`finish` prints ``FAIL ...`` lines or ``OK <label> P`` on rank 0 and gives every rank the exit code.
@@ -27,8 +27,8 @@ from numpy.typing import NDArray
 
 from hermes.balance.model import Model
 from hermes.balance.registry import BalanceContext
-from hermes.clock import Links, VirtualClock
-from hermes.comm import NeighbourComm
+from hermes.runtime.clock import Links, VirtualClock
+from hermes.runtime.comm import NeighbourComm
 from hermes.errors import BalancerError, GraphError
 from tests.tolerances import gamma
 

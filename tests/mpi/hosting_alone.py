@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from hermes.errors import ScenarioError  # noqa: E402
-from hermes.hosting import host_run  # noqa: E402
+from hermes.runtime.hosting import host_run  # noqa: E402
 
 
 def alone(comm):

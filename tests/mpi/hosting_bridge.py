@@ -6,7 +6,7 @@ from pathlib import Path
 from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from hermes.hosting import host_run  # noqa: E402
+from hermes.runtime.hosting import host_run  # noqa: E402
 from tests.test_hosting import _collectives, _point_to_point  # noqa: E402
 
 world = MPI.COMM_WORLD

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from hermes.clock import Links, VirtualClock
+from hermes.runtime.clock import Links, VirtualClock
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid
 from hermes.data.migrate import migrate

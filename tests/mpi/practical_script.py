@@ -21,7 +21,7 @@ from hermes.balance.diffusion.detection import LinkCosts, graph_center
 from hermes.balance.diffusion.fos import fos_distributed
 from hermes.balance.diffusion.fos_serial import FOSParams, fos
 from hermes.balance.registry import BALANCERS
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from tests.mpi.harness import RankView, agree, finish, random_model, same_error, seed_arg, slow_first_edge
 

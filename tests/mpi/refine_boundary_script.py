@@ -15,7 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hermes.balance.realisation.boundary import RefineOptions, refine_boundary, refine_serial
-from hermes.clock import Links, VirtualClock
+from hermes.runtime.clock import Links, VirtualClock
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.runtime.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT
 from tests.mpi.harness import check_script
 

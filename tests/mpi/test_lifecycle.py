@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from hermes.claims import LOCK
-from hermes.lifecycle.launch import _LAUNCHER_ENV
+from hermes.runtime.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT
 
 QUICK = ["--no-pictures", "--quiet"]

@@ -51,7 +51,7 @@ from hermes.balance.polynomial.leja import (charged_plan, check_spectrum, laplac
                                            serial_spectrum, spectrum_report)
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
-from hermes.comm import NeighbourComm, ordered_sum
+from hermes.runtime.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["BOUNDS", "spectral_bounds", "bounds_from_spectrum", "chebyshev_steps", "ChebyshevState", "chebyshev_iter",

@@ -20,8 +20,8 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from hermes.balance.model import Model
-from hermes.clock import Links
-from hermes.comm import Counters, NeighbourComm
+from hermes.runtime.clock import Links
+from hermes.runtime.comm import Counters, NeighbourComm
 
 __all__ = ["Tree", "LinkCosts", "bfs_tree", "graph_center", "fos_counters", "edge_costs"]
 
@@ -169,7 +169,7 @@ def edge_costs(model: Model, links) -> LinkCosts:
 
 
 class Replay:
-    """Per-rank α-β clocks of the schedule, charged as :class:`~hermes.clock.VirtualClock` does."""
+    """Per-rank α-β clocks of the schedule, charged as :class:`~hermes.runtime.clock.VirtualClock` does."""
 
     def __init__(self, model: Model, links):
         e = model.edges

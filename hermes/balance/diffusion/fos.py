@@ -17,7 +17,7 @@ over the neighbours j), with the paper's practical additions:
 
 How the α-β parameters enter: ``Cost(L) = α_ij + L · unit_bytes / B_ij`` (ExcCost; the application-dependent
 PreExcCost and PostExcCost are 0), with α_ij and B_ij the latency and bandwidth of the link (from
-:class:`hermes.clock.Links`; without links, ``Links()``'s latency and ``B_ij = w_ij ×`` its bandwidth, the weights
+:class:`hermes.runtime.clock.Links`; without links, ``Links()``'s latency and ``B_ij = w_ij ×`` its bandwidth, the weights
 being conductances ∝ bandwidth), and ``Cmp_i(w) = w · unit_time / (p c_i)`` (c normalised to sum 1).
 
 The flow is a balancing flow when the gate lets balancing finish (gate off or a fast network): the loads
@@ -57,8 +57,8 @@ from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs
 from hermes.balance.interface import BalanceContext, Decision, flow_from_local
 from hermes.balance.model import Model
 from hermes.balance.registry import register
-from hermes.clock import Links
-from hermes.comm import NeighbourComm, ordered_sum
+from hermes.runtime.clock import Links
+from hermes.runtime.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError, GraphError
 
 __all__ = ["fos_distributed"]

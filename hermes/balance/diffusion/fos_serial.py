@@ -168,7 +168,7 @@ def fos_iter(model: Model, params: FOSParams | None = None, *, links=None, root:
     max_iterations, seed : int
     unit_bytes, unit_time : float
         Bytes to move one load unit; seconds to compute one unit on an average processor (c = 1/p).
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
         Link α-β: the gate's costs and the per-rank times.
     root, build_tree
         Root of the detection tree; whether its distributed BFS is counted (False: a tree kept from an

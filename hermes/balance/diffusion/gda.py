@@ -55,7 +55,7 @@ from hermes.balance.interface import (MAX_ITERATIONS, BalanceContext, Count, Dec
                                       StopTolerance, flow_balancer, number_type)
 from hermes.balance.model import Model
 from hermes.balance.registry import register
-from hermes.comm import Counters, NeighbourComm, ordered_sum
+from hermes.runtime.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["GDAState", "check_stopping", "residual", "setup_words", "final_state", "sweep_states",
@@ -223,7 +223,7 @@ def sweep_counters(model: Model, iterations: int, check_every: int = 1, links=No
     iterations : int
         n, the number of (outer) iterations.
     check_every : int
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
     setup : tuple of int
         Word counts of the allreduces done after the (c_i, δ_i^w) exchange and before the first
         residual check (e.g. (3,) for the (c_min, c_max, Δ^w) of M² … M⁴).
@@ -316,7 +316,7 @@ def gda(model: Model, eps: str | float = "eps0", stop: StopParams | None = None,
         :func:`gda_iter`; default ``StopParams()``.
     kind, alpha
         The matrix, see :func:`gda_iter`.
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
     compute_factor : bool
         Also compute the convergence factor λ_M (an eigenvalue problem) and the bounds of

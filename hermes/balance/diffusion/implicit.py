@@ -50,7 +50,7 @@ from hermes.balance.interface import (MAX_ITERATIONS, BalanceContext, Decision, 
                                       number_type)
 from hermes.balance.model import Model
 from hermes.balance.registry import register
-from hermes.comm import Counters, NeighbourComm, ordered_sum
+from hermes.runtime.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["MAX_SWEEPS", "implicit_rates", "implicit_flow", "inner_sweeps", "implicit_iter", "implicit",
@@ -250,7 +250,7 @@ def implicit(model: Model, eps: str | float = "eps0", params: WattsParams | None
     model : Model
     eps, params, watts
         As in :func:`implicit_iter`.
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
 
     Returns

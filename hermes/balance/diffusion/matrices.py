@@ -52,7 +52,7 @@ from hermes.balance.flow import (
     validate_model,
 )
 from hermes.balance.model import Model
-from hermes.comm import NeighbourComm
+from hermes.runtime.comm import NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["MATRIX_KINDS", "GLOBAL_KINDS", "check_eps", "resolve_eps", "check_positive", "check_matrix",

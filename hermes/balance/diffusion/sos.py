@@ -45,7 +45,7 @@ from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs,
 from hermes.balance.interface import BalanceContext, Decision, flow_balancer, number_type
 from hermes.balance.model import Model
 from hermes.balance.registry import register
-from hermes.comm import Counters, NeighbourComm
+from hermes.runtime.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["omega_star", "omega_opt", "check_omega", "sos_iter", "sos", "sos_counters", "sos_distributed",
@@ -199,7 +199,7 @@ def sos(model: Model, eps: str | float = "eps0", stop: StopParams | None = None,
     ----------
     model, eps, stop, omega, kind, alpha
         See :func:`sos_iter`.
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
         If given, ``counters.time`` is the α-β time of the distributed form.
     compute_factor : bool
         Also report λ_M of the underlying matrix and the bounds of

@@ -108,7 +108,7 @@ from hermes.balance.gossip.grapevine_serial import (
 )
 from hermes.balance.interface import BalanceContext, Decision
 from hermes.balance.registry import register
-from hermes.comm import Counters, allgather, bcast, exchange_arrays, gather_error
+from hermes.runtime.comm import Counters, allgather, bcast, exchange_arrays, gather_error
 from hermes.errors import BalancerError
 
 __all__ = ["RankObjects", "LocalGossipResult", "grapevine_distributed"]

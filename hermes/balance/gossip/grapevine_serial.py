@@ -26,7 +26,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from hermes.balance.flow import ordered_total
 from hermes.balance.interface import (BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED, Params, Seed, integer_type,
                                       number_type)
-from hermes.comm import Counters
+from hermes.runtime.comm import Counters
 from hermes.errors import BalancerError
 
 __all__ = ["CRITERIA", "SOURCE_LOADS", "MAX_GOSSIP_ITERATIONS", "MAX_GOSSIP_ROUNDS", "GrapevineParams", "GossipState",

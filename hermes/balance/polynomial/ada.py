@@ -48,7 +48,7 @@ from hermes.balance.polynomial.leja import (Refine, charged_plan, check_spectrum
                                            serial_spectrum, spectral_plan, spectrum_report)
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
-from hermes.comm import NeighbourComm, ordered_sum
+from hermes.runtime.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["AdAOperator", "AdARankState", "ada_case", "ada_schedule", "ada", "ada_distributed", "AdAParams"]
@@ -164,7 +164,7 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "
     spectrum : {"charged", "free"}
         ``eigen``: whether the spectrum's computation (gather, eigensolve, broadcast of the n nodes) comes first
         in the counters and times of a call that recomputes Θ (:mod:`hermes.balance.polynomial.precompute`).
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
 
     Returns
     -------

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from hermes.balance.flow import ordered_total
 from hermes.balance.model import Model
 from hermes.balance.polynomial.charpoly import NeighbourTables, checked_divisor, neighbour_step, ordered_dot
-from hermes.comm import NeighbourComm, ordered_sum
+from hermes.runtime.comm import NeighbourComm, ordered_sum
 
 __all__ = ["operator_rows", "operator_row_distributed"]
 

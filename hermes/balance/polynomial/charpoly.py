@@ -26,7 +26,7 @@ from hermes.balance.flow import (
     validate_model,
 )
 from hermes.balance.model import Model
-from hermes.comm import Counters, NeighbourComm
+from hermes.runtime.comm import Counters, NeighbourComm
 from hermes.errors import BalancerError
 
 __all__ = ["COEFFICIENT_METHODS", "generalized_laplacian", "charpoly_faddeev", "charpoly_newton",

@@ -60,7 +60,7 @@ from hermes.balance.polynomial.charpoly import (
     schedule_counters,
 )
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES, add_spectrum, charge_spectrum
-from hermes.comm import NeighbourComm, ordered_sum
+from hermes.runtime.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",

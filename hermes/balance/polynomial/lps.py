@@ -83,7 +83,7 @@ from hermes.balance.polynomial.leja import (
 )
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
-from hermes.comm import NeighbourComm, ordered_sum
+from hermes.runtime.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["lps_iter", "lps", "lps_schedule", "lps_distributed", "lpa_iter", "lpa", "lpa_eigen_schedule",

@@ -45,7 +45,7 @@ from hermes.balance.polynomial.leja import (Refine, leja_distributed, leja_flow,
                                            spectral_plan, with_plan_info)
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
-from hermes.comm import NeighbourComm, ordered_sum
+from hermes.runtime.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["POLYNOMIALS", "mpa_scale", "mpa_iter", "mpa", "mpa_schedule", "mpa_distributed", "MPAParams"]

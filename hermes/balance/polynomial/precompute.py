@@ -7,7 +7,7 @@ it as done centrally, on rank 0, in three steps:
 1. **gather** of the graph to rank 0: each rank sends its capacity and, for each of its edges (i, j), i < j,
    the neighbour and the weight — ``p + 2q`` words in all — charged as every collective of hermes,
    ``⌈log2 p⌉ (α + β b)`` on the default link with ``b = 8 (p + 2q)`` bytes
-   (:meth:`hermes.clock.Links.collective_cost`);
+   (:meth:`hermes.runtime.clock.Links.collective_cost`);
 2. **eigensolve** on rank 0: ``eigvalsh`` (eigenvalues only) costs ``4/3 p³`` flops, its Householder
    tridiagonalisation (the O(p²) tridiagonal eigenvalue solve and the Leja order left out; Golub & Van Loan,
    *Matrix Computations*, 4th ed., §8.3: 4n³/3 without eigenvectors, ≈ 9n³ with them), at rank 0's rate:
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from hermes.balance.model import Model
-from hermes.clock import Links, WallClock
-from hermes.comm import Counters, bcast
+from hermes.runtime.clock import Links, WallClock
+from hermes.runtime.comm import Counters, bcast
 
 __all__ = ["SPECTRUM_CHARGES", "EIGVALSH_FLOPS", "DEFAULT_SPEED", "graph_words", "solve_units", "solve_seconds", "spectrum_seconds",
            "charge_spectrum", "add_spectrum"]
@@ -89,7 +89,7 @@ def add_spectrum(counters: Counters, times, model: Model, steps: int, links: Lin
 def charge_spectrum(comm, clock, counters: Counters, model: Model, plan_words) -> float:
     """Charge the precomputation on this rank (collective): the gather's stamps (real ``Allgather``), rank 0's
     eigensolve (``clock.compute``), the broadcast of ``plan_words`` (the nodes and the refinement count) from
-    rank 0 (:func:`hermes.comm.bcast`). Returns the seconds this rank's clock advanced (virtual clock; 0 on the
+    rank 0 (:func:`hermes.runtime.comm.bcast`). Returns the seconds this rank's clock advanced (virtual clock; 0 on the
     wall clock)."""
     me, p = comm.Get_rank(), comm.Get_size()
     if p < 2:

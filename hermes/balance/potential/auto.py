@@ -16,7 +16,7 @@ with what it costs and what double precision allows:
   error bound is Chebyshev's; CG often converges sooner), each one exchange and two allreduces.
 
 The cost is the α-β time of each method's communication schedule on uniform default links
-(:class:`hermes.clock.Links`: α = 100 µs, 100 MB/s; an exchange of w words costs α + 8w/bw, a
+(:class:`hermes.runtime.clock.Links`: α = 100 µs, 100 MB/s; an exchange of w words costs α + 8w/bw, a
 collective ⌈log2 p⌉ (α + 8w/bw), as :func:`hermes.balance.flow.alpha_beta_time` charges them). The
 fewest wins; on ties the order above. Above ``SPECTRUM_LIMIT`` processors (no dense spectrum) ``auto``
 runs PCG. The choice depends only
@@ -39,7 +39,7 @@ from hermes.balance.polynomial.leja import (SPECTRUM_LIMIT, SpectralPlan, charge
                                            serial_spectrum, spectral_plan, spectrum_report)
 from hermes.balance.polynomial.lps import lpa_eigen_schedule
 from hermes.balance.registry import BALANCERS, register
-from hermes.clock import Links
+from hermes.runtime.clock import Links
 
 __all__ = ["Choice", "choice", "choose", "schedule_time", "graph_characteristics", "CHOSEN_PARAMS"]
 

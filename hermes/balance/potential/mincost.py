@@ -52,7 +52,7 @@ from hermes.balance.flow import FlowResult, minimal_flow, validate_model
 from hermes.balance.interface import BalanceContext, Decision, Params, number_type
 from hermes.balance.model import Model, derived, edge_values
 from hermes.balance.registry import register
-from hermes.comm import Counters, bcast
+from hermes.runtime.comm import Counters, bcast
 from hermes.errors import BalancerError, GraphError
 
 __all__ = ["COSTS", "edge_costs", "mincost_flow", "mincost", "with_boundaries", "MinCostParams"]

@@ -31,7 +31,7 @@ from hermes.balance.interface import (MAX_ITERATIONS, BalanceContext, Decision, 
                                       flow_balancer)
 from hermes.balance.model import Model
 from hermes.balance.registry import register
-from hermes.comm import Counters, NeighbourComm, ordered_sum
+from hermes.runtime.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["PCGState", "PCGParams", "pcg_iter", "pcg", "pcg_counters", "pcg_distributed"]
@@ -199,7 +199,7 @@ def pcg(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = N
         Relative residual: stop when ``√ρ ≤ tolerance ‖l − l̄‖``.
     max_iterations : int, optional
         Default ``10 p``.
-    links : hermes.clock.Links, optional
+    links : hermes.runtime.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
 
     Returns

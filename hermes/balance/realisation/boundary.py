@@ -60,7 +60,7 @@ from numpy.typing import NDArray
 
 from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats, announce_moves, migrate
-from hermes.hosting import shared_value
+from hermes.runtime.hosting import shared_value
 
 __all__ = ["RefineOptions", "RefineStats", "complete_costs", "refine_gain", "cell_spacing", "centroid", "room_shares",
            "sweep_moves", "local_view", "refine_serial", "refine_boundary"]
@@ -327,7 +327,7 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     clock : the run's clock (messages are charged to it), optional
     options : RefineOptions
         τ, the largest number of passes, γ and τ₋ (module docstring).
-    counters : hermes.comm.Counters, optional
+    counters : hermes.runtime.comm.Counters, optional
         Message counts of the neighbour exchanges.
 
     Returns
@@ -340,13 +340,13 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     (:func:`hermes.data.migrate.migrate` without the directory); after passes 1, 2, 4, 8, … one charged
     allreduce of the number of cells moved in the pass (to stop together).
     """
-    from hermes.clock import Links, VirtualClock
-    from hermes.comm import NeighbourComm, allreduce
+    from hermes.runtime.clock import Links, VirtualClock
+    from hermes.runtime.comm import NeighbourComm, allreduce
 
     me = dom.rank
     fair_me = float(np.asarray(fair, dtype=np.float64)[me])
     tolerance, geometric, low = options.tolerance, options.geometric, options.low
-    # the same on every rank: completed once by the processors hosted together (hermes.hosting.shared_value)
+    # the same on every rank: completed once by the processors hosted together (hermes.runtime.hosting.shared_value)
     cost = shared_value(comm, "completed-costs", [], np.asarray(cost), lambda: complete_costs(cost),
                         freeze=lambda a: setattr(a.flags, "writeable", False))
     clock = clock if clock is not None else VirtualClock(me, comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model
 from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, get_selection
-from hermes.comm import NeighbourComm, allreduce
+from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
 from hermes.data.migrate import MigrationStats, announce_moves, migrate
 from hermes.errors import GraphError
@@ -139,7 +139,7 @@ def _clock(comm, clock):
     """The run's clock, or a private virtual one (unit speed, default links) when the caller has none."""
     if clock is not None:
         return clock
-    from hermes.clock import Links, VirtualClock
+    from hermes.runtime.clock import Links, VirtualClock
 
     return VirtualClock(comm.Get_rank(), comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())
 

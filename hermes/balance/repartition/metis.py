@@ -18,7 +18,7 @@ from pydantic import Field
 
 from hermes.balance.interface import BalanceContext, Decision, Params, integer_type
 from hermes.balance.registry import register
-from hermes.comm import Counters, allreduce
+from hermes.runtime.comm import Counters, allreduce
 from hermes.data.partition import metis_partition, remap
 from hermes.errors import BalancerError, HermesError
 

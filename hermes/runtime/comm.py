@@ -17,8 +17,8 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.clock import Clock
-from hermes.hosting import waitall
+from hermes.runtime.clock import Clock
+from hermes.runtime.hosting import waitall
 
 __all__ = ["Comm", "Counters", "NeighbourComm", "allreduce", "agree", "gather_error", "ordered_sum", "Bookkeeping",
            "exchange_objects", "sparse_exchange", "allgather", "bcast", "exchange_arrays"]

@@ -20,7 +20,7 @@ its processors wait, so a process never blocks the progress of another.
 What a processor's code gets is what MPI gives: a received object is a copy (a deep copy; immutable values
 are shared), a buffer is copied into, reductions of Python objects fold in rank order (so results do not
 depend on ``N``; mpi4py's own order for floats may differ), ``Abort`` ends the whole job. The clock, the
-counters and the costs are hermes' own (:mod:`hermes.comm`): a message between two processors hosted
+counters and the costs are hermes' own (:mod:`hermes.runtime.comm`): a message between two processors hosted
 together is counted and charged as any other.
 """
 
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from hermes.hosting.comm import HostedComm
-from hermes.hosting.host import Host, host_run
-from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, Status, blocks,
+from hermes.runtime.hosting.comm import HostedComm
+from hermes.runtime.hosting.host import Host, host_run
+from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, Status, blocks,
                                    waitall)
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "Host", "HostedComm", "HostedError", "Request", "Status", "blocks", "host_run",
@@ -51,7 +51,7 @@ def shared(comm, name: str, inputs: Any, build: Callable[[], np.ndarray]) -> np.
         return build()
     import hashlib
 
-    from hermes.hosting.values import _frozen
+    from hermes.runtime.hosting.values import _frozen
 
     hit = host.shared.get(name)
     if hit is not None and hit[2] is not None and _same_items(hit[2], inputs):
@@ -75,7 +75,7 @@ def shared_value(comm, name: str, items: list, array: np.ndarray, build: Callabl
     host = getattr(comm, "host", None)
     if host is None:
         return build()
-    from hermes.hosting.values import _frozen
+    from hermes.runtime.hosting.values import _frozen
 
     hit = host.shared.get(name)
     if hit is not None and _same_items(hit[0], items) and np.array_equal(hit[1], array):

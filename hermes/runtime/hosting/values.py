@@ -39,7 +39,7 @@ def _frozen(x: Any, depth: int = 0) -> bool:
 
 def _sealed(x: Any) -> bool:
     """A numpy array (not of objects) read-only down to the memory it views: no one can change it in place, so
-    point-to-point receivers may share it (:meth:`hermes.hosting.HostedComm.isend`)."""
+    point-to-point receivers may share it (:meth:`hermes.runtime.hosting.HostedComm.isend`)."""
     if type(x) is not np.ndarray or x.dtype == object:
         return False
     while isinstance(x, np.ndarray):
@@ -66,7 +66,7 @@ def _copies(values: list) -> list:
 
 
 def _reduce_rows(rows: list, op: str) -> np.ndarray:
-    """``op`` over the rows in rank order, as :func:`hermes.comm.allreduce` folds them: a sum left to right
+    """``op`` over the rows in rank order, as :func:`hermes.runtime.comm.allreduce` folds them: a sum left to right
     starting from 0.0 (bit for bit), else numpy's max/min."""
     if op == "sum":
         out = np.zeros(rows[0].size) if rows else np.zeros(0)

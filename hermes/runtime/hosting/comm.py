@@ -1,4 +1,4 @@
-"""A hosted processor's communicator: the part of ``mpi4py.MPI.Comm`` hermes uses (:mod:`hermes.hosting`)."""
+"""A hosted processor's communicator: the part of ``mpi4py.MPI.Comm`` hermes uses (:mod:`hermes.runtime.hosting`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _buffer, _copy, _frozen, _into,
+from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _buffer, _copy, _frozen, _into,
                                    _sealed, _src, _tag)
 
 __all__ = ["HostedComm"]
@@ -131,7 +131,7 @@ class HostedComm:
         return self.host.collective(self.rank_, "exscan", sendobj, 0, op)
 
     def reduce_stamped(self, stamp: float, vector: np.ndarray, op: str) -> tuple[float, np.ndarray]:
-        """hermes' own allreduce (:func:`hermes.comm.allreduce`) computed once per process: the latest of
+        """hermes' own allreduce (:func:`hermes.runtime.comm.allreduce`) computed once per process: the latest of
         every processor's ``stamp`` and ``op`` (sum, max, min) over their ``vector`` in rank order."""
         return self.host.collective(self.rank_, "rows", (float(stamp), np.array(vector, dtype=np.float64)), 0, op)
 

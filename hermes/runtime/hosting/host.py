@@ -1,5 +1,5 @@
 """A process' share of a hosted run: its processors as greenlets, their mailboxes, the scheduler and the
-bridge to the other processes (:mod:`hermes.hosting`)."""
+bridge to the other processes (:mod:`hermes.runtime.hosting`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from hermes.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _apply, _copies, _copy, _directory, _fold,
+from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _apply, _copies, _copy, _directory, _fold,
                                    _frozen, _into, _reduce_rows, blocks)
 
 __all__ = ["Host", "host_run"]
@@ -61,7 +61,7 @@ class Host:
         self.sends: list = []  # MPI requests of envelopes in flight
         self.gathering: dict[int, dict[int, Any]] = {}  # process 0: collective k's parts by process
         self.finished: dict[int, tuple[bool, Any]] = {}
-        self.shared: dict[str, tuple[bytes, Any]] = {}  # hermes.hosting.shared: one array for all processors
+        self.shared: dict[str, tuple[bytes, Any]] = {}  # hermes.runtime.hosting.shared: one array for all processors
         self.idle = 0
 
     def process_of(self, rank: int) -> int:
@@ -77,7 +77,7 @@ class Host:
         from greenlet import greenlet, getcurrent
 
         from hermes.errors import HermesError
-        from hermes.hosting.comm import HostedComm
+        from hermes.runtime.hosting.comm import HostedComm
 
         self.sched = getcurrent()
         for r in self.local:

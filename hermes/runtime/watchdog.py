@@ -7,7 +7,7 @@ after every phase — and, when a rank has not progressed for ``timeout`` wall s
 calls ``MPI_Abort``: the MPI runtime then kills every rank of the job, the stopped ones included (SIGKILL
 reaches a stopped process). The ranks that wait are the ones that notice; rank ``r`` waits ``min(r, 3)``
 grace periods (2 s, or a fifth of the time-out) longer than rank 0, so usually exactly one rank reports
-(and the self-launching ``hermes run`` shows one line in any case, :func:`hermes.lifecycle.launch.run_job`). The
+(and the self-launching ``hermes run`` shows one line in any case, :func:`hermes.runtime.launch.run_job`). The
 thread needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default) for the abort from a second thread.
 """
 
@@ -50,7 +50,7 @@ class Watchdog:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Watchdog:
-        # one watchdog per process: the first processor it hosts watches for all (hermes.hosting)
+        # one watchdog per process: the first processor it hosts watches for all (hermes.runtime.hosting)
         if self.timeout is not None and getattr(self.comm, "process_leader", True):
             self._last = time.monotonic()
             self._thread = threading.Thread(target=self._watch, name="hermes-watchdog", daemon=True)

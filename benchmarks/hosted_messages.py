@@ -1,6 +1,6 @@
 """The wall cost of one point-to-point message between hosted processors: halo exchanges only.
 
-``p`` processors hosted in this process (``hermes.runtime.hosting.host_run``), each exchanging a 64-byte payload with
+``p`` processors hosted in this process (``hermes.runtime.start.start``: hosted), each exchanging a 64-byte payload with
 ``d`` neighbours (the ranks r ± 1, …, r ± d/2 mod p) through hermes' own ``NeighbourComm.exchange`` — the
 call the application's halo exchange makes — ``--rounds`` times under the virtual clock. Prints the wall
 seconds per message (all processors' messages of all rounds), the figure that bounds how long a run with a
@@ -18,7 +18,7 @@ import numpy as np
 
 from hermes.runtime.clock import Links, VirtualClock
 from hermes.runtime.comm import NeighbourComm
-from hermes.runtime.hosting import host_run
+from hermes.runtime.start import start
 
 
 def measure(p: int, d: int, rounds: int) -> float:
@@ -35,7 +35,7 @@ def measure(p: int, d: int, rounds: int) -> float:
             nb.exchange(payload, recv_sizes=sizes)
 
     t0 = time.perf_counter()
-    host_run(p, fn)
+    start(p, fn)  # p > 1 processors in this one process: hosted
     seconds = time.perf_counter() - t0
     return seconds / (p * 2 * half * rounds)
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from hermes.runtime.hosting import processes_for
+from hermes.runtime.start import processes_for
 from hermes.interpreter import child_env
 from hermes.runtime.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.scenario import parse_scenario
@@ -173,7 +173,7 @@ class PeakRSS:
 def run_hermes(sc: dict[str, Any], *, timeout: float = 600.0, processes: int | None = None,
                measured: dict[str, Any] | None = None) -> tuple[dict[str, Any], float]:
     """Run ``hermes run`` of ``sc['processors']`` processors under mpiexec on ``processes`` MPI processes
-    (default: hermes' own, one per processor up to the cores, :func:`hermes.runtime.hosting.processes_for`; the results
+    (default: hermes' own, one per processor up to the cores, :func:`hermes.runtime.start.processes_for`; the results
     are the same whatever the number); return (summary.json, seconds).
 
     The job runs in its own process group, killed as a whole if it outlives ``timeout``. Scotch runs

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from hermes.balance.registry import BALANCERS
     from hermes.files import write_csv
-    from hermes.runtime.hosting import host_run
+    from hermes.runtime.start import start
     from hermes.lifecycle.driver import run
     from hermes.scenario import parse_scenario
 
@@ -110,15 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(BALANCERS) if args.balancers == "all" else args.balancers.split(",")
     region = {"kind": "indicator", "threshold": 0.5, "coarsen_threshold": 0.1} if args.indicator else None
     rows = []
-    start = time.perf_counter()
+    t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hermes-refine-all-") as tmp:
         tmp = comm.bcast(tmp, root=0)
         for mesh in args.meshes.split(","):
             for name in names:
                 sc = parse_scenario(scenario(mesh, name, p, args.phases, args.max_level, region))
                 out = Path(tmp) / f"{mesh}-{name}"
-                # rank 0 hosts processor 0, whose summary it gets
-                s = host_run(p, lambda c, sc=sc, out=out: run(sc, c, out_dir=out, quiet=True), comm).get(0)
+                # rank 0 runs processor 0, whose summary it gets
+                s = start(p, lambda c, sc=sc, out=out: run(sc, c, out_dir=out, quiet=True), comm).get(0)
                 if rank != 0:
                     continue
                 check_geometry(out, s, p)
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"OK: {len(rows)} runs ({len(args.meshes.split(','))} meshes x {len(names)} balancers) on {p} "
               f"processors ({comm.Get_size()} processes), "
               f"all conforming and accounted for, worst Jacobi error {worst:.1e}, "
-              f"{time.perf_counter() - start:.0f} s")
+              f"{time.perf_counter() - t_start:.0f} s")
         if args.out:
             write_csv(args.out, rows, COLUMNS)
     return 0

@@ -11,6 +11,7 @@ import struct
 import numpy as np
 import pytest
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.runtime.clock import Links
 from hermes.errors import HermesError
@@ -64,28 +65,28 @@ def _same_run(a, b) -> None:
 @pytest.mark.parametrize("extra", [{}, {"adaptation.kind": "refine"}])
 def test_a_crashed_run_resumes_to_the_results_of_an_uninterrupted_one(tmp_path, monkeypatch, extra):
     sc = _scenario(**extra)
-    ref = driver.run(sc, MPI.COMM_SELF, out_dir=tmp_path / "ref", quiet=True)
+    ref = driver.run(sc, plain(MPI.COMM_SELF), out_dir=tmp_path / "ref", quiet=True)
     seen = _crash_after(monkeypatch, 3)
     with pytest.raises(Crash):
-        driver.run(sc, MPI.COMM_SELF, out_dir=tmp_path / "crashed", quiet=True)
+        driver.run(sc, plain(MPI.COMM_SELF), out_dir=tmp_path / "crashed", quiet=True)
     # the records were written as the phases ended, the summary incomplete, the checkpoint of phase 2 kept
     assert [len(s["phases"]) for s in seen] == [1, 2, 3]
     assert [s["checkpoint"] for s in seen] == [None, 2, 2] and not any(s["complete"] for s in seen)
     assert len((tmp_path / "crashed" / "phases.csv").read_text().splitlines()) == 1 + 3
     assert read_manifest(tmp_path / "crashed").phase == 2
     monkeypatch.undo()
-    out = driver.resume(tmp_path / "crashed", MPI.COMM_SELF, quiet=True)
+    out = driver.resume(tmp_path / "crashed", plain(MPI.COMM_SELF), quiet=True)
     assert out.summary["complete"] is True
     _same_run(out, ref)
     assert not (tmp_path / "crashed" / "checkpoint").exists()
     with pytest.raises(HermesError, match="holds a finished run"):
-        driver.resume(tmp_path / "crashed", MPI.COMM_SELF)
+        driver.resume(tmp_path / "crashed", plain(MPI.COMM_SELF))
 
 
 def test_a_checkpoint_that_cannot_be_resumed_is_refused_in_one_line(tmp_path, monkeypatch):
     _crash_after(monkeypatch, 2)
     with pytest.raises(Crash):
-        driver.run(_scenario(), MPI.COMM_SELF, out_dir=tmp_path / "c", quiet=True)
+        driver.run(_scenario(), plain(MPI.COMM_SELF), out_dir=tmp_path / "c", quiet=True)
     monkeypatch.undo()
     man = tmp_path / "c" / "checkpoint" / "manifest.json"
     doc = json.loads(man.read_text())
@@ -93,20 +94,20 @@ def test_a_checkpoint_that_cannot_be_resumed_is_refused_in_one_line(tmp_path, mo
     good = state.read_bytes()
     state.write_bytes(good[:-10] + b"0123456789")
     with pytest.raises(HermesError, match=r"^--resume: .*rank-00000.npz is damaged"):
-        driver.resume(tmp_path / "c", MPI.COMM_SELF)
+        driver.resume(tmp_path / "c", plain(MPI.COMM_SELF))
     state.write_bytes(good)
     four = [{**doc["files"][0], "name": f"rank-{r:05d}.npz"} for r in range(4)]
     man.write_text(json.dumps({**doc, "ranks": 4, "files": four}))
     with pytest.raises(HermesError, match=r"the checkpoint holds 4 ranks, the job has 1"):
-        driver.resume(tmp_path / "c", MPI.COMM_SELF)
+        driver.resume(tmp_path / "c", plain(MPI.COMM_SELF))
     man.write_text(json.dumps({**doc, "hermes": "0.0.1"}))
     with pytest.raises(HermesError, match=r"written by hermes 0.0.1, this is hermes "):
-        driver.resume(tmp_path / "c", MPI.COMM_SELF)
+        driver.resume(tmp_path / "c", plain(MPI.COMM_SELF))
     man.write_text("{")
     with pytest.raises(HermesError, match=r"^--resume: .*manifest.json: not JSON \("):
-        driver.resume(tmp_path / "c", MPI.COMM_SELF)
+        driver.resume(tmp_path / "c", plain(MPI.COMM_SELF))
     man.write_text(json.dumps(doc))
-    assert driver.resume(tmp_path / "c", MPI.COMM_SELF, quiet=True).summary["complete"] is True
+    assert driver.resume(tmp_path / "c", plain(MPI.COMM_SELF), quiet=True).summary["complete"] is True
 
 
 class Plugin:
@@ -134,7 +135,7 @@ def test_state_that_is_not_data_is_reported_in_one_line(tmp_path, monkeypatch, c
 
     monkeypatch.setattr(driver, "start", start)
     with pytest.raises(HermesError) as err:
-        driver.run(_scenario(), MPI.COMM_SELF, out_dir=tmp_path / "c", quiet=True)
+        driver.run(_scenario(), plain(MPI.COMM_SELF), out_dir=tmp_path / "c", quiet=True)
     assert str(err.value) == (f"checkpoint: the state of rank 0 cannot be saved: {where} holds a {kind} (checkpoints "
                               f"hold arrays, numbers, strings, lists, mappings and hermes' own records)")
     assert not (tmp_path / "c" / "checkpoint" / "manifest.json").exists()
@@ -237,7 +238,7 @@ def test_a_symlink_in_a_checkpoint_is_refused_before_launching(tmp_path, monkeyp
 
     _crash_after(monkeypatch, 2)
     with pytest.raises(Crash):
-        driver.run(_scenario(), MPI.COMM_SELF, out_dir=tmp_path / "c", quiet=True)
+        driver.run(_scenario(), plain(MPI.COMM_SELF), out_dir=tmp_path / "c", quiet=True)
     monkeypatch.undo()
     real = tmp_path / "c" / part
     moved = tmp_path / "elsewhere"

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.errors import HermesError
 from hermes.lifecycle import checkpoint, codec, driver
@@ -67,8 +68,8 @@ def _run(sc, out: Path, *, crash_at: int | None = None, resume: bool = False, **
         mp.setattr(driver, "_fault", fault)
         try:
             if resume:
-                return driver.resume(out, MPI.COMM_SELF, quiet=True, **kw)
-            return driver.run(sc, MPI.COMM_SELF, out_dir=out, quiet=True)
+                return driver.resume(out, plain(MPI.COMM_SELF), quiet=True, **kw)
+            return driver.run(sc, plain(MPI.COMM_SELF), out_dir=out, quiet=True)
         except Crash:
             return None
 
@@ -126,7 +127,7 @@ def _refused(run: Path, *words: str, marker: Path | None = None) -> str:
     assert marker is None or not marker.exists()
     msg = _one_line(err.value, *words)
     with pytest.raises(HermesError) as err:
-        driver.resume(run, MPI.COMM_SELF, quiet=True)
+        driver.resume(run, plain(MPI.COMM_SELF), quiet=True)
     assert marker is None or not marker.exists()
     assert str(err.value) == msg
     return msg
@@ -372,7 +373,7 @@ def test_a_crafted_node_is_one_line(run_dir, node, words):
     doc["state"]["attrs"]["balancer_state"] = node
     _replace(run_dir, codec.encode_file(doc, arrays))
     with pytest.raises(HermesError) as err:
-        driver.resume(run_dir, MPI.COMM_SELF, quiet=True)
+        driver.resume(run_dir, plain(MPI.COMM_SELF), quiet=True)
     _one_line(err.value, words)
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hermes.runtime.hosting import usable_cores
+from hermes.runtime.start import usable_cores
 
 from hermes.runtime.launch import _LAUNCHER_ENV, mpiexec_command, under_mpi_launcher
 from tests.conftest import ROOT

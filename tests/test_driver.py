@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
@@ -19,14 +20,14 @@ def _path_model() -> Model:
 def test_a_balancing_flow_is_applied():
     m = _path_model()
     d = Decision(flow=minimal_flow(m))
-    assert not worsens(MPI.COMM_SELF, m, d) and "rejected" not in d.info
+    assert not worsens(plain(MPI.COMM_SELF), m, d) and "rejected" not in d.info
 
 
 def test_a_flow_that_raises_the_imbalance_is_rejected_with_a_reason():
     m = _path_model()
     d = Decision(flow=-minimal_flow(m))  # the right amounts, the wrong way
-    assert worsens(MPI.COMM_SELF, m, d)
+    assert worsens(plain(MPI.COMM_SELF), m, d)
     assert d.info["rejected"].startswith("the flow would not lower the imbalance (2.667 -> ")
     # a flow that leaves the most loaded processor untouched does not lower the imbalance either
     side = Decision(flow=np.array([0.0, 0.0, -0.5]))
-    assert worsens(MPI.COMM_SELF, m, side) and "rejected" in side.info
+    assert worsens(plain(MPI.COMM_SELF), m, side) and "rejected" in side.info

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from hermes.errors import HermesError, ScenarioError
-from hermes.runtime.hosting import HostedError, blocks, host_run, processes_for
+from hermes.runtime.hosting import HostedError, blocks, host_run
+from hermes.runtime.start import processes_for
 from hermes.sections import RunSpec
 from tests.conftest import run_mpi
 

@@ -112,6 +112,7 @@ def test_distributed_quality_equals_serial(seed):
 def _mpi_main(seed: int) -> None:
     """Under mpiexec: partition_quality_local after a random migration = partition_quality on gathered arrays."""
     from mpi4py import MPI
+    from hermes.runtime.plain import plain
 
     from hermes.data.distributed import gather_to_root, scatter_domain
     from hermes.data.generators import grid
@@ -119,7 +120,7 @@ def _mpi_main(seed: int) -> None:
     from hermes.data.partition import metis_partition
     from hermes.metrics import partition_quality_local
 
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     rank, p = comm.Get_rank(), comm.Get_size()
     mesh = grid(13, 11)
     rng = np.random.default_rng(seed)

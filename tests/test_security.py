@@ -415,13 +415,14 @@ def test_the_drawing_workers_import_nothing_from_the_current_directory(tmp_path,
     """Pictures drawn by two fresh interpreters (hermes.viz.parallel) from a directory of planted modules. Before:
     each worker (python -m hermes.viz.draw_worker) imported them and failed."""
     from mpi4py import MPI
+    from hermes.runtime.plain import plain
 
     from hermes.lifecycle import driver
     from hermes.viz import plot_run
 
     sc = parse_scenario(QUICKSTART, overrides=["mesh.grid=8x8", "adaptation.phases=2", "output.pictures=false",
                                                "processors=1", "platform.capacities=homo"])
-    driver.run(sc, MPI.COMM_SELF, out_dir=tmp_path / "run", quiet=True)
+    driver.run(sc, plain(MPI.COMM_SELF), out_dir=tmp_path / "run", quiet=True)
     cwd, marks, env = _planted(tmp_path)
     monkeypatch.chdir(cwd)
     monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])

@@ -81,7 +81,7 @@ from hermes.app.kernels import jacobi_sweeps
 from hermes.app.simulate import LoopStats, ghost_layout, jacobi_step
 from hermes.runtime.comm import NeighbourComm
 from hermes.data.distributed import HaloPlan, LocalDomain, halo_plan
-from hermes.runtime.hosting import waitall
+from hermes.runtime.ops import waitall
 
 __all__ = ["AsyncSweep", "AsyncReference", "async_sweeps", "solve_phase_async", "async_serial", "ASYNC_TAG"]
 

@@ -36,7 +36,7 @@ from mpi4py import MPI
 
 from hermes.bahi.aiac import CONTROL_KINDS, AiacRank
 from hermes.bahi.iteration import Event, IterConfig, Platform, BlockRecord, WallTimer
-from hermes.runtime.hosting import waitall
+from hermes.runtime.ops import waitall
 
 __all__ = ["aiac_mpi_virtual", "aiac_mpi_wall"]
 

@@ -22,7 +22,6 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from hermes.errors import GraphError
-from hermes.runtime.hosting import shared_value
 from hermes.metrics import imbalance
 
 T = TypeVar("T")
@@ -172,8 +171,8 @@ def edge_values(comm, rank: int, neighbours, values, edges, default: float | Non
     """Per-neighbour values of every rank (``values[t]`` for the edge to ``neighbours[t]``, each edge reported by
     its lower endpoint) gathered into one array in the order of ``edges`` (collective bookkeeping: one
     ``comm.allgather``, uncharged). An edge nobody reported takes ``default`` (None: a KeyError). ``comm`` is a
-    communicator or :class:`hermes.runtime.comm.Bookkeeping`."""
-    # a tuple of tuples: hosted processors share the gathered values and assemble them once (hermes.runtime.hosting)
+    runtime communicator (:class:`hermes.runtime.interface.Communicator`)."""
+    # a tuple of tuples: hosted processors share the gathered values and assemble them once (shared_value)
     mine = tuple((rank, int(j), float(v)) for j, v in zip(neighbours, values) if rank < j)
     gathered = comm.allgather(mine)
 
@@ -183,4 +182,4 @@ def edge_values(comm, rank: int, neighbours, values, edges, default: float | Non
         return np.array([key((int(i), int(j))) for i, j in edges], dtype=np.float64)
 
     edges = np.asarray(edges)
-    return shared_value(getattr(comm, "comm", comm), f"edge-values-{default}", gathered, edges, build).copy()
+    return comm.shared_value(f"edge-values-{default}", gathered, edges, build).copy()

@@ -146,7 +146,7 @@ def conductances(kind: str, book: Bookkeeping, rank: int, dom, est, model: Model
     share[ok] = length[pos[ok]] / top
     weights = est.weights * share
     m = model
-    w = edge_values(book, rank, est.neighbours, weights, m.edges)  # the same on every rank
+    w = edge_values(book.comm, rank, est.neighbours, weights, m.edges)  # the same on every rank
     # once per model and weights: hosted processors share the model with conductances too
     return weights, derived(m, ("boundary-conductance", w.tobytes()),
                             lambda: _shared_model(m.p, m.edges, m.loads, m.capacities, w))

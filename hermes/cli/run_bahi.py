@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hermes.cli.application import Launch, Outcome
 from hermes.cli.common import EXIT_BAD_INPUT, check_timeout, error, exit_together
+from hermes.runtime.start import start
 from hermes.runtime.world import world
 
 __all__ = ["BahiStudy", "BAHI_STUDY", "main"]
@@ -65,8 +66,8 @@ class BahiStudy:
         with Watchdog(comm, timeout, what="--timeout (the whole Brusselator run)"):
             if comm.Get_size() == 1 and spec.processors > 1 and spec.clock == "virtual":
                 summary = summarise(spec, *simulate(spec))
-            else:
-                summary = run_brusselator(comm, spec)
+            else:  # one processor per process (run_brusselator refuses another number)
+                summary = start(comm.Get_size(), lambda c: run_brusselator(c, spec), comm)[rank]
         if args.out:
             agree(comm, lambda: write_run(Path(args.out), spec, summary) if rank == 0 else None)
         return Outcome(summary, spec)
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             comm = world()
             rank = comm.Get_rank()
             records = None
-            summary = run_brusselator(comm, spec)
+            summary = start(comm.Get_size(), lambda c: run_brusselator(c, spec), comm)[rank]
         if rank == 0:
             text = json.dumps(summary, indent=1)
             print(text, flush=True)

@@ -1,6 +1,7 @@
 """The mesh application as ``hermes run`` sees it (:data:`MESH`): a scenario (or the embedded quickstart) run
 phase by phase by :func:`hermes.lifecycle.driver.run`, or a run resumed from its checkpoint
-(:func:`hermes.lifecycle.driver.resume`), its processors hosted on the job's processes (:func:`hermes.runtime.hosting.host_run`).
+(:func:`hermes.lifecycle.driver.resume`), on the job's processes (:func:`hermes.runtime.start.start`: one processor per process on mpi4py, or several
+hosted per process).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def scenario_of(args):
         else:
             sc = parse_scenario(QUICKSTART, overrides=overrides)
         if args.command == "run" and not args.no_launch and not under_mpi_launcher():
-            from hermes.runtime.hosting import processes_for
+            from hermes.runtime.start import processes_for
             from hermes.lifecycle.preflight import preflight
 
             p = sc.processors or 4
@@ -87,7 +88,7 @@ class MeshApplication:
         from hermes.errors import HermesError
         from hermes.claims import MARKER, claim_dir, read_marker
         from hermes.lifecycle.directory import run_dir_for
-        from hermes.runtime.hosting import processes_for
+        from hermes.runtime.start import processes_for
         from hermes.lifecycle.checkpoint import verify_checkpoint
         from hermes.lifecycle.plugins import check_plugins
 
@@ -125,7 +126,7 @@ class MeshApplication:
         from functools import partial
 
         from hermes.errors import ScenarioError
-        from hermes.runtime.hosting import host_run, processes_for
+        from hermes.runtime.start import processes_for, start
         from hermes.lifecycle.driver import resume, run
 
         def show(line: str) -> None:
@@ -152,7 +153,7 @@ class MeshApplication:
                 raise ScenarioError(f"--processes: {args.processes}, but the job has {n} process{'es' * (n != 1)}")
             job = partial(run, sc, out_dir=args.out, quiet=args.quiet, progress=show, force=args.force,
                           timeout=None, lock_token=args.lock_token)  # --timeout is in the scenario already
-        return Outcome(host_run(p, lambda c: job(c), comm).get(0), sc)
+        return Outcome(start(p, lambda c: job(c), comm).get(0), sc)
 
     def result_lines(self, outcome: Outcome, args) -> list[str]:
         summary, sc = outcome.summary, outcome.scenario
@@ -176,7 +177,7 @@ MESH = MeshApplication()
 
 def _saved_hosting(run_dir: Path):
     """The ``run`` section's processes and the clock of the run in ``run_dir`` (its scenario.yaml as hermes wrote
-    it; the mesh and the other files are the checkpoint's to check), for :func:`hermes.runtime.hosting.processes_for`."""
+    it; the mesh and the other files are the checkpoint's to check), for :func:`hermes.runtime.start.processes_for`."""
     from types import SimpleNamespace
 
     from hermes.loaders import load_yaml

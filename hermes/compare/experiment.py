@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hermes.errors import HermesError
 from hermes.files import safe_name, slug
-from hermes.runtime.hosting import processes_for
+from hermes.runtime.start import processes_for
 from hermes.loaders import dump_yaml, load_yaml
 from hermes.scenario import MESH_SOURCES, QUICKSTART, Scenario, parse_scenario, yaml_value
 from hermes.sections import BalancerSpec, MeshSpec, PlatformSpec
@@ -96,7 +96,7 @@ class PlannedRun:
 
     @property
     def processes(self) -> int:
-        """The MPI processes hosting its processors (:func:`hermes.runtime.hosting.processes_for`)."""
+        """The MPI processes hosting its processors (:func:`hermes.runtime.start.processes_for`)."""
         return processes_for(self.scenario.run, self.scenario.clock, self.processors)
 
     def title(self, sep: str = " · ") -> str:

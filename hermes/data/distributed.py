@@ -159,59 +159,21 @@ def scatter_domain(comm, mesh=None, owner=None, fields: dict[str, NDArray] | Non
 
 
 def refresh_owners(comm, dom: LocalDomain) -> LocalDomain:
-    """Recompute the owner of every neighbour through the distributed directory (collective).
+    """Recompute the owner of every neighbour through the distributed directory (collective): the
+    communicator's :meth:`~hermes.runtime.interface.Communicator.directory` (cell g registered at rank g mod p in a
+    plain run; computed once per run for hosted processors).
 
     Also checks the partition: a cell registered by two ranks is a bug and raises.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     nonlocal_mask = dom.local_index < 0
     q = np.unique(dom.adjncy[nonlocal_mask])
-    fast = getattr(comm, "directory", None)  # hosted processors: the same answers, computed once per run
-    if fast is not None:
-        q_owner, bad = fast(dom.gid, q)
-    else:
-        q_owner, bad = _directory(comm, dom, q)
+    q_owner, bad = comm.directory(dom.gid, q)
     if bad:
         raise RuntimeError("partition invariant broken: a cell is owned twice or by nobody")
     nbr_owner = np.full(dom.adjncy.size, rank, dtype=np.int64)
     nbr_owner[nonlocal_mask] = q_owner[np.searchsorted(q, dom.adjncy[nonlocal_mask])]
     return replace(dom, nbr_owner=nbr_owner)
-
-
-def _directory(comm, dom: LocalDomain, q: NDArray[np.int64]) -> tuple[NDArray[np.int64], bool]:
-    """The owners of the cells ``q`` through the distributed directory (cell g registered at rank g mod p:
-    three all-to-alls), and whether the partition is broken anywhere (collective)."""
-    size = comm.Get_size()
-    home = dom.gid % size
-    order = np.argsort(home, kind="stable")
-    cuts = np.searchsorted(home[order], np.arange(size + 1))
-    reg = [dom.gid[order][cuts[r]:cuts[r + 1]] for r in range(size)]
-    got = comm.alltoall(reg)
-    table_gid = np.concatenate(got) if got else np.zeros(0, np.int64)
-    table_own = np.concatenate([np.full(g.size, r, dtype=np.int64) for r, g in enumerate(got)])
-    srt = np.argsort(table_gid, kind="stable")
-    table_gid, table_own = table_gid[srt], table_own[srt]
-    dup = bool(table_gid.size > 1 and np.any(table_gid[1:] == table_gid[:-1]))
-    # queries: the non-local neighbours
-    qhome = q % size
-    qo = np.argsort(qhome, kind="stable")
-    qcuts = np.searchsorted(qhome[qo], np.arange(size + 1))
-    queries = [q[qo][qcuts[r]:qcuts[r + 1]] for r in range(size)]
-    asked = comm.alltoall(queries)
-    answers = []
-    missing = False
-    for a in asked:
-        pos = np.searchsorted(table_gid, a)
-        ok = (pos < table_gid.size) & (table_gid[np.minimum(pos, max(table_gid.size - 1, 0))] == a) \
-            if table_gid.size else np.zeros(a.size, bool)
-        missing |= bool(np.any(~ok))
-        answers.append(np.where(ok, table_own[np.minimum(pos, max(table_gid.size - 1, 0))] if table_gid.size
-                                else -1, -1))
-    back = comm.alltoall(answers)
-    bad = comm.allreduce(int(dup) + 2 * int(missing))
-    q_owner = np.empty(q.size, dtype=np.int64)
-    q_owner[qo] = np.concatenate(back) if back else np.zeros(0, np.int64)
-    return q_owner, bool(bad)
 
 
 def gather_to_root(comm, dom: LocalDomain, n_total: int | None = None, *, extra: dict[str, NDArray] | None = None):

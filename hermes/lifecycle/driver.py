@@ -75,7 +75,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
 
     where = Bookkeeping(comm).bcast(agree(comm, lambda: claim() if path else None))
     try:
-        with Watchdog(comm, timeout if timeout is not None else sc.run.timeout) as dog:
+        with Watchdog(comm, timeout if timeout is not None else sc.run.timeout, leader=comm.process_leader) as dog:
             r = start(comm, sc, say=say)
             try:
                 token = held[0].token if held else None
@@ -126,7 +126,7 @@ def _resume(out: Path, comm, say: Callable[[str], None], timeout: float | None,
         r.sc = r.sc.model_copy(update={"output": r.sc.output.model_copy(update={"pictures": pictures})})
     k = head["phase"]
     say(f"hermes: resuming {out} after phase {k}/{r.sc.adaptation.phases} on {r.p} ranks")
-    with Watchdog(comm, timeout if timeout is not None else r.sc.run.timeout) as dog:
+    with Watchdog(comm, timeout if timeout is not None else r.sc.run.timeout, leader=comm.process_leader) as dog:
         agree(comm, lambda: write_progress(r, out, k) if r.rank == 0 else None)
         dog.beat(k)
         return _phases(r, k + 1, out, dog, last_checkpoint=k)

@@ -51,7 +51,6 @@ from hermes.data.distributed import dense_view, gather_to_root
 from hermes.data.migrate import MigrationStats, migrate
 from hermes.data.refine_dist import gather_trimesh
 from hermes.errors import BalancerError, HermesError
-from hermes.runtime.hosting import shared, shared_value
 from hermes.lifecycle.directory import records_partitions
 from hermes.lifecycle.records import PhaseRecord, RankRecord
 from hermes.lifecycle.state import PhaseState, RunState
@@ -107,7 +106,7 @@ def monitor(r: RunState, ph: PhaseState) -> None:
                             [a[0] for a in allent], weights)
 
     # hosted processors share one model (read-only), as they share one link-cost matrix (_gather_costs)
-    ph.model = shared_value(r.book.comm, "model", allent, ph.loads, build, freeze=read_only)
+    ph.model = r.book.comm.shared_value("model", allent, ph.loads, build, freeze=read_only)
 
 
 def _seen(r: RunState, ph: PhaseState) -> tuple[float, np.ndarray]:
@@ -389,5 +388,5 @@ def _gather_costs(book: Bookkeeping, p: int, est: Estimates) -> np.ndarray:
             cost[i, nbrs] = cs
         return cost
 
-    return shared(book.comm, "link-costs", rows, build)  # hosted processors share one read-only matrix
+    return book.comm.shared("link-costs", rows, build)  # hosted processors share one read-only matrix
 

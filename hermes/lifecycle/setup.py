@@ -88,8 +88,7 @@ def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) 
     rank, p = comm.Get_rank(), comm.Get_size()
     from hermes.lifecycle.preflight import ranks_on_this_machine
 
-    host = getattr(comm, "host", None)  # hosted processors (hermes.runtime.hosting): the processes on this machine
-    here = None if host is None else ranks_on_this_machine(host.n)
+    here = ranks_on_this_machine(comm.processes)  # the job's processes on this machine
     payload = agree(comm, _read_and_partition, sc, p, here, say) if rank == 0 else agree(comm, lambda: None)
     t = time.perf_counter()
     mesh, owner, fields, tm = payload if rank == 0 else (None, None, None, None)
@@ -113,9 +112,8 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
     params, select = sc.balancer.params, get_selection(sc.balancer.selection)
     agree(comm, check_processors, sc, p)  # links, schedule, extra load against the job's size (one line)
     sched = agree(comm, CapacitySchedule.from_platform, sc.platform, sc.resolve, p)
-    host = getattr(comm, "host", None)
-    on = f"{p} processor{'s' * (p != 1)}" + ("" if host is None or host.n == p else
-                                               f" on {host.n} process{'es' * (host.n != 1)}")
+    n = comm.processes
+    on = f"{p} processor{'s' * (p != 1)}" + ("" if n == p else f" on {n} process{'es' * (n != 1)}")
     say(f"hermes: {sc.name} on {on}, balancer {balancer.name}, "
         f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
     wall_start = time.perf_counter()

@@ -12,28 +12,18 @@ result is bitwise identical on every rank and between runs (MPI's own reduction 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from hermes.runtime.clock import Clock
-from hermes.runtime.hosting import waitall
+from hermes.runtime.ops import waitall
 
-__all__ = ["Comm", "Counters", "NeighbourComm", "allreduce", "agree", "gather_error", "ordered_sum", "Bookkeeping",
+__all__ = ["Counters", "NeighbourComm", "allreduce", "agree", "gather_error", "ordered_sum", "Bookkeeping",
            "exchange_objects", "sparse_exchange", "allgather", "bcast", "exchange_arrays"]
 
 _TAG_EXCHANGE = 101
-
-
-class Comm(Protocol):
-    """The part of ``mpi4py.MPI.Comm`` hermes uses (passed explicitly, never a global)."""
-
-    rank: int
-    size: int
-
-    def Get_rank(self) -> int: ...
-    def Get_size(self) -> int: ...
 
 
 @dataclass
@@ -201,40 +191,30 @@ def allgather(comm, x, clock: Clock | None = None, *, counters: Counters | None 
 
 def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters: Counters | None = None,
               kind: str = "allreduce"):
-    """Allreduce by :func:`allgather` + ordered local reduction; charges ``clock`` and ``counters``.
+    """Allreduce (sum, max, min) of a scalar or a float vector: the communicator's
+    :meth:`~hermes.runtime.interface.Communicator.reduce_stamped` (one ``Allgather`` of every rank's stamp and
+    vector, reduced in rank order); charges ``clock`` as :func:`allgather` does and counts ``kind``.
 
-    The reduction runs in rank order on every rank, so the result is bitwise identical everywhere and
-    between runs (MPI's own reduction order may vary).
+    The reduction runs in rank order, so the result is bitwise identical on every rank and between runs (MPI's
+    own reduction order may vary), whichever runtime communicator computes it.
     """
-    scalar = np.ndim(x) == 0
-    fast = getattr(comm, "reduce_stamped", None)  # hosted processors: the fold once per process, same bits
-    if fast is not None and op in ("sum", "max", "min"):
-        v = np.atleast_1d(np.asarray(x, dtype=np.float64)).ravel()
-        stamp = clock.stamp() if clock is not None else 0.0
-        if clock is not None:
-            with clock.measure("sync"):
-                latest, out = fast(stamp, v, op)
-            t0 = clock.now
-            clock.synchronised(np.array([latest]), clock.links.collective_cost(comm.Get_size(), 8.0 * v.size))
-            if counters is not None and clock.kind == "virtual":
-                counters.time += clock.now - t0
-        else:
-            latest, out = fast(stamp, v, op)
-        if counters is not None:
-            counters.count_collective(kind)
-            counters.bytes += 8 * v.size
-        return float(out[0]) if scalar else out
-    vals = allgather(comm, x, clock, counters=counters, kind=kind)
-    if op == "sum":
-        out = np.zeros(vals.shape[1])
-        for r in range(vals.shape[0]):  # fixed order: identical on every rank
-            out = out + vals[r]
-    elif op == "max":
-        out = vals.max(axis=0)
-    elif op == "min":
-        out = vals.min(axis=0)
-    else:
+    if op not in ("sum", "max", "min"):
         raise ValueError(f"unknown reduction {op!r}")
+    scalar = np.ndim(x) == 0
+    v = np.atleast_1d(np.asarray(x, dtype=np.float64)).ravel()
+    stamp = clock.stamp() if clock is not None else 0.0
+    if clock is not None:
+        with clock.measure("sync"):
+            latest, out = comm.reduce_stamped(stamp, v, op)
+        t0 = clock.now
+        clock.synchronised(np.array([latest]), clock.links.collective_cost(comm.Get_size(), 8.0 * v.size))
+        if counters is not None and clock.kind == "virtual":
+            counters.time += clock.now - t0
+    else:
+        latest, out = comm.reduce_stamped(stamp, v, op)
+    if counters is not None:
+        counters.count_collective(kind)
+        counters.bytes += 8 * v.size
     return float(out[0]) if scalar else out
 
 
@@ -317,17 +297,11 @@ def exchange_objects(comm, ranks, payloads: list, tag: int) -> list:
 def sparse_exchange(comm, sends: dict[int, Any], tag: int) -> dict[int, Any]:
     """Send ``sends[r]`` to each rank r it lists; receive from every rank that sends here (collective).
 
-    Who sends to whom is found with one all-to-all of flags (bookkeeping, not charged); the messages
+    Who sends to whom is found by the communicator's ``sources`` (an all-to-all of flags in a plain run;
+    bookkeeping, not charged); the messages
     themselves are point to point. Returns the received objects by source rank, in increasing rank order.
     """
-    sources = getattr(comm, "sources", None)  # hosted processors: the senders without p × p flags
-    if sources is not None:
-        senders = sources(list(sends))
-    else:
-        flags = [0] * comm.Get_size()
-        for r in sends:
-            flags[int(r)] = 1
-        senders = [r for r, f in enumerate(comm.alltoall(flags)) if f]
+    senders = comm.sources(list(sends))
     reqs = [comm.isend(obj, dest=int(r), tag=tag) for r, obj in sorted(sends.items())]
     got = {r: comm.recv(source=r, tag=tag) for r in senders}
     waitall(reqs)

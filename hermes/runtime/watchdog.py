@@ -39,11 +39,14 @@ class Watchdog:
     doing
         What the rank does under the watch, when it is one step (``"importing plug-in 'X'"``): the message then
         says that this did not finish in time.
+    leader
+        Whether this rank watches for its process (:attr:`hermes.runtime.interface.Communicator.process_leader`:
+        one watchdog per process, however many processors it hosts).
     """
 
     def __init__(self, comm, timeout: float | None, *, what: str = "run.timeout, --timeout",
-                 doing: str | None = None):
-        self.comm, self.timeout, self.what, self.doing = comm, timeout, what, doing
+                 doing: str | None = None, leader: bool = True):
+        self.comm, self.timeout, self.what, self.doing, self.leader = comm, timeout, what, doing, leader
         self.phase: int | None = None
         self._last = time.monotonic()
         self._stop = threading.Event()
@@ -51,7 +54,7 @@ class Watchdog:
 
     def __enter__(self) -> Watchdog:
         # one watchdog per process: the first processor it hosts watches for all (hermes.runtime.hosting)
-        if self.timeout is not None and getattr(self.comm, "process_leader", True):
+        if self.timeout is not None and self.leader:
             self._last = time.monotonic()
             self._thread = threading.Thread(target=self._watch, name="hermes-watchdog", daemon=True)
             self._thread.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.app.async_mesh import _Stream, async_serial, solve_phase_async
 from hermes.app.kernels import initial_fields, jacobi_serial
@@ -114,7 +115,7 @@ def test_oracle_on_one_rank_is_serial_jacobi():
 # -- one rank: no neighbour, nothing stale — async equals sync bit for bit -------------------------------------------
 @pytest.mark.parametrize("kernel", ["jacobi", "synthetic"])
 def test_one_rank_async_equals_sync(kernel):
-    comm = MPI.COMM_SELF
+    comm = plain(MPI.COMM_SELF)
     mesh = grid(6, 4)
     dom = scatter_domain(comm, mesh, np.zeros(mesh.n_cells, dtype=np.int64), initial_fields(mesh.coords))
     out = {}

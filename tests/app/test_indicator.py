@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.app.indicator import jump_indicator, jump_indicator_serial, mark_max_strategy
 from hermes.data.generators import grid
@@ -39,14 +40,14 @@ def test_jump_indicator_matches_a_loop():
 
 def test_max_strategy_marks_and_leaves_a_band():
     eta = np.array([0.0, 0.05, 0.2, 0.5, 0.7, 1.0])
-    ref, coarse, top = mark_max_strategy(MPI.COMM_SELF, eta, 0.5, 0.1)
+    ref, coarse, top = mark_max_strategy(plain(MPI.COMM_SELF), eta, 0.5, 0.1)
     assert top == 1.0
     assert ref.tolist() == [False, False, False, True, True, True]
     assert coarse.tolist() == [True, True, False, False, False, False]
-    ref, coarse, top = mark_max_strategy(MPI.COMM_SELF, np.zeros(4), 0.5, 0.1)  # flat: nothing at all
+    ref, coarse, top = mark_max_strategy(plain(MPI.COMM_SELF), np.zeros(4), 0.5, 0.1)  # flat: nothing at all
     assert top == 0.0 and not ref.any() and not coarse.any()
     with pytest.raises(ValueError, match="coarsen fraction"):
-        mark_max_strategy(MPI.COMM_SELF, eta, 0.3, 0.3)
+        mark_max_strategy(plain(MPI.COMM_SELF), eta, 0.3, 0.3)
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from hermes.balance.polynomial.leja import spectral_plan
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.runtime.clock import Links
 from hermes.errors import BalancerError
-from hermes.runtime.hosting import host_run
+from hermes.runtime.start import start
 from hermes.lab.specs import parse_model
 from tests.mpi.harness import RankView
 
@@ -88,7 +88,7 @@ def test_distributed_charges_once_then_reuses(name, params):
     m0 = parse_model("mesh:2x3", "hcuw", "1", "random:1")
     m1 = m0.with_loads(np.arange(1.0, 7.0))
     m2 = parse_model("mesh:2x3", "homo", "1", "random:2")
-    got = host_run(m0.p, _calls(name, params, [m0, m1, m2]))
+    got = start(m0.p, _calls(name, params, [m0, m1, m2]))
     for k, (m, fresh) in enumerate([(m0, True), (m1, False), (m2, True)]):
         ref = _serial(name, params, m, spectrum="charged" if fresh else "free")
         for r in range(m.p):
@@ -101,7 +101,7 @@ def test_distributed_charges_once_then_reuses(name, params):
 
 def test_distributed_free_is_the_old_timing():
     m = parse_model("mesh:2x3", "hcuw", "1", "random:1")
-    got = host_run(m.p, _calls("lpa", {"spectrum": "free"}, [m]))
+    got = start(m.p, _calls("lpa", {"spectrum": "free"}, [m]))
     ref = _serial("lpa", {}, m, spectrum="free")
     assert all(got[r][0][:4] == (pytest.approx(float(ref.extra["rank_times"][r]), rel=1e-12),
                                  ref.counters.collectives, True, 0.0) for r in range(m.p))
@@ -118,7 +118,7 @@ def test_auto_charges_the_spectrum_it_decides_by(graph, caps, chosen):
         d = BALANCERS["auto"].run(RankView.of(comm, m, LINKS).context(check_params("auto", {}), state={}))
         return d.counters.time, dict(d.counters.collectives), d.info["auto_choice"], d.info["spectrum_time"]
 
-    got = host_run(m.p, body)
+    got = start(m.p, body)
     ref = BALANCERS["auto"].serial(m, links=LINKS)
     assert ref.extra["auto_choice"] == chosen and ref.counters.collectives["gather"] == 1
     assert ref.counters.collectives["bcast"] == 1

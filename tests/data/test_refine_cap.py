@@ -8,13 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.adaptation import adapt_mesh
 from hermes.data.generators import grid, lshape_triangles
 from hermes.data.refine import conformity_problems, from_mesh, nvb_mesh, refine
 from hermes.data.refine_dist import gather_trimesh, scatter_trimesh
 
-COMM = MPI.COMM_SELF
+COMM = plain(MPI.COMM_SELF)
 CAP = 3
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.data.distributed import halo_plan
 from hermes.data.generators import grid, lshape_triangles
@@ -13,9 +14,7 @@ from hermes.data.refine import coarsen, from_mesh, nvb_mesh
 from hermes.data.refine_dist import _patches, gather_trimesh, refine_domain, scatter_trimesh, unite_families
 from hermes.errors import MeshError
 
-COMM = MPI.COMM_SELF
-
-
+COMM = plain(MPI.COMM_SELF)
 def refined(kind: str, seed: int):
     """A refined domain on one rank and the same mesh as a TriMesh (cells in the same order)."""
     tm = nvb_mesh(*lshape_triangles(4)) if kind == "lshape" else from_mesh(grid(6, 5))[0]
@@ -61,7 +60,7 @@ def _hosted_coarsening(owner, moves, p: int, keep=()):
     it, cells per processor)."""
     from hermes.data.migrate import migrate
     from hermes.data.refine_dist import coarsen_domain
-    from hermes.runtime.hosting import host_run
+    from hermes.runtime.start import start
 
     tm0 = from_mesh(grid(6, 5))[0]
 
@@ -82,7 +81,7 @@ def _hosted_coarsening(owner, moves, p: int, keep=()):
                                 mergeable=st.mergeable)
         return before, gather_trimesh(comm, dom), dom.n, st.mergeable is None
 
-    out = host_run(p, job)
+    out = start(p, job)
     assert len({out[r][3] for r in range(p)}) == 1
     return out[0][0], out[0][1], [out[r][2] for r in range(p)], out[0][3]
 
@@ -141,7 +140,7 @@ def test_distributed_refinement_numbers_cells_as_the_serial_code(p, seed):
     old code numbered them by rank (an exclusive scan), so ids — and the order in which the Jacobi kernel sums a
     cell's neighbours — depended on the partition, and the solution and the indicator's marking with them."""
     from hermes.data.refine import refine
-    from hermes.runtime.hosting import host_run
+    from hermes.runtime.start import start
 
     tm0 = from_mesh(grid(6, 5))[0]
     rng = np.random.default_rng(seed)
@@ -157,7 +156,7 @@ def test_distributed_refinement_numbers_cells_as_the_serial_code(p, seed):
                                    max_level=3)
         return gather_trimesh(comm, dom)
 
-    got = host_run(p, job)[0]
+    got = start(p, job)[0]
     tm = tm0
     for step, m in enumerate(marks):
         tm = refine(tm, m[tm.gid % m.size], edges="all" if step % 2 else "refinement", max_level=3).mesh

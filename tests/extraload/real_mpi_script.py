@@ -12,10 +12,12 @@ from pathlib import Path
 
 from mpi4py import MPI
 
+from hermes.runtime.plain import plain
+
 from hermes.extraload.real import RealLoad
 from hermes.extraload.tasks import parse_tasks
 
-comm = MPI.COMM_WORLD
+comm = plain(MPI.COMM_WORLD)
 rank = comm.Get_rank()
 log = Path(sys.argv[1])
 tasks = parse_tasks([{"name": "send", "processor": 0, "start": {"phase": 1}, "stop": {"phase": 1},

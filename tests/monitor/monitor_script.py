@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.runtime.clock import Links, VirtualClock
 from hermes.extraload import ProcessorLoad, parse_tasks
@@ -11,7 +12,7 @@ from hermes.monitor import monitor, probe_rates
 from hermes.monitor.estimate import LARGE, SMALL
 from tests.tolerances import EPS, flops, gamma
 
-comm = MPI.COMM_WORLD
+comm = plain(MPI.COMM_WORLD)
 rank, p = comm.Get_rank(), comm.Get_size()
 caps = np.arange(1, p + 1, dtype=float)
 caps /= caps.sum()

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.app.async_mesh import ASYNC_TAG, async_serial, async_sweeps, solve_phase_async
 from hermes.app.kernels import initial_fields, jacobi_serial
@@ -29,7 +30,7 @@ from hermes.data.generators import grid
 from hermes.data.partition import metis_partition
 from tests.mpi.harness import finish, seed_arg
 
-comm = MPI.COMM_WORLD
+comm = plain(MPI.COMM_WORLD)
 rank, p = comm.Get_rank(), comm.Get_size()
 seed = seed_arg(3)
 K, SPEED, WPW, BPE = 12, 1.0e5, 1.0, 64.0

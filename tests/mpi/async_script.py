@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.bahi import aiac
 from hermes.bahi.study import parse_spec, run_brusselator, simulate, summarise
@@ -50,7 +51,7 @@ def jitter(on: bool) -> None:
 
 
 def main() -> int:
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     p, rank = comm.Get_size(), comm.Get_rank()
     failures: list[str] = []
     virtual = {

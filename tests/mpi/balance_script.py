@@ -15,6 +15,8 @@ import sys
 
 from mpi4py import MPI
 
+from hermes.runtime.plain import plain
+
 from hermes.balance.diffusion.gda import StopParams, gda, gda_distributed
 from hermes.balance.diffusion.spectral import epsilon0
 from hermes.balance.flow import check_balancing, flow_error
@@ -33,7 +35,7 @@ from tests.tolerances import balancing_floor, potential_flow_tol
 
 
 def main(seed: int) -> int:
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     model = random_model(comm.Get_size(), seed)
     links = slow_first_edge(model)
     v = RankView.of(comm, model, links)

@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.diffusion.gda import gda_distributed
 from hermes.balance.diffusion.implicit import WattsParams, implicit_distributed
@@ -98,7 +99,7 @@ def error_cases(v: RankView, failures: list[str]) -> None:
 
 
 def main(seed: int) -> int:
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     size = comm.Get_size()
     model = random_model(size, seed)
     view = RankView.of(comm, model, slow_first_edge(model))

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.gossip.grapevine import RankObjects, grapevine_distributed
 from hermes.balance.gossip.grapevine_serial import GrapevineParams, grapevine
@@ -36,7 +37,7 @@ def assignment(rows, n: int) -> np.ndarray:
 
 
 def main(seed: int) -> int:
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     me, p = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng(seed)
     failures: list[str] = []

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.app.indicator import gradient_jump, jump_indicator_serial, mark_max_strategy
 from hermes.runtime.clock import Links, VirtualClock
@@ -17,7 +18,7 @@ from hermes.data.generators import grid
 from hermes.data.migrate import migrate
 from hermes.data.partition import metis_partition
 
-comm = MPI.COMM_WORLD
+comm = plain(MPI.COMM_WORLD)
 rank, p = comm.Get_rank(), comm.Get_size()
 seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 mesh = grid(23, 17)

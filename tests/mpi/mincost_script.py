@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
@@ -23,7 +24,7 @@ from tests.mpi.harness import RankView, finish, random_model, same_error, seed_a
 
 
 def main(seed: int) -> int:
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     p = comm.Get_size()
     model = random_model(p, seed)
     v = RankView.of(comm, model)

@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.flow import check_balancing, flow_error, minimal_flow
 from hermes.balance.model import Model
@@ -134,7 +135,7 @@ def registry_cases(comm, models: list[Model], links, seed: int, failures: list[s
 
 
 def main(seed: int) -> int:
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     model = random_model(comm.Get_size(), seed)
     links = slow_first_edge(model)
     v = RankView.of(comm, model, links)

@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.diffusion.detection import LinkCosts, graph_center
 from hermes.balance.diffusion.fos import fos_distributed
@@ -72,7 +73,7 @@ def run_case(comm, name: str, integer, params: dict, seed: int, failures: list[s
 
 
 def main(seed: int) -> int:
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     rank, size = comm.Get_rank(), comm.Get_size()
     failures: list[str] = []
     for name, integer, params in cases(seed):

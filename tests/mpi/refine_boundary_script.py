@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.realisation.boundary import RefineOptions, refine_boundary, refine_serial
 from hermes.runtime.clock import Links, VirtualClock
@@ -21,7 +22,7 @@ from hermes.data.generators import grid
 from hermes.data.partition import metis_partition
 from hermes.metrics import edge_cut
 
-comm = MPI.COMM_WORLD
+comm = plain(MPI.COMM_WORLD)
 rank, p = comm.Get_rank(), comm.Get_size()
 seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 mesh = grid(24, 20)

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 from scipy.spatial import Delaunay
 
 from hermes.adaptation import adapt_mesh
@@ -28,7 +29,7 @@ from hermes.data.refine_dist import (
 )
 from tests.tolerances import area_tol
 
-comm = MPI.COMM_WORLD
+comm = plain(MPI.COMM_WORLD)
 rank, p = comm.Get_rank(), comm.Get_size()
 seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 kind = sys.argv[2] if len(sys.argv) > 2 else "lshape"

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.flow import minimal_flow, topological_order
 from hermes.balance.model import Model
@@ -26,7 +27,7 @@ from hermes.data.partition import metis_partition
 from hermes.metrics import imbalance
 from tests.tolerances import flow_tol
 
-comm = MPI.COMM_WORLD
+comm = plain(MPI.COMM_WORLD)
 rank, p = comm.Get_rank(), comm.Get_size()
 seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 mesh = grid(30, 30)

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.balance.diffusion.chebyshev import chebyshev, chebyshev_distributed, chebyshev_steps, spectral_bounds
 from hermes.balance.flow import flow_error
@@ -25,7 +26,7 @@ from tests.mpi.harness import RankView, agree, finish, random_model, same_error,
 
 
 def main(seed: int) -> int:
-    comm = MPI.COMM_WORLD
+    comm = plain(MPI.COMM_WORLD)
     model = random_model(comm.Get_size(), seed)
     links = slow_first_edge(model)
     v = RankView.of(comm, model, links)

@@ -13,6 +13,7 @@ import meshio
 import numpy as np
 import pytest
 from mpi4py import MPI
+from hermes.runtime.plain import plain
 
 from hermes.data.io import read_meshio
 from hermes.lifecycle import driver
@@ -117,11 +118,11 @@ def test_quiet_runs_draw_without_lines():
                                                                       "platform.capacities=homo"])
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        driver.run(sc, MPI.COMM_SELF, out_dir=Path(tmp) / "q", quiet=True, progress=lines.append)
+        driver.run(sc, plain(MPI.COMM_SELF), out_dir=Path(tmp) / "q", quiet=True, progress=lines.append)
         assert (Path(tmp) / "q" / "partition-001.png").is_file()
     assert lines == []
     with tempfile.TemporaryDirectory() as tmp:
-        driver.run(sc, MPI.COMM_SELF, out_dir=Path(tmp) / "q", progress=lines.append)
+        driver.run(sc, plain(MPI.COMM_SELF), out_dir=Path(tmp) / "q", progress=lines.append)
     assert sorted(s.split()[1] for s in lines if s.startswith("drawn ")) == ["partition-000.png",
                                                                               "partition-001.png", "phases.png"]
 

@@ -60,7 +60,6 @@ from numpy.typing import NDArray
 
 from hermes.data.distributed import LocalDomain
 from hermes.data.migrate import MigrationStats, announce_moves, migrate
-from hermes.runtime.hosting import shared_value
 
 __all__ = ["RefineOptions", "RefineStats", "complete_costs", "refine_gain", "cell_spacing", "centroid", "room_shares",
            "sweep_moves", "local_view", "refine_serial", "refine_boundary"]
@@ -346,9 +345,9 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     me = dom.rank
     fair_me = float(np.asarray(fair, dtype=np.float64)[me])
     tolerance, geometric, low = options.tolerance, options.geometric, options.low
-    # the same on every rank: completed once by the processors hosted together (hermes.runtime.hosting.shared_value)
-    cost = shared_value(comm, "completed-costs", [], np.asarray(cost), lambda: complete_costs(cost),
-                        freeze=lambda a: setattr(a.flags, "writeable", False))
+    # the same on every rank: completed once by the processors hosted together (the communicator's shared_value)
+    cost = comm.shared_value("completed-costs", [], np.asarray(cost), lambda: complete_costs(cost),
+                             freeze=lambda a: setattr(a.flags, "writeable", False))
     clock = clock if clock is not None else VirtualClock(me, comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())
     stats = RefineStats()
     d = dom.coords.shape[1]

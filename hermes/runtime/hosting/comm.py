@@ -25,6 +25,8 @@ class HostedComm:
         self.host, self.rank_, self.size_ = host, rank, host.p
         #: this processor's process runs the process-wide services (the watchdog) for all it hosts
         self.process_leader = rank == host.lo
+        #: the MPI processes of the job
+        self.processes = host.n
 
     # -- identity ---------------------------------------------------------------------------------------
     def Get_rank(self) -> int:
@@ -187,3 +189,44 @@ class HostedComm:
         import os
 
         os._exit(errorcode)  # pragma: no cover - MPI_Abort does not return
+
+    # -- what a process builds once for the processors it hosts ---------------------------------------------
+    def shared(self, name: str, inputs: Any, build) -> np.ndarray:
+        """``build()`` — an array every processor computes alike from the same ``inputs`` (a global matrix) — once
+        per process for the processors it hosts: the processors whose ``inputs`` are equal (compared by their
+        SHA-256 of their ``repr``: plain lists and numbers, whose repr is exact) get the same read-only array."""
+        import hashlib
+
+        host = self.host
+        hit = host.shared.get(name)
+        if hit is not None and hit[2] is not None and _same_items(hit[2], inputs):
+            return hit[1]  # the very immutable objects a hosted gather shared: no hashing
+        key = hashlib.sha256(repr(inputs).encode()).digest()
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = build()
+        value.flags.writeable = False
+        immutable = isinstance(inputs, (list, tuple)) and all(map(_frozen, inputs))
+        host.shared[name] = (key, value, inputs if immutable else None)
+        return value
+
+    def shared_value(self, name: str, items: list, array: np.ndarray, build, freeze=None) -> Any:
+        """``build()`` once per process for the hosted processors whose inputs are the same: ``items`` the very
+        same immutable objects (a hosted gather shares them) and ``array`` equal; ``freeze(value)`` makes the
+        shared value read-only (a processor changing it in place would change it for all). With mutable items,
+        ``build()`` itself."""
+        host = self.host
+        hit = host.shared.get(name)
+        if hit is not None and _same_items(hit[0], items) and np.array_equal(hit[1], array):
+            return hit[2]
+        value = build()
+        if all(map(_frozen, items)):
+            if freeze is not None:
+                freeze(value)
+            host.shared[name] = (items, np.array(array, copy=True), value)
+        return value
+
+
+def _same_items(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are sequences of the same objects (identity)."""
+    return isinstance(b, (list, tuple)) and len(a) == len(b) and all(x is y for x, y in zip(a, b))

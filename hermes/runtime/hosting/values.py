@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from hermes.runtime.ops import _apply, _fold, _op_name, _reduce_rows, waitall  # noqa: F401 (shared with plain)
+
 __all__ = ["ANY_SOURCE", "ANY_TAG", "HostedError", "Request", "Status", "blocks", "waitall"]
 
 ANY_SOURCE = -1
@@ -63,51 +65,6 @@ def _copies(values: list) -> list:
     if all(_frozen(v) or (type(v) is np.ndarray and v.dtype != object) for v in values):
         return [_copy(v) for v in values]
     return copy.deepcopy(values)
-
-
-def _reduce_rows(rows: list, op: str) -> np.ndarray:
-    """``op`` over the rows in rank order, as :func:`hermes.runtime.comm.allreduce` folds them: a sum left to right
-    starting from 0.0 (bit for bit), else numpy's max/min."""
-    if op == "sum":
-        out = np.zeros(rows[0].size) if rows else np.zeros(0)
-        for v in rows:
-            out += v
-        return out
-    stacked = np.vstack(rows)
-    return stacked.max(axis=0) if op == "max" else stacked.min(axis=0)
-
-
-def _fold(values: list, op) -> Any:
-    """``op`` folded left to right (rank order); ``op`` None or mpi4py's SUM: ``+``."""
-    acc = values[0]
-    for v in values[1:]:
-        acc = _apply(op, acc, v)
-    return acc
-
-
-def _apply(op, a, b):
-    if op is None:
-        return a + b
-    name = _op_name(op)
-    if name == "sum":
-        return a + b
-    if name == "max":
-        return b if b > a else a
-    if name == "min":
-        return b if b < a else a
-    if name == "prod":
-        return a * b
-    return op(a, b)
-
-
-def _op_name(op) -> str | None:
-    if isinstance(op, str):
-        return op
-    try:
-        from mpi4py import MPI
-    except ImportError:  # pragma: no cover - mpi4py is a dependency
-        return None
-    return {id(MPI.SUM): "sum", id(MPI.MAX): "max", id(MPI.MIN): "min", id(MPI.PROD): "prod"}.get(id(op))
 
 
 def _into(buf, data: np.ndarray) -> None:
@@ -190,12 +147,6 @@ class Request:
         pass
 
     Cancel = Free
-
-
-def waitall(requests) -> None:
-    """Wait for every request (hosted or mpi4py's): ``MPI.Request.Waitall`` for either kind."""
-    for q in requests:
-        q.Wait()
 
 
 _TABLE: list = []  # (the contributions, their directory table): built once for all processes' answers

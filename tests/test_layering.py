@@ -9,6 +9,7 @@ A *part* is a subpackage (``hermes.balance``, ``hermes.data``, ...) or a top-lev
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -122,3 +123,17 @@ def test_the_policy_check_sees_a_planted_import():
     g = _graph()
     g.add_edge("hermes.balance.policy", "hermes.lifecycle.state")
     assert "hermes.lifecycle.state" in nx.descendants(g, "hermes.balance.policy")
+
+
+@pytest.mark.slow
+def test_only_the_runtime_knows_the_hosting():
+    """Data, balancing, the lifecycle and the applications call the runtime communicator's interface
+    (hermes.runtime.interface) and never ask which implementation they got: no module outside hermes.runtime imports
+    the hosting, and none asks its communicator for an attribute with ``getattr``."""
+    g = _graph()
+    importers = sorted(a for a, b in g.edges if ".hosting" in b and not a.startswith("hermes.runtime"))
+    assert not importers, f"outside the runtime, these import the hosting: {importers}"
+    asking = sorted(f"{p.relative_to(ROOT)}: {m.group(0)}" for p in PACKAGE.rglob("*.py")
+                    if "runtime" not in p.relative_to(PACKAGE).parts[:1]
+                    for m in re.finditer(r"getattr\((self\.)?(comm|book\.comm|r\.book\.comm)\b[^)]*\)", p.read_text()))
+    assert not asking, f"code that asks the communicator which implementation it is: {asking}"

@@ -1,4 +1,6 @@
-"""Many emulated processors per MPI process: :class:`HostedComm`, the communicator every run's code sees.
+"""Many emulated processors per MPI process: :class:`HostedComm`, the runtime communicator of a job with fewer MPI
+processes than processors (:func:`hermes.runtime.start.start`; with one process per processor the job runs on
+:class:`hermes.runtime.plain.PlainComm` and nothing here is imported).
 
 A run of ``P`` processors on ``N ≤ P`` MPI processes gives each process a contiguous block of processors
 (:func:`blocks`); each processor runs the unchanged SPMD code of hermes in its own *greenlet* (a user-level

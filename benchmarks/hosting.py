@@ -1,4 +1,5 @@
-"""Hosted processors (hermes.runtime.hosting): wall time and memory of one ``hermes run`` against the processes hosting it.
+"""Hosted processors (hermes.runtime.hosting): wall time and memory of one ``hermes run`` against the processes
+hosting it.
 
 Each case is the at-scale experiment of ``benchmarks/scale.py`` (the quickstart on a ``gridNxM`` mesh, a
 front of doubled weights crossing it, jacobi kernel, virtual clock) with ``P`` processors run through

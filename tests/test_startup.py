@@ -52,7 +52,8 @@ def test_import_hermes_is_lazy_and_its_api_still_works():
 
 def test_a_rank_imports_the_balancer_its_scenario_names_and_no_other():
     """What a rank runs before the set-up: the CLI, the driver, the scenario, its balancer."""
-    code = ("import hermes.cli, hermes.lifecycle.driver, hermes.runtime.hosting\nfrom hermes.scenario import load_scenario\n"
+    code = ("import hermes.cli, hermes.lifecycle.driver, hermes.runtime.hosting\n"
+            "from hermes.scenario import load_scenario\n"
             "from hermes.balance.registry import get_balancer\n"
             "sc = load_scenario('scenarios/refine-airfoil.yaml')\nget_balancer(sc.balancer.algorithm)")
     loaded = loaded_after(code, HEAVY)

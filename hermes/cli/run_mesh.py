@@ -1,7 +1,7 @@
 """The mesh application as ``hermes run`` sees it (:data:`MESH`): a scenario (or the embedded quickstart) run
 phase by phase by :func:`hermes.lifecycle.driver.run`, or a run resumed from its checkpoint
-(:func:`hermes.lifecycle.driver.resume`), on the job's processes (:func:`hermes.runtime.start.start`: one processor per process on mpi4py, or several
-hosted per process).
+(:func:`hermes.lifecycle.driver.resume`), on the job's processes (:func:`hermes.runtime.start.start`: one processor
+per process on mpi4py, or several hosted per process).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ over the neighbours j), with the paper's practical additions:
 
 How the α-β parameters enter: ``Cost(L) = α_ij + L · unit_bytes / B_ij`` (ExcCost; the application-dependent
 PreExcCost and PostExcCost are 0), with α_ij and B_ij the latency and bandwidth of the link (from
-:class:`hermes.runtime.clock.Links`; without links, ``Links()``'s latency and ``B_ij = w_ij ×`` its bandwidth, the weights
-being conductances ∝ bandwidth), and ``Cmp_i(w) = w · unit_time / (p c_i)`` (c normalised to sum 1).
+:class:`hermes.runtime.clock.Links`; without links, ``Links()``'s latency and ``B_ij = w_ij ×`` its bandwidth, the
+weights being conductances ∝ bandwidth), and ``Cmp_i(w) = w · unit_time / (p c_i)`` (c normalised to sum 1).
 
 The flow is a balancing flow when the gate lets balancing finish (gate off or a fast network): the loads
 end within ``tolerance`` (real loads) or about one unit per edge (integer loads) of fair. It is *not* the

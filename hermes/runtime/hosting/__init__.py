@@ -30,8 +30,7 @@ from __future__ import annotations
 
 from hermes.runtime.hosting.comm import HostedComm
 from hermes.runtime.hosting.host import Host, host_run
-from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, Status, blocks,
-                                   waitall)
+from hermes.runtime.hosting.values import ANY_SOURCE, ANY_TAG, HostedError, Request, Status, blocks, waitall
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "Host", "HostedComm", "HostedError", "Request", "Status", "blocks", "host_run",
            "waitall"]

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _buffer, _copy, _frozen, _into,
-                                   _sealed, _src, _tag)
+                                           _sealed, _src, _tag)
 
 __all__ = ["HostedComm"]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _apply, _copies, _copy, _directory, _fold,
-                                   _frozen, _into, _reduce_rows, blocks)
+from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _apply, _copies, _copy,
+                                           _directory, _fold, _frozen, _into, _reduce_rows, blocks)
 
 __all__ = ["Host", "host_run"]
 

@@ -52,14 +52,14 @@ class HostedComm:
 
     def isend(self, obj, dest: int, tag: int = 0) -> Request:
         self.host.send(self.rank_, int(dest), int(tag), self._out(obj))
-        return Request(self.host, self.rank_, done=True)
+        return Request(self.host, self.rank_, done=True, send=True)
 
     def send(self, obj, dest: int, tag: int = 0) -> None:
         self.isend(obj, dest, tag)
 
     def Isend(self, buf, dest: int, tag: int = 0) -> Request:
         self.host.send(self.rank_, int(dest), int(tag), ("buffer", np.array(_buffer(buf), copy=True)))
-        return Request(self.host, self.rank_, done=True)
+        return Request(self.host, self.rank_, done=True, send=True)
 
     def Send(self, buf, dest: int, tag: int = 0) -> None:
         self.Isend(buf, dest, tag)
@@ -78,10 +78,18 @@ class HostedComm:
         self.Irecv(buf, source, tag).Wait(status)
 
     def Iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status=None) -> bool:
-        if self.host.probe(self.rank_, _src(source), _tag(tag), status):
+        """True if a matching message is here; one that finds nothing reads the envelopes that have reached
+        this process, lets the processors hosted with this one run once, reads them again and looks once more:
+        a message another process has sent is seen by the first poll after it reached this process."""
+        host, src, t = self.host, _src(source), _tag(tag)
+        if host.probe(self.rank_, src, t, status):
             return True
-        self.host.pause(self.rank_)
-        return self.host.probe(self.rank_, _src(source), _tag(tag), status)
+        host.poll()
+        if host.probe(self.rank_, src, t, status):
+            return True
+        host.pause(self.rank_)
+        host.poll()
+        return host.probe(self.rank_, src, t, status)
 
     iprobe = Iprobe
 

@@ -18,7 +18,15 @@ class HostedComm:
 
     Point to point: ``send isend recv irecv Isend Irecv Send Recv Iprobe iprobe Probe probe``; collectives:
     ``allgather gather bcast scatter alltoall allreduce scan exscan barrier Barrier Allgather Bcast Alltoall
-    Allreduce``; ``Abort``. Sends are buffered (complete at once).
+    Allreduce``; ``Abort``. A poll (``Iprobe``, a request's ``Test``) that finds nothing reads the envelopes that
+    have reached this process first (:mod:`hermes.hosting.host`); a posted receive can be cancelled
+    (:meth:`Request.Cancel <hermes.hosting.values.Request.Cancel>`).
+
+    Sends are buffered: ``send``, ``Send``, ``isend`` and ``Isend`` copy the data and complete at once, whatever
+    its size and whether or not the receiver has posted a receive (MPI's ``MPI_Bsend`` with an unbounded buffer).
+    This hides unsafe orderings: code whose processors all send before they receive runs here, where MPI may
+    block it in ``Send`` once the messages are larger than its eager limit. Check such code with one process per
+    processor on plain MPI.
     """
 
     def __init__(self, host, rank: int) -> None:

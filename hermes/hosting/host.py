@@ -186,7 +186,10 @@ class Host:
         if errors:
             # a processor's error the others did not agree on (an agreed one ends every processor of this
             # process in the same round): they wait for it in vain, here or in the other processes — end this
-            # process with it, as a process of its own would have ended (and mpiexec then ends the job)
+            # process with it, as a process of its own would have ended (and mpiexec then ends the job); with
+            # all its processors ended, once its envelopes are out (the others may need them to end as well)
+            if not live:
+                self._flush()
             raise errors[0]
         if self.bridge is None:
             if not live:

@@ -111,6 +111,9 @@ class Host:
 
         Raises the first error of a processor (in rank order) once every processor has ended; a processor's
         error other than a :class:`~hermes.errors.HermesError` is raised at once (the caller aborts the job).
+        With other processes (``world``), the run ends when the termination detection says every processor of
+        every process has ended (module docstring); a :class:`HostedError` on every process if they wait for one
+        another instead, or call different collectives.
         """
         from greenlet import greenlet, getcurrent
 

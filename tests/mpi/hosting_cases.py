@@ -13,6 +13,9 @@ the bridge's guarantees (hermes/hosting/host.py) per run, named by the first arg
 - ``live``: a slow but live exchange (a processor busy for 1.5 s before it sends, a ping-pong polled with
   ``Iprobe`` and by waits): must end normally. Prints ``live ok WAVES`` on process 0 (the waves of the termination
   detection process 0 started during the run).
+- ``crossing``: one wave of the termination detection whose totals agree while a processor runs (process 0 reports
+  idle, then receives m1 and sends m2, which process 1 receives before it reports): must end normally. Prints
+  ``crossing ok WAVES``.
 
 A :class:`~hermes.hosting.HostedError` is printed as one line ``hermes: error: ...`` by each process, which then
 exits 2 once both have printed (a barrier of the two processes: a process that never raises hangs the test, and the
@@ -101,6 +104,29 @@ def live(comm):
     return comm.host.wave
 
 
+def crossing(comm):
+    r = comm.Get_rank()
+    if r == 3:
+        busy(0.3)  # process 0 goes idle and asks process 1 for its counts: process 1 answers once idle
+        comm.send("m1", dest=0, tag=1)
+        while not comm.Iprobe(source=0, tag=2):  # busy until m2 comes: still no answer
+            pass
+        assert comm.recv(source=0, tag=2) == "m2"
+        assert comm.recv(source=0, tag=3) == "m3"  # idle: answers, with m1 sent and m2 received
+    elif r == 0:
+        assert comm.recv(source=3, tag=1) == "m1"  # process 0 answered the wave before it came
+        comm.send("m2", dest=3, tag=2)
+        busy(0.3)  # the wave's totals agree (m1 sent, m2 received) while this processor runs
+        comm.send("m3", dest=3, tag=3)
+    return comm.host.wave
+
+
+def busy(seconds: float) -> None:
+    t = time.monotonic()
+    while time.monotonic() - t < seconds:
+        pass
+
+
 def plain_polls() -> int:
     if world.Get_rank() == 1:
         world.send("hello", dest=0, tag=9)
@@ -131,7 +157,8 @@ try:
                 seen.append(world.recv(source=1, tag=tag) if world.Iprobe(source=1, tag=tag) else f"missing {tag}")
             print("foreign", *seen, flush=True)
     else:
-        got = host_run(4, {"deadlock": deadlock, "mismatch": mismatch, "live": live}[case], world)
+        got = host_run(4, {"deadlock": deadlock, "mismatch": mismatch, "live": live, "crossing": crossing}[case],
+                       world)
         if world.Get_rank() == 0:
             print(f"{case} ok {got.get(0)}", flush=True)
 except HostedError as err:

@@ -58,6 +58,20 @@ Wall clock
     newest version per neighbour; no barrier. After its last sweep it sends ``done`` and receives until it has
     every neighbour's ``done`` (no message crosses into the next phase), then waits for its sends.
 
+    *How old a halo is.* Every version carries the real time (``time.time()``) at which its sender handed it to
+    MPI, and each sweep records, per neighbour j, the time of the rank's last poll of j (the ``Iprobe`` that found
+    nothing more) and the send time of the version it used (:class:`AsyncSweep` ``polled``, ``halo_sent``,
+    ``ages``). The bound: *the version used from j is at least every version j handed to MPI more than δ before
+    that poll*, δ the time MPI takes to deliver a message to the rank's process (microseconds within a machine);
+    so a halo's age (poll time minus the send time of the version used) is at most δ plus j's time between that
+    version and its next one (about one sweep of j), and nothing if j has sent no newer one. Hosted processors
+    (:mod:`hermes.runtime.hosting`, also one per process) keep it: a hosted ``Iprobe`` that finds nothing reads the
+    envelopes that reached the process before it answers; the rank's other neighbours are polled after j, and a
+    hosted poll lets the processors hosted with the rank run once, so under hosting a sweep starts at most that
+    many turns of theirs after its poll of j. Checked under mpiexec, hosted 2 per process and 1 per process, with
+    δ = 0.1 s (tests/mpi/async_halo_age.py): before hosted polls read the bridge, a hosted rank used version 0
+    of every neighbour on another process in every sweep.
+
 Jacobi's result differs from the synchronous one (stale ghosts) but converges: the iteration matrix of
 ``(σ I + L) u = f`` has max-norm ``max deg/(σ + deg) < 1``, and an asynchronous iteration of a max-norm
 contraction converges (El Tarazi's theorem; Bertsekas & Tsitsiklis, *Parallel and Distributed Computation*,
@@ -73,6 +87,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+
+import time
 
 import numpy as np
 from numpy.typing import NDArray
@@ -99,6 +115,12 @@ class AsyncSweep:
     ``time``: the rank's clock after the sweep (the send time of its version ``k``); ``u`` the local values
     after the sweep (None for the synthetic kernel); ``local_residual`` ``Σ (u_new − u_old)²`` (jacobi) or
     the sweep's work (synthetic, as the synchronous loop reports).
+
+    The age of the halos (module docstring): ``sent`` the time version ``k`` was handed to MPI, ``polled[k]`` the
+    time of the rank's last poll of neighbour ``ranks[k]`` before the sweep and ``halo_sent[k]`` the send time of
+    the version it used — virtual clock: the rank's time ``s^{k-1}`` and the versions' virtual send times; wall
+    clock: real times (``time.time()``, comparable between the processes of one machine). Version 0's send time
+    is the rank's own time when its initial exchange began.
     """
 
     k: int
@@ -106,17 +128,27 @@ class AsyncSweep:
     versions: NDArray[np.int64]
     u: NDArray[np.float64] | None
     local_residual: float
+    sent: float = 0.0
+    polled: NDArray[np.float64] | None = None
+    halo_sent: NDArray[np.float64] | None = None
+
+    @property
+    def ages(self) -> NDArray[np.float64]:
+        """Per neighbour, the time from the send of the version used to the rank's last poll of it."""
+        return self.polled - self.halo_sent
 
 
 class _Stream:
     """The messages of one neighbour, in send order, and the newest version taken so far."""
 
-    def __init__(self, comm, source: int, size: int, tag: int, values: NDArray[np.float64]):
+    def __init__(self, comm, source: int, size: int, tag: int, values: NDArray[np.float64], sent: float = 0.0):
         self.comm, self.source, self.size, self.tag = comm, source, size, tag
         self.queue: deque[NDArray[np.float64]] = deque()
         self.done = False
         self.version = 0
         self.values = values
+        self.sent = sent  # the send time of the version held
+        self.polled = sent  # wall clock: when the last poll found nothing more
 
     def _receive(self) -> None:
         msg = np.empty(self.size + _HEAD)
@@ -131,7 +163,7 @@ class _Stream:
         while self.queue and self.queue[0][2] <= s:
             msg = self.queue.popleft()
             if msg[0] > self.version:
-                self.version, self.values = int(msg[0]), msg[_HEAD:]
+                self.version, self.values, self.sent = int(msg[0]), msg[_HEAD:], float(msg[1])
 
     def at(self, s: float) -> None:
         """Virtual clock: receive in order until a message arriving after ``s`` (or ``done``) is known."""
@@ -145,6 +177,7 @@ class _Stream:
         """Wall clock: everything that has arrived, newest version kept."""
         while not self.done and self.comm.Iprobe(source=self.source, tag=self.tag):
             self._receive()
+        self.polled = time.time()
         self._take(np.inf)
 
     def close(self) -> None:
@@ -204,13 +237,14 @@ def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int,
     order, ghost_sorted = ghost_layout(plan)
     work = work_per_weight * dom.load
     u = dom.fields.get("u") if kernel == "jacobi" else None
+    began = clock.now if virtual else time.time()  # version 0's send time (AsyncSweep)
 
     def boundary(values) -> list[NDArray[np.float64]]:
         return [values[idx] if values is not None else np.zeros(idx.size) for idx in plan.send_idx]
 
     first = nb.exchange(boundary(u), model_bytes=model_bytes,
                         recv_sizes=np.array([g.size for g in plan.recv_gid], dtype=np.int64))
-    streams = [_Stream(comm, j, g.size, tag, v) for j, g, v in zip(ranks, plan.recv_gid, first)]
+    streams = [_Stream(comm, j, g.size, tag, v, began) for j, g, v in zip(ranks, plan.recv_gid, first)]
     sends: list = []  # (request, buffer): the buffer lives until the send completes
     last_arrival = np.full(len(ranks), -np.inf)
 
@@ -232,19 +266,21 @@ def async_sweeps(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int,
                 else:
                     st.arrived()
         versions = np.array([st.version for st in streams], dtype=np.int64)
+        polled = np.array([clock.now if virtual else st.polled for st in streams], dtype=np.float64)
+        halo_sent = np.array([st.sent for st in streams], dtype=np.float64)
         clock.compute(work)
         if u is not None:
             u, local = jacobi_step(dom, u, [st.values for st in streams], order, ghost_sorted, clock)
         else:
             local = work
-        stamp = clock.stamp()
+        stamp = clock.stamp() if virtual else time.time()  # wall: when the version is handed to MPI
         if virtual:
             last_arrival = np.maximum(stamp + _durations(clock, ranks, model_bytes), last_arrival)
         with clock.measure("comm"):
             post(k, stamp, last_arrival if virtual else np.zeros(len(ranks)), boundary(u))
         nb.counters.messages += len(ranks)
         nb.counters.bytes += int(model_bytes.sum())
-        yield AsyncSweep(k, clock.now, versions, u, local)
+        yield AsyncSweep(k, clock.now, versions, u, local, stamp, polled, halo_sent)
     with clock.measure("sync"):
         post(-1, clock.stamp(), np.full(len(ranks), np.inf), [np.zeros(g.size) for g in plan.send_idx])
         for st in streams:

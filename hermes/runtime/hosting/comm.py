@@ -18,7 +18,15 @@ class HostedComm:
 
     Point to point: ``send isend recv irecv Isend Irecv Send Recv Iprobe iprobe Probe probe``; collectives:
     ``allgather gather bcast scatter alltoall allreduce scan exscan barrier Barrier Allgather Bcast Alltoall
-    Allreduce``; ``Abort``. Sends are buffered (complete at once).
+    Allreduce``; ``Abort``. A poll (``Iprobe``, a request's ``Test``) that finds nothing reads the envelopes that
+    have reached this process first (:mod:`hermes.hosting.host`); a posted receive can be cancelled
+    (:meth:`Request.Cancel <hermes.hosting.values.Request.Cancel>`).
+
+    Sends are buffered: ``send``, ``Send``, ``isend`` and ``Isend`` copy the data and complete at once, whatever
+    its size and whether or not the receiver has posted a receive (MPI's ``MPI_Bsend`` with an unbounded buffer).
+    This hides unsafe orderings: code whose processors all send before they receive runs here, where MPI may
+    block it in ``Send`` once the messages are larger than its eager limit. Check such code with one process per
+    processor on plain MPI.
     """
 
     def __init__(self, host, rank: int) -> None:
@@ -54,14 +62,14 @@ class HostedComm:
 
     def isend(self, obj, dest: int, tag: int = 0) -> Request:
         self.host.send(self.rank_, int(dest), int(tag), self._out(obj))
-        return Request(self.host, self.rank_, done=True)
+        return Request(self.host, self.rank_, done=True, send=True)
 
     def send(self, obj, dest: int, tag: int = 0) -> None:
         self.isend(obj, dest, tag)
 
     def Isend(self, buf, dest: int, tag: int = 0) -> Request:
         self.host.send(self.rank_, int(dest), int(tag), ("buffer", np.array(_buffer(buf), copy=True)))
-        return Request(self.host, self.rank_, done=True)
+        return Request(self.host, self.rank_, done=True, send=True)
 
     def Send(self, buf, dest: int, tag: int = 0) -> None:
         self.Isend(buf, dest, tag)
@@ -80,10 +88,18 @@ class HostedComm:
         self.Irecv(buf, source, tag).Wait(status)
 
     def Iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status=None) -> bool:
-        if self.host.probe(self.rank_, _src(source), _tag(tag), status):
+        """True if a matching message is here; one that finds nothing reads the envelopes that have reached
+        this process, lets the processors hosted with this one run once, reads them again and looks once more:
+        a message another process has sent is seen by the first poll after it reached this process."""
+        host, src, t = self.host, _src(source), _tag(tag)
+        if host.probe(self.rank_, src, t, status):
             return True
-        self.host.pause(self.rank_)
-        return self.host.probe(self.rank_, _src(source), _tag(tag), status)
+        host.poll()
+        if host.probe(self.rank_, src, t, status):
+            return True
+        host.pause(self.rank_)
+        host.poll()
+        return host.probe(self.rank_, src, t, status)
 
     iprobe = Iprobe
 

@@ -1,5 +1,33 @@
 """A process' share of a hosted run: its processors as greenlets, their mailboxes, the scheduler and the
-bridge to the other processes (:mod:`hermes.runtime.hosting`)."""
+bridge to the other processes (:mod:`hermes.runtime.hosting`).
+
+The bridge
+    The processes exchange envelopes on a communicator of their own, ``world.Dup()`` made collectively when
+    :meth:`Host.run` starts and freed when the run ends normally: it never probes the caller's communicator, so a
+    message of the caller's own code stays there for the caller, and any tag on the bridge other than the four
+    below is a defect (:class:`~hermes.runtime.hosting.values.HostedError`). A processor's poll (``Iprobe``, ``Test``)
+    that finds nothing reads the bridge (non-blocking) before it answers, so a message that has reached this
+    process is seen by the poll that follows, whether or not the process has other work.
+
+Ending: a four-counter termination detection (Mattern, "Algorithms for distributed termination detection",
+Distributed Computing 2(3), 1987, §4)
+    Every process counts the envelopes it sent and received (point to point, collective parts, collective results;
+    not the control messages). Process 0, when it has nothing to run, starts a *wave*: it asks every process for
+    its counts, and a process answers only when it has nothing to run and nothing received (its processors all
+    wait, or have all ended), with the processors that still wait. A process that has nothing to run can only
+    become busy again by receiving an envelope, so when two consecutive waves give the same totals and the totals
+    of sent and received envelopes agree, no envelope was in flight and no process ran in between: the run is
+    over. If no processor waits, process 0 tells every process to end; if some do, they wait for one another
+    across the processes (a message never sent, a collective not called by all) and every process raises one
+    :class:`~hermes.runtime.hosting.values.HostedError` naming them — a deadlock ends the job in one line instead of
+    spinning for ever. A busy process (even one that keeps polling) never answers, so a run that is slow but
+    live is never declared over.
+
+Collectives across processes
+    Process 0 assembles the ``k``-th collective of every process and checks that every process' processors call
+    the same collective with the same root as its own; a mismatch raises one
+    :class:`~hermes.runtime.hosting.values.HostedError` on every process.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +43,11 @@ from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Req
 
 __all__ = ["Host", "host_run"]
 
-_TAG_P2P, _TAG_COLL, _TAG_RESULT = 30001, 30002, 30003
+#: the bridge's tags (on its own communicator): an envelope to a processor, a process' parts of a collective (to
+#: process 0), a collective's results (from process 0), a control message of the termination detection
+_TAG_P2P, _TAG_COLL, _TAG_RESULT, _TAG_CTRL = 30001, 30002, 30003, 30004
+#: seconds between two waves of the termination detection while the totals change (process 0 idle)
+_WAVE_GAP = 0.01
 
 
 class _Slot:
@@ -63,6 +95,12 @@ class Host:
         self.finished: dict[int, tuple[bool, Any]] = {}
         self.shared: dict[str, tuple[bytes, Any]] = {}  # hermes.runtime.hosting.shared: one array for all processors
         self.idle = 0
+        self.bridge = None  # the processes' own duplicate of ``world`` (run() makes it when n > 1)
+        self.sent = self.received = 0  # envelopes to and from the other processes (termination detection)
+        self.asked: int | None = None  # the wave process 0 asked this process about and it has not answered
+        self.ended = False  # process 0 said every processor of every process has ended
+        # process 0: the current wave, its reports by process, the totals of the last complete wave, when to start
+        self.wave, self.reports, self.totals, self.next_wave = 0, None, None, 0.0
 
     def process_of(self, rank: int) -> int:
         return int(np.searchsorted(self.starts, rank, side="right") - 1)
@@ -73,6 +111,9 @@ class Host:
 
         Raises the first error of a processor (in rank order) once every processor has ended; a processor's
         error other than a :class:`~hermes.errors.HermesError` is raised at once (the caller aborts the job).
+        With other processes (``world``), the run ends when the termination detection says every processor of
+        every process has ended (module docstring); a :class:`HostedError` on every process if they wait for one
+        another instead, or call different collectives.
         """
         from greenlet import greenlet, getcurrent
 
@@ -80,12 +121,14 @@ class Host:
         from hermes.runtime.hosting.comm import HostedComm
 
         self.sched = getcurrent()
+        if self.world is not None and self.n > 1:
+            self.bridge = self.world.Dup()  # collective: every process of the run starts its Host
         for r in self.local:
             comm = HostedComm(self, r)
             self.greenlets[r] = greenlet(lambda c=comm: fn(c), parent=self.sched)
         self.runnable.extend(self.local)
         live = set(self.local)
-        while live:
+        while live or (self.bridge is not None and not self.ended):
             while self.runnable:
                 r = self.runnable.popleft()
                 g = self.greenlets[r]
@@ -101,9 +144,12 @@ class Host:
                 if g.dead:
                     live.discard(r)
                     self.greenlets[r] = None
-            if live:
-                self._progress(block=True, live=live)
+            if live or self.bridge is not None:
+                self._progress(live=live)
         self._flush()
+        if self.bridge is not None:
+            self.bridge.Free()
+            self.bridge = None
         errors = [(r, v) for r, (ok, v) in sorted(self.finished.items()) if not ok]
         if errors:
             raise errors[0][1]
@@ -126,52 +172,127 @@ class Host:
             del self.waiting[rank]
             self.runnable.append(rank)
 
-    def _progress(self, *, block: bool, live: set) -> None:
-        """Receive envelopes from the other processes; with nothing runnable and nothing received, wait a
-        little (or, alone, report a deadlock: a defect, never a hang)."""
-        got = self._poll()
-        if self.runnable or got:
+    def poll(self) -> None:
+        """Read the envelopes that have reached this process, without waiting: what a processor's poll that found
+        nothing does before it answers (``Iprobe``, ``Test``)."""
+        if self.bridge is not None:
+            self._poll()
+
+    def _progress(self, *, live: set) -> None:
+        """Receive envelopes from the other processes; with nothing runnable and nothing received, take part in
+        the termination detection (module docstring) and wait a little (alone: report a deadlock at once)."""
+        got = self._poll() if self.bridge is not None else False
+        if self.runnable or got or self.ended:
             self.idle = 0
             return
         errors = [v for _, (ok, v) in sorted(self.finished.items()) if not ok]
         if errors:
             # a processor's error the others did not agree on (an agreed one ends every processor of this
             # process in the same round): they wait for it in vain, here or in the other processes — end this
-            # process with it, as a process of its own would have ended (and mpiexec then ends the job)
+            # process with it, as a process of its own would have ended (and mpiexec then ends the job); with
+            # all its processors ended, once its envelopes are out (the others may need them to end as well)
+            if not live:
+                self._flush()
             raise errors[0]
-        if self.world is None or self.n == 1:
-            stuck = sorted(live)
-            raise HostedError(f"hosted processors {stuck[:8]}{'…' if len(stuck) > 8 else ''} wait for each other "
-                              f"(a message never sent or a collective not called by all)")
+        if self.bridge is None:
+            if not live:
+                return
+            raise HostedError(_stuck(sorted(live), "wait for each other (a message never sent or a collective "
+                                                   "not called by all)"))
+        # nothing to run, nothing received: this process can only become busy again by receiving an envelope
+        report = (self.sent, self.received, tuple(sorted(live)))
+        if self.pid == 0:
+            if self.reports is None and time.monotonic() >= self.next_wave:
+                self.wave += 1
+                self.reports = {0: report}
+                for i in range(1, self.n):
+                    self._control(i, ("probe", self.wave))
+                self._judge()
+        elif self.asked is not None:
+            self._control(0, ("report", self.asked, *report))
+            self.asked = None
         self.idle += 1
         if self.idle > 100:
             time.sleep(min(1e-3, 1e-6 * self.idle))
 
+    def _judge(self) -> None:
+        """Process 0: the current wave, once every process has reported — over (end or deadlock), or the next
+        wave later (module docstring)."""
+        if self.reports is None or len(self.reports) < self.n:
+            return
+        sent = sum(r[0] for r in self.reports.values())
+        received = sum(r[1] for r in self.reports.values())
+        stuck = sorted(q for r in self.reports.values() for q in r[2])
+        over = self.totals == (sent, received) and sent == received
+        self.totals, self.reports = (sent, received), None
+        if not over:
+            self.next_wave = time.monotonic() + _WAVE_GAP
+            return
+        if not stuck:
+            for i in range(1, self.n):
+                self._control(i, ("end",))
+            self.ended = True
+            return
+        self._fail(_stuck(stuck, f"wait for each other across {self.n} processes (a message never sent or a "
+                                 f"collective not called by all)"))
+
+    def _fail(self, message: str) -> None:
+        """Process 0: raise ``message`` as a :class:`HostedError` here and in every other process."""
+        for i in range(1, self.n):
+            self._control(i, ("error", message))
+        self._flush()
+        raise HostedError(message)
+
+    def _control(self, process: int, msg) -> None:
+        self.sends.append(self.bridge.isend(msg, dest=process, tag=_TAG_CTRL))
+
     def _poll(self) -> bool:
-        if self.world is None or self.n == 1:
-            return False
+        """Every envelope that has reached this process; True if one was not a control message."""
         from mpi4py import MPI
 
-        world, st, got = self.world, MPI.Status(), False
-        while world.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=st):
+        bridge, st, got = self.bridge, MPI.Status(), False
+        while bridge.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=st):
             tag, src = st.Get_tag(), st.Get_source()
-            msg = world.recv(source=src, tag=tag)
+            msg = bridge.recv(source=src, tag=tag)
+            if tag == _TAG_CTRL:
+                self._on_control(src, msg)
+                continue
+            self.received += 1
             got = True
             if tag == _TAG_P2P:
                 s, d, t, payload = msg
                 self._deliver(d, s, t, payload)
             elif tag == _TAG_COLL:
-                k, parts = msg
-                self._gather(k, src, parts)
+                k, kind, root, parts = msg
+                self._gather(k, src, parts, kind, root)
             elif tag == _TAG_RESULT:
                 k, payload = msg
                 self._results(k, payload)
+            else:
+                raise HostedError(f"the hosting bridge received tag {tag} from process {src}: no tag of its own "
+                                  f"(a defect)")
         if self.sends:
             self.sends = [q for q in self.sends if not q.Test()]
         return got
 
+    def _on_control(self, src: int, msg) -> None:
+        what = msg[0]
+        if what == "probe":
+            self.asked = msg[1]
+        elif what == "report" and self.pid == 0:
+            if self.reports is not None and msg[1] == self.wave:
+                self.reports[src] = msg[2:]
+                self._judge()
+        elif what == "end":
+            self.ended = True
+        elif what == "error":
+            raise HostedError(msg[1])
+        else:
+            raise HostedError(f"the hosting bridge received {what!r} from process {src} (a defect)")
+
     def _send(self, process: int, tag: int, msg) -> None:
-        self.sends.append(self.world.isend(msg, dest=process, tag=tag))
+        self.sent += 1
+        self.sends.append(self.bridge.isend(msg, dest=process, tag=tag))
 
     def _flush(self) -> None:
         from mpi4py import MPI
@@ -219,6 +340,14 @@ class Host:
         self.posted[rank].append(q)
         return q
 
+    def withdraw(self, rank: int, q: Request) -> None:
+        """Processor ``rank``'s posted receive ``q`` is cancelled: no message will match it."""
+        posted = self.posted[rank]
+        for i, x in enumerate(posted):
+            if x is q:
+                del posted[i]
+                return
+
     def probe(self, rank: int, source: int, tag: int, status) -> bool:
         for src, t, payload in self.unexpected[rank]:
             if source in (ANY_SOURCE, src) and tag in (ANY_TAG, t):
@@ -246,9 +375,9 @@ class Host:
             else:
                 parts = [slot.parts[r] for r in self.local]
                 if self.pid == 0:
-                    self._gather(k, 0, parts)
+                    self._gather(k, 0, parts, kind, root)
                 else:
-                    self._send(0, _TAG_COLL, (k, parts))
+                    self._send(0, _TAG_COLL, (k, kind, root, parts))
             slot.parts = {}
         self.wait(rank, lambda: slot.results is not None)
         out = slot.results.pop(rank)
@@ -257,15 +386,21 @@ class Host:
             del self.slots[k]
         return out
 
-    def _gather(self, k: int, process: int, parts: list) -> None:
-        """Process 0: process ``process``'s contributions to collective ``k``; when all are in, the results."""
+    def _gather(self, k: int, process: int, parts: list, kind: str, root: int) -> None:
+        """Process 0: process ``process``'s contributions to collective ``k`` (its processors' ``kind`` and
+        ``root``); when all are in, the results — or, if the processes do not call the same collective, one
+        :class:`HostedError` on every process."""
         got = self.gathering.setdefault(k, {})
-        got[process] = parts
+        got[process] = (kind, root, parts)
         if len(got) < self.n:
             return
         del self.gathering[k]
-        full = [v for i in range(self.n) for v in got[i]]
         slot = self.slots[k]
+        for i in range(1, self.n):
+            if got[i][:2] != (slot.kind, slot.root):
+                self._fail(f"collective {k}: processor {int(self.starts[i])} (process {i}) calls {got[i][0]} "
+                           f"(root {got[i][1]}) where processor 0 (process 0) calls {slot.kind} (root {slot.root})")
+        full = [v for i in range(self.n) for v in got[i][2]]
         for i in range(self.n):
             payload = self._share(slot.kind, slot.root, full, i)
             if i == 0:
@@ -349,6 +484,10 @@ class Host:
         slot.results = res
         for r in self.local:
             self._wake(r)
+
+
+def _stuck(ranks: list[int], what: str) -> str:
+    return f"hosted processors {ranks[:8]}{'…' if len(ranks) > 8 else ''} {what}"
 
 
 def host_run(p: int, fn: Callable[[HostedComm], Any], world=None) -> dict[int, Any]:

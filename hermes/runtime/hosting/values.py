@@ -90,10 +90,15 @@ def _buffer(b) -> np.ndarray:
 
 
 class Status:
-    """The source and tag of a matched message (``MPI.Status``'s part hermes uses)."""
+    """The source and tag of a matched message, and whether its request was cancelled (``MPI.Status``'s part hermes
+    uses)."""
 
     def __init__(self) -> None:
         self.source, self.tag, self.count = ANY_SOURCE, ANY_TAG, 0
+        self.cancelled = False
+
+    def Is_cancelled(self) -> bool:
+        return self.cancelled
 
     def Get_source(self) -> int:
         return self.source
@@ -108,19 +113,23 @@ class Status:
 
 
 class Request:
-    """A hosted request: a send is complete at once (its data is copied); a receive when it is matched."""
+    """A hosted request: a send is complete at once (its data is copied: sends are buffered); a receive when it is
+    matched, or when it is cancelled before (:meth:`Cancel`)."""
 
-    __slots__ = ("host", "rank", "done", "value", "buf", "source", "tag", "status_source", "status_tag")
+    __slots__ = ("host", "rank", "done", "value", "buf", "source", "tag", "status_source", "status_tag", "send",
+                 "cancelled")
 
     def __init__(self, host, rank: int, *, done=False, value=None, buf=None, source=ANY_SOURCE,
-                 tag=ANY_TAG) -> None:
+                 tag=ANY_TAG, send=False) -> None:
         self.host, self.rank, self.done, self.value, self.buf = host, rank, done, value, buf
         self.source, self.tag = source, tag
         self.status_source, self.status_tag = source, tag
+        self.send, self.cancelled = send, False
 
     def _status(self, status) -> None:
         if status is not None:
             status.source, status.tag = self.status_source, self.status_tag
+            status.cancelled = self.cancelled
 
     def Wait(self, status=None) -> bool:
         if not self.done:
@@ -133,8 +142,13 @@ class Request:
         return self.value
 
     def Test(self, status=None) -> bool:
+        """True if complete; a test that finds it incomplete does what a hosted ``Iprobe`` does (reads the
+        envelopes that have reached this process, lets the others run once, reads them again)."""
+        if not self.done:
+            self.host.poll()
         if not self.done:
             self.host.pause(self.rank)
+            self.host.poll()
         if self.done:
             self._status(status)
         return self.done
@@ -146,7 +160,26 @@ class Request:
     def Free(self) -> None:
         pass
 
-    Cancel = Free
+    def Cancel(self) -> None:
+        """Cancel a posted receive that no message has matched: it is withdrawn (a message sent later goes to the
+        next matching receive) and completes at once, its status cancelled (``Wait(status)``, then
+        ``status.Is_cancelled()``; ``Test_cancelled`` in MPI's C names).
+
+        Raises
+        ------
+        HostedError
+            One line: cancelling a send (hosted sends are buffered: complete as soon as they are made, nothing is
+            left to cancel) or a receive that has completed (matched or already cancelled).
+        """
+        if self.send:
+            raise HostedError(f"processor {self.rank} cancels a send: hosted sends are buffered and complete at "
+                              f"once, nothing is left to cancel")
+        if self.done:
+            raise HostedError(f"processor {self.rank} cancels a receive that has completed "
+                              f"({'cancelled' if self.cancelled else 'matched'} already)")
+        self.host.withdraw(self.rank, self)
+        self.done = self.cancelled = True
+        self.status_source, self.status_tag = ANY_SOURCE, ANY_TAG
 
 
 _TABLE: list = []  # (the contributions, their directory table): built once for all processes' answers

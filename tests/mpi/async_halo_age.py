@@ -21,7 +21,7 @@ from mpi4py import MPI
 
 from hermes.app.async_mesh import ASYNC_TAG, async_sweeps
 from hermes.app.kernels import initial_fields
-from hermes.clock import Links, WallClock
+from hermes.runtime.clock import Links, WallClock
 from hermes.data.distributed import halo_plan, scatter_domain
 from hermes.data.generators import grid
 from hermes.data.partition import metis_partition

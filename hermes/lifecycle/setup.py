@@ -86,7 +86,7 @@ def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) 
     """Rank 0 reads and partitions the mesh, every rank receives its cells (collective; a bad mesh raises the
     same error on every rank); ``say`` prints a progress line after each step (rank 0)."""
     rank, p = comm.Get_rank(), comm.Get_size()
-    from hermes.lifecycle.preflight import ranks_on_this_machine
+    from hermes.machine import ranks_on_this_machine
 
     host = getattr(comm, "host", None)  # hosted processors (hermes.hosting): the processes on this machine
     here = None if host is None else ranks_on_this_machine(host.n)

@@ -115,10 +115,10 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     -----
     Called outside MPI with more than one processor, hermes starts ``mpiexec`` itself (as ``hermes run``
     does) and reads the run directory back; called inside an MPI job, it runs on the job's communicator
-    (:func:`hermes.cli.common.world`, ``COMM_WORLD``), every rank
+    (:func:`hermes.lifecycle.launch.world`, ``COMM_WORLD``), every rank
     taking part (the result is returned on rank 0, None elsewhere).
     """
-    from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher
+    from hermes.lifecycle.launch import mpiexec_command, under_mpi_launcher, world
 
     from hermes.balance.registry import plugins_deferred
     from hermes.lifecycle.plugins import check_plugins
@@ -133,8 +133,6 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
         from mpi4py import MPI
 
         from hermes.lifecycle.driver import run as run_here
-
-        from hermes.cli.common import world  # the job's communicator: the CLI is the one place that names it
 
         comm = world() if under_mpi_launcher() else MPI.COMM_SELF
         return run_here(sc, comm, out_dir=out, quiet=quiet, progress=None if quiet else print)

@@ -5,8 +5,8 @@ Commands are thin wrappers over Python functions (:func:`hermes.lifecycle.driver
 :mod:`~hermes.cli.run_mesh`, :mod:`~hermes.cli.run_bahi`), :mod:`~hermes.cli.plot`, :mod:`~hermes.cli.compare`
 (``compare``, ``replay``, ``trace``), :mod:`~hermes.cli.info` (``scenario``, ``balancers``, ``mesh``) and
 :mod:`~hermes.cli.lab` (``flow``, ``gossip``, ``flow-bench``), each imported only when its command runs (``hermes
---version`` imports none). The parser is :mod:`hermes.cli.parser`. The CLI is the only place that touches
-``MPI.COMM_WORLD`` (:func:`hermes.cli.common.world`).
+--version`` imports none). The parser is :mod:`hermes.cli.parser`. The CLI is the only place that takes
+``MPI.COMM_WORLD`` (from :func:`hermes.lifecycle.launch.world`, the runtime's).
 
 Exit codes: 0 success, 2 bad input or results that cannot be written (a full disk, a read-only medium, a directory
 in use: one line ``hermes: error: ...`` on rank 0, every rank exits 2; an error only some ranks met: one line naming

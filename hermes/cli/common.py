@@ -1,7 +1,5 @@
-"""What every command shares: the one-line error, ``--param`` and ``--timeout`` parsing, and the MPI job.
-
-:func:`world` is the one place hermes names ``MPI.COMM_WORLD`` (the ``run`` command's job and
-:func:`hermes.run` inside a job take it from here); every other layer receives its communicator as an argument.
+"""What every command shares: the one-line error, ``--param`` and ``--timeout`` parsing, and the MPI job's
+agreement on how it ends (the job's communicator itself is :func:`hermes.lifecycle.launch.world`'s).
 """
 
 from __future__ import annotations
@@ -9,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["EXIT_BAD_INPUT", "AGREE_WAIT", "error", "world_rank", "world", "parse_params", "check_timeout",
+__all__ = ["EXIT_BAD_INPUT", "AGREE_WAIT", "error", "world_rank", "parse_params", "check_timeout",
            "exit_together", "naming_rank", "abort_on_uncaught"]
 
 EXIT_BAD_INPUT = 2
@@ -32,22 +30,6 @@ def error(msg: str, rank: int = 0) -> int:
 
         print(f"hermes: error: {one_line(msg)}", file=sys.stderr)
     return EXIT_BAD_INPUT
-
-
-def world():
-    """The job's communicator, ``MPI.COMM_WORLD`` (MPI initialised on first use).
-
-    Open MPI does not start without ``HOME``: when it is unset, this process gets the account's home directory
-    first (:func:`hermes.interpreter.account_home`), as every process hermes starts does."""
-    if not os.environ.get("HOME"):
-        from hermes.interpreter import account_home
-
-        home = account_home()
-        if home is not None:
-            os.environ["HOME"] = home
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
 
 
 def parse_params(items: list[str]) -> dict:

@@ -4,7 +4,7 @@ Outside MPI (and without ``--no-launch``) this process is the launcher: the appl
 :meth:`~hermes.cli.application.Application.prepare_launch` validates the scenario and claims the run directory,
 then ``mpiexec`` runs the same command line with ``--no-launch`` (the lock on the run directory is held until the
 job has ended). In the job, every rank runs :meth:`~hermes.cli.application.Application.run` on the job's
-communicator (:func:`hermes.cli.common.world`); bad input is one line on rank 0 and every rank exits 2, and an
+communicator (:func:`hermes.lifecycle.launch.world`); bad input is one line on rank 0 and every rank exits 2, and an
 error only some ranks met is one line naming the rank that met it (:func:`hermes.cli.common.exit_together`).
 """
 
@@ -15,7 +15,7 @@ import logging
 import sys
 
 from hermes.cli.application import Application
-from hermes.cli.common import EXIT_BAD_INPUT, abort_on_uncaught, error, exit_together, world
+from hermes.cli.common import EXIT_BAD_INPUT, abort_on_uncaught, error, exit_together
 from hermes.cli.run_bahi import BAHI_STUDY
 from hermes.cli.run_mesh import MESH
 
@@ -83,6 +83,7 @@ def _launch(app: Application, args, argv: list[str]) -> int:
 def _job(app: Application, args) -> int:
     """A rank of the job (or this process with ``--no-launch``): the application's run, collectively."""
     from hermes.errors import HermesError
+    from hermes.lifecycle.launch import world
 
     comm = world()
     rank = comm.Get_rank()

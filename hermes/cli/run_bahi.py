@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from hermes.cli.application import Launch, Outcome
-from hermes.cli.common import EXIT_BAD_INPUT, check_timeout, error, exit_together, world
+from hermes.cli.common import EXIT_BAD_INPUT, check_timeout, error, exit_together
 
 __all__ = ["BahiStudy", "BAHI_STUDY", "main"]
 
@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             records, rounds = simulate(spec)
             summary = summarise(spec, records, rounds)
         else:
+            from hermes.lifecycle.launch import world
+
             comm = world()
             rank = comm.Get_rank()
             records = None

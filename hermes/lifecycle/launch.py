@@ -70,7 +70,7 @@ from hermes.interpreter import account_home, child_env, python_command
 
 __all__ = ["under_mpi_launcher", "find_mpiexec", "MPILibrary", "mpi_library", "library_flavour", "mpi_flavour",
            "mpiexec_command", "run_job", "JobEnd", "StderrRelay", "END_BOUND", "EXIT_NO_START", "file_size_limit",
-           "session_pids"]
+           "session_pids", "world"]
 
 #: the signals the launcher forwards to the job
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -82,6 +82,22 @@ _LAUNCHER_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "P
 def under_mpi_launcher(environ=os.environ) -> bool:
     """True when this process was started by mpiexec/srun (the launcher sets these variables)."""
     return any(k in environ for k in _LAUNCHER_ENV)
+
+
+def world():
+    """The job's communicator, ``MPI.COMM_WORLD`` (MPI initialised on first use): the one place hermes names it
+    (the ``run`` command's job halves and :func:`hermes.run` inside a job take it from here); every other layer
+    receives its communicator as an argument.
+
+    Open MPI does not start without ``HOME``: when it is unset, this process gets the account's home directory
+    first (:func:`hermes.interpreter.account_home`), as every process hermes starts does."""
+    if not os.environ.get("HOME"):
+        home = account_home()
+        if home is not None:
+            os.environ["HOME"] = home
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
 
 
 #: the launchers tried, in this order, next to Python and then on PATH

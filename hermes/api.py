@@ -133,9 +133,10 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
         from mpi4py import MPI
 
         from hermes.lifecycle.driver import run as run_here
+        from hermes.outputs import RUN_OUTPUTS
 
         comm = world() if under_mpi_launcher() else MPI.COMM_SELF
-        return run_here(sc, comm, out_dir=out, quiet=quiet, progress=None if quiet else print)
+        return run_here(sc, comm, out_dir=out, quiet=quiet, progress=None if quiet else print, outputs=RUN_OUTPUTS)
     from hermes.lifecycle.preflight import preflight
 
     with plugins_deferred():

@@ -66,8 +66,8 @@ def check_outputs(sc: Scenario, outputs: Outputs | None) -> None:
     asked = [k for k, on in (("pictures", sc.output.pictures), ("vtu", sc.output.vtu),
                              ("lbdatafile", sc.output.trace_spec is not None)) if on]
     if outputs is None and asked:
-        raise ScenarioError(f"output.{asked[0]}: written by the tools, and this run was handed none "
-                            f"(outputs=hermes.outputs.RUN_OUTPUTS), or set output.{asked[0]} off")
+        raise ScenarioError(f"output.{asked[0]}: the tools write it, and this run was handed none (pass "
+                            f"outputs=hermes.outputs.RUN_OUTPUTS, or set output.{asked[0]} off)")
 
 
 def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True,

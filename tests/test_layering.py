@@ -232,3 +232,27 @@ def test_pending_edges_still_exist():
     """A PENDING import that is gone leaves the set: an exception outlives nothing it excused."""
     g = _graph()
     assert not sorted(e for e in PENDING if not g.has_edge(*e)), "PENDING names imports that are gone"
+
+
+#: parts above the lifecycle tier that are whole programs of their own, not the mesh run's: they reach no module of
+#: the lifecycle tier, directly or through what they import (what they shared with it, the machine's memory, is in
+#: hermes.machine)
+APART_FROM_THE_LIFECYCLE = ("hermes.bahi", "hermes.lab")
+
+
+def _reaching_the_lifecycle(g: nx.DiGraph, part: str) -> list[str]:
+    reached = set().union(*(nx.descendants(g, m) for m in g if _names(m, part)))
+    return sorted(m for m in reached if _tier(m) == "lifecycle")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("part", APART_FROM_THE_LIFECYCLE)
+def test_the_second_application_and_the_lab_stay_apart_from_the_mesh_run(part):
+    assert not _reaching_the_lifecycle(_graph(), part)
+
+
+@pytest.mark.slow
+def test_the_apart_check_sees_a_planted_import():
+    g = _graph()
+    g.add_edge("hermes.bahi.study", "hermes.lifecycle.preflight")
+    assert "hermes.lifecycle.preflight" in _reaching_the_lifecycle(g, "hermes.bahi")

@@ -134,13 +134,15 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
 
         from hermes.lifecycle.driver import run as run_here
 
+        from hermes.outputs import RUN_OUTPUTS
         from hermes.runtime.start import start
         from hermes.runtime.world import world  # the job's communicator: the one place that names it
 
         comm = world() if under_mpi_launcher() else MPI.COMM_SELF
         # one processor per process of the job (a scenario asking for another number is refused by the set-up)
         got = start(comm.Get_size(), lambda c: run_here(sc, c, out_dir=out, quiet=quiet,
-                                                         progress=None if quiet else print), comm)
+                                                         progress=None if quiet else print,
+                                                         outputs=RUN_OUTPUTS), comm)
         return got.get(comm.Get_rank())
     from hermes.lifecycle.preflight import preflight
 

@@ -30,6 +30,7 @@ from hermes.errors import HermesError
 from hermes.lifecycle import checkpoint, codec, driver
 from hermes.lifecycle.checkpoint import CheckpointError, load_state, read_manifest, verify_checkpoint
 from hermes.runtime.launch import _LAUNCHER_ENV
+from hermes.outputs import RUN_OUTPUTS
 from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import ROOT, run_mpi
 
@@ -68,8 +69,8 @@ def _run(sc, out: Path, *, crash_at: int | None = None, resume: bool = False, **
         mp.setattr(driver, "_fault", fault)
         try:
             if resume:
-                return driver.resume(out, plain(MPI.COMM_SELF), quiet=True, **kw)
-            return driver.run(sc, plain(MPI.COMM_SELF), out_dir=out, quiet=True)
+                return driver.resume(out, plain(MPI.COMM_SELF), quiet=True, outputs=RUN_OUTPUTS, **kw)
+            return driver.run(sc, plain(MPI.COMM_SELF), out_dir=out, quiet=True, outputs=RUN_OUTPUTS)
         except Crash:
             return None
 

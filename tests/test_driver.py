@@ -31,3 +31,56 @@ def test_a_flow_that_raises_the_imbalance_is_rejected_with_a_reason():
     # a flow that leaves the most loaded processor untouched does not lower the imbalance either
     side = Decision(flow=np.array([0.0, 0.0, -0.5]))
     assert worsens(plain(MPI.COMM_SELF), m, side) and "rejected" in side.info
+
+
+# -- the outputs the tools write ---------------------------------------------------------------------------------
+def _tiny(**output):
+    from hermes.scenario import QUICKSTART, parse_scenario
+
+    return parse_scenario({**QUICKSTART, "processors": 1, "mesh": {"grid": "6x5"},
+                           "platform": {**QUICKSTART["platform"], "capacities": "homo"},
+                           "adaptation": {**QUICKSTART["adaptation"], "phases": 1},
+                           "output": {"pictures": False, **output}})
+
+
+class _Recorded:
+    """An :class:`hermes.lifecycle.finish.Outputs` that records what the lifecycle asks of it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def ahead(self, out, base):
+        self.calls.append(("ahead", out))
+
+    def write(self, out, output):
+        self.calls.append(("write", out, output.trace_spec is not None))
+
+    def draw(self, out, sc, say=None, ahead=None):
+        self.calls.append(("draw", out, sc.output.pictures))
+
+
+def test_a_run_asking_for_pictures_without_output_writers_is_refused_before_any_work(tmp_path):
+    """The lifecycle writes the records; the pictures, VTU files and trace are the tools' (hermes.outputs), handed
+    in: without them a scenario that asks for one is one line, and no run directory is made."""
+    import pytest
+
+    from hermes.errors import ScenarioError
+    from hermes.lifecycle import driver
+
+    for key, value in (("pictures", True), ("vtu", True), ("lbdatafile", True)):
+        sc = _tiny(**{key: value})
+        with pytest.raises(ScenarioError, match=rf"^output\.{key}: the tools write it, and this run was handed none \(pass outputs="):
+            driver.run(sc, plain(MPI.COMM_SELF), out_dir=tmp_path / key, quiet=True)
+        assert not (tmp_path / key).exists()
+
+
+def test_the_run_hands_its_directory_to_the_outputs_it_was_given(tmp_path):
+    from hermes.lifecycle import driver
+
+    rec = _Recorded()
+    res = driver.run(_tiny(pictures=True, lbdatafile=True), plain(MPI.COMM_SELF), out_dir=tmp_path / "r",
+                     quiet=True,
+                     outputs=rec)
+    assert res.out_dir == tmp_path / "r"
+    assert rec.calls == [("write", res.out_dir, True), ("draw", res.out_dir, True)]
+    assert (res.out_dir / "summary.json").is_file()

@@ -1,9 +1,10 @@
-"""The house keeps one direction: no import cycle between hermes' parts or between its modules.
+"""The house keeps one direction: every module sits in a tier and imports only its own tier or lower ones
+(:data:`TIERS`), and there is no import cycle between hermes' parts or between its modules.
 
 The import graph is derived from the code itself (``ast``), counting every import — at module level or
-inside a function, since a lazy import is how a cycle hides — so the test stays true as the code grows.
-A *part* is a subpackage (``hermes.balance``, ``hermes.data``, ...) or a top-level module
-(``hermes.lifecycle.driver``, ``hermes.metrics``, ...).
+inside a function, since a lazy import is how a cycle hides, and under ``TYPE_CHECKING`` too — so the test
+stays true as the code grows. A *part* is a subpackage (``hermes.balance``, ``hermes.data``, ...) or a
+top-level module (``hermes.lifecycle.driver``, ``hermes.metrics``, ...).
 """
 
 from __future__ import annotations
@@ -137,3 +138,99 @@ def test_only_the_runtime_knows_the_hosting():
                     if "runtime" not in p.relative_to(PACKAGE).parts[:1]
                     for m in re.finditer(r"getattr\((self\.)?(comm|book\.comm|r\.book\.comm)\b[^)]*\)", p.read_text()))
     assert not asking, f"code that asks the communicator which implementation it is: {asking}"
+
+
+# -- tiers by direction -----------------------------------------------------------------------------------------
+#: The tiers, lowest first: a module may import its own tier and the tiers below it, never one above. A module
+#: belongs to the tier of the longest entry that names it or a package holding it (``hermes.cli.parser`` is
+#: cli); the top package ``hermes`` names only its ``__init__``.
+#: A module no entry names fails the test: a new part takes its place here (and in docs/ARCHITECTURE.md's table,
+#: which tests/test_architecture_doc.py holds to this one). Why each part sits where it does: the page's "Layering".
+TIERS: dict[str, tuple[str, ...]] = {
+    "core": ("hermes.errors", "hermes.bounds", "hermes.strict", "hermes.loaders", "hermes.files", "hermes.claims",
+             "hermes.version", "hermes.interpreter", "hermes.machine", "hermes.metrics"),
+    "runtime": ("hermes.runtime",),
+    "data": ("hermes.data",),
+    "simulation": ("hermes.app",),
+    "balance": ("hermes.balance", "hermes.monitor", "hermes.extraload"),
+    "scenario": ("hermes.sections", "hermes.scenario"),
+    "lifecycle": ("hermes.lifecycle", "hermes.adaptation"),
+    "applications": ("hermes.bahi",),
+    "tools": ("hermes.outputs", "hermes.viz", "hermes.trace", "hermes.compare", "hermes.lab", "hermes.api"),
+    "cli": ("hermes.cli", "hermes.__main__", "hermes"),
+}
+
+def _names(module: str, entry: str) -> bool:
+    return module == entry or (entry != "hermes" and module.startswith(entry + "."))
+
+
+def _tier(module: str) -> str | None:
+    """The tier of ``module`` (None: no entry names it)."""
+    entries = [(len(e), t) for t, es in TIERS.items() for e in es if _names(module, e)]
+    return max(entries)[1] if entries else None
+
+
+def _upward(g: nx.DiGraph) -> list[tuple[str, str]]:
+    """The imports in ``g`` from a lower tier to a higher one."""
+    rank = {t: k for k, t in enumerate(TIERS)}
+    return sorted((a, b) for a, b in g.edges if rank[_tier(a)] < rank[_tier(b)])
+
+
+@pytest.mark.slow
+def test_every_module_has_one_tier():
+    entries = [e for es in TIERS.values() for e in es]
+    assert len(entries) == len(set(entries)), "an entry of TIERS stands in two tiers"
+    modules = _modules()
+    assert not [m for m in modules if _tier(m) is None], \
+        f"modules in no tier (give each a place in TIERS): {sorted(m for m in modules if _tier(m) is None)}"
+    stale = sorted(e for e in entries if not any(_names(m, e) for m in modules))
+    assert not stale, f"TIERS names what does not exist: {stale}"
+
+
+@pytest.mark.slow
+def test_no_tier_imports_a_higher_one():
+    up = _upward(_graph())
+    assert not up, "imports from a lower tier to a higher one: " + "; ".join(
+        f"{a} ({_tier(a)}) -> {b} ({_tier(b)})" for a, b in up)
+
+
+@pytest.mark.slow
+def test_the_check_sees_an_upward_import():
+    """A planted import of the command line by the data tier, and of the lifecycle by a balancer, are seen (so
+    the test above can fail); an import downward is not."""
+    g = _graph()
+    planted = [("hermes.data.mesh", "hermes.cli.parser"), ("hermes.balance.potential.pcg", "hermes.lifecycle.state")]
+    g.add_edges_from([*planted, ("hermes.cli.parser", "hermes.data.mesh")])
+    assert set(planted) <= set(_upward(g))
+    assert ("hermes.cli.parser", "hermes.data.mesh") not in _upward(g)
+
+
+def test_a_module_takes_the_tier_of_its_longest_entry():
+    assert _tier("hermes.runtime.hosting.host") == "runtime"
+    assert _tier("hermes.lifecycle.driver") == "lifecycle"
+    assert _tier("hermes") == "cli"
+    assert _tier("hermes.newpart") is None  # the top package's entry names only itself
+
+
+#: parts above the lifecycle tier that are whole programs of their own, not the mesh run's: they reach no module of
+#: the lifecycle tier, directly or through what they import (what they shared with it, the machine's memory, is in
+#: hermes.machine)
+APART_FROM_THE_LIFECYCLE = ("hermes.bahi", "hermes.lab")
+
+
+def _reaching_the_lifecycle(g: nx.DiGraph, part: str) -> list[str]:
+    reached = set().union(*(nx.descendants(g, m) for m in g if _names(m, part)))
+    return sorted(m for m in reached if _tier(m) == "lifecycle")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("part", APART_FROM_THE_LIFECYCLE)
+def test_the_second_application_and_the_lab_stay_apart_from_the_mesh_run(part):
+    assert not _reaching_the_lifecycle(_graph(), part)
+
+
+@pytest.mark.slow
+def test_the_apart_check_sees_a_planted_import():
+    g = _graph()
+    g.add_edge("hermes.bahi.study", "hermes.lifecycle.preflight")
+    assert "hermes.lifecycle.preflight" in _reaching_the_lifecycle(g, "hermes.bahi")

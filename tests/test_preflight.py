@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from hermes.errors import HermesError, MeshError, ScenarioError
-from hermes.lifecycle.preflight import (CELL_BYTES, PROCESSOR_BYTES, RANK_BYTES, check_memory, memory_available,
-                                        memory_needed, mesh_cells, preflight, ranks_on_this_machine)
+from hermes.lifecycle.preflight import (CELL_BYTES, PROCESSOR_BYTES, RANK_BYTES, check_memory,
+                                        memory_needed, mesh_cells, preflight)
+from hermes.machine import memory_available, ranks_on_this_machine
 from hermes.scenario import QUICKSTART, parse_scenario
 from tests.conftest import ROOT
 

@@ -252,7 +252,7 @@ def check_spec(spec: BrusselatorSpec) -> None:
     except SolverError as err:
         raise ScenarioError(str(err)) from None
     if spec.check:
-        from hermes.lifecycle.preflight import memory_available
+        from hermes.machine import memory_available
 
         steps = round(spec.problem.t_end / spec.problem.dt)
         need = (steps + 1) * spec.problem.points * 16.0

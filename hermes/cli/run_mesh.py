@@ -128,6 +128,7 @@ class MeshApplication:
         from hermes.errors import ScenarioError
         from hermes.runtime.start import processes_for, start
         from hermes.lifecycle.driver import resume, run
+        from hermes.outputs import RUN_OUTPUTS
 
         def show(line: str) -> None:
             print(line, flush=True)
@@ -136,7 +137,8 @@ class MeshApplication:
         if args.resume is not None:
             p, sc = _resume_processors(args), None
             job = partial(resume, args.resume, quiet=args.quiet, progress=show, timeout=check_timeout(args),
-                          pictures=False if args.no_pictures else None, lock_token=args.lock_token)
+                          pictures=False if args.no_pictures else None, lock_token=args.lock_token,
+                          outputs=RUN_OUTPUTS)
         else:
             sc = scenario_of(args)  # every rank validates the same file: same verdict, no communication needed
             sc = import_plugins(args, sc, comm)  # then imports the plug-ins it names, under the watchdog
@@ -152,7 +154,8 @@ class MeshApplication:
             if args.processes is not None and args.processes != n:
                 raise ScenarioError(f"--processes: {args.processes}, but the job has {n} process{'es' * (n != 1)}")
             job = partial(run, sc, out_dir=args.out, quiet=args.quiet, progress=show, force=args.force,
-                          timeout=None, lock_token=args.lock_token)  # --timeout is in the scenario already
+                          timeout=None, lock_token=args.lock_token,  # --timeout is in the scenario already
+                          outputs=RUN_OUTPUTS)
         return Outcome(start(p, lambda c: job(c), comm).get(0), sc)
 
     def result_lines(self, outcome: Outcome, args) -> list[str]:

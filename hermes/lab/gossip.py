@@ -76,7 +76,7 @@ def gossip_cost(ranks: int, objects: int, iterations: int, rounds: int, fanout: 
 def _check_cost(ranks: int, objects: int, iterations: int, rounds: int, fanout: int) -> None:
     """BalancerError (one line naming the options) if the run needs more memory than available or more work
     than ``MAX_WORK``."""
-    from hermes.lifecycle.preflight import memory_available
+    from hermes.machine import memory_available
 
     memory, work = gossip_cost(ranks, objects, iterations, rounds, fanout)
     avail = memory_available()
@@ -120,7 +120,7 @@ def make_objects(ranks: int, objects: int, mapped_ranks: int | None, loads_spec:
             raise BalancerError(f"{stem} uses {data.n_ranks} ranks, more than --ranks {ranks}")
         return data.loads, data.ranks
     objects = _integer("--objects", objects, 0)
-    from hermes.lifecycle.preflight import memory_available
+    from hermes.machine import memory_available
 
     avail = memory_available()
     if avail is not None and (objects + ranks) * OBJECT_BYTES > avail:  # per-rank arrays: counted like objects

@@ -6,7 +6,8 @@ partitions the mesh with METIS, target fractions = the capacities; every rank re
 phase the steps of :mod:`hermes.lifecycle.phase` — extra load, adaptation, the balancing rounds (monitor, decide,
 balance, realise and migrate; the decisions are :mod:`hermes.balance.policy`'s), compute, record — each phase's
 records written as it ends (:mod:`hermes.lifecycle.progress`, with a checkpoint when due), then the end
-(:func:`hermes.lifecycle.finish.finish`: the final checks, the result files, the pictures). :func:`resume`
+(:func:`hermes.lifecycle.finish.finish`: the final checks, the result files, then what the
+:class:`~hermes.lifecycle.finish.Outputs` it is handed write: the trace, the VTU files, the pictures). :func:`resume`
 continues a run from its last checkpoint. The driver holds the run directory's lock from the first check to
 the end and arms the :class:`~hermes.runtime.watchdog.Watchdog`.
 
@@ -33,7 +34,7 @@ from hermes.runtime.comm import Bookkeeping, agree
 from hermes.lifecycle.checkpoint import load_state
 from hermes.lifecycle.directory import run_dir_for
 from hermes.lifecycle.feed import close_load
-from hermes.lifecycle.finish import finish, pictures_to_draw
+from hermes.lifecycle.finish import DrawingAhead, Outputs, check_outputs, finish, pictures_to_draw
 from hermes.lifecycle.phase import adapt, balance_rounds, compute, extra_load, record
 from hermes.lifecycle.progress import checkpoint_refs, open_run, progress_summary, save_checkpoint, write_progress
 from hermes.lifecycle.records import RunResult
@@ -48,7 +49,8 @@ __all__ = ["run", "resume", "eta"]
 # -- the run -------------------------------------------------------------------------------------------------
 def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = False,
         progress: Callable[[str], None] | None = None, force: bool = False,
-        timeout: float | None = None, lock_token: str | None = None) -> RunResult | None:
+        timeout: float | None = None, lock_token: str | None = None,
+        outputs: Outputs | None = None) -> RunResult | None:
     """Run the scenario on ``comm`` (collective). Returns the result on rank 0, None elsewhere.
 
     The run directory (``out_dir``, else ``output.dir``, else ``runs/<name>-<timestamp>``) is checked before
@@ -58,13 +60,16 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
     K`` the distributed state every K phases (:func:`resume` continues from it). ``timeout`` (else
     ``run.timeout``) arms the :class:`~hermes.runtime.watchdog.Watchdog`. Rank 0 holds the run directory's lock
     (:func:`hermes.claims.claim_dir`) from the first check to the end, or joins the lock of the launcher that
-    started the job (``lock_token``).
+    started the job (``lock_token``). The trace, the VTU files and the pictures the scenario asks for are
+    written by ``outputs`` (:data:`hermes.outputs.RUN_OUTPUTS`: the tools, above the lifecycle).
 
     Raises
     ------
     HermesError
-        On every rank, with the same one-line message, for bad input found at any rank.
+        On every rank, with the same one-line message, for bad input found at any rank (a ScenarioError before
+        any work if the scenario asks for pictures, VTU files or a trace and ``outputs`` is None).
     """
+    check_outputs(sc, outputs)
     say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
     held = []
     path, key = run_dir_for(sc.output, sc.name, sc.resolve, out_dir) if comm.Get_rank() == 0 else (None, None)
@@ -82,7 +87,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
                 out = Path(agree(comm, lambda: open_run(r, where, key, force, token) if r.rank == 0 else None)
                            or where)
                 dog.beat(0)
-                return _phases(r, 1, out, dog, last_checkpoint=None)
+                return _phases(r, 1, out, dog, last_checkpoint=None, outputs=outputs)
             finally:
                 close_load(r.load)  # real task processes end with the run (they also die with the process)
     finally:
@@ -92,13 +97,13 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
 
 def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable[[str], None] | None = None,
            timeout: float | None = None, pictures: bool | None = None,
-           lock_token: str | None = None) -> RunResult | None:
+           lock_token: str | None = None, outputs: Outputs | None = None) -> RunResult | None:
     """Continue the run in ``run_dir`` from its last checkpoint (collective; the same number of ranks).
 
     Every rank reads back its state (:mod:`hermes.lifecycle.checkpoint`), rank 0 rewrites the records to the
     checkpoint's phase, and the run goes on as if it had never stopped: the virtual clock's results — the
     summary but its wall times, phases.csv, the per-cell arrays — are those of an uninterrupted run.
-    ``pictures`` False skips them (None: as the scenario says).
+    ``pictures`` False skips them (None: as the scenario says); ``outputs`` as for :func:`run`.
 
     Raises
     ------
@@ -112,51 +117,52 @@ def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable
     agree(comm, lambda: held.append(claim_dir(out, "--resume", force=True, token=lock_token))
           if comm.Get_rank() == 0 else None)
     try:
-        return _resume(out, comm, say, timeout, pictures)
+        return _resume(out, comm, say, timeout, pictures, outputs)
     finally:
         for lock in held:
             lock.release(remove_if_unused=True)
 
 
 def _resume(out: Path, comm, say: Callable[[str], None], timeout: float | None,
-            pictures: bool | None) -> RunResult | None:
+            pictures: bool | None, outputs: Outputs | None) -> RunResult | None:
     r, head = load_state(comm, out, lambda sc: checkpoint_refs(comm, sc, say))
     r.wall_start = time.perf_counter() - head.get("wall_seconds", 0.0)
     if pictures is not None and pictures != r.sc.output.pictures:
         r.sc = r.sc.model_copy(update={"output": r.sc.output.model_copy(update={"pictures": pictures})})
+    check_outputs(r.sc, outputs)
     k = head["phase"]
     say(f"hermes: resuming {out} after phase {k}/{r.sc.adaptation.phases} on {r.p} ranks")
     with Watchdog(comm, timeout if timeout is not None else r.sc.run.timeout, leader=comm.process_leader) as dog:
         agree(comm, lambda: write_progress(r, out, k) if r.rank == 0 else None)
         dog.beat(k)
-        return _phases(r, k + 1, out, dog, last_checkpoint=k)
+        return _phases(r, k + 1, out, dog, last_checkpoint=k, outputs=outputs)
 
 
-def _phases(r: RunState, first: int, out: Path, dog: Watchdog, *, last_checkpoint: int | None) -> RunResult | None:
+def _phases(r: RunState, first: int, out: Path, dog: Watchdog, *, last_checkpoint: int | None,
+            outputs: Outputs | None) -> RunResult | None:
     """The phases ``first``… of the run, each recorded as it ends (and checkpointed when due), then
     :func:`finish`."""
     pictures = pictures_to_draw(r.sc, r.sc.adaptation.phases)
     # a refined run's pictures are drawn while the phases run (each phase its own mesh and window)
-    ahead = _draw_ahead(r, out)
+    ahead = _draw_ahead(r, out, outputs)
     try:
-        return _phase_loop(r, first, out, dog, last_checkpoint, pictures, ahead)
+        return _phase_loop(r, first, out, dog, last_checkpoint, pictures, ahead, outputs)
     finally:
         if ahead is not None:
             ahead.close()
 
 
-def _draw_ahead(r: RunState, out: Path):
+def _draw_ahead(r: RunState, out: Path, outputs: Outputs | None) -> DrawingAhead | None:
     """Rank 0 of a refined run with pictures: the worker that draws each phase's picture as it is recorded."""
-    if r.rank != 0 or not r.sc.output.pictures or not r.refining:
+    if r.rank != 0 or not r.sc.output.pictures or not r.refining or outputs is None:
         return None
     from hermes.lifecycle.directory import base_geometry
-    from hermes.viz.ahead import DrawAhead
 
-    return DrawAhead(out, base_geometry(r.setup.mesh))
+    return outputs.ahead(out, base_geometry(r.setup.mesh))
 
 
 def _phase_loop(r: RunState, first: int, out: Path, dog: Watchdog, last_checkpoint: int | None,
-                pictures: int, ahead) -> RunResult | None:
+                pictures: int, ahead: DrawingAhead | None, outputs: Outputs | None) -> RunResult | None:
     """:func:`_phases`' loop (``ahead``: rank 0's drawing worker or None)."""
     sc = r.sc
     every = sc.output.checkpoint_every
@@ -180,7 +186,7 @@ def _phase_loop(r: RunState, first: int, out: Path, dog: Watchdog, last_checkpoi
         left = sc.adaptation.phases - k
         r.say(f"{line} | wall {now - r.wall_start:.1f} s, {eta(now - t, left, now - t_write, pictures)}")
         dog.beat(k)
-    return finish(r, out_dir=out, watchdog=dog, ahead=ahead)
+    return finish(r, out_dir=out, watchdog=dog, ahead=ahead, outputs=outputs)
 
 
 def _fault(r: RunState, k: int) -> None:

@@ -1,24 +1,24 @@
 """The end of a run (collective): the final checks (nothing lost), the summary, the run directory's result
-files written by rank 0 (:mod:`hermes.lifecycle.directory`), then its VTU files and pictures (:func:`draw`).
+files written by rank 0 (:mod:`hermes.lifecycle.directory`), then what the :class:`Outputs` the run was handed
+write: the trace, the VTU files and the pictures (:data:`hermes.outputs.RUN_OUTPUTS`, a tool above the lifecycle).
 """
 
 from __future__ import annotations
 
-import logging
 import platform as _platform
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from hermes.app.kernels import jacobi_serial
 from hermes.runtime.comm import agree
 from hermes.data.distributed import gather_to_root
-from hermes.errors import HermesError, OutputError
+from hermes.errors import OutputError, ScenarioError
 from hermes.files import RunDirError, reason, write_csv
 from hermes.lifecycle.checkpoint import CHECKPOINT
 from hermes.lifecycle.directory import run_dir_for, scenario_yaml, write_run
@@ -27,17 +27,54 @@ from hermes.lifecycle.state import RunState
 from hermes.runtime.watchdog import Watchdog
 from hermes.metrics import imbalance
 from hermes.scenario import Scenario
+from hermes.sections import OutputSpec
 from hermes.version import __version__
 
-__all__ = ["finish", "draw", "pictures_to_draw", "versions"]
+__all__ = ["finish", "Outputs", "DrawingAhead", "check_outputs", "pictures_to_draw", "versions"]
 
-log = logging.getLogger(__name__)
+
+class DrawingAhead(Protocol):
+    """The worker that draws a refined run's pictures while its phases run, as the driver sees it."""
+
+    def submit(self, phases: list[int], geometry: dict[str, np.ndarray], partitions: dict[str, np.ndarray],
+               summary: dict[str, Any], rows: list[dict], columns: list[str]) -> None:
+        """Hand over ``phases``, recorded (never raises)."""
+
+    def close(self) -> None:
+        """Stop the worker."""
+
+
+class Outputs(Protocol):
+    """What the lifecycle asks of the tools that write a run's outputs beyond its records (the trace, the VTU
+    files, the pictures): :data:`hermes.outputs.RUN_OUTPUTS` is hermes'; the lifecycle never imports them."""
+
+    def ahead(self, out: Path, base: dict[str, np.ndarray]) -> DrawingAhead:
+        """Rank 0 of a refined run with pictures: the worker that draws each phase as it is recorded (``base``:
+        the initial mesh's geometry)."""
+
+    def write(self, out: Path, output: OutputSpec) -> None:
+        """The files written with the records (the trace); OSError and OutputError reach the caller."""
+
+    def draw(self, out: Path, sc: Scenario, say: Callable[[str], None] | None = None,
+             ahead: DrawingAhead | None = None) -> None:
+        """The VTU files and pictures, as the scenario asks (``ahead``: what drew some while the phases ran)."""
+
+
+def check_outputs(sc: Scenario, outputs: Outputs | None) -> None:
+    """ScenarioError (the same on every rank, before any work) if the scenario asks for an output that only the
+    tools write and no :class:`Outputs` was handed to the run."""
+    asked = [k for k, on in (("pictures", sc.output.pictures), ("vtu", sc.output.vtu),
+                             ("lbdatafile", sc.output.trace_spec is not None)) if on]
+    if outputs is None and asked:
+        raise ScenarioError(f"output.{asked[0]}: the tools write it, and this run was handed none (pass "
+                            f"outputs=hermes.outputs.RUN_OUTPUTS, or set output.{asked[0]} off)")
 
 
 def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True,
-           watchdog: Watchdog | None = None, ahead=None) -> RunResult | None:
-    """The final checks (nothing lost), the summary and, on rank 0, the run directory (collective); the
-    watchdog stops once the collective part is over."""
+           watchdog: Watchdog | None = None, ahead: DrawingAhead | None = None,
+           outputs: Outputs | None = None) -> RunResult | None:
+    """The final checks (nothing lost), the summary and, on rank 0, the run directory (collective) with what
+    ``outputs`` write; the watchdog stops once the collective part is over."""
     book, sc, dom = r.book, r.sc, r.dom
     cells_final, weight_final = book.sum(dom.n), book.sum(dom.load)
     final_imb = imbalance(np.array(book.allgather(dom.load)), r.sched.at(sc.adaptation.phases))
@@ -48,7 +85,7 @@ def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True
         watchdog.stop()
     end = _End(total_time, final_imb, u_err, cells_final, weight_final)
     # rank 0 writes; a failure to write (a full disk, a read-only medium) is one line on every rank
-    return agree(r.comm, _finish_root, r, end, out_dir, write, ahead)
+    return agree(r.comm, _finish_root, r, end, out_dir, write, ahead, outputs)
 
 
 @dataclass(frozen=True)
@@ -82,7 +119,8 @@ def _summary(r: RunState, end: _End) -> dict[str, Any]:
     }
 
 
-def _finish_root(r: RunState, end: _End, out_dir: str | Path | None, write: bool, ahead=None) -> RunResult | None:
+def _finish_root(r: RunState, end: _End, out_dir: str | Path | None, write: bool, ahead: DrawingAhead | None,
+                 outputs: Outputs | None) -> RunResult | None:
     """Rank 0: the summary, the run directory's files, then its VTU files and pictures (None elsewhere;
     ``ahead``: the worker that drew pictures while the phases ran)."""
     if r.rank != 0:
@@ -97,11 +135,8 @@ def _finish_root(r: RunState, end: _End, out_dir: str | Path | None, write: bool
                                        r.setup.mesh, r.geometry)
             if r.feed is not None and r.feed.link_rows:
                 write_csv(result.out_dir / "links.csv", r.feed.link_rows)
-            spec = sc.output.trace_spec
-            if spec is not None:
-                from hermes.trace.record import write_run_trace
-
-                write_run_trace(result.out_dir, cells_per_block=spec.cells_per_block, compress=spec.compress)
+            if outputs is not None:
+                outputs.write(result.out_dir, sc.output)
         except (OSError, OutputError) as err:
             raise RunDirError(f"cannot write the results in {out} ({reason(err)}); the records of the phases "
                               f"finished before are kept") from None
@@ -110,7 +145,8 @@ def _finish_root(r: RunState, end: _End, out_dir: str | Path | None, write: bool
         files = " and ".join([f"{pictures} pictures"] * (pictures > 0) + ["the VTU files"] * sc.output.vtu)
         r.say(f"results written in {time.perf_counter() - t:.1f} s" + (f"; drawing {files}" if files else ""))
         t = time.perf_counter()
-        draw(result.out_dir, sc, r.say, ahead)
+        if outputs is not None:
+            outputs.draw(result.out_dir, sc, r.say, ahead)
         if files:
             r.say(f"drawn: {files} in {time.perf_counter() - t:.1f} s")
     return result
@@ -122,66 +158,6 @@ def pictures_to_draw(sc: Scenario, phases: int) -> int:
     if not sc.output.pictures:
         return 0
     return phases + 2 + (sc.extraload is not None or sc.monitor is not None)
-
-
-def draw(out: Path, sc: Scenario, say: Callable[[str], None] | None = None, ahead=None) -> None:
-    """The run's VTU files and pictures, as the scenario asks (``say``: a progress line after every picture;
-    ``ahead``: the :class:`hermes.viz.ahead.DrawAhead` that drew some while the phases ran — the rest here).
-    A picture hermes cannot draw from the records is a warning; a file it cannot write (a full disk, a
-    read-only medium) is a RunDirError after the records are complete."""
-    try:
-        if sc.output.vtu:
-            from hermes.viz.vtu import write_run_vtu
-
-            try:
-                write_run_vtu(out)
-            except OutputError:
-                raise
-            except HermesError as err:
-                log.warning("VTU files not written: %s", err)
-        if sc.output.pictures:
-            from hermes.viz import plot_run
-            from hermes.viz.parallel import default_workers
-
-            try:
-                if ahead is None:
-                    plot_run(out, progress=say, workers=default_workers(sc.adaptation.phases + 1))
-                else:  # phases.png and, from the last back, the pictures the worker has not started; then
-                    plot_run(out, phases=[], progress=say)  # what neither drew
-                    here = ahead.take_over(say)
-                    done = set(ahead.finish())
-                    if say is not None:
-                        say(f"drawn {len(done)} partition pictures while the phases ran"
-                            + (f", {len(here)} here" if here else ""))
-                    done |= set(here)
-                    rest = [k for k in range(sc.adaptation.phases + 1) if k not in done]
-                    if rest:
-                        plot_run(out, phases=rest, timeline=False, progress=say, workers=default_workers(len(rest)))
-            except OutputError:
-                raise
-            except HermesError as err:
-                log.warning("pictures not written: %s", err)
-            if sc.extraload is not None or sc.monitor is not None:
-                _draw_monitor(out)
-    except (OSError, OutputError) as err:
-        raise RunDirError(f"cannot write the pictures in {out} ({reason(err)}); the run's records are "
-                          f"complete") from None
-
-
-def _draw_monitor(out: Path) -> None:
-    """monitor.png: true vs forecast (vs measured) capacity per rank over the phases, from phases.csv."""
-    import csv
-
-    from hermes.viz.monitor import monitor_arrays, plot_monitor
-
-    try:
-        with open(out / "phases.csv", newline="") as f:
-            a = monitor_arrays(csv.DictReader(f))
-        plot_monitor(out / "monitor.png", a["phases"], a["true"], a["forecast"], a["measured"])
-    except OutputError:
-        raise
-    except HermesError as err:
-        log.warning("monitor.png not written: %s", err)
 
 
 def _jacobi_error(r: RunState) -> float | None:

@@ -25,12 +25,12 @@ estimate counts the initial cells only.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from hermes.bounds import MAX_TRACE_TASKS
 from hermes.errors import MeshError, ScenarioError
+from hermes.machine import memory_available, ranks_on_this_machine
 from hermes.scenario import Scenario, check_magnitudes, check_processors
 from hermes.sections import AdaptationSpec, MeshSpec
 
@@ -39,11 +39,9 @@ __all__ = [
     "check_memory",
     "check_refinable",
     "check_size",
-    "memory_available",
     "memory_needed",
     "mesh_cells",
     "preflight",
-    "ranks_on_this_machine",
 ]
 
 RANK_BYTES = 90 * 2**20
@@ -64,32 +62,6 @@ def memory_needed(n_cells: int, ranks: int, phases: int, processors: int | None 
     return ranks * RANK_BYTES + hosted * PROCESSOR_BYTES + n_cells * (CELL_BYTES + phases * PHASE_BYTES)
 
 
-def memory_available() -> int | None:
-    """Bytes this machine can still give: ``MemAvailable`` of /proc/meminfo (else free pages ×
-    page size), capped by the cgroup's limit (containers); None if unknown."""
-    avail = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                avail = int(line.split()[1]) * 1024
-                break
-    except (OSError, ValueError, IndexError):
-        pass
-    if avail is None:
-        try:
-            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
-    try:
-        cg = Path("/sys/fs/cgroup")
-        limit = (cg / "memory.max").read_text().strip()
-        if limit != "max":
-            avail = min(avail, int(limit) - int((cg / "memory.current").read_text()))
-    except (OSError, ValueError):
-        pass
-    return avail
-
-
 def _size(b: float) -> str:
     for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
         if b < 1024 or unit == "PB":
@@ -100,16 +72,6 @@ def _size(b: float) -> str:
 
 def _mesh_key(spec: MeshSpec) -> str:
     return f"mesh.grid: {spec.grid}" if spec.grid is not None else f"mesh.file: {spec.file}"
-
-
-def ranks_on_this_machine(p: int) -> int:
-    """Ranks of a job of ``p`` sharing this machine, as the launcher tells them (Open MPI, MPICH); else ``p``."""
-    for key in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"):
-        try:
-            return max(1, min(p, int(os.environ[key])))
-        except (KeyError, ValueError):
-            continue
-    return p
 
 
 def check_memory(spec: MeshSpec, phases: int, n_cells: int, ranks: int, *, available: int | None = None,

@@ -86,7 +86,7 @@ def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) 
     """Rank 0 reads and partitions the mesh, every rank receives its cells (collective; a bad mesh raises the
     same error on every rank); ``say`` prints a progress line after each step (rank 0)."""
     rank, p = comm.Get_rank(), comm.Get_size()
-    from hermes.lifecycle.preflight import ranks_on_this_machine
+    from hermes.machine import ranks_on_this_machine
 
     here = ranks_on_this_machine(comm.processes)  # the job's processes on this machine
     payload = agree(comm, _read_and_partition, sc, p, here, say) if rank == 0 else agree(comm, lambda: None)

@@ -20,9 +20,10 @@ Wall clock
 Inside ``with clock.activity("balance")`` (or ``"migrate"``, ``"adapt"``) every charge goes to that category.
 
 Extra load (virtual clock)
-    Given a :class:`hermes.extraload.sharing.ProcessorLoad` (``load=``), the virtual clock charges
-    compute and this rank's outgoing messages through it: the external tasks running on the processor
-    take their share of the CPU and of the outgoing links, so the same work takes longer while they run
+    Given a :class:`SharedProcessor` (``load=``: hermes' is :class:`hermes.extraload.sharing.ProcessorLoad`,
+    opened by :func:`hermes.lifecycle.feed.open_load`; the clock never imports the extra load), the virtual
+    clock charges compute and this rank's outgoing messages through it: the external tasks running on the
+    processor take their share of the CPU and of the outgoing links, so the same work takes longer while they run
     (processor sharing, exact and deterministic). :meth:`VirtualClock.message_costs` gives the duration
     of each message sent now; the sender's durations travel with the messages, since only the sender's
     model knows its links' traffic. Without a load the clock performs exactly the floating-point
@@ -36,15 +37,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-if TYPE_CHECKING:
-    from hermes.extraload.sharing import ProcessorLoad
-
-__all__ = ["CATEGORIES", "Links", "VirtualClock", "WallClock", "Clock", "make_clock"]
+__all__ = ["CATEGORIES", "Links", "SharedProcessor", "VirtualClock", "WallClock", "Clock", "make_clock"]
 
 CATEGORIES = ("compute", "comm", "sync", "balance", "migrate", "adapt")
 
@@ -143,13 +141,30 @@ class _Base:
         return None
 
 
+class SharedProcessor(Protocol):
+    """What the virtual clock asks of an extra load that shares this rank's processor and outgoing links (times
+    ``t`` are the clock's ``now``)."""
+
+    def set_rate(self, t: float, rate: float) -> None:
+        """The processor's base rate changes at ``t``."""
+
+    def begin_phase(self, phase: int, t: float) -> None:
+        """Phase ``phase`` begins at ``t``."""
+
+    def compute(self, t: float, work: float, *, counted: bool = True) -> float:
+        """The duration of ``work`` units computed from ``t`` on the shared processor."""
+
+    def send(self, t: float, dests, nbytes) -> NDArray[np.float64]:
+        """The durations of messages of ``nbytes[k]`` bytes to ``dests[k]`` sent together at ``t``."""
+
+
 class VirtualClock(_Base):
     """Deterministic α-β clock (see module docstring); ``load`` adds the external tasks' competition."""
 
     kind = "virtual"
 
     def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float,
-                 load: ProcessorLoad | None = None):
+                 load: SharedProcessor | None = None):
         super().__init__(rank, size, links, speed, capacity)
         self.now = 0.0
         self.load = load

@@ -3,8 +3,8 @@ recorded, by one fresh interpreter at low priority on what the run leaves of the
 
 A refined run's phases each have their own mesh, so each picture's window depends on that phase alone
 (:func:`hermes.viz._windows`) and the picture can be drawn before the run ends; a run on a fixed mesh shares one
-window among all its phases and draws at the end (:func:`hermes.lifecycle.finish.draw`). Rank 0 hands over a phase by
-writing a small run directory of its own, ``RUN/drawing/phase-XXX/`` (the geometry and per-cell arrays of that
+window among all its phases and draws at the end (:meth:`hermes.outputs.RunOutputs.draw`). Rank 0 hands over a
+phase by writing a small run directory of its own, ``RUN/drawing/phase-XXX/`` (the geometry and per-cell arrays of that
 phase, the records so far), and sending the phase number to the worker (``python -m hermes.viz.ahead RUN``,
 never a fork of the MPI rank), which draws ``RUN/partition-XXX.png`` with :func:`hermes.viz.plot_run` — the same
 picture a drawing at the end makes, bit for bit — and removes the phase's directory. The worker runs at nice 10,

@@ -17,6 +17,7 @@ from hermes.runtime.plain import plain
 
 from hermes.data.io import read_meshio
 from hermes.lifecycle import driver
+from hermes.outputs import RUN_OUTPUTS
 from hermes.scenario import load_scenario
 from hermes.viz import partition, plot_run
 from hermes.viz.partition import rank_colors
@@ -118,11 +119,12 @@ def test_quiet_runs_draw_without_lines():
                                                                       "platform.capacities=homo"])
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        driver.run(sc, plain(MPI.COMM_SELF), out_dir=Path(tmp) / "q", quiet=True, progress=lines.append)
+        driver.run(sc, plain(MPI.COMM_SELF), out_dir=Path(tmp) / "q", quiet=True, progress=lines.append,
+                   outputs=RUN_OUTPUTS)
         assert (Path(tmp) / "q" / "partition-001.png").is_file()
     assert lines == []
     with tempfile.TemporaryDirectory() as tmp:
-        driver.run(sc, plain(MPI.COMM_SELF), out_dir=Path(tmp) / "q", progress=lines.append)
+        driver.run(sc, plain(MPI.COMM_SELF), out_dir=Path(tmp) / "q", progress=lines.append, outputs=RUN_OUTPUTS)
     assert sorted(s.split()[1] for s in lines if s.startswith("drawn ")) == ["partition-000.png",
                                                                               "partition-001.png", "phases.png"]
 

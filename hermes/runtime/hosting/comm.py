@@ -19,8 +19,8 @@ class HostedComm:
     Point to point: ``send isend recv irecv Isend Irecv Send Recv Iprobe iprobe Probe probe``; collectives:
     ``allgather gather bcast scatter alltoall allreduce scan exscan barrier Barrier Allgather Bcast Alltoall
     Allreduce``; ``Abort``. A poll (``Iprobe``, a request's ``Test``) that finds nothing reads the envelopes that
-    have reached this process first (:mod:`hermes.hosting.host`); a posted receive can be cancelled
-    (:meth:`Request.Cancel <hermes.hosting.values.Request.Cancel>`).
+    have reached this process first (:mod:`hermes.runtime.hosting.host`); a posted receive can be cancelled
+    (:meth:`Request.Cancel <hermes.runtime.hosting.values.Request.Cancel>`).
 
     Sends are buffered: ``send``, ``Send``, ``isend`` and ``Isend`` copy the data and complete at once, whatever
     its size and whether or not the receiver has posted a receive (MPI's ``MPI_Bsend`` with an unbounded buffer).

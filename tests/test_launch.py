@@ -300,6 +300,22 @@ def test_mpich_s_abort_line_after_hermes_line_is_dropped():
     assert sink.getvalue() == b"hermes: error: rank 2: more than 30 iterations\n"
 
 
+def test_a_rank_that_left_without_a_word_under_status_0_is_one_line():
+    """MPICH ends a job whose rank left with os._exit(0) with status 0 and no word (measured: 3 ranks, rank 1
+    leaving, mpiexec exit 0 in 0.9 s): the ranks that did not say they finished are named; the "done" lines
+    themselves never show."""
+    from hermes.lifecycle.launch import StderrRelay
+
+    for done, line in [((0, 2), "rank 1 ended before the job finished"),
+                       ((2,), "ranks 0, 1 ended before the job finished"), ((0, 1, 2), None)]:
+        relay = StderrRelay()
+        shown = [ln for r in done for ln in relay.feed(f"hermes-job: rank {r} done\n".encode())]
+        assert shown == [] and relay.missing(3) == [r for r in range(3) if r not in done]
+        end = relay.finish(0, ranks=3)
+        assert (line is None and end == []) or (len(end) == 1 and line in end[0].decode()), end
+        assert relay.finish(0) == [] and relay.finish(2, ranks=3) == []  # not asked, or a status said it already
+
+
 def test_a_file_size_limit_is_named_when_mpi_cannot_start(monkeypatch):
     import hermes.lifecycle.launch as launch
 

@@ -77,7 +77,7 @@ from hermes.interpreter import account_home, child_env, python_command
 
 __all__ = ["under_mpi_launcher", "find_mpiexec", "MPILibrary", "mpi_library", "library_flavour", "mpi_flavour",
            "mpiexec_command", "run_job", "JobEnd", "StderrRelay", "END_BOUND", "EXIT_NO_START", "file_size_limit",
-           "session_pids"]
+           "session_pids", "DONE_ENV", "rank_done"]
 
 #: the signals the launcher forwards to the job
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -345,6 +345,11 @@ _MPICH_STACK = re.compile(rb"^\w+\(\d+\)\.*: ?(.*)$")
 #: the functions whose fatal error means the job could not start
 _MPICH_INIT = (b"internal_Init", b"internal_Init_thread", b"PMPI_Init", b"PMPI_Init_thread", b"MPI_Init",
                b"MPI_Init_thread")
+#: the environment variable that asks each rank of the job to say, on standard error, that it finished
+#: (:func:`rank_done`), and that line: the launcher counts them, since MPICH's Hydra ends a job in which a rank left
+#: with ``os._exit(0)`` with status 0 and no word
+DONE_ENV = "HERMES_RANK_DONE"
+_DONE = re.compile(rb"^hermes-job: rank (\d+) done$")
 #: after the first sign that a rank is gone or the job could not start, the job gets this long to end by itself;
 #: then mpiexec gets SIGTERM, and the job's session SIGKILL ``grace`` seconds later (:func:`run_job`)
 END_BOUND = 10.0
@@ -408,6 +413,7 @@ class StderrRelay:
         self.pmix: list[bytes] = []
         self.ranks: list[tuple[str, tuple[bytes, ...]]] = []
         self.stack: list[bytes] | None = None  # MPICH's error stack being read
+        self.done: set[int] = set()  # the ranks that said they finished (:func:`rank_done`)
         self.reasons: list[str] = []  # what MPICH's innermost stack line said
 
     def _fatal(self) -> None:
@@ -474,6 +480,10 @@ class StderrRelay:
         if self.block is not None:
             self.block.append(line)
             return []
+        m = _DONE.match(line.rstrip(b"\r\n"))
+        if m:
+            self.done.add(int(m.group(1)))
+            return []
         if self.stack is not None:
             m = _MPICH_STACK.match(line.rstrip(b"\r\n"))
             if m:
@@ -534,19 +544,39 @@ class StderrRelay:
             return f"rank {rank}: a call of MPI failed in {groups[1].decode()}{why}"
         return f"rank {rank} ended the job (mpiexec exit status {status})"
 
-    def finish(self, status: int) -> list[bytes]:
-        """The lines to show once the job has ended with ``status``."""
+    def finish(self, status: int, ranks: int | None = None) -> list[bytes]:
+        """The lines to show once the job has ended with ``status``; ``ranks``: how many ranks should have said
+        they finished (None: not asked)."""
         if self.stack is not None:
             self._end_stack()
         rest = self.held + (self.block or [])
         if self.error_seen:
             return []
         line = self.verdict(status)
+        missing = self.missing(ranks) if line is None and status == 0 and ranks is not None else []
+        if len(missing) == 1:
+            line = (f"rank {missing[0]} ended before the job finished, without MPI_Finalize (os._exit, or a plug-in "
+                    f"ending the process?)")
+        elif missing:  # MPICH ends the others when one leaves, and says nothing: which one left first is not known
+            line = (f"ranks {', '.join(map(str, missing))} ended before the job finished, without MPI_Finalize (one "
+                    f"of them left first: os._exit, or a plug-in ending the process?)")
         if line is None:
             return rest
         from hermes.errors import one_line
 
         return [*(rest if self.verbose else []), f"hermes: error: {one_line(line)}\n".encode()]
+
+
+    def missing(self, ranks: int) -> list[int]:
+        """The ranks among ``ranks`` that did not say they finished."""
+        return [r for r in range(ranks) if r not in self.done]
+
+
+def rank_done(rank: int) -> None:
+    """Say on standard error that this rank of the job finished, if its launcher asked (:data:`DONE_ENV`)."""
+    if os.environ.get(DONE_ENV):
+        sys.stderr.write(f"hermes-job: rank {rank} done\n")
+        sys.stderr.flush()
 
 
 def _relay_stderr(pipe, sink, relay: StderrRelay | None = None, *, status: int | None = 1) -> StderrRelay:
@@ -566,7 +596,7 @@ def _relay_stderr(pipe, sink, relay: StderrRelay | None = None, *, status: int |
 
 
 def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None = None,
-            verbose: bool = False) -> JobEnd:
+            verbose: bool = False, ranks: int | None = None) -> JobEnd:
     """Run the MPI job ``cmd``; never leave it running, never wait for ever.
 
     ``cmd`` starts in a new session, with :func:`hermes.interpreter.child_env` (default: of this process'
@@ -602,7 +632,8 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
     try:
         preexec = _die_with_parent if sys.platform.startswith("linux") else None
         proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec,
-                                env=child_env() if env is None else env, stderr=subprocess.PIPE)
+                                env={**(child_env() if env is None else env), **({DONE_ENV: "1"} if ranks else {})},
+                                stderr=subprocess.PIPE)
     except BaseException:
         for s, h in old.items():
             signal.signal(s, h)
@@ -637,10 +668,12 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
             signal.signal(s, h)
         _kill_session(proc.pid)  # nothing of the job survives mpiexec
         reader.join(timeout=5)
-    sink.writelines(relay.finish(rc))
+    sink.writelines(relay.finish(rc, ranks))
     sink.flush()
     if got:
         return JobEnd(128 + got[0], got[0])
     if relay.start_failed and not relay.error_seen:
         return JobEnd(EXIT_NO_START)
+    if rc == 0 and ranks and relay.missing(ranks):  # a rank left without a word, and MPICH said 0
+        return JobEnd(1)
     return JobEnd(rc if rc != 0 or relay.fatal_at is None else 1)

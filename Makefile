@@ -147,13 +147,14 @@ check-mpich: $(VENV)/.hermes-installed
 	$(MPICH_PY) -c "from mpi4py import MPI; from hermes.lifecycle.launch import find_mpiexec, mpi_flavour; \
 	  lib = MPI.Get_library_version(); exe = find_mpiexec(); \
 	  assert lib.startswith('MPICH') and mpi_flavour(exe) == 'mpich', (lib.splitlines()[0], exe); \
-	  print('check-mpich: mpi4py loads', lib.splitlines()[0].replace('  ', ''), '- hermes launches', exe)"
+	  print('check-mpich: mpi4py loads', ' '.join(lib.splitlines()[0].split()), '- hermes launches', exe)"
 	mkdir -p $(MPICH_VENV)/work
 	cd $(MPICH_VENV)/work && $(MPICH_VENV)/venv/bin/hermes run --out quickstart
 	test -s $(MPICH_VENV)/work/quickstart/phases.png
 	$(MPICH_PY) -c "import json, sys; s = json.load(open(sys.argv[1])); \
 	  assert s['complete'] and s['versions']['mpi'].startswith('MPICH') and len(s['phases']) == 4, s['versions']; \
-	  print('check-mpich: the quickstart ran under', s['versions']['mpi'].split(',')[0], '- total', s['total_time'])" \
+	  print('check-mpich: the quickstart ran under', ' '.join(s['versions']['mpi'].split(',')[0].split()), \
+	        '- total', s['total_time'])" \
 	  $(MPICH_VENV)/work/quickstart/summary.json
 	HERMES_PEER_PYTHON=$(abspath $(BIN)/python) $(MPICH_PY) -m pytest -q -p no:cacheprovider -m mpi $(MPICH_TESTS)
 	rm -rf $(MPICH_VENV)

@@ -56,7 +56,9 @@ MPICH (Hydra) says less, and partly on standard output: its ``Abort(...)`` lines
 memory: ``the MPI job could not start: MPI_Init failed: ucx function returned with failed status(No resources are
 available to initiate the operation); the file-size limit ...``) — are read the same way; its banner for a rank
 killed by a signal goes to standard output and passes as it is (the exit status is then the signal's number); a
-rank ending without ``MPI_Finalize`` ends the job with that rank's status and no word from Hydra.
+rank ending without ``MPI_Finalize`` ends the job with that rank's status and no word from Hydra — status 0 after
+``os._exit(0)`` —, so every rank of a job ``hermes run`` started says on standard error that it finished
+(:func:`rank_done`, a line the relay swallows) and the launcher names in one line the ranks that did not.
 """
 
 from __future__ import annotations
@@ -566,7 +568,6 @@ class StderrRelay:
 
         return [*(rest if self.verbose else []), f"hermes: error: {one_line(line)}\n".encode()]
 
-
     def missing(self, ranks: int) -> list[int]:
         """The ranks among ``ranks`` that did not say they finished."""
         return [r for r in range(ranks) if r not in self.done]
@@ -605,13 +606,17 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
     signal, every process left in its session is killed. Once ``mpiexec`` has ended, any process still in the
     session (a rank it lost) is killed too. The job's standard error passes through :class:`StderrRelay`; from
     its first sign that the job is going down (MPI_Init failing, a rank killed or aborted), the job gets
-    :data:`END_BOUND` seconds to end, then SIGTERM, then SIGKILL ``grace`` seconds later.
+    :data:`END_BOUND` seconds to end, then SIGTERM, then SIGKILL ``grace`` seconds later. With ``ranks`` (the
+    job's processes), each rank is asked (:data:`DONE_ENV`) to say that it finished (:func:`rank_done`): a job that
+    ends with status 0 while a rank did not say so ends with one line naming it and status 1 (MPICH says nothing
+    when a rank leaves with ``os._exit(0)``).
 
     Returns
     -------
     JobEnd
         The job's exit status — 128 + the signal number if the launcher was signalled, :data:`EXIT_NO_START` if
-        the job could not start, 1 if a rank ended it without a word while ``mpiexec`` said 0 — and that signal.
+        the job could not start, 1 if a rank ended it without a word (or without saying it finished) while
+        ``mpiexec`` said 0 — and that signal.
     """
     got: list[int] = []
     job: list[subprocess.Popen] = []

@@ -16,6 +16,11 @@
 #                     user's `pip install .`), checks the wheel holds every file of hermes/, then runs the embedded
 #                     quickstart from outside the source tree, where no source file can stand in for a missing one,
 #                     and reads it back as DataFrames
+#   make check-mpich  the MPICH variant a user gets with `pip install .[mpich]`: a fresh venv of the lock plus the
+#                     MPICH wheel from the registries (pip cache allowed), checks that mpi4py loads MPICH and hermes
+#                     launches MPICH's mpiexec, runs the quickstart there, then MPICH_TESTS (launch, error lines, the
+#                     job's end, hosting on 2 processes, the virtual clock's results bit for bit those of .venv's
+#                     Open MPI: tests/test_flavours.py) under that venv
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -33,10 +38,11 @@ UV_COMPILE := $(TOOLS)/bin/uv pip compile pyproject.toml --extra test requiremen
               --custom-compile-command "make lock" --quiet -o $(LOCK)
 CHECK_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-lock
 WHEEL_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-wheel
+MPICH_VENV ?= $(or $(TMPDIR),/tmp)/hermes-check-mpich
 # no pip configuration file (no local wheel directories or extra indexes) and no cache: the registry only
 REGISTRY_ONLY := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
-.PHONY: run test test-fast bench results lock lock-upgrade check-lock check-lock-fetch check-wheel clean
+.PHONY: run test test-fast bench results lock lock-upgrade check-lock check-lock-fetch check-wheel check-mpich clean
 
 # A new lock gives a new venv (--clear), so .venv never keeps a package the lock dropped.
 $(VENV)/.lock-installed: $(LOCK)
@@ -119,6 +125,39 @@ check-wheel:
 	@echo "check-wheel: $$(cd $(WHEEL_VENV)/dist && ls *.whl) installs and runs the quickstart ($$(cd $(WHEEL_VENV) && \
 	  venv/bin/python -c "import json; print(json.load(open('run/summary.json'))['versions']['mpi'].split(',')[0])"))"
 	rm -rf $(WHEEL_VENV)
+
+# The MPI tests (marker `mpi`) run under MPICH: a set chosen to fit CI's time, since MPICH busy-polls and its
+# oversubscribed jobs are slower on 2 cores than Open MPI's (docs/TESTING.md gives the times): both libraries'
+# results compared, the launch and its error lines, the bad-input catalogue under mpiexec, a job's end (signals,
+# the watchdog, a killed rank resumed), plug-ins misbehaving in the job, hosting on 2 and 3 processes, and the
+# quickstart's runs of tests/mpi/test_run.py. MPICH_TESTS=tests make check-mpich runs every MPI test there.
+MPICH_TESTS ?= tests/test_flavours.py tests/test_launch.py tests/test_bad_input.py tests/mpi/test_lifecycle.py \
+               tests/test_plugins.py tests/test_hosting.py \
+               tests/mpi/test_run.py::test_virtual_clock_is_deterministic_and_outputs_are_complete \
+               tests/mpi/test_run.py::test_more_processes_than_processors_is_one_line_on_every_rank \
+               tests/mpi/test_run.py::test_wall_clock_fills_the_same_columns
+MPICH_PY    := $(MPICH_VENV)/venv/bin/python
+
+check-mpich: $(VENV)/.hermes-installed
+	rm -rf $(MPICH_VENV)
+	$(PYTHON) -m venv $(MPICH_VENV)/venv
+	$(REGISTRY_ONLY) $(MPICH_PY) -m pip install --quiet $(LOCKED)
+	$(REGISTRY_ONLY) $(MPICH_PY) -m pip install --quiet --no-build-isolation -e '.[mpich]'
+	$(MPICH_PY) -m pip check
+	$(MPICH_PY) -c "from mpi4py import MPI; from hermes.runtime.launch import find_mpiexec, mpi_flavour; \
+	  lib = MPI.Get_library_version(); exe = find_mpiexec(); \
+	  assert lib.startswith('MPICH') and mpi_flavour(exe) == 'mpich', (lib.splitlines()[0], exe); \
+	  print('check-mpich: mpi4py loads', ' '.join(lib.splitlines()[0].split()), '- hermes launches', exe)"
+	mkdir -p $(MPICH_VENV)/work
+	cd $(MPICH_VENV)/work && $(MPICH_VENV)/venv/bin/hermes run --out quickstart
+	test -s $(MPICH_VENV)/work/quickstart/phases.png
+	$(MPICH_PY) -c "import json, sys; s = json.load(open(sys.argv[1])); \
+	  assert s['complete'] and s['versions']['mpi'].startswith('MPICH') and len(s['phases']) == 4, s['versions']; \
+	  print('check-mpich: the quickstart ran under', ' '.join(s['versions']['mpi'].split(',')[0].split()), \
+	        '- total', s['total_time'])" \
+	  $(MPICH_VENV)/work/quickstart/summary.json
+	HERMES_PEER_PYTHON=$(abspath $(BIN)/python) $(MPICH_PY) -m pytest -q -p no:cacheprovider -m mpi $(MPICH_TESTS)
+	rm -rf $(MPICH_VENV)
 
 clean:
 	rm -rf $(VENV) $(TOOLS) runs .pytest_cache

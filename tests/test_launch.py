@@ -254,15 +254,78 @@ def test_the_mpi_runtime_s_account_of_a_failure_becomes_one_hermes_line(noise, l
     assert _F in sink.getvalue() and sink.getvalue().decode().splitlines()[-1] == errors[0]
 
 
+#: what MPICH 5.0.2 (the `mpich` wheel, Hydra) printed on this machine on standard error: `ulimit -f 64` (UCX
+#: cannot write its shared memory, MPI_Init fails), an MPI_Abort after an uncaught exception (python -m mpi4py)
+MPICH_START = (b"Abort(740443535): Fatal error in internal_Init_thread: Other MPI error, error stack:\n"
+               b"internal_Init_thread(71).: MPI_Init_thread(argc=(nil), argv=(nil), required=3, provided=0x7ffda523d810)"
+               b" failed\nMPII_Init_thread(289)....: \nMPID_Init(549)...........: \nMPIDI_UCX_init_local(245): \n"
+               b"MPIDI_UCX_init_worker(86):  ucx function returned with failed status(ucx_init.c 86 MPIDI_UCX_init_worker"
+               b" No resources are available to initiate the operation)\n")
+MPICH_UNCAUGHT = (b"Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nRuntimeError: boom\n"
+                  b"Abort(1) on node 1 (rank 1 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 1) - process 1\n")
+MPICH_FATAL = (b"Abort(604686598) on node 2 (rank 2 in comm 0): Fatal error in internal_Send_c: Invalid rank, error "
+               b"stack:\ninternal_Send_c(316): MPI_Send_c(buf=0x7fe1dcb51f70, count=1, MPI_UNSIGNED_CHAR, 7, 0, "
+               b"MPI_COMM_WORLD) failed\ninternal_Send_c(234): Invalid rank has value 7 but must be nonnegative and "
+               b"less than 3\n")  # comm.Send(b"x", dest=7) on rank 2 of 3 under MPI.ERRORS_ARE_FATAL
+
+
+@pytest.mark.parametrize("noise, line, kept, status", [
+    (MPICH_START, "the MPI job could not start: MPI_Init failed: ucx function returned with failed status(No "
+     "resources are available to initiate the operation)", b"", 2),
+    (MPICH_UNCAUGHT, "rank 1 aborted the job (MPI_Abort, error code 1) after an unexpected error (its traceback is "
+     "above)",
+     MPICH_UNCAUGHT[:MPICH_UNCAUGHT.index(b"Abort(")], 1),
+    (MPICH_FATAL, "rank 2: a call of MPI failed in internal_Send_c: Invalid rank has value 7 but must be "
+     "nonnegative and less than 3", b"", 6),
+], ids=["init", "uncaught", "fatal"])
+def test_mpich_s_account_of_a_failure_becomes_one_hermes_line(noise, line, kept, status):
+    """MPICH's ``Abort(...)`` lines and error stacks are held back and said in one line of hermes; before, they
+    passed as they were and no hermes line came (MPICH's `ulimit -f 64` start: six lines, exit 143)."""
+    sink = io.BytesIO()
+    relay = _relay_stderr(io.BytesIO(b"phase 1\n" + noise), sink, status=status)
+    out = sink.getvalue()
+    assert out.startswith(b"phase 1\n" + kept), out.decode()
+    lines = out.decode().splitlines()
+    assert lines[-1] == f"hermes: error: {line}" and sum(ln.startswith("hermes: error:") for ln in lines) == 1, lines
+    assert "Abort(" not in "\n".join(lines[:-1]) and relay.fatal_at is not None
+    assert bool(relay.start_failed) == (noise is MPICH_START)
+
+
+def test_mpich_s_abort_line_after_hermes_line_is_dropped():
+    """A rank's hermes line, then MPICH's account of the MPI_Abort that ended the job: the user reads one line.
+    (Measured under MPICH before: the Abort line followed hermes' line.)"""
+    sink = io.BytesIO()
+    _relay_stderr(io.BytesIO(b"hermes: error: rank 2: more than 30 iterations\nAbort(2) on node 2 (rank 2 in comm 0)"
+                             b": application called MPI_Abort(MPI_COMM_WORLD, 2) - process 2\n"), sink, status=2)
+    assert sink.getvalue() == b"hermes: error: rank 2: more than 30 iterations\n"
+
+
+def test_a_rank_that_left_without_a_word_under_status_0_is_one_line():
+    """MPICH ends a job whose rank left with os._exit(0) with status 0 and no word (measured: 3 ranks, rank 1
+    leaving, mpiexec exit 0 in 0.9 s): the ranks that did not say they finished are named; the "done" lines
+    themselves never show."""
+    from hermes.runtime.launch import StderrRelay
+
+    for done, line in [((0, 2), "rank 1 ended before the job finished"),
+                       ((2,), "ranks 0, 1 ended before the job finished"), ((0, 1, 2), None)]:
+        relay = StderrRelay()
+        shown = [ln for r in done for ln in relay.feed(f"hermes-job: rank {r} done\n".encode())]
+        assert shown == [] and relay.missing(3) == [r for r in range(3) if r not in done]
+        end = relay.finish(0, ranks=3)
+        assert (line is None and end == []) or (len(end) == 1 and line in end[0].decode()), end
+        assert relay.finish(0) == [] and relay.finish(2, ranks=3) == []  # not asked, or a status said it already
+
+
 def test_a_file_size_limit_is_named_when_mpi_cannot_start(monkeypatch):
     import hermes.runtime.launch as launch
 
     monkeypatch.setattr(launch, "file_size_limit", lambda: 64 * 1024)
-    relay = launch.StderrRelay()
-    for ln in io.BytesIO(PMIX_START):
-        relay.feed(ln)
-    (line,) = relay.finish(14)
-    assert line.decode().endswith("the file-size limit (ulimit -f) is 64 kB: raise it\n")
+    for noise in (PMIX_START, MPICH_START):
+        relay = launch.StderrRelay()
+        for ln in io.BytesIO(noise):
+            relay.feed(ln)
+        (line,) = relay.finish(14)
+        assert line.decode().endswith("the file-size limit (ulimit -f) is 64 kB: raise it\n")
 
 
 def test_only_the_first_hermes_error_line_passes():

@@ -12,6 +12,8 @@ from hermes.runtime.watchdog import EXIT_TIMEOUT, Watchdog
 
 
 class FakeComm:
+    """MPI_Abort as MPICH 5.0.2 does it: it returns (Hydra ends the job later)."""
+
     def __init__(self, rank: int = 0):
         self.rank, self.aborted = rank, threading.Event()
         self.code = None
@@ -24,8 +26,18 @@ class FakeComm:
         self.aborted.set()
 
 
+@pytest.fixture(autouse=True)
+def exits(monkeypatch):
+    """The codes the watchdog ended its process with (``os._exit``, recorded instead)."""
+    import hermes.runtime.watchdog as watchdog
+
+    codes: list[int] = []
+    monkeypatch.setattr(watchdog.os, "_exit", codes.append)
+    return codes
+
+
 @pytest.mark.slow
-def test_no_progress_for_the_timeout_aborts_with_one_line(capsys):
+def test_no_progress_for_the_timeout_aborts_with_one_line(capsys, exits):
     comm = FakeComm()
     with Watchdog(comm, 0.5) as dog:
         dog.beat(3)
@@ -33,6 +45,7 @@ def test_no_progress_for_the_timeout_aborts_with_one_line(capsys):
         assert comm.aborted.wait(5)
         waited = time.monotonic() - t0
     assert comm.code == EXIT_TIMEOUT and 0.5 <= waited < 2.0
+    assert exits == [EXIT_TIMEOUT]  # an MPI_Abort that returns (MPICH) still ends this process
     err = capsys.readouterr().err
     assert err == "hermes: error: no progress for 0.5 s since phase 3 ended (run.timeout, --timeout): a rank is " \
                   "stopped or hung; ending the job\n"

@@ -96,6 +96,7 @@ def exit_together(comm, code: int, timeout: float = AGREE_WAIT, *, message: str 
                 sys.stderr.flush()
             time.sleep(0.5)  # let the MPI runtime forward the line before it kills the job
             comm.Abort(code)
+            os._exit(code)  # MPICH's MPI_Abort returns (5.0.2; Hydra ends the job later): never print twice
         time.sleep(0.001)
     MPI.Finalize()
     os._exit(code)
@@ -116,5 +117,6 @@ def abort_on_uncaught(comm) -> None:
         old(etype, value, tb)
         sys.stderr.flush()
         comm.Abort(1)
+        os._exit(1)  # MPICH's MPI_Abort returns: the rank must not go on to MPI_Finalize and exit 0
 
     sys.excepthook = hook

@@ -68,7 +68,7 @@ def _launch(app: Application, args, argv: list[str]) -> int:
             hosted = f" ({p} processors on {n} process{'es' * (n != 1)})" if p != n else ""
             print("hermes: launching: " + " ".join(c for c in cmd if c != token).replace(" --lock-token", "")
                   + hosted, flush=True)
-        end = run_job(cmd, verbose=args.verbose)
+        end = run_job(cmd, verbose=args.verbose, ranks=launch.processes)
     finally:
         if launch.lock is not None:
             launch.lock.release(remove_if_unused=True)
@@ -84,6 +84,7 @@ def _launch(app: Application, args, argv: list[str]) -> int:
 def _job(app: Application, args) -> int:
     """A rank of the job (or this process with ``--no-launch``): the application's run, collectively."""
     from hermes.errors import HermesError
+    from hermes.runtime.launch import rank_done
 
     comm = world()
     rank = comm.Get_rank()
@@ -107,4 +108,5 @@ def _job(app: Application, args) -> int:
         lines = app.result_lines(outcome, args)
         if lines:
             print("\n".join(lines), flush=True)
+    rank_done(comm.Get_rank())
     return 0

@@ -50,6 +50,15 @@ its shared-memory file: ``the MPI job could not start: PMIx_Init failed (PMIX_ER
 shown only with ``--verbose``, or when they say nothing the relay recognises. From the first such sign, the job
 gets :data:`END_BOUND` seconds to end before ``mpiexec`` gets SIGTERM and then the whole session SIGKILL: a rank
 that died never leaves the launcher waiting.
+
+MPICH (Hydra) says less, and partly on standard output: its ``Abort(...)`` lines on standard error — an
+``MPI_Abort``, or MPI_Init failing with its error stack (under ``ulimit -f 64`` UCX cannot write its shared
+memory: ``the MPI job could not start: MPI_Init failed: ucx function returned with failed status(No resources are
+available to initiate the operation); the file-size limit ...``) — are read the same way; its banner for a rank
+killed by a signal goes to standard output and passes as it is (the exit status is then the signal's number); a
+rank ending without ``MPI_Finalize`` ends the job with that rank's status and no word from Hydra — status 0 after
+``os._exit(0)`` —, so every rank of a job ``hermes run`` started says on standard error that it finished
+(:func:`rank_done`, a line the relay swallows) and the launcher names in one line the ranks that did not.
 """
 
 from __future__ import annotations
@@ -70,7 +79,7 @@ from hermes.interpreter import account_home, child_env, python_command
 
 __all__ = ["under_mpi_launcher", "find_mpiexec", "MPILibrary", "mpi_library", "library_flavour", "mpi_flavour",
            "mpiexec_command", "run_job", "JobEnd", "StderrRelay", "END_BOUND", "EXIT_NO_START", "file_size_limit",
-           "session_pids", "world"]
+           "session_pids", "DONE_ENV", "rank_done"]
 
 #: the signals the launcher forwards to the job
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -326,6 +335,23 @@ _RANK_ENDS = (
     (re.compile(rb"process rank (\d+) with PID \d+ on node \S+ calling \"abort\""), "abort"),
     (re.compile(rb"has exited due to process rank (\d+)"), "ended"),
 )
+#: MPICH's line for an MPI_Abort: ``Abort(2) on node 1 (rank 1 in comm 0): application called
+#: MPI_Abort(MPI_COMM_WORLD, 2) - process 1`` (the error code, the rank)
+_MPICH_ABORT = re.compile(rb"^Abort\(-?\d+\) on node \d+ \(rank (\d+) in comm \d+\): application called "
+                          rb"MPI_Abort\([^,]*, (-?\d+)\)")
+#: MPICH's first line of an MPI error that is fatal (MPI_ERRORS_ARE_FATAL): ``Abort(740443535): Fatal error in
+#: internal_Init_thread: Other MPI error, error stack:`` (the rank when MPI_Init had finished, the function)
+_MPICH_FATAL = re.compile(rb"^Abort\(-?\d+\)(?: on node \d+ \(rank (\d+) in comm \d+\))?: Fatal error in (\w+): ")
+#: a line of its error stack, innermost last: ``MPIDI_UCX_init_worker(86):  ucx function returned with failed ...``
+_MPICH_STACK = re.compile(rb"^\w+\(\d+\)\.*: ?(.*)$")
+#: the functions whose fatal error means the job could not start
+_MPICH_INIT = (b"internal_Init", b"internal_Init_thread", b"PMPI_Init", b"PMPI_Init_thread", b"MPI_Init",
+               b"MPI_Init_thread")
+#: the environment variable that asks each rank of the job to say, on standard error, that it finished
+#: (:func:`rank_done`), and that line: the launcher counts them, since MPICH's Hydra ends a job in which a rank left
+#: with ``os._exit(0)`` with status 0 and no word
+DONE_ENV = "HERMES_RANK_DONE"
+_DONE = re.compile(rb"^hermes-job: rank (\d+) done$")
 #: after the first sign that a rank is gone or the job could not start, the job gets this long to end by itself;
 #: then mpiexec gets SIGTERM, and the job's session SIGKILL ``grace`` seconds later (:func:`run_job`)
 END_BOUND = 10.0
@@ -362,11 +388,16 @@ class StderrRelay:
     - Open MPI's messages about the end of a job — its framed ones (the MPI_ABORT banner, "prterun has exited due
       to ...", "exited on signal ..."), the unframed lines of its runtime (``[host:pid] PMIX ERROR: ...``,
       ``[host:pid] *** Process received signal ***``), MPI_ERRORS_ARE_FATAL's ``*** ...`` stanza, prterun's own
-      assertion — are held back. Other framed messages (warnings) pass.
+      assertion — are held back. Other framed messages (warnings) pass;
+    - MPICH's one-line accounts on standard error — ``Abort(2) on node 1 (rank 1 in comm 0): application called
+      MPI_Abort(...)``, and ``Abort(...): Fatal error in internal_Init_thread: ...`` with its error stack — are
+      held back too. (MPICH's Hydra writes its banner about a rank killed by a signal, "BAD TERMINATION OF ONE OF
+      YOUR APPLICATION PROCESSES", and UCX its errors, on standard output, which passes as it is.)
 
     :meth:`finish` says what comes at the end: nothing more if hermes' line came; else, if the held messages say
     what happened, one line of hermes (:meth:`verdict`: the job could not start — MPI_Init, PMIx, ``ulimit -f``,
-    ``HOME`` —, a rank killed by a signal, a rank that ended without MPI_Finalize, an MPI_Abort without a word);
+    ``HOME`` —, a rank killed by a signal, a rank that ended without MPI_Finalize, an MPI_Abort without a word, a
+    fatal MPI error on a rank);
     else the held messages themselves. With ``verbose`` the held messages are shown before that line.
 
     ``fatal_at`` is the time (``time.monotonic``) of the first sign that the job is going down (a start
@@ -383,6 +414,9 @@ class StderrRelay:
         self.start_failed: list[bytes] = []
         self.pmix: list[bytes] = []
         self.ranks: list[tuple[str, tuple[bytes, ...]]] = []
+        self.stack: list[bytes] | None = None  # MPICH's error stack being read
+        self.done: set[int] = set()  # the ranks that said they finished (:func:`rank_done`)
+        self.reasons: list[str] = []  # what MPICH's innermost stack line said
 
     def _fatal(self) -> None:
         if self.fatal_at is None:
@@ -406,6 +440,31 @@ class StderrRelay:
         if self.start_failed or self.ranks:
             self._fatal()
 
+    def _note_mpich(self, line: bytes) -> None:
+        """Learn from MPICH's one-line accounts: an MPI_Abort (the rank, its code), a fatal MPI error (MPI_Init
+        failing: the job could not start; else the rank whose MPI call failed), whose stack follows."""
+        m = _MPICH_ABORT.match(line)
+        if m:
+            self.ranks.append(("abort", m.groups()))
+        else:
+            m = _MPICH_FATAL.match(line)
+            rank, where = m.group(1), m.group(2)
+            if where in _MPICH_INIT:
+                if b"MPI_Init failed" not in self.start_failed:
+                    self.start_failed.append(b"MPI_Init failed")
+            else:
+                self.ranks.append(("fatal", (rank or b"?", where)))
+            self.stack = []
+        self._fatal()
+
+    def _end_stack(self) -> None:
+        """MPICH's error stack has ended: its innermost non-empty line is the reason."""
+        if self.stack:
+            why = self.stack[-1].decode(errors="replace")
+            why = re.sub(r"\(\S+\.c \d+ \w+ ", "(", why)  # "(ucx_init.c 86 MPIDI_UCX_init_worker No ...)"
+            self.reasons.append(" ".join(why.split()))
+        self.stack = None
+
     def feed(self, raw: bytes) -> list[bytes]:
         """One line of the job's standard error; the lines to show now."""
         line = raw.replace(b"\0", b"")
@@ -422,6 +481,22 @@ class StderrRelay:
             return block
         if self.block is not None:
             self.block.append(line)
+            return []
+        m = _DONE.match(line.rstrip(b"\r\n"))
+        if m:
+            self.done.add(int(m.group(1)))
+            return []
+        if self.stack is not None:
+            m = _MPICH_STACK.match(line.rstrip(b"\r\n"))
+            if m:
+                self.held.append(line)
+                if m.group(1).strip():
+                    self.stack.append(m.group(1).strip())
+                return []
+            self._end_stack()
+        if _MPICH_ABORT.match(line) or _MPICH_FATAL.match(line):
+            self.held.append(line)
+            self._note_mpich(line)
             return []
         if _RUNTIME.match(line) or _STARS.match(line):
             self.held.append(line)
@@ -445,7 +520,7 @@ class StderrRelay:
             what = self.start_failed[0].decode(errors="replace").rstrip(":")
             if what.startswith(("An error occurred in ", "Local abort before")):
                 what = "MPI_Init failed"
-            pmix = f" ({self.pmix[0].decode()})" if self.pmix else ""
+            pmix = f" ({self.pmix[0].decode()})" if self.pmix else f": {self.reasons[0]}" if self.reasons else ""
             home = "" if os.environ.get("HOME") or account_home() else "; HOME is not set (Open MPI needs it)"
             return f"the MPI job could not start: {what}{pmix}{fsize}{home}"
         if not self.ranks:
@@ -466,19 +541,43 @@ class StderrRelay:
             return f"rank {rank} aborted the job (MPI_Abort{code}){why}"
         if kind == "status":
             return f"rank {rank} exited with status {groups[1].decode()}"
+        if kind == "fatal":
+            why = f": {self.reasons[0]}" if self.reasons else ""
+            return f"rank {rank}: a call of MPI failed in {groups[1].decode()}{why}"
         return f"rank {rank} ended the job (mpiexec exit status {status})"
 
-    def finish(self, status: int) -> list[bytes]:
-        """The lines to show once the job has ended with ``status``."""
+    def finish(self, status: int, ranks: int | None = None) -> list[bytes]:
+        """The lines to show once the job has ended with ``status``; ``ranks``: how many ranks should have said
+        they finished (None: not asked)."""
+        if self.stack is not None:
+            self._end_stack()
         rest = self.held + (self.block or [])
         if self.error_seen:
             return []
         line = self.verdict(status)
+        missing = self.missing(ranks) if line is None and status == 0 and ranks is not None else []
+        if len(missing) == 1:
+            line = (f"rank {missing[0]} ended before the job finished, without MPI_Finalize (os._exit, or a plug-in "
+                    f"ending the process?)")
+        elif missing:  # MPICH ends the others when one leaves, and says nothing: which one left first is not known
+            line = (f"ranks {', '.join(map(str, missing))} ended before the job finished, without MPI_Finalize (one "
+                    f"of them left first: os._exit, or a plug-in ending the process?)")
         if line is None:
             return rest
         from hermes.errors import one_line
 
         return [*(rest if self.verbose else []), f"hermes: error: {one_line(line)}\n".encode()]
+
+    def missing(self, ranks: int) -> list[int]:
+        """The ranks among ``ranks`` that did not say they finished."""
+        return [r for r in range(ranks) if r not in self.done]
+
+
+def rank_done(rank: int) -> None:
+    """Say on standard error that this rank of the job finished, if its launcher asked (:data:`DONE_ENV`)."""
+    if os.environ.get(DONE_ENV):
+        sys.stderr.write(f"hermes-job: rank {rank} done\n")
+        sys.stderr.flush()
 
 
 def _relay_stderr(pipe, sink, relay: StderrRelay | None = None, *, status: int | None = 1) -> StderrRelay:
@@ -498,7 +597,7 @@ def _relay_stderr(pipe, sink, relay: StderrRelay | None = None, *, status: int |
 
 
 def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None = None,
-            verbose: bool = False) -> JobEnd:
+            verbose: bool = False, ranks: int | None = None) -> JobEnd:
     """Run the MPI job ``cmd``; never leave it running, never wait for ever.
 
     ``cmd`` starts in a new session, with :func:`hermes.interpreter.child_env` (default: of this process'
@@ -507,13 +606,17 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
     signal, every process left in its session is killed. Once ``mpiexec`` has ended, any process still in the
     session (a rank it lost) is killed too. The job's standard error passes through :class:`StderrRelay`; from
     its first sign that the job is going down (MPI_Init failing, a rank killed or aborted), the job gets
-    :data:`END_BOUND` seconds to end, then SIGTERM, then SIGKILL ``grace`` seconds later.
+    :data:`END_BOUND` seconds to end, then SIGTERM, then SIGKILL ``grace`` seconds later. With ``ranks`` (the
+    job's processes), each rank is asked (:data:`DONE_ENV`) to say that it finished (:func:`rank_done`): a job that
+    ends with status 0 while a rank did not say so ends with one line naming it and status 1 (MPICH says nothing
+    when a rank leaves with ``os._exit(0)``).
 
     Returns
     -------
     JobEnd
         The job's exit status — 128 + the signal number if the launcher was signalled, :data:`EXIT_NO_START` if
-        the job could not start, 1 if a rank ended it without a word while ``mpiexec`` said 0 — and that signal.
+        the job could not start, 1 if a rank ended it without a word (or without saying it finished) while
+        ``mpiexec`` said 0 — and that signal.
     """
     got: list[int] = []
     job: list[subprocess.Popen] = []
@@ -534,7 +637,8 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
     try:
         preexec = _die_with_parent if sys.platform.startswith("linux") else None
         proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec,
-                                env=child_env() if env is None else env, stderr=subprocess.PIPE)
+                                env={**(child_env() if env is None else env), **({DONE_ENV: "1"} if ranks else {})},
+                                stderr=subprocess.PIPE)
     except BaseException:
         for s, h in old.items():
             signal.signal(s, h)
@@ -569,10 +673,12 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
             signal.signal(s, h)
         _kill_session(proc.pid)  # nothing of the job survives mpiexec
         reader.join(timeout=5)
-    sink.writelines(relay.finish(rc))
+    sink.writelines(relay.finish(rc, ranks))
     sink.flush()
     if got:
         return JobEnd(128 + got[0], got[0])
     if relay.start_failed and not relay.error_seen:
         return JobEnd(EXIT_NO_START)
+    if rc == 0 and ranks and relay.missing(ranks):  # a rank left without a word, and MPICH said 0
+        return JobEnd(1)
     return JobEnd(rc if rc != 0 or relay.fatal_at is None else 1)

@@ -13,6 +13,7 @@ thread needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default) for the abort from a sec
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -92,4 +93,5 @@ class Watchdog:
                 sys.stderr.flush()
                 time.sleep(0.5)  # let the MPI runtime forward the line before it kills the job
                 self.comm.Abort(EXIT_TIMEOUT)
-                return  # (MPI_Abort does not return)
+                os._exit(EXIT_TIMEOUT)  # MPICH's MPI_Abort returns (5.0.2), and this rank may be the one stuck
+                return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError", "OutputError",
-           "validation_message", "one_line"]
+           "RuntimeDefect",            "validation_message", "one_line"]
 
 
 class HermesError(Exception):
@@ -28,6 +28,13 @@ class BalancerError(HermesError):
 
 class OutputError(HermesError):
     """A result that cannot be written: a full disk, a read-only medium, a path that is not a directory."""
+
+
+class RuntimeDefect(RuntimeError):
+    """A defect of the code that runs on the runtime, found by the runtime (hermes.runtime.hosting's
+    ``HostedError``: processors that wait for each other across processes, collectives called differently, a
+    misused hosted communicator): never bad input, but still said in one line — the CLI prints ``str(err)``
+    and exits 1 on every process, instead of a traceback."""
 
 
 def validation_message(err, *, root: str = "value", more: bool = True) -> str:

@@ -104,6 +104,22 @@ def interrupted(ctx):
 
 def exits(ctx):
     raise SystemExit(0)
+
+
+def deadlocks(ctx):
+    """Processor 1 waits for a message nobody sends; the others go on to the next collective."""
+    if ctx.comm.Get_rank() == 1:
+        ctx.comm.recv(source=0, tag=4242)
+    return Decision(flow=np.zeros(ctx.model.q))
+
+
+def mismatched(ctx):
+    """Processor 3 calls another collective than the others (its process is not processor 0's when hosted)."""
+    if ctx.comm.Get_rank() == 3:
+        ctx.comm.allgather(1)
+    else:
+        ctx.comm.bcast(1, root=0)
+    return Decision(flow=np.zeros(ctx.model.q))
 '''
 
 
@@ -126,6 +142,27 @@ def test_a_plugin_that_misbehaves_while_it_balances_is_one_line(tmp_path, name, 
                   "--set", f"balancer.algorithm=misbehaving:{name}")
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == code and lines and message in lines[0], res.stderr
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("name, message", [
+    ("deadlocks", "wait for each other"),
+    ("mismatched", "allgather"),
+])
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_hosted_deadlock_or_mismatch_is_one_line(tmp_path, name, message):
+    """4 processors hosted on 2 processes: a processor that waits for a message never sent (found by the hosting's
+    termination detection) or processes that call different collectives end the job in one line, exit 1, no
+    traceback (before: a HostedError traceback and Open MPI's abort banner)."""
+    (tmp_path / "misbehaving.py").write_text(MISBEHAVING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "MPLBACKEND": "Agg"}
+    res = _hermes(env, "run", "--quiet", "--no-pictures", "--out", str(tmp_path / "run"), "--set", "processors=4",
+                  "--processes", "2", "--set", "mesh.grid=8x6", "--set", "platform.capacities=homo",
+                  "--set", "adaptation.phases=1", "--set", f"balancer.algorithm=misbehaving:{name}")
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 1 and lines and lines[0].startswith("hermes: error: ") and message in lines[0], \
+        res.stderr
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
 
 

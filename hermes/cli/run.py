@@ -83,7 +83,7 @@ def _launch(app: Application, args, argv: list[str]) -> int:
 
 def _job(app: Application, args) -> int:
     """A rank of the job (or this process with ``--no-launch``): the application's run, collectively."""
-    from hermes.errors import HermesError
+    from hermes.errors import HermesError, RuntimeDefect
     from hermes.runtime.launch import rank_done
 
     comm = world()
@@ -93,8 +93,10 @@ def _job(app: Application, args) -> int:
     with contextlib.ExitStack() as held:  # released once the error line is out, or before the result is printed
         try:
             outcome = app.run(args, comm, held)
-        except (HermesError, SystemExit) as err:
+        except (HermesError, RuntimeDefect, SystemExit) as err:
             message, code = str(err), EXIT_BAD_INPUT
+            if isinstance(err, RuntimeDefect):  # a defect the runtime found (hosting): one line, exit 1
+                message, code = f"{err} (a defect of the code that runs, not of the input)", 1
             if isinstance(err, SystemExit):  # hermes raises none: a plug-in's sys.exit must not end the job as done
                 message, code = (f"the run was ended by sys.exit({err.code!r}) before it finished (raised by a "
                                  f"plug-in?)"), 1

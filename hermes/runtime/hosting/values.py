@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from hermes.errors import RuntimeDefect
 from hermes.runtime.ops import _apply, _fold, _op_name, _reduce_rows, waitall  # noqa: F401 (shared with plain)
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "HostedError", "Request", "Status", "blocks", "waitall"]
@@ -17,8 +18,9 @@ ANY_TAG = -1
 _FROZEN = (type(None), bool, int, float, complex, str, bytes, np.generic)
 
 
-class HostedError(RuntimeError):
-    """A processor's code misused the hosted communicator (a hermes defect, never bad input)."""
+class HostedError(RuntimeDefect):
+    """A processor's code misused the hosted communicator (a hermes defect, never bad input; one line from the
+    CLI, exit 1: :class:`hermes.errors.RuntimeDefect`)."""
 
 
 def blocks(p: int, n: int) -> np.ndarray:

@@ -4,6 +4,7 @@ real MPI processes, and the identity of a run's results whatever the number of p
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,7 +141,9 @@ def test_mpi_bridges_processes():
     script = ROOT / "tests" / "mpi" / "hosting_bridge.py"
     res = run_mpi(3, [], script=script, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert sorted(res.stdout.split()) == ["ok0", "ok1", "ok2"]
+    # each rank prints its line with a flush, but MPICH's Hydra may forward two ranks' lines joined ("ok0ok1"):
+    # the words, not the lines, are what the ranks said
+    assert sorted(re.findall(r"ok\d+", res.stdout)) == ["ok0", "ok1", "ok2"], res.stdout
 
 
 def test_processes_for():

@@ -156,7 +156,7 @@ check-mpich: $(VENV)/.hermes-installed
 	  print('check-mpich: the quickstart ran under', ' '.join(s['versions']['mpi'].split(',')[0].split()), \
 	        '- total', s['total_time'])" \
 	  $(MPICH_VENV)/work/quickstart/summary.json
-	HERMES_PEER_PYTHON=$(abspath $(BIN)/python) $(MPICH_PY) -m pytest -q -p no:cacheprovider -m mpi $(MPICH_TESTS)
+	HERMES_REQUIRE_PEER=1 HERMES_PEER_PYTHON=$(abspath $(BIN)/python) $(MPICH_PY) -m pytest -q -p no:cacheprovider -m mpi $(MPICH_TESTS)
 	rm -rf $(MPICH_VENV)
 
 clean:

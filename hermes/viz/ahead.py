@@ -4,10 +4,11 @@ recorded, by one fresh interpreter at low priority on what the run leaves of the
 A refined run's phases each have their own mesh, so each picture's window depends on that phase alone
 (:func:`hermes.viz._windows`) and the picture can be drawn before the run ends; a run on a fixed mesh shares one
 window among all its phases and draws at the end (:meth:`hermes.outputs.RunOutputs.draw`). Rank 0 hands over a
-phase by writing a small run directory of its own, ``RUN/drawing/phase-XXX/`` (the geometry and per-cell arrays of that
-phase, the records so far), and sending the phase number to the worker (``python -m hermes.viz.ahead RUN``,
-never a fork of the MPI rank), which draws ``RUN/partition-XXX.png`` with :func:`hermes.viz.plot_run` — the same
-picture a drawing at the end makes, bit for bit — and removes the phase's directory. The worker runs at nice 10,
+phase by writing a small run directory of its own, ``RUN/drawing/phase-NNN/`` (NNN: the phase number in 3 digits;
+the geometry and per-cell arrays of that phase, the records so far), and sending the phase number to the worker
+(``python -m hermes.viz.ahead RUN``, never a fork of the MPI rank), which draws ``RUN/partition-NNN.png``
+with :func:`hermes.viz.plot_run` — the same picture a drawing at the end makes, bit for bit — and removes the
+phase's directory. The worker runs at nice 10,
 so on a machine whose cores the run keeps busy it takes only what is idle. A worker that fails or is gone is one
 warning; the pictures it did not draw are drawn at the end.
 """
@@ -159,7 +160,7 @@ def _write_plain_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def _main(argv: list[str]) -> int:
-    """The worker: for each phase number on stdin, draw ``RUN/partition-XXX.png`` from ``RUN/drawing/phase-XXX``
+    """The worker: for each phase number on stdin, draw ``RUN/partition-NNN.png`` from ``RUN/drawing/phase-NNN``
     and print ``drawn K``; a picture it cannot draw is a line on stderr, and it goes on with the next."""
     from hermes.errors import HermesError
     from hermes.viz import plot_run

@@ -98,14 +98,7 @@ def exit_together(comm, code: int, timeout: float = AGREE_WAIT, *, message: str 
             comm.Abort(code)
             os._exit(code)  # MPICH's MPI_Abort returns (5.0.2; Hydra ends the job later): never print twice
         time.sleep(0.001)
-    rank = comm.Get_rank()
     MPI.Finalize()
-    if rank != 0:
-        # only rank 0 leaves with the code: MPICH's Hydra ends the other processes with SIGKILL as soon as one
-        # leaves with a non-zero status, and the job's status was then 9 instead of ``code`` (a race: 1 run in 3
-        # of tests/test_bad_input.py's end-to-end job); the others leave first with 0, rank 0 a moment later
-        os._exit(0)
-    time.sleep(0.2)
     os._exit(code)
 
 

@@ -27,6 +27,7 @@ import sys
 
 import numpy as np
 import pytest
+from mpi4py import MPI
 
 from hermes.runtime.launch import _LAUNCHER_ENV
 from tests.conftest import ROOT, run_mpi
@@ -836,7 +837,11 @@ def test_end_to_end_under_mpiexec(inputs):
     args = next(a for i, a, _ in RUN if i == "chaco-nan-coordinate")
     res = run_mpi(4, ["run", *_argv(args, inputs), "--no-launch", "--quiet", "--out", str(inputs / "e2e-mpi")],
                   timeout=300)
-    assert res.returncode == 2 and res.stdout == ""
+    # under MPICH's Hydra a raw mpiexec may end with 9: when the first rank leaves with 2 after MPI_Finalize, Hydra
+    # kills the others with SIGKILL and reports that (seen 1 run in 3 of make check-mpich; a known limit, said in
+    # docs/RUNNING.md); `hermes run`'s own launch reports 2 under both libraries (test_plugins, test_faults)
+    mpich = "MPICH" in MPI.Get_library_version()
+    assert (res.returncode in (2, 9) if mpich else res.returncode == 2) and res.stdout == "", res.returncode
     text = [line.strip() for line in res.stderr.splitlines() if line.strip() and not line.startswith("-----")]
     assert text[0].startswith("hermes: error: ") and "non-finite coordinates" in text[0], res.stderr
     assert "Traceback" not in res.stderr

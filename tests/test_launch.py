@@ -254,6 +254,47 @@ def test_the_mpi_runtime_s_account_of_a_failure_becomes_one_hermes_line(noise, l
     assert _F in sink.getvalue() and sink.getvalue().decode().splitlines()[-1] == errors[0]
 
 
+#: the C library's words before it aborts a process (glibc's malloc_printerr, __fortify_fail)
+LIBC_LINES = (b"corrupted double-linked list\n", b"free(): invalid pointer\n", b"double free or corruption (out)\n",
+              b"malloc(): unaligned tcache chunk detected\n", b"corrupted size vs. prev_size\n",
+              b"Fatal glibc error: malloc assertion failure in sysmalloc\n")
+
+
+@pytest.mark.parametrize("libc", LIBC_LINES, ids=lambda b: b.decode().split("(")[0].split(":")[0].strip())
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_the_c_library_s_last_words_are_held_with_the_runtime_s(libc, where):
+    """prterun crashing in malloc under ``ulimit -f 64`` printed ``corrupted double-linked list`` beside PMIx's
+    start failure (once in a few runs of make ci): the user read it above hermes' line. Wherever it comes, it is held
+    back with the runtime's messages; --verbose shows it; a rank killed by SIGABRT is told with it."""
+    from hermes.runtime.launch import StderrRelay
+
+    at = {"first": 0, "middle": PMIX_START.index(_F), "last": len(PMIX_START)}[where]
+    noise = PMIX_START[:at] + libc + PMIX_START[at:]
+    sink = io.BytesIO()
+    _relay_stderr(io.BytesIO(b"phase 1\n" + noise), sink, status=14)
+    lines = sink.getvalue().decode().splitlines()
+    assert lines == ["phase 1", lines[-1]] and lines[-1].startswith(
+        "hermes: error: the MPI job could not start: PMIx_Init failed"), lines
+    sink = io.BytesIO()
+    _relay_stderr(io.BytesIO(noise), sink, StderrRelay(verbose=True), status=14)
+    assert libc in sink.getvalue()
+    abrt = SEGV.replace(b"11 (Segmentation fault)", b"6 (Aborted)")
+    assert abrt != SEGV
+    sink = io.BytesIO()
+    _relay_stderr(io.BytesIO(libc + abrt), sink, status=14)
+    said = libc.strip().decode()
+    assert sink.getvalue().decode().splitlines() == [
+        f"hermes: error: rank 1 was killed by signal 6 (Aborted) (the C library said: {said})"]
+
+
+def test_a_line_of_the_job_like_the_c_library_s_is_not_held():
+    """Only the C library's own forms are held: the job's lines that merely mention them pass."""
+    sink = io.BytesIO()
+    text = b"phase 1: corrupted cells 0\nfree(x) called\nthe double free or corruption test\n"
+    _relay_stderr(io.BytesIO(text), sink, status=0)
+    assert sink.getvalue() == text
+
+
 #: what MPICH 5.0.2 (the `mpich` wheel, Hydra) printed on this machine on standard error: `ulimit -f 64` (UCX
 #: cannot write its shared memory, MPI_Init fails), an MPI_Abort after an uncaught exception (python -m mpi4py)
 MPICH_START = (b"Abort(740443535): Fatal error in internal_Init_thread: Other MPI error, error stack:\n"

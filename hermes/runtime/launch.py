@@ -325,6 +325,13 @@ _TEARDOWN = re.compile(rb"^\[[^\]]*\] PMIX ERROR: PMIX_ERR_(UNREACH|LOST_CONNECT
 #: crash (``prterun: tpp.c:83: …: Assertion … failed.``) and its note on messages it aggregated
 _STARS = re.compile(rb"^(\*\*\* |prterun: .*Assertion|\d+ more process(es)? ha(s|ve) sent help message|"
                     rb"Set MCA parameter \"\S*help_aggregate\")")
+#: the C library's last words before it aborts a process of the job — the launcher or a rank — for a corrupted heap
+#: or stack (glibc's ``malloc_printerr`` and ``__fortify_fail``: ``corrupted double-linked list``,
+#: ``free(): invalid pointer``, ``double free or corruption (out)``, ``Fatal glibc error: …``); prterun printed the
+#: first under ``ulimit -f 64`` beside PMIx's start failure, once in a few runs
+_LIBC = re.compile(rb"^(corrupted [a-z_ .()-]+$|double free or corruption\b|(free|malloc|realloc|calloc|"
+                   rb"munmap_chunk|malloc_consolidate|_int_free|_int_malloc|_int_realloc|tcache_thread_shutdown|"
+                   rb"malloc_check|free_check)\(\): |Fatal glibc error: )")
 #: what a held message says about a rank (whitespace collapsed): (pattern, kind)
 _RANK_ENDS = (
     (re.compile(rb"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \(([^)]*)\))?"), "signal"),
@@ -388,7 +395,8 @@ class StderrRelay:
     - Open MPI's messages about the end of a job — its framed ones (the MPI_ABORT banner, "prterun has exited due
       to ...", "exited on signal ..."), the unframed lines of its runtime (``[host:pid] PMIX ERROR: ...``,
       ``[host:pid] *** Process received signal ***``), MPI_ERRORS_ARE_FATAL's ``*** ...`` stanza, prterun's own
-      assertion — are held back. Other framed messages (warnings) pass;
+      assertion, the C library's words before it aborts a process for a corrupted heap (``corrupted
+      double-linked list``: prterun, under ``ulimit -f 64``) — are held back. Other framed messages (warnings) pass;
     - MPICH's one-line accounts on standard error — ``Abort(2) on node 1 (rank 1 in comm 0): application called
       MPI_Abort(...)``, and ``Abort(...): Fatal error in internal_Init_thread: ...`` with its error stack — are
       held back too. (MPICH's Hydra writes its banner about a rank killed by a signal, "BAD TERMINATION OF ONE OF
@@ -417,6 +425,7 @@ class StderrRelay:
         self.stack: list[bytes] | None = None  # MPICH's error stack being read
         self.done: set[int] = set()  # the ranks that said they finished (:func:`rank_done`)
         self.reasons: list[str] = []  # what MPICH's innermost stack line said
+        self.libc: list[str] = []  # the C library's words before an abort (:data:`_LIBC`)
 
     def _fatal(self) -> None:
         if self.fatal_at is None:
@@ -502,6 +511,10 @@ class StderrRelay:
             self.held.append(line)
             self._note([line])
             return []
+        if _LIBC.match(line):
+            self.held.append(line)
+            self.libc.append(line.strip().decode(errors="replace"))
+            return []
         if line.startswith(b"Traceback (most recent call last)"):
             self.traceback = True
         if line.startswith(b"hermes: error:"):
@@ -531,7 +544,8 @@ class StderrRelay:
             number = int(groups[1])
             name = groups[2].decode(errors="replace") or signal.Signals(number).name
             hint = fsize if number == getattr(signal, "SIGXFSZ", -1) else ""
-            return f"rank {rank} was killed by signal {number} ({name}){hint}"
+            libc = f" (the C library said: {self.libc[0]})" if self.libc and number == signal.SIGABRT else ""
+            return f"rank {rank} was killed by signal {number} ({name}){libc}{hint}"
         if kind == "improper":
             return (f"rank {rank} ended before the job finished, without MPI_Finalize (os._exit, or a plug-in ending "
                     f"the process?)")

@@ -466,3 +466,14 @@ class RunSpec(Strict):
         "one per processor up to the cores of this machine (one fewer when a refined run draws its pictures "
         "while the phases run), the processors shared evenly among them "
         "(hermes.runtime.hosting); clock: wall needs one per processor; --processes overrides")
+    bulk: Literal["auto", "off"] = Field(
+        "auto", description="auto: the kernels that allow it run once per MPI process for all the processors it "
+        "hosts, as arrays (the solver's iterations under the virtual clock without extra load; "
+        "hermes.app.bulk), the same results bit for bit, the Python paid per process instead of per processor; "
+        "off: every processor runs its own loop (the reference of the bulk forms)")
+
+    @field_validator("bulk", mode="before")
+    @classmethod
+    def _bulk_words(cls, v):
+        # YAML 1.1 reads a bare off / on as false / true
+        return {False: "off", True: "auto"}.get(v, v) if isinstance(v, bool) else v

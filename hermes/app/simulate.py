@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes.app.bulk import BulkPart, bankable, solve_phase_bulk
 from hermes.app.kernels import jacobi_sweep
 from hermes.runtime.comm import NeighbourComm
 from hermes.data.distributed import LocalDomain, halo_plan
@@ -50,11 +51,24 @@ def jacobi_step(dom: LocalDomain, u: NDArray[np.float64], recv: list[NDArray[np.
 
 
 def solve_phase(comm, dom: LocalDomain, clock, *, kernel: str, iterations: int, work_per_weight: float,
-                bytes_per_edge: float) -> tuple[LocalDomain, LoopStats]:
-    """Run ``iterations`` solver iterations on the current distribution (collective)."""
+                bytes_per_edge: float, bulk: str = "off") -> tuple[LocalDomain, LoopStats]:
+    """Run ``iterations`` solver iterations on the current distribution (collective).
+
+    ``bulk``: ``auto`` runs them once per MPI process for all the processors it hosts
+    (:func:`hermes.app.bulk.solve_phase_bulk`: the same bits, the Python paid per process) when the clock allows
+    it — virtual, without an extra load; ``off``: each processor runs its own loop, as below."""
     plan = halo_plan(dom)
-    nb = NeighbourComm(comm, plan.ranks, clock)
     model_bytes = bytes_per_edge * plan.cut_edges.astype(np.float64)
+    if bulk == "auto" and bankable(clock):
+        part = BulkPart(dom, clock, plan, kernel, iterations, work_per_weight * dom.load, model_bytes)
+        u, nbytes, messages, residual = comm.bulk("solve_phase", part, solve_phase_bulk)
+        if kernel == "jacobi":
+            dom = replace(dom, fields={**dom.fields, "u": u})
+        return dom, LoopStats(iterations=iterations, work=part.work * iterations, bytes_sent=nbytes,
+                              messages=messages, residual=residual)
+    if bulk not in ("auto", "off"):
+        raise ValueError(f"bulk: {bulk!r}, expected 'auto' or 'off'")
+    nb = NeighbourComm(comm, plan.ranks, clock)
     order, ghost_sorted = ghost_layout(plan)
     recv_sizes = np.array([g.size for g in plan.recv_gid], dtype=np.int64)
     work = work_per_weight * dom.load

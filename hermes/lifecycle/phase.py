@@ -309,7 +309,8 @@ def compute(r: RunState, ph: PhaseState) -> None:
     """Step 8: the solver's iterations (thesis Alg. 2; ``application.mode: async``: asynchronous iterations,
     :mod:`hermes.app.async_mesh`, with the phase's own message tag), then every rank synchronised (charged)."""
     app = r.sc.application
-    solve = solve_phase if app.mode == "sync" else partial(solve_phase_async, tag=ASYNC_TAG + ph.k % 1000)
+    solve = partial(solve_phase, bulk=r.sc.run.bulk) if app.mode == "sync" else \
+        partial(solve_phase_async, tag=ASYNC_TAG + ph.k % 1000)
     r.dom, ph.loop = solve(r.comm, r.dom, r.clock, kernel=app.kernel, iterations=app.iterations,
                            work_per_weight=app.work_per_weight, bytes_per_edge=app.bytes_per_edge)
     r.residual = ph.loop.residual

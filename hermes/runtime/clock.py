@@ -42,7 +42,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["CATEGORIES", "Links", "SharedProcessor", "VirtualClock", "WallClock", "Clock", "make_clock"]
+__all__ = ["CATEGORIES", "Links", "SharedProcessor", "VirtualClock", "WallClock", "Clock", "make_clock", "ClockBank"]
 
 CATEGORIES = ("compute", "comm", "sync", "balance", "migrate", "adapt")
 
@@ -306,6 +306,73 @@ class WallClock(_Base):
 
 
 Clock = VirtualClock | WallClock
+
+
+class ClockBank:
+    """The virtual clocks of the processors one process hosts, as arrays: what a kernel run in bulk
+    (:meth:`hermes.runtime.interface.Communicator.bulk`) charges them, element by element the very IEEE operations
+    their own :class:`VirtualClock` methods perform, in the same order — so the clocks it writes back are the same
+    bits as if every processor had charged itself (numpy's elementwise ``+ - * /`` on float64 are Python's float
+    operations, and numpy never fuses them into an FMA).
+
+    :meth:`load` reads the clocks (``now``, the categories' totals and work), :meth:`store` writes them back: O(number
+    of clocks) of Python per kernel call, never per step. Only clocks without an extra load and in the same activity
+    can be banked (a load's model is per processor; :meth:`bankable` says whether a group's clocks can).
+    """
+
+    def __init__(self, clocks: list[VirtualClock]):
+        if not self.bankable(clocks):
+            raise ValueError("ClockBank: only virtual clocks without an extra load, in one activity, can be banked")
+        self.n = len(clocks)
+        self.override = clocks[0]._override if clocks else None
+        self.now = np.array([c.now for c in clocks], dtype=np.float64)
+        self.totals = {k: np.array([c.totals[k] for c in clocks], dtype=np.float64) for k in CATEGORIES}
+        self.work = {k: np.array([c.work[k] for c in clocks], dtype=np.float64) for k in CATEGORIES}
+
+    @staticmethod
+    def bankable(clocks: list) -> bool:
+        """Whether ``clocks`` can be banked: virtual, no extra load, one activity."""
+        return all(c.kind == "virtual" and c.load is None for c in clocks) and \
+            len({c._override for c in clocks}) <= 1
+
+    def _cat(self, cat: str) -> str:
+        return self.override or cat
+
+    def compute(self, dt: NDArray[np.float64], work: NDArray[np.float64]) -> None:
+        """:meth:`VirtualClock.compute` of every clock: ``dt[i]`` its duration (``work / rate``, or 0.0 for work
+        ≤ 0, as the clock computes it), ``work[i]`` the work (``max(work, 0)``, as the clock counts it)."""
+        cat = self._cat("compute")
+        self.work[cat] += work
+        self.charge(dt, "compute")
+
+    def charge(self, dt: NDArray[np.float64] | float, cat: str, mask: NDArray[np.bool_] | None = None) -> None:
+        """:meth:`VirtualClock.charge` of every clock (``mask``: of those where it is True)."""
+        tot = self.totals[self._cat(cat)]
+        if mask is None:
+            self.now += dt
+            tot += dt
+            return
+        d = dt[mask] if np.ndim(dt) else dt
+        self.now[mask] += d
+        tot[mask] += d
+
+    def wait_until(self, latest: NDArray[np.float64], cat: str = "sync") -> None:
+        """``if latest > now: charge(latest - now)`` of every clock, as :meth:`VirtualClock.exchanged` and
+        :meth:`VirtualClock.synchronised` wait."""
+        m = latest > self.now
+        if m.any():
+            self.charge(latest - self.now, cat, m)
+
+    def store(self, clocks: list[VirtualClock]) -> None:
+        """Write the bank back into ``clocks`` (those it was loaded from, in that order)."""
+        now = self.now.tolist()
+        totals = {k: v.tolist() for k, v in self.totals.items()}
+        work = {k: v.tolist() for k, v in self.work.items()}
+        for i, c in enumerate(clocks):
+            c.now = now[i]
+            for k in CATEGORIES:
+                c.totals[k] = totals[k][i]
+                c.work[k] = work[k][i]
 
 
 def make_clock(kind: str, rank: int, size: int, links: Links, speed: float, capacity: float, load=None) -> Clock:

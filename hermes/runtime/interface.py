@@ -85,6 +85,12 @@ class Communicator(Protocol):
         :func:`hermes.data.distributed.refresh_owners`."""
         ...
 
+    def bulk(self, name: str, part: Any, kernel: Callable[[Any, list], list]) -> Any:
+        """``kernel(group, parts)`` run once per MPI process over the ``part`` of each processor it runs, in rank
+        order (``group``: a :class:`hermes.runtime.bulk.ProcessGroup`); this processor's item of the list it
+        returns (collective: every processor calls the same ``name`` at the same point)."""
+        ...
+
     def shared(self, name: str, inputs: Any, build: Callable[[], np.ndarray]) -> np.ndarray:
         """``build()``, an array every processor computes alike from the same ``inputs`` (not collective): a hosted
         process builds it once for its processors whose ``inputs`` are equal, read-only."""

@@ -135,6 +135,15 @@ class PlainComm:
         q_owner[qo] = np.concatenate(back) if back else np.zeros(0, np.int64)
         return q_owner, bool(bad)
 
+    def bulk(self, name: str, part: Any, kernel: Callable[[Any, list], list]) -> Any:
+        """``kernel`` over this processor's ``part`` alone, its group one processor (:mod:`hermes.runtime.bulk`)."""
+        from hermes.runtime.bulk import PlainGroup
+
+        group = self.__dict__.get("_group")
+        if group is None:
+            group = self._group = PlainGroup(self)
+        return kernel(group, [part])[0]
+
     def shared(self, name: str, inputs: Any, build: Callable[[], np.ndarray]) -> np.ndarray:
         """``build()``: a processor alone in its process shares with nobody."""
         return build()

@@ -166,6 +166,11 @@ class HostedComm:
         return self.host.collective(self.rank_, "directory", (np.asarray(owned, dtype=np.int64),
                                                               np.asarray(asked, dtype=np.int64)))
 
+    def bulk(self, name: str, part: Any, kernel) -> Any:
+        """``kernel(group, parts)`` once for the processors of this process (:mod:`hermes.runtime.bulk`); this
+        processor's item of its result (collective)."""
+        return self.host.bulk(self.rank_, name, part, kernel)
+
     def barrier(self) -> None:
         self.host.collective(self.rank_, "barrier", None)
 

@@ -44,8 +44,9 @@ from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Req
 __all__ = ["Host", "host_run"]
 
 #: the bridge's tags (on its own communicator): an envelope to a processor, a process' parts of a collective (to
-#: process 0), a collective's results (from process 0), a control message of the termination detection
-_TAG_P2P, _TAG_COLL, _TAG_RESULT, _TAG_CTRL = 30001, 30002, 30003, 30004
+#: process 0), a collective's results (from process 0), a control message of the termination detection, a
+#: process' message to another in a kernel run in bulk (:mod:`hermes.runtime.hosting.group`)
+_TAG_P2P, _TAG_COLL, _TAG_RESULT, _TAG_CTRL, _TAG_BULK = 30001, 30002, 30003, 30004, 30005
 #: seconds between two waves of the termination detection while the totals change (process 0 idle)
 _WAVE_GAP = 0.01
 
@@ -101,6 +102,9 @@ class Host:
         self.ended = False  # process 0 said every processor of every process has ended
         # process 0: the current wave, its reports by process, the totals of the last complete wave, when to start
         self.wave, self.reports, self.totals, self.next_wave = 0, None, None, 0.0
+        self.bulkbox: dict[tuple[int, int], np.ndarray] = {}  # a bulk kernel's envelopes by (call, process)
+        self.runner: int | None = None  # the processor whose greenlet runs a bulk kernel now
+        self.group = None  # the process' group (hermes.runtime.hosting.group), made by run()
 
     def process_of(self, rank: int) -> int:
         return int(np.searchsorted(self.starts, rank, side="right") - 1)
@@ -119,8 +123,10 @@ class Host:
 
         from hermes.errors import HermesError
         from hermes.runtime.hosting.comm import HostedComm
+        from hermes.runtime.hosting.group import HostedGroup
 
         self.sched = getcurrent()
+        self.group = HostedGroup(self)
         if self.world is not None and self.n > 1:
             self.bridge = self.world.Dup()  # collective: every process of the run starts its Host
         for r in self.local:
@@ -268,6 +274,11 @@ class Host:
             elif tag == _TAG_RESULT:
                 k, payload = msg
                 self._results(k, payload)
+            elif tag == _TAG_BULK:
+                k, process, payload = msg
+                self.bulkbox[(k, process)] = payload
+                if self.runner is not None:
+                    self._wake(self.runner)
             else:
                 raise HostedError(f"the hosting bridge received tag {tag} from process {src}: no tag of its own "
                                   f"(a defect)")
@@ -385,6 +396,50 @@ class Host:
         if slot.count == len(self.local):
             del self.slots[k]
         return out
+
+    def bulk(self, rank: int, name: str, part, kernel: Callable[[Any, list], list]):
+        """Processor ``rank``'s part in its next collective, a kernel run in bulk
+        (:meth:`hermes.runtime.interface.Communicator.bulk`): the last of this process' processors to arrive runs
+        ``kernel(group, parts)`` (``parts`` in rank order) in its own greenlet; every processor gets its item of
+        the result. Processors calling different kernels (``name``) at the same call: a :class:`HostedError`."""
+        k = self.seq[rank]
+        self.seq[rank] = k + 1
+        slot = self.slots.get(k)
+        if slot is None:
+            slot = self.slots[k] = _Slot("bulk", 0, name)
+        elif (slot.kind, slot.op) != ("bulk", name):
+            what = f"bulk {slot.op}" if slot.kind == "bulk" else f"{slot.kind} (root {slot.root})"
+            raise HostedError(f"collective {k}: processor {rank} calls bulk {name} where the others call {what}")
+        slot.parts[rank] = part
+        if len(slot.parts) == len(self.local):
+            parts = [slot.parts[r] for r in self.local]
+            slot.parts = {}
+            self.runner = rank
+            try:
+                out = kernel(self.group, parts)
+            finally:
+                self.runner = None
+            if len(out) != len(parts):
+                raise HostedError(f"bulk {name}: {len(out)} results for {len(parts)} processors (a defect)")
+            slot.results = dict(zip(self.local, out))
+            for r in self.local:
+                self._wake(r)
+        self.wait(rank, lambda: slot.results is not None)
+        res = slot.results.pop(rank)
+        slot.count += 1
+        if slot.count == len(self.local):
+            del self.slots[k]
+        return res
+
+    def bulk_send(self, process: int, k: int, payload: np.ndarray) -> None:
+        """The bulk kernel's ``k``-th call sends ``payload`` to process ``process``."""
+        self._send(process, _TAG_BULK, (k, self.pid, payload))
+
+    def bulk_wait(self, k: int, processes: list[int]) -> dict[int, np.ndarray]:
+        """Wait (the kernel's greenlet) for the envelopes of the bulk kernel's ``k``-th call from ``processes``."""
+        box, rank = self.bulkbox, self.runner
+        self.wait(rank, lambda: all((k, q) in box for q in processes))
+        return {q: box.pop((k, q)) for q in processes}
 
     def _gather(self, k: int, process: int, parts: list, kind: str, root: int) -> None:
         """Process 0: process ``process``'s contributions to collective ``k`` (its processors' ``kind`` and

@@ -26,6 +26,13 @@ to METIS against p)::
 
     .venv/bin/python -m benchmarks.scale report --out runs/scale --plot docs/scale.png
 
+The yardstick (docs/design/bulk-emulation.md §5): before the runs start, ``run`` times the numpy lower bound of each
+(mesh, sweeps = phases × iterations) it is about to run, :func:`numpy_bound` — the run's Jacobi sweeps on the whole
+mesh in this one process, best of 3 — and caches it in ``--out`` as ``bound-<mesh>-<sweeps>.json``, so a sweep of
+runs pays for it once and no run shares the cores with it. Each run's line prints ``numpy bound B s (W/B x)``, W
+the benchmark's clock around ``mpiexec`` (launcher included); its JSON keeps ``bound_seconds`` and the table its
+``numpy bound (s)`` and ``wall / bound`` (blank for runs cached before the bound was).
+
 ``--quick`` runs a CI-sized smoke (a 40×30 grid on 4 ranks, two methods, one phase of two iterations) into a
 temporary directory and prints its table.
 """
@@ -37,15 +44,19 @@ import csv
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
+from numpy.typing import NDArray
 
 from benchmarks.partition_compare import markdown_table, run_hermes
+from hermes.errors import HermesError
 
-__all__ = ["METHODS", "DEFAULT_METHODS", "scenario", "table_schedule", "case_name", "row", "main"]
+__all__ = ["METHODS", "DEFAULT_METHODS", "scenario", "mesh_section", "numpy_bound", "bound_problem", "bound_sweeps",
+           "table_schedule", "case_name", "row", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the compact realisation (BENCHMARKS.md): exact ghosts, boundary conductances, boundary refinement
@@ -125,7 +136,7 @@ SETUPS = ("quickstart", "data", "thesis-homogeneous", "thesis-heterogeneous")
 COLUMNS = ["setup", "mesh", "capacities", "kind", "iterations", "phases", "ranks", "method", "cells", "total_time",
            "balance_time", "migrate_time", "compute_time", "final_imbalance", "imbalance_max", "edge_cut",
            "edge_cut_phases", "distinct_cells", "distinct_phases", "cell_sends", "refined_cells", "skipped",
-           "wall_seconds", "peak_rss_gib", "collectives", "messages"]
+           "wall_seconds", "peak_rss_gib", "collectives", "messages", "bound_seconds", "wall_vs_bound"]
 TABLE = [("ranks", "p", "{}"), ("method", "method", "{}"), ("total_time", "total (s)", "{:.4f}"),
          ("balance_time", "balance (s)", "{:.4f}"), ("migrate_time", "migrate (s)", "{:.4f}"),
          ("imbalance_max", "imbalance (worst phase)", "{:.3f}"), ("edge_cut_phases", "edge cut per phase", "{}"),
@@ -133,7 +144,8 @@ TABLE = [("ranks", "p", "{}"), ("method", "method", "{}"), ("total_time", "total
                                                                  "{}"),
          ("distinct_vs_metis", "moved / METIS", "{:.2f}"), ("cell_sends", "cell sends", "{:,}"),
          ("collectives", "balancing collectives (rank 0)", "{:,}"), ("messages", "balancing messages (rank 0)", "{:,}"),
-         ("wall_seconds", "wall (s)", "{:.0f}"), ("peak_rss_gib", "peak RSS (GiB)", "{:.2f}")]
+         ("wall_seconds", "wall (s)", "{:.0f}"), ("peak_rss_gib", "peak RSS (GiB)", "{:.2f}"),
+         ("bound_seconds", "numpy bound (s)", "{:.3g}"), ("wall_vs_bound", "wall / bound", "{:,.1f}")]
 
 
 def table_schedule(p: int, phases: int) -> list[list[float]]:
@@ -172,10 +184,7 @@ def scenario(mesh: str, method: str, *, ranks: int, capacities: str, kind: str, 
         return data_scenario(path, balancer, ranks=ranks, phases=phases, iterations=iterations,
                              caps=data_capacities(capacities, ranks), region=DEFAULT_REGION, kind=kind)
     sc = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text())
-    if mesh.startswith("grid"):
-        sc["mesh"] = {"grid": mesh[4:]}
-    else:
-        sc["mesh"] = {"file": str((ROOT / "meshes" / f"{mesh}.vtu").resolve()), "units": "cells"}
+    sc["mesh"] = mesh_section(mesh)
     sc["processors"] = ranks
     sc["platform"]["capacities"] = "homo"
     if capacities == "table":
@@ -189,6 +198,91 @@ def scenario(mesh: str, method: str, *, ranks: int, capacities: str, kind: str, 
     sc["balancer"] = balancer
     sc["output"] = {"pictures": False}
     return sc
+
+
+def mesh_section(mesh: str) -> dict[str, Any]:
+    """The scenario's ``mesh`` section of a benchmark mesh name: ``gridNxM`` generated, else ``meshes/<mesh>.vtu``
+    (its cells the work units)."""
+    if mesh.startswith("grid"):
+        return {"grid": mesh[4:]}
+    return {"file": str((ROOT / "meshes" / f"{mesh}.vtu").resolve()), "units": "cells"}
+
+
+def bound_problem(mesh: str) -> tuple[Any, NDArray[np.float64], NDArray[np.float64]]:
+    """The whole-mesh Jacobi problem of a run on ``mesh``: (A, f, σ + deg), A the CSR neighbour-sum matrix.
+
+    The mesh is built as the run builds it (:func:`hermes.lifecycle.setup.load_mesh` of :func:`mesh_section`:
+    :func:`hermes.data.generators.grid` for ``gridNxM``, the mesh reader for a file); A is
+    :func:`hermes.app.kernels.neighbour_sum_matrix` and f :func:`hermes.app.kernels.source_term` of the cell
+    centroids, as in :func:`hermes.app.kernels.jacobi_serial`. A ``refine`` run's work units are this mesh's
+    triangles, more of them with every phase: the bound of the initial mesh stays below it.
+    """
+    from hermes.app.kernels import SIGMA, neighbour_sum_matrix, source_term
+    from hermes.lifecycle.setup import load_mesh
+    from hermes.sections import MeshSpec
+
+    m = load_mesh(MeshSpec(**mesh_section(mesh)), Path)
+    return neighbour_sum_matrix(m.xadj, m.adjncy), source_term(m.coords), SIGMA + np.diff(m.xadj)
+
+
+def bound_sweeps(a: Any, f: NDArray[np.float64], denominator: NDArray[np.float64], sweeps: int) -> NDArray[np.float64]:
+    """``sweeps`` Jacobi sweeps from u = 0, ``u ← (f + A u) / (σ + deg)``: the arithmetic of
+    :func:`hermes.app.kernels.jacobi_sweeps` value for value (the loop-invariant σ + deg computed once, by
+    :func:`bound_problem`); returns the final u (tests/test_benchmarks_smoke.py compares it bit for bit)."""
+    u = np.zeros(f.size)
+    for _ in range(sweeps):
+        u = (f + a @ u) / denominator
+    return u
+
+
+def numpy_bound(mesh: str, sweeps: int, repeats: int = 3, *, out: Path | None = None) -> float:
+    """The numpy lower bound of a run: the seconds of its ``sweeps`` Jacobi sweeps on the whole mesh, serially in
+    this process (:func:`bound_sweeps`), the best of ``repeats``; the matrix is built outside the clock.
+
+    Parameters
+    ----------
+    mesh : str
+        ``gridNxM`` or a name in ``meshes/`` (:func:`mesh_section`).
+    sweeps : int
+        The run's sweeps: phases × iterations per phase.
+    repeats : int
+        Timed repetitions; the least is kept.
+    out : Path, optional
+        The benchmark's cache directory: the bound is read from ``out/bound-<mesh>-<sweeps>.json`` if there, else
+        measured and written there (through a temporary file).
+
+    Returns
+    -------
+    float
+        Seconds (``time.perf_counter`` around the sweeps).
+
+    Notes
+    -----
+    One core: scipy's CSR mat-vec (``_sparsetools.csr_matvec``) is a plain C++ loop, linked to neither OpenMP nor
+    BLAS, and numpy's element-wise ``+`` and ``/`` run on one thread, so no thread variable is needed (setting
+    ``OMP_NUM_THREADS`` here would reach the runs' processes through the environment; the sweeps call no BLAS).
+    The cache also keeps the process CPU time of the best repeat as the check: on one thread it is the wall time
+    (grid400x400, 300 sweeps: 0.227 s of each). The bound runs before the job starts, never beside it
+    (docs/design/bulk-emulation.md §5).
+    """
+    path = None if out is None else Path(out) / f"bound-{mesh}-{sweeps}.json"
+    if path is not None and path.is_file():
+        return float(json.loads(path.read_text())["seconds"])
+    a, f, denominator = bound_problem(mesh)
+    times = []
+    for _ in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        bound_sweeps(a, f, denominator, sweeps)
+        times.append((time.perf_counter() - t, time.process_time() - c))
+    seconds, cpu = min(times)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"mesh": mesh, "sweeps": sweeps, "cells": int(f.size), "repeats": repeats,
+                                   "seconds": seconds, "cpu_seconds": cpu, "times": [w for w, _ in times],
+                                   "method": "scipy CSR mat-vec, 1 core"}, indent=1))
+        tmp.replace(path)
+    return seconds
 
 
 def case_name(mesh: str, capacities: str, kind: str, iterations: int, phases: int, ranks: int, method: str,
@@ -222,6 +316,7 @@ def row(summary: dict[str, Any], **case: Any) -> dict[str, Any]:
 def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    pending = []
     for mesh in args.meshes.split(","):
         for caps in args.capacities.split(","):
             for kind in args.kinds.split(","):
@@ -236,35 +331,58 @@ def run(args) -> int:
                                 "schedule") else "homo", iterations=sc["application"]["iterations"],
                                 phases=sc["adaptation"]["phases"], ranks=sc["processors"])
                         path = out / f"{case_name(**case)}.json"
-                        if path.is_file():
-                            continue
-                        print(f"run {path.stem}", file=sys.stderr, flush=True)
-                        try:
-                            measured: dict[str, Any] = {}
-                            summary, seconds = run_hermes(sc, timeout=args.timeout, processes=args.processes,
-                                                          measured=measured)
-                        except RuntimeError as err:
-                            print(f"  failed: {err}", file=sys.stderr)
-                            continue
-                        r = row(summary, **case)
-                        print(f"  total {r['total_time']:.4f} s, imbalance {r['imbalance_max']:.3f}, cut "
-                              f"{r['edge_cut_phases']}, moved {r['distinct_phases']}, {seconds:.0f} s wall, peak RSS "
-                              f"{measured['peak_rss'] / 2**30:.2f} GiB",
-                              file=sys.stderr, flush=True)
-                        tmp = path.with_suffix(".tmp")
-                        tmp.write_text(json.dumps({"case": case, "summary": summary, "seconds": seconds,
-                                                   "peak_rss": measured["peak_rss"]}))
-                        tmp.replace(path)
+                        if not path.is_file():
+                            pending.append((path, case, sc))
+    # the yardstick, before any run starts (never beside one)
+    bounds: dict[tuple[str, int], float | None] = {}
+    for _, case, _ in pending:
+        key = (case["mesh"], case["phases"] * case["iterations"])
+        if key in bounds:
+            continue
+        cached = (out / f"bound-{key[0]}-{key[1]}.json").is_file()
+        try:
+            bounds[key] = numpy_bound(*key, out=out)
+        except (OSError, ValueError, HermesError) as err:  # the run will say it too
+            print(f"numpy bound of {key[0]}, {key[1]} sweeps: failed: {err}", file=sys.stderr, flush=True)
+            bounds[key] = None
+            continue
+        print(f"numpy bound of {key[0]}, {key[1]} sweeps: {bounds[key]:.3g} s (scipy CSR mat-vec, 1 core, best of 3"
+              f"{'; cached' if cached else ''})", file=sys.stderr, flush=True)
+    for path, case, sc in pending:
+        print(f"run {path.stem}", file=sys.stderr, flush=True)
+        try:
+            measured: dict[str, Any] = {}
+            summary, seconds = run_hermes(sc, timeout=args.timeout, processes=args.processes, measured=measured)
+        except RuntimeError as err:
+            print(f"  failed: {err}", file=sys.stderr)
+            continue
+        bound = bounds[(case["mesh"], case["phases"] * case["iterations"])]
+        r = row(summary, **case)
+        print(f"  total {r['total_time']:.4f} s, imbalance {r['imbalance_max']:.3f}, cut "
+              f"{r['edge_cut_phases']}, moved {r['distinct_phases']}, {seconds:.0f} s wall, peak RSS "
+              f"{measured['peak_rss'] / 2**30:.2f} GiB"
+              + (f", numpy bound {bound:.3g} s ({seconds / bound:,.1f} x)" if bound else ""),
+              file=sys.stderr, flush=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"case": case, "summary": summary, "seconds": seconds,
+                                   "peak_rss": measured["peak_rss"], "bound_seconds": bound}))
+        tmp.replace(path)
     return 0
 
 
 def load(out: Path) -> list[dict[str, Any]]:
     rows = []
     for path in sorted(out.glob("*.json")):
+        if path.name.startswith("bound-"):  # numpy_bound's cache
+            continue
         data = json.loads(path.read_text())
         r = row(data["summary"], **data["case"])
         # the peak summed resident memory of the job (recorded since the hosted study; absent before)
         r["peak_rss_gib"] = data["peak_rss"] / 2**30 if data.get("peak_rss") else None
+        # the numpy lower bound (numpy_bound; absent before the yardstick) and the benchmark's wall against it
+        r["bound_seconds"] = data.get("bound_seconds")
+        r["wall_vs_bound"] = data["seconds"] / r["bound_seconds"] if r["bound_seconds"] and data.get("seconds") \
+            else None
         rows.append(r)
     return rows
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from hermes.runtime.launch import _LAUNCHER_ENV
@@ -121,6 +122,97 @@ def test_scale_frontier_plot(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no METIS run at 64 ranks"):
         scale.frontier(rows[1:], tmp_path / "g.png")
+
+
+def test_numpy_bound_is_jacobi_sweeps_bit_for_bit():
+    """The bound's arithmetic is hermes.app.kernels.jacobi_sweeps' on the run's own mesh: the same u, bit for bit."""
+    from benchmarks import scale
+    from hermes.app.kernels import jacobi_serial
+    from hermes.data.generators import grid
+
+    m = grid(20, 19)
+    u = scale.bound_sweeps(*scale.bound_problem("grid20x19"), 5)
+    ref = jacobi_serial(m.xadj, m.adjncy, m.coords, 5)
+    assert u.dtype == ref.dtype and u.tobytes() == ref.tobytes()
+    assert not np.array_equal(u, scale.bound_sweeps(*scale.bound_problem("grid20x19"), 4))  # the sweeps count
+
+
+def test_numpy_bound_is_cached_and_reused(tmp_path):
+    """numpy_bound writes out/bound-<mesh>-<sweeps>.json once and reads it after (a sweep of runs pays once)."""
+    import json
+
+    from benchmarks import scale
+
+    b = scale.numpy_bound("grid20x20", 5, repeats=1, out=tmp_path)
+    assert isinstance(b, float) and b > 0
+    path = tmp_path / "bound-grid20x20-5.json"
+    cached = json.loads(path.read_text())
+    assert cached["seconds"] == b and cached["cells"] == 400 and cached["sweeps"] == 5
+    path.write_text(json.dumps({**cached, "seconds": 1234.5}))
+    assert scale.numpy_bound("grid20x20", 5, repeats=1, out=tmp_path) == 1234.5  # read, not measured again
+    assert scale.numpy_bound("grid20x20", 6, repeats=1, out=tmp_path) != 1234.5  # another key: measured
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bound-grid20x20-5.json", "bound-grid20x20-6.json"]
+    assert scale.load(tmp_path) == []  # the bounds are not runs
+
+
+def test_scale_run_times_the_bound_once_before_the_runs(tmp_path, monkeypatch, capsys):
+    """``run`` measures each (mesh, sweeps) bound before the first job starts, once for every run of it, and each run's
+    line and JSON carry it (the jobs are stubbed: no mpiexec)."""
+    import json
+
+    from benchmarks import scale
+
+    started = []
+
+    def fake_run_hermes(sc, **kw):
+        assert (tmp_path / "bound-grid20x20-6.json").is_file()  # measured before any job
+        started.append(sc["processors"])
+        kw["measured"]["peak_rss"] = 2**30
+        phase = {"edge_cut": 10, "balance_time": 0.1, "migrate_time": 0.2, "compute_time": 1.0,
+                 "imbalance_after": 1.01}
+        return {"cells_initial": 400, "total_time": 2.0, "final_imbalance": 1.01, "phases": [phase] * 3}, 3.0
+
+    monkeypatch.setattr(scale, "run_hermes", fake_run_hermes)
+    args = ["run", "--out", str(tmp_path), "--meshes", "grid20x20", "--ranks", "2,4", "--methods", "pcg",
+            "--iterations", "2", "--phases", "3"]
+    assert scale.main(args) == 0
+    err = capsys.readouterr().err
+    assert started == [2, 4] and err.count("numpy bound of grid20x20, 6 sweeps: ") == 1
+    assert "(scipy CSR mat-vec, 1 core, best of 3)" in err
+    bound = json.loads((tmp_path / "bound-grid20x20-6.json").read_text())["seconds"]
+    assert err.count(f", numpy bound {bound:.3g} s ({3.0 / bound:,.1f} x)") == 2
+    for p in (2, 4):
+        run = json.loads((tmp_path / f"grid20x20_homo_weights_it2_ph3_p{p}_pcg.json").read_text())
+        assert run["bound_seconds"] == bound
+    (tmp_path / "grid20x20_homo_weights_it2_ph3_p4_pcg.json").unlink()
+    assert scale.main(args) == 0
+    assert started == [2, 4, 4] and "1 core, best of 3; cached)" in capsys.readouterr().err
+
+
+def test_scale_report_with_and_without_the_bound(tmp_path, capsys):
+    """A run cached before the yardstick still reports, its bound and ratio cells blank; a newer one shows both."""
+    import json
+
+    from benchmarks import scale
+
+    phase = {"edge_cut": 10, "balance_time": 0.1, "migrate_time": 0.2, "compute_time": 1.0, "imbalance_after": 1.01}
+    summary = {"cells_initial": 400, "total_time": 2.0, "final_imbalance": 1.01, "phases": [phase],
+               "wall_seconds": 7.0}
+    case = dict(setup="quickstart", mesh="grid20x20", capacities="homo", kind="weights", iterations=5, phases=1,
+                ranks=4)
+    (tmp_path / "old.json").write_text(json.dumps({"case": {**case, "method": "pcg"}, "summary": summary,
+                                                   "seconds": 8.0, "peak_rss": 2**30}))
+    (tmp_path / "new.json").write_text(json.dumps({"case": {**case, "method": "metis"}, "summary": summary,
+                                                   "seconds": 8.0, "peak_rss": 2**30, "bound_seconds": 0.5}))
+    (tmp_path / "bound-grid20x20-5.json").write_text(json.dumps({"seconds": 0.5}))
+    assert scale.main(["report", "--out", str(tmp_path)]) == 0
+    head, rows = table(capsys.readouterr().out)
+    assert head[-2:] == ["numpy bound (s)", "wall / bound"]
+    got = {r[1]: r[-2:] for r in rows}
+    assert got == {"pcg": ["", ""], "metis": ["0.5", "16.0"]}
+    with (tmp_path / "scale.csv").open() as f:
+        by = {r["method"]: r for r in csv.DictReader(f)}
+    assert by["metis"]["bound_seconds"] == "0.5" and by["pcg"]["bound_seconds"] == ""
 
 
 @pytest.mark.mpi  # starts mpiexec itself

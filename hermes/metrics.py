@@ -180,7 +180,8 @@ def partition_quality_local(comm, dom, *, capacities: NDArray[np.float64] | None
     Notes
     -----
     Each rank contributes (load, cut adjacency entries, their weight, boundary cells, adjacent ranks,
-    migrated-in cells, weight and bytes, an error flag) to one ``allgather``; the edge cut is half the
+    migrated-in cells, weight and bytes, an error flag) to one table (the communicator's ``shared_rows``: built
+    once per process; the messages are gathered only if a flag is set); the edge cut is half the
     sum of cut entries. Every migrated cell is counted once, by the rank that owns it now.
     """
     p = comm.Get_size()
@@ -207,13 +208,13 @@ def partition_quality_local(comm, dom, *, capacities: NDArray[np.float64] | None
                 bad = f"bytes_per_cell has shape {b.shape} for {dom.n} cells"
             else:
                 mig[2] = float(b[moved].sum())
-    row = (dom.load, int(np.count_nonzero(cut)), cut_w, dom.boundary_cells, int(dom.neighbour_ranks.size),
-           *mig, bad)
-    table = comm.allgather(row)
-    errors = [(r, t[-1]) for r, t in enumerate(table) if t[-1]]
-    if errors:
+    row = np.array([dom.load, int(np.count_nonzero(cut)), cut_w, dom.boundary_cells, int(dom.neighbour_ranks.size),
+                    *mig, 1.0 if bad else 0.0], dtype=np.float64)
+    a = comm.shared_rows(row)
+    if a[:, -1].any():
+        errors = [(r, m) for r, m in enumerate(comm.allgather(bad)) if m]
         raise HermesError(f"partition quality: rank {errors[0][0]}: {errors[0][1]}")
-    a = np.array([t[:-1] for t in table], dtype=np.float64)
+    a = a[:, :-1]
     mig_t = (None, None, None)
     if prev_gid is not None:
         mig_t = (int(a[:, 5].sum()), float(a[:, 6].sum()),

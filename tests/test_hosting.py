@@ -184,19 +184,21 @@ def _results(d: Path) -> tuple:
                                               ("metis", 2)])
 def test_results_identical_whatever_the_processes(tmp_path, balancer, shared):
     """P = 5 processors as 5 processes (one each), as ``shared`` processes hosting several each, unevenly (3 + 2 or
-    2 + 2 + 1; every balancer on one of the two) and as 1 (in this process): summary.json, phases.csv and
-    partitions.npz bit for bit the same."""
+    2 + 2 + 1; every balancer on one of the two) and as 1 (in this process), the solver's iterations in bulk
+    (run.bulk: auto, the default: one loop per process) — and, the reference, each processor's own loop on 5
+    processes (run.bulk: off): summary.json, phases.csv and partitions.npz bit for bit the same."""
     base = ["run", "--no-pictures", "--quiet", "--set", "processors=5", "--set", "platform.capacities=homo",
             "--set", f"balancer.algorithm={balancer}", "--set", "adaptation.phases=2"]
     got = {}
-    for n in (5, shared, 1):
+    for n in ("off", 5, shared, 1):
         out = tmp_path / f"n{n}"
-        extra = ["--no-launch"] if n == 1 else ["--processes", str(n)]
+        extra = ["--no-launch"] if n == 1 else ["--processes", str(5 if n == "off" else n)]
+        extra += ["--set", "run.bulk=off"] if n == "off" else []
         res = _hermes([*base, *extra, "--out", str(out)])
         assert res.returncode == 0, res.stderr
         got[n] = _results(out)
-    for n in (shared, 1):
-        assert got[n] == got[5], f"{balancer}: {n} processes differ from 5"
+    for n in (5, shared, 1):
+        assert got[n] == got["off"], f"{balancer}: {n} processes in bulk differ from each processor's own loop"
 
 
 @pytest.mark.mpi

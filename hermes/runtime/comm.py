@@ -309,9 +309,13 @@ def sparse_exchange(comm, sends: dict[int, Any], tag: int) -> dict[int, Any]:
 
 
 def gather_error(comm, message: str | None) -> str | None:
-    """Collective agreement on rank-local failures: the first message of any rank, or None on all."""
-    msgs = comm.allgather(message)
-    for m in msgs:
+    """Collective agreement on rank-local failures: the first message of any rank, or None on all.
+
+    A count of the failures first (a reduction: computed once per hosting process), the messages only if one
+    failed — so agreeing costs O(1) per processor, not a list of P messages read by each."""
+    if not comm.allreduce(0 if message is None else 1):
+        return None
+    for m in comm.allgather(message):
         if m is not None:
             return m
     return None
@@ -329,8 +333,9 @@ def agree(comm, fn, *args, **kwargs):
         result = fn(*args, **kwargs)
     except HermesError as err:
         msg, etype = str(err), type(err)
-    msgs = comm.allgather(None if msg is None else (etype.__name__, msg))
-    for m in msgs:
+    if not comm.allreduce(0 if msg is None else 1):  # a count first, the messages only if one failed
+        return result
+    for m in comm.allgather(None if msg is None else (etype.__name__, msg)):
         if m is not None:
             import hermes.errors as he
 

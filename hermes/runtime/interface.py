@@ -85,6 +85,12 @@ class Communicator(Protocol):
         :func:`hermes.data.distributed.refresh_owners`."""
         ...
 
+    def shared_rows(self, x: np.ndarray) -> np.ndarray:
+        """Every processor's float vector ``x`` (one length for all) as the rows of a read-only (P, len(x)) array
+        in rank order (collective): a hosted process builds it once for the processors it runs, so a table every
+        processor reads whole (the testbed's bookkeeping) costs O(P) per process, not per processor."""
+        ...
+
     def bulk(self, name: str, part: Any, kernel: Callable[[Any, list], list]) -> Any:
         """``kernel(group, parts)`` run once per MPI process over the ``part`` of each processor it runs, in rank
         order (``group``: a :class:`hermes.runtime.bulk.ProcessGroup`); this processor's item of the list it

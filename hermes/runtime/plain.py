@@ -135,6 +135,14 @@ class PlainComm:
         q_owner[qo] = np.concatenate(back) if back else np.zeros(0, np.int64)
         return q_owner, bool(bad)
 
+    def shared_rows(self, x) -> np.ndarray:
+        """One ``Allgather`` of ``x`` into a new read-only array."""
+        v = np.ascontiguousarray(x, dtype=np.float64).ravel()
+        rows = np.empty((self.size, v.size), dtype=np.float64)
+        self.comm.Allgather(v, rows)
+        rows.flags.writeable = False
+        return rows
+
     def bulk(self, name: str, part: Any, kernel: Callable[[Any, list], list]) -> Any:
         """``kernel`` over this processor's ``part`` alone, its group one processor (:mod:`hermes.runtime.bulk`)."""
         from hermes.runtime.bulk import PlainGroup

@@ -166,6 +166,10 @@ class HostedComm:
         return self.host.collective(self.rank_, "directory", (np.asarray(owned, dtype=np.int64),
                                                               np.asarray(asked, dtype=np.int64)))
 
+    def shared_rows(self, x) -> np.ndarray:
+        """Every processor's float vector ``x`` as rows of one read-only array per process (collective)."""
+        return self.host.collective(self.rank_, "shared_rows", np.array(x, dtype=np.float64).ravel())
+
     def bulk(self, name: str, part: Any, kernel) -> Any:
         """``kernel(group, parts)`` once for the processors of this process (:mod:`hermes.runtime.bulk`); this
         processor's item of its result (collective)."""

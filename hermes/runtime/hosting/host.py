@@ -530,6 +530,12 @@ class Host:
             res = {r: data[r - self.lo] for r in self.local}
         elif kind == "barrier":
             res = {r: None for r in self.local}
+        elif kind == "shared_rows":  # one read-only table for all the processors of this process
+            if len({v.shape for v in data}) > 1:
+                raise HostedError("shared_rows: the processors' vectors differ in length")
+            table = np.vstack(data) if data else np.zeros((0, 0))
+            table.flags.writeable = False
+            res = {r: table for r in self.local}
         elif kind in ("Allgather", "Bcast"):
             res = {r: data for r in self.local}  # the processors copy into their own buffers
         elif kind == "Alltoall":

@@ -85,6 +85,15 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
     li = dom.local_index
     loc = li >= 0
     owner[loc] = dest[li[loc]]
+    if not received and not moving.any() and np.array_equal(owner, dom.nbr_owner) and \
+            list(dom.fields) == sorted(dom.fields):
+        # nothing left, nothing came, nothing learnt: the domain as it was (the same arrays assemble would rebuild,
+        # with its derived arrays kept) — a rank outside a realisation level pays no rebuild
+        if refresh:
+            dom = refresh_owners(comm, dom)
+            allreduce(comm, 0.0, clock)
+        stats.rounds = 1
+        return dom, stats
     dom = replace(dom, nbr_owner=owner)
     keep = dom.take(~moving)
     new = assemble(rank, size, [keep, *received], sorted(dom.fields))
@@ -120,9 +129,14 @@ def announce_moves(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalDomain
     ghost = dom.local_index < 0
     out = []
     for q in nb:  # moving cells adjacent to q's cells, as (gid, new owner) pairs
-        cells = np.intersect1d(np.unique(dom.rows[ghost & (dom.nbr_owner == q)]), moving, assume_unique=True)
-        out.append(np.column_stack((dom.gid[cells], dest[cells])).astype(np.float64).ravel())
+        if moving.size:
+            cells = np.intersect1d(np.unique(dom.rows[ghost & (dom.nbr_owner == q)]), moving, assume_unique=True)
+            out.append(np.column_stack((dom.gid[cells], dest[cells])).astype(np.float64).ravel())
+        else:
+            out.append(np.zeros(0))
     got = nc.exchange(out)
+    if not moving.size and not any(g.size for g in got) and np.all(dom.nbr_owner[~ghost] == me):
+        return dom  # nothing moves here nor next door: every owner stays (and the domain's derived arrays)
     owner = dom.nbr_owner.copy()
     owner[~ghost] = dest[dom.local_index[~ghost]]
     pairs = np.concatenate([g.reshape(-1, 2) for g in got]).astype(np.int64) if got else np.zeros((0, 2), np.int64)

@@ -124,6 +124,31 @@ def validate_model(model: Model) -> None:
         raise GraphError("processor graph is disconnected")
 
 
+def input_error(nb: NeighbourComm, load: float, capacity: float, weights, *,
+                extra_checks: Callable[[], object] | None = None) -> str | None:
+    """What is wrong with one rank's balancer inputs (:func:`agree_local_inputs`' checks), as ``Kind|message``, or
+    None."""
+    nbrs = nb.neighbours
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    error = None
+    try:
+        if extra_checks is not None:
+            extra_checks()
+        if w.shape != (len(nbrs),):
+            raise GraphError(f"rank {nb.rank}: {w.size} edge weights for {len(nbrs)} neighbours")
+        if np.any(~np.isfinite(w)) or np.any(w <= 0):
+            raise GraphError(f"rank {nb.rank}: edge weights must be positive")
+        if not (math.isfinite(capacity) and capacity > 0):
+            raise GraphError(f"capacity of processor {nb.rank} must be positive, got {capacity}")
+        if not (math.isfinite(load) and load >= 0):
+            raise GraphError(f"load of processor {nb.rank} must be non-negative, got {load}")
+        if nb.size > 1 and len(nbrs) == 0:
+            raise GraphError(f"processor graph is disconnected: rank {nb.rank} has no neighbours")
+    except (BalancerError, GraphError) as err:
+        error = f"{type(err).__name__}|{err}"
+    return error
+
+
 def agree_local_inputs(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
                        extra_checks: Callable[[], object] | None = None) -> float:
     """Check one rank's balancer inputs, agree on them collectively and return ``Σ l`` over all ranks.
@@ -157,30 +182,18 @@ def agree_local_inputs(nb: NeighbourComm, load: float, capacity: float, weights:
     Communication: one allreduce (sum) of the 2-vector (l_i, error flag); only if some rank failed,
     additionally one allgather of the error messages (:func:`hermes.runtime.comm.gather_error`).
     """
-    nbrs = nb.neighbours
-    w = np.asarray(weights, dtype=np.float64).ravel()
-    error = None
-    try:
-        if extra_checks is not None:
-            extra_checks()
-        if w.shape != (len(nbrs),):
-            raise GraphError(f"rank {nb.rank}: {w.size} edge weights for {len(nbrs)} neighbours")
-        if np.any(~np.isfinite(w)) or np.any(w <= 0):
-            raise GraphError(f"rank {nb.rank}: edge weights must be positive")
-        if not (math.isfinite(capacity) and capacity > 0):
-            raise GraphError(f"capacity of processor {nb.rank} must be positive, got {capacity}")
-        if not (math.isfinite(load) and load >= 0):
-            raise GraphError(f"load of processor {nb.rank} must be non-negative, got {load}")
-        if nb.size > 1 and len(nbrs) == 0:
-            raise GraphError(f"processor graph is disconnected: rank {nb.rank} has no neighbours")
-    except (BalancerError, GraphError) as err:
-        error = f"{type(err).__name__}|{err}"
+    error = input_error(nb, load, capacity, weights, extra_checks=extra_checks)
     total, bad = nb.allreduce(np.array([float(load) if error is None else 0.0, float(error is not None)]))
     if bad > 0:
-        msg = gather_error(nb.comm, error) or "GraphError|invalid balancer input on another rank"
-        kind, _, text = msg.partition("|")
-        raise (BalancerError if kind == "BalancerError" else GraphError)(text)
+        raise_input_error(nb, error)
     return total
+
+
+def raise_input_error(nb: NeighbourComm, error: str | None) -> None:
+    """Raise the first rank's input error on every rank (collective: the ranks agreed that one failed)."""
+    msg = gather_error(nb.comm, error) or "GraphError|invalid balancer input on another rank"
+    kind, _, text = msg.partition("|")
+    raise (BalancerError if kind == "BalancerError" else GraphError)(text)
 
 
 def ordered_total(x: NDArray[np.float64]) -> float:

@@ -242,6 +242,9 @@ class BalanceContext:
     #: the scenario's ``balancer.conductance``: ``boundary`` when the model's edge weights already include the
     #: subdomains' common boundaries, ``links`` when they are the monitor's link weights alone
     conductance: str = "links"
+    #: the scenario's ``run.bulk``: ``auto`` lets a balancer with a bulk form run it once per MPI process for the
+    #: processors it hosts (the same bits), ``off`` keeps every processor's own loop
+    bulk: str = "off"
 
 
 @dataclass

@@ -194,7 +194,7 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
         ctx = BalanceContext(comm=r.comm, clock=r.clock, nb=nb, model=ph.model, load=r.dom.load,
                              capacity=est.capacity, weights=weights, dom=view, params=r.params, seed=r.sc.seed,
                              state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth,
-                             round=ph.rounds, conductance=r.sc.balancer.conductance)
+                             round=ph.rounds, conductance=r.sc.balancer.conductance, bulk=r.sc.run.bulk)
         decision = agree(r.comm, _run_balancer, r.balancer, ctx)
     ph.iterations += decision.iterations
     return decision

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ProcessGroup", "PlainGroup", "BULK_TAG"]
+__all__ = ["ProcessGroup", "PlainGroup", "BankedNeighbours", "BULK_TAG"]
 
 #: the tag of a plain group's messages (on the PlainComm's own duplicate of the job's communicator)
 BULK_TAG = 105
@@ -98,3 +98,154 @@ class PlainGroup(_Blocks):
     def allgather_var(self, x: NDArray[np.float64]) -> list[NDArray[np.float64]]:
         x = np.ascontiguousarray(x, dtype=np.float64).ravel()
         return [np.asarray(v, dtype=np.float64) for v in self.comm.allgather(x)]
+
+
+class BankedNeighbours:
+    """The :class:`~hermes.runtime.comm.NeighbourComm` of every processor of a process, for a kernel run in bulk:
+    what they exchange with their neighbours in the processor graph and reduce over all processors, with their
+    clocks in a :class:`~hermes.runtime.clock.ClockBank` and their :class:`~hermes.runtime.comm.Counters` updated
+    as each processor's own calls would update them (the same IEEE operations in the same order, so the same bits).
+
+    ``nbs``: the processors' NeighbourComms in rank order (``lo`` to ``hi`` of ``group``), with virtual clocks
+    without an extra load (:meth:`ClockBank.bankable`). Call :meth:`store` when the kernel ends.
+
+    The pairs (processor, neighbour) are laid end to end in rank order, each processor's in its neighbours' order:
+    a pair-aligned array has one value per message. A processor's neighbour on another process is reached by one
+    message per pair of processes per call, carrying per pair (sorted by receiver, then sender, on both sides) the
+    sender's time stamp and value.
+    """
+
+    def __init__(self, group, nbs: list) -> None:
+        from hermes.runtime.clock import ClockBank
+
+        self.group, self.nbs = group, nbs
+        self.clocks = [nb.clock for nb in nbs]
+        self.bank = ClockBank(self.clocks)
+        L, lo = len(nbs), group.lo
+        self.L = L
+        deg = np.array([len(nb.neighbours) for nb in nbs], dtype=np.int64)
+        self.deg = deg
+        self.ptr = np.concatenate(([0], np.cumsum(deg)))
+        self.nbr = np.concatenate([np.asarray(nb.neighbours, dtype=np.int64) for nb in nbs]) if L else \
+            np.zeros(0, np.int64)
+        self.owner = np.repeat(np.arange(L, dtype=np.int64), deg)
+        self.has_nbrs = deg > 0
+        self.nz_starts = self.ptr[:-1][self.has_nbrs]
+        pq = group.process_of(self.nbr)
+        remote = np.flatnonzero(pq != group.pid)
+        order = remote[np.argsort(pq[remote], kind="stable")]
+        self.src = np.where(pq == group.pid, self.nbr - lo, -1)
+        self.src[order] = L + np.arange(order.size)
+        self.procs = [int(q) for q in np.unique(pq[remote])]
+        self.recv_pairs = {q: int(np.count_nonzero(pq[remote] == q)) for q in self.procs}
+        self.send_order: dict[int, NDArray[np.int64]] = {}
+        for q in self.procs:
+            idx = np.flatnonzero(pq == q)
+            self.send_order[q] = idx[np.lexsort((self.owner[idx], self.nbr[idx]))]
+        from scipy.sparse import csr_array
+
+        #: sums over each processor's pairs, left to right from 0.0 (``csr_matvec`` with ones: exact products)
+        self._sum = csr_array((np.ones(self.nbr.size), np.arange(self.nbr.size), self.ptr),
+                              shape=(L, self.nbr.size))
+        self._ones = np.ones(self.nbr.size)
+        self.ctime = np.array([nb.counters.time for nb in nbs], dtype=np.float64)
+        self.rounds = self.collectives = 0
+        self.coll_kinds: dict[str, int] = {}
+        self.messages = np.zeros(L, dtype=np.int64)
+        self.nbytes = np.zeros(L, dtype=np.int64)
+        self.transit: NDArray[np.float64] | None = None
+        self._costs: dict[float, tuple] = {}
+
+    # -- what each processor's calls compute --------------------------------------------------------
+    def ordered_sums(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Each processor's ``ordered_sum`` of its pairs' ``values`` (left to right from 0.0)."""
+        s = self._sum
+        s.data = np.asarray(values, dtype=np.float64)
+        return s @ self._ones
+
+    def _pair_costs(self, nbytes: float) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """(send cost of each pair, its arrival cost, each processor's longest send) for messages of ``nbytes``,
+        as ``Links.cost`` computes them one by one with each clock's current links."""
+        hit = self._costs.get(nbytes)
+        links = [c.links for c in self.clocks]
+        if hit is not None and all(a is b for a, b in zip(hit[0], links)):
+            return hit[1:]
+        send = np.empty(self.nbr.size)
+        recv = np.empty(self.nbr.size)
+        for i, (lk, nb) in enumerate(zip(links, self.nbs)):
+            a, b = self.ptr[i], self.ptr[i + 1]
+            if a == b:
+                continue
+            if not lk.overrides:
+                send[a:b] = recv[a:b] = lk.latency + np.full(b - a, nbytes) / lk.bandwidth
+            else:
+                send[a:b] = [lk.cost(nb.rank, int(j), nbytes) for j in nb.neighbours]
+                recv[a:b] = [lk.cost(int(j), nb.rank, nbytes) for j in nb.neighbours]
+        own = np.zeros(self.L)
+        if self.nz_starts.size:
+            own[self.has_nbrs] = np.maximum.reduceat(send, self.nz_starts)
+        self._costs[nbytes] = (links, send, recv, own)
+        return send, recv, own
+
+    def exchange_scalar(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Every processor's ``NeighbourComm.exchange_scalar(values[i])``: the neighbours' values, pair-aligned."""
+        values = np.asarray(values, dtype=np.float64)
+        bank = self.bank
+        stamps = bank.now.copy()
+        out = {}
+        for q in self.procs:
+            o = self.owner[self.send_order[q]]
+            out[q] = np.concatenate((stamps[o], values[o]))
+        got = self.group.exchange(out)
+        every_t = np.concatenate((stamps, *[got[q][:self.recv_pairs[q]] for q in self.procs]))
+        every_v = np.concatenate((values, *[got[q][self.recv_pairs[q]:] for q in self.procs]))
+        nbr_stamp = every_t[self.src]
+        nbr_val = every_v[self.src]
+        send, recv, own = self._pair_costs(8.0)
+        bank.charge(own, "comm")
+        arrivals = nbr_stamp + recv
+        if self.nz_starts.size:
+            last = bank.now.copy()
+            last[self.has_nbrs] = np.maximum.reduceat(arrivals, self.nz_starts)
+            bank.wait_until(last)
+        self.transit = arrivals - nbr_stamp
+        self.ctime += bank.now - stamps
+        self.rounds += 1
+        self.messages += self.deg
+        self.nbytes += 8 * self.deg  # int(Σ 8.0 over the neighbours): exact
+        return nbr_val
+
+    def allreduce(self, values: NDArray[np.float64], kind: str = "allreduce") -> NDArray[np.float64]:
+        """Every processor's ``NeighbourComm.allreduce`` (sum) of its row of ``values`` ((L,) or (L, m)): the sums
+        over all processors in rank order from 0.0, the same for all ((m,) or a scalar's (1,))."""
+        v = np.asarray(values, dtype=np.float64).reshape(self.L, -1)
+        m = v.shape[1]
+        bank = self.bank
+        stamps = bank.now.copy()
+        head = np.concatenate(([np.max(stamps)], v.ravel()))
+        rows = self.group.allgather_var(head)
+        latest = float(max(r[0] for r in rows))
+        table = np.concatenate([np.zeros((1, m))] + [r[1:].reshape(-1, m) for r in rows])
+        total = np.cumsum(table, axis=0)[-1]  # ((0 + v_0) + v_1) + …, the rank-order fold
+        cost = self.clocks[0].links.collective_cost(self.group.size, 8.0 * m) if self.L else 0.0
+        bank.wait_until(np.full(self.L, latest))
+        bank.charge(cost, "comm")
+        self.ctime += bank.now - stamps
+        self.coll_kinds[kind] = self.coll_kinds.get(kind, 0) + 1
+        self.nbytes += 8 * m
+        return total
+
+    def store(self) -> None:
+        """Write the clocks, counters and last transit times back into every processor's objects."""
+        self.bank.store(self.clocks)
+        ctime = self.ctime.tolist()
+        for i, nb in enumerate(self.nbs):
+            c = nb.counters
+            c.exchange_rounds += self.rounds
+            for kind, n in self.coll_kinds.items():
+                c.collectives[kind] = c.collectives.get(kind, 0) + n
+            c.messages += int(self.messages[i])
+            c.bytes += int(self.nbytes[i])
+            c.time = ctime[i]
+            if self.transit is not None:
+                nb.last_transit = self.transit[self.ptr[i]:self.ptr[i + 1]].copy()

@@ -21,6 +21,8 @@ from hermes.balance.flow import (
     FlowResult,
     LocalFlowResult,
     agree_local_inputs,
+    input_error,
+    raise_input_error,
     alpha_beta_time,
     neighbour_table,
     ordered_row_sums,
@@ -309,6 +311,77 @@ class PCGParams(Params):
     max_iterations: OptionalCount = Field(None, description="iteration limit (null: 10 p)")
 
 
+def pcg_bulk(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
+             tolerance: float = 1e-8, max_iterations: int | None = None) -> LocalFlowResult:
+    """:func:`pcg_distributed` run once per MPI process for all the processors it hosts (``run.bulk: auto``;
+    :meth:`hermes.runtime.interface.Communicator.bulk`): the same iterations, flows, clocks and counters, bit for
+    bit — the processors' scalars as vectors, their neighbour exchanges and allreduces through
+    :class:`~hermes.runtime.bulk.BankedNeighbours`, the stopping test on the same global values. Collective; the
+    processors' clocks must be virtual without an extra load."""
+    part = (nb, float(load), float(capacity), np.asarray(weights, dtype=np.float64).ravel(), tolerance,
+            max_iterations)
+    out = nb.comm.bulk("pcg", part, _pcg_kernel)
+    if isinstance(out, tuple):  # an input was bad on some processor: agreed, as agree_local_inputs does
+        raise_input_error(nb, out[1])
+    return out
+
+
+def _pcg_kernel(group, parts: list) -> list:
+    from hermes.runtime.bulk import BankedNeighbours
+
+    nbs = [pt[0] for pt in parts]
+    tolerance, max_iterations = parts[0][4], parts[0][5]
+    bn = BankedNeighbours(group, nbs)
+    errors = [input_error(nb, load, cap, wt, extra_checks=lambda: _check_params(tol, mi))
+              for nb, load, cap, wt, tol, mi in parts]
+    loads = np.array([pt[1] if e is None else 0.0 for pt, e in zip(parts, errors)])
+    caps = np.array([pt[2] for pt in parts])
+    total, bad = bn.allreduce(np.column_stack((loads, [float(e is not None) for e in errors])))
+    if bad > 0:
+        bn.store()
+        return [("error", e) for e in errors]
+    if max_iterations is None:
+        max_iterations = 10 * group.size
+    wt = np.concatenate([pt[3] for pt in parts]) if parts else np.zeros(0)
+    own = bn.owner
+    b = loads - caps * total
+    bnorm2 = float(bn.allreduce(b * b)[0])
+    x = np.zeros(len(parts))
+    r = b - 0.0
+    rho1 = float(bn.allreduce(r * r)[0])
+    rho0 = rho1
+    u = r
+    k = 0
+    while not _done(rho1, bnorm2, tolerance, total) and k < max_iterations:
+        k += 1
+        u = r if k == 1 else r + (rho1 / rho0) * u
+        uj = bn.exchange_scalar(u)
+        w = bn.ordered_sums(wt * (u[own] - uj))
+        dotp = float(bn.allreduce(u * w)[0])
+        stalled = not dotp > 0
+        alpha = 0.0 if stalled else rho1 / dotp
+        x = x + alpha * u
+        r = r - alpha * w
+        rho0 = rho1
+        rho1 = float(bn.allreduce(r * r)[0])
+        if stalled:
+            break
+    xj = bn.exchange_scalar(x)
+    flows = wt * (x[own] - xj)
+    bn.store()
+    converged = _done(rho1, bnorm2, tolerance, total)
+    res = []
+    for i, nb in enumerate(nbs):
+        nb.counters.iterations = k
+        res.append(LocalFlowResult(flows=flows[bn.ptr[i]:bn.ptr[i + 1]].copy(), iterations=k, converged=converged,
+                                   counters=nb.counters, extra={"potential": x[i] if k else 0.0,
+                                                                        "residual": _relres(rho1, bnorm2)}))
+    return res
+
+
 @register("pcg", params=PCGParams, serial=pcg, doc="method of potentials by conjugate gradients (thesis Alg. 8)")
 def run_pcg(ctx: BalanceContext) -> Decision:
-    return flow_balancer(pcg_distributed)(ctx)
+    from hermes.runtime.clock import ClockBank
+
+    bulk = ctx.bulk == "auto" and ClockBank.bankable([ctx.clock])
+    return flow_balancer(pcg_bulk if bulk else pcg_distributed)(ctx)

@@ -1,0 +1,44 @@
+"""Whole runs with the bulk forms (run.bulk: auto, the default) against every processor's own loop (off), hosted in
+one process: summary.json, phases.csv and partitions.npz bit for bit — for the balancers with a bulk form, on
+heterogeneous capacities that change by phase and with a platform profile (the balancer's messages on their own
+links, a collective's own latency). Across MPI processes: tests/test_hosting.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _results(d: Path) -> tuple:
+    summary = json.loads((d / "summary.json").read_text())
+    for k in ("wall_seconds", "adapt_wall_seconds", "versions"):
+        summary.pop(k, None)
+    parts = np.load(d / "partitions.npz")
+    return (json.dumps(summary, sort_keys=True), (d / "phases.csv").read_text(),
+            {k: parts[k].tobytes() for k in sorted(parts.files)})
+
+
+@pytest.mark.parametrize("balancer", ["pcg", "chebyshev", "none"])
+@pytest.mark.parametrize("platform", ["profile", "table"])
+def test_a_run_in_bulk_is_each_processor_s_own_loop(tmp_path, balancer, platform):
+    base = ["run", "--no-launch", "--no-pictures", "--quiet", "--set", "processors=7", "--set", "mesh.grid=40x30",
+            "--set", f"balancer.algorithm={balancer}", "--set", "adaptation.phases=3"]
+    base += (["--set", "platform.profile=thesis2003", "--set", "platform.capacities=homo"] if platform == "profile"
+             else ["--set", "platform.capacities=[1,2,3,1,2,3,4]", "--set",
+                   "platform.schedule=[[1,2,3,1,2,3,4],[4,3,2,1,1,1,1],[1,1,1,1,5,5,5]]"])
+    got = {}
+    for mode in ("off", "auto"):
+        out = tmp_path / mode
+        res = subprocess.run([sys.executable, "-m", "hermes", *base, "--set", f"run.bulk={mode}", "--out", str(out)],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert res.returncode == 0, res.stderr
+        got[mode] = _results(out)
+    assert got["auto"] == got["off"]
+    assert json.loads(got["off"][0])["total_time"] > 0

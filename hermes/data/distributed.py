@@ -59,6 +59,11 @@ class LocalDomain:
         return np.where(hit, pos, -1)
 
     @cached_property
+    def owns_its_entries(self) -> bool:
+        """Every adjacency entry of a cell owned here names this rank as its owner (what a migration keeps)."""
+        return bool(np.all(self.nbr_owner[self.local_index >= 0] == self.rank))
+
+    @cached_property
     def cut_mask(self) -> NDArray[np.bool_]:
         """Adjacency entries whose neighbour lives on another rank."""
         return self.nbr_owner != self.rank

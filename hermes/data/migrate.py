@@ -81,12 +81,7 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
     if clock is not None:
         clock.exchanged(np.array(send_costs), np.array(arrivals))
     # what this rank knows: cells it sent now live at their destination, cells it received live here
-    owner = dom.nbr_owner.copy()
-    li = dom.local_index
-    loc = li >= 0
-    owner[loc] = dest[li[loc]]
-    if not received and not moving.any() and np.array_equal(owner, dom.nbr_owner) and \
-            list(dom.fields) == sorted(dom.fields):
+    if not received and not moving.any() and dom.owns_its_entries and list(dom.fields) == sorted(dom.fields):
         # nothing left, nothing came, nothing learnt: the domain as it was (the same arrays assemble would rebuild,
         # with its derived arrays kept) — a rank outside a realisation level pays no rebuild
         if refresh:
@@ -94,6 +89,10 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
             allreduce(comm, 0.0, clock)
         stats.rounds = 1
         return dom, stats
+    owner = dom.nbr_owner.copy()
+    li = dom.local_index
+    loc = li >= 0
+    owner[loc] = dest[li[loc]]
     dom = replace(dom, nbr_owner=owner)
     keep = dom.take(~moving)
     new = assemble(rank, size, [keep, *received], sorted(dom.fields))
@@ -135,7 +134,7 @@ def announce_moves(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalDomain
         else:
             out.append(np.zeros(0))
     got = nc.exchange(out)
-    if not moving.size and not any(g.size for g in got) and np.all(dom.nbr_owner[~ghost] == me):
+    if not moving.size and not any(g.size for g in got) and dom.owns_its_entries:
         return dom  # nothing moves here nor next door: every owner stays (and the domain's derived arrays)
     owner = dom.nbr_owner.copy()
     owner[~ghost] = dest[dom.local_index[~ghost]]

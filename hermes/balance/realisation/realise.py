@@ -105,20 +105,32 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     out_edges = np.flatnonzero(edges[:, 0] == rank) if len(edges) else np.zeros(0, np.int64)
     in_edges = np.flatnonzero(edges[:, 1] == rank) if len(edges) else np.zeros(0, np.int64)
     load0 = dom.load  # before any level: what arrives beyond the flow's inflow is passed on (select_adaptive)
+    # the ranks with something to send, from the global flow (the same on every rank): a level none of whose ranks
+    # sends is skipped by all, as their agreement on it would
+    p = comm.Get_size()
+    sends = np.zeros(p, dtype=bool)
+    if len(edges):
+        f = np.asarray(flow, dtype=np.float64)
+        sends[edges[:, 0][f > 0]] = True
+        sends[edges[:, 1][f < 0]] = True
     for level in levels:
-        if not comm.allreduce(int(rank in set(level.tolist()) and _has_out(rank, edges, flow))):
+        level = np.asarray(level, dtype=np.int64)
+        if not sends[level].any():
             continue
         dest = np.full(dom.n, rank, dtype=np.int64)
-        if rank in set(level.tolist()):
+        mine = bool(np.any(level == rank))
+        if mine:
             out = _outflow(rank, edges, flow)
             if out:
                 dest = select_adaptive(select, dom, out, cost, inflow=_inflow(rank, edges, flow),
                                        load0=load0) if adaptive else select(dom, out, cost)
-        moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank}
+        moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank} if mine else {}
         if exact:
             dom = announce_moves(NeighbourComm(comm, dom.neighbour_ranks, _clock(comm, clock)), dom, dest)
         dom, st = migrate(comm, dom, dest, clock, refresh=False)
         stats.add(st)
+        if not moved_to:
+            continue
         for k in out_edges.tolist():  # only this rank's edges can carry its moves
             j = int(edges[k, 1])
             if j in moved_to:
@@ -211,13 +223,15 @@ def _slack(dom: LocalDomain, load: float) -> float:
 
 
 def _outflow(rank: int, edges, flow) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for (i, j), f in zip(edges.tolist(), flow.tolist()):
-        if i == rank and f > 0:
-            out[j] = f
-        elif j == rank and f < 0:
-            out[i] = -f
-    return out
+    """What ``rank`` sends along each of its edges, in the edges' order (the neighbour: the weight)."""
+    edges, flow = np.asarray(edges), np.asarray(flow, dtype=np.float64)
+    if not len(edges):
+        return {}
+    first = (edges[:, 0] == rank) & (flow > 0)
+    second = (edges[:, 1] == rank) & (flow < 0)
+    idx = np.flatnonzero(first | second)
+    return {int(edges[k, 1]) if first[k] else int(edges[k, 0]): (f if first[k] else -f)
+            for k, f in zip(idx.tolist(), flow[idx].tolist())}
 
 
 def realisation_report(xadj, adjncy, owner_before, owner_after, weights, flow: SubdomainFlow, *,

@@ -468,9 +468,9 @@ class RunSpec(Strict):
         "(hermes.runtime.hosting); clock: wall needs one per processor; --processes overrides")
     bulk: Literal["auto", "off"] = Field(
         "auto", description="auto: the kernels that allow it run once per MPI process for all the processors it "
-        "hosts, as arrays (the solver's iterations under the virtual clock without extra load; "
-        "hermes.app.bulk), the same results bit for bit, the Python paid per process instead of per processor; "
-        "off: every processor runs its own loop (the reference of the bulk forms)")
+        "hosts, as arrays — under the virtual clock without extra load, the solver's iterations (hermes.app.bulk) "
+        "and the pcg and chebyshev balancers — the same results bit for bit, the Python paid per process instead "
+        "of per processor; off: every processor runs its own loop (the reference of the bulk forms)")
 
     @field_validator("bulk", mode="before")
     @classmethod

@@ -354,3 +354,29 @@ def test_a_collective_mismatch_across_processes_ends_in_one_line():
     assert len(lines) == 2 and len(set(lines)) == 1, lines
     assert "collective 0: processor 2 (process 1) calls allgather (root 0) where processor 0 (process 0) calls " \
            "bcast (root 0)" in lines[0]
+
+
+def test_a_kernel_in_bulk_exchanges_between_processes():
+    """Communicator.bulk on 2 processes hosting 2 processors each: the kernel runs once per process, its group's
+    exchange and allgather reach the other process (envelopes on the bridge counted by the termination detection),
+    three calls in a row, and every processor gets its own item."""
+    res = _case("bulk")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["bulk", "ok", "0"], res.stdout
+
+
+def test_a_bulk_kernel_waiting_for_a_process_that_calls_something_else_ends_in_one_line():
+    """Process 0's kernel waits for process 1's envelope while process 1's processors wait in an allgather: the
+    termination detection finds both idle and every process raises one HostedError naming the waiting
+    processors."""
+    lines = _error_lines(_case("bulkmismatch"))
+    assert len(lines) == 2 and len(set(lines)) == 1, lines
+    assert "wait for each other across 2 processes" in lines[0]
+
+
+def test_processors_of_one_process_calling_different_bulk_kernels_is_a_defect():
+    def fn(comm):
+        return comm.bulk("a" if comm.Get_rank() else "b", 1.0, lambda group, parts: parts)
+
+    with pytest.raises(HostedError, match="calls bulk"):
+        host_run(2, fn)

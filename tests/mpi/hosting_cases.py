@@ -13,6 +13,10 @@ the bridge's guarantees (hermes/runtime/hosting/host.py) per run, named by the f
 - ``live``: a slow but live exchange (a processor busy for 1.5 s before it sends, a ping-pong polled with
   ``Iprobe`` and by waits): must end normally. Prints ``live ok WAVES`` on process 0 (the waves of the termination
   detection process 0 started during the run).
+- ``bulk``: three kernels run in bulk (Communicator.bulk), each process' group exchanging with the other and
+  gathering a row per process: every processor gets its part plus the sum of all. Prints ``bulk ok 0``.
+- ``bulkmismatch``: process 0's processors run a bulk kernel whose group waits for process 1, whose processors call
+  an allgather: a deadlock across the processes.
 - ``crossing``: one wave of the termination detection whose totals agree while a processor runs (process 0 reports
   idle, then receives m1 and sends m2, which process 1 receives before it reports): must end normally. Prints
   ``crossing ok WAVES``.
@@ -79,6 +83,32 @@ def deadlock(comm):
 
 def mismatch(comm):
     return comm.bcast(1, root=0) if comm.Get_rank() < 2 else comm.allgather(comm.Get_rank())
+
+
+def _gather_kernel(group, parts):
+    """Each processor's part plus the sum of every processor's parts (process-level exchange and allgather)."""
+    import numpy as np
+
+    mine = np.array(parts, dtype=float)
+    others = group.exchange({q: mine for q in range(group.processes) if q != group.pid})
+    total = sum(float(v.sum()) for v in others.values()) + float(mine.sum())
+    rows = group.allgather(np.array([mine.sum()]))
+    assert rows.shape == (group.processes, 1) and float(rows.sum()) == total
+    return [p + total for p in parts]
+
+
+def bulk(comm):
+    r = comm.Get_rank()
+    got = [comm.bulk("sum", float(r + 1), _gather_kernel) for _ in range(3)]
+    assert got == [r + 1 + 10.0] * 3, got
+    return r
+
+
+def bulkmismatch(comm):
+    """Process 0's processors call a bulk kernel, process 1's an allgather: the kernel waits for process 1."""
+    if comm.Get_rank() < 2:
+        return comm.bulk("sum", 1.0, _gather_kernel)
+    return comm.allgather(comm.Get_rank())
 
 
 def live(comm):
@@ -157,8 +187,8 @@ try:
                 seen.append(world.recv(source=1, tag=tag) if world.Iprobe(source=1, tag=tag) else f"missing {tag}")
             print("foreign", *seen, flush=True)
     else:
-        got = host_run(4, {"deadlock": deadlock, "mismatch": mismatch, "live": live, "crossing": crossing}[case],
-                       world)
+        got = host_run(4, {"deadlock": deadlock, "mismatch": mismatch, "live": live, "crossing": crossing,
+                           "bulk": bulk, "bulkmismatch": bulkmismatch}[case], world)
         if world.Get_rank() == 0:
             print(f"{case} ok {got.get(0)}", flush=True)
 except HostedError as err:

@@ -181,14 +181,16 @@ def _results(d: Path) -> tuple:
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("balancer, shared", [("pcg", 2), ("chebyshev", 3), ("grapevine", 2), ("mincost", 3),
-                                              ("metis", 2)])
+                                              ("metis", 2), ("mincost+compact", 3)])
 def test_results_identical_whatever_the_processes(tmp_path, balancer, shared):
     """P = 5 processors as 5 processes (one each), as ``shared`` processes hosting several each, unevenly (3 + 2 or
     2 + 2 + 1; every balancer on one of the two) and as 1 (in this process), the solver's iterations in bulk
     (run.bulk: auto, the default: one loop per process) — and, the reference, each processor's own loop on 5
     processes (run.bulk: off): summary.json, phases.csv and partitions.npz bit for bit the same."""
     base = ["run", "--no-pictures", "--quiet", "--set", "processors=5", "--set", "platform.capacities=homo",
-            "--set", f"balancer.algorithm={balancer}", "--set", "adaptation.phases=2"]
+            "--set", f"balancer.algorithm={balancer.partition('+')[0]}", "--set", "adaptation.phases=2"]
+    if balancer.endswith("+compact"):  # exact ghosts: the realisation's announcements (in bulk) at every level
+        base += ["--set", "balancer.ghosts=exact", "--set", "balancer.conductance=boundary"]
     got = {}
     for n in ("off", 5, shared, 1):
         out = tmp_path / f"n{n}"

@@ -261,7 +261,7 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
             levels = derived(model, ("levels", flow.tobytes()),
                              lambda: topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0)))
             options = RealiseOptions(r.select, exact=r.sc.balancer.ghosts == "exact",
-                                     adaptive=r.sc.balancer.realisation == "adaptive")
+                                     adaptive=r.sc.balancer.realisation == "adaptive", bulk=r.sc.run.bulk == "auto")
             r.dom, stats, realised = realise_flow(r.comm, r.dom, SubdomainFlow(model.edges, flow), cost, r.clock,
                                                   levels=levels, options=options)
             ph.flow_moved = True

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ProcessGroup", "PlainGroup", "BankedNeighbours", "BULK_TAG"]
+__all__ = ["ProcessGroup", "PlainGroup", "BankedNeighbours", "exchange_arrays", "BULK_TAG"]
 
 #: the tag of a plain group's messages (on the PlainComm's own duplicate of the job's communicator)
 BULK_TAG = 105
@@ -155,6 +155,10 @@ class BankedNeighbours:
         self.nbytes = np.zeros(L, dtype=np.int64)
         self.transit: NDArray[np.float64] | None = None
         self._costs: dict[float, tuple] = {}
+        # the pair (neighbour, processor) of each pair (processor, neighbour) when both are here
+        ranks = lo + self.owner
+        keys = ranks * group.size + self.nbr  # sorted: processors in rank order, each one's neighbours sorted
+        self.reverse = np.minimum(np.searchsorted(keys, self.nbr * group.size + ranks), max(keys.size - 1, 0))
 
     # -- what each processor's calls compute --------------------------------------------------------
     def ordered_sums(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -249,3 +253,89 @@ class BankedNeighbours:
             c.time = ctime[i]
             if self.transit is not None:
                 nb.last_transit = self.transit[self.ptr[i]:self.ptr[i + 1]].copy()
+
+
+def _ranges(starts: NDArray[np.int64], lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The indices ``starts[k] .. starts[k] + lengths[k] - 1`` of every k, concatenated."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offs = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return np.arange(total, dtype=np.int64) + offs
+
+
+def _pair_cost(clocks, ptr, nbs, nbytes: NDArray[np.float64], sending: bool) -> NDArray[np.float64]:
+    """``Links.cost`` of each pair's message of ``nbytes[k]`` (``sending``: processor → neighbour), one by one as
+    each processor's clock computes it: ``α + b / bandwidth``."""
+    out = np.empty(nbytes.size)
+    for i, (c, nb) in enumerate(zip(clocks, nbs)):
+        a, b = ptr[i], ptr[i + 1]
+        if a == b:
+            continue
+        lk = c.links
+        if not lk.overrides:
+            out[a:b] = lk.latency + nbytes[a:b] / lk.bandwidth
+        elif sending:
+            out[a:b] = [lk.cost(nb.rank, int(j), x) for j, x in zip(nb.neighbours, nbytes[a:b])]
+        else:
+            out[a:b] = [lk.cost(int(j), nb.rank, x) for j, x in zip(nb.neighbours, nbytes[a:b])]
+    return out
+
+
+def exchange_arrays(bn: BankedNeighbours, payloads: list[NDArray[np.float64]]) -> tuple[NDArray, NDArray]:
+    """Every processor's ``NeighbourComm.exchange(payloads of its pairs)`` with arrays of any length (the sizes
+    travel with them, as the size round of an exchange without ``recv_sizes``): what each pair received,
+    concatenated in pair order, and the pointer of each pair's block in it. Charged as the exchange charges: each
+    message ``α + β · 8 · its length`` on its link, the sender's longest, then the wait for the last arrival."""
+    bank, group = bn.bank, bn.group
+    npairs = bn.nbr.size
+    sizes_out = np.array([p.size for p in payloads], dtype=np.int64)
+    data_out = np.concatenate(payloads).astype(np.float64) if npairs else np.zeros(0)
+    out_ptr = np.concatenate(([0], np.cumsum(sizes_out)))
+    stamps = bank.now.copy()
+    out = {}
+    for q in bn.procs:
+        idx = bn.send_order[q]
+        out[q] = np.concatenate((stamps[bn.owner[idx]], sizes_out[idx].astype(np.float64),
+                                 data_out[_ranges(out_ptr[idx], sizes_out[idx])]))
+    got = group.exchange(out)
+    r_stamp, r_size, r_data = [np.zeros(0)], [np.zeros(0, np.int64)], [np.zeros(0)]
+    for q in bn.procs:
+        n = bn.recv_pairs[q]
+        m = got[q]
+        r_stamp.append(m[:n])
+        r_size.append(m[n:2 * n].astype(np.int64))
+        r_data.append(m[2 * n:])
+    r_stamp, r_size, r_data = np.concatenate(r_stamp), np.concatenate(r_size), np.concatenate(r_data)
+    r_ptr = np.concatenate(([0], np.cumsum(r_size)))
+    local = bn.src < bn.L
+    rev = bn.reverse
+    sizes_in = np.empty(npairs, dtype=np.int64)
+    stamp_in = np.empty(npairs)
+    start = np.empty(npairs, dtype=np.int64)
+    sizes_in[local] = sizes_out[rev[local]]
+    stamp_in[local] = stamps[bn.src[local]]
+    start[local] = out_ptr[rev[local]]
+    pos = bn.src[~local] - bn.L
+    sizes_in[~local] = r_size[pos]
+    stamp_in[~local] = r_stamp[pos]
+    start[~local] = data_out.size + r_ptr[pos]
+    incoming = np.concatenate((data_out, r_data))[_ranges(start, sizes_in)]
+    send = _pair_cost(bn.clocks, bn.ptr, bn.nbs, 8.0 * sizes_out, True)
+    recv = _pair_cost(bn.clocks, bn.ptr, bn.nbs, 8.0 * sizes_in, False)
+    own = np.zeros(bn.L)
+    if bn.nz_starts.size:
+        own[bn.has_nbrs] = np.maximum.reduceat(send, bn.nz_starts)
+    bank.charge(own, "comm")
+    arrivals = stamp_in + recv
+    if bn.nz_starts.size:
+        last = bank.now.copy()
+        last[bn.has_nbrs] = np.maximum.reduceat(arrivals, bn.nz_starts)
+        bank.wait_until(last)
+    bn.transit = arrivals - stamp_in
+    bn.ctime += bank.now - stamps
+    bn.rounds += 1
+    bn.messages += bn.deg
+    cs = np.concatenate(([0], np.cumsum(8 * sizes_out)))  # int(Σ 8.0 · length) of each processor: exact
+    bn.nbytes += cs[bn.ptr[1:]] - cs[bn.ptr[:-1]]
+    return incoming, np.concatenate(([0], np.cumsum(sizes_in)))

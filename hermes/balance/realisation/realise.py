@@ -23,9 +23,10 @@ from numpy.typing import NDArray
 from hermes.balance.flow import topological_order
 from hermes.balance.model import Model
 from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, get_selection
+from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
-from hermes.data.migrate import MigrationStats, announce_moves, migrate
+from hermes.data.migrate import MigrationStats, announce_moves, announce_moves_bulk, migrate
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
@@ -57,11 +58,16 @@ class RealiseOptions:
     adaptive : bool
         Each rank's selection is corrected by :func:`select_adaptive`; False: the literal realisation of
         thesis §10.1.
+    bulk : bool
+        With ``exact``, the announcements of each level run once per MPI process for the processors it hosts
+        (:func:`hermes.data.migrate.announce_moves_bulk`: the same bits) when the clock allows it (virtual, no
+        extra load); the scenario's ``run.bulk: auto``.
     """
 
     select: Selection | str = "gain"
     exact: bool = False
     adaptive: bool = True
+    bulk: bool = False
 
     @property
     def selection(self) -> Selection:
@@ -98,6 +104,7 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     (domain, stats, realised) where ``realised[k]`` is the weight actually moved along edge k.
     """
     select, exact, adaptive = options.selection, options.exact, options.adaptive
+    bulk = options.bulk and clock is not None and ClockBank.bankable([clock])
     edges, flow = flow.edges, flow.values
     rank = comm.Get_rank()
     stats = MigrationStats()
@@ -126,7 +133,8 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
                                        load0=load0) if adaptive else select(dom, out, cost)
         moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank} if mine else {}
         if exact:
-            dom = announce_moves(NeighbourComm(comm, dom.neighbour_ranks, _clock(comm, clock)), dom, dest)
+            nc = NeighbourComm(comm, dom.neighbour_ranks, _clock(comm, clock))
+            dom = (announce_moves_bulk if bulk else announce_moves)(nc, dom, dest)
         dom, st = migrate(comm, dom, dest, clock, refresh=False)
         stats.add(st)
         if not moved_to:

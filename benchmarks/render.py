@@ -476,6 +476,12 @@ PAGES: list[Page] = [
     Page("drawing", "Drawing: the pictures' share of a run", None,
          (PY, "-m", "benchmarks.drawing", "scenarios/refine-airfoil.yaml"), 5,
          "refine-airfoil: a partition picture 0.49–0.53 s of CPU; the pictures add 1.6–2.3 s to 4.7–5.4 s"),
+    Page("bulk", "Kernels in bulk: the at-scale study's runs before and after", None,
+         (PY, "-m", "benchmarks.scale", "run", "--out", "/tmp/sc", "--meshes", "grid1000x1000", "--capacities",
+          "homo", "--processes", "2", "--ranks", "1024,4096", "--methods", "none,pcg,chebyshev,"
+          "mincost+compacta+trigger,metis"), 60,
+         "none: 1,024 processors 21.0 s (4.4 × the numpy bound), 4,096 42.7 s, 16,384 300 s and 6.96 GiB; pcg at "
+         "1,024 196.9 s against 1,133.8 s, same results"),
     Page("trace-read", "Reading vt LBDatafile traces: hermes against the cost of parsing their JSON", None,
          (PY, "-m", "benchmarks.trace_read", "--out", "/tmp/trace-read", "--timeout", "900", "--json",
           "results/trace-read.json"), 10,

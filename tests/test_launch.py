@@ -74,6 +74,22 @@ def test_a_job_that_ends_normally_reports_its_status():
     assert (end.status, end.signal) == (0, None)
 
 
+@pytest.mark.parametrize("status, told, expected", [
+    (9, b"Abort(124) on node 0 (rank 0 in comm 0): application called MPI_Abort(comm=0x84000002, 124) - process 0\n",
+     124),
+    (137, b"Abort(2) on node 1 (rank 1 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 2) - process 1\n", 2),
+    (9, b"", 9),  # a rank killed without an abort (the OOM killer): the signal stays the status
+    (3, b"Abort(124) on node 0 (rank 0 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 124) - process 0\n",
+     3),
+], ids=["watchdog", "error", "no-abort", "other-status"])
+def test_a_job_killed_by_hydra_after_an_abort_reports_the_abort_s_code(status, told, expected):
+    """MPICH's Hydra SIGKILLs the remaining ranks once one leaves after MPI_Abort(code) and may end with 9: the
+    watchdog's job then ended with 9 instead of 124 (make check-mpich, test_a_stopped_rank_ends_the_job_through_the
+    _watchdog). The launcher reports the code the aborting rank gave when the job's status is SIGKILL's."""
+    script = f"import sys; sys.stderr.buffer.write({told!r}); sys.stderr.flush(); raise SystemExit({status})"
+    assert run_job([sys.executable, "-c", script]).status == expected
+
+
 def test_stderr_keeps_one_error_line_and_drops_the_job_end_banners():
     frame = b"-" * 74 + b"\n"
     warning = frame + b"WARNING: a warning of Open MPI stays\n" + frame

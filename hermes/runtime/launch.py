@@ -362,6 +362,8 @@ _DONE = re.compile(rb"^hermes-job: rank (\d+) done$")
 #: after the first sign that a rank is gone or the job could not start, the job gets this long to end by itself;
 #: then mpiexec gets SIGTERM, and the job's session SIGKILL ``grace`` seconds later (:func:`run_job`)
 END_BOUND = 10.0
+#: SIGKILL's number: MPICH's Hydra reports it as the job's status when it killed the ranks left after an abort
+_KILLED = int(getattr(signal, "SIGKILL", 9))
 #: the launcher's exit status when the MPI job could not start (MPI_Init, PMIx or the launcher itself failing)
 EXIT_NO_START = 2
 
@@ -524,6 +526,15 @@ class StderrRelay:
         if line.strip() or not self.error_seen:
             return [line]
         return []
+
+    def abort_code(self) -> int | None:
+        """The error code of the first MPI_Abort the MPI runtime reported (Open MPI's banner, MPICH's line), if
+        any and in 1..255."""
+        for kind, groups in self.ranks:
+            if kind == "abort" and len(groups) > 1 and groups[1]:
+                code = int(groups[1])
+                return code if 0 < code < 256 else None
+        return None
 
     def verdict(self, status: int) -> str | None:
         """hermes' line for what the held messages say (None: they say nothing hermes recognises)."""
@@ -695,4 +706,9 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
         return JobEnd(EXIT_NO_START)
     if rc == 0 and ranks and relay.missing(ranks):  # a rank left without a word, and MPICH said 0
         return JobEnd(1)
+    code = relay.abort_code()
+    if code is not None and rc in (_KILLED, 128 + _KILLED):
+        # MPICH's Hydra SIGKILLs the other ranks once one leaves after MPI_Abort(code) and may report their signal:
+        # the job's status is the code the aborting rank gave (the watchdog's 124, an error's 2)
+        return JobEnd(code)
     return JobEnd(rc if rc != 0 or relay.fatal_at is None else 1)

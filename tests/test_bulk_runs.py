@@ -11,19 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from tests.test_hosting import _results
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _results(d: Path) -> tuple:
-    summary = json.loads((d / "summary.json").read_text())
-    for k in ("wall_seconds", "adapt_wall_seconds", "versions"):
-        summary.pop(k, None)
-    parts = np.load(d / "partitions.npz")
-    return (json.dumps(summary, sort_keys=True), (d / "phases.csv").read_text(),
-            {k: parts[k].tobytes() for k in sorted(parts.files)})
 
 
 COMPACT = ["--set", "balancer.ghosts=exact", "--set", "balancer.conductance=boundary", "--set",

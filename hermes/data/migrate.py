@@ -180,30 +180,7 @@ def announce_moves(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalDomain
     migration without the directory (:func:`~hermes.data.distributed.refresh_owners`), a cell moving along
     with its neighbour to another rank included. ``nc`` must list this rank's current neighbours
     (``dom.neighbour_ranks``)."""
-    me = dom.rank
-    nb = nc.neighbours
-    moving = np.flatnonzero(dest != me)
-    ghost = dom.local_index < 0
-    out = []
-    for q in nb:  # moving cells adjacent to q's cells, as (gid, new owner) pairs
-        if moving.size:
-            cells = np.intersect1d(np.unique(dom.rows[ghost & (dom.nbr_owner == q)]), moving, assume_unique=True)
-            out.append(np.column_stack((dom.gid[cells], dest[cells])).astype(np.float64).ravel())
-        else:
-            out.append(np.zeros(0))
-    got = nc.exchange(out)
-    if not moving.size and not any(g.size for g in got) and dom.owns_its_entries:
-        return dom  # nothing moves here nor next door: every owner stays (and the domain's derived arrays)
-    owner = dom.nbr_owner.copy()
-    owner[~ghost] = dest[dom.local_index[~ghost]]
-    pairs = np.concatenate([g.reshape(-1, 2) for g in got]).astype(np.int64) if got else np.zeros((0, 2), np.int64)
-    if pairs.size:
-        order = np.argsort(pairs[:, 0])
-        gids, owners = pairs[order, 0], pairs[order, 1]
-        pos = np.minimum(np.searchsorted(gids, dom.adjncy), gids.size - 1)
-        hit = ghost & (gids[pos] == dom.adjncy)
-        owner[hit] = owners[pos[hit]]
-    return replace(dom, nbr_owner=owner)
+    return _announced(dom, dest, nc.exchange(_announcements(nc, dom, dest)))
 
 
 class _null:

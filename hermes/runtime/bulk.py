@@ -206,8 +206,14 @@ class BankedNeighbours:
         nbr_stamp = every_t[self.src]
         nbr_val = every_v[self.src]
         send, recv, own = self._pair_costs(8.0)
+        self.charge_exchange(stamps, own, nbr_stamp + recv, nbr_stamp, 8 * self.deg)  # int(Σ 8.0): exact
+        return nbr_val
+
+    def charge_exchange(self, stamps, own, arrivals, nbr_stamp, nbytes) -> None:
+        """What ``NeighbourComm.exchange`` charges every processor after its messages: its longest send ``own``,
+        the wait for its last arrival (pair-aligned ``arrivals``), its counters (``nbytes`` per processor)."""
+        bank = self.bank
         bank.charge(own, "comm")
-        arrivals = nbr_stamp + recv
         if self.nz_starts.size:
             last = bank.now.copy()
             last[self.has_nbrs] = np.maximum.reduceat(arrivals, self.nz_starts)
@@ -216,8 +222,7 @@ class BankedNeighbours:
         self.ctime += bank.now - stamps
         self.rounds += 1
         self.messages += self.deg
-        self.nbytes += 8 * self.deg  # int(Σ 8.0 over the neighbours): exact
-        return nbr_val
+        self.nbytes += nbytes
 
     def allreduce(self, values: NDArray[np.float64], kind: str = "allreduce") -> NDArray[np.float64]:
         """Every processor's ``NeighbourComm.allreduce`` (sum) of its row of ``values`` ((L,) or (L, m)): the sums
@@ -326,16 +331,6 @@ def exchange_arrays(bn: BankedNeighbours, payloads: list[NDArray[np.float64]]) -
     own = np.zeros(bn.L)
     if bn.nz_starts.size:
         own[bn.has_nbrs] = np.maximum.reduceat(send, bn.nz_starts)
-    bank.charge(own, "comm")
-    arrivals = stamp_in + recv
-    if bn.nz_starts.size:
-        last = bank.now.copy()
-        last[bn.has_nbrs] = np.maximum.reduceat(arrivals, bn.nz_starts)
-        bank.wait_until(last)
-    bn.transit = arrivals - stamp_in
-    bn.ctime += bank.now - stamps
-    bn.rounds += 1
-    bn.messages += bn.deg
     cs = np.concatenate(([0], np.cumsum(8 * sizes_out)))  # int(Σ 8.0 · length) of each processor: exact
-    bn.nbytes += cs[bn.ptr[1:]] - cs[bn.ptr[:-1]]
+    bn.charge_exchange(stamps, own, stamp_in + recv, stamp_in, cs[bn.ptr[1:]] - cs[bn.ptr[:-1]])
     return incoming, np.concatenate(([0], np.cumsum(sizes_in)))

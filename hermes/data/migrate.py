@@ -56,39 +56,67 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
     dest = np.asarray(dest, dtype=np.int64)
     if dest.shape != (dom.n,) or (dest.size and (dest.min() < 0 or dest.max() >= size)):
         raise ValueError("migration destinations must be one rank per local cell")
-    moving = dest != rank
     stats = MigrationStats()
-    stamp = clock.stamp() if clock is not None else 0.0
-    sends, send_costs = {}, []
     ctx = clock.measure("migrate") if clock is not None else _null()
     with ctx:
-        for r in np.unique(dest[moving]):
-            pack = dom.take(dest == r)
-            nbytes = _nbytes(pack)
-            stats.cells_sent += int(pack["gid"].size)
-            stats.weight_sent += float(pack["weight"].sum())
-            stats.bytes_sent += nbytes
-            if clock is not None:
-                send_costs.append(clock.links.cost(rank, int(r), nbytes))
-            sends[int(r)] = (stamp, nbytes, pack)
+        sends, send_costs = packs(dom, dest, clock, stats)
         received, arrivals = [], []
         for r, (t_sent, nbytes, pack) in sparse_exchange(comm, sends, _TAG_MIGRATE).items():
             received.append(pack)
-            stats.cells_received += int(pack["gid"].size)
-            stats.weight_received += float(pack["weight"].sum())
-            if clock is not None:
-                arrivals.append(t_sent + clock.links.cost(int(r), rank, nbytes))
+            arrivals.append(receive(stats, rank, int(r), t_sent, nbytes, pack, clock))
     if clock is not None:
         clock.exchanged(np.array(send_costs), np.array(arrivals))
-    # what this rank knows: cells it sent now live at their destination, cells it received live here
-    if not received and not moving.any() and dom.owns_its_entries and list(dom.fields) == sorted(dom.fields):
+    new = settle(dom, dest, received)
+    if refresh:
+        new = refresh_owners(comm, new)
+        allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
+    stats.rounds = 1
+    return new, stats
+
+
+def packs(dom: LocalDomain, dest: NDArray[np.int64], clock, stats: MigrationStats) -> tuple[dict, list[float]]:
+    """What a rank sends in a migration to ``dest``: ``{r: (stamp, bytes, pack)}`` by destination in increasing
+    order, and each packet's cost on its link (under a clock); counted in ``stats``."""
+    rank = dom.rank
+    moving = dest != rank
+    stamp = clock.stamp() if clock is not None else 0.0
+    sends, send_costs = {}, []
+    for r in np.unique(dest[moving]):
+        pack = dom.take(dest == r)
+        nbytes = _nbytes(pack)
+        stats.cells_sent += int(pack["gid"].size)
+        stats.weight_sent += float(pack["weight"].sum())
+        stats.bytes_sent += nbytes
+        if clock is not None:
+            send_costs.append(clock.links.cost(rank, int(r), nbytes))
+        sends[int(r)] = (stamp, nbytes, pack)
+    return sends, send_costs
+
+
+def receive(stats: MigrationStats, rank: int, src: int, t_sent: float, nbytes: int, pack: dict, clock) -> float:
+    """Count a packet ``pack`` from ``src`` received by ``rank`` in ``stats``; its arrival time under a clock."""
+    stats.cells_received += int(pack["gid"].size)
+    stats.weight_received += float(pack["weight"].sum())
+    return t_sent + clock.links.cost(src, rank, nbytes) if clock is not None else 0.0
+
+
+def unchanged(dom: LocalDomain) -> bool:
+    """Whether a migration in which a rank sends and receives nothing leaves its domain as it is (the same
+    object): its entries name it as the owner of its own cells and its fields are in order (what a rebuild
+    would make of it)."""
+    return dom.owns_its_entries and list(dom.fields) == sorted(dom.fields)
+
+
+def settle(dom: LocalDomain, dest: NDArray[np.int64], received: list[dict]) -> LocalDomain:
+    """A rank's domain after its cells left for ``dest`` and the packets ``received`` (from increasing source
+    ranks) arrived, its ghost owners patched with what it knows: cells it sent now live at their destination,
+    cells it received live here."""
+    rank, size = dom.rank, dom.size
+    moving = dest != rank
+    if not received and not moving.any() and unchanged(dom):
         # nothing left, nothing came, nothing learnt: the domain as it was (the same arrays assemble would rebuild,
         # with its derived arrays kept) — a rank outside a realisation level pays no rebuild
-        if refresh:
-            dom = refresh_owners(comm, dom)
-            allreduce(comm, 0.0, clock)
-        stats.rounds = 1
-        return dom, stats
+        return dom
     owner = dom.nbr_owner.copy()
     li = dom.local_index
     loc = li >= 0
@@ -105,11 +133,7 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
             own = new.nbr_owner.copy()
             own[mine] = rank
             new = replace(new, nbr_owner=own)
-    if refresh:
-        new = refresh_owners(comm, new)
-        allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
-    stats.rounds = 1
-    return new, stats
+    return new
 
 
 def _announcements(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> list[NDArray[np.float64]]:

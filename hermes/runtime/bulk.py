@@ -50,6 +50,10 @@ class ProcessGroup(Protocol):
         processes must name each other: a symmetric exchange, as a halo's); the arrays received, by process."""
         ...
 
+    def exchange_objects(self, out: dict[int, Any]) -> dict[int, Any]:
+        """:meth:`exchange` of any picklable objects (a migration's packets), symmetric as it."""
+        ...
+
     def allgather(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         """Every process' float array ``x`` (of the same length in all), as rows in process order."""
         ...
@@ -81,10 +85,12 @@ class PlainGroup(_Blocks):
         self.state: dict[str, Any] = {}
 
     def exchange(self, out: dict[int, NDArray[np.float64]]) -> dict[int, NDArray[np.float64]]:
+        return self.exchange_objects({q: np.ascontiguousarray(a, dtype=np.float64) for q, a in out.items()})
+
+    def exchange_objects(self, out: dict[int, Any]) -> dict[int, Any]:
         from hermes.runtime.ops import waitall
 
-        sends = [self.comm.isend(np.ascontiguousarray(a, dtype=np.float64), dest=int(q), tag=BULK_TAG)
-                 for q, a in sorted(out.items())]
+        sends = [self.comm.isend(a, dest=int(q), tag=BULK_TAG) for q, a in sorted(out.items())]
         got = {int(q): self.comm.recv(source=int(q), tag=BULK_TAG) for q in sorted(out)}
         waitall(sends)
         return got

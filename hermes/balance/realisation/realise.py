@@ -15,6 +15,7 @@ strategies can be compared without MPI.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,8 @@ from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, ge
 from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
-from hermes.data.migrate import MigrationStats, announce_moves, announce_moves_bulk, migrate
+from hermes.data.migrate import (MigrationStats, _announce_kernel, announce_moves, announce_moves_bulk, migrate,
+                                  packs, receive, settle, unchanged)
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
@@ -106,6 +108,14 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     select, exact, adaptive = options.selection, options.exact, options.adaptive
     bulk = options.bulk and clock is not None and ClockBank.bankable([clock])
     edges, flow = flow.edges, flow.values
+    if bulk:
+        # the levels once per MPI process for the processors it hosts: the same selections, moves and clocks
+        dom, stats, realised = comm.bulk("realise_flow", (comm, dom, clock),
+                                         partial(_realise_kernel, edges, flow, cost, levels, options))
+        if not exact:
+            dom = refresh_owners(comm, dom)
+            allreduce(comm, 0.0, clock)
+        return dom, stats, realised
     rank = comm.Get_rank()
     stats = MigrationStats()
     realised = np.zeros(len(edges))
@@ -153,6 +163,104 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     # every rank knows its own part of `realised`; combine (each edge has exactly one sender)
     realised = comm.allreduce(realised)
     return dom, stats, realised
+
+
+def _realise_kernel(edges, flow, cost, levels, options: RealiseOptions, group, parts: list) -> list:
+    """:func:`realise_flow`'s levels run once per MPI process for the processors ``group.lo`` to ``group.hi`` it
+    hosts (``parts``: each one's ``(comm, dom, clock)``; a bulk kernel, ``run.bulk: auto``).
+
+    Per level only the processors that select or receive do any work: the senders select as their own call would,
+    their packets to co-hosted processors are handed over, those to other processes travel as one message per
+    pair of processes, and each processor that sent or received charges its clock and settles its domain as
+    :func:`hermes.data.migrate.migrate` does (the same calls: :func:`~hermes.data.migrate.packs`,
+    :func:`~hermes.data.migrate.receive`, :func:`~hermes.data.migrate.settle`). A processor outside a level is
+    charged nothing there and keeps its domain, as its own call would (an exchange with nothing to send or receive
+    charges 0.0). With exact ghosts the level's announcements run as :func:`~hermes.data.migrate.announce_moves_bulk`
+    does. ``realised`` is summed as the processors' own allreduce sums it: each edge's two endpoints, each its own
+    sequence over the levels."""
+    select, exact, adaptive = options.selection, options.exact, options.adaptive
+    lo, hi = group.lo, group.hi
+    comms = [c for c, _, _ in parts]
+    doms = [d for _, d, _ in parts]
+    clocks = [c for _, _, c in parts]
+    n_local = len(parts)
+    stats = [MigrationStats() for _ in parts]
+    load0 = [d.load for d in doms]
+    known = [d if unchanged(d) else None for d in doms]  # domains a migration without moves leaves as they are
+    pos, neg = np.zeros(len(edges)), np.zeros(len(edges))
+    p = group.size
+    sends = np.zeros(p, dtype=bool)
+    if len(edges):
+        f = np.asarray(flow, dtype=np.float64)
+        sends[edges[:, 0][f > 0]] = True
+        sends[edges[:, 1][f < 0]] = True
+    others = [q for q in range(group.processes) if q != group.pid]
+    rounds = 0
+    for level in levels:
+        level = np.asarray(level, dtype=np.int64)
+        if not sends[level].any():
+            continue
+        rounds += 1
+        dests: dict[int, NDArray[np.int64]] = {}
+        for r in np.sort(level[(level >= lo) & (level < hi)]).tolist():
+            i, dom = r - lo, doms[r - lo]
+            out = _outflow(r, edges, flow)
+            if not out:
+                continue
+            dest = select_adaptive(select, dom, out, cost, inflow=_inflow(r, edges, flow),
+                                   load0=load0[i]) if adaptive else select(dom, out, cost)
+            moved_to = {int(q): float(dom.weight[dest == q].sum()) for q in np.unique(dest) if q != r}
+            dests[i] = dest
+            for k in np.flatnonzero(edges[:, 0] == r).tolist():
+                j = int(edges[k, 1])
+                if j in moved_to:
+                    pos[k] += moved_to[j]
+            for k in np.flatnonzero(edges[:, 1] == r).tolist():
+                j = int(edges[k, 0])
+                if j != r and j in moved_to:
+                    neg[k] -= moved_to[j]
+        if exact:
+            nbs = [NeighbourComm(comms[i], doms[i].neighbour_ranks, clocks[i]) for i in range(n_local)]
+            full = [dests[i] if i in dests else np.full(doms[i].n, lo + i, dtype=np.int64) for i in range(n_local)]
+            doms = _announce_kernel(group, list(zip(nbs, doms, full)))
+        st = {i: MigrationStats() for i in dests}
+        costs: dict[int, list[float]] = {}
+        inbox: dict[int, list] = {}
+        out_by: dict[int, list] = {q: [] for q in others}
+        for i, dest in dests.items():
+            packets, costs[i] = packs(doms[i], dest, clocks[i], st[i])
+            for r, (t_sent, nbytes, pack) in packets.items():
+                if lo <= r < hi:
+                    inbox.setdefault(r - lo, []).append((lo + i, t_sent, nbytes, pack))
+                else:
+                    out_by[int(group.process_of([r])[0])].append((r, lo + i, t_sent, nbytes, pack))
+        if others:
+            for lst in group.exchange_objects(out_by).values():
+                for r, src, t_sent, nbytes, pack in lst:
+                    inbox.setdefault(r - lo, []).append((src, t_sent, nbytes, pack))
+        for i in sorted(set(dests) | set(inbox)):
+            s_i = st.setdefault(i, MigrationStats())
+            got = sorted(inbox.get(i, []), key=lambda m: m[0])  # by source, as sparse_exchange returns them
+            arrivals = [receive(s_i, lo + i, src, t_sent, nbytes, pack, clocks[i]) for src, t_sent, nbytes, pack in got]
+            clocks[i].exchanged(np.array(costs.get(i, [])), np.array(arrivals))
+            dest = dests[i] if i in dests else np.full(doms[i].n, lo + i, dtype=np.int64)
+            doms[i] = settle(doms[i], dest, [m[3] for m in got])
+            stats[i].add(s_i)
+        for i in range(n_local):  # outside the level: as migrate leaves them (rebuilt once if not yet settled)
+            if i in st or known[i] is doms[i]:
+                continue
+            doms[i] = settle(doms[i], np.full(doms[i].n, lo + i, dtype=np.int64), [])
+            known[i] = doms[i] if unchanged(doms[i]) else None
+    for s in stats:
+        s.rounds += rounds
+    mine = pos + neg  # each edge: its sender's sum and its receiver's, the endpoints' own accumulations
+    if group.processes > 1:
+        rows = group.allgather(mine)
+        realised = np.cumsum(np.vstack((np.zeros((1, mine.size)), rows)), axis=0)[-1]
+    else:
+        realised = mine
+    realised.flags.writeable = False
+    return [(doms[i], stats[i], realised) for i in range(n_local)]
 
 
 def _clock(comm, clock):

@@ -28,17 +28,20 @@ class HostedGroup(_Blocks):
         self.state: dict[str, Any] = {}
         self.seq = 0  # the group's calls, the same sequence in every process
 
-    def _swap(self, out: dict[int, NDArray[np.float64]]) -> dict[int, NDArray[np.float64]]:
+    def _swap(self, out: dict[int, Any]) -> dict[int, Any]:
         """Send ``out[q]`` to each process q, then wait for one envelope of this call from each of them."""
         host, k = self.host, self.seq
         self.seq += 1
         for q, a in sorted(out.items()):
             if q == self.pid or not 0 <= q < self.processes:
                 raise ValueError(f"a bulk exchange of process {self.pid} names process {q} of {self.processes}")
-            host.bulk_send(int(q), k, np.ascontiguousarray(a, dtype=np.float64))
+            host.bulk_send(int(q), k, a)
         return host.bulk_wait(k, sorted(out))
 
     def exchange(self, out: dict[int, NDArray[np.float64]]) -> dict[int, NDArray[np.float64]]:
+        return self._swap({q: np.ascontiguousarray(a, dtype=np.float64) for q, a in out.items()})
+
+    def exchange_objects(self, out: dict[int, Any]) -> dict[int, Any]:
         return self._swap(out)
 
     def allgather(self, x: NDArray[np.float64]) -> NDArray[np.float64]:

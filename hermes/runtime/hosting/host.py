@@ -431,7 +431,7 @@ class Host:
             del self.slots[k]
         return res
 
-    def bulk_send(self, process: int, k: int, payload: np.ndarray) -> None:
+    def bulk_send(self, process: int, k: int, payload) -> None:
         """The bulk kernel's ``k``-th call sends ``payload`` to process ``process``."""
         self._send(process, _TAG_BULK, (k, self.pid, payload))
 

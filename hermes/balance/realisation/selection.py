@@ -146,7 +146,7 @@ def select_gain(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.fl
         n_home -= moved.size
         if moved.size:
             changed = counts.move(moved, np.full(moved.size, me), dest[moved])
-            front = np.union1d(front[dest[front] == me], changed[dest[changed] == me])
+            front = _union(n, front[dest[front] == me], changed[dest[changed] == me])
         for t in range(targets.size):  # targets still short whose frontier is closed: hand on
             if remaining[t] > 0 and remaining[t] >= least and not (
                     (counts.count[front, counts.tcol[t]] > 0) & (0.5 * w[front] <= remaining[t])).any():
@@ -158,7 +158,7 @@ def select_gain(dom: LocalDomain, outflow: dict[int, float], cost: NDArray[np.fl
                 break
             n_home -= take.size
             changed = counts.move(take, np.full(take.size, me), dest[take])
-            front = np.union1d(front[dest[front] == me], changed[dest[changed] == me])
+            front = _union(n, front[dest[front] == me], changed[dest[changed] == me])
     return dest
 
 
@@ -215,7 +215,7 @@ def _hand_on(counts: _EdgeCounts, t: int, remaining: NDArray[np.float64], dest: 
     donors = np.ones(targets.size, dtype=bool)
     donors[t] = False
     while donors.any():
-        cand = np.flatnonzero(near & np.isin(dest, targets[donors]))
+        cand = np.flatnonzero(near & _among(dest, targets, donors))
         cand = cand[np.lexsort((gid[cand], -counts.gain[cand, t]))]
         take = cand[:_fits(w[cand], remaining[t])]
         if take.size == 0:
@@ -225,7 +225,7 @@ def _hand_on(counts: _EdgeCounts, t: int, remaining: NDArray[np.float64], dest: 
         remaining[t] -= float(w[take].sum())
         dest[take] = targets[t]
         changed = counts.move(take, targets[src], dest[take])
-        grown = np.union1d(front, changed[dest[changed] == me])
+        grown = _union(dest.size, front, changed[dest[changed] == me])
         fits = counts.touches(grown) & (0.5 * w[grown, None] <= remaining)
         can_grow = (fits.any(axis=0) & can_take) | (remaining <= 0)
         closed = np.unique(src[~can_grow[src]])
@@ -237,6 +237,21 @@ def _hand_on(counts: _EdgeCounts, t: int, remaining: NDArray[np.float64], dest: 
         remaining[:] = before
         donors[closed] = False
     return np.zeros(0, dtype=np.int64), front
+
+
+def _union(n: int, a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The sorted union of two sets of cells among ``n`` (``np.union1d``'s answer, through a mask)."""
+    mask = np.zeros(n, dtype=bool)
+    mask[a] = True
+    mask[b] = True
+    return np.flatnonzero(mask)
+
+
+def _among(dest: NDArray[np.int64], targets: NDArray[np.int64], chosen: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """Whether each ``dest`` is one of the ``targets`` (sorted) that ``chosen`` marks (``np.isin(dest,
+    targets[chosen])``, through a binary search)."""
+    pos = np.minimum(np.searchsorted(targets, dest), targets.size - 1)
+    return (targets[pos] == dest) & chosen[pos]
 
 
 def _fits(w: NDArray[np.float64], need: float) -> int:
@@ -259,34 +274,38 @@ class _EdgeCounts:
         m = self.ranks.size
         self.tcol = np.searchsorted(self.ranks, targets)
         self.diff = cost[dom.rank, self.ranks][None, :] - cost[np.ix_(targets, self.ranks)]  # (t, m)
+        self._diff_t = self.diff.T[None, :, :]  # (1, m, t)
         col = np.searchsorted(self.ranks, owner)
         self.count = np.bincount(dom.rows * m + col, minlength=dom.n * m).astype(np.int32).reshape(dom.n, m)
         self.gain = self._gain(np.arange(dom.n))
+        # each cell's neighbours among the local cells, in adjacency order (what a move updates)
+        loc = dom.local_index >= 0
+        self.lnb = dom.local_index[loc]
+        self.ldeg = np.bincount(dom.rows[loc], minlength=dom.n)
+        self.lptr = np.concatenate(([0], np.cumsum(self.ldeg)))
 
     def _gain(self, cells: NDArray[np.int64]) -> NDArray[np.float64]:
-        c = self.count[cells]
-        g = np.zeros((cells.size, self.tcol.size))
-        for i in range(self.ranks.size):  # a fixed order, whatever the subset of cells
-            g += c[:, i, None] * self.diff[None, :, i]
-        return g
+        # Σ_i count[v, i] · diff[t, i] summed over the ranks i in a fixed order from 0.0, whatever the subset of
+        # cells: a cumulative sum (numpy accumulates left to right, never pairwise) of the products
+        terms = np.zeros((cells.size, self.ranks.size + 1, self.tcol.size))
+        np.multiply(self.count[cells][:, :, None], self._diff_t, out=terms[:, 1:, :])
+        return np.cumsum(terms, axis=1)[:, -1, :]
 
     def touches(self, cells: NDArray[np.int64]) -> NDArray[np.bool_]:
         """(len(cells), t) mask: the cell has an edge to target t's side (S_q or cells chosen for q)."""
-        return self.count[np.ix_(cells, self.tcol)] > 0
+        return self.count[cells[:, None], self.tcol] > 0
 
     def move(self, cells: NDArray[np.int64], old: NDArray[np.int64], new: NDArray[np.int64]) -> NDArray[np.int64]:
         """Record that ``cells`` went from ranks ``old`` to ``new``; returns the cells whose counts changed."""
-        dom, m = self.dom, self.ranks.size
-        ent = csr_ranges(dom.xadj[cells], self.deg[cells])
-        nb = dom.local_index[ent]
-        keep = nb >= 0
-        nb = nb[keep]
-        src = np.repeat(np.searchsorted(self.ranks, old), self.deg[cells])[keep]
-        dst = np.repeat(np.searchsorted(self.ranks, new), self.deg[cells])[keep]
+        m = self.ranks.size
+        ldeg = self.ldeg[cells]
+        nb = self.lnb[csr_ranges(self.lptr[cells], ldeg)]
+        src = np.repeat(np.searchsorted(self.ranks, old), ldeg)
+        dst = np.repeat(np.searchsorted(self.ranks, new), ldeg)
         flat = self.count.reshape(-1)
-        np.add.at(flat, nb * m + src, -1)
-        np.add.at(flat, nb * m + dst, 1)
-        changed = np.unique(nb)
+        np.add.at(flat, np.concatenate((nb * m + src, nb * m + dst)),
+                  np.concatenate((np.full(nb.size, -1, np.int32), np.ones(nb.size, np.int32))))
+        changed = _union(self.count.shape[0], nb, nb[:0])
         self.gain[changed] = self._gain(changed)
         return changed
 

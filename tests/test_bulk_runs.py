@@ -1,6 +1,7 @@
 """Whole runs with the bulk forms (run.bulk: auto, the default) against every processor's own loop (off), hosted in
-one process: summary.json, phases.csv and partitions.npz bit for bit — for the balancers with a bulk form and the
-realisation with exact ghosts (its announcements in bulk), on
+one process: summary.json, phases.csv and partitions.npz bit for bit — for the balancers with a bulk form, the
+realisation and migration in bulk (gain and peel selections, adaptive and literal, exact ghosts with the boundary
+refinement; METIS' and Grapevine's destinations), on
 heterogeneous capacities that change by phase and with a platform profile (the balancer's messages on their own
 links, a collective's own latency). Across MPI processes: tests/test_hosting.py."""
 
@@ -22,12 +23,18 @@ COMPACT = ["--set", "balancer.ghosts=exact", "--set", "balancer.conductance=boun
            "balancer.refinement.passes=12"]
 
 
-@pytest.mark.parametrize("balancer", ["pcg", "chebyshev", "none", "mincost+compact"])
+#: the variants of a balancer: the compact setting (exact ghosts, refinement), the literal realisation by peeling
+VARIANTS = {"": [], "compact": COMPACT,
+            "peel": ["--set", "balancer.selection=peel", "--set", "balancer.realisation=literal"]}
+
+
+@pytest.mark.parametrize("balancer", ["pcg", "chebyshev", "none", "mincost+compact", "gda0+peel", "metis",
+                                      "grapevine"])
 @pytest.mark.parametrize("platform", ["profile", "table"])
 def test_a_run_in_bulk_is_each_processor_s_own_loop(tmp_path, balancer, platform):
-    algorithm, _, compact = balancer.partition("+")
+    algorithm, _, variant = balancer.partition("+")
     base = ["run", "--no-launch", "--no-pictures", "--quiet", "--set", "processors=7", "--set", "mesh.grid=40x30",
-            "--set", f"balancer.algorithm={algorithm}", "--set", "adaptation.phases=3", *(COMPACT if compact else [])]
+            "--set", f"balancer.algorithm={algorithm}", "--set", "adaptation.phases=3", *VARIANTS[variant]]
     base += (["--set", "platform.profile=thesis2003", "--set", "platform.capacities=homo"] if platform == "profile"
              else ["--set", "platform.capacities=[1,2,3,1,2,3,4]", "--set",
                    "platform.schedule=[[1,2,3,1,2,3,4],[4,3,2,1,1,1,1],[1,1,1,1,5,5,5]]"])

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from hermes.runtime.comm import allreduce, sparse_exchange
 from hermes.data.distributed import LocalDomain, assemble, refresh_owners
 
-__all__ = ["MigrationStats", "migrate", "announce_moves"]
+__all__ = ["MigrationStats", "migrate", "migrate_group", "announce_moves"]
 
 _TAG_MIGRATE = 211
 
@@ -42,7 +42,7 @@ def _nbytes(pack: dict[str, NDArray]) -> int:
 
 
 def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
-            refresh: bool = True) -> tuple[LocalDomain, MigrationStats]:
+            refresh: bool = True, bulk: bool = False) -> tuple[LocalDomain, MigrationStats]:
     """Send each cell to ``dest[i]`` (collective); returns the new domain and this rank's stats.
 
     With ``refresh=False`` the ghost owners are only patched with what this rank knows (cells it
@@ -51,11 +51,21 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
     Under the virtual clock each packet costs ``α + β · bytes`` of its link and arrives at the
     sender's time plus that cost; the receiver waits for its last packet. The directory refresh
     that follows is charged as one collective.
+
+    With ``bulk`` (the scenario's ``run.bulk: auto``) and a virtual clock without an extra load, the packets are
+    made and settled once per MPI process for the processors it hosts (:func:`migrate_group`): the same domains,
+    stats and clocks.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     dest = np.asarray(dest, dtype=np.int64)
     if dest.shape != (dom.n,) or (dest.size and (dest.min() < 0 or dest.max() >= size)):
         raise ValueError("migration destinations must be one rank per local cell")
+    if bulk and clock is not None and clock.kind == "virtual" and clock.load is None:
+        new, stats = comm.bulk("migrate", (dom, dest, clock), _migrate_kernel)
+        if refresh:
+            new = refresh_owners(comm, new)
+            allreduce(comm, 0.0, clock)
+        return new, stats
     stats = MigrationStats()
     ctx = clock.measure("migrate") if clock is not None else _null()
     with ctx:
@@ -72,6 +82,59 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
         allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
     stats.rounds = 1
     return new, stats
+
+
+def _migrate_kernel(group, parts: list) -> list:
+    doms = [d for d, _, _ in parts]
+    clocks = [c for _, _, c in parts]
+    dests = {i: dest for i, (d, dest, _) in enumerate(parts) if np.any(dest != d.rank)}
+    stats = [MigrationStats() for _ in parts]
+    done = migrate_group(group, doms, clocks, dests, stats)
+    for i in range(len(parts)):
+        if i not in done:
+            doms[i] = settle(doms[i], parts[i][1], [])
+        stats[i].rounds = 1
+    return list(zip(doms, stats))
+
+
+def migrate_group(group, doms: list[LocalDomain], clocks: list, dests: dict[int, NDArray[np.int64]],
+                  stats: list[MigrationStats]) -> set[int]:
+    """One migration of the processors ``group.lo`` to ``group.hi`` of an MPI process, run once for all of them
+    (inside a kernel run in bulk, :meth:`hermes.runtime.interface.Communicator.bulk`; collective over the
+    processes): processor ``lo + i`` sends its cells to ``dests[i]`` (the processors absent from ``dests`` send
+    nothing). Packets between co-hosted processors are handed over; those to another process travel in one message
+    per pair of processes. Each processor that sends or receives is charged and settled as :func:`migrate` charges
+    and settles it (the same :func:`packs`, :func:`receive`, :func:`settle`), its packets received in increasing
+    source order; ``doms[i]`` is replaced and ``stats[i]`` counts what it did. A processor that neither sends nor
+    receives is left alone (its own call would charge it 0.0 and keep its domain if :func:`unchanged`): the caller
+    settles those. Returns the local indices of the processors that sent or received."""
+    lo, hi = group.lo, group.hi
+    others = [q for q in range(group.processes) if q != group.pid]
+    st = {i: MigrationStats() for i in dests}
+    costs: dict[int, list[float]] = {}
+    inbox: dict[int, list] = {}
+    out_by: dict[int, list] = {q: [] for q in others}
+    for i, dest in sorted(dests.items()):
+        packets, costs[i] = packs(doms[i], dest, clocks[i], st[i])
+        for r, (t_sent, nbytes, pack) in packets.items():
+            if lo <= r < hi:
+                inbox.setdefault(r - lo, []).append((lo + i, t_sent, nbytes, pack))
+            else:
+                out_by[int(group.process_of([r])[0])].append((r, lo + i, t_sent, nbytes, pack))
+    if others:
+        for lst in group.exchange_objects(out_by).values():
+            for r, src, t_sent, nbytes, pack in lst:
+                inbox.setdefault(r - lo, []).append((src, t_sent, nbytes, pack))
+    involved = set(dests) | set(inbox)
+    for i in sorted(involved):
+        s_i = st.setdefault(i, MigrationStats())
+        got = sorted(inbox.get(i, []), key=lambda m: m[0])  # by source, as sparse_exchange returns them
+        arrivals = [receive(s_i, lo + i, src, t_sent, nbytes, pack, clocks[i]) for src, t_sent, nbytes, pack in got]
+        clocks[i].exchanged(np.array(costs.get(i, [])), np.array(arrivals))
+        dest = dests[i] if i in dests else np.full(doms[i].n, lo + i, dtype=np.int64)
+        doms[i] = settle(doms[i], dest, [m[3] for m in got])
+        stats[i].add(s_i)
+    return involved
 
 
 def packs(dom: LocalDomain, dest: NDArray[np.int64], clock, stats: MigrationStats) -> tuple[dict, list[float]]:

@@ -252,7 +252,7 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
     stats = MigrationStats()
     with r.clock.activity("migrate"):
         if decision.dest is not None:
-            r.dom, stats = migrate(r.comm, r.dom, decision.dest, r.clock)
+            r.dom, stats = migrate(r.comm, r.dom, decision.dest, r.clock, bulk=r.sc.run.bulk == "auto")
         elif decision.flow is not None and np.any(decision.flow != 0) and not worsens(r.comm, ph.model, decision):
             # the realisation acts on the global flow: its levels are the topological order of the whole flow DAG
             cost = _gather_costs(r.book, r.p, ph.est)
@@ -293,7 +293,7 @@ def refine(r: RunState, ph: PhaseState) -> None:
     with r.clock.activity("migrate"):
         cost = _gather_costs(r.book, r.p, ph.est)
         options = RefineOptions(tolerance=spec.tolerance, passes=spec.passes, geometric=spec.geometric,
-                                below=spec.below)
+                                below=spec.below, bulk=r.sc.run.bulk == "auto")
         r.dom, st = refine_boundary(r.comm, r.dom, ph.model.fair_loads, cost, r.clock, options)
     r.history.refine_time = r.book.max(r.clock.totals["migrate"] - spent)
     ph.stats.add(st.migration)

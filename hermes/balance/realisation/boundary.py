@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.data.distributed import LocalDomain
-from hermes.data.migrate import MigrationStats, announce_moves, migrate
+from hermes.data.migrate import MigrationStats, announce_moves, announce_moves_bulk, migrate
 
 __all__ = ["RefineOptions", "RefineStats", "complete_costs", "refine_gain", "cell_spacing", "centroid", "room_shares",
            "sweep_moves", "local_view", "refine_serial", "refine_boundary"]
@@ -76,6 +76,9 @@ class RefineOptions:
     passes: int = 12
     geometric: float = 0.25
     below: float | None = None
+    #: the announcements and migrations of each sweep once per MPI process for the processors it hosts (the same
+    #: bits; the scenario's ``run.bulk: auto``)
+    bulk: bool = False
 
     @property
     def low(self) -> float:
@@ -339,7 +342,7 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     (:func:`hermes.data.migrate.migrate` without the directory); after passes 1, 2, 4, 8, … one charged
     allreduce of the number of cells moved in the pass (to stop together).
     """
-    from hermes.runtime.clock import Links, VirtualClock
+    from hermes.runtime.clock import ClockBank, Links, VirtualClock
     from hermes.runtime.comm import NeighbourComm, allreduce
 
     me = dom.rank
@@ -349,6 +352,7 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
     cost = comm.shared_value("completed-costs", [], np.asarray(cost), lambda: complete_costs(cost),
                              freeze=lambda a: setattr(a.flags, "writeable", False))
     clock = clock if clock is not None else VirtualClock(me, comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())
+    bulk = options.bulk and ClockBank.bankable([clock])
     stats = RefineStats()
     d = dom.coords.shape[1]
     for _ in range(options.passes):
@@ -364,8 +368,8 @@ def refine_boundary(comm, dom: LocalDomain, fair: NDArray[np.float64], cost: NDA
             cen = {me: mine, **{int(q): g[1:] for q, g in zip(nb, got)}}
             dest = sweep_moves(dom, offers, _surplus(dom.load, fair_me, low), cost, centroids=cen,
                                geometric=geometric, spacing=cell_spacing(dom))
-            dom = announce_moves(nc, dom, dest)
-            dom, st = migrate(comm, dom, dest, clock, refresh=False)
+            dom = (announce_moves_bulk if bulk else announce_moves)(nc, dom, dest)
+            dom, st = migrate(comm, dom, dest, clock, refresh=False, bulk=bulk)
             moved += st.cells_sent
             stats.cells_sent += st.cells_sent
             stats.weight_sent += st.weight_sent

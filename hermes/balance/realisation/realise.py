@@ -28,7 +28,7 @@ from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
 from hermes.data.migrate import (MigrationStats, _announce_kernel, announce_moves, announce_moves_bulk, migrate,
-                                  packs, receive, settle, unchanged)
+                                  migrate_group, settle, unchanged)
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
@@ -223,29 +223,7 @@ def _realise_kernel(edges, flow, cost, levels, options: RealiseOptions, group, p
             nbs = [NeighbourComm(comms[i], doms[i].neighbour_ranks, clocks[i]) for i in range(n_local)]
             full = [dests[i] if i in dests else np.full(doms[i].n, lo + i, dtype=np.int64) for i in range(n_local)]
             doms = _announce_kernel(group, list(zip(nbs, doms, full)))
-        st = {i: MigrationStats() for i in dests}
-        costs: dict[int, list[float]] = {}
-        inbox: dict[int, list] = {}
-        out_by: dict[int, list] = {q: [] for q in others}
-        for i, dest in dests.items():
-            packets, costs[i] = packs(doms[i], dest, clocks[i], st[i])
-            for r, (t_sent, nbytes, pack) in packets.items():
-                if lo <= r < hi:
-                    inbox.setdefault(r - lo, []).append((lo + i, t_sent, nbytes, pack))
-                else:
-                    out_by[int(group.process_of([r])[0])].append((r, lo + i, t_sent, nbytes, pack))
-        if others:
-            for lst in group.exchange_objects(out_by).values():
-                for r, src, t_sent, nbytes, pack in lst:
-                    inbox.setdefault(r - lo, []).append((src, t_sent, nbytes, pack))
-        for i in sorted(set(dests) | set(inbox)):
-            s_i = st.setdefault(i, MigrationStats())
-            got = sorted(inbox.get(i, []), key=lambda m: m[0])  # by source, as sparse_exchange returns them
-            arrivals = [receive(s_i, lo + i, src, t_sent, nbytes, pack, clocks[i]) for src, t_sent, nbytes, pack in got]
-            clocks[i].exchanged(np.array(costs.get(i, [])), np.array(arrivals))
-            dest = dests[i] if i in dests else np.full(doms[i].n, lo + i, dtype=np.int64)
-            doms[i] = settle(doms[i], dest, [m[3] for m in got])
-            stats[i].add(s_i)
+        st = migrate_group(group, doms, clocks, dests, stats)
         for i in range(n_local):  # outside the level: as migrate leaves them (rebuilt once if not yet settled)
             if i in st or known[i] is doms[i]:
                 continue

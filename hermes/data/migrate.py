@@ -241,20 +241,34 @@ def announce_moves_bulk(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalD
     return nc.comm.bulk("announce_moves", (nc, dom, np.asarray(dest, dtype=np.int64)), _announce_kernel)
 
 
-def _announce_kernel(group, parts: list) -> list[LocalDomain]:
+def _announce_kernel(group, parts: list, settled=None) -> list[LocalDomain]:
+    """The announcements of the processors of ``parts`` (``(nc, dom, dest)`` each; ``dest`` None: none of its cells
+    moves), exchanged in bulk. ``settled(i, dom)``, if given, says that processor i's domain owns its entries (what
+    :func:`_announced` would check): such a processor with no move and nothing announced to it keeps its domain
+    without a look at it."""
     from hermes.runtime.bulk import BankedNeighbours, exchange_arrays
 
     nbs = [nc for nc, _, _ in parts]
     bn = BankedNeighbours(group, nbs)
-    payloads = [a for nc, dom, dest in parts for a in _announcements(nc, dom, dest)]
+    payloads = []
+    for nc, dom, dest in parts:
+        payloads.extend(_announcements(nc, dom, dest) if dest is not None else [_NOTHING] * len(nc.neighbours))
     incoming, ptr = exchange_arrays(bn, payloads)
     bn.store()
     out = []
     for i, (nc, dom, dest) in enumerate(parts):
         a, b = bn.ptr[i], bn.ptr[i + 1]
+        if dest is None and ptr[b] == ptr[a] and settled is not None and settled(i, dom):
+            out.append(dom)
+            continue
         got = [incoming[ptr[k]:ptr[k + 1]] for k in range(a, b)]
-        out.append(_announced(dom, dest, got))
+        out.append(_announced(dom, dest if dest is not None else np.full(dom.n, dom.rank, dtype=np.int64), got))
     return out
+
+
+#: an empty announcement (shared: never written)
+_NOTHING = np.zeros(0)
+_NOTHING.flags.writeable = False
 
 
 def announce_moves(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalDomain:

@@ -221,8 +221,8 @@ def _realise_kernel(edges, flow, cost, levels, options: RealiseOptions, group, p
                     neg[k] -= moved_to[j]
         if exact:
             nbs = [NeighbourComm(comms[i], doms[i].neighbour_ranks, clocks[i]) for i in range(n_local)]
-            full = [dests[i] if i in dests else np.full(doms[i].n, lo + i, dtype=np.int64) for i in range(n_local)]
-            doms = _announce_kernel(group, list(zip(nbs, doms, full)))
+            doms = _announce_kernel(group, [(nbs[i], doms[i], dests.get(i)) for i in range(n_local)],
+                                    settled=lambda i, d: known[i] is d)
         st = migrate_group(group, doms, clocks, dests, stats)
         for i in range(n_local):  # outside the level: as migrate leaves them (rebuilt once if not yet settled)
             if i in st or known[i] is doms[i]:

@@ -87,7 +87,7 @@ def adapt(r: RunState, ph: PhaseState) -> None:
 
 def monitor(r: RunState, ph: PhaseState) -> None:
     """Step 3: measure this rank's capacity and links (charged to ``balance``) and gather the model H."""
-    ph.est = measure(r.comm, r.clock, r.dom.neighbour_ranks, r.probe_work)
+    ph.est = measure(r.comm, r.clock, r.dom.neighbour_ranks, r.probe_work, bulk=r.sc.run.bulk == "auto")
     if ph.rounds == 0:
         ph.capacity_estimate = ph.est.capacity
     if r.feed is not None and r.feed.steers:  # the balancer sees the monitor's source, not the probe

@@ -54,9 +54,16 @@ def estimate_capacity(comm, clock, probe_work: float) -> float:
     return rate / total
 
 
-def estimate_links(comm, clock, neighbours) -> tuple[NDArray, NDArray]:
-    """(latency, bandwidth) to each neighbour from two timed exchanges (collective)."""
+def estimate_links(comm, clock, neighbours, *, bulk: bool = False) -> tuple[NDArray, NDArray]:
+    """(latency, bandwidth) to each neighbour from two timed exchanges (collective).
+
+    ``bulk`` (the scenario's ``run.bulk: auto``) with a virtual clock without an extra load: the exchanges run once
+    per MPI process for the processors it hosts (:func:`_links_kernel`), the same estimates and clocks."""
+    from hermes.runtime.clock import ClockBank
+
     nb = NeighbourComm(comm, neighbours, clock)
+    if bulk and ClockBank.bankable([clock]):
+        return comm.bulk("estimate_links", nb, _links_kernel)
     times = []
     for size in (SMALL, LARGE):
         if clock.kind == "virtual":  # the model charges the size; no need to allocate and copy it (hosted
@@ -74,6 +81,30 @@ def estimate_links(comm, clock, neighbours) -> tuple[NDArray, NDArray]:
         alpha = 0.5 * (alpha + np.array([x[0] for x in theirs]))
         beta = 0.5 * (beta + np.array([x[1] for x in theirs]))
     return alpha, 1.0 / beta
+
+
+def _links_kernel(group, nbs: list) -> list[tuple[NDArray, NDArray]]:
+    """:func:`estimate_links` of every processor of a process (a kernel run in bulk): the two probes as pair-aligned
+    exchanges charged at their model sizes, the readings' arithmetic elementwise over the pairs (the same IEEE
+    operations as each processor's), the two ends' readings averaged after one exchange of (α, β)."""
+    from hermes.runtime.bulk import BankedNeighbours, exchange_arrays
+
+    bn = BankedNeighbours(group, nbs)
+    zero = np.zeros(bn.L)
+    times = []
+    for size in (SMALL, LARGE):
+        bn.exchange_scalar(zero, nbytes=8.0 * (size // 8))
+        times.append(bn.transit.copy())
+    t_small, t_large = times
+    beta = np.maximum((t_large - t_small) / float(LARGE - SMALL), 1e-300)
+    alpha = np.maximum(t_small - beta * SMALL, 0.0)
+    pairs = np.column_stack((alpha, beta))
+    theirs, _ = exchange_arrays(bn, list(pairs))
+    bn.store()
+    theirs = theirs.reshape(-1, 2)
+    alpha = 0.5 * (alpha + theirs[:, 0])
+    beta = 0.5 * (beta + theirs[:, 1])
+    return [(alpha[bn.ptr[i]:bn.ptr[i + 1]], 1.0 / beta[bn.ptr[i]:bn.ptr[i + 1]]) for i in range(bn.L)]
 
 
 def probe_rates(comm, clock, probe_work: float) -> NDArray[np.float64]:
@@ -95,12 +126,13 @@ def probe_rates(comm, clock, probe_work: float) -> NDArray[np.float64]:
         return allreduce(comm, mine, clock)
 
 
-def monitor(comm, clock, neighbours, probe_work: float) -> Estimates:
-    """Capacity and link estimates of this rank (collective); charged as balancing time."""
+def monitor(comm, clock, neighbours, probe_work: float, *, bulk: bool = False) -> Estimates:
+    """Capacity and link estimates of this rank (collective); charged as balancing time. ``bulk``: the link probes
+    in bulk (:func:`estimate_links`)."""
     neighbours = np.asarray(neighbours, dtype=np.int64)
     with clock.activity("balance"):
         cap = estimate_capacity(comm, clock, probe_work)
-        lat, bw = estimate_links(comm, clock, neighbours)
+        lat, bw = estimate_links(comm, clock, neighbours, bulk=bulk)
         bw_max = allreduce(comm, float(bw.max()) if bw.size else 0.0, clock, op="max")
     bw_max = bw_max if bw_max > 0 else 1.0
     return Estimates(capacity=cap, neighbours=neighbours, latency=lat, bandwidth=bw,

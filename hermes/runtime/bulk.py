@@ -197,8 +197,9 @@ class BankedNeighbours:
         self._costs[nbytes] = (links, send, recv, own)
         return send, recv, own
 
-    def exchange_scalar(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Every processor's ``NeighbourComm.exchange_scalar(values[i])``: the neighbours' values, pair-aligned."""
+    def exchange_scalar(self, values: NDArray[np.float64], nbytes: float = 8.0) -> NDArray[np.float64]:
+        """Every processor's ``NeighbourComm.exchange_scalar(values[i])``: the neighbours' values, pair-aligned.
+        ``nbytes``: the size each message is charged (``model_bytes``; default its one word)."""
         values = np.asarray(values, dtype=np.float64)
         bank = self.bank
         stamps = bank.now.copy()
@@ -211,8 +212,8 @@ class BankedNeighbours:
         every_v = np.concatenate((values, *[got[q][self.recv_pairs[q]:] for q in self.procs]))
         nbr_stamp = every_t[self.src]
         nbr_val = every_v[self.src]
-        send, recv, own = self._pair_costs(8.0)
-        self.charge_exchange(stamps, own, nbr_stamp + recv, nbr_stamp, 8 * self.deg)  # int(Σ 8.0): exact
+        send, recv, own = self._pair_costs(float(nbytes))
+        self.charge_exchange(stamps, own, nbr_stamp + recv, nbr_stamp, int(nbytes) * self.deg)  # int(Σ b): exact
         return nbr_val
 
     def charge_exchange(self, stamps, own, arrivals, nbr_stamp, nbytes) -> None:

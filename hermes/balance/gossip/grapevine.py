@@ -214,24 +214,26 @@ def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
                 return r
         return -1
 
-    def post(dest: int, payload: NDArray[np.float64]) -> None:
-        msg = np.concatenate(([clock.stamp() if clock is not None else 0.0], payload))
+    def post(dest: int, body: NDArray[np.float64]) -> None:
+        """Send (the send time, this rank, ``body``): a message of the sender's rank and ``body``, charged as
+        ``8 · (1 + len(body))`` bytes. ``body`` is read-only, so hosted receivers share it: the end travels down
+        the tree as one array, not one copy per rank."""
+        t = clock.stamp() if clock is not None else 0.0
         if clock is not None:
-            clock.exchanged(clock.message_costs([dest], [8.0 * payload.size]), np.zeros(0))
-        comm.send(msg, dest=dest, tag=_TAG_TOKEN)
+            clock.exchanged(clock.message_costs([dest], [8.0 * (body.size + 1)]), np.zeros(0))
+        comm.send((t, me, body), dest=dest, tag=_TAG_TOKEN)
         cnt.messages += 1
-        cnt.bytes += 8 * payload.size
+        cnt.bytes += 8 * (body.size + 1)
 
     def take():
-        """The next message: (kind, root, counts, moves, loads or None)."""
-        msg = comm.recv(source=MPI.ANY_SOURCE, tag=_TAG_TOKEN)
-        src = int(msg[1])
+        """The next message: (kind, root, counts, moves, loads or None, its body)."""
+        t, src, body = comm.recv(source=MPI.ANY_SOURCE, tag=_TAG_TOKEN)
         if clock is not None:
-            clock.exchanged(np.zeros(0), np.array([msg[0] + clock.links.cost(src, me, 8.0 * (msg.size - 1))]))
-        kind, root, counts, k = float(msg[2]), int(msg[3]), msg[4:7].copy(), int(msg[7])
+            clock.exchanged(np.zeros(0), np.array([t + clock.links.cost(int(src), me, 8.0 * (body.size + 1))]))
+        kind, root, counts, k = float(body[0]), int(body[1]), body[2:5].copy(), int(body[5])
         if kind == _TOKEN:
-            return kind, root, counts, msg[8 + p:].reshape(k, 4), msg[8:8 + p].tolist()
-        return kind, root, counts, msg[8:].reshape(k, 4), None
+            return kind, root, counts, body[6 + p:].reshape(k, 4), body[6:6 + p].tolist(), body
+        return kind, root, counts, body[6:].reshape(k, 4), None, body
 
     seen = 0
 
@@ -247,10 +249,13 @@ def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
     if holder < 0:
         return gid, ell, home, 0, 0, 0
     counts, moves, turn = np.zeros(3), np.zeros((0, 4)), me == holder  # counts: transfers, rejections, ignored
+    end = None  # the end's body as received (passed on as it is)
     if not turn:
-        kind, root, counts, moves, token_loads = take()
+        kind, root, counts, moves, token_loads, body = take()
         if kind == _TOKEN:
             turn, live = True, token_loads
+        else:
+            end = body
     if turn:
         apply(moves)
         if cum[-1] > 0:
@@ -267,15 +272,22 @@ def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
             counts[2] += 1
         nxt = after(pos[me] + 1, live)
         if nxt >= 0:
-            post(nxt, np.concatenate(([me, _TOKEN, -1.0], counts, [moves.shape[0]], live, moves.ravel())))
-            _, root, counts, moves, _ = take()  # the end
+            post(nxt, _sealed(np.concatenate(([_TOKEN, -1.0], counts, [moves.shape[0]], live, moves.ravel()))))
+            _, root, counts, moves, _, end = take()  # the end
         else:
             root = me  # the last turn: the end's tree is rooted here
-    end = np.concatenate(([me, _END, root], counts, [moves.shape[0]], moves.ravel()))
+    if end is None:
+        end = _sealed(np.concatenate(([_END, root], counts, [moves.shape[0]], moves.ravel())))
     for child in _tree_children((me - root) % p, p):
         post((child + root) % p, end)
     apply(moves)
     return gid, ell, home, int(counts[0]), int(counts[1]), int(counts[2])
+
+
+def _sealed(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``a`` made read-only (a message body nobody changes: hosted receivers share it)."""
+    a.flags.writeable = False
+    return a
 
 
 def _rank_objects(objects: RankObjects, me: int) -> tuple[NDArray, NDArray[np.float64], str | None]:

@@ -58,7 +58,8 @@ class HostedComm:
     def _out(self, obj) -> tuple[str, Any]:
         # a read-only array that owns its data is shared by its receivers, as an immutable value is (nobody can
         # change it in place: the gossip's known sets, sent alike to f peers, are not copied f times)
-        return ("value", obj if _sealed(obj) or _frozen(obj) else _copy(obj))
+        shared = _sealed(obj) or _frozen(obj) or (isinstance(obj, tuple) and all(_sealed(v) or _frozen(v) for v in obj))
+        return ("value", obj if shared else _copy(obj))
 
     def isend(self, obj, dest: int, tag: int = 0) -> Request:
         self.host.send(self.rank_, int(dest), int(tag), self._out(obj))

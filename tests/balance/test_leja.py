@@ -215,3 +215,27 @@ def test_bad_parameters(monkeypatch):
     monkeypatch.setattr(leja, "SPECTRUM_LIMIT", 4)
     with pytest.raises(BalancerError, match="too costly"):
         spectral_plan(m)
+
+
+def test_co_hosted_processors_share_one_spectral_plan():
+    """cached_plan with the communicator: the processors one process hosts get the very same plan (computed once),
+    equal to the plan each would compute alone; a model that differs gets its own."""
+    from hermes.balance.polynomial.leja import cached_plan, spectral_plan
+    from hermes.runtime.hosting import host_run
+
+    model = random_model("grid", 12, seed=3)
+    other = random_model("grid", 12, seed=4)
+
+    def fn(comm):
+        first = cached_plan(model, {}, comm)
+        comm.allreduce(0)  # every processor has its first plan before any asks for a second
+        return first, cached_plan(other if comm.Get_rank() == 2 else model, {}, comm)
+
+    got = host_run(4, fn)
+    alone = spectral_plan(model)
+    firsts = [got[r][0] for r in range(4)]
+    assert all(f is firsts[0] for f in firsts)
+    assert np.array_equal(firsts[0].eigenvalues, alone.eigenvalues) and np.array_equal(firsts[0].nodes, alone.nodes)
+    assert firsts[0].log10_amplification == alone.log10_amplification
+    assert not firsts[0].nodes.flags.writeable
+    assert np.array_equal(got[2][1].eigenvalues, spectral_plan(other).eigenvalues)

@@ -235,20 +235,23 @@ def test_compare_takes_a_trace_as_its_base(tmp_path):
 
 
 # -- traces of any length (issue 38) -------------------------------------------------------------------------------
-def test_empty_phases_cost_no_python_in_a_replay(tmp_path):
+def test_empty_phases_cost_no_python_in_a_replay(tmp_path, monkeypatch):
     """10⁵ empty phases, three balancers: the figures of every phase in one vectorised pass and no balancer run
-    (the old replay spent ~0.4 ms of Python per phase and algorithm: minutes). Bound: 10 s of CPU for reading,
-    replaying and making the 3·10⁵ results on a loaded 2-core machine (measured ~2 s)."""
-    import time
+    (the old replay spent ~0.4 ms of Python per phase and algorithm: minutes). Checked by what it calls, not by a
+    timer (a CPU bound failed under the suite's load): neither the per-phase replay nor the balancing step runs for
+    an empty phase. `python -m benchmarks.trace_read` times it (results/trace-read.md)."""
+    import hermes.trace.replay as replay_module
 
+    def never(*args, **kwargs):
+        raise AssertionError("an empty phase was replayed one by one")
+
+    monkeypatch.setattr(replay_module, "replay_phase", never)
+    monkeypatch.setattr(replay_module, "_balance", never)
     n = 100_000
     (tmp_path / "e.0.json").write_text('{"type":"LBDatafile","phases":[' + ",".join(
         f'{{"id":{k},"tasks":[]}}' for k in range(n)) + "]}")
-    t0 = time.process_time()
     results = replay(read_trace(tmp_path / "e"), ["none", "grapevine", "pcg"])
-    cpu = time.process_time() - t0
     assert len(results) == 3 * n and results[-1].phase == n - 1 and results[-1].after["imbalance"] == 1.0
-    assert cpu < 10.0, cpu
 
 
 def test_realising_a_flow_costs_no_pass_over_the_pool_per_object():

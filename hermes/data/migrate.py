@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import allreduce, sparse_exchange
 from hermes.data.distributed import LocalDomain, assemble, refresh_owners
 
@@ -60,7 +61,7 @@ def migrate(comm, dom: LocalDomain, dest: NDArray[np.int64], clock=None, *,
     dest = np.asarray(dest, dtype=np.int64)
     if dest.shape != (dom.n,) or (dest.size and (dest.min() < 0 or dest.max() >= size)):
         raise ValueError("migration destinations must be one rank per local cell")
-    if bulk and clock is not None and clock.kind == "virtual" and clock.load is None:
+    if bulk and clock is not None and ClockBank.bankable([clock]):
         new, stats = comm.bulk("migrate", (dom, dest, clock), _migrate_kernel)
         if refresh:
             new = refresh_owners(comm, new)

@@ -72,15 +72,23 @@ def estimate_links(comm, clock, neighbours, *, bulk: bool = False) -> tuple[NDAr
         else:
             nb.exchange([np.zeros(size // 8) for _ in neighbours])
         times.append(nb.last_transit.copy())
-    t_small, t_large = times
-    beta = np.maximum((t_large - t_small) / float(LARGE - SMALL), 1e-300)
-    alpha = np.maximum(t_small - beta * SMALL, 0.0)
+    alpha, beta = _readings(*times)
     # both ends agree: average the two readings of every link
     theirs = nb.exchange([np.array([a, b]) for a, b in zip(alpha, beta)])
     if len(neighbours):
-        alpha = 0.5 * (alpha + np.array([x[0] for x in theirs]))
-        beta = 0.5 * (beta + np.array([x[1] for x in theirs]))
+        alpha, beta = _averaged(alpha, beta, np.array([x[0] for x in theirs]), np.array([x[1] for x in theirs]))
     return alpha, 1.0 / beta
+
+
+def _readings(t_small: NDArray[np.float64], t_large: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
+    """(α, β) of each link from the transit times of the small and the large probe."""
+    beta = np.maximum((t_large - t_small) / float(LARGE - SMALL), 1e-300)
+    return np.maximum(t_small - beta * SMALL, 0.0), beta
+
+
+def _averaged(alpha, beta, their_alpha, their_beta) -> tuple[NDArray, NDArray]:
+    """The two ends' readings of every link, averaged."""
+    return 0.5 * (alpha + their_alpha), 0.5 * (beta + their_beta)
 
 
 def _links_kernel(group, nbs: list) -> list[tuple[NDArray, NDArray]]:
@@ -95,15 +103,11 @@ def _links_kernel(group, nbs: list) -> list[tuple[NDArray, NDArray]]:
     for size in (SMALL, LARGE):
         bn.exchange_scalar(zero, nbytes=8.0 * (size // 8))
         times.append(bn.transit.copy())
-    t_small, t_large = times
-    beta = np.maximum((t_large - t_small) / float(LARGE - SMALL), 1e-300)
-    alpha = np.maximum(t_small - beta * SMALL, 0.0)
-    pairs = np.column_stack((alpha, beta))
-    theirs, _ = exchange_arrays(bn, list(pairs))
+    alpha, beta = _readings(*times)
+    theirs, _ = exchange_arrays(bn, list(np.column_stack((alpha, beta))))
     bn.store()
     theirs = theirs.reshape(-1, 2)
-    alpha = 0.5 * (alpha + theirs[:, 0])
-    beta = 0.5 * (beta + theirs[:, 1])
+    alpha, beta = _averaged(alpha, beta, theirs[:, 0], theirs[:, 1])
     return [(alpha[bn.ptr[i]:bn.ptr[i + 1]], 1.0 / beta[bn.ptr[i]:bn.ptr[i + 1]]) for i in range(bn.L)]
 
 

@@ -272,19 +272,19 @@ def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
             counts[2] += 1
         nxt = after(pos[me] + 1, live)
         if nxt >= 0:
-            post(nxt, _sealed(np.concatenate(([_TOKEN, -1.0], counts, [moves.shape[0]], live, moves.ravel()))))
+            post(nxt, _read_only(np.concatenate(([_TOKEN, -1.0], counts, [moves.shape[0]], live, moves.ravel()))))
             _, root, counts, moves, _, end = take()  # the end
         else:
             root = me  # the last turn: the end's tree is rooted here
     if end is None:
-        end = _sealed(np.concatenate(([_END, root], counts, [moves.shape[0]], moves.ravel())))
+        end = _read_only(np.concatenate(([_END, root], counts, [moves.shape[0]], moves.ravel())))
     for child in _tree_children((me - root) % p, p):
         post((child + root) % p, end)
     apply(moves)
     return gid, ell, home, int(counts[0]), int(counts[1]), int(counts[2])
 
 
-def _sealed(a: NDArray[np.float64]) -> NDArray[np.float64]:
+def _read_only(a: NDArray[np.float64]) -> NDArray[np.float64]:
     """``a`` made read-only (a message body nobody changes: hosted receivers share it)."""
     a.flags.writeable = False
     return a

@@ -27,8 +27,8 @@ from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, ge
 from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
-from hermes.data.migrate import (MigrationStats, _announce_kernel, announce_moves, announce_moves_bulk, migrate,
-                                  migrate_group, settle, unchanged)
+from hermes.data.migrate import (MigrationStats, _announce_kernel, announce_moves, migrate, migrate_group, settle,
+                                  unchanged)
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
@@ -105,10 +105,9 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     -------
     (domain, stats, realised) where ``realised[k]`` is the weight actually moved along edge k.
     """
-    select, exact, adaptive = options.selection, options.exact, options.adaptive
-    bulk = options.bulk and clock is not None and ClockBank.bankable([clock])
+    exact = options.exact
     edges, flow = flow.edges, flow.values
-    if bulk:
+    if options.bulk and clock is not None and ClockBank.bankable([clock]):
         # the levels once per MPI process for the processors it hosts: the same selections, moves and clocks
         dom, stats, realised = comm.bulk("realise_flow", (comm, dom, clock),
                                          partial(_realise_kernel, edges, flow, cost, levels, options))
@@ -119,44 +118,24 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     rank = comm.Get_rank()
     stats = MigrationStats()
     realised = np.zeros(len(edges))
-    out_edges = np.flatnonzero(edges[:, 0] == rank) if len(edges) else np.zeros(0, np.int64)
-    in_edges = np.flatnonzero(edges[:, 1] == rank) if len(edges) else np.zeros(0, np.int64)
     load0 = dom.load  # before any level: what arrives beyond the flow's inflow is passed on (select_adaptive)
-    # the ranks with something to send, from the global flow (the same on every rank): a level none of whose ranks
-    # sends is skipped by all, as their agreement on it would
-    p = comm.Get_size()
-    sends = np.zeros(p, dtype=bool)
-    if len(edges):
-        f = np.asarray(flow, dtype=np.float64)
-        sends[edges[:, 0][f > 0]] = True
-        sends[edges[:, 1][f < 0]] = True
+    # a level none of whose ranks sends is skipped by all, as their agreement on it would
+    sends = _senders(comm.Get_size(), edges, flow)
     for level in levels:
         level = np.asarray(level, dtype=np.int64)
         if not sends[level].any():
             continue
         dest = np.full(dom.n, rank, dtype=np.int64)
-        mine = bool(np.any(level == rank))
-        if mine:
-            out = _outflow(rank, edges, flow)
-            if out:
-                dest = select_adaptive(select, dom, out, cost, inflow=_inflow(rank, edges, flow),
-                                       load0=load0) if adaptive else select(dom, out, cost)
-        moved_to = {int(r): float(dom.weight[dest == r].sum()) for r in np.unique(dest) if r != rank} if mine else {}
+        if np.any(level == rank):
+            picked = _select(rank, dom, edges, flow, cost, options, load0)
+            if picked is not None:
+                dest = picked
+                _tally(realised, realised, rank, edges, _moved_to(rank, dom, dest))
         if exact:
             nc = NeighbourComm(comm, dom.neighbour_ranks, _clock(comm, clock))
-            dom = (announce_moves_bulk if bulk else announce_moves)(nc, dom, dest)
+            dom = announce_moves(nc, dom, dest)
         dom, st = migrate(comm, dom, dest, clock, refresh=False)
         stats.add(st)
-        if not moved_to:
-            continue
-        for k in out_edges.tolist():  # only this rank's edges can carry its moves
-            j = int(edges[k, 1])
-            if j in moved_to:
-                realised[k] += moved_to[j]
-        for k in in_edges.tolist():
-            i = int(edges[k, 0])
-            if i != rank and i in moved_to:
-                realised[k] -= moved_to[i]
     if not exact:
         dom = refresh_owners(comm, dom)
         allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
@@ -178,7 +157,7 @@ def _realise_kernel(edges, flow, cost, levels, options: RealiseOptions, group, p
     charges 0.0). With exact ghosts the level's announcements run as :func:`~hermes.data.migrate.announce_moves_bulk`
     does. ``realised`` is summed as the processors' own allreduce sums it: each edge's two endpoints, each its own
     sequence over the levels."""
-    select, exact, adaptive = options.selection, options.exact, options.adaptive
+    exact = options.exact
     lo, hi = group.lo, group.hi
     comms = [c for c, _, _ in parts]
     doms = [d for _, d, _ in parts]
@@ -188,12 +167,7 @@ def _realise_kernel(edges, flow, cost, levels, options: RealiseOptions, group, p
     load0 = [d.load for d in doms]
     known = [d if unchanged(d) else None for d in doms]  # domains a migration without moves leaves as they are
     pos, neg = np.zeros(len(edges)), np.zeros(len(edges))
-    p = group.size
-    sends = np.zeros(p, dtype=bool)
-    if len(edges):
-        f = np.asarray(flow, dtype=np.float64)
-        sends[edges[:, 0][f > 0]] = True
-        sends[edges[:, 1][f < 0]] = True
+    sends = _senders(group.size, edges, flow)
     others = [q for q in range(group.processes) if q != group.pid]
     rounds = 0
     for level in levels:
@@ -203,22 +177,11 @@ def _realise_kernel(edges, flow, cost, levels, options: RealiseOptions, group, p
         rounds += 1
         dests: dict[int, NDArray[np.int64]] = {}
         for r in np.sort(level[(level >= lo) & (level < hi)]).tolist():
-            i, dom = r - lo, doms[r - lo]
-            out = _outflow(r, edges, flow)
-            if not out:
-                continue
-            dest = select_adaptive(select, dom, out, cost, inflow=_inflow(r, edges, flow),
-                                   load0=load0[i]) if adaptive else select(dom, out, cost)
-            moved_to = {int(q): float(dom.weight[dest == q].sum()) for q in np.unique(dest) if q != r}
-            dests[i] = dest
-            for k in np.flatnonzero(edges[:, 0] == r).tolist():
-                j = int(edges[k, 1])
-                if j in moved_to:
-                    pos[k] += moved_to[j]
-            for k in np.flatnonzero(edges[:, 1] == r).tolist():
-                j = int(edges[k, 0])
-                if j != r and j in moved_to:
-                    neg[k] -= moved_to[j]
+            i = r - lo
+            dest = _select(r, doms[i], edges, flow, cost, options, load0[i])
+            if dest is not None:
+                dests[i] = dest
+                _tally(pos, neg, r, edges, _moved_to(r, doms[i], dest))
         if exact:
             nbs = [NeighbourComm(comms[i], doms[i].neighbour_ranks, clocks[i]) for i in range(n_local)]
             doms = _announce_kernel(group, [(nbs[i], doms[i], dests.get(i)) for i in range(n_local)],
@@ -241,6 +204,46 @@ def _realise_kernel(edges, flow, cost, levels, options: RealiseOptions, group, p
     return [(doms[i], stats[i], realised) for i in range(n_local)]
 
 
+def _senders(p: int, edges, flow) -> NDArray[np.bool_]:
+    """The ranks with something to send in the global flow (the same on every rank)."""
+    sends = np.zeros(p, dtype=bool)
+    if len(edges):
+        f = np.asarray(flow, dtype=np.float64)
+        sends[edges[:, 0][f > 0]] = True
+        sends[edges[:, 1][f < 0]] = True
+    return sends
+
+
+def _select(r: int, dom: LocalDomain, edges, flow, cost, options: RealiseOptions, load0: float):
+    """Rank r's destinations at its level (None when the flow sends nothing from it)."""
+    out = _outflow(r, edges, flow)
+    if not out:
+        return None
+    select = options.selection
+    return select_adaptive(select, dom, out, cost, inflow=_inflow(r, edges, flow), load0=load0) \
+        if options.adaptive else select(dom, out, cost)
+
+
+def _moved_to(r: int, dom: LocalDomain, dest) -> dict[int, float]:
+    """The weight rank r sends to each other rank under ``dest``."""
+    return {int(q): float(dom.weight[dest == q].sum()) for q in np.unique(dest) if q != r}
+
+
+def _tally(out_sums, in_sums, r: int, edges, moved_to: dict[int, float]) -> None:
+    """Add what rank r moved to each edge it ends: along its out-edges to ``out_sums``, against its in-edges from
+    ``in_sums`` (each rank's own running sums, in level order: the realised flow of :func:`realise_flow`)."""
+    if not moved_to:
+        return
+    for k in np.flatnonzero(edges[:, 0] == r).tolist():
+        j = int(edges[k, 1])
+        if j in moved_to:
+            out_sums[k] += moved_to[j]
+    for k in np.flatnonzero(edges[:, 1] == r).tolist():
+        j = int(edges[k, 0])
+        if j != r and j in moved_to:
+            in_sums[k] -= moved_to[j]
+
+
 def _clock(comm, clock):
     """The run's clock, or a private virtual one (unit speed, default links) when the caller has none."""
     if clock is not None:
@@ -248,10 +251,6 @@ def _clock(comm, clock):
     from hermes.runtime.clock import Links, VirtualClock
 
     return VirtualClock(comm.Get_rank(), comm.Get_size(), Links(), 1.0, 1.0 / comm.Get_size())
-
-
-def _has_out(rank: int, edges, flow) -> bool:
-    return bool(np.any((edges[:, 0] == rank) & (flow > 0)) or np.any((edges[:, 1] == rank) & (flow < 0)))
 
 
 def _inflow(rank: int, edges, flow) -> float:

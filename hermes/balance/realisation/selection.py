@@ -239,11 +239,11 @@ def _hand_on(counts: _EdgeCounts, t: int, remaining: NDArray[np.float64], dest: 
     return np.zeros(0, dtype=np.int64), front
 
 
-def _union(n: int, a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The sorted union of two sets of cells among ``n`` (``np.union1d``'s answer, through a mask)."""
+def _union(n: int, *sets: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The sorted union of sets of cells among ``n`` (``np.union1d``'s or ``np.unique``'s answer, through a mask)."""
     mask = np.zeros(n, dtype=bool)
-    mask[a] = True
-    mask[b] = True
+    for s in sets:
+        mask[s] = True
     return np.flatnonzero(mask)
 
 
@@ -268,7 +268,7 @@ class _EdgeCounts:
     """
 
     def __init__(self, dom: LocalDomain, targets: NDArray[np.int64], cost: NDArray[np.float64]):
-        self.dom, self.deg, self.targets = dom, np.diff(dom.xadj), targets
+        self.dom, self.targets = dom, targets
         owner = np.where(dom.local_index >= 0, dom.rank, dom.nbr_owner)
         self.ranks = np.unique(np.concatenate((owner, targets, [dom.rank])))
         m = self.ranks.size
@@ -305,7 +305,7 @@ class _EdgeCounts:
         flat = self.count.reshape(-1)
         np.add.at(flat, np.concatenate((nb * m + src, nb * m + dst)),
                   np.concatenate((np.full(nb.size, -1, np.int32), np.ones(nb.size, np.int32))))
-        changed = _union(self.count.shape[0], nb, nb[:0])
+        changed = _union(self.count.shape[0], nb)
         self.gain[changed] = self._gain(changed)
         return changed
 

@@ -33,6 +33,7 @@ from hermes.runtime.comm import Counters, NeighbourComm, gather_error
 from hermes.errors import BalancerError, GraphError
 
 __all__ = [
+    "child_stream",
     "FlowResult",
     "LocalFlowResult",
     "minimal_flow",
@@ -194,6 +195,15 @@ def raise_input_error(nb: NeighbourComm, error: str | None) -> None:
     msg = gather_error(nb.comm, error) or "GraphError|invalid balancer input on another rank"
     kind, _, text = msg.partition("|")
     raise (BalancerError if kind == "BalancerError" else GraphError)(text)
+
+
+def child_stream(seed, k: int) -> np.random.Generator:
+    """The generator of child ``k`` of ``SeedSequence(seed)``: the stream of ``SeedSequence(seed).spawn(n)[k]``
+    for any n > k, bit for bit, without making the n children (a rank that took its own of p children made
+    all p of them: p² seed sequences per balancing over a process' ranks)."""
+    root = np.random.SeedSequence(seed)
+    return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, k),
+                                                        pool_size=root.pool_size))
 
 
 def ordered_total(x: NDArray[np.float64]) -> float:

@@ -53,7 +53,7 @@ from hermes.balance.diffusion.fos_serial import (
     fos_amounts,
     fos_delta,
 )
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs
+from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, child_stream
 from hermes.balance.interface import BalanceContext, Decision, flow_from_local
 from hermes.balance.model import Model
 from hermes.balance.registry import register
@@ -140,7 +140,7 @@ def fos_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     tree = build_tree_rounds(nb, root) if built else tree
     det = TreeRounds(nb, tree, halving) if detection else None
     lag = tree.height + max(tree.height - 1, 0) if detection else 0
-    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(p)[nb.rank]) if shaker else None
+    rng = child_stream(seed, nb.rank) if shaker else None
     kk = float(k) if k is not None else math.inf
     U, flows = np.zeros(deg), np.zeros(deg)
     n = 0

@@ -85,7 +85,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from hermes.balance.flow import ordered_total
+from hermes.balance.flow import child_stream, ordered_total
 from hermes.balance.gossip.grapevine_serial import (
     HEADER_WORDS,
     MOVE_BYTES,
@@ -175,12 +175,13 @@ _TOKEN, _END = 0.0, 1.0
 @dataclass
 class _Stage:
     """One transfer stage as every rank sees it (:func:`_broadcast_stage`, :func:`_token_stage`): the turn order,
-    the current loads ``live`` (updated in place), the speeds, the overload limit T x̄, this rank's transfer CMF
-    and random stream, and the turn rule."""
+    the loads at the stage's start, the speeds (arrays every rank has the same of: a rank turns them into the
+    lists :func:`transfer_turn` updates only when it takes a turn), the overload limit T x̄, this rank's transfer
+    CMF and random stream, and the turn rule."""
 
-    turns: list[int]
-    live: list[float]
-    s_list: list[float]
+    turns: NDArray[np.int64]
+    loads: NDArray[np.float64]
+    speeds: NDArray[np.float64]
     limit: float
     cum: NDArray[np.float64]
     rng: np.random.Generator
@@ -203,16 +204,16 @@ def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
     from mpi4py import MPI
 
     me, p = comm.Get_rank(), comm.Get_size()
-    turns, live, s_list, limit, cum, rng = stage.turns, stage.live, stage.s_list, stage.limit, stage.cum, stage.rng
+    turns, speeds, limit, cum, rng = stage.turns, stage.speeds, stage.limit, stage.cum, stage.rng
     gid, ell, home = held
     gid0, dest0 = homes
-    pos = {r: i for i, r in enumerate(turns)}
 
-    def after(i: int, loads: list[float]) -> int:
-        for r in turns[i:]:
-            if loads[r] / s_list[r] > limit:
-                return r
-        return -1
+    def after(i: int, loads) -> int:
+        """The first rank of ``turns[i:]`` above the limit on ``loads`` (-1: none); the same IEEE divisions as
+        a scan of the lists, all at once."""
+        rest = turns[i:]
+        over = np.flatnonzero(np.asarray(loads, dtype=np.float64)[rest] / speeds[rest] > limit)
+        return int(rest[over[0]]) if over.size else -1
 
     def post(dest: int, body: NDArray[np.float64]) -> None:
         """Send (the send time, this rank, ``body``): a message of the sender's rank and ``body``, charged as
@@ -245,21 +246,22 @@ def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
             return
         gid, ell, home = _apply_moves(mv, me, gid0, dest0, gid, ell, home)
 
-    holder = after(0, live)
+    holder = after(0, stage.loads)
     if holder < 0:
         return gid, ell, home, 0, 0, 0
     counts, moves, turn = np.zeros(3), np.zeros((0, 4)), me == holder  # counts: transfers, rejections, ignored
     end = None  # the end's body as received (passed on as it is)
+    live = stage.loads.tolist() if turn else None
     if not turn:
-        kind, root, counts, moves, token_loads, body = take()
-        if kind == _TOKEN:
-            turn, live = True, token_loads
-        else:
+        kind, root, counts, moves, live, body = take()
+        turn = kind == _TOKEN
+        if not turn:
             end = body
+        del body  # a token is not kept while its holder waits for the end (p tokens of every move so far)
     if turn:
         apply(moves)
         if cum[-1] > 0:
-            at, dest, rej = transfer_turn(ell, cum, live, s_list, me, rng, stage.rule)
+            at, dest, rej = transfer_turn(ell, cum, live, speeds.tolist(), me, rng, stage.rule)
             counts += (at.size, rej, 0)
             if at.size:
                 sent = np.column_stack([gid[at], ell[at], home[at], dest]).astype(np.float64)
@@ -270,9 +272,10 @@ def _token_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
                 apply(moves)  # the destinations of the objects this rank homes
         else:
             counts[2] += 1
-        nxt = after(pos[me] + 1, live)
+        nxt = after(int(np.flatnonzero(turns == me)[0]) + 1, live)
         if nxt >= 0:
             post(nxt, _read_only(np.concatenate(([_TOKEN, -1.0], counts, [moves.shape[0]], live, moves.ravel()))))
+            moves = live = None  # what the token carried is in the end too
             _, root, counts, moves, _, end = take()  # the end
         else:
             root = me  # the last turn: the end's tree is rooted here
@@ -358,11 +361,11 @@ def _broadcast_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
     Returns (gid, ell, home, ntr, nrej, ignored) of this rank after the stage.
     """
     me = comm.Get_rank()
-    live, s_list, limit, cum, rng = stage.live, stage.s_list, stage.limit, stage.cum, stage.rng
+    live, s_list, limit, cum, rng = stage.loads.tolist(), stage.speeds.tolist(), stage.limit, stage.cum, stage.rng
     gid, ell, home = held
     gid0, dest0 = homes
     ntr = nrej = ignored = 0
-    for r in stage.turns:
+    for r in stage.turns.tolist():
         if live[r] / s_list[r] <= limit:
             continue
         header = np.zeros(HEADER_WORDS)
@@ -470,20 +473,20 @@ def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | 
     gid0 = gid_in[order].astype(np.int64)
     gid, ell, home = gid0.copy(), ell_in[order], np.full(gid0.size, me, dtype=np.int64)
     dest0 = np.full(gid0.size, me, dtype=np.int64)  # where this rank's own objects are
-    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(p)[me])
+    rng = child_stream(seed, me)  # child me of p (not all p made on each of p ranks)
     coord = turn_coordinator(seed, p)
     load = _local_load(ell)
     rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, float(error is not None)], clock, counters=cnt)
     if rows[:, 5].any():
         raise BalancerError(gather_error(comm, error) or "invalid gossip input on another rank")
-    s = rows[:, 1].copy()
-    s_list = s.tolist()
-    x_ave = ordered_total(rows[:, 0]) / ordered_total(s)
+    s, loads = rows[:, 1].copy(), rows[:, 0].copy()  # (the p × 6 rows are not kept: p of them per process)
+    del rows
+    x_ave = ordered_total(loads) / ordered_total(s)
     limit = threshold * x_ave
     rule = TurnRule(x_ave, threshold, criterion == "modified", source_load == "turn", objects.keep)
-    history = [history_entry(0, 0, 0, 0, load_stats(rows[:, 0], s, x_ave))]
-    settled = is_settled(rows[:, 0], s, x_ave, threshold)
-    turns = coord.permutation(p).tolist()  # the same order in every iteration
+    history = [history_entry(0, 0, 0, 0, load_stats(loads, s, x_ave))]
+    settled = is_settled(loads, s, x_ave, threshold)
+    turns = coord.permutation(p)  # the same order in every iteration
     run_stage = _token_stage if transfer == "token" else _broadcast_stage
     done = 0
     for it in range(1, iterations + 1):
@@ -492,13 +495,13 @@ def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | 
         done = it
         cum = _inform_stage(comm, clock, cnt, rng, prm, load, speed, x_ave)
         # transfer stage: turns in the shared order, on current loads
-        stage = _Stage(turns, rows[:, 0].tolist(), s_list, limit, cum, rng, rule)
+        stage = _Stage(turns, loads, s, limit, cum, rng, rule)
         gid, ell, home, ntr, nrej, ignored = run_stage(comm, clock, cnt, stage, (gid, ell, home), (gid0, dest0))
         load = _local_load(ell)
         cnt.iterations += 1
-        rows = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, 0.0], clock, counters=cnt)
-        settled = is_settled(rows[:, 0], s, x_ave, threshold)
-        history.append(history_entry(it, ntr, nrej, ignored, load_stats(rows[:, 0], s, x_ave)))
+        loads = allgather(comm, [load, float(speed), 0.0, 0.0, 0.0, 0.0], clock, counters=cnt)[:, 0].copy()
+        settled = is_settled(loads, s, x_ave, threshold)
+        history.append(history_entry(it, ntr, nrej, ignored, load_stats(loads, s, x_ave)))
     dest = np.empty_like(dest0)
     dest[order] = dest0
     return LocalGossipResult(dest, history, done, settled, cnt)

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
-from hermes.balance.flow import ordered_total
+from hermes.balance.flow import child_stream, ordered_total
 from hermes.balance.interface import (BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED, Params, Seed, integer_type,
                                       number_type)
 from hermes.runtime.comm import Counters
@@ -281,8 +281,7 @@ def is_settled(loads, speeds, x_ave: float, threshold: float) -> bool:
 
 def turn_coordinator(seed: int | Sequence[int], p: int) -> np.random.Generator:
     """The stream every rank draws the turn order from: child p of ``SeedSequence(seed)`` (ranks use 0..p−1)."""
-    root = np.random.SeedSequence(seed)
-    return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=(p,)))
+    return child_stream(seed, p)
 
 
 def check_gossip_params(iterations, rounds, fanout, threshold, criterion, seed, prefix: str = "",

@@ -183,8 +183,7 @@ class HostedComm:
 
     def Allgather(self, sendbuf, recvbuf) -> None:
         send, recv = _buffer(sendbuf), _buffer(recvbuf)
-        rows = self.host.collective(self.rank_, "Allgather", np.array(send, copy=True).reshape(-1))
-        _into(recv, np.concatenate(rows) if rows else np.empty(0, dtype=recv.dtype))
+        _into(recv, self.host.collective(self.rank_, "Allgather", np.array(send, copy=True).reshape(-1)))
 
     def Bcast(self, buf, root: int = 0) -> None:
         root = self._root(root)

@@ -536,7 +536,10 @@ class Host:
             table = np.vstack(data) if data else np.zeros((0, 0))
             table.flags.writeable = False
             res = {r: table for r in self.local}
-        elif kind in ("Allgather", "Bcast"):
+        elif kind == "Allgather":  # concatenated once; the processors copy it into their own buffers
+            flat = np.concatenate(data)
+            res = {r: flat for r in self.local}
+        elif kind == "Bcast":
             res = {r: data for r in self.local}  # the processors copy into their own buffers
         elif kind == "Alltoall":
             res = {r: data[:, r - self.lo] for r in self.local}

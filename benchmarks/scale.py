@@ -121,6 +121,9 @@ METHODS: dict[str, dict[str, Any]] = {
     "grapevine": {"algorithm": "grapevine"},
     # the same moves with the token transfer stage (p times fewer collectives: the form that runs at 1,024+)
     "grapevine-token": {"algorithm": "grapevine", "grapevine": {"transfer": "token"}},
+    # ... with the Sandia report's settings (seed 004, §2.1.3: i = k = 10, f = 6, criterion 6′)
+    "grapevine-report": {"algorithm": "grapevine", "grapevine": {"transfer": "token", "iterations": 10, "rounds": 10,
+                                                                 "fanout": 6, "criterion": "modified"}},
     "metis": {"algorithm": "metis"},
     "scotch": {"algorithm": "scotch"},
     # Scotch's trade of cut against migration (its migration_cost; 1 above): how far a repartitioner goes

@@ -517,3 +517,38 @@ def test_lbdatafile_errors(tmp_path):
         read_lbdatafile(tmp_path / "t")
     with pytest.raises(MeshError, match="unique"):
         dataset_from_assignment([1.0, 2.0], [0, 1], 2, ids=[4, 4])
+
+
+@pytest.mark.parametrize("overrides", [False, True])
+def test_the_inform_stage_in_bulk_is_every_rank_s_own(overrides):
+    """grapevine_distributed with the inform stage run once for the co-hosted ranks (bulk=True) against each rank's
+    own exchanges: the same destinations, history, counters and virtual clocks, bit for bit — on uneven loads,
+    speeds and links (a link's own latency and bandwidth take the one-by-one cost path)."""
+    from hermes.balance.gossip.grapevine import RankObjects, grapevine_distributed
+    from hermes.runtime.clock import Links, VirtualClock
+    from hermes.runtime.hosting import host_run
+
+    p = 11
+    links = Links(latency=2e-4, bandwidth=5e7,
+                  overrides={(0, 3): (1e-3, 1e6), (2, 7): (5e-5, 1e9)} if overrides else {})
+    rng = np.random.default_rng(5)
+    counts = rng.integers(1, 30, p)
+    counts[[1, 4]] = 60  # two loaded ranks
+    loads = [rng.random(n) + 0.1 for n in counts]
+    starts = np.concatenate(([0], np.cumsum(counts)))
+
+    def fn(comm, bulk):
+        r = comm.Get_rank()
+        clock = VirtualClock(r, p, links, speed=1.0 + 0.25 * (r % 3), capacity=1.0)
+        clock.now = 0.001 * r  # uneven stamps: the headers' wait
+        res = grapevine_distributed(comm, RankObjects(np.arange(starts[r], starts[r + 1]), loads[r],
+                                                      speed=1.0 + 0.5 * (r % 4), keep=1),
+                                    GrapevineParams(iterations=3, rounds=3, fanout=2, transfer="token"),
+                                    clock=clock, seed=[7, 1], bulk=bulk)
+        return res.dest.tolist(), res.history, res.counters.as_dict(), clock.now, dict(clock.totals)
+
+    own = host_run(p, lambda c: fn(c, False))
+    banked = host_run(p, lambda c: fn(c, True))
+    assert banked == own
+    assert sum(own[r][2]["messages"] for r in range(p)) > 0
+    assert any(d != r for r in range(p) for d in own[r][0])  # objects moved

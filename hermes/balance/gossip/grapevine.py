@@ -90,6 +90,7 @@ from hermes.balance.gossip.grapevine_serial import (
     HEADER_WORDS,
     MOVE_BYTES,
     ONE_BIT,
+    _popcount,
     bit_members,
     GrapevineParams,
     bitrows,
@@ -108,6 +109,7 @@ from hermes.balance.gossip.grapevine_serial import (
 )
 from hermes.balance.interface import BalanceContext, Decision
 from hermes.balance.registry import register
+from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import Counters, allgather, bcast, exchange_arrays, gather_error
 from hermes.errors import BalancerError
 
@@ -350,6 +352,141 @@ def _inform_stage(comm, clock, cnt: Counters, rng: np.random.Generator, prm: Gra
     return transfer_cmf(1.0 - (lk / sk) / x_ave, row_bits(known[0], p), me)
 
 
+@dataclass
+class _InformPart:
+    """One rank's part in :func:`_inform_kernel`: what :func:`_inform_stage` takes, and the stage-start loads and
+    speeds of all ranks (every gossiped triple is an originator's (id, load, speed), so a rank's view of a known
+    rank's load is that rank's entry here)."""
+
+    clock: Any
+    counters: Counters
+    rng: np.random.Generator
+    prm: GrapevineParams
+    load: float
+    speed: float
+    x_ave: float
+    loads: NDArray[np.float64]
+    speeds: NDArray[np.float64]
+
+
+def _inform_bulk(comm, clock, cnt: Counters, rng: np.random.Generator, prm: GrapevineParams, load: float,
+                 speed: float, x_ave: float, loads: NDArray[np.float64],
+                 speeds: NDArray[np.float64]) -> NDArray[np.float64]:
+    """:func:`_inform_stage` run once per MPI process for all the ranks it hosts (``run.bulk: auto``; collective;
+    virtual clocks without an extra load): the same transfer CMF, random draws, clocks and counters, bit for bit."""
+    part = _InformPart(clock, cnt, rng, prm, load, speed, x_ave, loads, speeds)
+    return comm.bulk("grapevine_inform", part, _inform_kernel)
+
+
+def _link_costs(clocks: list, rank: NDArray[np.int64], peer: NDArray[np.int64], nbytes: NDArray[np.float64],
+                sending: bool) -> NDArray[np.float64]:
+    """``clocks[i].links.cost(...)`` of message k between local rank ``i = rank[k]`` and ``peer[k]`` of
+    ``nbytes[k]`` (``sending``: rank → peer, else peer → rank), the same IEEE operations as one by one."""
+    out = np.empty(nbytes.size)
+    if not nbytes.size:
+        return out
+    first = clocks[0].links
+    if not first.overrides and all(c.links == first for c in clocks):
+        return first.latency + nbytes / first.bandwidth
+    for k, (i, j, b) in enumerate(zip(rank.tolist(), peer.tolist(), nbytes.tolist())):
+        me = clocks[i].rank
+        out[k] = clocks[i].links.cost(me, j, b) if sending else clocks[i].links.cost(j, me, b)
+    return out
+
+
+def _inform_kernel(group, parts: list[_InformPart]) -> list[NDArray[np.float64]]:
+    """The inform stage of a process' ranks (:func:`_inform_stage`, the exchange of
+    :func:`~hermes.runtime.comm.exchange_arrays` included): their known sets as one bit matrix; a round's messages
+    between co-hosted ranks are rows ORed into rows, those to another process one message per pair of processes
+    (receiver, sender, its stamp, its message's length, its known row). Every rank's clock is charged as its own
+    exchange would: the Alltoall of headers (wait for the latest stamp of all, the collective's cost), its longest
+    send, the wait for its last arrival; its counters as well."""
+
+    L, lo, p = len(parts), group.lo, group.size
+    if L == 0:
+        return []
+    first = parts[0]
+    prm, x_ave, loads, speeds = first.prm, first.x_ave, first.loads, first.speeds
+    f = int(prm.fanout)
+    used = min(f, p - 1)
+    nwords = (p + 63) // 64
+    pad = pad_row(p, nwords)
+    me = np.arange(lo, lo + L, dtype=np.int64)
+    selfrows = bitrows(me, nwords)
+    clocks = [pt.clock for pt in parts]
+    bank = ClockBank(clocks)
+    ctime = np.array([pt.counters.time for pt in parts], dtype=np.float64)
+    messages = np.zeros(L, dtype=np.int64)
+    nbytes = np.zeros(L, dtype=np.int64)
+    coll = np.array([c.links.collective_cost(p, 8.0 * p) for c in clocks])
+    known = np.zeros((L, nwords), dtype=np.uint64)
+    sending = np.array([pt.load / pt.speed < x_ave for pt in parts], dtype=bool)
+    known[sending] |= selfrows[sending]
+    others = [q for q in range(group.processes) if q != group.pid]
+    for _ in range(prm.rounds):
+        u = np.stack([gossip_uniforms(pt.rng, f, used) for pt in parts])
+        # the Alltoall of (stamp, size) headers: every rank waits for the latest stamp of all p, pays the cost
+        t0 = bank.now.copy()
+        latest = float(group.allgather(np.array([np.max(t0)])).max())
+        bank.wait_until(np.full(L, latest))
+        bank.charge(coll, "comm")
+        stamp = bank.now.copy()
+        # this round's messages: every sending rank's known set to its targets (a snapshot of the round's start)
+        snd = np.flatnonzero(sending)
+        targets = pick_targets(known[snd] | selfrows[snd] | pad, u[snd], p)
+        r, c = np.nonzero(targets >= 0)
+        src, dst = snd[r], targets[r, c]
+        size = 3 * _popcount(known[src]).sum(axis=1)  # (id, load, speed) per known rank
+        sbytes = 8.0 * size
+        send = _link_costs(clocks, src, dst, sbytes, True)
+        own = np.zeros(L)
+        np.maximum.at(own, src, send)
+        messages += np.bincount(src, minlength=L)
+        nbytes += 8 * p + np.bincount(src, weights=8 * size, minlength=L).astype(np.int64)
+        # what crosses processes: (receiver, sender, stamp, length) and the sender's row, per message
+        qd = group.process_of(dst)
+        out = {}
+        for q in others:
+            k = np.flatnonzero(qd == q)
+            out[q] = (np.column_stack([dst[k], lo + src[k], stamp[src[k]], size[k]]), known[src[k]])
+        got = group.exchange_objects(out) if others else {}
+        here = qd == group.pid
+        r_dst, r_src = [dst[here] - lo], [lo + src[here]]
+        r_t, r_size, r_rows = [stamp[src[here]]], [size[here].astype(np.float64)], [known[src[here]]]
+        for q in others:
+            head, rows = got[q]
+            r_dst.append(head[:, 0].astype(np.int64) - lo)
+            r_src.append(head[:, 1].astype(np.int64))
+            r_t.append(head[:, 2])
+            r_size.append(head[:, 3])
+            r_rows.append(rows)
+        r_dst, r_src = np.concatenate(r_dst), np.concatenate(r_src)
+        r_t, r_size, r_rows = np.concatenate(r_t), np.concatenate(r_size), np.concatenate(r_rows)
+        arrive = r_t + _link_costs(clocks, r_dst, r_src, 8.0 * r_size, False)
+        bank.charge(own, "comm")
+        last = bank.now.copy()
+        np.maximum.at(last, r_dst, arrive)
+        bank.wait_until(last)
+        ctime += bank.now - t0
+        np.bitwise_or.at(known, r_dst, r_rows)
+        sending = np.bincount(r_dst, minlength=L) > 0
+    bank.store(clocks)
+    cums = []
+    for i in range(L):  # a rank's view of the ranks it knows: their stage-start loads and speeds (0 and 1 elsewhere)
+        bits = row_bits(known[i], p)
+        lk, sk = np.where(bits, loads, 0.0), np.where(bits, speeds, 1.0)
+        cums.append(transfer_cmf(1.0 - (lk / sk) / x_ave, bits, lo + i))
+    ct = ctime.tolist()
+    for i, pt in enumerate(parts):
+        c = pt.counters
+        c.collectives["alltoall"] = c.collectives.get("alltoall", 0) + prm.rounds
+        c.time = ct[i]
+        c.exchange_rounds += prm.rounds
+        c.messages += int(messages[i])
+        c.bytes += int(nbytes[i])
+    return cums
+
+
 def _broadcast_stage(comm, clock, cnt: Counters, stage: _Stage, held, homes):
     """The transfer stage with broadcasts (``transfer="broadcast"`` of :func:`grapevine_distributed`; collective).
 
@@ -407,7 +544,7 @@ def _tree_children(rel: int, p: int) -> list[int]:
 
 def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | None = None, *, clock=None,
                           counters: Counters | None = None,
-                          seed: int | Sequence[int] | None = None) -> LocalGossipResult:
+                          seed: int | Sequence[int] | None = None, bulk: bool = False) -> LocalGossipResult:
     """Grapevine with real MPI messages between random peers (SPMD; every rank of ``comm`` calls it).
 
     Parameters
@@ -426,6 +563,10 @@ def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | 
         here, on every rank.
     seed : int or sequence of int, optional
         The random streams (default: ``params.seed``, 0 if that is None); ``hermes run`` mixes in the phase.
+    bulk : bool
+        Run the inform stage once per MPI process for all the ranks it hosts (:func:`_inform_kernel`; ``comm`` a
+        hermes :class:`~hermes.runtime.interface.Communicator`, ``clock`` virtual without an extra load): the same
+        results, clocks and counters, bit for bit.
 
     Returns
     -------
@@ -493,7 +634,10 @@ def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | 
         if settled:
             break
         done = it
-        cum = _inform_stage(comm, clock, cnt, rng, prm, load, speed, x_ave)
+        if bulk:
+            cum = _inform_bulk(comm, clock, cnt, rng, prm, load, speed, x_ave, loads, s)
+        else:
+            cum = _inform_stage(comm, clock, cnt, rng, prm, load, speed, x_ave)
         # transfer stage: turns in the shared order, on current loads
         stage = _Stage(turns, loads, s, limit, cum, rng, rule)
         gid, ell, home, ntr, nrej, ignored = run_stage(comm, clock, cnt, stage, (gid, ell, home), (gid0, dest0))
@@ -521,8 +665,10 @@ def _run(ctx: BalanceContext) -> Decision:
     ctx.state["grapevine_calls"] = calls + 1
     seed = [int(ctx.seed if prm["seed"] is None else prm["seed"]), calls]
     speed = ctx.model.p * float(ctx.model.capacities[ctx.comm.Get_rank()])
+    bulk = ctx.bulk == "auto" and ClockBank.bankable([ctx.clock])
     res = grapevine_distributed(ctx.comm, RankObjects(ctx.dom.gid, ctx.dom.weight, speed=speed, keep=1),
-                                GrapevineParams.of(prm), clock=ctx.clock, counters=ctx.nb.counters, seed=seed)
+                                GrapevineParams.of(prm), clock=ctx.clock, counters=ctx.nb.counters, seed=seed,
+                                bulk=bulk)
     last = res.history[-1]
     # the report's per-iteration columns (its Tables 2.x: transfers, rejections, I), as summary.json strings
     by_it = {"imbalance_by_iteration": " ".join(f"{h['imbalance']:.6g}" for h in res.history),

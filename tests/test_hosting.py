@@ -367,6 +367,51 @@ def test_a_kernel_in_bulk_exchanges_between_processes():
     assert res.stdout.split() == ["bulk", "ok", "0"], res.stdout
 
 
+def test_a_read_only_array_crosses_processes_once_and_its_receivers_share_it():
+    """A read-only array that two processors of another process receive travels to their process once: they share
+    it, read-only, alone or inside a tuple; after KEEP others it is shipped again, and every value arrives."""
+    res = _case("shipped")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["shipped", "ok", "0"], res.stdout
+
+
+def test_shipping_tables_mirror_each_other():
+    """hosting.shipping alone, envelopes pickled as the bridge does: references only to arrays the receiver still
+    keeps (a reused id, an evicted key, a writeable array, a small one are shipped or sent as they are)."""
+    import pickle
+
+    from hermes.runtime.hosting.shipping import KEEP, Shipping, _Ref, _Ship
+
+    out, into = Shipping(), Shipping()
+
+    def sealed(v, n=1000):
+        a = np.full(n, float(v))
+        a.flags.writeable = False
+        return a
+
+    def travel(value):
+        packed = out.pack(1, ("value", value))
+        return packed[1], into.unpack(0, pickle.loads(pickle.dumps(packed)))[1]
+
+    a = sealed(1)
+    sent, got = travel(a)
+    assert type(sent) is _Ship and np.array_equal(got, a) and not got.flags.writeable
+    sent, again = travel((3.0, a))
+    assert type(sent[1]) is _Ref and again[1] is got
+    small, writeable = sealed(2, n=8), np.ones(1000)
+    assert travel(small)[0] is small and travel(writeable)[0] is writeable  # as they are
+    others = [sealed(10 + k) for k in range(KEEP)]
+    for o in others:
+        assert type(travel(o)[0]) is _Ship
+    sent, got = travel(a)  # evicted by KEEP others: shipped again
+    assert type(sent) is _Ship and np.array_equal(got, a)
+    assert list(out.held[1]) == list(into.kept[0]) and len(into.kept[0]) == KEEP
+    del others
+    b = sealed(99)  # may take a freed array's id: never mistaken for it
+    sent, got = travel(b)
+    assert np.array_equal(got, b)
+
+
 def test_a_bulk_kernel_waiting_for_a_process_that_calls_something_else_ends_in_one_line():
     """Process 0's kernel waits for process 1's envelope while process 1's processors wait in an allgather: the
     termination detection finds both idle and every process raises one HostedError naming the waiting

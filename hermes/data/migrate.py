@@ -17,7 +17,7 @@ from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import allreduce, sparse_exchange
 from hermes.data.distributed import LocalDomain, assemble, refresh_owners
 
-__all__ = ["MigrationStats", "migrate", "migrate_group", "announce_moves"]
+__all__ = ["MigrationStats", "migrate", "migrate_group", "announce_moves", "announce_group"]
 
 _TAG_MIGRATE = 211
 
@@ -239,10 +239,10 @@ def announce_moves_bulk(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalD
     :meth:`hermes.runtime.interface.Communicator.bulk`): each processor's announcements computed as its own, their
     exchange through :func:`hermes.runtime.bulk.exchange_arrays` (charged as the processor's own exchange), the
     same domains and clocks bit for bit. Collective; the clocks virtual without an extra load."""
-    return nc.comm.bulk("announce_moves", (nc, dom, np.asarray(dest, dtype=np.int64)), _announce_kernel)
+    return nc.comm.bulk("announce_moves", (nc, dom, np.asarray(dest, dtype=np.int64)), announce_group)
 
 
-def _announce_kernel(group, parts: list, settled=None) -> list[LocalDomain]:
+def announce_group(group, parts: list, settled=None) -> list[LocalDomain]:
     """The announcements of the processors of ``parts`` (``(nc, dom, dest)`` each; ``dest`` None: none of its cells
     moves), exchanged in bulk. ``settled(i, dom)``, if given, says that processor i's domain owns its entries (what
     :func:`_announced` would check): such a processor with no move and nothing announced to it keeps its domain

@@ -17,6 +17,9 @@ the bridge's guarantees (hermes/runtime/hosting/host.py) per run, named by the f
   gathering a row per process: every processor gets its part plus the sum of all. Prints ``bulk ok 0``.
 - ``bulkmismatch``: process 0's processors run a bulk kernel whose group waits for process 1, whose processors call
   an allgather: a deadlock across the processes.
+- ``shipped``: processors 0 and 1 send a read-only array (alone and in a tuple) to processors 2 and 3, then
+  ``KEEP + 2`` others, then the first again (hermes/runtime/hosting/shipping.py): the values arrive; an array sent
+  to both 2 and 3 reaches their process once and they share it, read-only. Prints ``shipped ok 0``.
 - ``crossing``: one wave of the termination detection whose totals agree while a processor runs (process 0 reports
   idle, then receives m1 and sends m2, which process 1 receives before it reports): must end normally. Prints
   ``crossing ok WAVES``.
@@ -104,6 +107,45 @@ def bulk(comm):
     return r
 
 
+SEEN: dict = {}  # what processors 2 and 3 received (the same process: one may look at the other's)
+
+
+def shipped(comm):
+    import numpy as np
+
+    from hermes.runtime.hosting.shipping import KEEP
+
+    r = comm.Get_rank()
+    if r < 2:
+        a = np.arange(1000.0) + r
+        a.flags.writeable = False
+        others = [np.full(1000, 10.0 * r + k) for k in range(KEEP + 2)]
+        for o in others:
+            o.flags.writeable = False
+        for d in (2, 3):
+            comm.send(a, dest=d, tag=1)
+            comm.send((0.5, r, a), dest=d, tag=1)
+        for o in others:
+            for d in (2, 3):
+                comm.send(o, dest=d, tag=2)
+        for d in (2, 3):
+            comm.send(a, dest=d, tag=3)
+    else:
+        got = {s: [comm.recv(source=s, tag=1) for _ in range(2)] for s in (0, 1)}
+        rest = {s: [comm.recv(source=s, tag=2) for _ in range(KEEP + 2)] for s in (0, 1)}
+        again = {s: comm.recv(source=s, tag=3) for s in (0, 1)}
+        for s in (0, 1):
+            assert np.array_equal(got[s][0], np.arange(1000.0) + s) and got[s][1][:2] == (0.5, s)
+            assert got[s][1][2] is got[s][0] and not got[s][0].flags.writeable
+            assert [float(o[0]) for o in rest[s]] == [10.0 * s + k for k in range(KEEP + 2)]
+            assert np.array_equal(again[s], np.arange(1000.0) + s)
+        SEEN[r] = got
+    comm.barrier()
+    if r == 2:
+        assert all(SEEN[2][s][0] is SEEN[3][s][0] for s in (0, 1))  # shipped once, shared by both receivers
+    return r
+
+
 def bulkmismatch(comm):
     """Process 0's processors call a bulk kernel, process 1's an allgather: the kernel waits for process 1."""
     if comm.Get_rank() < 2:
@@ -188,7 +230,7 @@ try:
             print("foreign", *seen, flush=True)
     else:
         got = host_run(4, {"deadlock": deadlock, "mismatch": mismatch, "live": live, "crossing": crossing,
-                           "bulk": bulk, "bulkmismatch": bulkmismatch}[case], world)
+                           "bulk": bulk, "bulkmismatch": bulkmismatch, "shipped": shipped}[case], world)
         if world.Get_rank() == 0:
             print(f"{case} ok {got.get(0)}", flush=True)
 except HostedError as err:

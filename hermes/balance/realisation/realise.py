@@ -27,7 +27,7 @@ from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, ge
 from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
-from hermes.data.migrate import (MigrationStats, _announce_kernel, announce_moves, migrate, migrate_group, settle,
+from hermes.data.migrate import (MigrationStats, announce_group, announce_moves, migrate, migrate_group, settle,
                                   unchanged)
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
@@ -184,7 +184,7 @@ def _realise_kernel(edges, flow, cost, levels, options: RealiseOptions, group, p
                 _tally(pos, neg, r, edges, _moved_to(r, doms[i], dest))
         if exact:
             nbs = [NeighbourComm(comms[i], doms[i].neighbour_ranks, clocks[i]) for i in range(n_local)]
-            doms = _announce_kernel(group, [(nbs[i], doms[i], dests.get(i)) for i in range(n_local)],
+            doms = announce_group(group, [(nbs[i], doms[i], dests.get(i)) for i in range(n_local)],
                                     settled=lambda i, d: known[i] is d)
         st = migrate_group(group, doms, clocks, dests, stats)
         for i in range(n_local):  # outside the level: as migrate leaves them (rebuilt once if not yet settled)

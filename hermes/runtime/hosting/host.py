@@ -40,6 +40,7 @@ import numpy as np
 
 from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _apply, _copies, _copy,
                                            _directory, _fold, _frozen, _into, _reduce_rows, blocks)
+from hermes.runtime.hosting.shipping import Shipping
 
 __all__ = ["Host", "host_run"]
 
@@ -92,6 +93,7 @@ class Host:
         self.greenlets: dict[int, Any] = {}
         self.sched = None
         self.sends: list = []  # MPI requests of envelopes in flight
+        self.shipping = Shipping()  # read-only arrays sent to the other processes once (hosting.shipping)
         self.gathering: dict[int, dict[int, Any]] = {}  # process 0: collective k's parts by process
         self.finished: dict[int, tuple[bool, Any]] = {}
         self.shared: dict[str, tuple[bytes, Any]] = {}  # hermes.runtime.hosting.shared: one array for all processors
@@ -267,7 +269,7 @@ class Host:
             got = True
             if tag == _TAG_P2P:
                 s, d, t, payload = msg
-                self._deliver(d, s, t, payload)
+                self._deliver(d, s, t, self.shipping.unpack(src, payload))
             elif tag == _TAG_COLL:
                 k, kind, root, parts = msg
                 self._gather(k, src, parts, kind, root)
@@ -319,7 +321,8 @@ class Host:
         if self.lo <= dest < self.hi:
             self._deliver(dest, src, tag, payload)
         else:
-            self._send(self.process_of(dest), _TAG_P2P, (src, dest, tag, payload))
+            q = self.process_of(dest)
+            self._send(q, _TAG_P2P, (src, dest, tag, self.shipping.pack(q, payload)))
 
     def _deliver(self, dest: int, src: int, tag: int, payload) -> None:
         posted = self.posted[dest]

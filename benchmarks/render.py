@@ -390,6 +390,15 @@ def scale_headline(data: dict[str, Any]) -> str:
             f"{at['metis']['total_time']:.4f} s, peak memory {best['peak_rss_gib']:.2f} GiB")
 
 
+def scale_grapevine(data: dict[str, Any]) -> str:
+    """The study's Grapevine with the report's settings at 4,096 processors, its first balancing beside the
+    report's Table (benchmarks.grapevine_mesh.table)."""
+    from benchmarks.grapevine_mesh import table
+
+    return table(json.loads((RESULTS / "scale" / "grid1000x1000_homo_weights_it200_ph3_p4096_grapevine-report.json")
+                            .read_text()))
+
+
 def grapevine_table(data: dict[str, Any]) -> str:
     from benchmarks.grapevine_mesh import table
 
@@ -452,16 +461,18 @@ PAGES: list[Page] = [
          about="Serial references under the α-β model (no wall-clock figure): any machine gives these figures. "
                "`results/flow-bench/` is the directory `hermes flow-bench --out results/flow-bench` writes "
                "(marked as hermes' own): one CSV and its plots per family."),
-    Page("scale", "The at-scale study: 64 to 4,096 processors, every method's result, wall time and memory",
+    Page("scale", "The at-scale study: 64 to 16,384 processors, every method's result, wall time and memory",
          "scale", (PY, "-m", "benchmarks.scale", "run", "--out", "results/scale", "--meshes", "grid1000x1000",
-                   "--capacities", "homo,table", "--processes", "2", "--ranks", "64,256,1024",
-                   "--methods", "none,pcg,chebyshev,mincost+compacta+trigger,grapevine,metis,scotch"), 1200,
-         scale_headline, {"homo": _scale_table("homo"), "table": _scale_table("table")},
+                   "--capacities", "homo,table", "--processes", "2", "--ranks", "64,256,1024,4096",
+                   "--methods", "none,pcg,chebyshev,mincost+compacta+trigger,grapevine-report,metis,scotch"), 1500,
+         scale_headline, {"homo": _scale_table("homo"), "table": _scale_table("table"),
+                          "grapevine": scale_grapevine},
          about="Each row is one run's JSON in `results/scale/` (the run's summary.json, its wall seconds and the "
                "job's peak resident memory, sampled every 0.2 s over every process) as `python -m benchmarks.scale "
-               "run` wrote it, 27–28 Nov 2026, on this 2-core machine (24 GiB, CPython 3.11.7, Open MPI 5.0.11 "
-               "wheel). Virtual times are exact; wall seconds were taken with other jobs on the same cores, so "
-               "they bound a quiet machine's from above."),
+               "run` wrote it, on this 2-core machine (24 GiB, CPython 3.11.7, Open MPI 5.0.11 wheel): 27–28 Nov "
+               "2026 beside other jobs (64 and 256 processors, METIS and Scotch at 1,024: their wall bounds a quiet "
+               "machine's from above), 5–6 Dec 2026 with nothing else running (the other rows; 16,384 processors: "
+               "`--ranks 16384 --methods none`). Virtual times are exact."),
     Page("grapevine-mesh", "Grapevine end to end at 2,048 processors", "grapevine-mesh",
          (PY, "-m", "benchmarks.grapevine_mesh", "--ranks", "2048", "--grid", "500x500", "--iterations", "10",
           "--processes", "2", "--out", "results/grapevine-mesh"), 30,

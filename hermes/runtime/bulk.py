@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ProcessGroup", "PlainGroup", "BankedNeighbours", "exchange_arrays", "BULK_TAG"]
+__all__ = ["ProcessGroup", "PlainGroup", "BankedNeighbours", "exchange_arrays", "link_costs", "BULK_TAG"]
 
 #: the tag of a plain group's messages (on the PlainComm's own duplicate of the job's communicator)
 BULK_TAG = 105
@@ -276,21 +276,26 @@ def _ranges(starts: NDArray[np.int64], lengths: NDArray[np.int64]) -> NDArray[np
     return np.arange(total, dtype=np.int64) + offs
 
 
-def _pair_cost(clocks, ptr, nbs, nbytes: NDArray[np.float64], sending: bool) -> NDArray[np.float64]:
-    """``Links.cost`` of each pair's message of ``nbytes[k]`` (``sending``: processor → neighbour), one by one as
-    each processor's clock computes it: ``α + b / bandwidth``."""
+def link_costs(clocks: list, owner: NDArray[np.int64], peer: NDArray[np.int64], nbytes: NDArray[np.float64],
+               sending: bool) -> NDArray[np.float64]:
+    """``Links.cost`` of message k between the process' processor ``owner[k]`` (an index into ``clocks``) and rank
+    ``peer[k]``, of ``nbytes[k]`` bytes (``sending``: owner → peer, else peer → owner), as each processor's clock
+    computes it one by one — ``α + b / bandwidth`` of its links, vectorised for the processors whose links have no
+    per-pair override, the others message by message."""
+    owner = np.asarray(owner, dtype=np.int64)
+    nbytes = np.asarray(nbytes, dtype=np.float64)
     out = np.empty(nbytes.size)
-    for i, (c, nb) in enumerate(zip(clocks, nbs)):
-        a, b = ptr[i], ptr[i + 1]
-        if a == b:
-            continue
-        lk = c.links
-        if not lk.overrides:
-            out[a:b] = lk.latency + nbytes[a:b] / lk.bandwidth
-        elif sending:
-            out[a:b] = [lk.cost(nb.rank, int(j), x) for j, x in zip(nb.neighbours, nbytes[a:b])]
-        else:
-            out[a:b] = [lk.cost(int(j), nb.rank, x) for j, x in zip(nb.neighbours, nbytes[a:b])]
+    if not nbytes.size:
+        return out
+    links = [c.links for c in clocks]
+    plain = np.array([not lk.overrides for lk in links], dtype=bool)[owner]
+    lat = np.array([lk.latency for lk in links])
+    bw = np.array([lk.bandwidth for lk in links])
+    out[plain] = lat[owner[plain]] + nbytes[plain] / bw[owner[plain]]
+    for k in np.flatnonzero(~plain).tolist():
+        i, j, b = int(owner[k]), int(peer[k]), float(nbytes[k])
+        me = clocks[i].rank
+        out[k] = links[i].cost(me, j, b) if sending else links[i].cost(j, me, b)
     return out
 
 
@@ -333,8 +338,8 @@ def exchange_arrays(bn: BankedNeighbours, payloads: list[NDArray[np.float64]]) -
     stamp_in[~local] = r_stamp[pos]
     start[~local] = data_out.size + r_ptr[pos]
     incoming = np.concatenate((data_out, r_data))[_ranges(start, sizes_in)]
-    send = _pair_cost(bn.clocks, bn.ptr, bn.nbs, 8.0 * sizes_out, True)
-    recv = _pair_cost(bn.clocks, bn.ptr, bn.nbs, 8.0 * sizes_in, False)
+    send = link_costs(bn.clocks, bn.owner, bn.nbr, 8.0 * sizes_out, True)
+    recv = link_costs(bn.clocks, bn.owner, bn.nbr, 8.0 * sizes_in, False)
     own = np.zeros(bn.L)
     if bn.nz_starts.size:
         own[bn.has_nbrs] = np.maximum.reduceat(send, bn.nz_starts)

@@ -109,6 +109,7 @@ from hermes.balance.gossip.grapevine_serial import (
 )
 from hermes.balance.interface import BalanceContext, Decision
 from hermes.balance.registry import register
+from hermes.runtime.bulk import link_costs
 from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import Counters, allgather, bcast, exchange_arrays, gather_error
 from hermes.errors import BalancerError
@@ -378,22 +379,6 @@ def _inform_bulk(comm, clock, cnt: Counters, rng: np.random.Generator, prm: Grap
     return comm.bulk("grapevine_inform", part, _inform_kernel)
 
 
-def _link_costs(clocks: list, rank: NDArray[np.int64], peer: NDArray[np.int64], nbytes: NDArray[np.float64],
-                sending: bool) -> NDArray[np.float64]:
-    """``clocks[i].links.cost(...)`` of message k between local rank ``i = rank[k]`` and ``peer[k]`` of
-    ``nbytes[k]`` (``sending``: rank → peer, else peer → rank), the same IEEE operations as one by one."""
-    out = np.empty(nbytes.size)
-    if not nbytes.size:
-        return out
-    first = clocks[0].links
-    if not first.overrides and all(c.links == first for c in clocks):
-        return first.latency + nbytes / first.bandwidth
-    for k, (i, j, b) in enumerate(zip(rank.tolist(), peer.tolist(), nbytes.tolist())):
-        me = clocks[i].rank
-        out[k] = clocks[i].links.cost(me, j, b) if sending else clocks[i].links.cost(j, me, b)
-    return out
-
-
 def _inform_kernel(group, parts: list[_InformPart]) -> list[NDArray[np.float64]]:
     """The inform stage of a process' ranks (:func:`_inform_stage`, the exchange of
     :func:`~hermes.runtime.comm.exchange_arrays` included): their known sets as one bit matrix; a round's messages
@@ -438,7 +423,7 @@ def _inform_kernel(group, parts: list[_InformPart]) -> list[NDArray[np.float64]]
         src, dst = snd[r], targets[r, c]
         size = 3 * _popcount(known[src]).sum(axis=1)  # (id, load, speed) per known rank
         sbytes = 8.0 * size
-        send = _link_costs(clocks, src, dst, sbytes, True)
+        send = link_costs(clocks, src, dst, sbytes, True)
         own = np.zeros(L)
         np.maximum.at(own, src, send)
         messages += np.bincount(src, minlength=L)
@@ -462,7 +447,7 @@ def _inform_kernel(group, parts: list[_InformPart]) -> list[NDArray[np.float64]]
             r_rows.append(rows)
         r_dst, r_src = np.concatenate(r_dst), np.concatenate(r_src)
         r_t, r_size, r_rows = np.concatenate(r_t), np.concatenate(r_size), np.concatenate(r_rows)
-        arrive = r_t + _link_costs(clocks, r_dst, r_src, 8.0 * r_size, False)
+        arrive = r_t + link_costs(clocks, r_dst, r_src, 8.0 * r_size, False)
         bank.charge(own, "comm")
         last = bank.now.copy()
         np.maximum.at(last, r_dst, arrive)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from hermes.runtime.hosting.values import (ANY_SOURCE, ANY_TAG, HostedError, Request, _buffer, _copy, _frozen, _into,
-                                           _sealed, _src, _tag)
+                                           _shareable, _src, _tag)
 
 __all__ = ["HostedComm"]
 
@@ -58,8 +58,7 @@ class HostedComm:
     def _out(self, obj) -> tuple[str, Any]:
         # a read-only array that owns its data is shared by its receivers, as an immutable value is (nobody can
         # change it in place: the gossip's known sets, sent alike to f peers, are not copied f times)
-        shared = _sealed(obj) or _frozen(obj) or (isinstance(obj, tuple) and all(_sealed(v) or _frozen(v) for v in obj))
-        return ("value", obj if shared else _copy(obj))
+        return ("value", obj if _shareable(obj) else _copy(obj))
 
     def isend(self, obj, dest: int, tag: int = 0) -> Request:
         self.host.send(self.rank_, int(dest), int(tag), self._out(obj))

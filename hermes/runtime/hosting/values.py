@@ -41,6 +41,12 @@ def _frozen(x: Any, depth: int = 0) -> bool:
     return False
 
 
+def _shareable(x: Any) -> bool:
+    """A value point-to-point receivers may share instead of copying: immutable (:func:`_frozen`), a read-only
+    array (:func:`_sealed`), or a tuple of such items (a message's stamp, sender and read-only body)."""
+    return _frozen(x) or _sealed(x) or (isinstance(x, tuple) and all(_frozen(v) or _sealed(v) for v in x))
+
+
 def _sealed(x: Any) -> bool:
     """A numpy array (not of objects) read-only down to the memory it views: no one can change it in place, so
     point-to-point receivers may share it (:meth:`hermes.runtime.hosting.HostedComm.isend`)."""

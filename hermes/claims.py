@@ -9,6 +9,7 @@ phases, perhaps a checkpoint to resume from) is refused unless ``force``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -19,7 +20,7 @@ import socket
 import stat
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -306,6 +307,39 @@ def confirm(path: str | Path, key: str | None = None) -> None:
         if os.path.abspath(lock.path) == where:
             lock.confirm(key)
             return
+
+
+@contextlib.contextmanager
+def opened(path: str | Path, key: str | None = None) -> Iterator[int]:
+    """The directory at ``path`` opened (its descriptor yielded, closed after): the directory this process holds
+    or joined the lock of at ``path``, checked on the open descriptor itself, so files written relative to it
+    (:func:`hermes.files.write_atomic`'s ``dir_fd``) land in that directory even if it is renamed meanwhile.
+
+    Raises
+    ------
+    HermesError
+        One line (:meth:`DirLock.confirm`'s) if ``path`` no longer names the locked directory.
+    OutputError
+        One line if ``path`` cannot be opened and this process holds no lock there.
+    """
+    where = os.path.abspath(path)
+    lock = next((h for h in reversed(_HELD) if os.path.abspath(h.path) == where), None)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        if lock is not None:
+            lock.confirm(key)
+        raise output_error(Path(path), err) from None
+    try:
+        if lock is not None:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != lock.ident:
+                lock.confirm(key)  # raises: path names another directory now
+                raise HermesError(f"{key or lock.key}: {lock.path} was moved or removed while this hermes process "
+                                  f"held it; stopped (hermes never writes into another directory of the same name)")
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def refresh(path: str | Path) -> None:

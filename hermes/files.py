@@ -49,10 +49,14 @@ def file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_atomic(path: str | Path, data: bytes | str) -> Path:
+def write_atomic(path: str | Path, data: bytes | str, *, dir_fd: int | None = None) -> Path:
     """Write ``data`` to ``path`` atomically (an exclusive temporary file of an unpredictable name in the same
     directory + fsync + os.replace, which replaces a symlink at ``path`` itself, never its target), with the
     mode of :func:`file_mode` (``mkstemp`` alone would leave it 0600).
+
+    With ``dir_fd`` (an open directory, e.g. :func:`hermes.claims.opened`) the file is ``path``'s name in that
+    directory, whatever name the directory has by then: a directory renamed mid-write, and another made at its
+    name, never receives a file meant for the first.
 
     Raises
     ------
@@ -62,6 +66,8 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
     """
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
+    if dir_fd is not None:
+        return _write_in(dir_fd, path, raw)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,6 +83,34 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
         raise output_error(path, err) from None
     except BaseException:
         _discard(tmp)
+        raise
+    return path
+
+
+def _write_in(dir_fd: int, path: Path, raw: bytes) -> Path:
+    """:func:`write_atomic` of ``path.name`` in the open directory ``dir_fd``."""
+    import secrets
+
+    tmp = None
+    try:
+        name = f".{path.name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600,
+                     dir_fd=dir_fd)
+        tmp = name
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), file_mode())
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(name, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException as err:
+        if tmp is not None:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+        if isinstance(err, OSError):
+            raise output_error(path, err) from None
         raise
     return path
 
@@ -171,27 +205,29 @@ def _finite(o: Any, where: str = "") -> Any:
     return o
 
 
-def write_json(path: str | Path, obj: Any) -> Path:
+def write_json(path: str | Path, obj: Any, *, dir_fd: int | None = None) -> Path:
     """Strict JSON (RFC 8259: no NaN or Infinity literals; non-finite numbers become null)."""
-    return write_atomic(path, json.dumps(_finite(obj), indent=2, default=_default, allow_nan=False) + "\n")
+    return write_atomic(path, json.dumps(_finite(obj), indent=2, default=_default, allow_nan=False) + "\n",
+                        dir_fd=dir_fd)
 
 
-def write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> Path:
+def write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] | None = None, *,
+              dir_fd: int | None = None) -> Path:
     cols = columns or (list(rows[0]) if rows else [])
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for r in rows:
         w.writerow({k: (f"{v:.12g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return write_atomic(path, buf.getvalue())
+    return write_atomic(path, buf.getvalue(), dir_fd=dir_fd)
 
 
-def write_npz(path: str | Path, **arrays) -> Path:
+def write_npz(path: str | Path, *, dir_fd: int | None = None, **arrays) -> Path:
     import numpy as np
 
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
-    return write_atomic(path, buf.getvalue())
+    return write_atomic(path, buf.getvalue(), dir_fd=dir_fd)
 
 
 def read_summary(path: str | Path) -> dict | None:

@@ -409,6 +409,36 @@ def test_a_run_directory_moved_away_is_never_written_under_its_old_name(tmp_path
     assert sorted(p.name for p in d.iterdir()) == ["theirs.txt"]
 
 
+def test_a_directory_renamed_between_the_check_and_the_write_gets_the_write(tmp_path):
+    """The window the check alone left open (CI stopped a run there): the directory is checked and opened, then
+    renamed and another made at its name before the files are written. Written through the opened directory,
+    they land in the renamed one (the holder's own), none in the new one; the next check stops the holder."""
+    from hermes.claims import opened
+    from hermes.errors import HermesError
+
+    d = tmp_path / "run"
+    lock = claim_dir(d)
+    with opened(d) as fd:
+        d.rename(tmp_path / "moved")
+        d.mkdir()
+        write_json(d / "summary.json", {"complete": False}, dir_fd=fd)
+        write_csv(d / "phases.csv", [{"phase": 1}], dir_fd=fd)
+        write_atomic(d / "scenario.yaml", "name: x\n", dir_fd=fd)
+    assert list(d.iterdir()) == []
+    moved = tmp_path / "moved"
+    assert json.loads((moved / "summary.json").read_text()) == {"complete": False}
+    assert (moved / "phases.csv").read_text() == "phase\n1\n" and not list(moved.glob(".*.tmp"))
+    assert stat.S_IMODE((moved / "summary.json").stat().st_mode) == file_mode()
+    with pytest.raises(HermesError, match="was moved or removed"):
+        with opened(d):
+            pass
+    d.rmdir()
+    with pytest.raises(HermesError, match="was moved or removed"):  # nothing at the name at all
+        with opened(d):
+            pass
+    lock.release()
+
+
 @pytest.mark.parametrize("value, message", [
     ("a\nb", "the control character U+000A at position 2"),
     ("runs/\x1b[31mred", "the control character U+001B at position 6"),

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hermes.claims import DEFAULT_KEY, check_run_dir, clear_dir, confirm, marker_name, read_marker, write_marker
-from hermes.files import RunDirError, write_atomic, write_csv, write_json, write_npz
+from hermes.claims import (DEFAULT_KEY, check_run_dir, clear_dir, confirm, marker_name, opened, read_marker,
+                           write_marker)
+from hermes.files import RunDirError, output_error, write_atomic, write_csv, write_json, write_npz
 
 __all__ = ["default_run_dir", "run_dir_for", "open_run_dir", "write_records", "base_geometry", "records_partitions",
            "scenario_yaml", "write_run"]
@@ -61,10 +62,10 @@ def open_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, t
 def write_records(out: Path, summary: dict, rows: list[dict], columns: list[str]) -> None:
     """The records so far (rank 0, after every phase): phases.csv, then summary.json (``complete`` false
     until the end), each atomically, so the summary never lists a phase the CSV lacks — into the directory this
-    process locked, never another one made at its name meanwhile (:func:`hermes.claims.confirm`)."""
-    confirm(out)
-    write_csv(out / "phases.csv", rows, columns)
-    write_json(out / "summary.json", summary)
+    process locked, never another one made at its name meanwhile (:func:`hermes.claims.opened`)."""
+    with opened(out) as fd:
+        write_csv(out / "phases.csv", rows, columns, dir_fd=fd)
+        write_json(out / "summary.json", summary, dir_fd=fd)
 
 
 def base_geometry(mesh) -> dict[str, np.ndarray]:
@@ -101,14 +102,18 @@ def write_run(out_dir: str | Path, scenario_yaml: str, output, result, columns: 
     directory."""
     out = Path(out_dir)
     confirm(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "scenario.yaml", scenario_yaml)
-    write_csv(out / "phases.csv", result.ranks, columns)
-    if records_partitions(output):
-        geo = base_geometry(mesh)
-        geo.update(geometry or {})
-        write_npz(out / "geometry.npz", **geo)
-        write_npz(out / "partitions.npz", **partitions)
-    write_json(out / "summary.json", dict(result.summary))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise output_error(out, err) from None
+    with opened(out) as fd:
+        write_atomic(out / "scenario.yaml", scenario_yaml, dir_fd=fd)
+        write_csv(out / "phases.csv", result.ranks, columns, dir_fd=fd)
+        if records_partitions(output):
+            geo = base_geometry(mesh)
+            geo.update(geometry or {})
+            write_npz(out / "geometry.npz", dir_fd=fd, **geo)
+            write_npz(out / "partitions.npz", dir_fd=fd, **partitions)
+        write_json(out / "summary.json", dict(result.summary), dir_fd=fd)
     return out
 

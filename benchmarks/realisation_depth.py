@@ -8,6 +8,17 @@ literal round and after the adaptive one, then how many cases end above 1.2 and 
 Deterministic (METIS seed 0); about a minute::
 
     .venv/bin/python -m benchmarks.realisation_depth
+
+``--study P`` replays, serially, the first balancing of the at-scale study's run (benchmarks/scale.py: grid1000x1000,
+the quickstart front, homogeneous capacities) at P processors: the run's own phase-1 partition and weights (one
+``hermes run`` with ``balancer: none`` records them), then ``--rounds`` rounds of the l2-minimal flow realised by the
+serial replay (adaptive gain selection, exact ghosts). Per round it prints the imbalance after, the flow's levels,
+its largest through-flow (half the |flow| on a subdomain's edges) over that subdomain's load, the weight the flow
+moves against the weight that changed owner, and the weight handed over *detached*: cells a rank received at a level
+that are connected, within its new subdomain, to none of the cells it held before that level — weight it can pass
+on only to targets those cells happen to touch (docs/design/depth.md §3)::
+
+    .venv/bin/python -m benchmarks.realisation_depth --study 1024 --rounds 3
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+from numpy.typing import NDArray
 
 from hermes.balance.flow import minimal_flow
 from hermes.balance.model import Model
@@ -60,5 +72,94 @@ def main() -> None:
           f"adaptive worse in {int((ada > lit).sum())}, better in {int((ada < lit).sum())}")
 
 
+def study_state(p: int) -> tuple[dict, NDArray[np.int64], NDArray[np.float64]]:
+    """(geometry, owner, weights) before the first balancing of the at-scale study's run at ``p`` processors."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from benchmarks.scale import scenario
+
+    sc = scenario("grid1000x1000", "none", ranks=p, capacities="homo", kind="weights", iterations=1, phases=1)
+    sc["output"] = {"pictures": False, "partitions": True}
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="hermes-depth-") as tmp:
+        (Path(tmp) / "sc.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
+        env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        subprocess.run([sys.executable, "-m", "hermes", "run", str(Path(tmp) / "sc.yaml"), "--no-launch", "--quiet",
+                        "--no-pictures", "--out", str(Path(tmp) / "run")], check=True, env=env, cwd=root)
+        with np.load(Path(tmp) / "run" / "geometry.npz") as g, np.load(Path(tmp) / "run" / "partitions.npz") as z:
+            geo = {k: g[k] for k in ("xadj", "adjncy", "coords")}
+            return geo, z["owner_000"].astype(np.int64), z["weight_001"]
+
+
+def subdomain_model(xadj, adjncy, owner, w, p: int) -> Model:
+    """The subdomain graph of ``owner`` with homogeneous capacities and unit edge weights."""
+    src, dst = np.repeat(owner, np.diff(xadj)), owner[adjncy]
+    pairs = np.unique(np.stack([src, dst], 1)[src < dst], axis=0)
+    return Model.create(p, pairs, np.bincount(owner, weights=w, minlength=p), np.ones(p))
+
+
+def detached_weight(xadj, adjncy, w, before, after) -> float:
+    """The weight of the cells that changed owner in components of their new owner's subdomain (``after``) that
+    hold none of the cells that owner had in ``before``."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = before.size
+    src = np.repeat(np.arange(n), np.diff(xadj))
+    same = after[src] == after[adjncy]
+    g = csr_matrix((np.ones(int(same.sum())), (src[same], adjncy[same])), shape=(n, n))
+    _, label = connected_components(g, directed=False)
+    anchored = np.zeros(label.max() + 1, dtype=bool)
+    anchored[label[before == after]] = True
+    moved = before != after
+    return float(w[moved & ~anchored[label]].sum())
+
+
+def study(p: int, rounds: int) -> None:
+    """Print the study's first balancing at ``p`` processors round by round (module docstring)."""
+    geo, owner, w = study_state(p)
+    xadj, adjncy, coords = geo["xadj"], geo["adjncy"], geo["coords"]
+    start = owner.copy()
+    caps = np.ones(p)
+    print(f"grid1000x1000, {p} processors, imbalance before {imbalance(np.bincount(owner, weights=w, minlength=p), caps):.4f}")
+    print("| round | imbalance after | levels | max through-flow / load | flow Σ|f| | weight moved | "
+          "detached weight | cells moved (round) | cells moved (from start) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in range(1, rounds + 1):
+        model = subdomain_model(xadj, adjncy, owner, w, p)
+        flow = minimal_flow(model)
+        through = 0.5 * (np.bincount(model.edges[:, 0], weights=np.abs(flow), minlength=p)
+                         + np.bincount(model.edges[:, 1], weights=np.abs(flow), minlength=p))
+        levels, detached = [], [0.0]
+
+        def observe(k, before, after):
+            levels.append(k)
+            detached[0] += detached_weight(xadj, adjncy, w, before, after)
+
+        new, _ = simulate_realisation(xadj, adjncy, coords, w, owner, SubdomainFlow(model.edges, flow),
+                                      observe=observe)
+        moved = new != owner
+        print(f"| {r} | {imbalance(np.bincount(new, weights=w, minlength=p), caps):.4f} | {len(levels)} | "
+              f"{float((through / model.loads).max()):.2f} | {float(np.abs(flow).sum()):,.0f} | "
+              f"{float(w[moved].sum()):,.0f} | {detached[0]:,.0f} | {int(moved.sum()):,} | "
+              f"{int((new != start).sum()):,} |", flush=True)
+        owner = new
+
+
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--study", type=int, default=None, help="processors of the at-scale study's first balancing")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    if args.study is None:
+        main()
+    else:
+        study(args.study, args.rounds)

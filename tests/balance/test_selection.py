@@ -265,6 +265,36 @@ def test_simulated_realisation_conserves_and_balances(name):
     assert r["max_deviation"] <= 0.5 * w.max() * p  # each hop within half a cell
 
 
+def test_the_replay_shows_every_level_it_applies():
+    """``observe`` sees each level's owners before and after, in order: chained, they are the replay's answer, and
+    the weight moved level by level along each edge is the replay's hop-wise ``realised``."""
+    m = grid(24, 16)
+    x = m.coords[:, 0]
+    w = np.where(x < 6, 3.0, 1.0)
+    p = 8
+    owner = metis_partition(m.xadj, m.adjncy, None, p, seed=0)
+    rows = np.repeat(np.arange(m.n_cells), np.diff(m.xadj))
+    cut = owner[rows] != owner[m.adjncy]
+    pairs = np.unique(np.sort(np.column_stack([owner[rows][cut], owner[m.adjncy][cut]]), axis=1), axis=0)
+    model = Model.create(p, pairs, np.bincount(owner, weights=w, minlength=p), np.ones(p))
+    flow = SubdomainFlow(model.edges, minimal_flow(model))
+    seen = []
+    after, hop = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, flow,
+                                      observe=lambda k, before, new: seen.append((k, before.copy(), new.copy())))
+    plain, plain_hop = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, flow)
+    assert np.array_equal(after, plain) and np.array_equal(hop, plain_hop)  # observing changes nothing
+    assert [k for k, _, _ in seen] == list(range(len(seen))) and len(seen) > 1
+    assert np.array_equal(seen[0][1], owner) and np.array_equal(seen[-1][2], after)
+    assert all(np.array_equal(seen[i][2], seen[i + 1][1]) for i in range(len(seen) - 1))
+    e = model.edges
+    moved = np.zeros(len(e))
+    for _, before, new in seen:
+        t = np.zeros((p, p))
+        np.add.at(t, (before, new), w)
+        moved += t[e[:, 0], e[:, 1]] - t[e[:, 1], e[:, 0]]
+    assert np.allclose(moved, hop, rtol=0, atol=sum_tol(np.tile(w, 2 * len(seen))))  # any order of the same sums
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_gain_starves_a_short_boundary(name):
     m = grid(30, 30)

@@ -14,6 +14,7 @@ strategies can be compared without MPI.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -413,7 +414,9 @@ def _local_view(xadj, adjncy, coords, weights, owner, rank: int) -> LocalDomain:
 
 def simulate_realisation(xadj, adjncy, coords, weights, owner, flow: SubdomainFlow,
                          options: RealiseOptions = RealiseOptions(),
-                         cost: NDArray[np.float64] | None = None) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+                         cost: NDArray[np.float64] | None = None, *,
+                         observe: Callable[[int, NDArray[np.int64], NDArray[np.int64]], None] | None = None,
+                         ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Serial replay of :func:`realise_flow` on a whole mesh.
 
     Ranks act level by level in the topological order of the flow
@@ -432,6 +435,9 @@ def simulate_realisation(xadj, adjncy, coords, weights, owner, flow: SubdomainFl
         ``select`` (a strategy or its name in :data:`SELECTIONS`) and ``adaptive`` as :func:`realise_flow`'s;
         ``exact`` is not read (ghost owners are always exact here).
     cost : (p, p) link-cost matrix for the gain; default 1 on the flow's edges.
+    observe : callable, optional
+        ``observe(k, before, after)`` after level k of the topological order: every cell's owner before and after it
+        (read-only views; benchmarks/realisation_depth.py measures what each level hands over).
 
     Returns
     -------
@@ -452,7 +458,7 @@ def simulate_realisation(xadj, adjncy, coords, weights, owner, flow: SubdomainFl
     loads = np.bincount(owner, weights=weights, minlength=p)
     model = Model(p=p, edges=e, loads=loads, capacities=np.full(p, 1.0 / p), weights=np.ones(len(e)))
     realised = np.zeros(len(e))
-    for level in topological_order(model, f, 1e-12 * max(float(loads.sum()), 1.0)):
+    for k, level in enumerate(topological_order(model, f, 1e-12 * max(float(loads.sum()), 1.0))):
         new = owner.copy()
         for r in level.tolist():
             out = _outflow(r, e, f)
@@ -463,5 +469,7 @@ def simulate_realisation(xadj, adjncy, coords, weights, owner, flow: SubdomainFl
         moved = new != owner
         transfer = np.bincount(owner[moved] * p + new[moved], weights=weights[moved], minlength=p * p).reshape(p, p)
         realised += transfer[e[:, 0], e[:, 1]] - transfer[e[:, 1], e[:, 0]]
+        if observe is not None:
+            observe(k, owner, new)
         owner = new
     return owner, realised

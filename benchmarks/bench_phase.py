@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from hermes.interpreter import child_env
+from hermes.metrics import cell_sends, cells_moved
 from hermes.runtime.launch import mpiexec_command
 
 
@@ -32,7 +33,8 @@ def main() -> int:
     args = ap.parse_args()
     n = args.cells_x * args.cells_y
     print(f"mesh grid {args.cells_x}x{args.cells_y} = {n} cells, {args.ranks} ranks, 1 phase, 5 iterations")
-    print(f"{'balancer':10s} {'run wall s':>11s} {'driver s':>9s} {'migrated':>9s} {'imb before':>10s} {'imb after':>9s}")
+    print(f"{'balancer':10s} {'run wall s':>11s} {'driver s':>9s} {'moved':>9s} {'sends':>9s} {'imb before':>10s} "
+          f"{'imb after':>9s}")
     for bal in args.balancers.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "run"
@@ -51,7 +53,7 @@ def main() -> int:
                 return 1
             s = json.loads((out / "summary.json").read_text())
             ph = s["phases"][0]
-            print(f"{bal:10s} {wall:11.2f} {s['wall_seconds']:9.2f} {ph['migrated_cells']:9d} "
+            print(f"{bal:10s} {wall:11.2f} {s['wall_seconds']:9.2f} {cells_moved(ph):9d} {cell_sends(ph):9d} "
                   f"{ph['imbalance_before']:10.3f} {ph['imbalance_after']:9.3f}")
     return 0
 

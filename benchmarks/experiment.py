@@ -24,6 +24,7 @@ ROOT = cache.ROOT
 def figures(out: Path) -> dict:
     """The axes and one row per run of the experiment directory ``out`` (as ``hermes compare`` left it)."""
     from hermes.compare import collect
+    from hermes.metrics import cells_moved
 
     plan, rows, _ = collect(out)
     runs = []
@@ -34,7 +35,7 @@ def figures(out: Path) -> dict:
                      "final_imbalance": s.get("final_imbalance"),
                      "balance_time": sum(x["balance_time"] for x in ph) if ph else None,
                      "migrate_time": sum(x["migrate_time"] for x in ph) if ph else None,
-                     "moved_cells": sum(int((x.get("quality") or {}).get("migration_cells") or 0) for x in ph),
+                     "cells_moved": sum(int(cells_moved(x) or 0) for x in ph),
                      "clock": s.get("clock")})
     return {"experiment": plan["name"], "description": plan.get("description", ""), "axes": plan["axes"],
             "runs": runs}

@@ -134,7 +134,8 @@ def experiment_balancing(data: dict[str, Any]) -> str:
     fig = data["figures"]
     down, across = fig["axes"][0], fig["axes"][-1]
     body = [[r["labels"][down], r["labels"][across], f"{r['balance_time']:.4g}", f"{r['migrate_time']:.4g}",
-             f"{r['moved_cells']:,}"] for r in fig["runs"] if r["total_time"] is not None]
+             f"{r['cells_moved'] if 'cells_moved' in r else r['moved_cells']:,}"]  # moved_cells: caches before
+            for r in fig["runs"] if r["total_time"] is not None]
     return _md([down, across, "balance (s)", "migrate (s)", "cells moved"], body, right=2)
 
 

@@ -7,7 +7,7 @@ on a mesh (``gridNxM`` generated, or a shipped CFD mesh of ``meshes/``), ``p`` r
 of adaptation k + 1, so every phase is heterogeneous and the capacities change between phases), and weights or
 refinement adaptation. Per run it records the total simulated time, the balancing and migration time (summed
 over the phases), the imbalance after every phase, the edge cut after every phase, the distinct cells that
-changed owner per phase (``quality.migration_cells``) and the cell sends (cell-hops: a cell passed on through
+changed owner per phase (``cells_moved``) and the cell sends (``cell_sends``, cell-hops: a cell passed on through
 an intermediate rank counts once per hop), and the wall seconds of the whole job (separately: 64 ranks on a
 2-core machine are slow in wall time, the virtual clock is exact).
 
@@ -54,6 +54,7 @@ from numpy.typing import NDArray
 
 from benchmarks.partition_compare import markdown_table, run_hermes
 from hermes.errors import HermesError
+from hermes.metrics import cell_sends, cells_moved
 
 __all__ = ["METHODS", "DEFAULT_METHODS", "scenario", "mesh_section", "numpy_bound", "bound_problem", "bound_sweeps",
            "table_schedule", "case_name", "row", "main"]
@@ -298,7 +299,7 @@ def row(summary: dict[str, Any], **case: Any) -> dict[str, Any]:
     """The figures of one run (module docstring)."""
     ph = summary["phases"]
     cuts = [int(x["edge_cut"]) for x in ph]
-    distinct = [int((x.get("quality") or {}).get("migration_cells") or 0) for x in ph]
+    distinct = [int(cells_moved(x) or 0) for x in ph]  # a cached summary before cells_moved: the quality's alias
     skipped = sum(1 for x in ph for d in x.get("balance_decision", []) if d["choice"] == "skip")
     return {
         **case, "cells": summary["cells_initial"], "total_time": summary["total_time"],
@@ -307,7 +308,7 @@ def row(summary: dict[str, Any], **case: Any) -> dict[str, Any]:
         "imbalance_max": max(x["imbalance_after"] for x in ph), "edge_cut": cuts[-1],
         "edge_cut_phases": " / ".join(f"{c:,}" for c in cuts), "cuts": cuts,
         "distinct_cells": sum(distinct), "distinct_phases": " / ".join(f"{d:,}" for d in distinct),
-        "distinct": distinct, "cell_sends": int(summary.get("migrated_cells", 0)),
+        "distinct": distinct, "cell_sends": int(cell_sends(summary) or 0),
         "refined_cells": sum((x.get("refinement") or {}).get("cells", 0) for x in ph), "skipped": skipped,
         "wall_seconds": summary.get("wall_seconds"),
         # rank 0's balancing communication over the phases (every round): collectives and point-to-point messages

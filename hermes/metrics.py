@@ -7,9 +7,19 @@ Serial functions work on whole-mesh arrays (owner per cell); ``*_local`` variant
 weight, boundary cells, neighbouring subdomains per part, migration volume in cells, weight and bytes)
 in one dictionary with the keys :data:`QUALITY_KEYS`; :func:`partition_quality_local` computes the same
 numbers on a distributed domain with one collective (an ``allgather`` of nine numbers per rank).
+
+The movement of cells has one vocabulary (docs/RUNNING.md, "What a run writes"): ``cells_moved``, the distinct
+cells that changed owner in a phase (what ``migration_cells`` counts here), and ``cell_sends``, the cells the
+migration messages carried (a cell passed on through an intermediate rank counts once per hop, so
+``cell_sends >= cells_moved``). A run's summary.json records both in every phase and as totals;
+:func:`cells_moved` and :func:`cell_sends` read them from a phase record, also from one written before they
+existed (``quality.migration_cells`` and ``migrated_cells``, the deprecated aliases kept beside them).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,7 +27,7 @@ from numpy.typing import NDArray
 from hermes.errors import HermesError
 
 __all__ = ["imbalance", "edge_cut", "subdomain_graph", "boundary_cells", "migration_volume", "QUALITY_KEYS",
-           "partition_quality", "partition_quality_local", "cell_bytes"]
+           "partition_quality", "partition_quality_local", "cell_bytes", "cells_moved", "cell_sends"]
 
 #: The keys of :func:`partition_quality` and :func:`partition_quality_local`, in this order.
 QUALITY_KEYS = ("parts", "imbalance", "max_load", "edge_cut", "edge_cut_weight", "boundary_cells",
@@ -104,7 +114,7 @@ def partition_quality(xadj: NDArray[np.int64], adjncy: NDArray[np.int64], owner:
         (units with a neighbour in another part), ``neighbours_max`` / ``neighbours_mean`` (number of
         adjacent parts per part, over all p parts), ``migration_cells`` / ``migration_weight`` /
         ``migration_bytes`` (units whose owner differs from ``prev_owner``: net volume, a unit that
-        moved twice counts once).
+        moved twice counts once; a run's phase records publish ``migration_cells`` as ``cells_moved``).
 
     Raises
     ------
@@ -222,6 +232,38 @@ def partition_quality_local(comm, dom, *, capacities: NDArray[np.float64] | None
     cap = None if capacities is None else np.asarray(capacities, dtype=np.float64).ravel()
     return _quality(p, a[:, 0], cap, int(a[:, 1].sum()), float(a[:, 2].sum()), int(a[:, 3].sum()),
                     a[:, 4].astype(np.int64), mig_t)
+
+
+def cells_moved(phase: Mapping[str, Any]) -> Any:
+    """The distinct cells that changed owner in a phase record of summary.json: its ``cells_moved``, else (a
+    summary written before that key) ``quality.migration_cells``; None when neither is recorded. The value is
+    returned as recorded (a reader of untrusted files checks its type).
+
+    Examples
+    --------
+    >>> cells_moved({"cells_moved": 85, "cell_sends": 88})
+    85
+    >>> cells_moved({"migrated_cells": 88, "quality": {"migration_cells": 85}})
+    85
+    """
+    if phase.get("cells_moved") is not None:
+        return phase["cells_moved"]
+    quality = phase.get("quality")
+    return quality.get("migration_cells") if isinstance(quality, Mapping) else None
+
+
+def cell_sends(phase: Mapping[str, Any]) -> Any:
+    """The cells carried by migration messages in a phase record of summary.json (or the totals of a summary):
+    its ``cell_sends``, else (written before that key) ``migrated_cells``; None when neither is recorded.
+
+    Examples
+    --------
+    >>> cell_sends({"cells_moved": 85, "cell_sends": 88})
+    88
+    >>> cell_sends({"migrated_cells": 88})
+    88
+    """
+    return phase["cell_sends"] if phase.get("cell_sends") is not None else phase.get("migrated_cells")
 
 
 def cell_bytes(dom) -> NDArray[np.int64]:

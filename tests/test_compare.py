@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from hermes.claims import write_marker
 from hermes.compare import collect, load_experiment, make_experiment, render, run_experiment
 from hermes.compare.experiment import ExperimentError, parse_axis_option
 from hermes.compare.runner import error_line, read_summary
-from hermes.compare.tables import format_time, make_grid, markdown_tables, run_row
+from hermes.compare.tables import format_time, make_grid, markdown_tables, phase_rows, run_row
 from hermes.viz.compare import pareto_front
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +116,7 @@ def test_set_axis_option():
 
 # -- tables ---------------------------------------------------------------------------------------------------
 def _summary(total: float, imb: float, algorithm: str = "pcg", moved: int = 10, cut: int = 50) -> dict:
+    """A summary as hermes wrote it before ``cells_moved`` and ``cell_sends`` (only their aliases)."""
     phases = [{"phase": k, "time": total / 2, "compute_time": total / 2, "comm_time": 0.0, "sync_time": 0.0,
                "balance_time": 0.0, "migrate_time": 0.0, "adapt_time": 0.0, "imbalance_before": 2.0,
                "imbalance_after": imb, "migrated_cells": moved, "edge_cut": cut,
@@ -134,8 +136,32 @@ def test_run_row_is_tidy():
     assert row["balancer"] == "PCG" and row["algorithm"] == "pcg" and row["seed"] == 3
     assert row["total_time"] == 4.0 and row["compute_time"] == 4.0 and row["phases"] == 2
     assert row["migration_cells"] == 20 and row["edge_cut_final"] == 50 and row["param.tolerance"] == 1e-8
+    # a summary written before the new names: they are read from the aliases
+    assert row["cells_moved"] == row["cell_sends"] == 20
     failed = run_row("b", {"balancer": "X"}, "failed", "boom", None, "runs/b")
     assert failed["status"] == "failed" and failed["error"] == "boom" and "total_time" not in failed
+
+
+def _moving(sends: tuple[int, int] = (7, 5), moved: tuple[int, int] = (6, 5)) -> dict:
+    """A summary with both names of the movement of cells (sends exceed the distinct cells in phase 1)."""
+    s = _summary(4.0, 1.05)
+    for ph, n, m in zip(s["phases"], sends, moved):
+        ph.update(cells_moved=m, cell_sends=n, migrated_cells=n)
+        ph["quality"]["migration_cells"] = m
+    return {**s, "cells_moved": sum(moved), "cell_sends": sum(sends), "migrated_cells": sum(sends)}
+
+
+def test_results_and_phase_rows_name_the_movement_of_cells():
+    """results.csv and phases.csv: cells_moved (distinct cells that changed owner) and cell_sends (cells the
+    messages carried), beside migration_cells and migrated_cells, their deprecated aliases."""
+    row = run_row("a", {"balancer": "pcg"}, "done", None, _moving(), "runs/a")
+    assert (row["cells_moved"], row["cell_sends"]) == (11, 12)
+    assert (row["migration_cells"], row["migrated_cells"]) == (11, 12)  # the aliases, same values
+    rows = phase_rows("a", {"balancer": "pcg"}, _moving())
+    assert [(r["cells_moved"], r["cell_sends"]) for r in rows] == [(6, 7), (5, 5)]
+    assert [(r["quality.migration_cells"], r["migrated_cells"]) for r in rows] == [(6, 7), (5, 5)]
+    old = phase_rows("b", {"balancer": "pcg"}, _summary(4.0, 1.05, moved=3))  # before the new names
+    assert [(r["cells_moved"], r["cell_sends"]) for r in old] == [(3, 3), (3, 3)]
 
 
 def test_table_like_the_thesis_with_ratios_failures_and_seed_means():
@@ -157,6 +183,15 @@ def test_table_like_the_thesis_with_ratios_failures_and_seed_means():
 
 def test_format_time():
     assert [format_time(v) for v in (465.24, 42.126, 0.54748, math.nan)] == ["465.2", "42.13", "0.5475", "—"]
+
+
+def test_pareto_axis_counts_the_cells_moved():
+    """The Pareto plot's cells: each phase's cells_moved, else quality.migration_cells, else its sends."""
+    from hermes.viz.compare import migration_volume
+
+    assert migration_volume(_moving()) == 11  # cells_moved, not the 12 sends
+    assert migration_volume(_summary(1.0, 1.0, moved=3)) == 6  # before cells_moved: the quality's alias
+    assert migration_volume({"phases": [{"migrated_cells": 4}, {"cell_sends": 2}]}) == 6  # sends, nothing better
 
 
 def test_pareto_front():
@@ -234,6 +269,21 @@ def test_compare_runs_reports_failures_as_rows_and_resumes(small_experiment):
     assert {p["run"] for p in prows} == {"8x6__none", "8x6__pcg"} and len(prows) == 4
     csv_head = (out / "results.csv").read_text().splitlines()[0].split(",")
     assert csv_head[:5] == ["run", "mesh", "balancer", "status", "error"] and "total_time" in csv_head
+    # the movement of cells by its names, and the deprecated aliases with the same values
+    with (out / "results.csv").open(newline="") as f:
+        done = {r["run"]: r for r in csv.DictReader(f) if r["status"] == "done"}
+    assert int(done["8x6__pcg"]["cells_moved"]) > 0 and int(done["8x6__none"]["cell_sends"]) == 0
+    for r in done.values():
+        assert (r["cells_moved"], r["cell_sends"]) == (r["migration_cells"], r["migrated_cells"])
+    with (out / "phases.csv").open(newline="") as f:
+        phase_csv = list(csv.DictReader(f))
+    assert len(phase_csv) == 4
+    for r in phase_csv:
+        assert (r["cells_moved"], r["cell_sends"]) == (r["quality.migration_cells"], r["migrated_cells"])
+        assert int(r["cell_sends"]) >= int(r["cells_moved"])
+    ran = json.loads((out / "runs" / "8x6__pcg" / "summary.json").read_text())  # the run wrote them itself
+    assert ran["cells_moved"] == int(done["8x6__pcg"]["cells_moved"])
+    assert all({"cells_moved", "cell_sends"} <= set(ph) for ph in ran["phases"])
     table = (out / "table.md").read_text()
     assert "| 8x6 | " in table and "| broken | failed | failed |" in table and "Failed runs:" in table
     for name in ("total-time", "imbalance", "time-breakdown", "pareto"):

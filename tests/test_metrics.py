@@ -15,8 +15,8 @@ import pytest
 
 from hermes.data.mesh import csr_from_edges
 from hermes.errors import HermesError
-from hermes.metrics import (QUALITY_KEYS, boundary_cells, cell_bytes, edge_cut, migration_volume, partition_quality,
-                            subdomain_graph)
+from hermes.metrics import (QUALITY_KEYS, boundary_cells, cell_bytes, cell_sends, cells_moved, edge_cut,
+                            migration_volume, partition_quality, subdomain_graph)
 from tests.tolerances import gamma
 
 # A 4 × 2 grid of cells, c = 4 j + i:     4 5 6 7     owners:  0 2 2 3
@@ -69,6 +69,21 @@ def test_quality_agrees_with_the_single_metrics(seed):
     assert q["edge_cut"] == edge_cut(mesh.xadj, mesh.adjncy, owner)
     assert q["boundary_cells"] == boundary_cells(mesh.xadj, mesh.adjncy, owner)
     assert (q["migration_cells"], q["migration_weight"]) == migration_volume(prev, owner, w)
+
+
+def test_the_movement_of_cells_is_read_by_its_names_then_by_the_aliases():
+    """cells_moved / cell_sends of a summary's phase record: the new keys first, else (a summary written before
+    them) quality.migration_cells / migrated_cells; None when neither is recorded."""
+    new = {"cells_moved": 85, "cell_sends": 88, "migrated_cells": 88, "quality": {"migration_cells": 85}}
+    assert (cells_moved(new), cell_sends(new)) == (85, 88)
+    old = {"migrated_cells": 88, "quality": {"migration_cells": 85}}
+    assert (cells_moved(old), cell_sends(old)) == (85, 88)
+    assert cells_moved({"cells_moved": 0, "quality": {"migration_cells": 5}}) == 0  # 0 is a value, not absent
+    assert cell_sends({"cell_sends": 0, "migrated_cells": 5}) == 0
+    for bare in ({}, {"quality": None}, {"quality": [1]}, {"cells_moved": None, "cell_sends": None}):
+        assert cells_moved(bare) is None and cell_sends(bare) is None
+    # the totals of a summary: cell_sends, else migrated_cells
+    assert cell_sends({"cell_sends": 289, "migrated_cells": 289}) == cell_sends({"migrated_cells": 289}) == 289
 
 
 @pytest.mark.parametrize("kwargs, message", [

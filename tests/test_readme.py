@@ -27,7 +27,7 @@ def test_api_example_runs():
     assert lines[4].split() == [lines[4].split()[0], "8"]
     replays = [ln.split() for ln in lines[5:]]
     assert [(r[0], r[1]) for r in replays] == [("1", "grapevine"), ("1", "metis"), ("2", "grapevine"), ("2", "metis")]
-    # the trace's imbalance before each phase is the run's (lines 1-2: phase, before, after, moved), up to the
+    # the trace's imbalance before each phase is the run's (lines 1-2: phase, before, after, moved, sends), up to the
     # rounding of sums of the quickstart's 1,200 scaled cell loads (relative error ≤ 1,200 ε)
     for k, r in enumerate(replays):
         assert float(r[2]) == pytest.approx(float(lines[1 + k // 2].split()[1]), rel=1200 * 2.3e-16)

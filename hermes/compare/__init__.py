@@ -3,10 +3,11 @@
 ``hermes compare experiments/thesis.yaml`` runs the cross product of the experiment's axes (each run a normal
 run directory ``runs/<experiment>/runs/<id>/``), skipping runs already complete, and writes beside them:
 
-- ``results.csv`` — one row per run: every axis, the status and error line, every summary figure;
-- ``phases.csv`` — one row per run and phase;
+- ``results.csv`` — one row per run: every axis, the status and error line, every summary figure (the movement of
+  cells summed over the phases: ``cells_moved``, distinct cells that changed owner, and ``cell_sends``);
+- ``phases.csv`` — one row per run and phase (``cells_moved`` and ``cell_sends`` per phase);
 - ``table.md`` — thesis Tables 10.5 / 10.7 style: total time (final imbalance), ratios to ``none`` and to the best;
-- ``plots/`` — total time by row, imbalance per phase, time breakdown, migration volume against edge cut;
+- ``plots/`` — total time by row, imbalance per phase, time breakdown, total time against the cells moved;
 - ``report.html`` — all of it and each run's final partition, in one self-contained file.
 
 The experiment format is in :mod:`hermes.compare.experiment`, the scheduling (``--jobs``, resume, failures) in
@@ -227,7 +228,8 @@ def _draw(d: Path, plan: dict, rows: list[dict], grid, failures, clock: str, tit
          plot_imbalance(pd / "imbalance.png", grid.rows, grid.cols, cells, dpi=dpi)),
         ("Where the time goes: compute, halo exchange, synchronisation, balancing, migration, adaptation.",
          plot_breakdown(pd / "time-breakdown.png", grid.rows, grid.cols, cells, dpi=dpi)),
-        ("Total time against the cells migrated (label: final imbalance); filled: on the Pareto front among "
+        ("Total time against the cells moved (distinct cells that changed owner, all phases; label: final "
+         "imbalance); filled: on the Pareto front among "
          "the balancers that balance (no other is faster and moves less); ×: does not balance (none).",
          plot_pareto(pd / "pareto.png", grid.rows, grid.cols, cells, dpi=dpi)),
     ]

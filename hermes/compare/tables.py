@@ -2,7 +2,9 @@
 
 ``results.csv`` has one row per run: a column per axis (its label; numbers stay numbers), the run's status and
 error line, every scalar figure of its ``summary.json`` and the per-phase figures summed over the phases
-(times per category, migration volume) with the final edge cut. ``phases.csv`` has one row per run and phase.
+(times per category, migration volume: ``cells_moved``, the distinct cells that changed owner, and
+``cell_sends``, the cells migration messages carried; ``migration_cells`` and ``migrated_cells`` are their
+deprecated aliases) with the final edge cut. ``phases.csv`` has one row per run and phase.
 ``table.md`` is laid out like thesis Tables 10.5 and 10.7: rows are the combinations of the other axes
 (scenarios, meshes, ...), columns the balancers, a cell the total time with the final imbalance in
 parentheses; then the ratio of each total to the ``none`` column and to the best of its row.
@@ -15,19 +17,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hermes.metrics import cell_sends, cells_moved
+
 __all__ = ["run_row", "phase_rows", "Grid", "make_grid", "markdown_tables", "SUMS", "format_time"]
 
 #: per-phase figures summed over the phases into results.csv (the time categories add up to total_time)
 SUMS = ("compute_time", "comm_time", "sync_time", "balance_time", "migrate_time", "adapt_time", "migrated_weight",
         "balance_iterations", "balance_rounds", "refined", "coarsened")
-#: the partition's quality figures summed over the phases (migration volume: cells that changed owner)
+#: the partition's quality figures summed over the phases (migration volume: cells that changed owner;
+#: ``migration_cells`` is ``cells_moved``'s deprecated alias)
 QUALITY_SUMS = ("migration_cells", "migration_weight", "migration_bytes")
+#: the movement of cells summed over the phases (docs/RUNNING.md), each read by its reader in hermes.metrics,
+#: so summaries written before these keys give them too
+MOVEMENT = {"cells_moved": cells_moved, "cell_sends": cell_sends}
 #: summary keys an axis of the same name replaces in the tidy rows (the axis' value is the same thing)
 _AXIS_WINS = ("scenario", "mesh", "processors", "seed", "clock", "kernel")
 
 
 def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, (bool, int, float, str))
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def run_row(run_id: str, values: Mapping[str, Any], status: str, error: str | None,
@@ -56,6 +68,10 @@ def run_row(run_id: str, values: Mapping[str, Any], status: str, error: str | No
         vals = [(p.get("quality") or {}).get(k) for p in phases]
         if vals and all(isinstance(v, (int, float)) for v in vals):
             row[k] = sum(vals)
+    for k, read in MOVEMENT.items():
+        vals = [read(p) for p in phases]
+        if vals and all(_number(v) for v in vals):
+            row[k] = sum(vals)
     if phases:
         last = phases[-1]
         row["edge_cut_final"] = last.get("edge_cut")
@@ -76,6 +92,9 @@ def phase_rows(run_id: str, values: Mapping[str, Any], summary: Mapping[str, Any
         for k, v in p.items():
             if _scalar(v) and k not in row:
                 row[k] = v
+        for k, read in MOVEMENT.items():  # a summary written before these keys
+            if k not in row and _number(read(p)):
+                row[k] = read(p)
         for prefix, key in (("quality", "quality"), ("counters", "balance_counters")):
             for k, v in (p.get(key) or {}).items():
                 if _scalar(v):

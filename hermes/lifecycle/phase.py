@@ -328,24 +328,25 @@ def record(r: RunState, ph: PhaseState) -> str:
                      ph.capacity_estimate, *(delta[c] for c in CATEGORIES), st.cells_sent, st.cells_received,
                      st.weight_sent, st.weight_received, st.bytes_sent, **ph.fed)
     rows = book.gather(row)
-    moved, moved_w = book.sum(st.cells_sent), book.sum(st.weight_sent)
+    sends, sends_w = book.sum(st.cells_sent), book.sum(st.weight_sent)  # the cells (weight) messages carried
     quality = partition_quality_local(r.comm, dom, capacities=ph.caps, prev_gid=ph.gid_before,
                                       bytes_per_cell=cell_bytes(dom))
-    r.total_moves += moved
+    r.total_moves += sends
     cells_now, weight_now = book.sum(dom.n), book.sum(dom.load)
     arrays = _phase_arrays(r, ph.k) if records_partitions(r.sc.output) else ({}, {})
     imb_after = imbalance(ph.loads, ph.caps)
     if r.rank == 0:
         r.rows.extend(rows)
         mean = {c: float(np.mean([getattr(x, f"{c}_time") for x in rows])) for c in CATEGORIES}
-        r.phases.append(PhaseRecord(ph.k, t_phase, *mean.values(), ph.imbalance_before, imb_after, moved, moved_w,
+        r.phases.append(PhaseRecord(ph.k, t_phase, *mean.values(), ph.imbalance_before, imb_after, sends, sends_w,
                                     quality["edge_cut"], ph.iterations, ph.rounds, ph.counters.as_dict(), ph.infos,
                                     quality, cells_now, weight_now, ph.change, ph.decisions, ph.refinement,
                                     ph.feed_errors))
         r.partitions.update(arrays[0])
         r.geometry.update(arrays[1])
+    # the movement of cells (docs/RUNNING.md): distinct cells that changed owner, and the cells the messages carried
     return (f"phase {ph.k}/{r.sc.adaptation.phases}: imbalance {ph.imbalance_before:.3f} -> {imb_after:.3f}, "
-            f"moved {moved} cells, {r.sc.clock} time {t_phase:.4g} s")
+            f"moved {quality['migration_cells']} cells ({sends} sends), {r.sc.clock} time {t_phase:.4g} s")
 
 
 def _phase_arrays(r: RunState, phase: int):

@@ -66,6 +66,9 @@ class PhaseRecord:
     adapt_time: float
     imbalance_before: float
     imbalance_after: float
+    #: the cells the phase's migration messages carried (a cell passed on through an intermediate rank counts
+    #: once per hop), written as ``cell_sends`` and as its deprecated alias ``migrated_cells``; the distinct cells
+    #: that changed owner, ``cells_moved``, are the quality's ``migration_cells`` (:meth:`as_dict`)
     migrated_cells: int
     migrated_weight: float
     edge_cut: int
@@ -92,11 +95,22 @@ class PhaseRecord:
 
     def as_dict(self) -> dict[str, Any]:
         """The summary entry: the fields, then the adaptation's figures; ``balance_decision``, ``refinement`` and
-        ``monitor`` only when there are any (runs without them write what they always wrote)."""
+        ``monitor`` only when there are any (runs without them write what they always wrote).
+
+        The movement of cells comes first by its names (docs/RUNNING.md): ``cells_moved`` (distinct cells that
+        changed owner, ``quality.migration_cells``) and ``cell_sends`` (cells carried by migration messages),
+        before ``migrated_cells``, the deprecated alias of ``cell_sends`` (kept for one release, as
+        ``quality.migration_cells`` is)."""
         out = asdict(self)
         optional = ("change", "balance_decision", "refinement", "monitor")
-        return {**{k: v for k, v in out.items() if k not in optional},
-                **{k: out[k] for k in optional[1:] if out[k]}, **out["change"]}
+        entry: dict[str, Any] = {}
+        for k, v in out.items():
+            if k == "migrated_cells":
+                entry["cells_moved"] = self.quality.get("migration_cells")
+                entry["cell_sends"] = v
+            if k not in optional:
+                entry[k] = v
+        return {**entry, **{k: out[k] for k in optional[1:] if out[k]}, **out["change"]}
 
 
 @dataclass

@@ -74,6 +74,7 @@ class RunState:
     #: rank 0: per-cell arrays of every phase (partitions.npz) and refined geometry (geometry.npz)
     partitions: dict[str, np.ndarray] = field(default_factory=dict)
     geometry: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the cells migration messages carried so far (summary.json's ``cell_sends``)
     total_moves: int = 0
     #: what the last balancing round cost and reached (``trigger: auto``)
     history: History = field(default_factory=History)

@@ -25,6 +25,7 @@ import numpy as np
 
 from hermes.claims import MARKER, read_marker
 from hermes.errors import HermesError
+from hermes.metrics import cell_sends, cells_moved
 from hermes.viz.partition import check_dpi, plain, plot_partition
 from hermes.viz.rundir import (MAX_PHASES, Geometry, NpzArchive, check_owner, check_unit_array, phase_geometry,
                                read_capacities, read_summary, recorded_phases)
@@ -101,7 +102,7 @@ def plot_run(
     -----
     Every rank keeps its colour in all pictures (``nparts`` = the run's processor count). The title of
     ``partition-k`` (k ≥ 1) quotes the summary entry with ``phase == k``: imbalance after balancing,
-    edge cut and migrated cells. The fair load of rank i in phase k is ``c_i(k) · Σ l`` with the capacities
+    edge cut, cells moved and cell sends. The fair load of rank i in phase k is ``c_i(k) · Σ l`` with the capacities
     of ``phases.csv`` (phase 0, the initial distribution, was cut for the capacities of phase 1).
     """
     dpi = check_dpi(dpi)
@@ -261,8 +262,11 @@ def _partition_title(summary: dict[str, Any], phase: int, entry: dict[str, Any] 
             facts.append(f"imbalance {float(entry['imbalance_after']):.3f}")
         if entry.get("edge_cut") is not None:
             facts.append(f"edge cut {_count(entry['edge_cut'])}")
-        if entry.get("migrated_cells") is not None:
-            facts.append(f"migrated {_count(entry['migrated_cells'])} cells")
+        moved, sends = cells_moved(entry), cell_sends(entry)  # a summary before these keys: their aliases
+        if moved is not None:
+            facts.append(f"moved {_count(moved)} cells" + (f" ({_count(sends)} sends)" if sends is not None else ""))
+        elif sends is not None:
+            facts.append(f"{_count(sends)} cell sends")
         if facts:
             text += ": " + ", ".join(facts)
     return text

@@ -5,7 +5,7 @@
 - :func:`plot_imbalance` — imbalance after balancing per phase, one panel per row, one line per column;
 - :func:`plot_breakdown` — where the time goes (compute, halo exchange, synchronisation, balancing,
   migration, adaptation), stacked bars per column, one panel per row;
-- :func:`plot_pareto` — total time against the cells migrated, one panel per row, the Pareto front (no other
+- :func:`plot_pareto` — total time against the cells moved, one panel per row, the Pareto front (no other
   balancer is faster *and* moves less) among the balancers that balance drawn and filled; those that do not
   (``none``) marked apart.
 
@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hermes.errors import HermesError
+from hermes.metrics import cell_sends, cells_moved
 from hermes.viz.partition import check_dpi, plain, rank_colors, save_figure
 from hermes.viz.timeline import TIME_PARTS
 
@@ -204,11 +205,14 @@ def plot_breakdown(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequ
 
 
 def migration_volume(summary: Mapping[str, Any]) -> float:
-    """Cells that changed owner, summed over the phases (``quality.migration_cells``, else ``migrated_cells``)."""
+    """The cells moved (distinct cells that changed owner), summed over the phases: each phase's ``cells_moved``
+    (:func:`hermes.metrics.cells_moved`: else ``quality.migration_cells``), else its ``cell_sends`` (else
+    ``migrated_cells``: a summary without either of the first two)."""
     total = 0.0
     for p in _phases(summary):
-        q = p.get("quality")
-        v = q.get("migration_cells", p.get("migrated_cells")) if isinstance(q, Mapping) else p.get("migrated_cells")
+        v = cells_moved(p)
+        if v is None:
+            v = cell_sends(p)
         total += np.nan_to_num(_num(v), nan=0.0)
     return float(total)
 
@@ -251,7 +255,7 @@ def imbalance_reduction(summary: Mapping[str, Any]) -> float:
 
 def plot_pareto(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequence[str], cells: Cells, *,
                 dpi: int = 120) -> Path:
-    """The trade-off of balancing: total time against the cells migrated (summed over the phases), one panel
+    """The trade-off of balancing: total time against the cells moved (summed over the phases), one panel
     per row, one point per column labelled with its name and final imbalance.
 
     The Pareto front (no other balancer has both a lower total time and fewer cells moved) is taken among the
@@ -294,14 +298,14 @@ def plot_pareto(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
             ax.step([p[0] for p in fp], [p[1] for p in fp], where="post", color="0.4", linewidth=1, linestyle=":",
                     zorder=1)
         ax.set_title(_text(r), fontsize="small")
-        ax.set_xlabel("cells migrated, all phases", fontsize="small")
+        ax.set_xlabel("cells moved, all phases", fontsize="small")
         ax.set_ylabel(f"total time [{_unit(cells)}]", fontsize="small")
         ax.grid(True, alpha=0.3)
         ax.margins(0.15)
     for ax in axes[len(rows):]:
         ax.set_visible(False)
     _legend(fig, cols, colors, line=False)
-    fig.suptitle("total time against cells migrated (label: final imbalance)\nfilled, dotted: the Pareto front "
+    fig.suptitle("total time against cells moved (label: final imbalance)\nfilled, dotted: the Pareto front "
                  "among the balancers that balance\n"
                  f"(take away ≥ {BALANCE_TOL:.0%} of the imbalance); ×: does not balance", fontsize="medium")
     return save_figure(fig, path)

@@ -98,7 +98,9 @@ def _shown(v: Any) -> str:
 # -- summary.json ---------------------------------------------------------------------------------------------
 #: the per-phase numbers the pictures draw (hermes.viz.timeline and the partition titles)
 _PHASE_NUMBERS = ("time", "compute_time", "comm_time", "sync_time", "balance_time", "migrate_time", "adapt_time",
-                  "imbalance_before", "imbalance_after", "edge_cut", "migrated_cells")
+                  "imbalance_before", "imbalance_after", "edge_cut", "cells_moved", "cell_sends", "migrated_cells")
+#: the per-phase quality numbers the partition titles fall back to (a summary written before ``cells_moved``)
+_QUALITY_NUMBERS = ("migration_cells",)
 
 
 def read_summary(path: str | Path) -> dict[str, Any]:
@@ -146,8 +148,9 @@ def check_summary(summary: Any, where: str = "summary") -> None:
 
     ``processors`` an integer in ``[1, MAX_PROCESSORS]``; ``scenario``, ``balancer``, ``clock`` strings;
     ``total_time``, ``final_imbalance`` numbers; ``phases`` a list of at most ``MAX_PHASES`` mappings whose
-    ``phase`` is an integer in ``[0, MAX_PHASES]`` and whose drawn values (times, imbalances, edge cut,
-    migrated cells) are numbers. Every field may be absent or null.
+    ``phase`` is an integer in ``[0, MAX_PHASES]`` and whose drawn values (times, imbalances, edge cut, cells
+    moved and cell sends — also ``migrated_cells`` and, in a ``quality`` mapping, ``migration_cells``, their
+    deprecated aliases) are numbers. Every field may be absent or null.
 
     Raises
     ------
@@ -177,6 +180,10 @@ def check_summary(summary: Any, where: str = "summary") -> None:
             _integer(entry["phase"], f"phases[{i}].phase", 0, MAX_PHASES, where)
         for key in _PHASE_NUMBERS:
             _number(entry.get(key), f"phases[{i}].{key}", where)
+        quality = entry.get("quality")
+        if isinstance(quality, Mapping):
+            for key in _QUALITY_NUMBERS:
+                _number(quality.get(key), f"phases[{i}].quality.{key}", where)
 
 
 # -- .npz archives --------------------------------------------------------------------------------------------

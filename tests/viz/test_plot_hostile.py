@@ -438,6 +438,9 @@ JSON_DAMAGES = [
     (("phases", 0, "imbalance_after"), ["1.2", True, None, [1], 1e308, 10**400, -5]),
     (("phases", 0, "edge_cut"), ["x", 10**20, 2.5, False]),
     (("phases", 0, "migrated_cells"), [{}, 10**16]),
+    (("phases", 0, "cells_moved"), ["85", [], 10**16]),
+    (("phases", 0, "cell_sends"), [True, {}]),
+    (("phases", 0, "quality", "migration_cells"), ["x", 10**16]),
     (("phases", 0, "time"), ["1", [], 1e300]),
     (("phases", 1, "compute_time"), [None, "x", -1e300]),
 ]

@@ -197,6 +197,7 @@ def test_pareto_front_among_balancers_that_balance(tmp_path, monkeypatch):
                 if not np.allclose(c.get_facecolor()[0][:3], 0.5)}
     assert coloured == {(300.0, 8.0), (500.0, 7.0)}
     assert "Pareto front" in drawn[-1].get_suptitle() and "total time" in drawn[-1].get_suptitle()
+    assert ax.get_xlabel() == "cells moved, all phases"
 
 
 # -- 6. graphs without polygons: zoomed where the small ranks live, and legible ----------------------------------

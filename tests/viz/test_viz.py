@@ -57,10 +57,13 @@ def make_summary() -> dict:
             migrate_time=0.03,
             imbalance_before=[8.0, 1.6, 1.3][k - 1],
             imbalance_after=[1.2, 1.05, 1.02][k - 1],
+            cells_moved=4 * k,
+            cell_sends=5 * k,
             migrated_cells=5 * k,
             migrated_weight=5.0 * k,
             edge_cut=10 - k,
             balance_iterations=3,
+            quality=dict(migration_cells=4 * k),
         )
         for k in range(1, NPHASES + 1)
     ]
@@ -232,6 +235,20 @@ def test_plot_run_errors(run_dir: Path, tmp_path: Path):
     with pytest.raises(HermesError, match="missing summary.json"):
         plot_run(run_dir)
     assert not list(run_dir.glob("*.png")) and no_tmp_files(run_dir)
+
+
+def test_partition_titles_name_the_cells_moved_and_the_sends():
+    """A partition picture's title: the distinct cells that changed owner and the cell sends, read from a summary
+    of either age (before cells_moved and cell_sends: their aliases)."""
+    from hermes.viz import _partition_title
+
+    s = make_summary()
+    new = s["phases"][0]
+    assert _partition_title(s, 1, new).endswith("after phase 1: imbalance 1.200, edge cut 9, moved 4 cells (5 sends)")
+    old = {"phase": 1, "migrated_cells": 5, "quality": {"migration_cells": 4}}
+    assert _partition_title(s, 1, old).endswith("after phase 1: moved 4 cells (5 sends)")
+    assert _partition_title(s, 1, {"phase": 1, "migrated_cells": 5}).endswith("after phase 1: 5 cell sends")
+    assert _partition_title(s, 1, {"phase": 1, "quality": [4]}).endswith("after phase 1")
 
 
 @pytest.mark.slow

@@ -76,22 +76,22 @@ def study_state(p: int) -> tuple[dict, NDArray[np.int64], NDArray[np.float64]]:
     """(geometry, owner, weights) before the first balancing of the at-scale study's run at ``p`` processors."""
     import os
     import subprocess
-    import sys
     import tempfile
     from pathlib import Path
 
     import yaml
 
     from benchmarks.scale import scenario
+    from hermes.interpreter import child_env, python_command
 
     sc = scenario("grid1000x1000", "none", ranks=p, capacities="homo", kind="weights", iterations=1, phases=1)
     sc["output"] = {"pictures": False, "partitions": True}
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="hermes-depth-") as tmp:
         (Path(tmp) / "sc.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
-        env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        subprocess.run([sys.executable, "-m", "hermes", "run", str(Path(tmp) / "sc.yaml"), "--no-launch", "--quiet",
-                        "--no-pictures", "--out", str(Path(tmp) / "run")], check=True, env=env, cwd=root)
+        env = child_env({**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+        subprocess.run(python_command("-m", "hermes", "run", str(Path(tmp) / "sc.yaml"), "--no-launch", "--quiet",
+                                      "--no-pictures", "--out", str(Path(tmp) / "run")), check=True, env=env, cwd=root)
         with np.load(Path(tmp) / "run" / "geometry.npz") as g, np.load(Path(tmp) / "run" / "partitions.npz") as z:
             geo = {k: g[k] for k in ("xadj", "adjncy", "coords")}
             return geo, z["owner_000"].astype(np.int64), z["weight_001"]

@@ -32,18 +32,20 @@ from hermes.balance.payoff import History, Payoff, PhaseCost, excess, first_esti
 from hermes.runtime.comm import Bookkeeping
 from hermes.metrics import cell_bytes, imbalance
 
-__all__ = ["another_round", "estimate_payoff", "first_round_cost", "conductances", "worsens",
+__all__ = ["another_round", "rounds_remain", "estimate_payoff", "first_round_cost", "conductances", "worsens",
            "refinement_decision", "refinement_pays", "read_only"]
 
 
 def another_round(balancer, model: Model, *, rounds: int, moved_last_round: bool, last: float,
-                  estimate: Callable[[], Payoff]) -> tuple[bool, Payoff | None]:
+                  estimate: Callable[[], Payoff],
+                  granularity: Callable[[], float] = lambda: 0.0) -> tuple[bool, Payoff | None]:
     """Whether another balancing round runs, and under ``trigger: auto`` the payoff that decided it.
 
-    Rounds remain (``rounds`` < ``balancer.rounds``), the last one moved cells and changed the imbalance
-    (lowered it; or raised it: a realisation that failed — a subdomain cut in two by earlier moves cannot pass on
-    what it received — leaves a new subdomain graph, and the next round's flow is computed on it), the model's
-    imbalance exceeds rounding noise and the trigger — a number, or ``auto``: the round's expected gain exceeds
+    Rounds remain (:func:`rounds_remain`: fewer than ``balancer.rounds``, and beyond ``balancer.min_rounds`` the
+    model's imbalance exceeds 1 + ``balancer.imbalance_tolerance`` and the cells' granularity), the last one moved
+    cells and changed the imbalance (lowered it; or raised it: a realisation that failed — a subdomain cut in two by
+    earlier moves cannot pass on what it received — leaves a new subdomain graph, and the next round's flow is
+    computed on it), the model's imbalance exceeds rounding noise and the trigger — a number, or ``auto``: the round's expected gain exceeds
     its modelled cost (``estimate()``, called only then: see :func:`estimate_payoff`).
 
     Parameters
@@ -54,13 +56,29 @@ def another_round(balancer, model: Model, *, rounds: int, moved_last_round: bool
     moved_last_round : whether the last round moved cells (True before the first).
     last : the model imbalance before the last round (``inf`` before the first).
     estimate : the next round's :class:`~hermes.balance.payoff.Payoff` (collective: called on every rank or none).
+    granularity : the heaviest cell over the smallest fair load (:func:`rounds_remain`; collective like
+        ``estimate``).
     """
-    if not (moved_last_round and rounds < balancer.rounds and 1 + 1e-9 < model.imbalance != last):
+    if not (moved_last_round and 1 + 1e-9 < model.imbalance != last
+            and rounds_remain(balancer, rounds, model.imbalance, granularity)):
         return False, None
     if balancer.trigger != "auto":
         return bool(model.imbalance > balancer.trigger), None
     est = estimate()
     return est.balance, est
+
+
+def rounds_remain(balancer, rounds: int, imbalance: float, granularity: Callable[[], float] = lambda: 0.0) -> bool:
+    """Whether the phase may run another round after ``rounds``: fewer than ``balancer.rounds`` so far, and either
+    fewer than ``balancer.min_rounds`` or ``imbalance`` above 1 + max(``balancer.imbalance_tolerance``,
+    ``granularity()``) — at depth a flow's first rounds leave more than the tolerance (docs/design/depth.md §3);
+    ``granularity()`` (called only then) is the heaviest cell over the smallest fair load, below which no round
+    can bring the imbalance."""
+    if rounds >= balancer.rounds:
+        return False
+    if rounds < balancer.min_rounds:
+        return True
+    return imbalance > 1.0 + max(balancer.imbalance_tolerance, granularity())
 
 
 def first_round_cost(book: Bookkeeping, dom, model: Model, info, params: dict[str, Any],

@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--memory-limit", type=Number(0, BIG, lo_open=True), help="bytes per rank (LBAF's upper_bounds.max_memory_usage): a "
                     "rank above it has infinite work and is counted in memory_over")
     rp.add_argument("--seed", type=Integer(0, MAX_SEED), default=0, help="random seed of grapevine and the partitioners (default 0)")
-    rp.add_argument("--rounds", type=Integer(1, MAX_ROUNDS), default=3, help="flow balancers: rounds per phase, as balancer.rounds "
+    rp.add_argument("--rounds", type=Integer(1, MAX_ROUNDS), default=3, help="flow balancers: rounds per phase, as balancer.min_rounds "
                     "(default 3)")
     rp.add_argument("--trigger", type=Number(1, MAX_TRIGGER), default=1.0, help="flow balancers: balance only above this imbalance, "
                     "as balancer.trigger (default 1.0)")

@@ -176,8 +176,11 @@ def decide(r: RunState, ph: PhaseState) -> bool:
         return estimate_payoff(r.history, ph.model, bal, PhaseCost.of(r.sc.application, r.sc.platform.speed),
                                rounds=ph.rounds, flow_moved=ph.flow_moved, first=first)
 
+    def granularity() -> float:  # the heaviest cell over the smallest fair load (bookkeeping, as the loads are)
+        return r.book.max(float(r.dom.weight.max(initial=0.0))) / max(float(ph.model.fair_loads.min()), 1e-300)
+
     go, payoff = another_round(bal, ph.model, rounds=ph.rounds, moved_last_round=ph.moved_last_round, last=ph.last,
-                               estimate=estimate)
+                               estimate=estimate, granularity=granularity)
     if payoff is not None:
         ph.decisions.append(payoff.as_dict())
     return go

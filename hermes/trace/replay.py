@@ -411,8 +411,10 @@ def has_centroids(ph: TracePhase) -> bool:
 def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArray[np.float64], graph: str,
                  rounds: int, trigger: float, realisation: str,
                  memory_limit: float | None = None) -> tuple[NDArray[np.int64], dict[str, Any]]:
-    """The balancing rounds of a flow balancer, as ``hermes run`` runs them: a round while rounds remain, the last
-    one moved objects and changed the imbalance, and the imbalance exceeds the trigger (and rounding noise).
+    """The balancing rounds of a flow balancer, as ``hermes run`` runs its first ``balancer.min_rounds``: a round
+    while rounds remain, the last one moved objects and changed the imbalance, and the imbalance exceeds the trigger
+    (and rounding noise); ``rounds`` is a fixed number here (run may add rounds while the imbalance exceeds its
+    ``balancer.imbalance_tolerance``, up to ``balancer.rounds``).
     Each round computes the flow on the processor graph of the current assignment and realises it by choosing
     objects, or with hermes' own cell selection (``realisation: cells``; ``auto``: when the tasks have centroids)."""
     from hermes.balance.model import Model
@@ -494,7 +496,7 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
                  rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> ReplayResult:
     """Balance one phase with ``algorithm`` (module docstring); the figures before and after.
 
-    ``rounds`` and ``trigger`` are the scenario's ``balancer.rounds`` and ``balancer.trigger`` (defaults 3 and
+    ``rounds`` and ``trigger`` are the scenario's ``balancer.min_rounds`` and ``balancer.trigger`` (defaults 3 and
     1.0, hermes run's); ``realisation``: ``objects`` (:func:`realise_flow_on_objects`), ``cells`` (hermes'
     gain selection on the tasks' centroids, :func:`hermes.balance.realisation.realise.simulate_realisation`) or
     ``auto`` (cells when the tasks have centroids: a trace hermes wrote).

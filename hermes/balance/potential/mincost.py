@@ -24,9 +24,9 @@ acyclic, so the topological migration order of Th. 21 exists; the flow is then r
 The l1 optimum is generally not unique; HiGHS returns a vertex, and the same input gives the same vertex.
 
 Rounds. The first round of a phase moves the bulk of the excess with the least-cost flow. A later round
-(``balancer.rounds`` allows up to 3 while they pay) corrects what the realisation could not meet — cells are
-discrete, and a least-cost flow may ask a small subdomain of heavy cells for much load across one boundary.
-With ``later: minimal`` (default) those rounds use the minimal (2-norm) flow, which spreads the small residue
+(``balancer.min_rounds``, 3, while they pay; more while the imbalance exceeds ``balancer.imbalance_tolerance``)
+corrects what the realisation could not meet — cells are discrete, and a least-cost flow may ask a small
+subdomain of heavy cells for much load across one boundary. With ``later: minimal`` (default) those rounds use the minimal (2-norm) flow, which spreads the small residue
 over every edge; measured on the thesis' heterogeneous 15-rank scenario, least-cost later rounds left phase 7 at
 imbalance 1.159 (total 251.0 s), minimal ones at 1.065 (238.4 s). ``slack: s`` lets loads end at up to
 ``(1 + s) l̄_i`` and moves only the excess above that bound, to the nearest ranks with room.

@@ -217,7 +217,7 @@ def test_bad_processes_is_one_line(tmp_path):
 @pytest.mark.parametrize("balancer, trigger, expensive", [("chebyshev", 1.0, "numpy.linalg.eigvalsh"),
                                                           ("mincost", "auto", "hermes.balance.potential.mincost.mincost_flow")])
 def test_hosted_processors_compute_what_is_global_once(monkeypatch, tmp_path, balancer, trigger, expensive):
-    """What every processor computes alike from the shared model (the spectrum of chebyshev's bounds in every
+    """What every processor computes alike from the shared model (the spectrum of chebyshev's exact bounds in every
     round; with ``trigger: auto`` the payoff's first estimate, a serial least-cost flow) is computed once per
     round by the processors hosted together, not once per processor: 16 processors, one phase."""
     import importlib
@@ -233,7 +233,7 @@ def test_hosted_processors_compute_what_is_global_once(monkeypatch, tmp_path, ba
     monkeypatch.setattr(mod, name, lambda *a, **k: calls.append(1) or real(*a, **k))
     sc = scenario(None, **{"processors": 16, "platform.capacities": "homo", "adaptation.phases": 1,
                            "application.iterations": 2, "balancer.algorithm": balancer, "balancer.trigger": trigger,
-                           "output.pictures": False})
+                           "balancer.chebyshev.bounds": "exact", "output.pictures": False})
     res = host_run(16, lambda c: run_here(sc, c, out_dir=tmp_path / "run", quiet=True), MPI.COMM_SELF).get(0)
     rounds = res.summary["phases"][0]["balance_rounds"]
     assert rounds >= 1 or trigger == "auto"

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from hermes.balance.diffusion.chebyshev import chebyshev, chebyshev_iter, chebyshev_steps, spectral_bounds
+from hermes.balance.diffusion.lanczos import lanczos_bounds
 from hermes.balance.flow import flow_error
 from hermes.balance.model import Model
 from hermes.balance.polynomial.leja import laplacian_spectrum
@@ -40,12 +41,37 @@ def test_bounds_enclose_the_spectrum(kind, p):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("p", [3, 9, 16])
-@pytest.mark.parametrize("bounds", ["exact", "cheap"])
+@pytest.mark.parametrize("bounds", ["lanczos", "exact", "cheap"])
 def test_flow_error_within_the_tolerance(kind, p, bounds):
     m = random_model(kind, p, 40 + p)
     for tol in (1e-4, 1e-10):
         res = chebyshev(m, tolerance=tol, bounds=bounds)
         assert res.converged and flow_error(m, res.flow) <= tol
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("p", [5, 12, 20])
+def test_lanczos_bounds_enclose_the_spectrum_once_the_krylov_space_is_whole(kind, p):
+    """With more steps than eigenvalues, Lanczos from random loads stops on an invariant subspace or on its
+    residual test: its Ritz values are eigenvalues, and [a, b] holds the spectrum within the residuals (the
+    test's 10⁻⁶: the residual rule stops at 10⁻³ of the value, and a is θ₁ − r₁)."""
+    m = random_model(kind, p, 70 + p)
+    mu = laplacian_spectrum(m)[1:]
+    bd = lanczos_bounds(m, 60)
+    assert 0 < bd.a <= mu.min() * (1 + 1e-6) and mu.max() * (1 - 1e-6) <= bd.b
+    assert bd.ritz[0] >= mu.min() * (1 - 1e-9) and bd.ritz[1] <= mu.max() * (1 + 1e-9)  # interlacing
+
+
+def test_lanczos_keeps_the_null_space_out_on_a_grid():
+    """16 × 16 processors, 60 steps: the Ritz values stay inside the spectrum and the bounds are μ₂ and μ_p within
+    a percent. (Subtracting w's own null component instead of that of w − αv let it grow by α/β ≈ 2 per step:
+    after 60 steps the lowest Ritz value was −770.)"""
+    m = parse_model("mesh:16x16", "homo", "1", "one")
+    m = m.with_loads(list(np.random.default_rng(3).uniform(1, 2, m.p)))
+    mu = laplacian_spectrum(m)
+    bd = lanczos_bounds(m, 60)
+    assert mu[1] * 0.99 <= bd.a <= mu[1] * (1 + 1e-6) and mu[-1] * (1 - 1e-6) <= bd.b <= mu[-1] * 1.01
+    assert lanczos_bounds(m.with_loads([1.0] * m.p), 60) is None  # balanced (exactly: c = 1/256): nothing to bound
 
 
 def test_step_count_is_the_chebyshev_bound():
@@ -70,25 +96,25 @@ def test_one_eigenvalue_balances_in_one_step():
 
 def test_generator_residual_and_counters():
     m = random_model("tree+", 10, 4)
-    a, b = spectral_bounds(m)
+    a, b = spectral_bounds(m, "exact")
     states = list(chebyshev_iter(m, a, b, 30))
     assert [s.iteration for s in states] == list(range(31))
     for s in states:  # the residual is the remaining imbalance
         assert np.allclose(s.residual, m.loads - m.fair_loads - m.incidence @ s.flow, atol=1e-10 * m.loads.sum())
     links = Links(latency=1e-4, bandwidth=1e8)
-    res = chebyshev(m, tolerance=1e-6, links=links, spectrum="free")  # the spectrum's charge: test_precompute
+    res = chebyshev(m, tolerance=1e-6, bounds="exact", links=links, spectrum="free")  # its charge: test_precompute
     k, c = res.iterations, res.counters
     assert k == res.extra["planned_steps"] and (c.exchange_rounds, c.collectives) == (k, {"allreduce": 1})
     assert c.time == pytest.approx(math.ceil(math.log2(m.p)) * (1e-4 + 16 / 1e8) + k * (1e-4 + 8 / 1e8), rel=1e-12)
-    charged = chebyshev(m, tolerance=1e-6, links=links)  # the default: the eigensolve of the exact bounds is paid
+    charged = chebyshev(m, tolerance=1e-6, bounds="exact", links=links)  # the eigensolve of the exact bounds paid
     assert charged.counters.collectives == {"allreduce": 1, "gather": 1, "bcast": 1}
     assert charged.counters.time > c.time and charged.extra["spectrum_computed"] is True
-    capped = chebyshev(m, tolerance=1e-6, max_iterations=3)
+    capped = chebyshev(m, tolerance=1e-6, bounds="exact", max_iterations=3)
     assert capped.iterations == 3 and not capped.converged
 
 
 def test_steps_grow_like_the_square_root_of_kappa_on_paths():
-    ks = [chebyshev(parse_model(f"path:{p}", "homo", "1", "one")).iterations for p in (16, 64)]
+    ks = [chebyshev(parse_model(f"path:{p}", "homo", "1", "one"), bounds="exact").iterations for p in (16, 64)]
     assert 3 <= ks[1] / ks[0] <= 5  # κ of a path grows like p², steps like p
 
 

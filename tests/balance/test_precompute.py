@@ -17,7 +17,7 @@ from hermes.runtime.start import start
 from hermes.lab.specs import parse_model
 from tests.mpi.harness import RankView
 
-EIGEN = [("lps", {}), ("lpa", {}), ("mpa", {}), ("chebyshev", {})]
+EIGEN = [("lps", {}), ("lpa", {}), ("mpa", {}), ("chebyshev", {"bounds": "exact"})]
 LITERAL = [("lps", {"coefficients": "newton"}), ("lpa", {"coefficients": "faddeev"}),
            ("mpa", {"polynomial": "berlekamp-massey"})]
 LINKS = Links(latency=2e-4, bandwidth=5e7)

@@ -45,10 +45,11 @@ __all__ = ["Choice", "choice", "choose", "schedule_time", "graph_characteristics
 
 #: the flow accuracy ``auto`` asks of Chebyshev (and the polynomial scheme's refinement target)
 AUTO_TOLERANCE = 1e-10
-#: parameters of each method when ``auto`` runs it (``lps``'s refine is set per model)
+#: parameters of each method when ``auto`` runs it (``lps``'s refine is set per model; chebyshev's exact bounds
+#: read the spectrum auto computed to choose)
 CHOSEN_PARAMS: dict[str, dict[str, Any]] = {"pcg": {"tolerance": AUTO_TOLERANCE}, "lps": {"refine": "auto"},
                                             "lpa": {"refine": "auto"}, "mpa": {"refine": "auto"},
-                                            "chebyshev": {"tolerance": AUTO_TOLERANCE}}
+                                            "chebyshev": {"tolerance": AUTO_TOLERANCE, "bounds": "exact"}}
 
 
 @dataclass(frozen=True)

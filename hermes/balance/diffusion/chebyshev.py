@@ -53,7 +53,7 @@ from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs
                                  raise_input_error, validate_model)
 from hermes.balance.interface import (MAX_ITERATIONS, Decision, OptionalCount, Params, Tolerance, flow_from_local,
                                      integer_type)
-from hermes.balance.diffusion.lanczos import LanczosBounds, lanczos_bounds, lanczos_distributed
+from hermes.balance.diffusion.lanczos import LanczosBounds, lanczos_bounds, lanczos_bulk, lanczos_distributed
 from hermes.balance.model import Model
 from hermes.balance.polynomial.charpoly import NeighbourTables, schedule_counters
 from hermes.balance.polynomial.leja import (charged_plan, check_spectrum, laplacian_spectrum, plan_key,
@@ -359,8 +359,11 @@ def _lanczos_plan(ctx) -> tuple[float, float, int, dict]:
     params = ctx.params
     if ctx.model.p < 2:
         return 1.0, 1.0, 0, {}
+    from hermes.runtime.clock import ClockBank
+
     total = agree_local_inputs(ctx.nb, ctx.load, ctx.capacity, ctx.weights)
-    lz = lanczos_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, total, params["lanczos_steps"])
+    run = lanczos_bulk if ctx.bulk == "auto" and ClockBank.bankable([ctx.clock]) else lanczos_distributed
+    lz = run(ctx.nb, ctx.load, ctx.capacity, ctx.weights, total, params["lanczos_steps"])
     if lz is None:
         return 1.0, 1.0, 0, {}
     return lz.a, lz.b, _steps(ctx.model, lz.a, lz.b, params), _lanczos_info(lz)

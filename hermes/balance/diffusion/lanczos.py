@@ -47,7 +47,7 @@ from hermes.balance.model import Model
 from hermes.balance.polynomial.charpoly import NeighbourTables
 from hermes.runtime.comm import NeighbourComm
 
-__all__ = ["LanczosBounds", "lanczos_bounds", "lanczos_distributed", "bounds_of", "LANCZOS_RTOL"]
+__all__ = ["LanczosBounds", "lanczos_bounds", "lanczos_distributed", "lanczos_bulk", "bounds_of", "LANCZOS_RTOL"]
 
 #: Lanczos stops once both extreme Ritz residuals are within this fraction of their Ritz values
 LANCZOS_RTOL = 1e-3
@@ -142,3 +142,52 @@ def lanczos_distributed(nb: NeighbourComm, load: float, capacity: float, weights
             break
         v_prev, v = v, w / beta
     return bounds_of(alphas, betas)
+
+
+def lanczos_bulk(nb: NeighbourComm, load: float, capacity: float, weights, total: float,
+                 steps: int) -> LanczosBounds | None:
+    """:func:`lanczos_distributed` run once per MPI process for all the processors it hosts (``run.bulk: auto``):
+    the same steps, bounds, clocks and counters, bit for bit — each processor's scalars as a vector, its exchanges
+    and reductions through :class:`~hermes.runtime.bulk.BankedNeighbours`. Collective; virtual clocks without an
+    extra load."""
+    part = (nb, float(load), float(capacity), np.asarray(weights, dtype=np.float64).ravel(), float(total),
+            int(steps))
+    return nb.comm.bulk("lanczos", part, _lanczos_kernel)
+
+
+def _lanczos_kernel(group, parts: list) -> list:
+    from hermes.runtime.bulk import BankedNeighbours
+
+    nbs = [pt[0] for pt in parts]
+    total, steps = parts[0][4], parts[0][5]
+    bn = BankedNeighbours(group, nbs)
+    loads = np.array([pt[1] for pt in parts])
+    caps = np.array([pt[2] for pt in parts])
+    w_edges = np.concatenate([pt[3] for pt in parts]) if parts else np.zeros(0)
+    own = bn.owner
+    s = np.sqrt(caps)
+    y = (loads - caps * total) / s
+    (norm2,) = bn.allreduce(y * y)
+    norm = math.sqrt(norm2)
+    if not norm > 0 or group.size < 2:
+        bn.store()
+        return [None] * len(parts)
+    v, v_prev, beta = y / norm, np.zeros(len(parts)), 0.0
+    alphas: list[float] = []
+    betas: list[float] = []
+    for _ in range(steps):
+        u = v / s
+        uj = bn.exchange_scalar(u)
+        w = bn.ordered_sums(w_edges * (u[own] - uj)) / s - beta * v_prev
+        alpha, gamma, sigma = bn.allreduce(np.column_stack((w * v, w * s, v * s)))
+        w = w - alpha * v - (gamma - alpha * sigma) * s
+        (b2,) = bn.allreduce(w * w)
+        beta = math.sqrt(b2)
+        alphas.append(float(alpha))
+        betas.append(beta)
+        if not beta > 1e-12 * abs(alpha) or _converged(alphas, betas):
+            break
+        v_prev, v = v, w / beta
+    bn.store()
+    bd = bounds_of(alphas, betas)
+    return [bd] * len(parts)

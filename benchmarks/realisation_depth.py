@@ -43,10 +43,8 @@ def case(nx: int, ny: int, p: int, start: float, factor: float) -> tuple[float, 
     x = (x - x.min()) / (x.max() - x.min())
     owner = metis_partition(m.xadj, m.adjncy, None, p, seed=0)
     w = np.where((x >= start) & (x < start + 0.2), factor, 1.0)
-    loads = np.bincount(owner, weights=w, minlength=p)
-    src, dst = np.repeat(owner, np.diff(m.xadj)), owner[m.adjncy]
-    pairs = np.unique(np.stack([np.minimum(src, dst), np.maximum(src, dst)], 1)[src != dst], axis=0)
-    model = Model.create(p, pairs, loads, np.ones(p))
+    model = subdomain_model(m.xadj, m.adjncy, owner, w, p)
+    loads = model.loads
     flow = minimal_flow(model)
     out = []
     for adaptive in (False, True):

@@ -244,17 +244,22 @@ def test_realisation_report_counts_transfers_and_cut():
         realisation_report(m.xadj, m.adjncy, before, after, w, SubdomainFlow(edges, np.array([1.0])))
 
 
+def _partitioned(m, w, p: int):
+    """METIS's p parts of mesh ``m`` (seed 0) and their subdomain model with weights ``w``, homogeneous."""
+    owner = metis_partition(m.xadj, m.adjncy, None, p, seed=0)
+    rows = np.repeat(np.arange(m.n_cells), np.diff(m.xadj))
+    cut = owner[rows] != owner[m.adjncy]
+    pairs = np.unique(np.sort(np.column_stack([owner[rows][cut], owner[m.adjncy][cut]]), axis=1), axis=0)
+    return owner, Model.create(p, pairs, np.bincount(owner, weights=w, minlength=p), np.ones(p))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_simulated_realisation_conserves_and_balances(name):
     m = grid(32, 32)
     x, y = m.coords.T
     w = np.where((x - 10) ** 2 + (y - 20) ** 2 < 64, 3.0, 1.0)
     p = 4
-    owner = metis_partition(m.xadj, m.adjncy, None, p, seed=0)
-    rows = np.repeat(np.arange(m.n_cells), np.diff(m.xadj))
-    cut = owner[rows] != owner[m.adjncy]
-    pairs = np.unique(np.sort(np.column_stack([owner[rows][cut], owner[m.adjncy][cut]]), axis=1), axis=0)
-    model = Model.create(p, pairs, np.bincount(owner, weights=w, minlength=p), np.ones(p))
+    owner, model = _partitioned(m, w, p)
     flow = minimal_flow(model)
     after, hop = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, SubdomainFlow(model.edges, flow),
                                       RealiseOptions(name))
@@ -272,11 +277,7 @@ def test_the_replay_shows_every_level_it_applies():
     x = m.coords[:, 0]
     w = np.where(x < 6, 3.0, 1.0)
     p = 8
-    owner = metis_partition(m.xadj, m.adjncy, None, p, seed=0)
-    rows = np.repeat(np.arange(m.n_cells), np.diff(m.xadj))
-    cut = owner[rows] != owner[m.adjncy]
-    pairs = np.unique(np.sort(np.column_stack([owner[rows][cut], owner[m.adjncy][cut]]), axis=1), axis=0)
-    model = Model.create(p, pairs, np.bincount(owner, weights=w, minlength=p), np.ones(p))
+    owner, model = _partitioned(m, w, p)
     flow = SubdomainFlow(model.edges, minimal_flow(model))
     seen = []
     after, hop = simulate_realisation(m.xadj, m.adjncy, m.coords, w, owner, flow,
@@ -416,12 +417,8 @@ def _front_case(nx: int, ny: int, p: int, start: float, factor: float):
     m = grid(nx, ny)
     x = m.coords[:, 0]
     x = (x - x.min()) / (x.max() - x.min())
-    owner = metis_partition(m.xadj, m.adjncy, None, p, seed=0)
     w = np.where((x >= start) & (x < start + 0.2), factor, 1.0)
-    rows = np.repeat(np.arange(m.n_cells), np.diff(m.xadj))
-    cut = owner[rows] != owner[m.adjncy]
-    pairs = np.unique(np.sort(np.column_stack([owner[rows][cut], owner[m.adjncy][cut]]), axis=1), axis=0)
-    model = Model.create(p, pairs, np.bincount(owner, weights=w, minlength=p), np.ones(p))
+    owner, model = _partitioned(m, w, p)
     return m, owner, w, model, minimal_flow(model)
 
 

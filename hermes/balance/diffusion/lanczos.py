@@ -82,6 +82,33 @@ def _converged(alphas: list[float], betas: list[float]) -> bool:
     return bd.residuals[0] <= LANCZOS_RTOL * bd.ritz[0] and bd.residuals[1] <= LANCZOS_RTOL * bd.ritz[1]
 
 
+def _recurrence(y, s, laplacian, sums, steps: int, alone: bool) -> LanczosBounds | None:
+    """The Lanczos steps of the module docstring, one code for every form: ``y`` and ``s`` (C^{-1/2} x₀ and √c) are
+    the caller's components — a rank's scalars, a process's vectors or the whole vectors —, ``laplacian(u)`` its
+    components of ``L u`` (summed over the sorted neighbours: the one neighbour exchange), ``sums(*columns)`` the
+    totals of its columns over all ranks, folded in rank order (the reductions). None if ``y`` is zero everywhere
+    or ``alone`` (one processor: nothing to bound)."""
+    (norm2,) = sums(y * y)
+    norm = math.sqrt(norm2)
+    if not norm > 0 or alone:
+        return None
+    v, v_prev, beta = y / norm, 0.0 * y, 0.0
+    alphas: list[float] = []
+    betas: list[float] = []
+    for _ in range(steps):
+        w = laplacian(v / s) / s - beta * v_prev
+        alpha, gamma, sigma = sums(w * v, w * s, v * s)
+        w = w - alpha * v - (gamma - alpha * sigma) * s
+        (b2,) = sums(w * w)
+        beta = math.sqrt(b2)
+        alphas.append(float(alpha))
+        betas.append(beta)
+        if not beta > 1e-12 * abs(alpha) or _converged(alphas, betas):
+            break
+        v_prev, v = v, w / beta
+    return bounds_of(alphas, betas)
+
+
 def lanczos_bounds(model: Model, steps: int) -> LanczosBounds | None:
     """Serial reference: the bounds from at most ``steps`` Lanczos steps started at the model's imbalance (module
     docstring); None if the loads are balanced (nothing to bound)."""
@@ -89,24 +116,8 @@ def lanczos_bounds(model: Model, steps: int) -> LanczosBounds | None:
     g, c = NeighbourTables(model), model.capacities
     s = np.sqrt(c)
     x = model.loads - c * ordered_total(model.loads)
-    y = x / s
-    norm = math.sqrt(ordered_total(y * y))
-    if not norm > 0 or model.p < 2:
-        return None
-    v, v_prev, beta = y / norm, np.zeros(model.p), 0.0
-    alphas: list[float] = []
-    betas: list[float] = []
-    for _ in range(steps):
-        w = g.apply(v / s) / s - beta * v_prev
-        alpha, gamma, sigma = ordered_total(w * v), ordered_total(w * s), ordered_total(v * s)
-        w = w - alpha * v - (gamma - alpha * sigma) * s
-        beta = math.sqrt(ordered_total(w * w))
-        alphas.append(alpha)
-        betas.append(beta)
-        if not beta > 1e-12 * abs(alpha) or _converged(alphas, betas):
-            break
-        v_prev, v = v, w / beta
-    return bounds_of(alphas, betas)
+    return _recurrence(x / s, s, g.apply, lambda *cols: tuple(ordered_total(col) for col in cols), steps,
+                       model.p < 2)
 
 
 def lanczos_distributed(nb: NeighbourComm, load: float, capacity: float, weights, total: float,
@@ -116,32 +127,16 @@ def lanczos_distributed(nb: NeighbourComm, load: float, capacity: float, weights
     rank's clock through ``nb``. The same bounds on every rank, bit for bit those of the serial form."""
     w_edges = np.asarray(weights, dtype=np.float64).ravel()
     s = math.sqrt(float(capacity))
-    x = float(load) - float(capacity) * total
-    y = x / s
-    (norm2,) = nb.allreduce(np.array([y * y]))
-    norm = math.sqrt(norm2)
-    if not norm > 0 or nb.size < 2:
-        return None
-    v, v_prev, beta = y / norm, 0.0, 0.0
-    alphas: list[float] = []
-    betas: list[float] = []
-    for _ in range(steps):
-        u = v / s
+
+    def laplacian(u: float) -> float:
         uj = nb.exchange_scalar(u)
         acc = 0.0
         for t in range(len(uj)):
             acc = acc + w_edges[t] * (u - uj[t])
-        w = acc / s - beta * v_prev
-        alpha, gamma, sigma = nb.allreduce(np.array([w * v, w * s, v * s]))
-        w = w - alpha * v - (gamma - alpha * sigma) * s
-        (b2,) = nb.allreduce(np.array([w * w]))
-        beta = math.sqrt(b2)
-        alphas.append(float(alpha))
-        betas.append(beta)
-        if not beta > 1e-12 * abs(alpha) or _converged(alphas, betas):
-            break
-        v_prev, v = v, w / beta
-    return bounds_of(alphas, betas)
+        return acc
+
+    return _recurrence((float(load) - float(capacity) * total) / s, s, laplacian,
+                       lambda *cols: tuple(nb.allreduce(np.array(cols))), steps, nb.size < 2)
 
 
 def lanczos_bulk(nb: NeighbourComm, load: float, capacity: float, weights, total: float,
@@ -158,36 +153,16 @@ def lanczos_bulk(nb: NeighbourComm, load: float, capacity: float, weights, total
 def _lanczos_kernel(group, parts: list) -> list:
     from hermes.runtime.bulk import BankedNeighbours
 
-    nbs = [pt[0] for pt in parts]
     total, steps = parts[0][4], parts[0][5]
-    bn = BankedNeighbours(group, nbs)
+    bn = BankedNeighbours(group, [pt[0] for pt in parts])
     loads = np.array([pt[1] for pt in parts])
     caps = np.array([pt[2] for pt in parts])
     w_edges = np.concatenate([pt[3] for pt in parts]) if parts else np.zeros(0)
-    own = bn.owner
     s = np.sqrt(caps)
-    y = (loads - caps * total) / s
-    (norm2,) = bn.allreduce(y * y)
-    norm = math.sqrt(norm2)
-    if not norm > 0 or group.size < 2:
+    try:
+        bd = _recurrence((loads - caps * total) / s, s,
+                         lambda u: bn.ordered_sums(w_edges * (u[bn.owner] - bn.exchange_scalar(u))),
+                         lambda *cols: tuple(bn.allreduce(np.column_stack(cols))), steps, group.size < 2)
+    finally:
         bn.store()
-        return [None] * len(parts)
-    v, v_prev, beta = y / norm, np.zeros(len(parts)), 0.0
-    alphas: list[float] = []
-    betas: list[float] = []
-    for _ in range(steps):
-        u = v / s
-        uj = bn.exchange_scalar(u)
-        w = bn.ordered_sums(w_edges * (u[own] - uj)) / s - beta * v_prev
-        alpha, gamma, sigma = bn.allreduce(np.column_stack((w * v, w * s, v * s)))
-        w = w - alpha * v - (gamma - alpha * sigma) * s
-        (b2,) = bn.allreduce(w * w)
-        beta = math.sqrt(b2)
-        alphas.append(float(alpha))
-        betas.append(beta)
-        if not beta > 1e-12 * abs(alpha) or _converged(alphas, betas):
-            break
-        v_prev, v = v, w / beta
-    bn.store()
-    bd = bounds_of(alphas, betas)
     return [bd] * len(parts)

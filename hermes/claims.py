@@ -179,8 +179,12 @@ class DirLock:
         write) if :attr:`path` no longer names the directory this lock holds (renamed, deleted, replaced by
         another of the same name): the holder stops rather than write into another directory."""
         if _ident(self.path) != self.ident:
-            raise HermesError(f"{key or self.key}: {self.path} was moved or removed while this hermes process held "
-                              f"it; stopped (hermes never writes into another directory of the same name)")
+            raise self.moved(key)
+
+    def moved(self, key: str | None = None) -> HermesError:
+        """The one-line error of a locked directory that :attr:`path` no longer names."""
+        return HermesError(f"{key or self.key}: {self.path} was moved or removed while this hermes process held "
+                           f"it; stopped (hermes never writes into another directory of the same name)")
 
     def refresh(self) -> None:
         """Write :data:`LOCK` again if it is missing or names another holder (a user deleted it): the processes
@@ -327,16 +331,14 @@ def opened(path: str | Path, key: str | None = None) -> Iterator[int]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
-        if lock is not None:
-            lock.confirm(key)
+        if lock is not None and _ident(Path(path)) != lock.ident:
+            raise lock.moved(key) from None
         raise output_error(Path(path), err) from None
     try:
         if lock is not None:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != lock.ident:
-                lock.confirm(key)  # raises: path names another directory now
-                raise HermesError(f"{key or lock.key}: {lock.path} was moved or removed while this hermes process "
-                                  f"held it; stopped (hermes never writes into another directory of the same name)")
+                raise lock.moved(key)
         yield fd
     finally:
         os.close(fd)

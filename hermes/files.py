@@ -68,27 +68,20 @@ def write_atomic(path: str | Path, data: bytes | str, *, dir_fd: int | None = No
     raw = data.encode() if isinstance(data, str) else data
     if dir_fd is not None:
         return _write_in(dir_fd, path, raw)
-    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), file_mode())
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
-        _discard(tmp)
         raise output_error(path, err) from None
-    except BaseException:
-        _discard(tmp)
-        raise
-    return path
+    try:
+        return _write_in(fd, path, raw)
+    finally:
+        os.close(fd)
 
 
 def _write_in(dir_fd: int, path: Path, raw: bytes) -> Path:
-    """:func:`write_atomic` of ``path.name`` in the open directory ``dir_fd``."""
+    """:func:`write_atomic` of ``path.name`` in the open directory ``dir_fd``: an exclusive (``O_EXCL``) temporary
+    file of an unpredictable name there, removed if anything fails."""
     import secrets
 
     tmp = None
@@ -158,14 +151,6 @@ def output_error(path: str | Path, err: OSError) -> OutputError:
 def reason(err: BaseException) -> str:
     """Why a write failed, in the system's words (an OSError's or an OutputError's)."""
     return getattr(err, "reason", None) or getattr(err, "strerror", None) or str(err)
-
-
-def _discard(tmp: str | None) -> None:
-    if tmp is not None:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
 
 
 def _default(o: Any):

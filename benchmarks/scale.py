@@ -76,6 +76,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "auto": {"algorithm": "auto"},
     "auto+trigger": {"algorithm": "auto", "trigger": "auto"},
     "pcg+compact": {"algorithm": "pcg", **COMPACT},
+    "chebyshev+compact": {"algorithm": "chebyshev", **COMPACT},
+    "lps+compact": {"algorithm": "lps", **COMPACT},
+    # the fully distributed flow with the cost model deciding rounds and refinement (docs/COSTS.md: no central solve)
+    "chebyshev+compacta+trigger": {"algorithm": "chebyshev", **COMPACTA, "trigger": "auto"},
     "gda0+compact": {"algorithm": "gda0", **COMPACT},
     "auto+compact": {"algorithm": "auto", **COMPACT},
     "auto+compact+trigger": {"algorithm": "auto", **COMPACT, "trigger": "auto"},

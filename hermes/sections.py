@@ -314,6 +314,10 @@ class BalancerSpec(Strict):
         "sent and received, refreshed at the end) or exact (neighbours told of every move, one message per level: "
         "every selection sees the subdomains as they are; at 1,024 processors the study's first phase ends at "
         "1.021 after 3 rounds exact, 1.295 lazy)")
+    delivery: Literal["direct", "hops"] = Field(
+        "direct", description="how a flow's cells travel: direct (the levels move identity records, each cell is "
+        "then shipped once from its owner to its final rank, charged on that pair's link) or hops (the cells "
+        "themselves move level by level through intermediate ranks, the thesis' realisation); the same partitions")
     conductance: Literal["links", "boundary"] = Field(
         "links", description="edge weights of the model the flow balancers see: links (the monitor's bandwidth "
         "weights) or boundary (those times the subdomains' common boundary, relative to the longest)")

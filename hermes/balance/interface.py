@@ -215,7 +215,8 @@ def describe_params(model: type[Params]) -> list[tuple[str, Any, str]]:
 class BalanceContext:
     """What a balancer may use on this rank.
 
-    ``model`` is the global H = (G, l, c, w) (small: one entry per processor, gathered once per round);
+    ``model`` is the global H = (G, l, c, w) (small: one entry per processor, gathered once per round; charged to
+    the round as one gather if the balancer reads it, on any rank: docs/COSTS.md);
     ``nb`` exchanges with the subdomain-graph neighbours ``nb.neighbours`` whose edge weights are
     ``weights``; ``dom`` is the rank's cells (for methods that choose cells themselves); ``params`` the
     validated parameters (a plain dict of the balancer's :class:`Params` model).
@@ -245,6 +246,14 @@ class BalanceContext:
     #: the scenario's ``run.bulk``: ``auto`` lets a balancer with a bulk form run it once per MPI process for the
     #: processors it hosts (the same bits), ``off`` keeps every processor's own loop
     bulk: str = "off"
+    #: whether ``model`` was read on this rank (set by reading it): a round in which any rank read it pays the
+    #: model's gather (hermes.balance.central, docs/COSTS.md)
+    model_read: bool = False
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "model":
+            object.__setattr__(self, "model_read", True)
+        return object.__getattribute__(self, name)
 
 
 @dataclass
@@ -328,9 +337,9 @@ def serial_kwargs(serial: Callable[..., Any], params: dict[str, Any], links=None
 def flow_from_local(comm, model: Model, neighbours: NDArray[np.int64], flows: NDArray[np.float64]) -> NDArray:
     """Assemble the global flow on ``model.edges`` from every rank's per-neighbour flows (collective).
 
-    The flow of edge (i, j), i < j, is taken from rank i (positive: i sends to j). The allgather is the
-    testbed's bookkeeping (it stands for the in-flows a rank learns from its neighbours before it sends):
-    it is not charged to the clock.
+    The flow of edge (i, j), i < j, is taken from rank i (positive: i sends to j). The allgather itself is the
+    testbed's bookkeeping; the round pays it as one gather of ``q`` words when the flow is realised
+    (hermes.lifecycle.phase, docs/COSTS.md).
     """
     return edge_values(comm, comm.Get_rank(), neighbours, flows, model.edges, default=0.0)
 

@@ -129,6 +129,12 @@ class History:
         self.migrate_time += float(migrate_time)
         self.excess += float(excess_before)
 
+    def delivered(self, seconds: float, phase: int) -> None:
+        """The direct delivery that ended ``phase``'s rounds (``balancer.delivery: direct``): part of the migration
+        its rounds cost, so added to their sum."""
+        if phase == self.phase and self.migrate_time is not None:
+            self.migrate_time += float(seconds)
+
     def migrate_estimate(self, excess_now: float, fixed: float = 0.0) -> float:
         """``T_m`` for a round starting from ``excess_now``: the rounds' measured rate times it (the sum itself
         when no excess was measured), plus a ``fixed`` cost that does not scale with the excess — the boundary

@@ -16,10 +16,16 @@ from numpy.typing import NDArray
 from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import allreduce, sparse_exchange
 from hermes.data.distributed import LocalDomain, assemble, refresh_owners
+from hermes.errors import HermesError
 
-__all__ = ["MigrationStats", "migrate", "migrate_group", "announce_moves", "announce_group"]
+__all__ = ["MigrationStats", "migrate", "migrate_group", "announce_moves", "announce_group", "plan_of", "deliver",
+           "PLAN_ORIGIN"]
 
 _TAG_MIGRATE = 211
+_TAG_RECEIPT = 212
+
+#: the field a plan's identity records carry: the rank that holds each cell's data (:func:`plan_of`)
+PLAN_ORIGIN = "_origin"
 
 
 @dataclass
@@ -32,10 +38,19 @@ class MigrationStats:
     cells_received: int = 0
     weight_received: float = 0.0
     rounds: int = 0
+    #: identity records a plan carried (:func:`deliver`: cells planned hop by hop, shipped once); not cells
+    records_sent: int = 0
 
     def add(self, other: MigrationStats) -> None:
-        for k in ("cells_sent", "weight_sent", "bytes_sent", "cells_received", "weight_received", "rounds"):
+        for k in ("cells_sent", "weight_sent", "bytes_sent", "cells_received", "weight_received", "rounds",
+                  "records_sent"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
+
+    def as_records(self) -> MigrationStats:
+        """These stats of a migration of identity records (:func:`plan_of`): what moved were records, not cells
+        (their bytes and rounds kept)."""
+        return MigrationStats(bytes_sent=self.bytes_sent, rounds=self.rounds,
+                              records_sent=self.records_sent + self.cells_sent)
 
 
 def _nbytes(pack: dict[str, NDArray]) -> int:
@@ -109,31 +124,21 @@ def migrate_group(group, doms: list[LocalDomain], clocks: list, dests: dict[int,
     source order; ``doms[i]`` is replaced and ``stats[i]`` counts what it did. A processor that neither sends nor
     receives is left alone (its own call would charge it 0.0 and keep its domain if :func:`unchanged`): the caller
     settles those. Returns the local indices of the processors that sent or received."""
-    lo, hi = group.lo, group.hi
-    others = [q for q in range(group.processes) if q != group.pid]
+    lo = group.lo
     st = {i: MigrationStats() for i in dests}
     costs: dict[int, list[float]] = {}
-    inbox: dict[int, list] = {}
-    out_by: dict[int, list] = {q: [] for q in others}
+    out: dict[int, dict] = {}
     for i, dest in sorted(dests.items()):
-        packets, costs[i] = packs(doms[i], dest, clocks[i], st[i])
-        for r, (t_sent, nbytes, pack) in packets.items():
-            if lo <= r < hi:
-                inbox.setdefault(r - lo, []).append((lo + i, t_sent, nbytes, pack))
-            else:
-                out_by[int(group.process_of([r])[0])].append((r, lo + i, t_sent, nbytes, pack))
-    if others:
-        for lst in group.exchange_objects(out_by).values():
-            for r, src, t_sent, nbytes, pack in lst:
-                inbox.setdefault(r - lo, []).append((src, t_sent, nbytes, pack))
+        out[i], costs[i] = packs(doms[i], dest, clocks[i], st[i])
+    inbox = route(group, out)
     involved = set(dests) | set(inbox)
     for i in sorted(involved):
         s_i = st.setdefault(i, MigrationStats())
-        got = sorted(inbox.get(i, []), key=lambda m: m[0])  # by source, as sparse_exchange returns them
-        arrivals = [receive(s_i, lo + i, src, t_sent, nbytes, pack, clocks[i]) for src, t_sent, nbytes, pack in got]
+        got = inbox.get(i, [])  # by source, as sparse_exchange returns them
+        arrivals = [receive(s_i, lo + i, src, t_sent, nbytes, pack, clocks[i]) for src, (t_sent, nbytes, pack) in got]
         clocks[i].exchanged(np.array(costs.get(i, [])), np.array(arrivals))
         dest = dests[i] if i in dests else np.full(doms[i].n, lo + i, dtype=np.int64)
-        doms[i] = settle(doms[i], dest, [m[3] for m in got])
+        doms[i] = settle(doms[i], dest, [m[1][2] for m in got])
         stats[i].add(s_i)
     return involved
 
@@ -283,6 +288,126 @@ def announce_moves(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalDomain
     with its neighbour to another rank included. ``nc`` must list this rank's current neighbours
     (``dom.neighbour_ranks``)."""
     return _announced(dom, dest, nc.exchange(_announcements(nc, dom, dest)))
+
+
+def plan_of(dom: LocalDomain) -> LocalDomain:
+    """A rank's cells as identity records for a plan: id, weight, centroid, adjacency and neighbour owners (what a
+    selection reads), with the field :data:`PLAN_ORIGIN` (this rank: where each cell's data is) in place of the
+    cells' fields. Migrating a plan moves records, not cells; :func:`deliver` ships the cells once."""
+    return replace(dom, fields={PLAN_ORIGIN: np.full(dom.n, dom.rank, dtype=np.int64)})
+
+
+def _receipts(plan: LocalDomain) -> dict[int, NDArray[np.int64]]:
+    """What a plan's holder tells each origin: the ids of that origin's cells it ends up holding."""
+    origin = plan.fields[PLAN_ORIGIN]
+    away = origin != plan.rank
+    if not away.any():
+        return {}
+    return {int(o): plan.gid[away & (origin == o)] for o in np.unique(origin[away])}
+
+
+def _destinations(full: LocalDomain, receipts: list[tuple[int, NDArray[np.int64]]]) -> NDArray[np.int64]:
+    """An origin's destinations from the receipts ``(holder, gids)`` it received (its other cells stay)."""
+    dest = np.full(full.n, full.rank, dtype=np.int64)
+    for src, gids in receipts:
+        dest[np.searchsorted(full.gid, gids)] = src
+    return dest
+
+
+def _delivered(plan: LocalDomain, got: LocalDomain) -> LocalDomain:
+    """The plan's cells with the fields the delivery brought (``got``: the same cells, assembled from the shipped
+    packs); the adjacency and ghost owners are the plan's, as a hop-by-hop migration would have left them."""
+    if not np.array_equal(plan.gid, got.gid):
+        raise HermesError(f"rank {plan.rank}: direct delivery brought {got.n} cells for a plan of {plan.n}")
+    return replace(plan, fields={k: got.fields[k] for k in sorted(got.fields)})
+
+
+def deliver(comm, full: LocalDomain, plan: LocalDomain, clock=None, *, bulk: bool = False,
+            planned: MigrationStats | None = None) -> tuple[LocalDomain, MigrationStats]:
+    """Ship every cell once, from the rank that holds it (``full``) to the rank a plan left its record at
+    (``plan``, made by :func:`plan_of` and migrated hop by hop); collective.
+
+    Each holder tells each origin which of its cells it holds (a receipt: their ids, one message per pair, charged
+    α + β · bytes on the pair's link); each origin then migrates those cells, whole, to their holders in one message
+    per pair (:func:`migrate`, charged on the pair's link: the route between the two ranks, not the plan's hops).
+    The result is the plan's domain (its adjacency and ghost owners) with the cells' fields. The stats: the
+    delivery's cells (``cells_sent``: each moved cell once), with ``planned`` (the plan's migrations) added as
+    ``records_sent`` and their bytes. With ``bulk`` (virtual clock, no extra load) once per MPI process for the
+    processors it hosts, the same bits."""
+    if bulk and clock is not None and ClockBank.bankable([clock]):
+        new, stats = comm.bulk("deliver", (full, plan, clock), _deliver_kernel)
+    else:
+        rank = comm.Get_rank()
+        stats = MigrationStats()
+        out = _receipts(plan)
+        stamp = clock.stamp() if clock is not None else 0.0
+        got = sparse_exchange(comm, {o: (stamp, g) for o, g in out.items()}, _TAG_RECEIPT)
+        if clock is not None:
+            clock.exchanged(np.array([clock.links.cost(rank, o, g.nbytes) for o, g in out.items()]),
+                            np.array([t + clock.links.cost(int(src), rank, g.nbytes) for src, (t, g) in got.items()]))
+        stats.bytes_sent += sum(int(g.nbytes) for g in out.values())
+        moved, st = migrate(comm, full, _destinations(full, [(int(s), g) for s, (_, g) in got.items()]), clock,
+                            refresh=False)
+        st.rounds = 0  # the plan's levels are the rounds
+        stats.add(st)
+        new = _delivered(plan, moved)
+    if planned is not None:
+        stats.records_sent += planned.cells_sent
+        stats.bytes_sent += planned.bytes_sent
+        stats.rounds += planned.rounds
+    return new, stats
+
+
+def _deliver_kernel(group, parts: list) -> list:
+    """:func:`deliver` for the processors ``group.lo`` to ``group.hi`` of an MPI process (``parts``: each one's
+    ``(full, plan, clock)``): the receipts routed as :func:`migrate_group` routes packets, each processor charged
+    as its own call charges it, then one :func:`migrate_group`."""
+    lo = group.lo
+    fulls = [f for f, _, _ in parts]
+    clocks = [c for _, _, c in parts]
+    stats = [MigrationStats() for _ in parts]
+    out, costs = {}, {}
+    for i, (_, plan, clock) in enumerate(parts):
+        rec = _receipts(plan)
+        if rec:
+            stamp = clock.stamp()
+            out[i] = {o: (stamp, g) for o, g in rec.items()}
+            costs[i] = [clock.links.cost(lo + i, o, g.nbytes) for o, g in rec.items()]
+            stats[i].bytes_sent += sum(int(g.nbytes) for g in rec.values())
+    inbox = route(group, out)
+    dests = {}
+    for i in sorted(set(out) | set(inbox)):
+        got = inbox.get(i, [])
+        clocks[i].exchanged(np.array(costs.get(i, [])),
+                            np.array([t + clocks[i].links.cost(src, lo + i, g.nbytes) for src, (t, g) in got]))
+        if got:
+            dests[i] = _destinations(fulls[i], [(src, g) for src, (_, g) in got])
+    moved = list(fulls)
+    migrate_group(group, moved, clocks, dests, stats)
+    # a processor that neither sent nor received a receipt holds its own cells: moved[i] is its full domain
+    return [(_delivered(plan, moved[i]), stats[i]) for i, (_, plan, _) in enumerate(parts)]
+
+
+def route(group, out: dict[int, dict[int, object]]) -> dict[int, list[tuple[int, object]]]:
+    """Route the items ``out[i][r]`` (from processor ``lo + i`` to processor r) among the processors of a
+    process group: items between co-hosted processors are handed over, the others travel in one message per pair
+    of processes (collective over the processes). Returns, by local index of the receiver, its ``(source, item)``
+    pairs in increasing source order (as :func:`~hermes.runtime.comm.sparse_exchange` returns them)."""
+    lo, hi = group.lo, group.hi
+    others = [q for q in range(group.processes) if q != group.pid]
+    inbox: dict[int, list] = {}
+    out_by: dict[int, list] = {q: [] for q in others}
+    for i, items in sorted(out.items()):
+        for r, item in items.items():
+            if lo <= r < hi:
+                inbox.setdefault(r - lo, []).append((lo + i, item))
+            else:
+                out_by[int(group.process_of([r])[0])].append((r, lo + i, item))
+    if others:
+        for lst in group.exchange_objects(out_by).values():
+            for r, src, item in lst:
+                inbox.setdefault(r - lo, []).append((src, item))
+    return {i: sorted(lst, key=lambda m: m[0]) for i, lst in inbox.items()}
 
 
 class _null:

@@ -44,12 +44,13 @@ from hermes.balance.payoff import Payoff, PhaseCost, excess
 from hermes.balance.policy import (another_round, conductances, estimate_payoff, first_round_cost, read_only,
                                    refinement_decision, refinement_pays, worsens)
 from hermes.balance.realisation.boundary import RefineOptions, refine_boundary
+from hermes.balance.central import charge_gather, flow_words, model_words
 from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, realise_flow
 from hermes.balance.registry import BALANCERS
 from hermes.runtime.clock import CATEGORIES
 from hermes.runtime.comm import Bookkeeping, NeighbourComm, agree, allreduce
 from hermes.data.distributed import dense_view, gather_to_root
-from hermes.data.migrate import MigrationStats, migrate
+from hermes.data.migrate import MigrationStats, deliver, migrate, plan_of
 from hermes.data.refine_dist import gather_trimesh
 from hermes.errors import BalancerError, HermesError
 from hermes.lifecycle.directory import records_partitions
@@ -131,6 +132,7 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
     while decide(r, ph):
         _round(r, ph, auto)
     refine(r, ph)  # its time is History.refine_time, not part of the rounds' migration rate (estimate_payoff)
+    deliver_cells(r, ph, auto)
     if auto and ph.rounds:  # a phase its balancing left no better than it began tells nothing of what it reaches
         final = float(ph.model.imbalance)
         r.history.imbalance_after = final if final < ph.imbalance_before else None
@@ -147,7 +149,7 @@ def _round(r: RunState, ph: PhaseState, auto: bool) -> None:
     decision = balance(r, ph)
     st = realise(r, ph, decision)
     ph.infos.append(_jsonable(decision.info))  # after the realisation, which may add 'rejected'
-    ph.stats.add(st)
+    ph.stats.add(st if ph.full is None else st.as_records())  # a plan's migrations move records, not cells
     ph.rounds += 1
     ph.moved_last_round = r.book.sum(st.cells_sent) != 0
     if ph.moved_last_round:
@@ -199,8 +201,19 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
                              state=r.balancer_state, latency=est.latency, bandwidth=est.bandwidth,
                              round=ph.rounds, conductance=r.sc.balancer.conductance, bulk=r.sc.run.bulk)
         decision = agree(r.comm, _run_balancer, r.balancer, ctx)
+        _charge_reads(r, ph, ctx, decision)
     ph.iterations += decision.iterations
     return decision
+
+
+def _charge_reads(r: RunState, ph: PhaseState, ctx: BalanceContext, decision: Decision) -> None:
+    """What the round read beyond its ranks, charged as collectives (docs/COSTS.md): the model H if the balancer
+    read it on any rank, and a flow's assembly (one value per edge: the realisation acts on the whole flow graph).
+    Collective; whether any rank read the model is agreed as bookkeeping."""
+    if r.book.max(int(object.__getattribute__(ctx, "model_read"))):
+        charge_gather(r.comm, r.clock, ph.counters, model_words(ph.model), kind="model")
+    if decision.flow is not None:
+        charge_gather(r.comm, r.clock, ph.counters, flow_words(ph.model), kind="flow")
 
 
 def _run_balancer(info: BalancerInfo, ctx: BalanceContext) -> Decision:
@@ -263,6 +276,9 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
             # the same on every rank: once per model and flow (hosted processors share the model)
             levels = derived(model, ("levels", flow.tobytes()),
                              lambda: topological_order(model, flow, 1e-12 * max(model.loads.sum(), 1.0)))
+            if r.sc.balancer.delivery == "direct" and ph.full is None:
+                # from here to the delivery the levels move identity records; the cells travel once (deliver_cells)
+                ph.full, r.dom = r.dom, plan_of(r.dom)
             options = RealiseOptions(r.select, exact=r.sc.balancer.ghosts == "exact",
                                      adaptive=r.sc.balancer.realisation == "adaptive", bulk=r.sc.run.bulk == "auto")
             r.dom, stats, realised = realise_flow(r.comm, r.dom, SubdomainFlow(model.edges, flow), cost, r.clock,
@@ -299,13 +315,31 @@ def refine(r: RunState, ph: PhaseState) -> None:
                                 below=spec.below, bulk=r.sc.run.bulk == "auto")
         r.dom, st = refine_boundary(r.comm, r.dom, ph.model.fair_loads, cost, r.clock, options)
     r.history.refine_time = r.book.max(r.clock.totals["migrate"] - spent)
-    ph.stats.add(st.migration)
+    ph.stats.add(st.migration if ph.full is None else st.migration.as_records())
     ph.loads = np.array(r.book.allgather(r.dom.load))
     ph.model = ph.model.with_loads(list(ph.loads))
     ph.refinement = {"passes": st.passes, "cells": r.book.sum(st.cells_sent), "weight": r.book.sum(st.weight_sent),
                      "migrate_time": r.history.refine_time,
                      "edge_cut_before": cut_before, "imbalance_before": imbalance_before,
                      "imbalance_after": float(ph.model.imbalance), **({"decision": decision} if decision else {})}
+
+
+def deliver_cells(r: RunState, ph: PhaseState, auto: bool = False) -> None:
+    """Step 7″, under ``balancer.delivery: direct`` once a flow was realised: every cell whose record the rounds
+    (and the refinement) moved is shipped once, whole, from the rank that held it when the phase's balancing began
+    to the rank its record ended at (:func:`hermes.data.migrate.deliver`: one receipt and one migration message per
+    pair, each charged on the pair's link; charged to ``migrate``). The phase's ``cell_sends`` are these; the
+    records the plan's messages carried are ``records_sent``. Under ``trigger: auto`` its time joins the rounds'
+    migration time (:meth:`hermes.balance.payoff.History.delivered`)."""
+    if ph.full is None:
+        return
+    spent = r.clock.totals["migrate"]
+    with r.clock.activity("migrate"):
+        r.dom, st = deliver(r.comm, ph.full, r.dom, r.clock, bulk=r.sc.run.bulk == "auto")
+    ph.full = None
+    ph.stats.add(st)
+    if auto:
+        r.history.delivered(r.book.max(r.clock.totals["migrate"] - spent), ph.k)
 
 
 def compute(r: RunState, ph: PhaseState) -> None:

@@ -147,4 +147,7 @@ class PhaseState:
     #: a flow moved cells in this phase (the refinement runs only then)
     flow_moved: bool = False
     refinement: dict[str, Any] = field(default_factory=dict)
+    #: under ``balancer.delivery: direct``, once a flow is realised: the cells as they were (their data), while
+    #: ``RunState.dom`` holds the plan's identity records (hermes.data.migrate.plan_of) until the delivery
+    full: LocalDomain | None = None
 

@@ -49,6 +49,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from hermes.balance.central import central_value, centre_units
 from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs, input_error, ordered_total,
                                  raise_input_error, validate_model)
 from hermes.balance.interface import (MAX_ITERATIONS, Decision, OptionalCount, Params, Tolerance, flow_from_local,
@@ -348,6 +349,8 @@ def _plan(ctx) -> tuple[float, float, int, dict]:
     saved = ctx.state.get("chebyshev")
     if saved is None or saved[0] != key:
         a, b = spectral_bounds(ctx.model, params["bounds"])
+        # cheap bounds' shortest paths from every vertex, as rank 0 would compute and broadcast them (docs/COSTS.md)
+        central_value(ctx, 0.0, centre_units(ctx.model))
         saved = (key, (a, b, _steps(ctx.model, a, b, params)))
         ctx.state["chebyshev"] = saved
     return (*saved[1], {})

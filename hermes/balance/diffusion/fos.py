@@ -37,6 +37,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from hermes.balance.central import central_value, centre_units
 from hermes.balance.diffusion.detection import (
     LinkCosts,
     Tree,
@@ -202,7 +203,8 @@ def _run_entry(ctx: BalanceContext) -> Decision:
     else:
         par = np.array([ctx.clock.links.params(ctx.nb.rank, int(j)) for j in ctx.nb.neighbours], dtype=float)
     par = par.reshape(-1, 2)
-    key = (graph_center(ctx.model), ctx.model.edges.tobytes())  # identical on every rank
+    # identical on every rank; the centre charged as computed on rank 0 and broadcast (docs/COSTS.md)
+    key = (int(central_value(ctx, graph_center(ctx.model), centre_units(ctx.model))), ctx.model.edges.tobytes())
     kept = ctx.state.get("fos_tree")
     res = fos_distributed(ctx.nb, ctx.load, ctx.capacity, ctx.weights, FOSParams.of(ctx.params),
                           links=LinkCosts(par[:, 0], par[:, 1]), root=key[0],

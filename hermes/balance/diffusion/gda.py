@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BeforeValidator, Field
 
+from hermes.balance.central import central_value, connectivity_units, eigen_units
 from hermes.balance.diffusion.matrices import (
     GLOBAL_KINDS,
     Setup,
@@ -492,9 +493,13 @@ def _eps(v: Any) -> Any:
 Eps = Annotated[Literal["eps0"] | number_type(ge=0, le=MAX_EPS), BeforeValidator(_eps)]
 
 
-def eps_value(model: Model, eps) -> float:
-    """The value of an :data:`Eps` parameter on ``model``."""
-    return epsilon0(model) if eps == "eps0" else float(eps)
+def eps_value(model: Model, eps, ctx=None) -> float:
+    """The value of an :data:`Eps` parameter on ``model``; given the balancing context ``ctx`` (collective), ε₀ is
+    charged as computed on rank 0 and broadcast (hermes.balance.central.central_value)."""
+    if eps != "eps0":
+        return float(eps)
+    value = epsilon0(model)
+    return value if ctx is None else central_value(ctx, value, connectivity_units(model))
 
 
 def m6_nonnegative(model: Model, alpha: float, lazy: bool) -> bool:
@@ -519,9 +524,9 @@ def run_gda(ctx: BalanceContext, kind: int) -> Decision:
     for M⁶ (its decision tells whether M⁶ was non-negative)."""
     fixed: dict[str, Any] = {}
     if kind <= 4:
-        fixed["eps"] = epsilon0(ctx.model)
+        fixed["eps"] = central_value(ctx, epsilon0(ctx.model), connectivity_units(ctx.model))
     if kind == 6:
-        fixed["alpha"] = elsasser_alpha(ctx.model)
+        fixed["alpha"] = central_value(ctx, elsasser_alpha(ctx.model), eigen_units(ctx.model.p))
     distributed = functools.partial(_gda_dist, kind=kind) if kind <= 4 else \
         functools.partial(_gda_dist, kind=kind, eps=0.0)
     dec = flow_balancer(distributed, **fixed)(ctx)
@@ -533,7 +538,7 @@ def run_gda(ctx: BalanceContext, kind: int) -> Decision:
 @register("gda0", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0"),
           doc="generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)")
 def run_gda0(ctx: BalanceContext) -> Decision:
-    return flow_balancer(_gda_dist, eps=epsilon0(ctx.model))(ctx)
+    return flow_balancer(_gda_dist, eps=central_value(ctx, epsilon0(ctx.model), connectivity_units(ctx.model)))(ctx)
 
 
 @register("gda1", params=StopParams, serial=functools.partial(_gda_serial, eps=1.0),

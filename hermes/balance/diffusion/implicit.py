@@ -402,7 +402,7 @@ def _dist(nb, load, capacity, weights, *, eps_value, eps=None, watts, **params):
           doc="generalized implicit diffusion scheme (thesis Alg. 6, eq. 7.2.2)")
 def run_implicit(ctx: BalanceContext) -> Decision:
     return flow_balancer(functools.partial(_dist, watts=False),
-                         eps_value=eps_value(ctx.model, ctx.params["eps"]))(ctx)
+                         eps_value=eps_value(ctx.model, ctx.params["eps"], ctx))(ctx)
 
 
 @register("implicit_watts", params=WattsParams, serial=_watts,

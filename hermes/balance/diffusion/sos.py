@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from hermes.balance.central import central_value, connectivity_units, eigen_units
 from hermes.balance.diffusion.gda import (
     Eps,
     GDAState,
@@ -331,12 +332,13 @@ def _dist(nb, load, capacity, weights, *, eps_value, omega_value, **params):
 def run_sos(ctx: BalanceContext, optimal: bool) -> Decision:
     """The distributed SOS in ``hermes run``: ε and ω (ω_opt, the given ω or ω*) computed from ``ctx.model`` on
     every rank (deterministic, so all ranks agree)."""
-    eps = eps_value(ctx.model, ctx.params["eps"])
-    if optimal:
-        omega = omega_opt(ctx.model, eps, lazy=ctx.params["lazy"])
+    eps = eps_value(ctx.model, ctx.params["eps"], ctx)
+    if optimal:  # ω_opt from the dense spectrum, computed on rank 0 and broadcast (docs/COSTS.md)
+        omega = central_value(ctx, omega_opt(ctx.model, eps, lazy=ctx.params["lazy"]), eigen_units(ctx.model.p))
     else:
         given = ctx.params.get("omega")
-        omega = float(given) if given is not None else omega_star(ctx.model, eps, lazy=ctx.params["lazy"])
+        omega = float(given) if given is not None else central_value(
+            ctx, omega_star(ctx.model, eps, lazy=ctx.params["lazy"]), connectivity_units(ctx.model))
     return flow_balancer(_dist, eps_value=eps, omega_value=omega)(ctx)
 
 

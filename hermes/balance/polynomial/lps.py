@@ -48,6 +48,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from hermes.balance.central import charge_central, charpoly_units
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.interface import BalanceContext, Decision, Params, flow_balancer
 from hermes.balance.model import Model
@@ -83,7 +84,7 @@ from hermes.balance.polynomial.leja import (
 )
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
-from hermes.runtime.comm import NeighbourComm, ordered_sum
+from hermes.runtime.comm import NeighbourComm, bcast, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["lps_iter", "lps", "lps_schedule", "lps_distributed", "lpa_iter", "lpa", "lpa_eigen_schedule",
@@ -344,14 +345,24 @@ def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, spectrum, kn
     return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=literal_refine(refine))
 
 
+def _central_polynomial(ctx, method: str):
+    """The Laplacian polynomial's coefficients as rank 0 would compute and broadcast them (docs/COSTS.md: its
+    ``2 p⁴`` flops charged to rank 0, the p + 1 words broadcast; collective)."""
+    coef = laplacian_polynomial(ctx.model, method)
+    charge_central(ctx.comm, ctx.clock, ctx.nb.counters, charpoly_units(ctx.model.p))
+    if ctx.comm.Get_size() > 1 and ctx.clock is not None:
+        bcast(ctx.comm, np.zeros(np.size(coef)), 0, ctx.clock, counters=ctx.nb.counters)
+    return coef
+
+
 def _known(ctx):
     method = ctx.params.get("coefficients", "faddeev")
-    return None if method in ("faddeev", "eigen") else laplacian_polynomial(ctx.model, method)
+    return None if method in ("faddeev", "eigen") else _central_polynomial(ctx, method)
 
 
 def _poly(ctx):
     method = ctx.params["coefficients"]
-    return None if method == "eigen" else laplacian_polynomial(ctx.model, method)
+    return None if method == "eigen" else _central_polynomial(ctx, method)
 
 
 _EIGEN_DOC = ("; coefficients eigen (default): product form over the distinct eigenvalues in Leja order, plan "

@@ -48,6 +48,7 @@ from numpy.typing import NDArray
 from pydantic import Field
 from scipy.optimize import linprog
 
+from hermes.balance.central import charge_central, lp_units, sparse_solve_units
 from hermes.balance.flow import FlowResult, minimal_flow, validate_model
 from hermes.balance.interface import BalanceContext, Decision, Params, number_type
 from hermes.balance.model import Model, derived, edge_values
@@ -205,6 +206,9 @@ def _run(ctx: BalanceContext) -> Decision:
     kind = "minimal" if ctx.round > 0 and ctx.params["later"] == "minimal" else "mincost"
     if kind == "mincost" and ctx.conductance == "links" and ctx.dom is not None:
         model = with_boundaries(ctx.comm, model, ctx.dom)
+    counters = ctx.nb.counters  # the phase's balancing counters (summary.json's balance_counters)
+    # rank 0 solves: its clock pays the work, the others wait for it in the broadcast (docs/COSTS.md)
+    charge_central(ctx.comm, ctx.clock, counters, sparse_solve_units(p) if kind == "minimal" else lp_units(p, model.q))
     if ctx.comm.Get_rank() == 0:
         try:
             flow = minimal_flow(model) if kind == "minimal" else mincost_flow(model, slack=ctx.params["slack"])
@@ -214,7 +218,6 @@ def _run(ctx: BalanceContext) -> Decision:
     if error:
         name, _, text = error.partition("|")
         raise (GraphError if name == "GraphError" else BalancerError)(text)
-    counters = ctx.nb.counters  # the phase's balancing counters (summary.json's balance_counters)
     if p > 1:
         flow = bcast(ctx.comm, flow, 0, ctx.clock, counters=counters)
     counters.iterations = 1

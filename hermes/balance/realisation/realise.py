@@ -28,8 +28,8 @@ from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, ge
 from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
-from hermes.data.migrate import (MigrationStats, announce_group, announce_moves, migrate, migrate_group, settle,
-                                  unchanged)
+from hermes.data.migrate import (MigrationStats, announce_group, announce_moves, deliver, migrate, migrate_group,
+                                  plan_of, settle, unchanged)
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
@@ -61,6 +61,13 @@ class RealiseOptions:
     adaptive : bool
         Each rank's selection is corrected by :func:`select_adaptive`; False: the literal realisation of
         thesis §10.1.
+    delivery : str
+        ``hops`` (default): the domain's cells move level by level, passed on through intermediate ranks (the
+        thesis' realisation; a run's ``balancer.delivery: direct`` gives it a plan of identity records to move, and
+        delivers the cells once after the phase's last round: hermes.lifecycle.phase); ``direct``: the levels move
+        identity records (:func:`hermes.data.migrate.plan_of`) and each cell is then shipped once from its owner to
+        its final rank (:func:`hermes.data.migrate.deliver`). The same selections, partitions and ghost owners
+        either way; what differs is what the messages carry.
     bulk : bool
         With ``exact``, the announcements of each level run once per MPI process for the processors it hosts
         (:func:`hermes.data.migrate.announce_moves_bulk`: the same bits) when the clock allows it (virtual, no
@@ -71,6 +78,7 @@ class RealiseOptions:
     exact: bool = False
     adaptive: bool = True
     bulk: bool = False
+    delivery: str = "hops"
 
     @property
     def selection(self) -> Selection:
@@ -108,14 +116,30 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     """
     exact = options.exact
     edges, flow = flow.edges, flow.values
-    if options.bulk and clock is not None and ClockBank.bankable([clock]):
+    bulk = options.bulk and clock is not None and ClockBank.bankable([clock])
+    full = dom
+    if options.delivery == "direct":
+        dom = plan_of(dom)
+    elif options.delivery != "hops":
+        raise ValueError(f"unknown delivery {options.delivery!r}: direct or hops")
+    if bulk:
         # the levels once per MPI process for the processors it hosts: the same selections, moves and clocks
         dom, stats, realised = comm.bulk("realise_flow", (comm, dom, clock),
                                          partial(_realise_kernel, edges, flow, cost, levels, options))
-        if not exact:
-            dom = refresh_owners(comm, dom)
-            allreduce(comm, 0.0, clock)
-        return dom, stats, realised
+    else:
+        dom, stats, realised = _realise_levels(comm, dom, edges, flow, cost, clock, levels, options)
+    if not exact:
+        dom = refresh_owners(comm, dom)
+        allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
+    if options.delivery == "direct":
+        dom, stats = deliver(comm, full, dom, clock, bulk=bulk, planned=stats)
+    return dom, stats, realised
+
+
+def _realise_levels(comm, dom: LocalDomain, edges, flow, cost, clock, levels, options: RealiseOptions):
+    """:func:`realise_flow`'s levels on one processor (its own loop: ``run.bulk: off``, a wall clock, an extra
+    load): the domain after the last level (ghosts not refreshed), the stats and the realised flow."""
+    exact = options.exact
     rank = comm.Get_rank()
     stats = MigrationStats()
     realised = np.zeros(len(edges))
@@ -137,9 +161,6 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
             dom = announce_moves(nc, dom, dest)
         dom, st = migrate(comm, dom, dest, clock, refresh=False)
         stats.add(st)
-    if not exact:
-        dom = refresh_owners(comm, dom)
-        allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
     # every rank knows its own part of `realised`; combine (each edge has exactly one sender)
     realised = comm.allreduce(realised)
     return dom, stats, realised

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from hermes.balance.central import charge_central, metis_units
 from hermes.balance.interface import BalanceContext, Decision, Params, integer_type
 from hermes.balance.registry import register
 from hermes.runtime.comm import Counters, allreduce
@@ -104,6 +105,8 @@ def metis_scratch_remap(ctx: BalanceContext) -> Decision:
     if ctx.comm.Get_rank() == 0:
         xadj, adjncy, w, old = graph
         targets = ctx.model.capacities if ctx.params["targets"] == "fair" else np.full(size, 1.0 / size)
+        # rank 0 partitions: its clock pays the work, the others wait for it in the scatter (docs/COSTS.md)
+        charge_central(ctx.comm, ctx.clock, counters, metis_units(xadj.size - 1, adjncy.size, size))
         try:
             new = metis_partition(xadj, adjncy, w, size, targets=targets, seed=ctx.seed,
                                   ufactor=ctx.params["ufactor"])

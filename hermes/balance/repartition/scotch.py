@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import BeforeValidator, Field, model_validator
 
+from hermes.balance.central import charge_central, scotch_units
 from hermes.balance.interface import BalanceContext, Decision, Params, integer_type, number_type
 from hermes.balance.registry import register
 from hermes.balance.repartition.metis import Targets, gather_graph, scatter_destinations
@@ -323,6 +324,8 @@ def scotch_repartition(ctx: BalanceContext) -> Decision:
     if comm.Get_rank() == 0:
         xadj, adjncy, w, old = graph
         targets = ctx.model.capacities if ctx.params["targets"] == "fair" else None
+        # rank 0 remaps: its clock pays the work, the others wait for it in the scatter (docs/COSTS.md)
+        charge_central(comm, ctx.clock, counters, scotch_units(xadj.size - 1, adjncy.size, size))
         try:
             new = scotch_remap(xadj, adjncy, w, old, size, ScotchParams.of(ctx.params), targets=targets,
                                seed=ctx.seed)

@@ -23,13 +23,14 @@ COMPACT = ["--set", "balancer.ghosts=exact", "--set", "balancer.conductance=boun
            "balancer.refinement.passes=12"]
 
 
-#: the variants of a balancer: the compact setting (exact ghosts, refinement), the literal realisation by peeling
-VARIANTS = {"": [], "compact": COMPACT,
+#: the variants of a balancer: the compact setting (exact ghosts, refinement), the cells travelling hop by hop
+#: (``delivery: hops``; direct delivery is the default), the literal realisation by peeling
+VARIANTS = {"": [], "compact": COMPACT, "hops": ["--set", "balancer.delivery=hops"],
             "peel": ["--set", "balancer.selection=peel", "--set", "balancer.realisation=literal"]}
 
 
-@pytest.mark.parametrize("balancer", ["pcg", "chebyshev", "none", "mincost+compact", "gda0+peel", "metis",
-                                      "grapevine"])
+@pytest.mark.parametrize("balancer", ["pcg", "pcg+hops", "chebyshev", "none", "mincost+compact", "gda0+peel",
+                                      "metis", "grapevine"])
 @pytest.mark.parametrize("platform", ["profile", "table"])
 def test_a_run_in_bulk_is_each_processor_s_own_loop(tmp_path, balancer, platform):
     algorithm, _, variant = balancer.partition("+")

@@ -21,8 +21,10 @@
 Steps 3–7 run as :func:`balance_rounds`. What costs simulated time and what does not: every collective here
 is either modelled — charged to the clock through :mod:`hermes.runtime.comm` (the monitor's probes, the balancer's own
 messages, the migration, the solver's halo exchanges and reduction, the end-of-phase synchronisation) — or the
-testbed's bookkeeping, through :class:`hermes.runtime.comm.Bookkeeping` and never charged (records, checks, the global
-model H that the thesis' methods assume known, the trigger's global imbalance).
+testbed's bookkeeping, through :class:`hermes.runtime.comm.Bookkeeping` and never charged (records, checks, the
+trigger's global imbalance). What a balancer reads beyond its rank is charged by one price list (docs/COSTS.md,
+:mod:`hermes.balance.central`): the global model H when the balancer reads it, a flow's assembly, the gain's link
+costs, the rounds rule's heaviest cell; a central solve at its root's rate.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from hermes.balance.central import charge_gather, flow_words, model_words
 from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, realise_flow
 from hermes.balance.registry import BALANCERS
 from hermes.runtime.clock import CATEGORIES
-from hermes.runtime.comm import Bookkeeping, NeighbourComm, agree, allreduce
+from hermes.runtime.comm import NeighbourComm, agree, allreduce
 from hermes.data.distributed import dense_view, gather_to_root
 from hermes.data.migrate import MigrationStats, deliver, migrate, plan_of
 from hermes.data.refine_dist import gather_trimesh
@@ -57,7 +59,6 @@ from hermes.lifecycle.directory import records_partitions
 from hermes.lifecycle.records import PhaseRecord, RankRecord
 from hermes.lifecycle.state import PhaseState, RunState
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
-from hermes.monitor import Estimates
 from hermes.monitor import monitor as measure
 
 __all__ = ["extra_load", "adapt", "monitor", "balance_rounds", "decide", "balance", "realise", "migrate_cells",
@@ -178,8 +179,10 @@ def decide(r: RunState, ph: PhaseState) -> bool:
         return estimate_payoff(r.history, ph.model, bal, PhaseCost.of(r.sc.application, r.sc.platform.speed),
                                rounds=ph.rounds, flow_moved=ph.flow_moved, first=first)
 
-    def granularity() -> float:  # the heaviest cell over the smallest fair load (bookkeeping, as the loads are)
-        return r.book.max(float(r.dom.weight.max(initial=0.0))) / max(float(ph.model.fair_loads.min()), 1e-300)
+    def granularity() -> float:  # the heaviest cell over the smallest fair load (one charged reduction)
+        with r.clock.balancing():
+            heaviest = allreduce(r.comm, float(r.dom.weight.max(initial=0.0)), r.clock, op="max", counters=ph.counters)
+        return heaviest / max(float(ph.model.fair_loads.min()), 1e-300)
 
     go, payoff = another_round(bal, ph.model, rounds=ph.rounds, moved_last_round=ph.moved_last_round, last=ph.last,
                                estimate=estimate, granularity=granularity)
@@ -271,7 +274,7 @@ def realise(r: RunState, ph: PhaseState, decision: Decision) -> MigrationStats:
             r.dom, stats = migrate(r.comm, r.dom, decision.dest, r.clock, bulk=r.sc.run.bulk == "auto")
         elif decision.flow is not None and np.any(decision.flow != 0) and not worsens(r.comm, ph.model, decision):
             # the realisation acts on the global flow: its levels are the topological order of the whole flow DAG
-            cost = _gather_costs(r.book, r.p, ph.est)
+            cost = _gather_costs(r, ph)
             flow, model = decision.flow, ph.model
             # the same on every rank: once per model and flow (hosted processors share the model)
             levels = derived(model, ("levels", flow.tobytes()),
@@ -310,7 +313,7 @@ def refine(r: RunState, ph: PhaseState) -> None:
     imbalance_before = float(ph.model.imbalance)
     spent = r.clock.totals["migrate"]
     with r.clock.activity("migrate"):
-        cost = _gather_costs(r.book, r.p, ph.est)
+        cost = _gather_costs(r, ph)
         options = RefineOptions(tolerance=spec.tolerance, passes=spec.passes, geometric=spec.geometric,
                                 below=spec.below, bulk=r.sc.run.bulk == "auto")
         r.dom, st = refine_boundary(r.comm, r.dom, ph.model.fair_loads, cost, r.clock, options)
@@ -418,9 +421,12 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _gather_costs(book: Bookkeeping, p: int, est: Estimates) -> np.ndarray:
-    """The p×p link-cost matrix w̃ of the gain function (0 off the subdomain graph)."""
+def _gather_costs(r: RunState, ph: PhaseState) -> np.ndarray:
+    """The p×p link-cost matrix w̃ of the gain function (0 off the subdomain graph): a selection weighs its targets'
+    links, so it is charged as one gather of every link's cost (``2q`` words: docs/COSTS.md)."""
+    book, p, est = r.book, r.p, ph.est
     rows = book.allgather((tuple(est.neighbours.tolist()), tuple(est.costs.tolist())))  # tuples: shared hosted
+    charge_gather(r.comm, r.clock, ph.counters, 2 * ph.model.q, kind="costs")
 
     def build() -> np.ndarray:
         cost = np.zeros((p, p))

@@ -70,6 +70,8 @@ COMPACTA = {**COMPACT, "refinement": {**COMPACT["refinement"], "decide": "auto"}
 METHODS: dict[str, dict[str, Any]] = {
     "none": {"algorithm": "none"},
     "pcg": {"algorithm": "pcg"},
+    # Chronopoulos–Gear's recurrence: one allreduce of two words per iteration instead of two of one
+    "pcg-single": {"algorithm": "pcg", "pcg": {"form": "single-reduction"}},
     "gda0": {"algorithm": "gda0"},
     "lps": {"algorithm": "lps"},
     "chebyshev": {"algorithm": "chebyshev"},

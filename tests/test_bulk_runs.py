@@ -26,10 +26,11 @@ COMPACT = ["--set", "balancer.ghosts=exact", "--set", "balancer.conductance=boun
 #: the variants of a balancer: the compact setting (exact ghosts, refinement), the cells travelling hop by hop
 #: (``delivery: hops``; direct delivery is the default), the literal realisation by peeling
 VARIANTS = {"": [], "compact": COMPACT, "hops": ["--set", "balancer.delivery=hops"],
+            "single": ["--set", "balancer.pcg.form=single-reduction"],
             "peel": ["--set", "balancer.selection=peel", "--set", "balancer.realisation=literal"]}
 
 
-@pytest.mark.parametrize("balancer", ["pcg", "pcg+hops", "chebyshev", "none", "mincost+compact", "gda0+peel",
+@pytest.mark.parametrize("balancer", ["pcg", "pcg+hops", "pcg+single", "chebyshev", "none", "mincost+compact", "gda0+peel",
                                       "metis", "grapevine"])
 @pytest.mark.parametrize("platform", ["profile", "table"])
 def test_a_run_in_bulk_is_each_processor_s_own_loop(tmp_path, balancer, platform):

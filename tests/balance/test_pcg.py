@@ -130,3 +130,29 @@ def test_pcg_and_minimal_flow_agree_on_a_large_mesh():
     assert res.converged and check_balancing(m, res.flow) <= defect_tol(m, res, 1e-12)
     assert flow_error(m, res.flow) <= potential_flow_tol(m, res.flow)
     assert np.linalg.norm(minimal_flow(m)) > 0
+
+
+@pytest.mark.parametrize("kind, p, seed", [("tree+", 14, 6), ("mesh", 36, 2), ("ring", 50, 4), ("star", 20, 3)])
+def test_single_reduction_form_computes_the_same_flow_with_half_the_reductions(kind, p, seed):
+    """Chronopoulos–Gear's recurrence: the Krylov iterates of Alg. 8 in exact arithmetic, so the same minimal flow
+    (to the potential-flow bound of tests/tolerances.py) in about as many iterations; one allreduce of two words per
+    iteration instead of two of one."""
+    m = random_weighted_model(kind, p, seed)
+    classic = pcg(m, tolerance=1e-10)
+    single = pcg(m, tolerance=1e-10, form="single-reduction")
+    assert single.converged and abs(single.iterations - classic.iterations) <= 2
+    assert flow_error(m, single.flow) <= potential_flow_tol(m, single.flow)
+    n, q = single.iterations, m.q
+    cnt = single.counters
+    assert cnt.collectives == {"allreduce": 3 + n} and cnt.exchange_rounds == n + 2
+    assert cnt.messages == 2 * q * (n + 2) and cnt.bytes == 40 * m.p + 16 * q * (n + 2) + 16 * m.p * n
+    states = list(pcg_iter(m, tolerance=1e-10, form="single-reduction"))
+    assert [s.iteration for s in states] == list(range(n + 1)) and np.array_equal(states[-1].flow, single.flow)
+    links = Links(latency=1e-4, bandwidth=1e8)
+    assert pcg(m, tolerance=1e-10, links=links, form="single-reduction").counters.time < \
+        pcg(m, tolerance=1e-10, links=links).counters.time
+
+
+def test_an_unknown_form_is_refused():
+    with pytest.raises(BalancerError, match="form must be one of thesis, single-reduction"):
+        pcg(random_weighted_model("mesh", 9, 1), form="pipelined")

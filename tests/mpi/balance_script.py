@@ -52,6 +52,9 @@ def main(seed: int) -> int:
          lambda: gda(model, 1.0, StopParams.of(tolerance=1e-3, check_every=4), links=links)),
         ("pcg", lambda nb: pcg_distributed(nb, v.load, v.cap, v.weights, tolerance=1e-10),
          lambda: pcg(model, tolerance=1e-10, links=links)),
+        ("pcg-single", lambda nb: pcg_distributed(nb, v.load, v.cap, v.weights, tolerance=1e-10,
+                                                  form="single-reduction"),
+         lambda: pcg(model, tolerance=1e-10, links=links, form="single-reduction")),
     ]
     failures: list[str] = []
     for name, run_dist, run_serial in cases:
@@ -62,9 +65,9 @@ def main(seed: int) -> int:
         ref, flow = got
         # PCG stops on its recursive residual ≤ tol ‖b‖ (tol = 1e-10), whose drift from the true one stays below
         # tol here (tests/balance/test_pcg.py::defect_tol); a potential flow is minimal to cond × defect
-        if name == "pcg" and not (check_balancing(model, flow) <= 2e-10 + balancing_floor(model, flow)
+        if name.startswith("pcg") and not (check_balancing(model, flow) <= 2e-10 + balancing_floor(model, flow)
                                   and flow_error(model, flow) <= potential_flow_tol(model, flow)):
-            failures.append(f"pcg: flow differs from the minimal flow by {flow_error(model, flow):.3e}")
+            failures.append(f"{name}: flow differs from the minimal flow by {flow_error(model, flow):.3e}")
         if name == "gda1" and ref.converged:
             failures.append("gda1: expected to stop at max_iterations=50 without converging")
         if ref.iterations == 0 and name != "gda1":

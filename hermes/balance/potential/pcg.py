@@ -4,7 +4,11 @@ The minimal balancing flow is ``f* = W Aᵀ x`` where x solves ``L x = l − l̄
 (thesis Th. 19–20, §8.1). Since ``l − l̄ ⊥ 1`` and L is symmetric positive semi-definite with null
 space ``span{1}`` on a connected graph, conjugate gradients started from ``x = 0`` stay in the range
 of L and converge in at most as many iterations as L has distinct non-zero eigenvalues (Golub &
-Van Loan; thesis §8.1). Each iteration costs one neighbour exchange and two allreduces.
+Van Loan; thesis §8.1). Each iteration costs one neighbour exchange and two allreduces (``form: thesis``, thesis
+Alg. 8), or one exchange and one allreduce of two words (``form: single-reduction``: the same Krylov iterates in
+Chronopoulos and Gear's recurrence, which computes ``rᵀr`` and ``(L r)ᵀ r`` together; A. T. Chronopoulos and
+C. W. Gear, J. Comput. Appl. Math. 25 (1989) 153–168). At 1,024 processors a reduction costs ⌈log₂ p⌉ = 10
+latencies where a neighbour exchange costs one: halving the reductions is most of pcg's balancing time.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,7 +41,10 @@ from hermes.balance.registry import register
 from hermes.runtime.comm import Counters, NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
-__all__ = ["PCGState", "PCGParams", "pcg_iter", "pcg", "pcg_counters", "pcg_distributed"]
+__all__ = ["PCGState", "PCGParams", "FORMS", "pcg_iter", "pcg", "pcg_counters", "pcg_distributed"]
+
+#: ``form``: thesis (Alg. 8, two reductions per iteration) or single-reduction (Chronopoulos–Gear, one)
+FORMS = ("thesis", "single-reduction")
 
 
 @dataclass
@@ -64,7 +72,9 @@ class PCGState:
     converged: bool
 
 
-def _check_params(tolerance: float, max_iterations: int | None) -> None:
+def _check_params(tolerance: float, max_iterations: int | None, form: str = "thesis") -> None:
+    if form not in FORMS:
+        raise BalancerError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
     if not (math.isfinite(float(tolerance)) and tolerance >= 0):
         raise BalancerError(f"tolerance must be ≥ 0, got {tolerance!r}")
     if max_iterations is not None and (int(max_iterations) != max_iterations
@@ -89,7 +99,8 @@ def _done(rho: float, bnorm2: float, tolerance: float, total: float = 0.0) -> bo
     return math.sqrt(rho) <= tolerance * math.sqrt(bnorm2)
 
 
-def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = None) -> Iterator[PCGState]:
+def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = None,
+             form: str = "thesis") -> Iterator[PCGState]:
     """Conjugate gradients on ``L x = l − l̄``, yielding the state after every iteration.
 
     Parameters
@@ -99,6 +110,8 @@ def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | Non
         Stop when ``√ρ ≤ tolerance ‖b‖`` with ``b = l − l̄`` and ``ρ = ‖b − L x‖²``.
     max_iterations : int, optional
         Default ``10 p``.
+    form : str
+        ``thesis`` (Alg. 8 below) or ``single-reduction`` (:func:`_single_reduction_iter`).
 
     Yields
     ------
@@ -127,7 +140,7 @@ def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | Non
     :func:`pcg_distributed` bit for bit.
     """
     validate_model(model)
-    _check_params(tolerance, max_iterations)
+    _check_params(tolerance, max_iterations, form)
     max_iterations = 10 * model.p if max_iterations is None else max_iterations
     nbr, edge, sign = neighbour_table(model)
     mask = sign != 0
@@ -136,6 +149,11 @@ def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | Non
     total = ordered_total(model.loads)
     b = model.loads - model.capacities * total
     bnorm2 = ordered_total(b * b)
+    if form == "single-reduction":
+        yield from _single_reduction_iter(model, b, bnorm2, total, tolerance, max_iterations,
+                                          lambda v: ordered_row_sums(np.where(mask, wt * (v[:, None] - v[nbr]), 0.0)),
+                                          lambda *vs: [ordered_total(v) for v in vs])
+        return
     x = np.zeros(model.p)
     r = b - np.zeros(model.p)
     rho1 = ordered_total(r * r)
@@ -160,16 +178,21 @@ def pcg_iter(model: Model, *, tolerance: float = 1e-8, max_iterations: int | Non
             return
 
 
-def _pcg_times(model: Model, n: int, links) -> NDArray[np.float64] | None:
+def _pcg_times(model: Model, n: int, links, form: str = "thesis") -> NDArray[np.float64] | None:
     if links is None:
         return None
-    schedule = [(1, [("allreduce", 2), ("allreduce", 1), ("allreduce", 1)]),
-                (n, [("exchange", 1), ("allreduce", 1), ("allreduce", 1)]),
-                (1, [("exchange", 1)])]
+    if form == "single-reduction":
+        schedule = [(1, [("allreduce", 2), ("allreduce", 1), ("exchange", 1), ("allreduce", 2)]),
+                    (n, [("exchange", 1), ("allreduce", 2)]),
+                    (1, [("exchange", 1)])]
+    else:
+        schedule = [(1, [("allreduce", 2), ("allreduce", 1), ("allreduce", 1)]),
+                    (n, [("exchange", 1), ("allreduce", 1), ("allreduce", 1)]),
+                    (1, [("exchange", 1)])]
     return alpha_beta_time(model, links, schedule)
 
 
-def pcg_counters(model: Model, iterations: int, links=None) -> Counters:
+def pcg_counters(model: Model, iterations: int, links=None, *, form: str = "thesis") -> Counters:
     """Counters of :func:`pcg_distributed` after ``iterations`` CG iterations, computed analytically.
 
     Notes
@@ -183,15 +206,71 @@ def pcg_counters(model: Model, iterations: int, links=None) -> Counters:
     * ``bytes = 32 p + 16 q (n + 1) + 16 p n`` summed over the ranks (the first allreduce carries
       (load, error flag): 2 words; every other allreduce and message one word);
     * ``time``: largest per-rank α-β time under ``links``, 0 if ``links`` is None.
+
+    ``form: single-reduction``: the two initial allreduces, an exchange of r and one allreduce of (rᵀr, wᵀr), then
+    per iteration one exchange and one allreduce of two words, then the exchange of x: ``exchange_rounds = n + 2``,
+    ``collectives = {"allreduce": 3 + n}``, ``messages = 2q (n + 2)``, ``bytes = 40 p + 16 q (n + 2) + 16 p n``.
     """
     n, p, q = int(iterations), model.p, model.q
-    times = _pcg_times(model, n, links)
+    times = _pcg_times(model, n, links, form)
+    if form == "single-reduction":
+        return Counters(iterations=n, exchange_rounds=n + 2, collectives={"allreduce": 3 + n},
+                        messages=2 * q * (n + 2), bytes=40 * p + 16 * q * (n + 2) + 16 * p * n,
+                        time=float(np.max(times)) if times is not None else 0.0)
     return Counters(iterations=n, exchange_rounds=n + 1, collectives={"allreduce": 3 + 2 * n},
                     messages=2 * q * (n + 1), bytes=32 * p + 16 * q * (n + 1) + 16 * p * n,
                     time=float(np.max(times)) if times is not None else 0.0)
 
 
-def pcg(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = None, links=None) -> FlowResult:
+def _single_reduction_steps(b, bnorm2: float, total: float, tolerance: float, max_iterations: int, laplacian,
+                            sums):
+    """Chronopoulos and Gear's conjugate gradients on ``L x = b`` from ``x = 0``, for every form (whole vectors,
+    one rank's scalars, a process' processors as vectors): ``laplacian(v)`` is ``L v`` (one neighbour exchange),
+    ``sums(a, b)`` the global sums of a and b (one reduction of two words). Yields ``(k, x, γ)`` after every
+    iteration (``γ = rᵀr``), starting with iteration 0; the last yield is after a breakdown (``δ − β γ / α ≤ 0``,
+    round-off level only) or the stopping test. One iteration::
+
+        p = r + β p;  s = w + β s;  x ← x + α p;  r ← r − α s;  w = L r;  (γ′, δ) = (rᵀr, wᵀr);
+        β = γ′ / γ;  α = γ′ / (δ − β γ′ / α);  γ = γ′
+
+    (``p = r``, ``s = w``, ``α = γ / δ`` at the first), the iterates of Alg. 8 in exact arithmetic."""
+    x = b * 0.0
+    r = b - 0.0
+    w = laplacian(r)
+    gamma, delta = sums(r * r, w * r)
+    k = 0
+    yield k, x, gamma
+    p = s = None
+    alpha = beta = 0.0
+    while not _done(gamma, bnorm2, tolerance, total) and k < max_iterations:
+        k += 1
+        denom = delta if k == 1 else delta - beta * gamma / alpha
+        stalled = not denom > 0
+        alpha = 0.0 if stalled else gamma / denom
+        p = r if k == 1 else r + beta * p
+        s = w if k == 1 else w + beta * s
+        x = x + alpha * p
+        r = r - alpha * s
+        w = laplacian(r)
+        new, delta = sums(r * r, w * r)
+        beta = new / gamma if gamma > 0 else 0.0
+        gamma = new
+        yield k, x, gamma
+        if stalled:
+            return
+
+
+def _single_reduction_iter(model: Model, b, bnorm2: float, total: float, tolerance: float, max_iterations: int,
+                           laplacian, sums) -> Iterator[PCGState]:
+    """:func:`pcg_iter`'s states of ``form: single-reduction`` (:func:`_single_reduction_steps`)."""
+    e, wk = model.edges, model.weights
+    for k, x, gamma in _single_reduction_steps(b, bnorm2, total, tolerance, max_iterations, laplacian, sums):
+        yield PCGState(k, x, wk * (x[e[:, 0]] - x[e[:, 1]]) if k else np.zeros(model.q), _relres(gamma, bnorm2),
+                       _done(gamma, bnorm2, tolerance, total))
+
+
+def pcg(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = None, links=None,
+        form: str = "thesis") -> FlowResult:
     """Minimal balancing flow by conjugate gradients (thesis Alg. 8): serial reference of :func:`pcg_distributed`.
 
     Parameters
@@ -203,6 +282,8 @@ def pcg(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = N
         Default ``10 p``.
     links : hermes.runtime.clock.Links, optional
         If given, ``counters.time`` is the α-β time the distributed form would be charged.
+    form : str
+        ``thesis`` or ``single-reduction`` (:data:`FORMS`).
 
     Returns
     -------
@@ -221,11 +302,11 @@ def pcg(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = N
     Update rule: :func:`pcg_iter`; counters: :func:`pcg_counters`.
     """
     state = None
-    for state in pcg_iter(model, tolerance=tolerance, max_iterations=max_iterations):
+    for state in pcg_iter(model, tolerance=tolerance, max_iterations=max_iterations, form=form):
         pass
     assert state is not None
-    counters = pcg_counters(model, state.iteration)
-    times = _pcg_times(model, state.iteration, links)
+    counters = pcg_counters(model, state.iteration, form=form)
+    times = _pcg_times(model, state.iteration, links, form)
     counters.time = float(np.max(times)) if times is not None else 0.0
     return FlowResult(flow=state.flow, iterations=state.iteration, converged=state.converged,
                       counters=counters, convergence_factor=None,
@@ -233,7 +314,8 @@ def pcg(model: Model, *, tolerance: float = 1e-8, max_iterations: int | None = N
 
 
 def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
-                    tolerance: float = 1e-8, max_iterations: int | None = None) -> LocalFlowResult:
+                    tolerance: float = 1e-8, max_iterations: int | None = None,
+                    form: str = "thesis") -> LocalFlowResult:
     """PCG (thesis Alg. 8) on one rank (SPMD; every rank of ``nb.comm`` must call it).
 
     Parameters
@@ -270,12 +352,21 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
     ``r_i²``; finally one exchange of ``x_i``. Counters: :func:`pcg_counters`.
     """
     wt = np.asarray(weights, dtype=np.float64).ravel()
-    total = agree_local_inputs(nb, load, capacity, wt, extra_checks=lambda: _check_params(tolerance, max_iterations))
+    total = agree_local_inputs(nb, load, capacity, wt,
+                               extra_checks=lambda: _check_params(tolerance, max_iterations, form))
     if max_iterations is None:
         max_iterations = 10 * nb.size
     load, capacity = float(load), float(capacity)
     b = load - capacity * total
     bnorm2 = nb.allreduce(b * b)
+    if form == "single-reduction":
+        k, x, rho1 = 0, 0.0, 0.0
+        for k, x, rho1 in _single_reduction_steps(
+                b, bnorm2, total, tolerance, max_iterations,
+                lambda v: ordered_sum(wt * (v - nb.exchange_scalar(v))),
+                lambda a, c: tuple(float(t) for t in nb.allreduce(np.array([a, c])))):
+            pass
+        return _local_result(nb, wt, x, k, rho1, bnorm2, tolerance, total)
     x = 0.0
     r = b - 0.0
     rho1 = nb.allreduce(r * r)
@@ -296,6 +387,12 @@ def pcg_distributed(nb: NeighbourComm, load: float, capacity: float, weights: ND
         rho1 = nb.allreduce(r * r)
         if stalled:
             break
+    return _local_result(nb, wt, x, k, rho1, bnorm2, tolerance, total)
+
+
+def _local_result(nb: NeighbourComm, wt, x: float, k: int, rho1: float, bnorm2: float, tolerance: float,
+                  total: float) -> LocalFlowResult:
+    """One rank's flows from its potential (one exchange of x) and its result."""
     xj = nb.exchange_scalar(x)
     flows = wt * (x - xj)
     nb.counters.iterations = k
@@ -309,17 +406,20 @@ class PCGParams(Params):
 
     tolerance: Tolerance = Field(1e-8, description="relative residual: stop when √ρ ≤ tolerance ‖l − l̄‖")
     max_iterations: OptionalCount = Field(None, description="iteration limit (null: 10 p)")
+    form: Literal["thesis", "single-reduction"] = Field(
+        "thesis", description="thesis: Alg. 8, two allreduces per iteration; single-reduction: Chronopoulos and "
+        "Gear's recurrence, one allreduce of two words per iteration (the same iterates in exact arithmetic)")
 
 
 def pcg_bulk(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
-             tolerance: float = 1e-8, max_iterations: int | None = None) -> LocalFlowResult:
+             tolerance: float = 1e-8, max_iterations: int | None = None, form: str = "thesis") -> LocalFlowResult:
     """:func:`pcg_distributed` run once per MPI process for all the processors it hosts (``run.bulk: auto``;
     :meth:`hermes.runtime.interface.Communicator.bulk`): the same iterations, flows, clocks and counters, bit for
     bit — the processors' scalars as vectors, their neighbour exchanges and allreduces through
     :class:`~hermes.runtime.bulk.BankedNeighbours`, the stopping test on the same global values. Collective; the
     processors' clocks must be virtual without an extra load."""
     part = (nb, float(load), float(capacity), np.asarray(weights, dtype=np.float64).ravel(), tolerance,
-            max_iterations)
+            max_iterations, form)
     out = nb.comm.bulk("pcg", part, _pcg_kernel)
     if isinstance(out, tuple):  # an input was bad on some processor: agreed, as agree_local_inputs does
         raise_input_error(nb, out[1])
@@ -330,10 +430,10 @@ def _pcg_kernel(group, parts: list) -> list:
     from hermes.runtime.bulk import BankedNeighbours
 
     nbs = [pt[0] for pt in parts]
-    tolerance, max_iterations = parts[0][4], parts[0][5]
+    tolerance, max_iterations, form = parts[0][4], parts[0][5], parts[0][6]
     bn = BankedNeighbours(group, nbs)
-    errors = [input_error(nb, load, cap, wt, extra_checks=lambda: _check_params(tol, mi))
-              for nb, load, cap, wt, tol, mi in parts]
+    errors = [input_error(nb, load, cap, wt, extra_checks=lambda: _check_params(tol, mi, fm))
+              for nb, load, cap, wt, tol, mi, fm in parts]
     loads = np.array([pt[1] if e is None else 0.0 for pt, e in zip(parts, errors)])
     caps = np.array([pt[2] for pt in parts])
     total, bad = bn.allreduce(np.column_stack((loads, [float(e is not None) for e in errors])))
@@ -346,6 +446,14 @@ def _pcg_kernel(group, parts: list) -> list:
     own = bn.owner
     b = loads - caps * total
     bnorm2 = float(bn.allreduce(b * b)[0])
+    if form == "single-reduction":
+        k, x, rho1 = 0, np.zeros(len(parts)), 0.0
+        for k, x, rho1 in _single_reduction_steps(
+                b, bnorm2, total, tolerance, max_iterations,
+                lambda v: bn.ordered_sums(wt * (v[own] - bn.exchange_scalar(v))),
+                lambda a, c: tuple(float(t) for t in bn.allreduce(np.column_stack((a, c))))):
+            pass
+        return _bulk_results(bn, nbs, wt, x, k, rho1, bnorm2, tolerance, total)
     x = np.zeros(len(parts))
     r = b - 0.0
     rho1 = float(bn.allreduce(r * r)[0])
@@ -366,6 +474,12 @@ def _pcg_kernel(group, parts: list) -> list:
         rho1 = float(bn.allreduce(r * r)[0])
         if stalled:
             break
+    return _bulk_results(bn, nbs, wt, x, k, rho1, bnorm2, tolerance, total)
+
+
+def _bulk_results(bn, nbs, wt, x, k: int, rho1: float, bnorm2: float, tolerance: float, total: float) -> list:
+    """Every processor's flows from its potential (one exchange of x) and its result, as :func:`_local_result`."""
+    own = bn.owner
     xj = bn.exchange_scalar(x)
     flows = wt * (x[own] - xj)
     bn.store()

@@ -161,3 +161,45 @@ def central_value(ctx, value: float, units: float) -> float:
     charge_central(ctx.comm, ctx.clock, ctx.nb.counters, units)
     bcast(ctx.comm, np.zeros(1), 0, ctx.clock, counters=ctx.nb.counters)
     return value
+
+
+def add_central(result, model: Model, charges, links=None, speed: float | None = None):
+    """A serial reference's ``result`` (:class:`hermes.balance.flow.FlowResult`) with the central work its distributed
+    form charges before it iterates: for each ``(units, words)`` of ``charges``, rank 0's ``units`` at its rate
+    (``speed · p · c_0``; ``speed`` the serial references' default, 10⁶ work units/s) and, if ``words``, a
+    broadcast of that many words (one ``bcast`` counted, ``8 words`` bytes); the counters' time and every rank's
+    time (``extra["rank_times"]``) shifted by the sum under ``links`` (nothing to shift without)."""
+    from hermes.balance.polynomial.precompute import DEFAULT_SPEED
+
+    p = model.p
+    if p < 2:
+        return result
+    speed = DEFAULT_SPEED if speed is None else float(speed)
+    dt = 0.0
+    for units, words in charges:
+        if words:
+            result.counters.collectives["bcast"] = result.counters.collectives.get("bcast", 0) + 1
+            result.counters.bytes += 8 * int(words)
+        if links is not None:
+            dt += float(units) / (speed * p * float(model.capacities[0])) if units > 0 else 0.0
+            dt += links.collective_cost(p, 8.0 * words) if words else 0.0
+    if links is not None and dt:
+        result.counters.time += dt
+        times = result.extra.get("rank_times")
+        if times is not None:
+            result.extra["rank_times"] = np.asarray(times, dtype=np.float64) + dt
+    return result
+
+
+def with_central(serial, charges):
+    """``serial`` (a registry's serial reference) with :func:`add_central` of ``charges(model, params)`` — the same
+    central work as the distributed form's, so that a serial reference prices a balancer as a run does. The
+    signature is the reference's own (what :func:`hermes.balance.interface.serial_kwargs` reads)."""
+    import functools
+
+    @functools.wraps(serial)
+    def priced(model: Model, **params):
+        res = serial(model, **params)
+        return add_central(res, model, charges(model, params), params.get("links"))
+
+    return priced

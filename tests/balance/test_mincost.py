@@ -106,11 +106,18 @@ def test_unusable_models_are_refused(model, match):
 
 
 def test_registered_with_a_serial_reference_that_counts_one_broadcast():
+    """One broadcast of the flow, after rank 0's linear program priced by its law (docs/COSTS.md) at the serial
+    references' speed."""
+    from hermes.balance.central import lp_units
+    from hermes.balance.polynomial.precompute import DEFAULT_SPEED
+
     m = random_model("mesh", 16, 5)
     res = BALANCERS["mincost"].flow(m, links=Links())
     assert np.array_equal(res.flow, mincost_flow(m))
     assert res.counters.collectives == {"bcast": 1} and res.counters.bytes == 8 * m.q
-    assert res.counters.time == pytest.approx(Links().collective_cost(16, 8.0 * m.q))
+    lp = lp_units(m.p, m.q) / (DEFAULT_SPEED * m.p * float(m.capacities[0]))
+    assert lp > 0
+    assert res.counters.time == pytest.approx(Links().collective_cost(16, 8.0 * m.q) + lp)
     with pytest.raises(BalancerError, match="cost"):
         edge_costs(m, "euclid")
 

@@ -49,7 +49,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from hermes.balance.central import central_value, centre_units
+from hermes.balance.central import central_value, centre_units, with_central
 from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs, input_error, ordered_total,
                                  raise_input_error, validate_model)
 from hermes.balance.interface import (MAX_ITERATIONS, Decision, OptionalCount, Params, Tolerance, flow_from_local,
@@ -389,7 +389,8 @@ class ChebyshevParams(Params):
                                "(free); cheap bounds compute no spectrum")
 
 
-@register("chebyshev", params=ChebyshevParams, serial=chebyshev,
+@register("chebyshev", params=ChebyshevParams,
+          serial=with_central(chebyshev, lambda m, prm: [(centre_units(m), 1)] if prm.get("bounds") == "cheap" else []),
           doc="Chebyshev-accelerated diffusion: ⌈acosh(1/τ)/acosh(σ)⌉ neighbour steps from spectral bounds "
               "(lanczos | exact | cheap), no reduction per step")
 def _run(ctx) -> Decision:

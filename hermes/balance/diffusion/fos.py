@@ -37,7 +37,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.balance.central import central_value, centre_units
+from hermes.balance.central import central_value, centre_units, with_central
 from hermes.balance.diffusion.detection import (
     LinkCosts,
     Tree,
@@ -190,7 +190,7 @@ def _serial_entry(model: Model, *, links=None, **params) -> FlowResult:
     return fos(model, links=links, root=graph_center(model), **params)
 
 
-@register("fos", params=FOSParams, serial=_serial_entry,
+@register("fos", params=FOSParams, serial=with_central(_serial_entry, lambda m, prm: [(centre_units(m), 1)]),
           doc="practical FOS of Jeannot & Vernier (001 §3): relative-speed matrix M_r (variant A|B), cost/benefit "
               "gate (k, null = off; k_schedule constant|decrement|halving), integer loads + shaker (kappa), "
               "spanning-tree detection; unit_bytes / unit_time price a load unit against the links' α-β")

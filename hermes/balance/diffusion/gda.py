@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BeforeValidator, Field
 
-from hermes.balance.central import central_value, connectivity_units, eigen_units
+from hermes.balance.central import central_value, connectivity_units, eigen_units, with_central
 from hermes.balance.diffusion.matrices import (
     GLOBAL_KINDS,
     Setup,
@@ -493,6 +493,11 @@ def _eps(v: Any) -> Any:
 Eps = Annotated[Literal["eps0"] | number_type(ge=0, le=MAX_EPS), BeforeValidator(_eps)]
 
 
+def eps0_charges(model: Model, params) -> list[tuple[float, int]]:
+    """The central work of an :data:`Eps` parameter (``params["eps"]``): ε₀'s edge connectivity, or nothing."""
+    return [(connectivity_units(model), 1)] if params.get("eps", "eps0") == "eps0" else []
+
+
 def eps_value(model: Model, eps, ctx=None) -> float:
     """The value of an :data:`Eps` parameter on ``model``; given the balancing context ``ctx`` (collective), ε₀ is
     charged as computed on rank 0 and broadcast (hermes.balance.central.central_value)."""
@@ -511,6 +516,16 @@ def m6_nonnegative(model: Model, alpha: float, lazy: bool) -> bool:
 def _gda_dist(nb, load, capacity, weights, *, eps, kind=1, alpha=None, **stop):
     """:func:`gda_distributed` as :func:`flow_balancer` calls it (the stopping rule as its parameters object)."""
     return gda_distributed(nb, load, capacity, weights, eps, StopParams.of(stop), kind=kind, alpha=alpha)
+
+
+def _eps0_charge(model: Model, params) -> list[tuple[float, int]]:
+    """ε₀'s central work, as the distributed form charges it (hermes.balance.central): the edge connectivity."""
+    return [(connectivity_units(model), 1)]
+
+
+def _alpha_charge(model: Model, params) -> list[tuple[float, int]]:
+    """M⁶'s α: a dense eigensolve on rank 0, broadcast."""
+    return [(eigen_units(model.p), 1)]
 
 
 def _gda_serial(model, *, eps, kind=1, links=None, compute_factor=True, **stop):
@@ -535,7 +550,8 @@ def run_gda(ctx: BalanceContext, kind: int) -> Decision:
     return dec
 
 
-@register("gda0", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0"),
+@register("gda0", params=StopParams,
+          serial=with_central(functools.partial(_gda_serial, eps="eps0"), _eps0_charge),
           doc="generalized diffusion with M¹(ε₀) (thesis Alg. 3, eq. 5.6.1, Cor. 2)")
 def run_gda0(ctx: BalanceContext) -> Decision:
     return flow_balancer(_gda_dist, eps=central_value(ctx, epsilon0(ctx.model), connectivity_units(ctx.model)))(ctx)
@@ -547,19 +563,22 @@ def run_gda1(ctx: BalanceContext) -> Decision:
     return flow_balancer(_gda_dist, eps=1.0)(ctx)
 
 
-@register("gda2", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0", kind=2),
+@register("gda2", params=StopParams,
+          serial=with_central(functools.partial(_gda_serial, eps="eps0", kind=2), _eps0_charge),
           doc="generalized diffusion with M²(ε₀) (thesis eq. 5.6.2, JPDC eq. 4.2)")
 def run_gda2(ctx: BalanceContext) -> Decision:
     return run_gda(ctx, 2)
 
 
-@register("gda3", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0", kind=3),
+@register("gda3", params=StopParams,
+          serial=with_central(functools.partial(_gda_serial, eps="eps0", kind=3), _eps0_charge),
           doc="generalized diffusion with M³(ε₀) (thesis eq. 5.6.3, JPDC eq. 4.3)")
 def run_gda3(ctx: BalanceContext) -> Decision:
     return run_gda(ctx, 3)
 
 
-@register("gda4", params=StopParams, serial=functools.partial(_gda_serial, eps="eps0", kind=4),
+@register("gda4", params=StopParams,
+          serial=with_central(functools.partial(_gda_serial, eps="eps0", kind=4), _eps0_charge),
           doc="generalized diffusion with M⁴(ε₀) (thesis eq. 5.6.4, JPDC eq. 4.4)")
 def run_gda4(ctx: BalanceContext) -> Decision:
     return run_gda(ctx, 4)
@@ -571,7 +590,8 @@ def run_gda5(ctx: BalanceContext) -> Decision:
     return run_gda(ctx, 5)
 
 
-@register("gda6", params=StopParams, serial=functools.partial(_gda_serial, eps=0.0, kind=6),
+@register("gda6", params=StopParams,
+          serial=with_central(functools.partial(_gda_serial, eps=0.0, kind=6), _alpha_charge),
           doc="generalized diffusion with M⁶ of Elsässer et al., α = 2/(μ₂+μ_p) "
               "(thesis eq. 5.6.6, JPDC eq. 4.6; may be negative, e.g. on stars)")
 def run_gda6(ctx: BalanceContext) -> Decision:

@@ -26,11 +26,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from hermes.balance.central import with_central
 from hermes.balance.diffusion.gda import (
     Eps,
     GDAState,
     StopParams,
     check_stopping,
+    eps0_charges,
     eps_value,
     final_state,
     local_sweeps,
@@ -398,7 +400,7 @@ def _dist(nb, load, capacity, weights, *, eps_value, eps=None, watts, **params):
     return implicit_distributed(nb, load, capacity, weights, eps_value, WattsParams.of(params), watts=watts)
 
 
-@register("implicit", params=ImplicitParams, serial=_implicit,
+@register("implicit", params=ImplicitParams, serial=with_central(_implicit, eps0_charges),
           doc="generalized implicit diffusion scheme (thesis Alg. 6, eq. 7.2.2)")
 def run_implicit(ctx: BalanceContext) -> Decision:
     return flow_balancer(functools.partial(_dist, watts=False),

@@ -25,12 +25,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from hermes.balance.central import central_value, connectivity_units, eigen_units
+from hermes.balance.central import central_value, connectivity_units, eigen_units, with_central
 from hermes.balance.diffusion.gda import (
     Eps,
     GDAState,
     StopParams,
     check_stopping,
+    eps0_charges,
     eps_value,
     final_state,
     local_sweeps,
@@ -342,13 +343,15 @@ def run_sos(ctx: BalanceContext, optimal: bool) -> Decision:
     return flow_balancer(_dist, eps_value=eps, omega_value=omega)(ctx)
 
 
-@register("sos", params=SOSParams, serial=_sos_star,
+@register("sos", params=SOSParams, serial=with_central(_sos_star, lambda m, prm: eps0_charges(m, prm) + (
+    [(connectivity_units(m), 1)] if prm.get("omega") is None else [])),
           doc="second-order scheme on M¹(ε) with ω* (thesis Alg. 4, eq. 7.1.7) or a given ω")
 def run_sos_star(ctx: BalanceContext) -> Decision:
     return run_sos(ctx, optimal=False)
 
 
-@register("sos_opt", params=SOSOptParams, serial=_sos_opt,
+@register("sos_opt", params=SOSOptParams,
+          serial=with_central(_sos_opt, lambda m, prm: eps0_charges(m, prm) + [(eigen_units(m.p), 1)]),
           doc="second-order scheme on M¹(ε) with ω_opt = 2/(1+√(1−λ²)) (thesis §7.1.2)")
 def run_sos_opt(ctx: BalanceContext) -> Decision:
     return run_sos(ctx, optimal=True)

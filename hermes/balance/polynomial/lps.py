@@ -48,7 +48,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from hermes.balance.central import charge_central, charpoly_units
+from hermes.balance.central import charge_central, charpoly_units, with_central
 from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
 from hermes.balance.interface import BalanceContext, Decision, Params, flow_balancer
 from hermes.balance.model import Model
@@ -355,6 +355,13 @@ def _central_polynomial(ctx, method: str):
     return coef
 
 
+def _coefficient_charges(model: Model, params, free: tuple[str, ...]) -> list[tuple[float, int]]:
+    """The serial references' share of :func:`_central_polynomial`: the coefficients' central work and broadcast,
+    unless ``params["coefficients"]`` is one of ``free`` (computed in the iteration, or the spectral plan's)."""
+    method = params.get("coefficients", "faddeev")
+    return [] if method in free else [(charpoly_units(model.p), model.p + 1)]
+
+
 def _known(ctx):
     method = ctx.params.get("coefficients", "faddeev")
     return None if method in ("faddeev", "eigen") else _central_polynomial(ctx, method)
@@ -369,14 +376,15 @@ _EIGEN_DOC = ("; coefficients eigen (default): product form over the distinct ei
               "reused while the graph is unchanged, refine auto from the predicted error")
 
 
-@register("lps", params=LPSParams, serial=lps,
+@register("lps", params=LPSParams, serial=with_central(lps, lambda m, prm: _coefficient_charges(m, prm, ("eigen",))),
           doc="Laplacian-polynomial scheme (thesis Alg. 9): neighbour steps only, no collective but the input check; "
               "coefficients faddeev | newton | berkowitz: the thesis' monomial form (accurate to p ≈ 10)" + _EIGEN_DOC)
 def run_lps(ctx: BalanceContext) -> Decision:
     return with_plan_info(ctx, flow_balancer(_lps_dist, poly=_poly, plan=plan_refine)(ctx))
 
 
-@register("lpa", params=LPSParams, serial=lpa,
+@register("lpa", params=LPSParams,
+          serial=with_central(lpa, lambda m, prm: _coefficient_charges(m, prm, ("faddeev", "eigen"))),
           doc="improved Laplacian-polynomial algorithm (thesis Alg. 11–12): rows of the balancing operator, one "
               "allgather of the loads; coefficients faddeev: parallel Faddeev–LeVerrier with one allreduce per step "
               "(newton | berkowitz: none; accurate to p ≈ 12)" + _EIGEN_DOC)

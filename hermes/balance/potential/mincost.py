@@ -48,7 +48,7 @@ from numpy.typing import NDArray
 from pydantic import Field
 from scipy.optimize import linprog
 
-from hermes.balance.central import charge_central, lp_units, sparse_solve_units
+from hermes.balance.central import charge_central, lp_units, sparse_solve_units, with_central
 from hermes.balance.flow import FlowResult, minimal_flow, validate_model
 from hermes.balance.interface import BalanceContext, Decision, Params, number_type
 from hermes.balance.model import Model, derived, edge_values
@@ -197,7 +197,8 @@ def with_boundaries(comm, model: Model, dom) -> Model:
                    lambda: Model(model.p, model.edges, model.loads, model.capacities, model.weights * share))
 
 
-@register("mincost", params=MinCostParams, serial=mincost,
+@register("mincost", params=MinCostParams,
+          serial=with_central(mincost, lambda m, prm: [(lp_units(m.p, m.q), 0)]),
           doc="least-cost (l1) balancing flow minimising Σ|f|/w (a linear program on rank 0, one broadcast)")
 def _run(ctx: BalanceContext) -> Decision:
     model, p = ctx.model, ctx.comm.Get_size()

@@ -132,6 +132,8 @@ METHODS: dict[str, dict[str, Any]] = {
     "grapevine-report": {"algorithm": "grapevine", "grapevine": {"transfer": "token", "iterations": 10, "rounds": 10,
                                                                  "fanout": 6, "criterion": "modified"}},
     "metis": {"algorithm": "metis"},
+    # one scratch-remap per phase (the rounds rule runs a second while the first changed the imbalance)
+    "metis-once": {"algorithm": "metis", "rounds": 1},
     "scotch": {"algorithm": "scotch"},
     # Scotch's trade of cut against migration (its migration_cost; 1 above): how far a repartitioner goes
     "scotch-m0.1": {"algorithm": "scotch", "scotch": {"migration_cost": 0.1}},

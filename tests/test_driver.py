@@ -84,3 +84,15 @@ def test_the_run_hands_its_directory_to_the_outputs_it_was_given(tmp_path):
     assert res.out_dir == tmp_path / "r"
     assert rec.calls == [("write", res.out_dir, True), ("draw", res.out_dir, True)]
     assert (res.out_dir / "summary.json").is_file()
+
+
+def test_a_flow_that_overflowed_is_rejected_with_a_reason():
+    """A built-in's flow with an infinite or NaN value (a polynomial scheme far beyond the sizes where it is accurate
+    in double precision overflows) is refused, not realised."""
+    m = _path_model()
+    for bad in (np.inf, np.nan):
+        flow = minimal_flow(m)
+        flow[1] = bad
+        d = Decision(flow=flow)
+        assert worsens(plain(MPI.COMM_SELF), m, d)
+        assert d.info["rejected"] == "the flow is not finite (an overflow)"

@@ -119,10 +119,13 @@ def worsens(comm, model: Model, decision) -> bool:
     """Whether the decision's flow would not lower the imbalance of the model (collective: one verdict for all
     ranks). Such a flow — a numerically broken one, e.g. MPA far beyond the sizes where its sequence is accurate
     (docs/BALANCERS.md) — is not applied, and the decision's info says so."""
-    after = imbalance(model.apply_flow(decision.flow), model.capacities)
-    if not Bookkeeping(comm).max(int(after >= model.imbalance)):
+    finite = bool(np.all(np.isfinite(decision.flow)))
+    after = imbalance(model.apply_flow(decision.flow), model.capacities) if finite else float("nan")
+    # a flow with an infinite or NaN value (an overflow) is refused as one that would not lower the imbalance
+    if not Bookkeeping(comm).max(int(not (after < model.imbalance))):
         return False
-    decision.info["rejected"] = f"the flow would not lower the imbalance ({model.imbalance:.4g} -> {after:.4g})"
+    decision.info["rejected"] = (f"the flow would not lower the imbalance ({model.imbalance:.4g} -> {after:.4g})"
+                                 if finite else "the flow is not finite (an overflow)")
     return True
 
 

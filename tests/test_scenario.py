@@ -102,7 +102,7 @@ def _with_balancer(balancer: dict, overrides: list[str] | None = None):
 
 def test_per_algorithm_sections_let_the_algorithm_switch():
     bal = {"algorithm": "pcg", "pcg": {"tolerance": 1e-6}, "metis": {"targets": "equal"}}
-    assert _with_balancer(bal).balancer.params == {"tolerance": 1e-6, "max_iterations": None}
+    assert _with_balancer(bal).balancer.params == {"tolerance": 1e-6, "max_iterations": None, "form": "thesis"}
     sc = _with_balancer(bal, ["balancer.algorithm=metis"])
     assert sc.balancer.params == {"targets": "equal", "ufactor": 30}
     assert _with_balancer(bal, ["balancer.algorithm=gda0"]).balancer.params["tolerance"] == 1e-3  # its default

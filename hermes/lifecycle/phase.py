@@ -423,10 +423,11 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
 
 def _gather_costs(r: RunState, ph: PhaseState) -> np.ndarray:
     """The p×p link-cost matrix w̃ of the gain function (0 off the subdomain graph): a selection weighs its targets'
-    links, so it is charged as one gather of every link's cost (``2q`` words: docs/COSTS.md)."""
+    links, so it is charged as one gather of every link's cost (``2q`` words: docs/COSTS.md) — to the migration
+    under way, not to the balancer's counters."""
     book, p, est = r.book, r.p, ph.est
     rows = book.allgather((tuple(est.neighbours.tolist()), tuple(est.costs.tolist())))  # tuples: shared hosted
-    charge_gather(r.comm, r.clock, ph.counters, 2 * ph.model.q, kind="costs")
+    charge_gather(r.comm, r.clock, None, 2 * ph.model.q, kind="costs")
 
     def build() -> np.ndarray:
         cost = np.zeros((p, p))

@@ -14,7 +14,7 @@ to the virtual clock by one rule for every balancer, built-in or plug-in.
   (:func:`hermes.balance.polynomial.precompute.solve_units`); METIS, Scotch, the least-cost linear program and the
   minimal flow's sparse solve from their size by the laws below, whose constants were measured on one machine
   (``python -m benchmarks.central_costs``: the solve's seconds times that machine's rate of work units, fitted by
-  the law's terms; results/central_costs.md) — a measured time scaled to the platform, stated as a law so that
+  the law's terms; results/central_costs.json) — a measured time scaled to the platform, stated as a law so that
   identical input gives identical clocks.
 """
 
@@ -36,7 +36,7 @@ __all__ = ["model_words", "flow_words", "metis_units", "scotch_units", "lp_units
            "charge_gather", "charge_central"]
 
 #: each law: its coefficients and its terms (benchmarks/central_costs.py fitted the coefficients, non-negative least
-#: squares on relative errors, to solves timed on one machine: results/central_costs.md)
+#: squares on relative errors, to solves timed on one machine: results/central_costs.json)
 LAWS: dict[str, tuple[tuple[float, ...], str]] = {
     "metis": ((0.5079, 4.008), "c0 (n + nnz) log2 k + c1 k^2: n vertices, nnz adjacency entries, k parts"),
     "scotch": ((1.574, 0.5616), "c0 (n + nnz) log2 k + c1 k^2"),
@@ -139,8 +139,11 @@ def centre_units(model: Model) -> float:
 
 
 def eigen_units(p: int) -> float:
-    """A dense symmetric eigensolve, eigenvalues only: ``4/3 p³`` flops (Golub & Van Loan §8.3)."""
-    return 4.0 / 3.0 * float(p) ** 3 / WORK_UNIT_FLOPS
+    """A dense symmetric eigensolve, eigenvalues only: ``4/3 p³`` flops (Golub & Van Loan §8.3), the spectral plan's
+    own count (:func:`hermes.balance.polynomial.precompute.solve_units`)."""
+    from hermes.balance.polynomial.precompute import solve_units
+
+    return solve_units(p)
 
 
 def charpoly_units(p: int) -> float:

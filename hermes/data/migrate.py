@@ -322,8 +322,8 @@ def _delivered(plan: LocalDomain, got: LocalDomain) -> LocalDomain:
     return replace(plan, fields={k: got.fields[k] for k in sorted(got.fields)})
 
 
-def deliver(comm, full: LocalDomain, plan: LocalDomain, clock=None, *, bulk: bool = False,
-            planned: MigrationStats | None = None) -> tuple[LocalDomain, MigrationStats]:
+def deliver(comm, full: LocalDomain, plan: LocalDomain, clock=None, *,
+            bulk: bool = False) -> tuple[LocalDomain, MigrationStats]:
     """Ship every cell once, from the rank that holds it (``full``) to the rank a plan left its record at
     (``plan``, made by :func:`plan_of` and migrated hop by hop); collective.
 
@@ -331,8 +331,8 @@ def deliver(comm, full: LocalDomain, plan: LocalDomain, clock=None, *, bulk: boo
     α + β · bytes on the pair's link); each origin then migrates those cells, whole, to their holders in one message
     per pair (:func:`migrate`, charged on the pair's link: the route between the two ranks, not the plan's hops).
     The result is the plan's domain (its adjacency and ghost owners) with the cells' fields. The stats: the
-    delivery's cells (``cells_sent``: each moved cell once), with ``planned`` (the plan's migrations) added as
-    ``records_sent`` and their bytes. With ``bulk`` (virtual clock, no extra load) once per MPI process for the
+    delivery's cells (``cells_sent``: each moved cell once) and the receipts' bytes (the plan's own migrations are
+    counted by their caller, :meth:`MigrationStats.as_records`). With ``bulk`` (virtual clock, no extra load) once per MPI process for the
     processors it hosts, the same bits."""
     if bulk and clock is not None and ClockBank.bankable([clock]):
         new, stats = comm.bulk("deliver", (full, plan, clock), _deliver_kernel)
@@ -351,10 +351,6 @@ def deliver(comm, full: LocalDomain, plan: LocalDomain, clock=None, *, bulk: boo
         st.rounds = 0  # the plan's levels are the rounds
         stats.add(st)
         new = _delivered(plan, moved)
-    if planned is not None:
-        stats.records_sent += planned.cells_sent
-        stats.bytes_sent += planned.bytes_sent
-        stats.rounds += planned.rounds
     return new, stats
 
 

@@ -28,8 +28,8 @@ from hermes.balance.realisation.selection import BEHIND_HEAVY_MIN, Selection, ge
 from hermes.runtime.clock import ClockBank
 from hermes.runtime.comm import NeighbourComm, allreduce
 from hermes.data.distributed import LocalDomain, refresh_owners
-from hermes.data.migrate import (MigrationStats, announce_group, announce_moves, deliver, migrate, migrate_group,
-                                  plan_of, settle, unchanged)
+from hermes.data.migrate import (MigrationStats, announce_group, announce_moves, migrate, migrate_group, settle,
+                                  unchanged)
 from hermes.errors import GraphError
 from hermes.metrics import boundary_cells, edge_cut, imbalance, migration_volume
 
@@ -61,13 +61,6 @@ class RealiseOptions:
     adaptive : bool
         Each rank's selection is corrected by :func:`select_adaptive`; False: the literal realisation of
         thesis §10.1.
-    delivery : str
-        ``hops`` (default): the domain's cells move level by level, passed on through intermediate ranks (the
-        thesis' realisation; a run's ``balancer.delivery: direct`` gives it a plan of identity records to move, and
-        delivers the cells once after the phase's last round: hermes.lifecycle.phase); ``direct``: the levels move
-        identity records (:func:`hermes.data.migrate.plan_of`) and each cell is then shipped once from its owner to
-        its final rank (:func:`hermes.data.migrate.deliver`). The same selections, partitions and ghost owners
-        either way; what differs is what the messages carry.
     bulk : bool
         With ``exact``, the announcements of each level run once per MPI process for the processors it hosts
         (:func:`hermes.data.migrate.announce_moves_bulk`: the same bits) when the clock allows it (virtual, no
@@ -78,7 +71,6 @@ class RealiseOptions:
     exact: bool = False
     adaptive: bool = True
     bulk: bool = False
-    delivery: str = "hops"
 
     @property
     def selection(self) -> Selection:
@@ -116,13 +108,7 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     """
     exact = options.exact
     edges, flow = flow.edges, flow.values
-    bulk = options.bulk and clock is not None and ClockBank.bankable([clock])
-    full = dom
-    if options.delivery == "direct":
-        dom = plan_of(dom)
-    elif options.delivery != "hops":
-        raise ValueError(f"unknown delivery {options.delivery!r}: direct or hops")
-    if bulk:
+    if options.bulk and clock is not None and ClockBank.bankable([clock]):
         # the levels once per MPI process for the processors it hosts: the same selections, moves and clocks
         dom, stats, realised = comm.bulk("realise_flow", (comm, dom, clock),
                                          partial(_realise_kernel, edges, flow, cost, levels, options))
@@ -131,8 +117,6 @@ def realise_flow(comm, dom: LocalDomain, flow: SubdomainFlow, cost: NDArray[np.f
     if not exact:
         dom = refresh_owners(comm, dom)
         allreduce(comm, 0.0, clock)  # the directory's all-to-alls, charged as one synchronising collective
-    if options.delivery == "direct":
-        dom, stats = deliver(comm, full, dom, clock, bulk=bulk, planned=stats)
     return dom, stats, realised
 
 

@@ -239,3 +239,45 @@ def test_co_hosted_processors_share_one_spectral_plan():
     assert firsts[0].log10_amplification == alone.log10_amplification
     assert not firsts[0].nodes.flags.writeable
     assert np.array_equal(got[2][1].eigenvalues, spectral_plan(other).eigenvalues)
+
+
+def _subdomain_model(n: int, parts: int, capacities=None) -> Model:
+    """The processor graph of an n × n grid of cells in ``parts`` METIS parts (edge weight: the cut edges between
+    two parts; loads: the parts' cells times a seeded factor in [0.5, 2)) — the kind of graph the at-scale study
+    balances on, at a test's size."""
+    import pymetis
+
+    idx = np.arange(n * n).reshape(n, n)
+    e = np.concatenate([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
+                        np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)])
+    adj = [[] for _ in range(n * n)]
+    for a, b in e:
+        adj[a].append(int(b))
+        adj[b].append(int(a))
+    part = np.asarray(pymetis.part_graph(parts, adjacency=adj)[1])
+    cut = part[e[:, 0]] != part[e[:, 1]]
+    pe, w = np.unique(np.sort(np.stack([part[e[cut, 0]], part[e[cut, 1]]], 1), axis=1), axis=0, return_counts=True)
+    loads = np.bincount(part, minlength=parts) * np.random.default_rng(1).uniform(0.5, 2.0, parts)
+    caps = np.ones(parts) if capacities is None else capacities
+    return Model.create(parts, pe, loads, caps, w.astype(float))
+
+
+def test_a_measured_trial_realises_the_scheme_where_the_worst_case_bound_says_nothing():
+    # the study's kind of graph: Γ's worst case (10^15) allows no digit, a sweep's actual error is 10⁻¹⁰ — the plan
+    # measures it on a seeded trial load (4 sweeps) and the scheme runs with the sweeps that measure asks for
+    m = _subdomain_model(128, 256)
+    plan = spectral_plan(m)
+    assert plan.bound_error >= 1.0 and len(plan.trial) == leja.TRIAL_SWEEPS and plan.trial_units > 0
+    assert plan.predicted_error < 1e-6
+    r = resolve_refine(plan, "auto")
+    res = lps(m)
+    assert res.converged and res.extra["refine"] == r
+    assert flow_error(m, res.flow) <= plan.predicted_error_after(r)
+    # Table 10.6's capacities (rows of adaptation 3 by processor mod 15) on the same graph: every order, every
+    # evaluation of the polynomial leaves Λ_m ε ≫ 1 (docs/BALANCERS.md); the trial says so and the flow is refused
+    col = np.array([0.1176, 0.1176, 0.0588, 0.0980, 0.0784, 0.0392, 0.0784, 0.0392, 0.0588, 0.0980, 0.0588, 0.0588,
+                    0.0392, 0.0392, 0.0196])
+    het = _subdomain_model(128, 256, col[np.arange(256) % 15])
+    hplan = spectral_plan(het)
+    assert hplan.log10_lower_bound > 8 and hplan.predicted_error >= 1.0
+    assert not lps(het).converged

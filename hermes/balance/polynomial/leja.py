@@ -39,6 +39,7 @@ points to Richardson iteration and polynomial preconditioning", Linear Algebra A
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,7 +50,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BeforeValidator
 
-from hermes.balance.flow import FlowResult, LocalFlowResult, agree_local_inputs, ordered_total, validate_model
+from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs, input_error, ordered_total,
+                                 raise_input_error, validate_model)
 from hermes.balance.interface import integer_type
 from hermes.balance.model import Model, derived
 from hermes.balance.polynomial.charpoly import (
@@ -60,15 +62,16 @@ from hermes.balance.polynomial.charpoly import (
     schedule_counters,
 )
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES, add_spectrum, charge_spectrum
+from hermes.runtime.clock import WallClock
 from hermes.runtime.comm import NeighbourComm, ordered_sum
 from hermes.errors import BalancerError
 
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",
            "leja_order", "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState",
-           "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_rows", "leja_row_distributed",
+           "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_bulk", "leja_rows", "leja_row_distributed",
            "plan_key", "cached_plan", "charged_plan", "spectrum_report", "check_spectrum", "serial_spectrum",
            "resolve_refine", "Refine",
-           "plan_refine", "with_plan_info"]
+           "plan_refine", "product_form", "with_plan_info"]
 
 #: largest p whose dense spectrum is computed (eigvalsh: O(p³), ~1 min at 8000)
 SPECTRUM_LIMIT = 8000
@@ -80,6 +83,14 @@ _EPS = float(np.finfo(np.float64).eps)
 #: C in the error estimate C ε (p Γ + κ) (:attr:`SpectralPlan.predicted_error`): 3 × the largest ratio
 #: measured with C = 10
 PREDICT_FACTOR = 30.0
+#: sweeps the trial measures (:func:`trial_defects`) when the bound on the error says nothing
+TRIAL_SWEEPS = 4
+#: the trial load's seed (identical input, identical plan)
+TRIAL_SEED = 20261206
+#: safety factor on the trial's defect: a load's error over the trial's (docs/BALANCERS.md gives the ratios seen)
+TRIAL_FACTOR = 10.0
+#: flops per graph entry and step of the trial (a multiply-add for the flow, one for the residual, a division)
+TRIAL_FLOPS = 4.0
 #: log of a factor that is exactly zero (the step that annihilates a component): cuts every product through it
 _LOG_ZERO = -1e6
 
@@ -220,6 +231,11 @@ class SpectralPlan:
     merge_tol: float
     log10_amplification: float
     order: str
+    #: measured relative defects after 1, 2, … sweeps on a seeded trial load (:func:`trial_defects`), kept when
+    #: the bound :attr:`bound_error` says nothing (≥ 1); empty otherwise
+    trial: tuple[float, ...] = ()
+    #: rank 0's work units for the trial (0 without one): :func:`trial_units`
+    trial_units: float = 0.0
 
     @cached_property
     def log10_lower_bound(self) -> float:
@@ -238,7 +254,13 @@ class SpectralPlan:
 
     @property
     def predicted_error(self) -> float:
-        """``C ε (p Γ + κ)`` with ``C = PREDICT_FACTOR``: the relative flow-error estimate of one sweep.
+        """The relative flow-error estimate of one sweep: :attr:`bound_error`, or where that bound is ≥ 1 and a
+        trial was measured, ``TRIAL_FACTOR`` times the trial's defect after one sweep (capped by the bound)."""
+        return self.predicted_error_after(0)
+
+    @property
+    def bound_error(self) -> float:
+        """``C ε (p Γ + κ)`` with ``C = PREDICT_FACTOR``: the worst-case relative flow-error estimate of one sweep.
 
         ``p Γ``: rounding errors of p-term sums amplified by Γ; ``κ = μ_max/μ_2``: the eigenvalues themselves
         are known to ``ε μ_max``, which leaves a component of relative size ``ε κ`` unannihilated. For loads
@@ -254,15 +276,29 @@ class SpectralPlan:
         return float(10.0 ** min(lg, 300.0))
 
     def predicted_error_after(self, refine: int) -> float:
-        """Estimate with ``refine`` refinement sweeps: ``max(C ε (p + κ), e^(refine+1))``, e = :attr:`predicted_error`.
+        """Estimate with ``refine`` refinement sweeps: ``max(C ε (p + κ), e^(refine+1))``, e = :attr:`bound_error`.
 
         A refinement sweep applies the same (perturbed) polynomial to the defect, so it multiplies the error
-        by about e; it cannot go below the rounding floor ``C ε (p + κ)``, and does not help when e ≥ 1.
+        by about e; it cannot go below the rounding floor ``C ε (p + κ)``, and does not help when e ≥ 1. Where
+        ``e ≥ 1`` (Γ is a worst case over every rounding error; at 1,024 processors it reaches 10^27–10^50 while a
+        sweep's actual error is 10⁻²) and :attr:`trial` was measured: ``TRIAL_FACTOR`` times the trial's defect
+        after ``refine + 1`` sweeps (beyond the sweeps measured, the last measured contraction continued), at
+        least the floor, at most ``e``.
         """
-        e = self.predicted_error
+        e = self.bound_error
+        floor = PREDICT_FACTOR * _EPS * (len(self.eigenvalues) + self.condition)
+        if e >= 1.0 and self.trial:
+            t = list(self.trial)
+            k = int(refine)
+            if k < len(t):
+                est = t[k]
+            else:
+                q = t[-1] / t[-2] if len(t) > 1 and 0 < t[-2] and t[-1] < t[-2] else 1.0
+                est = t[-1] * q ** (k - len(t) + 1)
+            est = TRIAL_FACTOR * est if math.isfinite(est) else math.inf
+            return float(min(e, max(floor, est)))
         if e >= 1.0:
             return e
-        floor = PREDICT_FACTOR * _EPS * (len(self.eigenvalues) + self.condition)
         return max(floor, e ** (int(refine) + 1))
 
     def report(self, refine: int) -> dict[str, Any]:
@@ -271,10 +307,13 @@ class SpectralPlan:
 
     def info(self) -> dict[str, Any]:
         """Scalars for reports: steps, amplification, predicted error, merged eigenvalues, condition."""
-        return {"steps": self.steps, "log10_amplification": round(self.log10_amplification, 3),
-                "log10_amplification_any_order": round(self.log10_lower_bound, 3),
-                "predicted_error": self.predicted_error, "merged": int(len(self.eigenvalues) - 1 - self.steps),
-                "condition": self.condition, "order": self.order}
+        out = {"steps": self.steps, "log10_amplification": round(self.log10_amplification, 3),
+               "log10_amplification_any_order": round(self.log10_lower_bound, 3),
+               "predicted_error": self.predicted_error, "merged": int(len(self.eigenvalues) - 1 - self.steps),
+               "condition": self.condition, "order": self.order}
+        if self.trial:
+            out["trial_defect"] = self.trial[0]
+        return out
 
 
 def spectral_plan(model: Model, order: str = "leja") -> SpectralPlan:
@@ -294,9 +333,45 @@ def spectral_plan(model: Model, order: str = "leja") -> SpectralPlan:
         cands = [leja_order(nodes, "max"), leja_order(nodes, "min")]
         amps = [log_amplification(c, rest) for c in cands]
         k = int(np.argmin(amps))
-        return SpectralPlan(mu, cands[k], tol, amps[k], "leja")
-    seq = np.sort(nodes) if order == "ascending" else np.sort(nodes)[::-1]
-    return SpectralPlan(mu, seq, tol, log_amplification(seq, rest), order)
+        plan = SpectralPlan(mu, cands[k], tol, amps[k], "leja")
+    else:
+        seq = np.sort(nodes) if order == "ascending" else np.sort(nodes)[::-1]
+        plan = SpectralPlan(mu, seq, tol, log_amplification(seq, rest), order)
+    if plan.bound_error < 1.0 or model.p < 2:
+        return plan
+    trial = tuple(trial_defects(model, plan.nodes, TRIAL_SWEEPS))
+    return dataclasses.replace(plan, trial=trial, trial_units=trial_units(model, plan.steps, TRIAL_SWEEPS))
+
+
+def trial_defects(model: Model, nodes, sweeps: int) -> list[float]:
+    """Relative defects ``max|l − l̄ − A f| / max|l − l̄|`` after 1, …, ``sweeps`` sweeps of the product form over
+    ``nodes`` on ``model``'s graph, capacities and weights with a seeded trial load (uniform in [0, 2) times the
+    capacities, seed :data:`TRIAL_SEED`): the error a sweep actually makes, where Γ only bounds it.
+
+    Rounding errors enter every eigencomponent whatever the load, and the trial load has all of them; the
+    estimate is therefore of the scheme on this graph, not of one load (``TRIAL_FACTOR`` covers the spread
+    between loads: docs/BALANCERS.md)."""
+    rng = np.random.default_rng(TRIAL_SEED)
+    trial = dataclasses.replace(model, loads=model.capacities * rng.uniform(0.0, 2.0, model.p) * model.p)
+    g = NeighbourTables(trial)
+    x0 = trial.loads - trial.capacities * ordered_total(trial.loads)
+    scale = float(np.max(np.abs(x0))) or 1.0
+    out: list[float] = []
+    with np.errstate(all="ignore"):
+        flow = None
+        for state in leja_iter(trial, SpectralPlan(np.zeros(2), np.asarray(nodes), 0.0, 0.0, "trial"),
+                               refine=sweeps - 1):
+            if state.iteration and state.iteration % len(nodes) == 0:
+                flow = state.flow
+                d = float(np.max(np.abs(g.defect(flow)))) / scale
+                out.append(d if math.isfinite(d) else math.inf)
+    return out
+
+
+def trial_units(model: Model, steps: int, sweeps: int) -> float:
+    """Work units of :func:`trial_defects` on rank 0: ``sweeps · steps`` neighbour steps of ``TRIAL_FLOPS`` flops
+    per entry of the graph (p + 2q), ``WallClock.FLOPS_PER_UNIT`` flops a unit."""
+    return float(sweeps * steps * (model.p + 2 * model.q)) * TRIAL_FLOPS / WallClock.FLOPS_PER_UNIT
 
 
 def plan_key(model: Model) -> tuple:
@@ -399,7 +474,7 @@ def leja_flow(model: Model, *, order: str = "leja", refine=0, plan: SpectralPlan
     *_, last = leja_iter(model, plan, refine=r)
     n = last.iteration
     cnt, times = schedule_counters(model, n, leja_schedule(model.p, plan.steps, r), links)
-    cnt, times, spent = serial_spectrum(cnt, times, model, plan.steps, links, spectrum)
+    cnt, times, spent = serial_spectrum(cnt, times, model, plan.steps, links, spectrum, plan.trial_units)
     report = plan.report(r)
     ok = bool(np.all(np.isfinite(last.flow))) and report["predicted_error"] < 1.0
     return FlowResult(flow=last.flow, iterations=n, converged=ok, counters=cnt,
@@ -444,6 +519,57 @@ def leja_distributed(nb: NeighbourComm, load: float, capacity: float, weights, n
                            counters=nb.counters, extra={"residual": x})
 
 
+def leja_bulk(nb: NeighbourComm, load: float, capacity: float, weights, nodes, *, refine: int = 0) -> LocalFlowResult:
+    """:func:`leja_distributed` run once per MPI process for all the processors it hosts (``run.bulk: auto``): the
+    same steps, flows, clocks and counters — each processor's scalars as a vector, its exchanges through
+    :class:`~hermes.runtime.bulk.BankedNeighbours`. Collective; virtual clocks without an extra load."""
+    check_refine(refine)
+    part = (nb, float(load), float(capacity), np.asarray(weights, dtype=np.float64).ravel(), _check_nodes(nodes),
+            int(refine))
+    out = nb.comm.bulk("leja", part, _leja_kernel)
+    if isinstance(out, tuple):
+        raise_input_error(nb, out[1])
+    return out
+
+
+def _leja_kernel(group, parts: list) -> list:
+    from hermes.runtime.bulk import BankedNeighbours
+
+    nbs = [pt[0] for pt in parts]
+    nodes, refine = parts[0][4], parts[0][5]
+    bn = BankedNeighbours(group, nbs)
+    errors = [input_error(nb, load, cap, w) for nb, load, cap, w, *_ in parts]
+    loads = np.array([pt[1] for pt in parts])
+    caps = np.array([pt[2] for pt in parts])
+    total, bad = bn.allreduce(np.column_stack((np.where([e is None for e in errors], loads, 0.0),
+                                               [float(e is not None) for e in errors])))
+    if bad > 0:
+        bn.store()
+        return [("error", e) for e in errors]
+    w = np.concatenate([pt[3] for pt in parts]) if parts else np.zeros(0)
+    own = bn.owner
+    fair = loads - caps * total
+    x, flows, k = fair, np.zeros(w.size), 0
+    for sweep in range(refine + 1 if group.size > 1 else 0):
+        if sweep:
+            x = fair - bn.ordered_sums(flows)
+        for mu in nodes:
+            z = x / caps
+            zj = bn.exchange_scalar(z)
+            step = w * (z[own] - zj)
+            flows = flows + step / mu
+            x = x - bn.ordered_sums(step) / mu
+            k += 1
+    bn.store()
+    res = []
+    for i, nb in enumerate(nbs):
+        nb.counters.iterations = k
+        f = flows[bn.ptr[i]:bn.ptr[i + 1]].copy()
+        res.append(LocalFlowResult(flows=f, iterations=k, converged=bool(np.all(np.isfinite(f))),
+                                   counters=nb.counters, extra={"residual": x[i]}))
+    return res
+
+
 # -- LPA's rows of the balancing operator in product form ---------------------------------------------
 def leja_rows(model: Model, nodes) -> NDArray[np.float64]:
     """``Y`` (p × p, row i on rank i) with ``Θ = −W Aᵀ Y`` from the product form (LPA, thesis Alg. 12, Th. 23).
@@ -484,22 +610,24 @@ def check_spectrum(spectrum) -> str:
     return spectrum
 
 
-def serial_spectrum(cnt, times, model: Model, steps: int, links, spectrum: str):
+def serial_spectrum(cnt, times, model: Model, steps: int, links, spectrum: str, extra_units: float = 0.0):
     """The serial references' counters and times with the precomputation charged (``spectrum: charged``) or
     not, and the report (:func:`spectrum_report`'s keys) for their ``extra``."""
     before = cnt.time
     if spectrum == "charged":
-        cnt, times = add_spectrum(cnt, times, model, steps, links)
+        cnt, times = add_spectrum(cnt, times, model, steps, links, extra_units)
     return cnt, times, {"spectrum": spectrum, "spectrum_computed": True, "spectrum_time": cnt.time - before}
 
 
-def charged_plan(ctx, words=None) -> SpectralPlan:
+def charged_plan(ctx, words=None, trial: bool = True) -> SpectralPlan:
     """:func:`cached_plan` in a balancer: when the plan is computed (not reused) the precomputation is charged
     to the clock (:func:`~hermes.balance.polynomial.precompute.charge_spectrum`) unless ``spectrum: free``;
     :func:`spectrum_report` then says what happened (collective: every rank decides alike, the model is the same).
 
     ``words(plan)``: what rank 0 broadcasts (default: the nodes and the refinement count; Chebyshev: its bounds
-    and step count). A plan another balancer computed on the same state (``auto``'s) is reused, not paid twice."""
+    and step count). ``trial``: whether the plan's trial sweeps (:attr:`SpectralPlan.trial_units`) are charged too —
+    by the balancers that read its predicted error (not Chebyshev's exact bounds). A plan another balancer
+    computed on the same state (``auto``'s) is reused, not paid twice."""
     fresh = ctx.state.get("spectral_plan") is None or ctx.state["spectral_plan"][0] != plan_key(ctx.model)
     plan = cached_plan(ctx.model, ctx.state, ctx.comm)
     if fresh:
@@ -508,7 +636,8 @@ def charged_plan(ctx, words=None) -> SpectralPlan:
         if mode == "charged":
             sent = (np.append(plan.nodes, resolve_refine(plan, ctx.params.get("refine", "auto"))) if words is None
                     else words(plan))
-            spent = charge_spectrum(ctx.comm, ctx.clock, ctx.nb.counters, ctx.model, sent)
+            spent = charge_spectrum(ctx.comm, ctx.clock, ctx.nb.counters, ctx.model, sent,
+                                    plan.trial_units if trial else 0.0)
         ctx.state["spectrum_report"] = {"spectrum": mode, "spectrum_computed": True, "spectrum_time": spent}
     return plan
 
@@ -587,17 +716,28 @@ def _eigen(ctx) -> bool:
     return ctx.params.get("coefficients", ctx.params.get("polynomial")) in ("eigen", "spectrum")
 
 
-def plan_refine(ctx) -> tuple[SpectralPlan | None, Any]:
-    """The cached Leja plan (``ctx.state``) and the resolved refinement of an eigen-form run."""
+def plan_refine(ctx) -> tuple[SpectralPlan | None, Any, bool]:
+    """The cached Leja plan (``ctx.state``), the resolved refinement of an eigen-form run, and whether the product
+    form runs in bulk (``run.bulk: auto`` on a virtual clock: :func:`leja_bulk`)."""
+    from hermes.runtime.clock import ClockBank
+
+    bulk = ctx.bulk == "auto" and ClockBank.bankable([ctx.clock])
     if not _eigen(ctx):
-        return None, ctx.params.get("refine", 0)
+        return None, ctx.params.get("refine", 0), bulk
     plan = charged_plan(ctx)
-    return plan, resolve_refine(plan, ctx.params.get("refine", 0))
+    return plan, resolve_refine(plan, ctx.params.get("refine", 0)), bulk
+
+
+def product_form(nb: NeighbourComm, load: float, capacity: float, weights, plan) -> LocalFlowResult:
+    """The eigen forms' flow on this rank from :func:`plan_refine`'s triple: :func:`leja_bulk` or
+    :func:`leja_distributed` (the same result)."""
+    run = leja_bulk if plan[2] else leja_distributed
+    return run(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
 
 
 def with_plan_info(ctx, decision):
     """``decision`` with the eigen form's plan report in its info (the balancers lps, lpa, mpa)."""
     if _eigen(ctx):
-        plan, r = plan_refine(ctx)
+        plan, r, _ = plan_refine(ctx)
         decision.info = {**decision.info, **plan.report(r), **spectrum_report(ctx)}
     return decision

@@ -77,6 +77,7 @@ from hermes.balance.polynomial.leja import (
     leja_rows,
     check_spectrum,
     plan_refine,
+    product_form,
     resolve_refine,
     serial_spectrum,
     spectral_plan,
@@ -287,7 +288,7 @@ def lpa(model: Model, coefficients="eigen", *, refine="auto", spectrum: str = "c
         res = poly_result(model, last.flow, plan.steps if model.p > 1 else 0,
                           lpa_eigen_schedule(model.p, plan.steps, r), links, **plan.report(r))
         res.counters, times, spent = serial_spectrum(res.counters, res.extra["rank_times"], model, plan.steps, links,
-                                                     check_spectrum(spectrum))
+                                                     check_spectrum(spectrum), plan.trial_units)
         res.extra.update(spent, rank_times=times)
         return res
     return poly_result(model, last.flow, max(model.p - 1, 0),
@@ -335,7 +336,7 @@ class LPSParams(Params):
 
 def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, spectrum, poly, plan):
     if plan[0] is not None:
-        return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
+        return product_form(nb, load, capacity, weights, plan)
     return lps_distributed(nb, load, capacity, weights, poly, refine=literal_refine(refine))
 
 

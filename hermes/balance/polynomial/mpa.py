@@ -41,7 +41,7 @@ from hermes.balance.polynomial.charpoly import (
     poly_result,
     polynomial_potential,
 )
-from hermes.balance.polynomial.leja import (Refine, leja_distributed, leja_flow, leja_iter, plan_refine, resolve_refine,
+from hermes.balance.polynomial.leja import (Refine, leja_distributed, leja_flow, leja_iter, plan_refine, product_form, resolve_refine,
                                            spectral_plan, with_plan_info)
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
@@ -249,7 +249,7 @@ def _mpa_dist(nb, load, capacity, weights, *, plan, seed, scale, **params):
     """:func:`mpa_distributed` (or the Leja product form of the plan) as :func:`flow_balancer` calls it;
     ``params``: the balancer's (polynomial, tolerance, max_degree, refine)."""
     if plan[0] is not None:
-        return leja_distributed(nb, load, capacity, weights, plan[0].nodes, refine=plan[1])
+        return product_form(nb, load, capacity, weights, plan)
     return mpa_distributed(nb, load, capacity, weights, MPAParams.of(params), seed=seed, scale=scale)
 
 

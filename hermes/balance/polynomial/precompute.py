@@ -60,17 +60,21 @@ def solve_seconds(p: int, rate: float) -> float:
     return solve_units(p) / float(rate)
 
 
-def spectrum_seconds(model: Model, steps: int, links: Links, speed: float = DEFAULT_SPEED) -> float:
-    """Gather, eigensolve on rank 0 (rate ``speed · p · c_0``) and broadcast of ``steps + 1`` words, in seconds."""
+def spectrum_seconds(model: Model, steps: int, links: Links, speed: float = DEFAULT_SPEED, extra_units: float = 0.0
+                     ) -> float:
+    """Gather, eigensolve (and ``extra_units``: the plan's trial) on rank 0 (rate ``speed · p · c_0``) and
+    broadcast of ``steps + 1`` words, in seconds."""
     p = model.p
     if p < 2:
         return 0.0
     gather = links.collective_cost(p, 8.0 * graph_words(model))
-    solve = solve_seconds(p, speed * p * float(model.capacities[0]))
+    rate = speed * p * float(model.capacities[0])
+    solve = solve_seconds(p, rate) + (extra_units / rate if extra_units else 0.0)
     return gather + solve + links.collective_cost(p, 8.0 * (steps + 1))
 
 
-def add_spectrum(counters: Counters, times, model: Model, steps: int, links: Links | None) -> tuple[Counters, Any]:
+def add_spectrum(counters: Counters, times, model: Model, steps: int, links: Links | None, extra_units: float = 0.0
+                 ) -> tuple[Counters, Any]:
     """The serial references' counters and per-rank times with the precomputation first: one ``gather``
     (``8 (p + 2q)`` bytes over the ranks), one ``bcast`` (``8 (n + 1)`` at the root), every rank's time
     shifted by :func:`spectrum_seconds` (the schedule starts from equal clocks, so it shifts as a whole)."""
@@ -81,14 +85,15 @@ def add_spectrum(counters: Counters, times, model: Model, steps: int, links: Lin
     counters.bytes += 8 * graph_words(model) + 8 * (steps + 1)
     if links is None:
         return counters, times
-    dt = spectrum_seconds(model, steps, links)
+    dt = spectrum_seconds(model, steps, links, extra_units=extra_units)
     counters.time += dt
     return counters, None if times is None else np.asarray(times, dtype=np.float64) + dt
 
 
-def charge_spectrum(comm, clock, counters: Counters, model: Model, plan_words) -> float:
+def charge_spectrum(comm, clock, counters: Counters, model: Model, plan_words, extra_units: float = 0.0) -> float:
     """Charge the precomputation on this rank (collective): the gather's stamps (real ``Allgather``), rank 0's
-    eigensolve (``clock.compute``), the broadcast of ``plan_words`` (the nodes and the refinement count) from
+    eigensolve and ``extra_units`` (the plan's trial sweeps, :attr:`SpectralPlan.trial_units`) (``clock.compute``),
+    the broadcast of ``plan_words`` (the nodes and the refinement count) from
     rank 0 (:func:`hermes.runtime.comm.bcast`). Returns the seconds this rank's clock advanced (virtual clock; 0 on the
     wall clock)."""
     me, p = comm.Get_rank(), comm.Get_size()
@@ -102,7 +107,7 @@ def charge_spectrum(comm, clock, counters: Counters, model: Model, plan_words) -
     counters.count_collective("gather")
     counters.bytes += 8 * (1 + 2 * int(np.count_nonzero(model.edges[:, 0] == me)))
     if me == 0:
-        clock.compute(solve_units(p))
+        clock.compute(solve_units(p) + extra_units)
     words = np.asarray(plan_words, dtype=np.float64).ravel()
     bcast(comm, words, 0, clock)
     counters.count_collective("bcast")

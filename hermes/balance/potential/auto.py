@@ -134,8 +134,9 @@ def _serial(model: Model, *, links=None, **params):
     res = BALANCERS[c.name].flow(model, links=links, **({**c.params, "spectrum": "free"} if c.name == "chebyshev"
                                                         else c.params))
     if c.name not in ("lps", "lpa") and model.p <= SPECTRUM_LIMIT:  # the spectrum auto decided by is charged too
+        plan = spectral_plan(model)
         res.counters, times, spent = serial_spectrum(res.counters, (res.extra or {}).get("rank_times"), model,
-                                                     len(spectral_plan(model).nodes), links, "charged")
+                                                     len(plan.nodes), links, "charged", plan.trial_units)
         res.extra = {**(res.extra or {}), **spent, "rank_times": times}
     res.extra = {**(res.extra or {}), "auto_choice": c.name, "auto_reason": c.reason, "auto_costs": c.costs}
     return res

@@ -96,3 +96,19 @@ def test_a_flow_that_overflowed_is_rejected_with_a_reason():
         d = Decision(flow=flow)
         assert worsens(plain(MPI.COMM_SELF), m, d)
         assert d.info["rejected"] == "the flow is not finite (an overflow)"
+
+
+def test_a_flow_its_balancer_doubts_or_that_carries_more_than_the_load_is_rejected():
+    """Numerical debris whose rounded net sums look balanced (lps' product form at 1,024 processors: 10¹⁸ on the
+    links, the imbalance "lowered" by the net sums and 57 once realised) is refused by what the balancer says of it
+    (an eigen form's predicted error ≥ 1) and by its size (more than the whole load on one link)."""
+    m = _path_model()
+    doubted = Decision(flow=minimal_flow(m), info={"predicted_error": 3.0e20})
+    assert worsens(plain(MPI.COMM_SELF), m, doubted)
+    assert doubted.info["rejected"].startswith("the balancer's own error estimate is 3e+20")
+    trusted = Decision(flow=minimal_flow(m), info={"predicted_error": 1e-12})
+    assert not worsens(plain(MPI.COMM_SELF), m, trusted)
+    # 10¹⁸ added on every link of the path: the net sums of the inner processors are unchanged in exact arithmetic
+    big = Decision(flow=minimal_flow(m) + 1e18)
+    assert worsens(plain(MPI.COMM_SELF), m, big)
+    assert "more than the whole load 12" in big.info["rejected"]

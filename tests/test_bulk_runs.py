@@ -30,8 +30,8 @@ VARIANTS = {"": [], "compact": COMPACT, "hops": ["--set", "balancer.delivery=hop
             "peel": ["--set", "balancer.selection=peel", "--set", "balancer.realisation=literal"]}
 
 
-@pytest.mark.parametrize("balancer", ["pcg", "pcg+hops", "pcg+single", "chebyshev", "lps", "mpa", "none", "mincost+compact", "gda0+peel",
-                                      "metis", "grapevine"])
+@pytest.mark.parametrize("balancer", ["pcg", "pcg+hops", "pcg+single", "chebyshev", "lps", "mpa", "none",
+                                      "mincost+compact", "gda0+peel", "metis", "grapevine"])
 @pytest.mark.parametrize("platform", ["profile", "table"])
 def test_a_run_in_bulk_is_each_processor_s_own_loop(tmp_path, balancer, platform):
     algorithm, _, variant = balancer.partition("+")

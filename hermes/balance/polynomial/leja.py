@@ -68,7 +68,8 @@ from hermes.errors import BalancerError
 
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",
            "leja_order", "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState",
-           "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_bulk", "leja_rows", "leja_row_distributed",
+           "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_bulk", "leja_rows",
+           "leja_row_distributed", "trial_defects", "trial_units",
            "plan_key", "cached_plan", "charged_plan", "spectrum_report", "check_spectrum", "serial_spectrum",
            "resolve_refine", "Refine",
            "plan_refine", "product_form", "with_plan_info"]

@@ -41,8 +41,8 @@ from hermes.balance.polynomial.charpoly import (
     poly_result,
     polynomial_potential,
 )
-from hermes.balance.polynomial.leja import (Refine, leja_distributed, leja_flow, leja_iter, plan_refine, product_form, resolve_refine,
-                                           spectral_plan, with_plan_info)
+from hermes.balance.polynomial.leja import (Refine, leja_distributed, leja_flow, leja_iter, plan_refine, product_form,
+                                           resolve_refine, spectral_plan, with_plan_info)
 from hermes.balance.polynomial.precompute import SPECTRUM_CHARGES
 from hermes.balance.registry import register
 from hermes.runtime.comm import NeighbourComm, ordered_sum

@@ -1,0 +1,126 @@
+"""Why lps is not realised at 1,024 processors: the study's processor graph, the product form's measured error, the
+polynomial's own conditioning, and two other evaluations of the same polynomial.
+
+    .venv/bin/python -m benchmarks.lps_depth [--cells 1000] [--parts 1024]
+
+The graph: an n × n grid of cells in ``parts`` METIS parts (pymetis, as the at-scale study's first phase; edge weight:
+the cut edges between two parts), homogeneous and with Table 10.6's capacities (the study's three phases). Printed
+per case: the distinct eigenvalues, log10 Γ of the Leja order and the any-order bound, the trial's relative defect
+after one sweep (:func:`hermes.balance.polynomial.leja.trial_defects`), and ``max log10 |R(μ ± 16 ε μ_max)|`` — the
+degree-n polynomial R(μ) = Π (1 − μ/μ_j) at points double precision cannot tell from the eigenvalues: where it is ≫ 0
+no backward-stable evaluation can be accurate. For the homogeneous case also the relative defect after 1 and 2 sweeps
+of the two-term conjugate-gradient recurrence of the nodes (weights μ^e, e = 0…4; its coefficients from Lanczos with
+full reorthogonalisation on diag(nodes)): another evaluation of the same polynomial.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import scipy.sparse as sp
+
+from hermes.balance.flow import ordered_total
+from hermes.balance.model import Model
+from hermes.balance.polynomial.charpoly import NeighbourTables
+from hermes.balance.polynomial.leja import spectral_plan
+
+EPS = float(np.finfo(np.float64).eps)
+
+
+def subdomain_graph(n: int, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges, weights (cut edges) and cell counts of an n × n grid in ``parts`` METIS parts."""
+    import pymetis
+
+    idx = np.arange(n * n).reshape(n, n)
+    e = np.concatenate([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
+                        np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)])
+    a = sp.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n * n, n * n))
+    a = (a + a.T).tocsr()
+    part = np.asarray(pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(a.indptr, a.indices))[1])
+    cut = part[e[:, 0]] != part[e[:, 1]]
+    pe, w = np.unique(np.sort(np.stack([part[e[cut, 0]], part[e[cut, 1]]], 1), axis=1), axis=0, return_counts=True)
+    return pe, w.astype(float), np.bincount(part, minlength=parts).astype(float)
+
+
+def cg_coefficients(nodes: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(a_k, b_k) of CG on diag(nodes) with the start vector √weights (Lanczos, full reorthogonalisation)."""
+    n = len(nodes)
+    q = np.zeros((n, n))
+    alpha, beta = np.zeros(n), np.zeros(n)
+    q[:, 0] = np.sqrt(weights) / np.linalg.norm(np.sqrt(weights))
+    for j in range(n):
+        v = nodes * q[:, j]
+        alpha[j] = q[:, j] @ v
+        for _ in range(2):
+            v -= q[:, :j + 1] @ (q[:, :j + 1].T @ v)
+        if j + 1 < n:
+            beta[j + 1] = np.linalg.norm(v)
+            q[:, j + 1] = v / beta[j + 1]
+    a, b = np.zeros(n), np.zeros(n)
+    for j in range(n):
+        a[j] = 1.0 / (alpha[j] - (b[j - 1] / a[j - 1] if j else 0.0))
+        if j + 1 < n:
+            b[j] = (beta[j + 1] * a[j]) ** 2
+    return a, b
+
+
+def cg_defects(model: Model, a: np.ndarray, b: np.ndarray, sweeps: int) -> list[float]:
+    """Relative defects after 1 … ``sweeps`` sweeps of the fixed-coefficient recurrence (loads far from balance)."""
+    g, c, e = NeighbourTables(model), model.capacities, model.edges
+    x0 = model.loads - c * ordered_total(model.loads)
+    scale, flow, out = float(np.max(np.abs(x0))), np.zeros(model.q), []
+    with np.errstate(all="ignore"):
+        for s in range(sweeps):
+            r = x0 if s == 0 else g.defect(flow)
+            p = r.copy()
+            for k in range(len(a)):
+                z = p / c
+                flow = flow + a[k] * (model.weights * (z[e[:, 0]] - z[e[:, 1]]))
+                r = r - a[k] * g.apply(z)
+                p = r + b[k] * p
+            out.append(float(np.max(np.abs(g.defect(flow)))) / scale)
+    return out
+
+
+def pseudo_values(nodes: np.ndarray, factor: float = 16.0) -> float:
+    """``max_m log10 |R(μ_m ± factor ε μ_max)|``, R(μ) = Π_j (1 − μ/μ_j)."""
+    eta = factor * EPS * float(nodes[-1])
+    with np.errstate(divide="ignore"):
+        return max(float(np.max(np.sum(np.log10(np.abs(1.0 - (nodes + s * eta)[:, None] / nodes[None, :])), axis=1)))
+                   for s in (-1.0, 1.0))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=int, default=1000, help="grid side n (n × n cells)")
+    ap.add_argument("--parts", type=int, default=1024)
+    args = ap.parse_args(argv)
+    from benchmarks.scale import table_schedule
+
+    edges, w, cells = subdomain_graph(args.cells, args.parts)
+    p = args.parts
+    loads = cells * np.random.default_rng(1).uniform(0.5, 2.0, p)
+    cases = [("homogeneous", np.ones(p))] + [(f"Table 10.6 phase {k + 1}", np.asarray(c, dtype=float))
+                                             for k, c in enumerate(table_schedule(p, 3))]
+    print(f"{args.cells} x {args.cells} cells in {p} METIS parts: {len(edges)} links")
+    print("| capacities | distinct eigenvalues | log10 Γ (Leja) | any-order bound | trial defect, 1 sweep | "
+          "max log10 |R(μ ± 16 ε μ_max)| |")
+    print("|---|---|---|---|---|---|")
+    for name, caps in cases:
+        m = Model.create(p, edges, loads, caps, w)
+        plan = spectral_plan(m)
+        trial = f"{plan.trial[0]:.2g}" if plan.trial else "(bound < 1)"
+        print(f"| {name} | {plan.steps} | {plan.log10_amplification:.1f} | {plan.log10_lower_bound:.1f} | {trial} | "
+              f"{pseudo_values(np.sort(plan.nodes)):.1f} |", flush=True)
+    m = Model.create(p, edges, loads, np.ones(p), w)
+    nodes = np.sort(spectral_plan(m).nodes)
+    print("\nhomogeneous, the conjugate-gradient recurrence of the nodes (weights μ^e): relative defect after 1, 2 "
+          "sweeps")
+    for ex in range(5):
+        a, b = cg_coefficients(nodes, nodes ** ex)
+        print(f"  e = {ex}: " + ", ".join(f"{d:.2g}" for d in cg_defects(m, a, b, 2)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -5,11 +5,12 @@ polynomial's own conditioning, and two other evaluations of the same polynomial.
 
 The graph: an n × n grid of cells in ``parts`` METIS parts (pymetis, as the at-scale study's first phase; edge weight:
 the cut edges between two parts), homogeneous and with Table 10.6's capacities (the study's three phases). Printed
-per case: the distinct eigenvalues, log10 Γ of the Leja order and the any-order bound, the trial's relative defect
-after one sweep (:func:`hermes.balance.polynomial.leja.trial_defects`), and ``max log10 |R(μ ± 16 ε μ_max)|`` — the
+per case: the distinct eigenvalues, log10 Γ of the discrete Leja order and of the interval's Leja points snapped to
+the eigenvalues (:func:`hermes.balance.polynomial.leja.interval_leja_order`), the any-order bound, the order the plan
+takes and its trial's relative defect after one sweep (where its bound is ≥ 1), lps' flow error, and ``max log10 |R(μ ± 16 ε μ_max)|`` — the
 degree-n polynomial R(μ) = Π (1 − μ/μ_j) at points double precision cannot tell from the eigenvalues: where it is ≫ 0
 no backward-stable evaluation can be accurate. For the homogeneous case also the relative defect after 1 and 2 sweeps
-of the two-term conjugate-gradient recurrence of the nodes (weights μ^e, e = 0…4; its coefficients from Lanczos with
+of the two-term conjugate-gradient recurrence of the nodes (an evaluation tried before the interval order) (weights μ^e, e = 0…4; its coefficients from Lanczos with
 full reorthogonalisation on diag(nodes)): another evaluation of the same polynomial.
 """
 
@@ -23,7 +24,9 @@ import scipy.sparse as sp
 from hermes.balance.flow import ordered_total
 from hermes.balance.model import Model
 from hermes.balance.polynomial.charpoly import NeighbourTables
-from hermes.balance.polynomial.leja import spectral_plan
+from hermes.balance.flow import flow_error
+from hermes.balance.polynomial.leja import interval_leja_order, leja_order, log_amplification, spectral_plan
+from hermes.balance.polynomial.lps import lps
 
 EPS = float(np.finfo(np.float64).eps)
 
@@ -104,15 +107,21 @@ def main(argv=None) -> None:
     cases = [("homogeneous", np.ones(p))] + [(f"Table 10.6 phase {k + 1}", np.asarray(c, dtype=float))
                                              for k, c in enumerate(table_schedule(p, 3))]
     print(f"{args.cells} x {args.cells} cells in {p} METIS parts: {len(edges)} links")
-    print("| capacities | distinct eigenvalues | log10 Γ (Leja) | any-order bound | trial defect, 1 sweep | "
-          "max log10 |R(μ ± 16 ε μ_max)| |")
-    print("|---|---|---|---|---|---|")
+    print("| capacities | distinct eigenvalues | log10 Γ, discrete Leja | log10 Γ, interval Leja | any-order bound | "
+          "plan's order | its trial defect, 1 sweep | lps flow error (refine auto) | max log10 |R(μ ± 16 ε μ_max)| |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, caps in cases:
         m = Model.create(p, edges, loads, caps, w)
         plan = spectral_plan(m)
+        rest = plan.eigenvalues[1:]
+        discrete = min(log_amplification(leja_order(plan.nodes, s), rest) for s in ("max", "min"))
+        interval = log_amplification(interval_leja_order(plan.nodes), rest)
         trial = f"{plan.trial[0]:.2g}" if plan.trial else "(bound < 1)"
-        print(f"| {name} | {plan.steps} | {plan.log10_amplification:.1f} | {plan.log10_lower_bound:.1f} | {trial} | "
-              f"{pseudo_values(np.sort(plan.nodes)):.1f} |", flush=True)
+        with np.errstate(all="ignore"):  # the refused cases overflow
+            res = lps(m)
+        err = f"{flow_error(m, res.flow):.2g}" if res.converged else "refused"
+        print(f"| {name} | {plan.steps} | {discrete:.1f} | {interval:.1f} | {plan.log10_lower_bound:.1f} | {plan.order} | "
+              f"{trial} | {err} | {pseudo_values(np.sort(plan.nodes)):.1f} |", flush=True)
     m = Model.create(p, edges, loads, np.ones(p), w)
     nodes = np.sort(spectral_plan(m).nodes)
     print("\nhomogeneous, the conjugate-gradient recurrence of the nodes (weights μ^e): relative defect after 1, 2 "

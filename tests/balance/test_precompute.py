@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from hermes.balance.polynomial.leja import spectral_plan
+from hermes.balance.polynomial.leja import leja_order, log_amplification, spectral_plan
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.runtime.clock import Links
 from hermes.errors import BalancerError
@@ -17,6 +17,7 @@ from hermes.runtime.start import start
 from hermes.lab.specs import parse_model
 from tests.mpi.harness import RankView
 
+EPS = float(np.finfo(np.float64).eps)
 EIGEN = [("lps", {}), ("lpa", {}), ("mpa", {}), ("chebyshev", {"bounds": "exact"})]
 LITERAL = [("lps", {"coefficients": "newton"}), ("lpa", {"coefficients": "faddeev"}),
            ("mpa", {"polynomial": "berlekamp-massey"})]
@@ -29,14 +30,19 @@ def _serial(name, params, model, **extra):
 
 def _expected(model, steps: int, trial: bool = True) -> float:
     """Gather of p + 2q words, 4/3 p³ flops at 256 flops per unit and 10⁶ units/s · p · c_0, broadcast of n + 1;
-    where the worst-case error bound is ≥ 1, the plan's trial too: 4 sweeps of n steps, 4 flops per entry of the
-    graph (p + 2q) at the same rate."""
+    where the discrete Leja orders' error bound 30 ε (p Γ + κ) is ≥ 1 the interval order (9 n² logarithms of 20
+    flops), and where the chosen order's is ≥ 1 the trial: 4 sweeps of n steps, 4 flops per entry of the graph
+    (p + 2q), all at the same rate."""
     p, levels = model.p, math.ceil(math.log2(model.p))
     gather = levels * (LINKS.latency + 8.0 * (p + 2 * model.q) / LINKS.bandwidth)
     solve = (4.0 / 3.0) * p ** 3 / (256.0 * 1e6 * p * model.capacities[0])
     plan = spectral_plan(model)
+    rate = 256.0 * 1e6 * p * model.capacities[0]
+    discrete = min(log_amplification(leja_order(plan.nodes, s), plan.eigenvalues[1:]) for s in ("max", "min"))
+    if trial and 30 * EPS * (p * 10.0 ** discrete + plan.condition) >= 1.0:  # the interval order: 9 n² logs of 20
+        solve += 9 * plan.steps ** 2 * 20.0 / rate
     if trial and plan.bound_error >= 1.0:
-        solve += 4 * plan.steps * (p + 2 * model.q) * 4.0 / (256.0 * 1e6 * p * model.capacities[0])
+        solve += 4 * plan.steps * (p + 2 * model.q) * 4.0 / rate
     return gather + solve + levels * (LINKS.latency + 8.0 * (steps + 1) / LINKS.bandwidth)
 
 

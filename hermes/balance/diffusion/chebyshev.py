@@ -343,7 +343,7 @@ def _plan(ctx) -> tuple[float, float, int, dict]:
             a, b = bounds_from_spectrum(plan.eigenvalues)
             return np.array([a, b, float(_steps(ctx.model, a, b, params))])
 
-        a, b = bounds_from_spectrum(charged_plan(ctx, words, trial=False).eigenvalues)
+        a, b = bounds_from_spectrum(charged_plan(ctx, words, extra=False).eigenvalues)
         return a, b, _steps(ctx.model, a, b, params), spectrum_report(ctx)
     key = (plan_key(ctx.model), params["bounds"], params["tolerance"], params["max_iterations"])
     saved = ctx.state.get("chebyshev")

@@ -218,7 +218,7 @@ def ada(model: Model, state: AdAOperator | None = None, *, refine: int | str = "
     cnt, times = schedule_counters(model, iterations, ada_schedule(p, case, gathers, steps), links)
     spent, ok = {}, bool(np.all(np.isfinite(flow)))
     if plan is not None:  # the nodes computed: the spectrum paid (or stated free) as the eigen forms do
-        cnt, times, spent = serial_spectrum(cnt, times, model, steps - 1, links, spectrum, plan.trial_units)
+        cnt, times, spent = serial_spectrum(cnt, times, model, steps - 1, links, spectrum, plan.extra_units)
         spent["predicted_error"] = plan.predicted_error_after(sweeps)
         ok = ok and spent["predicted_error"] < 1.0
     return FlowResult(flow=flow, iterations=iterations, converged=ok, counters=cnt,

@@ -69,7 +69,7 @@ from hermes.errors import BalancerError
 __all__ = ["SPECTRUM_LIMIT", "MERGE_FACTOR", "PREDICT_FACTOR", "ORDERS", "laplacian_spectrum", "distinct_nodes",
            "leja_order", "log_amplification", "log_lower_bound", "SpectralPlan", "spectral_plan", "LejaState",
            "leja_iter", "leja_flow", "leja_schedule", "leja_distributed", "leja_bulk", "leja_rows",
-           "leja_row_distributed", "trial_defects", "trial_units",
+           "leja_row_distributed", "trial_defects", "trial_units", "interval_leja_order", "interval_units",
            "plan_key", "cached_plan", "charged_plan", "spectrum_report", "check_spectrum", "serial_spectrum",
            "resolve_refine", "Refine",
            "plan_refine", "product_form", "with_plan_info"]
@@ -84,6 +84,10 @@ _EPS = float(np.finfo(np.float64).eps)
 #: C in the error estimate C ε (p Γ + κ) (:attr:`SpectralPlan.predicted_error`): 3 × the largest ratio
 #: measured with C = 10
 PREDICT_FACTOR = 30.0
+#: grid points per node of :func:`interval_leja_order` (8: its Γ is that of a 4× finer grid on the study's graph)
+INTERVAL_GRID = 8
+#: flops counted for a logarithm and its sum in the order's and Γ's products (a libm log is 10–20 flops)
+LOG_FLOPS = 20.0
 #: sweeps the trial measures (:func:`trial_defects`) when the bound on the error says nothing
 TRIAL_SWEEPS = 4
 #: the trial load's seed (identical input, identical plan)
@@ -224,7 +228,9 @@ class SpectralPlan:
     log10_amplification : float
         ``log10 Γ`` of ``nodes`` (:func:`log_amplification`).
     order : str
-        ``leja`` (the Leja start, max or min, with the smaller Γ), ``ascending`` or ``descending``.
+        ``leja`` (the Leja start, max or min, with the smaller Γ), ``leja-interval`` (:func:`interval_leja_order`,
+        tried where the discrete orders' bound is ≥ 1 and taken if its Γ is smaller), ``ascending`` or
+        ``descending``.
     """
 
     eigenvalues: NDArray[np.float64]
@@ -235,8 +241,9 @@ class SpectralPlan:
     #: measured relative defects after 1, 2, … sweeps on a seeded trial load (:func:`trial_defects`), kept when
     #: the bound :attr:`bound_error` says nothing (≥ 1); empty otherwise
     trial: tuple[float, ...] = ()
-    #: rank 0's work units for the trial (0 without one): :func:`trial_units`
-    trial_units: float = 0.0
+    #: rank 0's work units beyond the eigensolve and the discrete Leja orders (0 where their bound is < 1): the
+    #: interval order (:func:`interval_units`) and the trial (:func:`trial_units`)
+    extra_units: float = 0.0
 
     @cached_property
     def log10_lower_bound(self) -> float:
@@ -335,13 +342,60 @@ def spectral_plan(model: Model, order: str = "leja") -> SpectralPlan:
         amps = [log_amplification(c, rest) for c in cands]
         k = int(np.argmin(amps))
         plan = SpectralPlan(mu, cands[k], tol, amps[k], "leja")
+        if plan.bound_error >= 1.0 and len(nodes) > 2:
+            # the bound says nothing: the Leja points of the interval, each taken as the nearest node left
+            seq = interval_leja_order(nodes)
+            amp = log_amplification(seq, rest)
+            extra = interval_units(len(nodes))
+            plan = (SpectralPlan(mu, seq, tol, amp, "leja-interval", extra_units=extra) if amp < plan.log10_amplification
+                    else dataclasses.replace(plan, extra_units=extra))
     else:
         seq = np.sort(nodes) if order == "ascending" else np.sort(nodes)[::-1]
         plan = SpectralPlan(mu, seq, tol, log_amplification(seq, rest), order)
     if plan.bound_error < 1.0 or model.p < 2:
         return plan
     trial = tuple(trial_defects(model, plan.nodes, TRIAL_SWEEPS))
-    return dataclasses.replace(plan, trial=trial, trial_units=trial_units(model, plan.steps, TRIAL_SWEEPS))
+    return dataclasses.replace(plan, trial=trial,
+                               extra_units=plan.extra_units + trial_units(model, plan.steps, TRIAL_SWEEPS))
+
+
+def interval_leja_order(nodes: NDArray[np.float64], grid: int = INTERVAL_GRID) -> NDArray[np.float64]:
+    """The nodes in the order of the Leja points of the interval [min, max] they span: each next point maximises
+    Π_j |x − x_j| over ``grid · n`` equispaced points of the interval (the products kept as sums of logarithms; the
+    first point is the maximum), and the step takes the nearest node not yet taken (x_j: the nodes taken).
+
+    Notes
+    -----
+    The discrete Leja order of :func:`leja_order` follows the nodes' own distribution; where it differs from the
+    interval's equilibrium (arcsine) distribution — few eigenvalues near the ends of a subdomain graph's spectrum —
+    it runs out of nodes near the ends early and its products grow there: 10^39 on 10⁶ cells in 1,024 METIS parts,
+    where this order gives 10^4.6 (results/lps_depth.md). Reichel (1991) orders Richardson's parameters by the
+    Leja points of the set that contains the spectrum; this is that order, snapped to the eigenvalues so that the
+    scheme still annihilates each of them.
+    """
+    nodes = np.sort(np.asarray(nodes, dtype=np.float64))
+    n = len(nodes)
+    if n < 2:
+        return nodes
+    xs = np.linspace(nodes[0], nodes[-1], max(grid * n, 2))
+    taken = np.zeros(n, dtype=bool)
+    logs = np.zeros(xs.size)
+    out = np.empty(n)
+    x = nodes[-1]
+    for t in range(n):
+        k = int(np.argmin(np.where(taken, np.inf, np.abs(nodes - x))))
+        out[t] = nodes[k]
+        taken[k] = True
+        with np.errstate(divide="ignore"):
+            logs = logs + np.log(np.abs(xs - nodes[k]))
+        x = xs[int(np.argmax(logs))]
+    return out
+
+
+def interval_units(n: int, grid: int = INTERVAL_GRID) -> float:
+    """Work units of :func:`interval_leja_order` and the Γ of its order: ``grid · n²`` logarithms and sums for the
+    order and ``n²`` for Γ, ``LOG_FLOPS`` flops each, ``WallClock.FLOPS_PER_UNIT`` flops a unit."""
+    return float((grid + 1) * n * n) * LOG_FLOPS / WallClock.FLOPS_PER_UNIT
 
 
 def trial_defects(model: Model, nodes, sweeps: int) -> list[float]:
@@ -475,7 +529,7 @@ def leja_flow(model: Model, *, order: str = "leja", refine=0, plan: SpectralPlan
     *_, last = leja_iter(model, plan, refine=r)
     n = last.iteration
     cnt, times = schedule_counters(model, n, leja_schedule(model.p, plan.steps, r), links)
-    cnt, times, spent = serial_spectrum(cnt, times, model, plan.steps, links, spectrum, plan.trial_units)
+    cnt, times, spent = serial_spectrum(cnt, times, model, plan.steps, links, spectrum, plan.extra_units)
     report = plan.report(r)
     ok = bool(np.all(np.isfinite(last.flow))) and report["predicted_error"] < 1.0
     return FlowResult(flow=last.flow, iterations=n, converged=ok, counters=cnt,
@@ -620,14 +674,14 @@ def serial_spectrum(cnt, times, model: Model, steps: int, links, spectrum: str, 
     return cnt, times, {"spectrum": spectrum, "spectrum_computed": True, "spectrum_time": cnt.time - before}
 
 
-def charged_plan(ctx, words=None, trial: bool = True) -> SpectralPlan:
+def charged_plan(ctx, words=None, extra: bool = True) -> SpectralPlan:
     """:func:`cached_plan` in a balancer: when the plan is computed (not reused) the precomputation is charged
     to the clock (:func:`~hermes.balance.polynomial.precompute.charge_spectrum`) unless ``spectrum: free``;
     :func:`spectrum_report` then says what happened (collective: every rank decides alike, the model is the same).
 
     ``words(plan)``: what rank 0 broadcasts (default: the nodes and the refinement count; Chebyshev: its bounds
-    and step count). ``trial``: whether the plan's trial sweeps (:attr:`SpectralPlan.trial_units`) are charged too —
-    by the balancers that read its predicted error (not Chebyshev's exact bounds). A plan another balancer
+    and step count). ``extra``: whether the plan's interval order and trial (:attr:`SpectralPlan.extra_units`) are charged
+    too — by the balancers that apply its order (not Chebyshev's exact bounds, which read the eigenvalues only). A plan another balancer
     computed on the same state (``auto``'s) is reused, not paid twice."""
     fresh = ctx.state.get("spectral_plan") is None or ctx.state["spectral_plan"][0] != plan_key(ctx.model)
     plan = cached_plan(ctx.model, ctx.state, ctx.comm)
@@ -638,7 +692,7 @@ def charged_plan(ctx, words=None, trial: bool = True) -> SpectralPlan:
             sent = (np.append(plan.nodes, resolve_refine(plan, ctx.params.get("refine", "auto"))) if words is None
                     else words(plan))
             spent = charge_spectrum(ctx.comm, ctx.clock, ctx.nb.counters, ctx.model, sent,
-                                    plan.trial_units if trial else 0.0)
+                                    plan.extra_units if extra else 0.0)
         ctx.state["spectrum_report"] = {"spectrum": mode, "spectrum_computed": True, "spectrum_time": spent}
     return plan
 

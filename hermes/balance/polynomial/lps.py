@@ -288,7 +288,7 @@ def lpa(model: Model, coefficients="eigen", *, refine="auto", spectrum: str = "c
         res = poly_result(model, last.flow, plan.steps if model.p > 1 else 0,
                           lpa_eigen_schedule(model.p, plan.steps, r), links, **plan.report(r))
         res.counters, times, spent = serial_spectrum(res.counters, res.extra["rank_times"], model, plan.steps, links,
-                                                     check_spectrum(spectrum), plan.trial_units)
+                                                     check_spectrum(spectrum), plan.extra_units)
         res.extra.update(spent, rank_times=times)
         return res
     return poly_result(model, last.flow, max(model.p - 1, 0),

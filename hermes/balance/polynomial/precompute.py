@@ -92,7 +92,7 @@ def add_spectrum(counters: Counters, times, model: Model, steps: int, links: Lin
 
 def charge_spectrum(comm, clock, counters: Counters, model: Model, plan_words, extra_units: float = 0.0) -> float:
     """Charge the precomputation on this rank (collective): the gather's stamps (real ``Allgather``), rank 0's
-    eigensolve and ``extra_units`` (the plan's trial sweeps, :attr:`SpectralPlan.trial_units`) (``clock.compute``),
+    eigensolve and ``extra_units`` (the plan's interval order and trial sweeps, :attr:`SpectralPlan.extra_units`) (``clock.compute``),
     the broadcast of ``plan_words`` (the nodes and the refinement count) from
     rank 0 (:func:`hermes.runtime.comm.bcast`). Returns the seconds this rank's clock advanced (virtual clock; 0 on the
     wall clock)."""

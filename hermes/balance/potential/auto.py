@@ -136,7 +136,7 @@ def _serial(model: Model, *, links=None, **params):
     if c.name not in ("lps", "lpa") and model.p <= SPECTRUM_LIMIT:  # the spectrum auto decided by is charged too
         plan = spectral_plan(model)
         res.counters, times, spent = serial_spectrum(res.counters, (res.extra or {}).get("rank_times"), model,
-                                                     len(plan.nodes), links, "charged", plan.trial_units)
+                                                     len(plan.nodes), links, "charged", plan.extra_units)
         res.extra = {**(res.extra or {}), **spent, "rank_times": times}
     res.extra = {**(res.extra or {}), "auto_choice": c.name, "auto_reason": c.reason, "auto_costs": c.costs}
     return res

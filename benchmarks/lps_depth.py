@@ -1,7 +1,7 @@
 """Why lps is not realised at 1,024 processors: the study's processor graph, the product form's measured error, the
 polynomial's own conditioning, and two other evaluations of the same polynomial.
 
-    .venv/bin/python -m benchmarks.lps_depth [--cells 1000] [--parts 1024]
+    .venv/bin/python -m benchmarks.lps_depth [--cells 1000] [--parts 1024] [--out results/lps_depth.md]
 
 The graph: an n × n grid of cells in ``parts`` METIS parts (pymetis, as the at-scale study's first phase; edge weight:
 the cut edges between two parts), homogeneous and with Table 10.6's capacities (the study's three phases). Printed
@@ -98,7 +98,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=1000, help="grid side n (n × n cells)")
     ap.add_argument("--parts", type=int, default=1024)
+    ap.add_argument("--out", help="also write the Markdown page here (atomically)")
     args = ap.parse_args(argv)
+    lines: list[str] = []
+
+    def say(text: str = "") -> None:
+        print(text, flush=True)
+        lines.append(text)
+
     from benchmarks.scale import table_schedule
 
     edges, w, cells = subdomain_graph(args.cells, args.parts)
@@ -106,10 +113,10 @@ def main(argv=None) -> None:
     loads = cells * np.random.default_rng(1).uniform(0.5, 2.0, p)
     cases = [("homogeneous", np.ones(p))] + [(f"Table 10.6 phase {k + 1}", np.asarray(c, dtype=float))
                                              for k, c in enumerate(table_schedule(p, 3))]
-    print(f"{args.cells} x {args.cells} cells in {p} METIS parts: {len(edges)} links")
-    print("| capacities | distinct eigenvalues | log10 Γ, discrete Leja | log10 Γ, interval Leja | any-order bound | "
-          "plan's order | its trial defect, 1 sweep | lps flow error (refine auto) | max log10 |R(μ ± 16 ε μ_max)| |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    say(f"{args.cells} x {args.cells} cells in {p} METIS parts: {len(edges)} links")
+    say("| capacities | distinct eigenvalues | log10 Γ, discrete Leja | log10 Γ, interval Leja | any-order bound | "
+        "plan's order | its trial defect, 1 sweep | lps flow error (refine auto) | max log10 of abs R(μ ± 16 ε μ_max) |")
+    say("|---|---|---|---|---|---|---|---|---|")
     for name, caps in cases:
         m = Model.create(p, edges, loads, caps, w)
         plan = spectral_plan(m)
@@ -120,15 +127,27 @@ def main(argv=None) -> None:
         with np.errstate(all="ignore"):  # the refused cases overflow
             res = lps(m)
         err = f"{flow_error(m, res.flow):.2g}" if res.converged else "refused"
-        print(f"| {name} | {plan.steps} | {discrete:.1f} | {interval:.1f} | {plan.log10_lower_bound:.1f} | {plan.order} | "
-              f"{trial} | {err} | {pseudo_values(np.sort(plan.nodes)):.1f} |", flush=True)
+        say(f"| {name} | {plan.steps} | {discrete:.1f} | {interval:.1f} | {plan.log10_lower_bound:.1f} | {plan.order} | "
+            f"{trial} | {err} | {pseudo_values(np.sort(plan.nodes)):.1f} |")
     m = Model.create(p, edges, loads, np.ones(p), w)
     nodes = np.sort(spectral_plan(m).nodes)
-    print("\nhomogeneous, the conjugate-gradient recurrence of the nodes (weights μ^e): relative defect after 1, 2 "
-          "sweeps")
+    say()
+    say("homogeneous, the conjugate-gradient recurrence of the nodes (weights μ^e): relative defect after 1, 2 "
+        "sweeps")
     for ex in range(5):
         a, b = cg_coefficients(nodes, nodes ** ex)
-        print(f"  e = {ex}: " + ", ".join(f"{d:.2g}" for d in cg_defects(m, a, b, 2)), flush=True)
+        say(f"  e = {ex}: " + ", ".join(f"{d:.2g}" for d in cg_defects(m, a, b, 2)))
+    if args.out:
+        import platform
+        import subprocess
+
+        from hermes.files import write_atomic
+
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        head = ["# lps at depth: the study's kind of processor graph (benchmarks/lps_depth.py)", "",
+                f"Command: `.venv/bin/python -m benchmarks.lps_depth --out {args.out}` (commit {commit or '?'}; "
+                f"{platform.node()}, numpy {np.__version__}). Deterministic: METIS' partition, seeded loads.", ""]
+        write_atomic(args.out, "\n".join(head + lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ it as done centrally, on rank 0, in three steps:
    tridiagonalisation (the O(p²) tridiagonal eigenvalue solve and the Leja order left out; Golub & Van Loan,
    *Matrix Computations*, 4th ed., §8.3: 4n³/3 without eigenvectors, ≈ 9n³ with them), at rank 0's rate:
    ``WallClock.FLOPS_PER_UNIT`` = 256 flops per work unit (the wall clock's emulation of a work unit),
-   ``speed · p · c_0`` work units per second — ``4/3 p³ / (256 · speed · p · c_0)`` seconds;
+   ``speed · p · c_0`` work units per second — ``4/3 p³ / (256 · speed · p · c_0)`` seconds; where the discrete
+   Leja orders' error bound is ≥ 1, the plan's extra work at the same rate
+   (:attr:`hermes.balance.polynomial.leja.SpectralPlan.extra_units`: the interval order, the trial sweeps);
 3. **broadcast** of the plan from rank 0: the n nodes in Leja order and the refinement count, ``n + 1`` words,
    ``⌈log2 p⌉ (α + 8 β (n + 1))``.
 

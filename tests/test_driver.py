@@ -106,6 +106,10 @@ def test_a_flow_its_balancer_doubts_or_that_carries_more_than_the_load_is_reject
     doubted = Decision(flow=minimal_flow(m), info={"predicted_error": 3.0e20})
     assert worsens(plain(MPI.COMM_SELF), m, doubted)
     assert doubted.info["rejected"].startswith("the balancer's own error estimate is 3e+20")
+    hopeless = Decision(flow=minimal_flow(m), info={"predicted_error": 3.0e20, "log10_condition": 122.06})
+    assert worsens(plain(MPI.COMM_SELF), m, hopeless)
+    assert hopeless.info["rejected"].endswith("varies by 10^122.1 within double precision's resolution of the "
+                                              "eigenvalues, so no evaluation of it can be accurate on this graph")
     trusted = Decision(flow=minimal_flow(m), info={"predicted_error": 1e-12})
     assert not worsens(plain(MPI.COMM_SELF), m, trusted)
     # 10¹⁸ added on every link of the path: the net sums of the inner processors are unchanged in exact arithmetic

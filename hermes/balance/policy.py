@@ -125,6 +125,7 @@ def worsens(comm, model: Model, decision) -> bool:
     # more than the whole load over one link, is numerical debris even where its rounded net sums look balanced
     # (lps at 1,024 processors: 10¹⁸ on the links, the imbalance "lowered" 1.47 -> 1.1 and 57 once realised)
     predicted = decision.info.get("predicted_error")
+    condition = decision.info.get("log10_condition")
     doubtful = isinstance(predicted, (int, float)) and not predicted < 1.0
     total = float(np.sum(model.loads))
     oversized = finite and decision.flow.size > 0 and float(np.max(np.abs(decision.flow))) > total
@@ -135,6 +136,9 @@ def worsens(comm, model: Model, decision) -> bool:
         why = "the flow is not finite (an overflow)"
     elif doubtful:
         why = f"the balancer's own error estimate is {predicted:.3g} (not below 1): its flow is not the balancing flow"
+        if isinstance(condition, (int, float)) and condition > 0:
+            why += (f"; its polynomial varies by 10^{condition:.1f} within double precision's resolution of the "
+                    f"eigenvalues, so no evaluation of it can be accurate on this graph")
     elif oversized:
         why = (f"the flow carries {float(np.max(np.abs(decision.flow))):.4g} over one link, more than the whole "
                f"load {total:.4g} (a numerical failure)")

@@ -295,4 +295,7 @@ def test_a_measured_trial_realises_the_scheme_where_the_worst_case_bound_says_no
     het = _subdomain_model(128, 256, col[np.arange(256) % 15])
     hplan = spectral_plan(het)
     assert hplan.log10_lower_bound > 8 and hplan.predicted_error >= 1.0
+    # the polynomial's own variation within 16 ε μ_max of the eigenvalues: 10^122 here, 10^-7.9 homogeneous
+    assert hplan.log10_condition > 100 and hplan.info()["log10_condition"] > 100
+    assert spectral_plan(_subdomain_model(128, 256)).log10_condition < -5
     assert not lps(het).converged

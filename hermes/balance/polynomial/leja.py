@@ -250,6 +250,20 @@ class SpectralPlan:
         """:func:`log_lower_bound` of the nodes: no order of them has a smaller ``log10 Γ``."""
         return log_lower_bound(self.nodes)
 
+    @cached_property
+    def log10_condition(self) -> float:
+        """``max_m log10 |R(μ_m ± 16 ε μ_max)|``, R(μ) = Π_j (1 − μ/μ_j) the scheme's residual polynomial: its value at
+        points double precision cannot tell from the eigenvalues (the data, capacities and weights in double
+        precision, fix them no closer). Where it is ≫ 0 no backward-stable evaluation of the polynomial, in any
+        order or basis, can be accurate. Reported with the trial (bookkeeping: it decides nothing)."""
+        nodes = np.sort(self.nodes)
+        if len(nodes) < 2:
+            return -math.inf
+        eta = MERGE_FACTOR * _EPS * float(nodes[-1])
+        with np.errstate(divide="ignore"):
+            return max(float(np.max(np.sum(np.log10(np.abs(1.0 - (nodes + s * eta)[:, None] / nodes[None, :])),
+                                           axis=1))) for s in (-1.0, 1.0))
+
     @property
     def steps(self) -> int:
         """Neighbour steps of one sweep (the number of distinct non-zero eigenvalues)."""
@@ -321,6 +335,7 @@ class SpectralPlan:
                "condition": self.condition, "order": self.order}
         if self.trial:
             out["trial_defect"] = self.trial[0]
+            out["log10_condition"] = round(self.log10_condition, 3)
         return out
 
 

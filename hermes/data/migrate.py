@@ -322,6 +322,15 @@ def _delivered(plan: LocalDomain, got: LocalDomain) -> LocalDomain:
     return replace(plan, fields={k: got.fields[k] for k in sorted(got.fields)})
 
 
+def _charge_receipts(clock, rank: int, out: dict[int, NDArray[np.int64]], got) -> int:
+    """Charge one rank's receipts on its clock (each on its pair's link: what it sent ``out``, what arrived ``got``,
+    ``(source, (stamp, ids))`` pairs) and return the bytes it sent — the one rule of :func:`deliver` and its bulk
+    kernel."""
+    clock.exchanged(np.array([clock.links.cost(rank, o, g.nbytes) for o, g in out.items()]),
+                    np.array([t + clock.links.cost(int(src), rank, g.nbytes) for src, (t, g) in got]))
+    return sum(int(g.nbytes) for g in out.values())
+
+
 def deliver(comm, full: LocalDomain, plan: LocalDomain, clock=None, *,
             bulk: bool = False) -> tuple[LocalDomain, MigrationStats]:
     """Ship every cell once, from the rank that holds it (``full``) to the rank a plan left its record at
@@ -342,10 +351,8 @@ def deliver(comm, full: LocalDomain, plan: LocalDomain, clock=None, *,
         out = _receipts(plan)
         stamp = clock.stamp() if clock is not None else 0.0
         got = sparse_exchange(comm, {o: (stamp, g) for o, g in out.items()}, _TAG_RECEIPT)
-        if clock is not None:
-            clock.exchanged(np.array([clock.links.cost(rank, o, g.nbytes) for o, g in out.items()]),
-                            np.array([t + clock.links.cost(int(src), rank, g.nbytes) for src, (t, g) in got.items()]))
-        stats.bytes_sent += sum(int(g.nbytes) for g in out.values())
+        stats.bytes_sent += (_charge_receipts(clock, rank, out, got.items()) if clock is not None
+                             else sum(int(g.nbytes) for g in out.values()))
         moved, st = migrate(comm, full, _destinations(full, [(int(s), g) for s, (_, g) in got.items()]), clock,
                             refresh=False)
         st.rounds = 0  # the plan's levels are the rounds
@@ -362,20 +369,18 @@ def _deliver_kernel(group, parts: list) -> list:
     fulls = [f for f, _, _ in parts]
     clocks = [c for _, _, c in parts]
     stats = [MigrationStats() for _ in parts]
-    out, costs = {}, {}
+    out, recs = {}, {}
     for i, (_, plan, clock) in enumerate(parts):
         rec = _receipts(plan)
         if rec:
             stamp = clock.stamp()
             out[i] = {o: (stamp, g) for o, g in rec.items()}
-            costs[i] = [clock.links.cost(lo + i, o, g.nbytes) for o, g in rec.items()]
-            stats[i].bytes_sent += sum(int(g.nbytes) for g in rec.values())
+            recs[i] = rec
     inbox = route(group, out)
     dests = {}
     for i in sorted(set(out) | set(inbox)):
         got = inbox.get(i, [])
-        clocks[i].exchanged(np.array(costs.get(i, [])),
-                            np.array([t + clocks[i].links.cost(src, lo + i, g.nbytes) for src, (t, g) in got]))
+        stats[i].bytes_sent += _charge_receipts(clocks[i], lo + i, recs.get(i, {}), got)
         if got:
             dests[i] = _destinations(fulls[i], [(src, g) for src, (_, g) in got])
     moved = list(fulls)

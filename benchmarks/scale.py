@@ -82,9 +82,14 @@ METHODS: dict[str, dict[str, Any]] = {
     "lps+compact": {"algorithm": "lps", **COMPACT},
     # the fully distributed flow with the cost model deciding rounds and refinement (docs/COSTS.md: no central solve)
     "chebyshev+compacta+trigger": {"algorithm": "chebyshev", **COMPACTA, "trigger": "auto"},
-    # the same with 24 boundary-refinement passes a round instead of 12 (the edge cut at depth)
+    # the same with 24 boundary-refinement passes a round instead of 12 (the edge cut at depth), and with pcg's and
+    # lps' flows
     "chebyshev+compacta24+trigger": {"algorithm": "chebyshev", **COMPACTA, "trigger": "auto",
                                      "refinement": {**COMPACTA["refinement"], "passes": 24}},
+    "pcg+compacta24+trigger": {"algorithm": "pcg", **COMPACTA, "trigger": "auto",
+                               "refinement": {**COMPACTA["refinement"], "passes": 24}},
+    "lps+compacta24+trigger": {"algorithm": "lps", **COMPACTA, "trigger": "auto",
+                               "refinement": {**COMPACTA["refinement"], "passes": 24}},
     "gda0+compact": {"algorithm": "gda0", **COMPACT},
     "auto+compact": {"algorithm": "auto", **COMPACT},
     "auto+compact+trigger": {"algorithm": "auto", **COMPACT, "trigger": "auto"},

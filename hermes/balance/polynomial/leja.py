@@ -92,7 +92,7 @@ LOG_FLOPS = 20.0
 TRIAL_SWEEPS = 4
 #: the trial load's seed (identical input, identical plan)
 TRIAL_SEED = 20261206
-#: safety factor on the trial's defect: a load's error over the trial's (docs/BALANCERS.md gives the ratios seen)
+#: margin on the trial's defect for the spread between loads (a margin, not a measured bound: :func:`trial_defects`)
 TRIAL_FACTOR = 10.0
 #: flops per graph entry and step of the trial (a multiply-add for the flow, one for the residual, a division)
 TRIAL_FLOPS = 4.0
@@ -419,8 +419,10 @@ def trial_defects(model: Model, nodes, sweeps: int) -> list[float]:
     capacities, seed :data:`TRIAL_SEED`): the error a sweep actually makes, where Γ only bounds it.
 
     Rounding errors enter every eigencomponent whatever the load, and the trial load has all of them; the
-    estimate is therefore of the scheme on this graph, not of one load (``TRIAL_FACTOR`` covers the spread
-    between loads: docs/BALANCERS.md)."""
+    estimate is therefore of the scheme on this graph, not of one load. ``TRIAL_FACTOR`` (10) is a margin for the
+    spread between loads, not a measured bound; the trial's deviation from balance is of the loads' own size, and a
+    load nearer balance loses a further ``‖l‖/‖l − l̄‖`` relative to its deviation, as with the bound and every
+    method (:attr:`SpectralPlan.bound_error`)."""
     rng = np.random.default_rng(TRIAL_SEED)
     trial = dataclasses.replace(model, loads=model.capacities * rng.uniform(0.0, 2.0, model.p) * model.p)
     g = NeighbourTables(trial)
@@ -428,12 +430,9 @@ def trial_defects(model: Model, nodes, sweeps: int) -> list[float]:
     scale = float(np.max(np.abs(x0))) or 1.0
     out: list[float] = []
     with np.errstate(all="ignore"):
-        flow = None
-        for state in leja_iter(trial, SpectralPlan(np.zeros(2), np.asarray(nodes), 0.0, 0.0, "trial"),
-                               refine=sweeps - 1):
+        for state in _sweeps(trial, np.asarray(nodes, dtype=np.float64), sweeps - 1):
             if state.iteration and state.iteration % len(nodes) == 0:
-                flow = state.flow
-                d = float(np.max(np.abs(g.defect(flow)))) / scale
+                d = float(np.max(np.abs(g.defect(state.flow)))) / scale
                 out.append(d if math.isfinite(d) else math.inf)
     return out
 
@@ -494,7 +493,11 @@ def leja_iter(model: Model, plan: SpectralPlan | None = None, *, refine: int = 0
     validate_model(model)
     refine = check_refine(refine)
     plan = spectral_plan(model) if plan is None else plan
-    nodes = _check_nodes(plan.nodes)
+    yield from _sweeps(model, _check_nodes(plan.nodes), refine)
+
+
+def _sweeps(model: Model, nodes: NDArray[np.float64], refine: int) -> Iterator[LejaState]:
+    """:func:`leja_iter`'s steps over ``nodes`` (checked by the caller)."""
     g, c, e = NeighbourTables(model), model.capacities, model.edges
     x = model.loads - c * ordered_total(model.loads)
     flow = np.zeros(model.q)

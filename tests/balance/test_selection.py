@@ -474,3 +474,16 @@ def test_select_adaptive_reroutes_a_closed_target_and_passes_on_surplus():
     # 1 more (within the slack): the plan stands
     dest = select_adaptive(select_peel, dom, out, cost, inflow=0.0, load0=dom.load - 1.0)
     assert np.array_equal(dest, plain)
+
+
+def test_select_adaptive_keeps_its_answer_when_the_open_targets_were_asked_nothing():
+    # target 1 can take 2 of its 10; the only other target (2) was asked 0: no share to reroute to (it divided by 0)
+    from hermes.balance.realisation.realise import select_adaptive
+
+    m = grid(12, 12)
+    x, y = m.coords.T
+    owner = np.where(x < 4, 0, np.where(y < 6, 1, 2)).astype(np.int64)
+    dom = _local(m, owner, 0, weights=np.ones(m.n_cells))
+    cost = np.ones((3, 3)) - np.eye(3)
+    dest = select_adaptive(_capped(1, 2), dom, {1: 10.0, 2: 0.0}, cost, inflow=0.0, load0=dom.load)
+    assert (dest == 1).sum() == 2 and (dest == 2).sum() == 0 and (dest == 0).sum() == dom.n - 2

@@ -303,6 +303,8 @@ def select_adaptive(select: Selection, dom: LocalDomain, outflow: dict[int, floa
         if missing <= slack or not open_ or len(open_) == len(outflow):
             break
         base = sum(outflow[q] for q in open_)
+        if base <= 0.0:
+            break  # the open targets were asked nothing (e.g. after an inflow shortfall scaled every outflow to 0)
         outflow = {q: (outflow[q] + missing * outflow[q] / base if q in open_ else got[q]) for q in outflow}
         again = select(dom, {q: f for q, f in outflow.items() if f > 0}, cost)
         if float(dom.weight[again != dom.rank].sum()) <= want - missing:

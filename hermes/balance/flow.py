@@ -34,6 +34,10 @@ from hermes.errors import BalancerError, GraphError
 
 __all__ = [
     "child_stream",
+    "run_bulk",
+    "BulkInputs",
+    "bulk_inputs",
+    "bulk_flow_results",
     "FlowResult",
     "LocalFlowResult",
     "minimal_flow",
@@ -195,6 +199,65 @@ def raise_input_error(nb: NeighbourComm, error: str | None) -> None:
     msg = gather_error(nb.comm, error) or "GraphError|invalid balancer input on another rank"
     kind, _, text = msg.partition("|")
     raise (BalancerError if kind == "BalancerError" else GraphError)(text)
+
+
+def run_bulk(nb: NeighbourComm, name: str, part: tuple, kernel: Callable[[Any, list], Any]) -> LocalFlowResult:
+    """Run ``kernel`` once per MPI process for the processors it hosts (:meth:`Communicator.bulk`, ``part``: this
+    processor's ``(nb, load, capacity, weights, *params)``) and return this processor's result; an input that was
+    bad on some processor (:func:`bulk_inputs`) raises on every one, as :func:`agree_local_inputs` does."""
+    out = nb.comm.bulk(name, part, kernel)
+    if isinstance(out, tuple):
+        raise_input_error(nb, out[1])
+    return out
+
+
+@dataclass
+class BulkInputs:
+    """The checked inputs of a bulk kernel's processors: their banked neighbours, loads, capacities, concatenated
+    edge weights and the total load (the input check's allreduce)."""
+
+    bn: Any
+    nbs: list
+    loads: NDArray[np.float64]
+    caps: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    total: Any
+
+
+def bulk_inputs(group, parts: list, extra_checks: Callable[..., object] | None = None) -> BulkInputs | list:
+    """The start every bulk kernel shares: each processor's :func:`input_error` (with ``extra_checks(*params)``
+    on its ``parts`` entry ``(nb, load, capacity, weights, *params)``), then one allreduce of the loads of the
+    processors without an error and the count of those with one — :func:`agree_local_inputs`' collective for all the
+    processors of the process. Returns the inputs, or (after storing the clocks) every processor's
+    ``("error", message)`` when some processor's input was bad."""
+    from hermes.runtime.bulk import BankedNeighbours
+
+    nbs = [pt[0] for pt in parts]
+    bn = BankedNeighbours(group, nbs)
+    errors = [input_error(pt[0], pt[1], pt[2], pt[3],
+                          extra_checks=None if extra_checks is None else (lambda pt=pt: extra_checks(*pt[4:])))
+              for pt in parts]
+    loads = np.array([pt[1] for pt in parts])
+    total, bad = bn.allreduce(np.column_stack((np.where([e is None for e in errors], loads, 0.0),
+                                               [float(e is not None) for e in errors])))
+    if bad > 0:
+        bn.store()
+        return [("error", e) for e in errors]
+    weights = np.concatenate([pt[3] for pt in parts]) if parts else np.zeros(0)
+    return BulkInputs(bn, nbs, loads, np.array([pt[2] for pt in parts]), weights, total)
+
+
+def bulk_flow_results(inputs: BulkInputs, flows: NDArray[np.float64], iterations: int,
+                      extra: Callable[[int], dict[str, Any]]) -> list:
+    """Every processor's :class:`LocalFlowResult` from the concatenated ``flows`` (its slice, converged where finite;
+    ``extra(i)`` its extra values), its counters' iterations set."""
+    bn, res = inputs.bn, []
+    for i, nb in enumerate(inputs.nbs):
+        nb.counters.iterations = iterations
+        f = flows[bn.ptr[i]:bn.ptr[i + 1]].copy()
+        res.append(LocalFlowResult(flows=f, iterations=iterations, converged=bool(np.all(np.isfinite(f))),
+                                   counters=nb.counters, extra=extra(i)))
+    return res
 
 
 def child_stream(seed, k: int) -> np.random.Generator:

@@ -50,8 +50,8 @@ from numpy.typing import NDArray
 from pydantic import Field
 
 from hermes.balance.central import central_value, centre_units, with_central
-from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs, input_error, ordered_total,
-                                 raise_input_error, validate_model)
+from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs, bulk_flow_results, bulk_inputs,
+                                 ordered_total, run_bulk, validate_model)
 from hermes.balance.interface import (MAX_ITERATIONS, Decision, OptionalCount, Params, Tolerance, flow_from_local,
                                      integer_type)
 from hermes.balance.diffusion.lanczos import LanczosBounds, lanczos_bounds, lanczos_bulk, lanczos_distributed
@@ -275,27 +275,15 @@ def chebyshev_bulk(nb: NeighbourComm, load: float, capacity: float, weights, *, 
     through :class:`~hermes.runtime.bulk.BankedNeighbours`. Collective; virtual clocks without an extra load."""
     part = (nb, float(load), float(capacity), np.asarray(weights, dtype=np.float64).ravel(), float(a), float(b),
             int(steps))
-    out = nb.comm.bulk("chebyshev", part, _chebyshev_kernel)
-    if isinstance(out, tuple):
-        raise_input_error(nb, out[1])
-    return out
+    return run_bulk(nb, "chebyshev", part, _chebyshev_kernel)
 
 
 def _chebyshev_kernel(group, parts: list) -> list:
-    from hermes.runtime.bulk import BankedNeighbours
-
-    nbs = [pt[0] for pt in parts]
+    got = bulk_inputs(group, parts)
+    if isinstance(got, list):
+        return got
+    bn, loads, caps, w, total = got.bn, got.loads, got.caps, got.weights, got.total
     a, b, steps = parts[0][4:]
-    bn = BankedNeighbours(group, nbs)
-    errors = [input_error(nb, load, cap, w) for nb, load, cap, w, *_ in parts]
-    loads = np.array([pt[1] for pt in parts])
-    caps = np.array([pt[2] for pt in parts])
-    total, bad = bn.allreduce(np.column_stack((np.where([e is None for e in errors], loads, 0.0),
-                                               [float(e is not None) for e in errors])))
-    if bad > 0:
-        bn.store()
-        return [("error", e) for e in errors]
-    w = np.concatenate([pt[3] for pt in parts]) if parts else np.zeros(0)
     own = bn.owner
     x = loads - caps * total
     flows = np.zeros(w.size)
@@ -314,13 +302,7 @@ def _chebyshev_kernel(group, parts: list) -> list:
     bn.store()
     n = steps if group.size > 1 else 0
     defect = loads - caps * total - bn.ordered_sums(flows)
-    res = []
-    for i, nb in enumerate(nbs):
-        nb.counters.iterations = n
-        f = flows[bn.ptr[i]:bn.ptr[i + 1]].copy()
-        res.append(LocalFlowResult(flows=f, iterations=n, converged=bool(np.all(np.isfinite(f))),
-                                   counters=nb.counters, extra={"residual": x[i], "defect": float(defect[i])}))
-    return res
+    return bulk_flow_results(got, flows, n, lambda i: {"residual": x[i], "defect": float(defect[i])})
 
 
 # -- registry -------------------------------------------------------------------------------------------

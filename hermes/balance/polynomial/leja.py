@@ -50,8 +50,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BeforeValidator
 
-from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs, input_error, ordered_total,
-                                 raise_input_error, validate_model)
+from hermes.balance.flow import (FlowResult, LocalFlowResult, agree_local_inputs, bulk_flow_results, bulk_inputs,
+                                 ordered_total, run_bulk, validate_model)
 from hermes.balance.interface import integer_type
 from hermes.balance.model import Model, derived
 from hermes.balance.polynomial.charpoly import (
@@ -599,29 +599,17 @@ def leja_bulk(nb: NeighbourComm, load: float, capacity: float, weights, nodes, *
     check_refine(refine)
     part = (nb, float(load), float(capacity), np.asarray(weights, dtype=np.float64).ravel(), _check_nodes(nodes),
             int(refine))
-    out = nb.comm.bulk("leja", part, _leja_kernel)
-    if isinstance(out, tuple):
-        raise_input_error(nb, out[1])
-    return out
+    return run_bulk(nb, "leja", part, _leja_kernel)
 
 
 def _leja_kernel(group, parts: list) -> list:
-    from hermes.runtime.bulk import BankedNeighbours
-
-    nbs = [pt[0] for pt in parts]
+    got = bulk_inputs(group, parts)
+    if isinstance(got, list):
+        return got
+    bn, caps, w = got.bn, got.caps, got.weights
     nodes, refine = parts[0][4], parts[0][5]
-    bn = BankedNeighbours(group, nbs)
-    errors = [input_error(nb, load, cap, w) for nb, load, cap, w, *_ in parts]
-    loads = np.array([pt[1] for pt in parts])
-    caps = np.array([pt[2] for pt in parts])
-    total, bad = bn.allreduce(np.column_stack((np.where([e is None for e in errors], loads, 0.0),
-                                               [float(e is not None) for e in errors])))
-    if bad > 0:
-        bn.store()
-        return [("error", e) for e in errors]
-    w = np.concatenate([pt[3] for pt in parts]) if parts else np.zeros(0)
     own = bn.owner
-    fair = loads - caps * total
+    fair = got.loads - caps * got.total
     x, flows, k = fair, np.zeros(w.size), 0
     for sweep in range(refine + 1 if group.size > 1 else 0):
         if sweep:
@@ -634,13 +622,7 @@ def _leja_kernel(group, parts: list) -> list:
             x = x - bn.ordered_sums(step) / mu
             k += 1
     bn.store()
-    res = []
-    for i, nb in enumerate(nbs):
-        nb.counters.iterations = k
-        f = flows[bn.ptr[i]:bn.ptr[i + 1]].copy()
-        res.append(LocalFlowResult(flows=f, iterations=k, converged=bool(np.all(np.isfinite(f))),
-                                   counters=nb.counters, extra={"residual": x[i]}))
-    return res
+    return bulk_flow_results(got, flows, k, lambda i: {"residual": x[i]})
 
 
 # -- LPA's rows of the balancing operator in product form ---------------------------------------------

@@ -26,12 +26,12 @@ from hermes.balance.flow import (
     FlowResult,
     LocalFlowResult,
     agree_local_inputs,
-    input_error,
-    raise_input_error,
     alpha_beta_time,
+    bulk_inputs,
     neighbour_table,
     ordered_row_sums,
     ordered_total,
+    run_bulk,
     validate_model,
 )
 from hermes.balance.interface import (MAX_ITERATIONS, BalanceContext, Decision, OptionalCount, Params, Tolerance,
@@ -420,29 +420,17 @@ def pcg_bulk(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[n
     processors' clocks must be virtual without an extra load."""
     part = (nb, float(load), float(capacity), np.asarray(weights, dtype=np.float64).ravel(), tolerance,
             max_iterations, form)
-    out = nb.comm.bulk("pcg", part, _pcg_kernel)
-    if isinstance(out, tuple):  # an input was bad on some processor: agreed, as agree_local_inputs does
-        raise_input_error(nb, out[1])
-    return out
+    return run_bulk(nb, "pcg", part, _pcg_kernel)
 
 
 def _pcg_kernel(group, parts: list) -> list:
-    from hermes.runtime.bulk import BankedNeighbours
-
-    nbs = [pt[0] for pt in parts]
+    got = bulk_inputs(group, parts, extra_checks=_check_params)
+    if isinstance(got, list):
+        return got
+    bn, nbs, loads, caps, wt, total = got.bn, got.nbs, got.loads, got.caps, got.weights, got.total
     tolerance, max_iterations, form = parts[0][4], parts[0][5], parts[0][6]
-    bn = BankedNeighbours(group, nbs)
-    errors = [input_error(nb, load, cap, wt, extra_checks=lambda: _check_params(tol, mi, fm))
-              for nb, load, cap, wt, tol, mi, fm in parts]
-    loads = np.array([pt[1] if e is None else 0.0 for pt, e in zip(parts, errors)])
-    caps = np.array([pt[2] for pt in parts])
-    total, bad = bn.allreduce(np.column_stack((loads, [float(e is not None) for e in errors])))
-    if bad > 0:
-        bn.store()
-        return [("error", e) for e in errors]
     if max_iterations is None:
         max_iterations = 10 * group.size
-    wt = np.concatenate([pt[3] for pt in parts]) if parts else np.zeros(0)
     own = bn.owner
     b = loads - caps * total
     bnorm2 = float(bn.allreduce(b * b)[0])

@@ -14,9 +14,13 @@ import sys
 
 
 def main() -> int:
-    src = os.path.join(os.environ.get("LBAF", "."), "src")
+    root = os.environ.get("LBAF")
+    if not root:
+        print("lbaf_deterministic: set LBAF to a checkout of LB-analysis-framework", file=sys.stderr)
+        return 2
+    src = os.path.join(os.path.abspath(root), "src")
     if not os.path.isdir(os.path.join(src, "lbaf")):
-        print(f"lbaf_deterministic: no LBAF source under {src!r} (set LBAF to a checkout)", file=sys.stderr)
+        print(f"lbaf_deterministic: no LBAF source under {src!r} (LBAF must name a checkout)", file=sys.stderr)
         return 2
     sys.path.insert(0, src)
     from lbaf.Applications.LBAF_app import LBAFApplication

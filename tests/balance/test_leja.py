@@ -34,6 +34,7 @@ from hermes.balance.polynomial.mpa import mpa
 from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import parse_model
+from benchmarks.lps_depth import subdomain_model
 from tests.balance.graphs import KINDS, random_model, unusable_models
 
 EPS = np.finfo(float).eps
@@ -241,31 +242,10 @@ def test_co_hosted_processors_share_one_spectral_plan():
     assert np.array_equal(got[2][1].eigenvalues, spectral_plan(other).eigenvalues)
 
 
-def _subdomain_model(n: int, parts: int, capacities=None) -> Model:
-    """The processor graph of an n × n grid of cells in ``parts`` METIS parts (edge weight: the cut edges between
-    two parts; loads: the parts' cells times a seeded factor in [0.5, 2)) — the kind of graph the at-scale study
-    balances on, at a test's size."""
-    import pymetis
-
-    idx = np.arange(n * n).reshape(n, n)
-    e = np.concatenate([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
-                        np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)])
-    adj = [[] for _ in range(n * n)]
-    for a, b in e:
-        adj[a].append(int(b))
-        adj[b].append(int(a))
-    part = np.asarray(pymetis.part_graph(parts, adjacency=adj)[1])
-    cut = part[e[:, 0]] != part[e[:, 1]]
-    pe, w = np.unique(np.sort(np.stack([part[e[cut, 0]], part[e[cut, 1]]], 1), axis=1), axis=0, return_counts=True)
-    loads = np.bincount(part, minlength=parts) * np.random.default_rng(1).uniform(0.5, 2.0, parts)
-    caps = np.ones(parts) if capacities is None else capacities
-    return Model.create(parts, pe, loads, caps, w.astype(float))
-
-
 def test_the_interval_order_where_the_discrete_leja_order_runs_out_of_nodes():
     # the subdomain graph of a 128 × 128 grid in 256 METIS parts (the study's kind of graph): the discrete Leja
     # order's Γ = 10^15.8 allows no digit; the Leja points of the interval snapped to the eigenvalues give 10^7.5
-    m = _subdomain_model(128, 256)
+    m = subdomain_model(128, 256)
     plan = spectral_plan(m)
     discrete = min(log_amplification(leja_order(plan.nodes, s), plan.eigenvalues[1:]) for s in ("max", "min"))
     assert plan.order == "leja-interval" and plan.log10_amplification < discrete - 5
@@ -280,7 +260,7 @@ def test_the_interval_order_where_the_discrete_leja_order_runs_out_of_nodes():
 def test_a_measured_trial_realises_the_scheme_where_the_worst_case_bound_says_nothing():
     # capacities in [1, 2) on the same graph: no order's bound is below 1 (10^3.6); the plan measures 4 sweeps on a
     # seeded trial load (defects 0.07 … 0.03), refines accordingly and the flow's error stays below that estimate
-    m = _subdomain_model(128, 256, np.random.default_rng(5).uniform(1.0, 2.0, 256))
+    m = subdomain_model(128, 256, np.random.default_rng(5).uniform(1.0, 2.0, 256))
     plan = spectral_plan(m)
     assert plan.bound_error >= 1.0 and len(plan.trial) == leja.TRIAL_SWEEPS
     assert plan.extra_units > leja.interval_units(plan.steps)  # the interval order and the trial, both charged
@@ -292,10 +272,10 @@ def test_a_measured_trial_realises_the_scheme_where_the_worst_case_bound_says_no
     # evaluation of the polynomial leaves Λ_m ε ≫ 1 (docs/BALANCERS.md); the trial says so and the flow is refused
     col = np.array([0.1176, 0.1176, 0.0588, 0.0980, 0.0784, 0.0392, 0.0784, 0.0392, 0.0588, 0.0980, 0.0588, 0.0588,
                     0.0392, 0.0392, 0.0196])
-    het = _subdomain_model(128, 256, col[np.arange(256) % 15])
+    het = subdomain_model(128, 256, col[np.arange(256) % 15])
     hplan = spectral_plan(het)
     assert hplan.log10_lower_bound > 8 and hplan.predicted_error >= 1.0
     # the polynomial's own variation within 16 ε μ_max of the eigenvalues: 10^122 here, 10^-7.9 homogeneous
     assert hplan.log10_condition > 100 and hplan.info()["log10_condition"] > 100
-    assert spectral_plan(_subdomain_model(128, 256)).log10_condition < -5
+    assert spectral_plan(subdomain_model(128, 256)).log10_condition < -5
     assert not lps(het).converged

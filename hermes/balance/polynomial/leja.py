@@ -362,7 +362,8 @@ def spectral_plan(model: Model, order: str = "leja") -> SpectralPlan:
             seq = interval_leja_order(nodes)
             amp = log_amplification(seq, rest)
             extra = interval_units(len(nodes))
-            plan = (SpectralPlan(mu, seq, tol, amp, "leja-interval", extra_units=extra) if amp < plan.log10_amplification
+            better = amp < plan.log10_amplification
+            plan = (SpectralPlan(mu, seq, tol, amp, "leja-interval", extra_units=extra) if better
                     else dataclasses.replace(plan, extra_units=extra))
     else:
         seq = np.sort(nodes) if order == "ascending" else np.sort(nodes)[::-1]
@@ -680,9 +681,9 @@ def charged_plan(ctx, words=None, extra: bool = True) -> SpectralPlan:
     :func:`spectrum_report` then says what happened (collective: every rank decides alike, the model is the same).
 
     ``words(plan)``: what rank 0 broadcasts (default: the nodes and the refinement count; Chebyshev: its bounds
-    and step count). ``extra``: whether the plan's interval order and trial (:attr:`SpectralPlan.extra_units`) are charged
-    too — by the balancers that apply its order (not Chebyshev's exact bounds, which read the eigenvalues only). A plan another balancer
-    computed on the same state (``auto``'s) is reused, not paid twice."""
+    and step count). ``extra``: whether the plan's interval order and trial (:attr:`SpectralPlan.extra_units`) are
+    charged too — by the balancers that apply its order (not Chebyshev's exact bounds, which read the eigenvalues
+    only). A plan another balancer computed on the same state (``auto``'s) is reused, not paid twice."""
     fresh = ctx.state.get("spectral_plan") is None or ctx.state["spectral_plan"][0] != plan_key(ctx.model)
     plan = cached_plan(ctx.model, ctx.state, ctx.comm)
     if fresh:

@@ -163,7 +163,8 @@ def cmd_replay(args) -> int:
         try:
             replay_to_dir(trace, algorithms, out, params=params, graph=args.graph, capacities=caps, work_model=wm,
                           seed=args.seed, rounds=args.rounds, trigger=args.trigger, realisation=args.realisation,
-                          write_traces=args.write_trace, compress=args.compress, plot=not args.no_plot, say=say)
+                          memory_step=args.memory_step, write_traces=args.write_trace, compress=args.compress,
+                          plot=not args.no_plot, say=say)
             done = True
         finally:
             lock.release(remove_if_unused=not done)

@@ -11,7 +11,7 @@ runs :func:`hermes.trace.report.replay_to_dir` once per point of its axes instea
       balancer: [grapevine, pcg, {label: METIS 1 %, algorithm: metis, ufactor: 10}]
       graph: [comm, full]                       # ... and any replay option: phase, graph, capacities, alpha,
                                                 #     beta, gamma, delta, memory_limit, rounds, trigger,
-                                                #     realisation, seed
+                                                #     realisation, memory_step, seed
 
 Each run's directory ``runs/<id>/`` is a replay directory (replay.csv, replay.json, table.md, replay.png); the
 experiment writes ``results.csv`` (every row of every run with the run's axis labels), ``table.md`` (the
@@ -38,7 +38,7 @@ __all__ = ["TRACE_OPTIONS", "trace_experiment", "load_trace_experiment", "run_tr
 #: the replay options an experiment may set or sweep, with their defaults (hermes replay's)
 TRACE_OPTIONS: dict[str, Any] = {"phase": "all", "graph": "auto", "capacities": None, "alpha": 1.0, "beta": 0.0,
                                  "gamma": 0.0, "delta": 0.0, "memory_limit": None, "rounds": 3, "trigger": 1.0,
-                                 "realisation": "auto", "seed": 0}
+                                 "realisation": "auto", "memory_step": "refine", "seed": 0}
 _TOP = {"name", "description", "trace", "set", "axes"}
 
 
@@ -154,7 +154,7 @@ def _check_run(run: dict[str, Any]) -> None:
     try:
         _work_model(o)
         check_options(graph=o["graph"], capacities=o["capacities"], seed=o["seed"], rounds=o["rounds"],
-                      trigger=o["trigger"], realisation=o["realisation"])
+                      trigger=o["trigger"], realisation=o["realisation"], memory_step=o["memory_step"])
         get_balancer(run["algorithm"]).check(run["params"], prefix=f"{run['algorithm']}.")
     except HermesError as err:
         raise TraceError(f"run {run['id']}: {err}") from None
@@ -195,7 +195,7 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
             table = replay_to_dir(trace, [run["algorithm"]], rd, params={run["algorithm"]: run["params"]},
                                   graph=o["graph"], capacities=o["capacities"], work_model=_work_model(o),
                                   seed=o["seed"], rounds=o["rounds"], trigger=o["trigger"],
-                                  realisation=o["realisation"], plot=report)
+                                  realisation=o["realisation"], memory_step=o["memory_step"], plot=report)
             got = table.rows()
             meta = _doc(done)
             if meta is None:

@@ -56,6 +56,9 @@ MAX_REPLAY_PHASES = MAX_PHASES
 #: (hermes.bounds.MAX_TRACE_TASKS); realising a flow by choosing objects costs a pass over the rank's objects per
 #: object moved (10⁵ tasks on 8 ranks: 3 s for pcg)
 MAX_REPLAY_TASKS = MAX_TRACE_TASKS
+#: what follows a balancer under a memory limit (:mod:`hermes.trace.memorybound`): the repair and the refinement,
+#: the repair only, or nothing (the balancer's assignment as it is, the ranks above the limit counted)
+MEMORY_STEPS = ("refine", "repair", "off")
 #: algorithms replayed by their own serial code rather than a flow
 REPLAY_SPECIAL = ("none", "grapevine", "metis", "scotch")
 
@@ -463,9 +466,25 @@ def _flow_rounds(ph: TracePhase, info_entry, params: dict[str, Any], caps: NDArr
 
 def _balance(ph: TracePhase, algorithm: str, info_entry, checked: dict[str, Any], caps: NDArray[np.float64], *,
              graph: str, seed: int, rounds: int, trigger: float, realisation: str,
-             memory_limit: float | None) -> tuple[NDArray[np.int64], dict[str, Any]]:
+             memory_limit: float | None, memory_step: str = "refine") -> tuple[NDArray[np.int64], dict[str, Any]]:
     """The new ranks of the phase's tasks under ``algorithm`` (its parameters checked), and the balancer's own
-    figures (iterations, the graph used, ...)."""
+    figures (iterations, the graph used, ...). Under a memory limit the balancer's assignment is then repaired
+    and refined under it (``memory_step``: refine, repair or off; :mod:`hermes.trace.memorybound`)."""
+    new, info = _balance_raw(ph, algorithm, info_entry, checked, caps, graph=graph, seed=seed, rounds=rounds,
+                             trigger=trigger, realisation=realisation, memory_limit=memory_limit)
+    if memory_limit is not None and memory_step != "off" and algorithm != "none" and ph.n_tasks and ph.n_ranks > 1:
+        from hermes.trace.memorybound import bound_assignment
+
+        got = bound_assignment(ph, new, caps, memory_limit, refinement=memory_step == "refine")
+        new = got.ranks
+        info.update(got.info)
+    return new, info
+
+
+def _balance_raw(ph: TracePhase, algorithm: str, info_entry, checked: dict[str, Any], caps: NDArray[np.float64], *,
+                 graph: str, seed: int, rounds: int, trigger: float, realisation: str,
+                 memory_limit: float | None) -> tuple[NDArray[np.int64], dict[str, Any]]:
+    """The balancer's own assignment (:func:`_balance` before the memory step)."""
     info: dict[str, Any] = {}
     p = ph.n_ranks
     if ph.n_tasks == 0 or p == 1 or algorithm == "none":
@@ -493,7 +512,8 @@ def _balance(ph: TracePhase, algorithm: str, info_entry, checked: dict[str, Any]
 
 def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None = None, *, graph: str = "auto",
                  capacities: ArrayLike | None = None, work_model: WorkModel | None = None, seed: int = 0,
-                 rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> ReplayResult:
+                 rounds: int = 3, trigger: float = 1.0, realisation: str = "auto",
+                 memory_step: str = "refine") -> ReplayResult:
     """Balance one phase with ``algorithm`` (module docstring); the figures before and after.
 
     ``rounds`` and ``trigger`` are the scenario's ``balancer.min_rounds`` and ``balancer.trigger`` (defaults 3 and
@@ -519,7 +539,8 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
     before = phase_figures(ph, ph.ranks, wm, caps)
     t0 = time.perf_counter()
     new, info = _balance(ph, algorithm, info_entry, checked, caps, graph=graph, seed=seed, rounds=rounds,
-                         trigger=trigger, realisation=realisation, memory_limit=wm.memory_limit)
+                         trigger=trigger, realisation=realisation, memory_limit=wm.memory_limit,
+                         memory_step=memory_step)
     info["seconds"] = time.perf_counter() - t0
     after = phase_figures(ph, new, wm, caps)
     moved = new != ph.ranks
@@ -579,7 +600,7 @@ def _partition(ph: TracePhase, algorithm: str, params: dict[str, Any], caps: NDA
 
 
 def check_options(*, graph: str = "auto", capacities: ArrayLike | None = None, seed: int = 0, rounds: int = 3,
-                  trigger: float = 1.0, realisation: str = "auto") -> None:
+                  trigger: float = 1.0, realisation: str = "auto", memory_step: str = "refine") -> None:
     """The replay options checked before any phase is balanced (those of ``hermes replay``, a trace experiment's
     runs): each in its documented range, numbers within hermes' rule (:mod:`hermes.bounds`): ``rounds`` 1..1000,
     ``trigger`` in [1, 1e6], ``seed`` 0..MAX_SEED, ``capacities`` positive numbers spanning at most SPREAD_MAX
@@ -594,6 +615,8 @@ def check_options(*, graph: str = "auto", capacities: ArrayLike | None = None, s
         raise GraphError(f"graph {graph!r}: expected auto, comm or full")
     if realisation not in ("auto", "objects", "cells"):
         raise GraphError(f"realisation {realisation!r}: expected auto, objects or cells")
+    if memory_step not in MEMORY_STEPS:
+        raise GraphError(f"memory_step {memory_step!r}: expected {', '.join(MEMORY_STEPS[:-1])} or {MEMORY_STEPS[-1]}")
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or not 1 <= rounds <= 1000:
         raise GraphError(f"rounds must be an integer in 1..1000, got {rounds!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
@@ -695,7 +718,8 @@ class ReplayTable:
 
 def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
                  graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
-                 seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> ReplayTable:
+                 seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto",
+                 memory_step: str = "refine") -> ReplayTable:
     """Every algorithm on every phase of ``trace``, by columns: the figures before and after of every phase
     at once (:func:`~hermes.trace.workmodel.trace_figures`, the function ``hermes trace info`` uses), and the
     balancers run on each data block that has tasks on more than one rank (a phase marked identical to the
@@ -714,7 +738,7 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
     from hermes.trace.workmodel import trace_figures
 
     check_options(graph=graph, capacities=capacities, seed=seed, rounds=rounds, trigger=trigger,
-                  realisation=realisation)
+                  realisation=realisation, memory_step=memory_step)
     flat = trace.flat
     if flat.n_phases > MAX_REPLAY_PHASES:
         raise GraphError(f"{trace.stem or 'the trace'}: {flat.n_phases:,} phases, more than hermes replays at once "
@@ -749,7 +773,8 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
                 continue
             t0 = time.perf_counter()
             new, got = _balance(ph, name, entry, checked, caps, graph=graph, seed=seed, rounds=rounds,
-                                trigger=trigger, realisation=realisation, memory_limit=wm.memory_limit)
+                                trigger=trigger, realisation=realisation, memory_limit=wm.memory_limit,
+                                memory_step=memory_step)
             got["seconds"] = time.perf_counter() - t0
             ranks[name][s] = new
             info[name][b] = got
@@ -768,15 +793,17 @@ def check_params(algorithms: list[str], params: dict[str, dict[str, Any]] | None
 
 def replay(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
            graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
-           seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto") -> list[ReplayResult]:
+           seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto",
+           memory_step: str = "refine") -> list[ReplayResult]:
     """Every algorithm on every phase of ``trace`` (phases in order, algorithms in the order given;
     :func:`replay_phase`; :func:`replay_trace` by columns), the options and the parameters checked first
     (:func:`check_options`, :func:`check_params`)."""
     check_options(graph=graph, capacities=capacities, seed=seed, rounds=rounds, trigger=trigger,
-                  realisation=realisation)
+                  realisation=realisation, memory_step=memory_step)
     check_params(algorithms, params)
     return replay_trace(trace, algorithms, params, graph=graph, capacities=capacities, work_model=work_model,
-                        seed=seed, rounds=rounds, trigger=trigger, realisation=realisation).results()
+                        seed=seed, rounds=rounds, trigger=trigger, realisation=realisation,
+                        memory_step=memory_step).results()
 
 
 def _finite(x: float) -> float | None:

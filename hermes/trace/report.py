@@ -138,8 +138,9 @@ def _stream(files: list[tuple[Path, str, str, str]], lines: Iterator[tuple[str, 
 
 def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dict[str, dict[str, Any]] | None = None,
                   graph: str = "auto", capacities: Any = None, work_model: WorkModel | None = None, seed: int = 0,
-                  rounds: int = 3, trigger: float = 1.0, realisation: str = "auto", write_traces: bool = False,
-                  compress: bool = False, plot: bool = True, say=lambda s: None) -> ReplayTable:
+                  rounds: int = 3, trigger: float = 1.0, realisation: str = "auto", memory_step: str = "refine",
+                  write_traces: bool = False, compress: bool = False, plot: bool = True,
+                  say=lambda s: None) -> ReplayTable:
     """Replay ``algorithms`` on ``trace`` (:func:`~hermes.trace.replay.replay_trace`) and write the directory of
     the module docstring into ``out`` (an existing, claimed directory), each file a row at a time; the table
     (:meth:`~hermes.trace.replay.ReplayTable.rows` gives the rows)."""
@@ -155,7 +156,7 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
 
     wm = work_model or WorkModel()
     table = replay_trace(trace, algorithms, params, graph=graph, capacities=capacities, work_model=wm, seed=seed,
-                         rounds=rounds, trigger=trigger, realisation=realisation)
+                         rounds=rounds, trigger=trigger, realisation=realisation, memory_step=memory_step)
     columns = COLUMNS + sorted(table.keys() - set(COLUMNS))
 
     def lines() -> Iterator[tuple[str, str, str]]:  # (csv, json, table) of each row
@@ -172,7 +173,7 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
 
     meta = {"trace": trace.stem, "ranks": trace.n_ranks, "phases": trace.phase_ids, "compressed": trace.compressed,
             "algorithms": algorithms, "params": params or {}, "graph": graph, "seed": seed, "rounds": rounds,
-            "trigger": trigger, "realisation": realisation,
+            "trigger": trigger, "realisation": realisation, "memory_step": memory_step,
             "capacities": None if capacities is None else [float(c) for c in capacities],
             "work_model": {"alpha": wm.alpha, "beta": wm.beta, "gamma": wm.gamma, "delta": wm.delta,
                            "memory_limit": wm.memory_limit},

@@ -15,13 +15,14 @@ under the limit in two deterministic steps (ranks, blocks and tasks in id order;
    left least loaded relative to its share). What cannot be placed stays and is reported (``unplaced``: the
    ranks still above the limit).
 2. **Refinement** (:func:`refine`): a descent on the loads relative to capacity, u_r = L_r / T_r (T_r the rank's
-   fair share of the load). The most loaded rank h that can improve gives, to a less loaded rank j, the part of
+   fair share of the load). The most loaded rank h (above its share) that can improve gives, to a less loaded rank j, the part of
    one of its clusters closest to the amount x* = (L_h T_j − L_j T_h) / (T_h + T_j) that would equalise the pair
    (the whole cluster, freeing its block on h, or a subset: heaviest tasks first, the rest filled with the
    lightest), or swaps such a part for a lighter part of a cluster of j (when j has no room for another block).
    A move is taken only if the memory of both ranks stays within the limit (or, on a rank already above it,
    does not grow); of the moves that lower the pair's larger u below u_h, the one leaving it least (then one that
-   makes no new copy of a block, fewer tasks, lower rank and block ids). Each step lowers the sorted vector of
+   makes no new copy of a block, fewer tasks, lower rank and block ids); the partners are the :data:`PARTNERS`
+   (64) least loaded ranks. Each step lowers the sorted vector of
    the u lexicographically, so the descent ends; it stops when no rank has such a move or the largest u is
    within :data:`TOLERANCE` (10⁻³) of 1.
 
@@ -43,6 +44,9 @@ RELATIVE_GAIN = 1e-12
 #: the refinement stops once the largest u is within this of 1 (a fair share): below it each step gains little
 #: (on LBAF's hundreds-tasks data the last 10⁻³ takes 30 times the steps of the first 1.7)
 TOLERANCE = 1e-3
+#: the refinement looks for a rank's move among the least loaded ranks (relative to their shares) only: all of them
+#: up to this many ranks; beyond, a step costs this many ranks' clusters, not p's
+PARTNERS = 64
 
 
 @dataclass
@@ -233,28 +237,31 @@ def repair(st: BlockState) -> dict[str, int]:
                     kept[j].add(b)
                     keepers[b] = {j}
                     room[j] -= float(st.sizes[b])
+    tops = np.array([max(st.works[j], default=0.0) for j in range(st.p)])
     moved = 0
     for _, b, r, c in sorted(pairs, key=lambda t: (-t[0], t[1], t[2])):  # lightest first
         if b in kept[r]:
             continue
         # what the cluster adds to a receiver: its footprints, its largest working set beyond the receiver's
         foot, top = float(st.foot[c.ids].sum()), float(st.work[c.ids].max())
-        need = lambda j: foot + max(0.0, top - max(st.works[j], default=0.0))  # noqa: E731
+        need = lambda j: foot + max(0.0, top - tops[j])  # noqa: E731
         held = [(-float(st.loads[list(st.members[j].get(b, ()))].sum()), j) for j in sorted(keepers.get(b, ()))
                 if j != r and room[j] >= need(j)]  # the block's bytes are reserved on its keepers
         if held:
             j = min(held)[1]
         else:
-            fit = [((st.load[j] + c.load) / st.target[j], j) for j in range(st.p)
-                   if j != r and room[j] >= need(j) + float(st.sizes[b])]
-            if not fit:
+            ok = room >= foot + np.maximum(0.0, top - tops) + float(st.sizes[b])
+            ok[r] = False
+            if not ok.any():
                 continue
-            j = min(fit)[1]
+            cand = np.flatnonzero(ok)
+            j = int(cand[np.argmin((st.load[cand] + c.load) / st.target[cand])])
             kept[j].add(b)
             keepers.setdefault(b, set()).add(j)
             room[j] -= float(st.sizes[b])
         room[j] -= need(j)
         st.move(c.ids, j)
+        tops[j] = max(tops[j], top)
         moved += int(c.ids.size)
     return {"repair_moved": moved, "unplaced": int(np.sum(st.memories() > st.limit))}
 
@@ -268,7 +275,7 @@ def _best_move(st: BlockState, h: int, u: NDArray[np.float64]):
     mine = st.clusters(h)
     if not mine:
         return None
-    for j in np.argsort(u, kind="stable").tolist():
+    for j in np.argsort(u, kind="stable")[:PARTNERS + 1].tolist():
         if j == h or u[j] >= uh:
             continue
         tj = st.target[j]
@@ -331,6 +338,8 @@ def refine(st: BlockState, max_steps: int | None = None, tolerance: float = TOLE
             break
         best = None
         for h in np.argsort(-u, kind="stable").tolist():
+            if u[h] <= 1.0 + tolerance:
+                break  # the givers are the ranks above their share
             best = _best_move(st, h, u)
             if best is not None:
                 break

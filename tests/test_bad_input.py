@@ -521,6 +521,8 @@ OTHER += [
      "argument --seed: must be at least 0, got -1"),
     ("num-replay-memory-limit-nan", ["replay", "{d}/n_trace", "--memory-limit", "nan", "--out", "{d}/n-rp8"],
      "argument --memory-limit: must be a number in (0, 1e+100]"),
+    ("replay-memory-step-without-limit", ["replay", "{d}/n_trace", "--memory-step", "repair", "--out", "{d}/n-rp12"],
+     "--memory-step repair: needs --memory-limit"),
     ("num-replay-trigger-inf", ["replay", "{d}/n_trace", "--trigger", "inf", "--out", "{d}/n-rp9"],
      "argument --trigger: must be a number in [1, 1000000], got inf"),
     ("num-replay-rounds-float", ["replay", "{d}/n_trace", "--rounds", "1e3", "--out", "{d}/n-rp10"],

@@ -145,6 +145,9 @@ def cmd_replay(args) -> int:
                 raise HermesError(f"--capacities {args.capacities!r}: expected homo or comma-separated numbers") \
                     from None
         wm = WorkModel(args.alpha, args.beta, args.gamma, args.delta, args.memory_limit)
+        if args.memory_step is not None and args.memory_limit is None:
+            raise HermesError(f"--memory-step {args.memory_step}: needs --memory-limit (the step finishes each "
+                              f"balancer under a memory limit)")
         trace = read_trace(args.stem, phases=args.phase)
         if caps is not None and len(caps) != trace.n_ranks:
             raise HermesError(f"--capacities: {len(caps)} numbers for the trace's {trace.n_ranks} ranks")
@@ -163,7 +166,7 @@ def cmd_replay(args) -> int:
         try:
             replay_to_dir(trace, algorithms, out, params=params, graph=args.graph, capacities=caps, work_model=wm,
                           seed=args.seed, rounds=args.rounds, trigger=args.trigger, realisation=args.realisation,
-                          memory_step=args.memory_step, write_traces=args.write_trace, compress=args.compress,
+                          memory_step=args.memory_step or "refine", write_traces=args.write_trace, compress=args.compress,
                           plot=not args.no_plot, say=say)
             done = True
         finally:

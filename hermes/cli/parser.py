@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how a flow moves objects: objects (by communication affinity), cells (hermes' gain "
                     "selection on the objects' centroids, as a trace hermes wrote has), auto (cells when there are "
                     "centroids and no memory limit; default)")
-    rp.add_argument("--memory-step", choices=["refine", "repair", "off"], default="refine",
+    rp.add_argument("--memory-step", choices=["refine", "repair", "off"], default=None,
                     help="under --memory-limit, what follows each balancer: refine (default: ranks above the limit "
                     "repaired by whole clusters, then a block-aware descent on the largest load), repair (the "
                     "repair only) or off (the balancer's assignment as it is)")

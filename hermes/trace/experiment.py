@@ -155,6 +155,9 @@ def _check_run(run: dict[str, Any]) -> None:
         _work_model(o)
         check_options(graph=o["graph"], capacities=o["capacities"], seed=o["seed"], rounds=o["rounds"],
                       trigger=o["trigger"], realisation=o["realisation"], memory_step=o["memory_step"])
+        if o["memory_step"] != TRACE_OPTIONS["memory_step"] and o["memory_limit"] is None:
+            raise TraceError(f"memory_step {o['memory_step']}: needs memory_limit (the step finishes each balancer "
+                             f"under a memory limit)")
         get_balancer(run["algorithm"]).check(run["params"], prefix=f"{run['algorithm']}.")
     except HermesError as err:
         raise TraceError(f"run {run['id']}: {err}") from None

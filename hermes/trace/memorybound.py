@@ -92,7 +92,9 @@ class BlockState:
         self.foot, self.work = nan0("task_footprint_bytes"), nan0("task_working_bytes")
         self.base = np.zeros(p) if ph.rank_working is None else np.nan_to_num(ph.rank_working, nan=0.0)
         c = np.asarray(caps, dtype=np.float64)
-        self.target = c / c.sum() * float(self.loads.sum())
+        total = float(self.loads.sum())
+        # each rank's fair share of the load (of 1 where there is no load: every u is 0 then, nothing to balance)
+        self.target = c / c.sum() * (total if total > 0 else 1.0)
         self.load = np.bincount(self.r, weights=self.loads, minlength=p).astype(np.float64)
         self.foot_sum = np.bincount(self.r, weights=self.foot, minlength=p).astype(np.float64)
         #: per rank: block (−1: tasks without one) -> its tasks there (migratable or not); working bytes -> count

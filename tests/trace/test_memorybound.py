@@ -150,3 +150,13 @@ def test_replay_applies_the_memory_step_to_every_balancer():
     assert "imbalance_balancer" not in off.info
     with pytest.raises(Exception, match="memory_step 'both': expected refine, repair or off"):
         check_options(memory_step="both")
+
+
+def test_a_phase_without_load_or_within_its_share_is_left_alone():
+    """Zero loads (no share to balance toward) and a balanced phase within the limit: nothing moves, no NaN."""
+    zero = _phase(3, [[0.0, 0.0]] * 3, [0, 1, 2])
+    got = bound_assignment(zero, zero.ranks, np.ones(3), _limit(2, 4))
+    assert np.array_equal(got.ranks, zero.ranks) and got.info["refine_steps"] == 0
+    fair = _phase(3, [[1.0, 2.0]] * 3, [0, 1, 2])
+    got = bound_assignment(fair, fair.ranks, np.ones(3), _limit(2, 4))
+    assert np.array_equal(got.ranks, fair.ranks) and got.info["imbalance_balancer"] == 1.0

@@ -160,3 +160,13 @@ def test_a_phase_without_load_or_within_its_share_is_left_alone():
     fair = _phase(3, [[1.0, 2.0]] * 3, [0, 1, 2])
     got = bound_assignment(fair, fair.ranks, np.ones(3), _limit(2, 4))
     assert np.array_equal(got.ranks, fair.ranks) and got.info["imbalance_balancer"] == 1.0
+
+
+def test_a_trace_experiment_refuses_a_memory_step_without_a_limit():
+    from hermes.trace.experiment import TRACE_OPTIONS, _check_run
+    from hermes.trace.phase import TraceError
+
+    run = {"id": "r1", "algorithm": "pcg", "params": {}, "options": {**TRACE_OPTIONS, "memory_step": "repair"}}
+    with pytest.raises(TraceError, match="run r1: memory_step repair: needs memory_limit"):
+        _check_run(run)
+    _check_run({**run, "options": {**run["options"], "memory_limit": 8e9}})

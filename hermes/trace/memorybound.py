@@ -12,8 +12,8 @@ under the limit in two deterministic steps (ranks, blocks and tasks in id order;
    within the limit keeps what it has), then second copies where room remains; every other *cluster* (a rank's
    tasks of one block, all migratable) of a rank above the limit leaves it whole, to the keeper of its block
    holding most of it (there only its tasks' footprints join), else to a rank with room for the block (the one
-   left least loaded relative to its share). What cannot be placed stays and is reported (``unplaced``: the
-   ranks still above the limit).
+   left least loaded relative to its share); then tasks without a block, one at a time, where they fit. What
+   cannot be placed stays and is reported (``unplaced``: the ranks still above the limit).
 2. **Refinement** (:func:`refine`): a descent on the loads relative to capacity, u_r = L_r / T_r (T_r the rank's
    fair share of the load). The most loaded rank h (above its share) that can improve gives, to a less loaded rank j, the part of
    one of its clusters closest to the amount x* = (L_h T_j − L_j T_h) / (T_h + T_j) that would equalise the pair
@@ -265,7 +265,35 @@ def repair(st: BlockState) -> dict[str, int]:
         st.move(c.ids, j)
         tops[j] = max(tops[j], top)
         moved += int(c.ids.size)
+    moved += _repair_loose(st)
     return {"repair_moved": moved, "unplaced": int(np.sum(st.memories() > st.limit))}
+
+
+def _repair_loose(st: BlockState) -> int:
+    """Tasks without a block off the ranks still above the limit, one at a time (each frees its footprint): the
+    largest footprint first, to the rank with room for it left least loaded relative to its share."""
+    moved = 0
+    mem = st.memories()
+    tops = np.array([max(st.works[j], default=0.0) for j in range(st.p)])
+    for r in np.flatnonzero(mem > st.limit).tolist():
+        loose = [c for c in st.clusters(r) if c.block < 0]
+        if not loose:
+            continue
+        ids = loose[0].ids[np.lexsort((loose[0].ids, -st.foot[loose[0].ids]))]
+        for v in ids.tolist():
+            if mem[r] <= st.limit:
+                break
+            ok = mem + st.foot[v] + np.maximum(0.0, st.work[v] - tops) <= st.limit
+            ok[r] = False
+            if not ok.any():
+                continue
+            cand = np.flatnonzero(ok)
+            j = int(cand[np.argmin((st.load[cand] + st.loads[v]) / st.target[cand])])
+            st.move(np.array([v], dtype=np.int64), j)
+            mem[r], mem[j] = st.memory(r), st.memory(j)
+            tops[r], tops[j] = max(st.works[r], default=0.0), max(tops[j], float(st.work[v]))
+            moved += 1
+    return moved
 
 
 def _best_move(st: BlockState, h: int, u: NDArray[np.float64]):

@@ -170,3 +170,14 @@ def test_a_trace_experiment_refuses_a_memory_step_without_a_limit():
     with pytest.raises(TraceError, match="run r1: memory_step repair: needs memory_limit"):
         _check_run(run)
     _check_run({**run, "options": {**run["options"], "memory_limit": 8e9}})
+
+
+def test_tasks_without_a_block_leave_a_full_rank_one_by_one():
+    """Footprints only (no shared blocks): rank 0 of 3 holds four tasks of 10 B under a 25 B limit; the repair
+    moves tasks off it, each to a rank with room, until every rank fits."""
+    ph = TracePhase(3, np.arange(4, dtype=np.int64), np.ones(4), np.zeros(4, dtype=np.int64),
+                    np.zeros(4, dtype=np.int64), np.ones(4, dtype=bool), 0,
+                    user={"task_footprint_bytes": np.full(4, 10.0)})
+    got = bound_assignment(ph, ph.ranks, np.ones(3), 25.0, refinement=False)
+    mem = rank_figures(ph, got.ranks, WorkModel()).memory
+    assert got.info["unplaced"] == 0 and mem.max() <= 25.0 and got.info["repair_moved"] == 2

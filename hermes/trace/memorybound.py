@@ -15,16 +15,16 @@ under the limit in two deterministic steps (ranks, blocks and tasks in id order;
    left least loaded relative to its share); then tasks without a block, one at a time, where they fit. What
    cannot be placed stays and is reported (``unplaced``: the ranks still above the limit).
 2. **Refinement** (:func:`refine`): a descent on the loads relative to capacity, u_r = L_r / T_r (T_r the rank's
-   fair share of the load). The most loaded rank h (above its share) that can improve gives, to a less loaded rank j, the part of
-   one of its clusters closest to the amount x* = (L_h T_j − L_j T_h) / (T_h + T_j) that would equalise the pair
-   (the whole cluster, freeing its block on h, or a subset: heaviest tasks first, the rest filled with the
-   lightest), or swaps such a part for a lighter part of a cluster of j (when j has no room for another block).
-   A move is taken only if the memory of both ranks stays within the limit (or, on a rank already above it,
-   does not grow); of the moves that lower the pair's larger u below u_h, the one leaving it least (then one that
-   makes no new copy of a block, fewer tasks, lower rank and block ids); the partners are the :data:`PARTNERS`
-   (64) least loaded ranks. Each step lowers the sorted vector of
-   the u lexicographically, so the descent ends; it stops when no rank has such a move or the largest u is
-   within :data:`TOLERANCE` (10⁻³) of 1.
+   fair share of the load). The most loaded rank h (above its share) that can improve gives, to a less loaded
+   rank j, the part of one of its clusters closest to the amount x* = (L_h T_j − L_j T_h) / (T_h + T_j) that would
+   equalise the pair (the whole cluster, freeing its block on h, or a subset: heaviest tasks first, the rest
+   filled with the lightest), or swaps such a part for a lighter part of a cluster of j (when j has no room for
+   another block). A move is taken only if the memory of both ranks stays within the limit (or, on a rank
+   already above it, does not grow); of the moves that lower the pair's larger u below u_h, the one leaving it
+   least (then one that makes no new copy of a block, fewer tasks, lower rank and block ids); the partners are
+   the :data:`PARTNERS` (64) least loaded ranks. Each step lowers the sorted vector of the u lexicographically,
+   so the descent ends; it stops when no rank has such a move or the largest u is within :data:`TOLERANCE`
+   (10⁻³) of 1.
 
 Load is conserved (tasks only change ranks); tasks that are not migratable never move.
 """
@@ -42,7 +42,8 @@ __all__ = ["BlockState", "Bounded", "bound_assignment", "repair", "refine"]
 #: a move must lower the pair's larger u by at least this relative amount (rounding noise is not progress)
 RELATIVE_GAIN = 1e-12
 #: the refinement stops once the largest u is within this of 1 (a fair share): below it each step gains little
-#: (on LBAF's hundreds-tasks data the last 10⁻³ takes 30 times the steps of the first 1.7)
+#: (measured on LBAF's hundreds-tasks data from its own assignment: 1.0010 after 132 steps in 2 s, 1.00006 after
+#: 390 steps in 580 s)
 TOLERANCE = 1e-3
 #: the refinement looks for a rank's move among the least loaded ranks (relative to their shares) only: all of them
 #: up to this many ranks; beyond, a step costs this many ranks' clusters, not p's

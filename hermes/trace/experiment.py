@@ -78,6 +78,11 @@ def trace_experiment(stem: str | Path, *, axes: dict[str, list[Any]] | None = No
             raise TraceError(f"{key}: not a replay option (balancer, {', '.join(TRACE_OPTIONS)})")
     if "balancer" in sets:
         raise TraceError("set: balancer is an axis (axes: {balancer: [...]})")
+    # YAML (and --set) read a bare off as false: memory_step's off
+    if sets.get("memory_step") is False:
+        sets["memory_step"] = "off"
+    if isinstance(axes.get("memory_step"), list):
+        axes["memory_step"] = ["off" if v is False else v for v in axes["memory_step"]]
     axes.setdefault("balancer", ["grapevine", "pcg", "metis"])
     for key, values in axes.items():
         if not isinstance(values, list) or not values:

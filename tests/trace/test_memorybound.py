@@ -181,3 +181,12 @@ def test_tasks_without_a_block_leave_a_full_rank_one_by_one():
     got = bound_assignment(ph, ph.ranks, np.ones(3), 25.0, refinement=False)
     mem = rank_figures(ph, got.ranks, WorkModel()).memory
     assert got.info["unplaced"] == 0 and mem.max() <= 25.0 and got.info["repair_moved"] == 2
+
+
+def test_yaml_off_is_the_memory_step_off():
+    """YAML and --set read a bare off as false: a trace experiment takes it as memory_step off."""
+    from hermes.trace.experiment import trace_experiment
+
+    exp = trace_experiment("x", axes={"memory_step": ["refine", False]}, sets={"memory_limit": 8e9})
+    assert exp["axes"]["memory_step"] == ["refine", "off"]
+    assert trace_experiment("x", sets={"memory_step": False})["set"]["memory_step"] == "off"

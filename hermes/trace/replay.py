@@ -217,67 +217,6 @@ class _Gains:
                 parts.append(pos)
 
 
-class _Memory:
-    """Each rank's memory (:mod:`hermes.trace.workmodel`'s definition) kept up to date as objects move, to
-    tell which objects still fit under a limit."""
-
-    def __init__(self, ph: TracePhase, ranks: NDArray[np.int64]) -> None:
-        from hermes.trace.workmodel import shared_blocks
-
-        p = ph.n_ranks
-        self.block, self.sizes, _ = shared_blocks(ph)
-        nan0 = lambda k: np.nan_to_num(ph.user[k], nan=0.0) if k in ph.user else np.zeros(ph.n_tasks)  # noqa: E731
-        self.foot, self.work = nan0("task_footprint_bytes"), nan0("task_working_bytes")
-        self.base = np.zeros(p) if ph.rank_working is None else ph.rank_working.astype(np.float64)
-        self.foot_sum = np.bincount(ranks, weights=self.foot, minlength=p).astype(np.float64)
-        self.blocks: list[dict[int, int]] = [{} for _ in range(p)]
-        self.works: list[dict[float, int]] = [{} for _ in range(p)]
-        self.shared = np.zeros(p)
-        self.top = np.zeros(p)
-        for v, r in enumerate(ranks.tolist()):
-            self._add(v, r)
-
-    def _add(self, v: int, r: int) -> None:
-        b = int(self.block[v])
-        if b >= 0:
-            n = self.blocks[r].get(b, 0)
-            self.blocks[r][b] = n + 1
-            if n == 0:
-                self.shared[r] += self.sizes[b]
-        w = float(self.work[v])
-        self.works[r][w] = self.works[r].get(w, 0) + 1
-        self.top[r] = max(self.top[r], w)
-
-    def _remove(self, v: int, r: int) -> None:
-        b = int(self.block[v])
-        if b >= 0:
-            self.blocks[r][b] -= 1
-            if self.blocks[r][b] == 0:
-                del self.blocks[r][b]
-                self.shared[r] -= self.sizes[b]
-        w = float(self.work[v])
-        self.works[r][w] -= 1
-        if self.works[r][w] == 0:
-            del self.works[r][w]
-            if w >= self.top[r]:
-                self.top[r] = max(self.works[r], default=0.0)
-
-    def fits(self, vs: NDArray[np.int64], r: int, limit: float) -> NDArray[np.bool_]:
-        """Whether rank ``r``'s memory stays within ``limit`` with each object of ``vs`` joining it (alone)."""
-        b = self.block[vs]
-        new_block = (b >= 0) & ~np.isin(b, np.fromiter(self.blocks[r], dtype=np.int64, count=len(self.blocks[r])))
-        extra = np.where(new_block, self.sizes[np.maximum(b, 0)] if self.sizes.size else 0.0, 0.0)
-        after = (self.base[r] + self.shared[r] + extra + self.foot_sum[r] + self.foot[vs]
-                 + np.maximum(self.top[r], self.work[vs]))
-        return after <= limit
-
-    def move(self, v: int, src: int, dst: int) -> None:
-        self._remove(v, src)
-        self._add(v, dst)
-        self.foot_sum[src] -= self.foot[v]
-        self.foot_sum[dst] += self.foot[v]
-
-
 def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDArray[np.float64],
                             ranks: ArrayLike | None = None,
                             graph: tuple[NDArray, NDArray, NDArray] | None = None, *,
@@ -298,7 +237,12 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
     xadj, adjncy, w = object_graph(ph) if graph is None else graph
     loads = ph.loads
     mig = ph.migratable
-    mem = _Memory(ph, r) if memory_limit is not None else None
+    if memory_limit is not None:
+        from hermes.trace.memorybound import BlockState
+
+        mem = BlockState(ph, r, None, memory_limit)
+    else:
+        mem = None
     order = _flow_order(p, edges, flow)
     out: list[list[tuple[int, float]]] = [[] for _ in range(p)]
     for (i, j), f in zip(edges.tolist(), flow.tolist()):
@@ -334,19 +278,19 @@ def realise_flow_on_objects(ph: TracePhase, edges: NDArray[np.int64], flow: NDAr
             elif fits.any():
                 cand = np.flatnonzero(fits)
                 cand = cand[np.argsort(-g[cand], kind="stable")]
-                cand = cand[mem.fits(pool[cand], j, memory_limit)]
+                cand = cand[mem.fits_each(pool[cand], j)]
                 chosen = int(cand[0]) if cand.size else None
             else:  # no object fits this edge's flow: one that fits the rank's whole outflow, the lightest
                 light = alive & (pl < 2.0 * total)
                 chosen = _best(light & (pl == pl[light].min()), g) if light.any() else None
-                if chosen is not None and mem is not None and not mem.fits(pool[[chosen]], j, memory_limit)[0]:
+                if chosen is not None and mem is not None and not mem.fits_each(pool[[chosen]], j)[0]:
                     chosen = None
             if chosen is None:
                 del demand[j]  # nothing more can go to j
                 continue
             v = int(pool[chosen])
             if mem is not None:
-                mem.move(v, i, j)
+                mem.move(np.array([v], dtype=np.int64), j)
             alive[chosen] = False
             r[v] = j
             gain.moved(v)

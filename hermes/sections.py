@@ -62,8 +62,9 @@ class MeshSpec(Strict):
     grid: str | None = Field(None, description="structured grid of quadrilateral cells, e.g. '20x19'")
     units: Literal["cells", "nodes"] = "cells"
     weight: PosFloat = 1.0
-    constraint: Annotated[int, Field(ge=1, le=MAX_CONSTRAINTS)] | Literal["sum"] | None = Field(
-        None, description="a multi-constraint graph's vertex weight to balance (1-based) or 'sum' of them")
+    constraint: Annotated[int, Field(ge=1, le=MAX_CONSTRAINTS)] | Literal["sum", "all"] | None = Field(
+        None, description="a multi-constraint graph's vertex weight to balance (1-based), 'sum' of them, or 'all' "
+                          "(every weight at once: the first is the load, the others are balanced beside it)")
 
     @field_validator("grid", mode="before")
     @classmethod

@@ -322,9 +322,12 @@ def read_chaco(path: str | os.PathLike) -> Mesh:
 def select_constraint(mesh: Mesh, constraint: int | str | None, where: str) -> Mesh:
     """The mesh with one load per vertex from a multi-constraint graph (``ncon > 1`` vertex weights).
 
-    hermes balances one load: ``constraint`` says which — ``k`` (1-based) the k-th weight, ``"sum"``
-    their sum; zeros become 1 as in :func:`read_chaco`. A single-weight mesh is returned as it is
-    (``constraint`` None, 1 or ``"sum"``: one setting can serve a sweep over several meshes).
+    ``constraint`` says which load: ``k`` (1-based) the k-th weight, ``"sum"`` their sum (zeros become 1
+    as in :func:`read_chaco`), or ``"all"``: every weight at once, read as given — the first is the load
+    (``Mesh.weights``; it must be positive), the others are ``meta["constraints"]`` (n × (ncon − 1), a zero
+    stays zero), balanced beside it (:mod:`hermes.balance.constraints`). A single-weight mesh is returned
+    as it is (``constraint`` None, 1, ``"sum"`` or ``"all"``: one setting can serve a sweep over several
+    meshes).
 
     Raises
     ------
@@ -334,21 +337,29 @@ def select_constraint(mesh: Mesh, constraint: int | str | None, where: str) -> M
     """
     ncon = int(mesh.meta.get("ncon", 1))
     if ncon == 1:
-        if constraint not in (None, 1, "sum"):
+        if constraint not in (None, 1, "sum", "all"):
             raise MeshError(f"mesh.constraint: {where} has one vertex weight per vertex, got constraint "
                             f"{constraint!r} (give it only for multi-constraint graphs)")
         return mesh
     if constraint is None:
         raise MeshError(f"{where} has {ncon} vertex weights per vertex (ncon = {ncon}) and hermes balances one load: "
-                        f"set mesh.constraint to 1..{ncon} (that weight) or 'sum'")
+                        f"set mesh.constraint to 1..{ncon} (that weight), 'sum' or 'all' (every weight at once)")
     vw = np.asarray(mesh.meta["vertex_weights"], dtype=np.float64)
+    if constraint == "all":
+        zero = np.flatnonzero(vw[:, 0] <= 0)
+        if zero.size:
+            raise MeshError(f"mesh.constraint: all: {where}: vertex {int(zero[0]) + 1} has first weight "
+                            f"{vw[zero[0], 0]:g} ({zero.size} vertices with a zero first weight): the first weight "
+                            f"is the load and must be positive (further weights may be zero)")
+        meta = {**mesh.meta, "constraint": "all", "constraints": vw[:, 1:].copy(), "zero_weights_replaced": 0}
+        return replace(mesh.with_weights(vw[:, 0].copy()), meta=meta)
     if constraint == "sum":
         w = vw.sum(axis=1)
     elif isinstance(constraint, int) and 1 <= constraint <= ncon:
         w = vw[:, constraint - 1].copy()
     else:
-        raise MeshError(f"mesh.constraint: {where} has {ncon} vertex weights (ncon = {ncon}): give 1..{ncon} "
-                        f"or 'sum', got {constraint!r}")
+        raise MeshError(f"mesh.constraint: {where} has {ncon} vertex weights (ncon = {ncon}): give 1..{ncon}, "
+                        f"'sum' or 'all', got {constraint!r}")
     zero = w == 0
     w[zero] = 1.0
     meta = {**mesh.meta, "constraint": constraint, "zero_weights_replaced": int(zero.sum())}

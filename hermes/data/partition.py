@@ -92,6 +92,7 @@ def metis_partition(
     seed: int = 0,
     ufactor: int = 30,
     edge_weights: ArrayLike | None = None,
+    constraints: ArrayLike | None = None,
 ) -> NDArray[np.int64]:
     """Partition a graph into ``nparts`` parts of prescribed weight fractions with METIS.
 
@@ -112,6 +113,11 @@ def metis_partition(
         Allowed load imbalance in tenths of a percent (``METIS_OPTION_UFACTOR``; 30 = 3 %).
     edge_weights : array_like of float, optional
         Positive weight per CSR entry (symmetric), rounded like the vertex weights (smallest → 1).
+    constraints : array_like of float, shape (n, k), optional
+        Further vertex weights to balance at once (``mesh.constraint: all``): non-negative, a zero stays zero.
+        METIS' multi-constraint k-way partitioning (``ncon = k + 1``, every constraint within ``ufactor`` and
+        split by the same ``targets``), called in the METIS that pymetis bundles (:func:`_metis_multi`: pymetis
+        2025.2's ``part_graph`` derives ``ncon`` as ``len(vweights) // (n + 1)``, which is 1 for any graph).
 
     Returns
     -------
@@ -156,25 +162,140 @@ def metis_partition(
         if e.shape != adjncy.shape or not np.all(np.isfinite(e)) or np.any(e <= 0):
             raise GraphError(f"edge weights must be {adjncy.size} positive finite numbers")
         ew = metis_vertex_weights(e) if e.size else None
+    extra = None
+    if constraints is not None:
+        extra = np.asarray(constraints, dtype=np.float64)
+        if extra.ndim == 1:
+            extra = extra[:, None]
+        if extra.ndim != 2 or extra.shape[0] != n or not np.all(np.isfinite(extra)) or np.any(extra < 0):
+            raise GraphError(f"constraint weights must be {n} rows of non-negative finite numbers")
+        if extra.shape[1] == 0:
+            extra = None
     if nparts == 1:
         return np.zeros(n, dtype=np.int64)
 
     import pymetis
 
     vw = metis_vertex_weights(w)
-    result = pymetis.part_graph(
-        nparts,
-        adjacency=pymetis.CSRAdjacency(xadj, adjncy),
-        vweights=vw,
-        eweights=ew,
-        tpwgts=None if tp is None else tp.tolist(),
-        options=pymetis.Options(ufactor=int(ufactor), contig=0, seed=int(seed)),
-    )
-    owner = np.array(result.vertex_part, dtype=np.int64)
+    if extra is not None:
+        vwgt = np.column_stack([vw] + [constraint_units(c) for c in extra.T])
+        owner = _metis_multi(xadj, adjncy, vwgt, nparts, tp, seed, ufactor, ew)
+    else:
+        result = pymetis.part_graph(
+            nparts,
+            adjacency=pymetis.CSRAdjacency(xadj, adjncy),
+            vweights=vw,
+            eweights=ew,
+            tpwgts=None if tp is None else tp.tolist(),
+            options=pymetis.Options(ufactor=int(ufactor), contig=0, seed=int(seed)),
+        )
+        owner = np.array(result.vertex_part, dtype=np.int64)
     filled = _fill_empty_parts(owner, w, nparts)
     if filled:
         log.debug("METIS left %d of %d parts empty; filled with one vertex each", filled, nparts)
     return owner
+
+
+def constraint_units(weights: ArrayLike) -> NDArray[np.int64]:
+    """Non-negative integer METIS units for one further constraint: integers as they are when their sum fits
+    :data:`WEIGHT_TOTAL_CAP`, otherwise scaled so the total is the cap (a zero stays zero; a positive weight gets
+    at least one unit). All zero: all zero (METIS then ignores the constraint)."""
+    w = np.asarray(weights, dtype=np.float64)
+    total = float(w.sum())
+    if total == 0:
+        return np.zeros(w.size, dtype=np.int64)
+    if np.all(w == np.round(w)) and total <= WEIGHT_TOTAL_CAP:
+        return w.astype(np.int64)
+    scaled = np.round(w * (WEIGHT_TOTAL_CAP / total)).astype(np.int64)
+    return np.where(w > 0, np.maximum(scaled, 1), 0)
+
+
+_METIS_LIB: list = []
+
+
+def _metis_lib():
+    """The METIS library pymetis bundles (ctypes), its ``idx_t`` dtype and its ``real_t`` dtype (probed once: a
+    two-vertex partition with target fractions ½, ½ is accepted only when they are read at the right width)."""
+    if _METIS_LIB:
+        return _METIS_LIB[0]
+    import ctypes
+
+    import pymetis
+    import pymetis._internal as internal
+
+    try:
+        lib = ctypes.CDLL(internal.__file__)
+        lib.METIS_PartGraphKway, lib.METIS_PartGraphRecursive, lib.METIS_SetDefaultOptions  # noqa: B018
+    except (OSError, AttributeError) as err:
+        raise GraphError(f"multi-constraint partitioning needs the METIS symbols of pymetis' library "
+                         f"({internal.__file__}): {err}") from None
+    idx = np.dtype(pymetis.zero_copy_dtype())
+    found = None
+    for real in (np.dtype(np.float32), np.dtype(np.float64)):
+        xadj, adj = np.array([0, 1, 2], dtype=idx), np.array([1, 0], dtype=idx)
+        part = np.zeros(2, dtype=idx)
+        status = _call(lib, "METIS_PartGraphRecursive", idx, xadj, adj, np.ones(2, dtype=idx), 1, 2,
+                       np.array([0.5, 0.5], dtype=real), np.array([1.03], dtype=real), _options(lib, idx, 30, 0),
+                       None, part)
+        if status == 1 and sorted(part.tolist()) == [0, 1]:
+            found = real
+            break
+    if found is None:
+        raise GraphError("multi-constraint partitioning: could not call pymetis' METIS library (no real_t width "
+                         "accepted its target fractions)")
+    _METIS_LIB.append((lib, idx, found))
+    return _METIS_LIB[0]
+
+
+def _options(lib, idx: np.dtype, ufactor: int, seed: int) -> NDArray:
+    import pymetis
+
+    opts = np.zeros(pymetis._internal.Options._len(), dtype=idx)
+    import ctypes
+
+    lib.METIS_SetDefaultOptions(ctypes.c_void_p(opts.ctypes.data))
+    opts[pymetis.OptionKey.UFACTOR] = ufactor
+    opts[pymetis.OptionKey.SEED] = seed
+    opts[pymetis.OptionKey.CONTIG] = 0
+    return opts
+
+
+def _call(lib, fn: str, idx: np.dtype, xadj, adjncy, vwgt, ncon: int, nparts: int, tpwgts, ubvec, options,
+          adjwgt, part) -> int:
+    import ctypes
+
+    n = np.array([xadj.size - 1], dtype=idx)
+    nc, npart, cut = np.array([ncon], dtype=idx), np.array([nparts], dtype=idx), np.zeros(1, dtype=idx)
+
+    def ptr(a):
+        return None if a is None else ctypes.c_void_p(a.ctypes.data)
+
+    f = getattr(lib, fn)
+    f.restype = ctypes.c_int
+    return int(f(ptr(n), ptr(nc), ptr(xadj), ptr(adjncy), ptr(vwgt), None, ptr(adjwgt), ptr(npart), ptr(tpwgts),
+                 ptr(ubvec), ptr(options), ptr(cut), ptr(part)))
+
+
+def _metis_multi(xadj: NDArray[np.int64], adjncy: NDArray[np.int64], vwgt: NDArray[np.int64], nparts: int,
+                 tp: NDArray[np.float64] | None, seed: int, ufactor: int,
+                 ew: NDArray[np.int64] | None) -> NDArray[np.int64]:
+    """METIS with ``ncon = vwgt.shape[1]`` constraints (k-way above 8 parts, recursive bisection otherwise, as
+    pymetis chooses), every constraint within ``1 + ufactor/1000`` and split by the fractions ``tp``."""
+    lib, idx, real = _metis_lib()
+    n, ncon = vwgt.shape
+    tpw = None
+    if tp is not None:
+        tpw = np.repeat(tp, ncon).astype(real)
+    ub = np.full(ncon, 1.0 + ufactor / 1000.0, dtype=real)
+    part = np.zeros(n, dtype=idx)
+    fn = "METIS_PartGraphKway" if nparts > 8 else "METIS_PartGraphRecursive"
+    status = _call(lib, fn, idx, np.ascontiguousarray(xadj, dtype=idx), np.ascontiguousarray(adjncy, dtype=idx),
+                   np.ascontiguousarray(vwgt, dtype=idx), ncon, nparts, tpw, ub, _options(lib, idx, ufactor, seed),
+                   None if ew is None else np.ascontiguousarray(ew, dtype=idx), part)
+    if status != 1:
+        raise GraphError(f"METIS multi-constraint partitioning ({ncon} constraints, {nparts} parts) failed with "
+                         f"status {status}")
+    return part.astype(np.int64)
 
 
 def remap(

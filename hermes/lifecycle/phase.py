@@ -47,6 +47,7 @@ from hermes.balance.policy import (another_round, conductances, estimate_payoff,
                                    refinement_decision, refinement_pays, worsens)
 from hermes.balance.realisation.boundary import RefineOptions, refine_boundary
 from hermes.balance.central import charge_gather, flow_words, model_words
+from hermes.balance.constraints import constraint_fields, constraint_imbalances, constraint_sums, repair_constraints
 from hermes.balance.realisation.realise import RealiseOptions, SubdomainFlow, realise_flow
 from hermes.balance.registry import BALANCERS
 from hermes.runtime.clock import CATEGORIES
@@ -134,6 +135,7 @@ def balance_rounds(r: RunState, ph: PhaseState) -> None:
         _round(r, ph, auto)
     refine(r, ph)  # its time is History.refine_time, not part of the rounds' migration rate (estimate_payoff)
     deliver_cells(r, ph, auto)
+    repair_constraints_step(r, ph)
     if auto and ph.rounds:  # a phase its balancing left no better than it began tells nothing of what it reaches
         final = float(ph.model.imbalance)
         r.history.imbalance_after = final if final < ph.imbalance_before else None
@@ -345,6 +347,22 @@ def deliver_cells(r: RunState, ph: PhaseState, auto: bool = False) -> None:
         r.history.delivered(r.book.max(r.clock.totals["migrate"] - spent), ph.k)
 
 
+def repair_constraints_step(r: RunState, ph: PhaseState) -> None:
+    """Step 7‴, under ``mesh.constraint: all``: every further vertex weight (and the load, if the balancer left it
+    above the repair's tolerance) balanced by selection along minimal flows (:mod:`hermes.balance.constraints`;
+    charged to ``migrate``, its moves counted with the phase's migration). The ``metis`` balancer balances every
+    weight itself; the repair then finds them within its tolerance or improves them."""
+    if not constraint_fields(r.dom.fields):
+        return
+    with r.clock.activity("migrate"):
+        r.dom, res = repair_constraints(r.comm, r.dom, ph.model, r.clock, ph.counters, bulk=r.sc.run.bulk == "auto")
+    ph.stats.add(res.stats)
+    ph.constraints = res.as_dict()
+    if res.passes:
+        ph.loads = np.array(r.book.allgather(r.dom.load))
+        ph.model = ph.model.with_loads(list(ph.loads))
+
+
 def compute(r: RunState, ph: PhaseState) -> None:
     """Step 8: the solver's iterations (thesis Alg. 2; ``application.mode: async``: asynchronous iterations,
     :mod:`hermes.app.async_mesh`, with the phase's own message tag), then every rank synchronised (charged)."""
@@ -364,9 +382,16 @@ def record(r: RunState, ph: PhaseState) -> str:
     book, clock, dom, st = r.book, r.clock, r.dom, ph.stats
     t_phase = book.max(clock.elapsed() - ph.t_start)
     delta = {c: clock.totals[c] - ph.snap[c] for c in clock.totals}
+    several = constraint_fields(dom.fields)  # mesh.constraint: all
+    per_constraint, cons = None, None
+    if several:
+        mine = constraint_sums(dom)
+        per_constraint = constraint_imbalances(np.array(book.allgather(mine)), ph.caps)
+        cons = {**{f"weight_{k + 2}": float(v) for k, v in enumerate(mine[1:])},
+                **{f"imbalance_per_constraint_{k + 1}": v for k, v in enumerate(per_constraint)}}
     row = RankRecord(ph.k, r.rank, dom.n, dom.load, float(ph.caps[r.rank]), float(ph.caps[r.rank] * ph.loads.sum()),
                      ph.capacity_estimate, *(delta[c] for c in CATEGORIES), st.cells_sent, st.cells_received,
-                     st.weight_sent, st.weight_received, st.bytes_sent, **ph.fed)
+                     st.weight_sent, st.weight_received, st.bytes_sent, **ph.fed, constraints=cons)
     rows = book.gather(row)
     sends, sends_w = book.sum(st.cells_sent), book.sum(st.weight_sent)  # the cells (weight) messages carried
     quality = partition_quality_local(r.comm, dom, capacities=ph.caps, prev_gid=ph.gid_before,
@@ -381,7 +406,7 @@ def record(r: RunState, ph: PhaseState) -> str:
         r.phases.append(PhaseRecord(ph.k, t_phase, *mean.values(), ph.imbalance_before, imb_after, sends, sends_w,
                                     quality["edge_cut"], ph.iterations, ph.rounds, ph.counters.as_dict(), ph.infos,
                                     quality, cells_now, weight_now, ph.change, ph.decisions, ph.refinement,
-                                    ph.feed_errors))
+                                    ph.feed_errors, per_constraint, ph.constraints))
         r.partitions.update(arrays[0])
         r.geometry.update(arrays[1])
     # the movement of cells (docs/RUNNING.md): distinct cells that changed owner, and the cells the messages carried

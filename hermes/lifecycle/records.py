@@ -10,7 +10,7 @@ from typing import Any
 
 from hermes.errors import HermesError
 
-__all__ = ["RankRecord", "PhaseRecord", "RunResult", "CSV_COLUMNS", "MONITOR_COLUMNS"]
+__all__ = ["RankRecord", "PhaseRecord", "RunResult", "CSV_COLUMNS", "MONITOR_COLUMNS", "constraint_columns"]
 
 
 @dataclass
@@ -40,15 +40,25 @@ class RankRecord:
     capacity_true: float | None = None
     capacity_measured: float | None = None
     capacity_forecast: float | None = None
+    #: ``mesh.constraint: all``: the rank's sum of every further weight (``weight_2`` ...) and the phase's
+    #: ``imbalance_per_constraint_1`` ... (one per weight, the load's first), written after the other columns
+    constraints: dict[str, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The row, without the monitor's columns when the run has none."""
-        return {k: v for k, v in asdict(self).items() if v is not None or k not in MONITOR_COLUMNS}
+        """The row, without the monitor's columns when the run has none (and the constraints' when it has none)."""
+        row = {k: v for k, v in asdict(self).items() if k != "constraints" and (v is not None or
+                                                                                 k not in MONITOR_COLUMNS)}
+        return {**row, **(self.constraints or {})}
 
 
 #: the monitor's columns (present when a run has an extra load or a monitor section)
 MONITOR_COLUMNS = ["capacity_true", "capacity_measured", "capacity_forecast"]
-CSV_COLUMNS = [c for c in RankRecord.__dataclass_fields__ if c not in MONITOR_COLUMNS]
+CSV_COLUMNS = [c for c in RankRecord.__dataclass_fields__ if c not in MONITOR_COLUMNS and c != "constraints"]
+
+
+def constraint_columns(ncon: int) -> list[str]:
+    """The columns of phases.csv under ``mesh.constraint: all`` with ``ncon`` weights (:attr:`RankRecord.constraints`)."""
+    return [f"weight_{k}" for k in range(2, ncon + 1)] + [f"imbalance_per_constraint_{k}" for k in range(1, ncon + 1)]
 
 
 @dataclass
@@ -92,6 +102,11 @@ class PhaseRecord:
     #: with an extra load or a monitor section: what the balancer saw (``source``) and the forecast errors
     #: of the phase (mean absolute relative, normalised capacities and measured links)
     monitor: dict[str, Any] | None = None
+    #: ``mesh.constraint: all``: the imbalance of every weight at the phase's end (the load's first; the same
+    #: formula as ``imbalance_after`` on each weight's per-rank sums) and the repair's figures
+    #: (:meth:`hermes.balance.constraints.RepairResult.as_dict`)
+    imbalance_per_constraint: list[float] | None = None
+    constraint_repair: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The summary entry: the fields, then the adaptation's figures; ``balance_decision``, ``refinement`` and
@@ -102,7 +117,8 @@ class PhaseRecord:
         before ``migrated_cells``, the deprecated alias of ``cell_sends`` (kept for one release, as
         ``quality.migration_cells`` is)."""
         out = asdict(self)
-        optional = ("change", "balance_decision", "refinement", "monitor")
+        optional = ("change", "balance_decision", "refinement", "monitor", "imbalance_per_constraint",
+                    "constraint_repair")
         entry: dict[str, Any] = {}
         for k, v in out.items():
             if k == "migrated_cells":

@@ -77,9 +77,17 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
     say(f"set-up: mesh {mesh.name} ({mesh.n_cells} cells) {'generated' if sc.mesh.grid is not None else 'read'} "
         f"in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, p, targets=sched.at(1), seed=sc.seed)
-    say(f"set-up: initial partition (METIS, {p} part{'s' * (p != 1)}) in {time.perf_counter() - t:.1f} s")
-    return mesh, owner, initial_fields(mesh.coords), tm
+    extra = mesh.meta.get("constraints")  # mesh.constraint: all: every weight balanced by the first partition
+    owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, p, targets=sched.at(1), seed=sc.seed,
+                            constraints=extra)
+    say(f"set-up: initial partition (METIS, {p} part{'s' * (p != 1)}"
+        f"{f', {extra.shape[1] + 1} constraints' if extra is not None else ''}) in {time.perf_counter() - t:.1f} s")
+    fields = initial_fields(mesh.coords)
+    if extra is not None:
+        from hermes.balance.constraints import FIELD
+
+        fields.update({FIELD.format(k + 2): np.ascontiguousarray(extra[:, k]) for k in range(extra.shape[1])})
+    return mesh, owner, fields, tm
 
 
 def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) -> tuple[LocalDomain, Setup]:

@@ -26,7 +26,7 @@ from hermes.data.migrate import MigrationStats
 from hermes.data.refine import TriMesh
 from hermes.extraload import CapacitySchedule
 from hermes.lifecycle.feed import Feed
-from hermes.lifecycle.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord
+from hermes.lifecycle.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord, constraint_columns
 from hermes.monitor import Estimates
 from hermes.scenario import Scenario
 
@@ -87,7 +87,11 @@ class RunState:
     @property
     def columns(self) -> list[str]:
         """The columns of phases.csv."""
-        return CSV_COLUMNS + MONITOR_COLUMNS if self.feed is not None else CSV_COLUMNS
+        cols = CSV_COLUMNS + MONITOR_COLUMNS if self.feed is not None else CSV_COLUMNS
+        from hermes.balance.constraints import constraint_fields
+
+        ncon = 1 + len(constraint_fields(self.dom.fields))
+        return cols + constraint_columns(ncon) if ncon > 1 else cols
 
     def rank_rows(self) -> list[dict[str, Any]]:
         return [x.as_dict() for x in self.rows]
@@ -150,4 +154,6 @@ class PhaseState:
     #: under ``balancer.delivery: direct``, once a flow is realised: the cells as they were (their data), while
     #: ``RunState.dom`` holds the plan's identity records (hermes.data.migrate.plan_of) until the delivery
     full: LocalDomain | None = None
+    #: ``mesh.constraint: all``: the repair's figures (:meth:`hermes.balance.constraints.RepairResult.as_dict`)
+    constraints: dict[str, Any] = field(default_factory=dict)
 

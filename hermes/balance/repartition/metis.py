@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from pydantic import Field
 
 from hermes.balance.central import charge_central, metis_units
+from hermes.balance.constraints import constraint_columns, constraint_fields
 from hermes.balance.interface import BalanceContext, Decision, Params, integer_type
 from hermes.balance.registry import register
 from hermes.runtime.comm import Counters, allreduce
@@ -26,16 +27,20 @@ from hermes.errors import BalancerError, HermesError
 __all__ = ["metis_scratch_remap", "gather_graph", "scatter_destinations", "Targets", "MetisParams"]
 
 
-def gather_graph(ctx: BalanceContext, counters: Counters):
+def gather_graph(ctx: BalanceContext, counters: Counters, *, constraints: bool = False):
     """Gather every rank's cells on rank 0 as one CSR graph indexed by global id (collective).
 
     Returns ``(parts, graph, nbytes)``: on rank 0 ``parts`` is the list of per-rank
     ``(gid, degree, adjncy, weight)`` and ``graph`` is ``(xadj, adjncy, weights, old_owner)``;
-    both None elsewhere. ``nbytes`` is what this rank sent; ``counters`` gets the gather.
+    both None elsewhere. ``nbytes`` is what this rank sent; ``counters`` gets the gather. With ``constraints``
+    the cells' further weights travel too (:mod:`hermes.balance.constraints`) and ``graph`` ends with them,
+    ``(n, ncon − 1)``.
     """
     comm, dom = ctx.comm, ctx.dom
-    parts = comm.gather((dom.gid, np.diff(dom.xadj), dom.adjncy, dom.weight), root=0)
+    extra = constraint_columns(dom)[:, 1:] if constraints else None
+    parts = comm.gather((dom.gid, np.diff(dom.xadj), dom.adjncy, dom.weight, extra), root=0)
     nbytes = dom.gid.nbytes + dom.xadj.nbytes + dom.adjncy.nbytes + dom.weight.nbytes
+    nbytes += extra.nbytes if extra is not None else 0
     counters.count_collective("gather")
     counters.messages += 1
     counters.bytes += nbytes
@@ -45,14 +50,17 @@ def gather_graph(ctx: BalanceContext, counters: Counters):
     deg = np.zeros(n, dtype=np.int64)
     w = np.zeros(n)
     old = np.zeros(n, dtype=np.int64)
-    for r, (g, d, _, wt) in enumerate(parts):
+    cons = np.zeros((n, parts[0][4].shape[1])) if constraints else None
+    for r, (g, d, _, wt, ex) in enumerate(parts):
         deg[g], w[g], old[g] = d, wt, r
+        if cons is not None:
+            cons[g] = ex
     xadj = np.concatenate(([0], np.cumsum(deg))).astype(np.int64)
     adjncy = np.empty(xadj[-1], dtype=np.int64)
-    for g, d, a, _ in parts:  # loop over ranks; rows of each rank scattered vectorised
+    for g, d, a, *_ in parts:  # loop over ranks; rows of each rank scattered vectorised
         offs = np.repeat(xadj[g] - np.concatenate(([0], np.cumsum(d)[:-1])), d)
         adjncy[np.arange(a.size) + offs] = a
-    return parts, (xadj, adjncy, w, old), nbytes
+    return parts, (xadj, adjncy, w, old) + ((cons,) if constraints else ()), nbytes
 
 
 def scatter_destinations(ctx: BalanceContext, dest_parts, counters: Counters, nbytes: int) -> NDArray[np.int64]:
@@ -100,16 +108,17 @@ def metis_scratch_remap(ctx: BalanceContext) -> Decision:
     """Repartition with METIS on rank 0 and remap (collective)."""
     size = ctx.comm.Get_size()
     counters = ctx.nb.counters  # the phase's balancing counters, as for the flow balancers
-    parts, graph, nbytes = gather_graph(ctx, counters)
+    several = bool(constraint_fields(ctx.dom.fields))  # mesh.constraint: all: METIS balances every weight
+    parts, graph, nbytes = gather_graph(ctx, counters, constraints=several)
     dest_parts = None
     if ctx.comm.Get_rank() == 0:
-        xadj, adjncy, w, old = graph
+        xadj, adjncy, w, old, *extra = graph
         targets = ctx.model.capacities if ctx.params["targets"] == "fair" else np.full(size, 1.0 / size)
         # rank 0 partitions: its clock pays the work, the others wait for it in the scatter (docs/COSTS.md)
         charge_central(ctx.comm, ctx.clock, counters, metis_units(xadj.size - 1, adjncy.size, size))
         try:
             new = metis_partition(xadj, adjncy, w, size, targets=targets, seed=ctx.seed,
-                                  ufactor=ctx.params["ufactor"])
+                                  ufactor=ctx.params["ufactor"], constraints=extra[0] if extra else None)
             new = remap(old, new, w, size, targets=targets)
             dest_parts = [new[g] for g, *_ in parts]
         except HermesError as err:  # agreed through the scatter

@@ -140,6 +140,10 @@ RUN = [
     ("chaco-three-cells", _mesh("three.graph"), "more processors (4) than cells (3)"),
     ("chaco-nan-coordinate", _mesh("nan.graph"), "nan.graph.xyz: non-finite coordinates"),
     ("chaco-huge-weights", _mesh("heavy.graph"), "unit weights must be at most 1e+100"),
+    ("chaco-all-zero-load", [*_mesh("twozero.graph"), "--set", "mesh.constraint=all"],
+     "vertex 2 has first weight 0 (2 vertices with a zero first weight): the first weight is the load and must be "
+     "positive"),
+    ("chaco-two-weights-no-constraint", _mesh("twozero.graph"), "has 2 vertex weights per vertex (ncon = 2)"),
     ("vtu-nan-point", _mesh("nan.vtu"), "coordinates must be finite"),
     ("mesh-garbage", _mesh("garbage.vtu"), "cannot read mesh file"),
     ("mesh-unknown-suffix", _mesh("mesh.weird"), "unsupported mesh format '.weird'"),
@@ -609,6 +613,8 @@ def _write_inputs(d) -> None:
     (d / "bad.graph").write_text("4 3\n2\n1 3\n2\nnot numbers\n")
     (d / "disc.graph").write_text("4 2\n2\n1\n4\n3\n")
     (d / "three.graph").write_text("3 2\n2\n1 3\n2\n")
+    (d / "twozero.graph").write_text("5 4 10 2\n" + "".join(f"{a} {b} {line}\n" for (a, b), line in zip(
+        [(1, 0), (0, 1), (1, 1), (0, 0), (2, 0)], path5.splitlines())))
     (d / "nan.graph").write_text("5 4\n" + path5)
     (d / "nan.graph.xyz").write_text("0 0\n1 0\nnan 0\n3 0\n4 0\n")
     (d / "heavy.graph").write_text("5 4 10\n" + "".join(f"1e200 {line}\n" for line in path5.splitlines()))

@@ -39,6 +39,13 @@ TIME_PARTS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _finite_or_nan(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
 def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi: int = 150) -> Path:
     """Plot imbalance and time split per phase of one run and write the PNG to ``path`` atomically.
 
@@ -59,7 +66,7 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
     Notes
     -----
     Top panel: ``imbalance_before`` and ``imbalance_after`` (``max l_i / l̄_i``) per phase with the ideal
-    value 1 dashed; the y axis is logarithmic when the largest imbalance exceeds 5. Bottom panel: the
+    value 1 dashed, and under ``mesh.constraint: all`` every further weight's imbalance after balancing; the y axis is logarithmic when the largest imbalance exceeds 5. Bottom panel: the
     phase's compute, halo-exchange, synchronisation, balancing and migration times, stacked as recorded
     (the driver records per-rank means; the phase ``time`` is that of the slowest rank).
 
@@ -89,7 +96,14 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
     ax_imb.plot(x, before, "o-", color="tab:red", label="before balancing", **marker)
     ax_imb.plot(x, after, "s-", color="tab:blue", label="after balancing", **marker)
     ax_imb.axhline(1.0, color="k", linestyle="--", linewidth=1, label="balanced")
-    _imbalance_axis(ax_imb, np.concatenate([before, after]))
+    shown = [before, after]
+    per = [p.get("imbalance_per_constraint") for p in phases]  # mesh.constraint: all: every further weight
+    if all(isinstance(v, list) and len(v) == len(per[0]) and len(v) > 1 for v in per):
+        for k in range(1, len(per[0])):
+            yk = np.array([_finite_or_nan(v[k]) for v in per])
+            ax_imb.plot(x, yk, "^--", color=f"C{(k + 1) % 10}", label=f"after, weight {k + 1}", **marker)
+            shown.append(yk)
+    _imbalance_axis(ax_imb, np.concatenate(shown))
     ax_imb.set_ylabel("imbalance  max $l_i/\\bar l_i$")
     ax_imb.legend(fontsize="small", loc="best")
     ax_imb.grid(True, alpha=0.3)

@@ -257,3 +257,25 @@ def test_import_does_not_load_matplotlib():
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=env)
+
+
+def test_the_timeline_draws_every_further_weight_under_constraint_all(tmp_path):
+    """mesh.constraint: all: each phase's imbalance_per_constraint adds one line per further weight; a damaged
+    entry (not a list, or lists of different lengths) adds none and still draws."""
+    from PIL import Image
+
+    from hermes.viz import plot_phases
+
+    base = make_summary()
+    with_weights = json.loads(json.dumps(base))
+    for ph in with_weights["phases"]:
+        ph["imbalance_per_constraint"] = [ph["imbalance_after"], 1.5, 1.25]
+    damaged = json.loads(json.dumps(base))
+    for k, ph in enumerate(damaged["phases"]):
+        ph["imbalance_per_constraint"] = [1.0, 2.0] if k else "1.5"
+    a = np.asarray(Image.open(plot_phases(tmp_path / "a.png", base, dpi=50)).convert("L"), dtype=float)
+    b = np.asarray(Image.open(plot_phases(tmp_path / "b.png", with_weights, dpi=50)).convert("L"), dtype=float)
+    c = np.asarray(Image.open(plot_phases(tmp_path / "c.png", damaged, dpi=50)).convert("L"), dtype=float)
+    assert a.shape == b.shape == c.shape
+    assert np.abs(a - b).sum() > 1000  # two more lines and their legend entries
+    np.testing.assert_array_equal(a, c)

@@ -91,8 +91,10 @@ class InformAndTransferParams(Params):
     separate_subclustering: Flag = Field(False, description="subclustering in a second pass after every swap")
     target_imbalance: NonNegative = Field(
         0.0, description="stop once max/mean − 1 of the loads is at most this (LBAF's imbalance)")
-    criterion: Literal["tempered", "strictlocalizing"] = Field("tempered", description="transfer criterion")
-    transfer_strategy: Literal["clustering", "recursive"] = Field("clustering", description="transfer strategy")
+    criterion: Literal["tempered", "strictlocalizing"] = Field(
+        "tempered", description="transfer criterion (only tempered is ported: strictlocalizing is refused)")
+    transfer_strategy: Literal["clustering", "recursive"] = Field(
+        "clustering", description="transfer strategy (only clustering is ported: recursive is refused)")
     seed: Seed = Field(LBAF_SEED, description="seed of the random and numpy streams (LBAF's fixed 146)")
 
     @field_validator("criterion")

@@ -64,8 +64,8 @@ def rows(stem: str, step: str, algorithms: list[str] | None = None,
 def port_lines(data: Path) -> list[str]:
     """The table of ``informandtransfer`` with LBAF's configurations beside the harness's figures."""
     lines = ["", "hermes' port of LBAF's InformAndTransfer (`informandtransfer`, memory step off, seed 146) with "
-             "LBAF's configuration of each data set, beside LBAF under `benchmarks/lbaf_deterministic.py` (sets hashed by "
-             "id); imbalance is LBAF's max/mean − 1:", "",
+             "LBAF's configuration of each data set, beside LBAF under `benchmarks/lbaf_deterministic.py` (sets "
+             "hashed by id); imbalance is LBAF's max/mean − 1:", "",
              "| data | configuration | max work per iteration: port | LBAF (harness) | imbalance: port | LBAF | "
              "largest rank memory: port | LBAF | ranks above | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, rel in DATA.items():

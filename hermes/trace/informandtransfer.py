@@ -101,14 +101,14 @@ class InformAndTransferParams(Params):
     @classmethod
     def _criterion(cls, v: str) -> str:
         if v != "tempered":
-            raise ValueError(f"{v!r} is not ported (hermes' port has the Tempered criterion only)")
+            raise ValueError("not ported (hermes' port has the Tempered criterion only)")
         return v
 
     @field_validator("transfer_strategy")
     @classmethod
     def _strategy(cls, v: str) -> str:
         if v != "clustering":
-            raise ValueError(f"{v!r} is not ported (hermes' port has the Clustering strategy only)")
+            raise ValueError("not ported (hermes' port has the Clustering strategy only)")
         return v
 
 

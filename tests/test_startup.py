@@ -62,7 +62,7 @@ def test_a_rank_imports_the_balancer_its_scenario_names_and_no_other():
 
 
 def test_the_registry_lists_every_name_without_importing_and_imports_on_first_use():
-    code = ("from hermes.balance.registry import BALANCERS, get_balancer\nassert len(list(BALANCERS)) == 24\n"
+    code = ("from hermes.balance.registry import BALANCERS, get_balancer\nassert len(list(BALANCERS)) == 25\n"
             "try:\n    get_balancer('nope')\nexcept Exception as err:\n    assert 'valid: ada, auto' in str(err)\n")
     assert loaded_after(code, FAMILIES) == []
     assert loaded_after(code + "get_balancer('sos')", FAMILIES) == ["hermes.balance.diffusion.gda",

@@ -73,6 +73,7 @@ BUILTIN: dict[str, str] = {
     "fos": "hermes.balance.diffusion.fos",
     **dict.fromkeys(("none", "metis"), "hermes.balance.repartition.metis"),
     "scotch": "hermes.balance.repartition.scotch",
+    "informandtransfer": "hermes.trace.informandtransfer",
 }
 
 

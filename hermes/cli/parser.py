@@ -327,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="balance the phases of a real application's trace (vt LBDatafile) with any "
                         "balancers and compare them")
     rp.add_argument("stem", help="the trace: STEM for the per-rank files STEM.0.json ... (plain or brotli)")
-    rp.add_argument("--algorithm", default="grapevine,pcg,metis",
+    rp.add_argument("--algorithm", "--algorithms", default="grapevine,pcg,metis",
                     help="balancers, comma-separated (default grapevine,pcg,metis; 'hermes replay --list' names "
                     "those replay runs)")
     rp.add_argument("--phase", default="all", help="phases: all (default), K, A-B or a comma list (0,3-5)")

@@ -401,7 +401,7 @@ def _gather(files: list[_Rank], order: NDArray[np.int64], needed: NDArray[np.boo
     """The tasks and communications of the ``needed`` phases of every file, as one :class:`FlatTrace` (one
     block per needed phase; the phase arrays are set by the caller)."""
     T: dict[str, list] = {k: [] for k in ("block", "oid", "time", "rank", "home", "mig", "coll", "icount", "ival",
-                                         "sid", "uown", "ukey", "uval")}
+                                         "sid", "uown", "ukey", "uval", "listing")}
     C: dict[str, list] = {k: [] for k in ("block", "from", "to", "messages", "bytes", "from_rank", "to_rank")}
     R: dict[str, list] = {k: [] for k in ("block", "rank", "key", "value")}
     W: dict[str, list] = {k: [] for k in ("block", "rank", "value")}
@@ -419,6 +419,8 @@ def _gather(files: list[_Rank], order: NDArray[np.int64], needed: NDArray[np.boo
         T["rank"].append(np.full(int(t_keep.sum()), f.rank, dtype=np.int64))
         T["home"].append(ent["home"][t_keep])
         T["mig"].append(ent["migratable"][t_keep])
+        # a task's position in the file's list of its phase (LBAF adds a rank's objects to a set in this order)
+        T["listing"].append((np.arange(t_entry.size) - offsets(c["n_tasks"])[:-1][t_entry])[t_keep])
         T["coll"].append(ent["collection"][t_keep])
         icount = np.asarray(ent["index_counts"], dtype=np.int64)
         T["icount"].append(icount[t_keep])
@@ -529,7 +531,8 @@ def _gather(files: list[_Rank], order: NDArray[np.int64], needed: NDArray[np.boo
         cc["to"][co].astype(np.int64), cc["messages"][co].astype(np.int64), cc["bytes"][co].astype(np.float64),
         cfr[co], ctr[co], offsets(new_count), ival, s_task, s_id, s_time.astype(np.float64),
         user_keys, u_task[uo], u_key[uo], cat["uval"].astype(np.float64)[uo], rank_keys, rb, rr, rk, rv,
-        wb[wo].astype(np.int64), wr[wo].astype(np.int64), wv[wo].astype(np.float64))
+        wb[wo].astype(np.int64), wr[wo].astype(np.int64), wv[wo].astype(np.float64),
+        listing=cat["listing"][o].astype(np.int64))
 
 
 def _sparse_rows(block, rank, key, value):

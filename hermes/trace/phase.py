@@ -117,6 +117,10 @@ class TracePhase:
         The numbers of ``user_defined`` per task (NaN where a task has none), by key.
     rank_working : float64 array (n_ranks,) or None
         ``rank_working_bytes`` per rank, as LBAF takes it: from the last task the rank's file lists.
+    listing : int64 array or None
+        Each task's position in its rank file's list of the phase's tasks (None: not read from files). LBAF adds
+        a rank's objects to a set in that order, and the set's iteration order follows from it
+        (:mod:`hermes.trace.informandtransfer`).
     """
 
     n_ranks: int
@@ -142,6 +146,7 @@ class TracePhase:
     #: the numbers of each rank's phase-level ``user_defined`` (NaN where a rank has none), by key; hermes writes
     #: ``hermes_capacity`` (the rank's relative speed in the phase)
     rank_user: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+    listing: NDArray[np.int64] | None = None
 
     def __post_init__(self) -> None:
         n = self.ids.size
@@ -217,7 +222,8 @@ class FlatTrace:
     - ``rank_block``, ``rank_rank``, ``rank_key``, ``rank_value``: the numbers of a rank's phase-level
       ``user_defined`` (keys in ``rank_keys``, sorted);
     - ``working_block``, ``working_rank``, ``working_value``: ``rank_working_bytes`` per rank of a block;
-    - ``rank_alpha``: LBAF's per-rank α (``metadata.rank_alpha``), None when every rank's is 1.
+    - ``rank_alpha``: LBAF's per-rank α (``metadata.rank_alpha``), None when every rank's is 1;
+    - ``listing``: each task's position in its rank file's list of the phase (None: not read from files).
     """
 
     n_ranks: int
@@ -255,6 +261,7 @@ class FlatTrace:
     working_rank: NDArray[np.int64] = field(default_factory=_i64)
     working_value: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     rank_alpha: NDArray[np.float64] | None = None
+    listing: NDArray[np.int64] | None = None
 
     def __post_init__(self) -> None:
         if self.index_start is None:
@@ -338,7 +345,8 @@ class FlatTrace:
         return TracePhase(p, self.ids[s], self.loads[s], self.ranks[s], self.home[s], self.migratable[s],
                           int(self.phase_ids[k]), self.comm_from[c], self.comm_to[c], self.comm_messages[c],
                           self.comm_bytes[c], self.comm_from_rank[c], self.comm_to_rank[c], self.collection[s],
-                          index, sub_ids, sub, user, working, rank_user)
+                          index, sub_ids, sub, user, working, rank_user,
+                          None if self.listing is None else self.listing[s])
 
     def select(self, keep: NDArray[np.bool_]) -> FlatTrace:
         """The phases ``keep`` (a mask over the phases) of this trace, sharing its arrays."""

@@ -12,6 +12,9 @@ unless capacities are given). Per algorithm:
   hermes' own cell selection on the objects' centroids;
 - ``grapevine`` runs the gossip of the Sandia report on the objects (its serial form, the full graph; objects
   that cannot move count in their rank's load and are never offered);
+- ``informandtransfer`` is LBAF's InformAndTransfer (:mod:`hermes.trace.informandtransfer`: gossip, then
+  Clustering transfers under the Tempered criterion, the memory limit through the work model; its own ``seed``,
+  LBAF's 146 by default, not the replay's);
 - ``metis`` partitions the migratable objects' communication graph (bytes as edge weights, loads as vertex
   weights) from scratch into parts sized for each rank's fair share less what stays on it, relabelled to keep
   the most load in place; ``scotch`` remaps it with Scotch;
@@ -60,7 +63,7 @@ MAX_REPLAY_TASKS = MAX_TRACE_TASKS
 #: the repair only, or nothing (the balancer's assignment as it is, the ranks above the limit counted)
 MEMORY_STEPS = ("refine", "repair", "off")
 #: algorithms replayed by their own serial code rather than a flow
-REPLAY_SPECIAL = ("none", "grapevine", "metis", "scotch")
+REPLAY_SPECIAL = ("none", "grapevine", "metis", "scotch", "informandtransfer")
 
 
 def replay_algorithms() -> list[str]:
@@ -441,6 +444,17 @@ def _balance_raw(ph: TracePhase, algorithm: str, info_entry, checked: dict[str, 
                         migratable=ph.migratable)
         new = res.object_rank
         info.update(iterations=res.iterations, graph_used="full")
+    elif algorithm == "informandtransfer":
+        from hermes.trace.informandtransfer import inform_and_transfer
+
+        if np.ptp(caps) > 0:
+            raise BalancerError("informandtransfer balances ranks of equal speed (LBAF's model has no capacities): "
+                                "replay it without --capacities")
+        res = inform_and_transfer(ph, checked, memory_limit=memory_limit)
+        new = res.ranks
+        info.update(iterations=len(res.max_work), graph_used="gossip", transfers=res.transfers,
+                    cluster_swaps=res.swaps, subcluster_transfers=res.subcluster_transfers,
+                    max_work_per_iteration=" ".join(f"{w:.6g}" for w in res.max_work))
     elif algorithm in ("metis", "scotch"):
         new = _partition(ph, algorithm, checked, caps, seed)
         info["graph_used"] = "objects"

@@ -17,7 +17,7 @@ WITH_SERIAL = sorted(n for n, b in BALANCERS.items() if b.serial is not None)
 
 
 def test_the_registry_knows_every_built_in_and_reads_like_a_dict():
-    assert len(BALANCERS) == 24 and BALANCERS.get("pcg") is BALANCERS["pcg"] and "gda0" in BALANCERS
+    assert len(BALANCERS) == 25 and BALANCERS.get("pcg") is BALANCERS["pcg"] and "gda0" in BALANCERS
 
 
 def test_registering_keeps_the_built_ins():
@@ -29,7 +29,7 @@ def test_registering_keeps_the_built_ins():
         reg.add(BALANCERS["pcg"])
     BALANCERS["temporary"] = BalancerInfo("temporary", lambda ctx: None, NoParams)
     try:
-        assert len(BALANCERS) == 25 and "pcg" in BALANCERS
+        assert len(BALANCERS) == 26 and "pcg" in BALANCERS
     finally:
         del BALANCERS["temporary"]
 

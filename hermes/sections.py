@@ -408,7 +408,11 @@ class BalancerSpec(Strict):
         from hermes.balance.registry import get_balancer
 
         raw, _, prefix = self._split()
-        return get_balancer(self.algorithm).check(raw, prefix=prefix)
+        info = get_balancer(self.algorithm)
+        if info.replay_only:
+            raise BalancerError(f"balancer.algorithm: {info.name} balances a trace's tasks (hermes replay "
+                                f"--algorithm {info.name}); a mesh run cannot use it")
+        return info.check(raw, prefix=prefix)
 
     @model_validator(mode="after")
     def _validate_parameters(self):

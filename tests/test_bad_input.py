@@ -101,6 +101,9 @@ RUN = [
     ("ghosts-word", ["--set", "balancer.ghosts=eager"], "balancer.ghosts: "),
     ("conductance-word", ["--set", "balancer.conductance=area"], "balancer.conductance: "),
     ("balancer-unknown", ["--set", "balancer.algorithm=magic"], "unknown balancer 'magic'"),
+    ("balancer-replay-only", ["--set", "balancer.algorithm=informandtransfer"],
+     "balancer.algorithm: informandtransfer balances a trace's tasks (hermes replay --algorithm informandtransfer); "
+     "a mesh run cannot use it"),
     ("balancer-tolerance", ["--set", "balancer.tolerance=7"], "balancer.tolerance: must be less than 1, got 7"),
     ("balancer-param-unknown", ["--set", "balancer.bogus=1"], "balancer.bogus: unknown parameter for 'pcg'"),
     ("balancer-param", ["--set", "balancer.pcg.tolerance=.inf"], "balancer.pcg.tolerance: must be finite"),

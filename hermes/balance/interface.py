@@ -286,6 +286,8 @@ class BalancerInfo:
     params: type[Params] = NoParams
     doc: str = ""
     serial: Callable[..., Any] | None = None
+    #: balances a trace's tasks only (``hermes replay``): a mesh scenario naming it is refused when it is read
+    replay_only: bool = False
 
     @property
     def defaults(self) -> dict[str, Any]:

@@ -478,7 +478,7 @@ def inform_and_transfer(ph, params: dict[str, Any] | None = None, *,
 
 @register("informandtransfer", params=InformAndTransferParams,
           doc="LBAF's InformAndTransfer: gossip, then Clustering swaps/subclusters under the Tempered criterion "
-              "(hermes replay only; LBAF's parameters, seed 146)")
+              "(hermes replay only; LBAF's parameters, seed 146)", replay_only=True)
 def informandtransfer_run(ctx: BalanceContext) -> Decision:
     """Not a balancer of a running mesh: LBAF's algorithm moves a trace's tasks (``hermes replay``)."""
     raise BalancerError("informandtransfer balances a trace's tasks: run it with hermes replay --algorithms "

@@ -468,6 +468,15 @@ def _balance_raw(ph: TracePhase, algorithm: str, info_entry, checked: dict[str, 
     return np.asarray(new, dtype=np.int64), info
 
 
+def _check_port_model(algorithms: list[str], work_model: WorkModel | None) -> None:
+    """informandtransfer reads α·load and the memory limit of the work model (docs/WORKMODEL.md); a β, γ or δ it
+    would ignore is refused in one line."""
+    wm = work_model or WorkModel()
+    if "informandtransfer" in algorithms and (wm.beta or wm.gamma or wm.delta):
+        raise BalancerError("informandtransfer: the port prices a rank by α·load under the memory limit (LBAF's "
+                            "configurations use β = γ = δ = 0); replay it with --beta, --gamma and --delta 0")
+
+
 def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None = None, *, graph: str = "auto",
                  capacities: ArrayLike | None = None, work_model: WorkModel | None = None, seed: int = 0,
                  rounds: int = 3, trigger: float = 1.0, realisation: str = "auto",
@@ -490,6 +499,7 @@ def replay_phase(ph: TracePhase, algorithm: str, params: dict[str, Any] | None =
 
     info_entry = get_balancer(algorithm)
     checked = info_entry.check(params or {}, prefix=f"{algorithm}.")
+    _check_port_model([algorithm], work_model)
     wm = work_model or WorkModel()
     wm.check(ph)  # the work figures stay finite under any assignment (one line naming the weights)
     p = ph.n_ranks
@@ -697,6 +707,7 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
 
     check_options(graph=graph, capacities=capacities, seed=seed, rounds=rounds, trigger=trigger,
                   realisation=realisation, memory_step=memory_step)
+    _check_port_model(algorithms, work_model)
     flat = trace.flat
     if flat.n_phases > MAX_REPLAY_PHASES:
         raise GraphError(f"{trace.stem or 'the trace'}: {flat.n_phases:,} phases, more than hermes replays at once "

@@ -1,4 +1,5 @@
-"""The per-rank figures of a trace's phase under an assignment: load, communication, memory, work.
+"""The per-rank figures of a trace's phase under an assignment: load, communication, memory, work (the work model
+stated once for replay, compare and the run's cost model: docs/WORKMODEL.md).
 
 The definitions are LBAF's (LB-analysis-framework 1.6.0, commit 9615e7ab; docs/TRACES.md records the figures both
 tools print on the same files), so a replay's figures compare with LBAF's:

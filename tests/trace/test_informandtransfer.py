@@ -162,3 +162,18 @@ def test_capacities_refused_by_replay():
     ph = _phase(4, 4, 2)
     with pytest.raises(BalancerError, match="equal speed"):
         replay_phase(ph, "informandtransfer", {}, capacities=[1.0, 2.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("weights", [{"beta": 1e-9}, {"gamma": 1.0}, {"delta": 1e-3}])
+def test_work_terms_the_port_does_not_read_are_refused(weights):
+    """The port prices a rank by α·load under the memory limit (docs/WORKMODEL.md): a β, γ or δ it would ignore
+    is one line, for one phase and for a whole trace."""
+    from hermes.trace.phase import Trace
+    from hermes.trace.replay import replay
+
+    ph = _phase(4, 4, 2)
+    with pytest.raises(BalancerError, match=r"^informandtransfer: the port prices a rank by α·load"):
+        replay_phase(ph, "informandtransfer", {}, work_model=WorkModel(**weights))
+    with pytest.raises(BalancerError, match=r"^informandtransfer: the port prices a rank by α·load"):
+        replay(Trace(4, [ph]), ["pcg", "informandtransfer"], work_model=WorkModel(**weights))
+    assert replay_phase(ph, "pcg", {}, work_model=WorkModel(**weights)).after  # the others read every term

@@ -256,3 +256,28 @@ def test_a_symlink_in_a_checkpoint_is_refused_before_launching(tmp_path, monkeyp
     real.unlink()
     moved.rename(real)
     assert verify_checkpoint(tmp_path / "c").phase == 2
+
+
+def test_a_run_balancing_several_weights_resumes_to_the_same_results(tmp_path, monkeypatch):
+    """mesh.constraint: all: the further weights are cell fields of the state, and the per-weight records
+    (summary.json's imbalance_per_constraint, phases.csv's weight_2 ...) resume as the uninterrupted run wrote
+    them."""
+    from hermes.data.generators import grid
+
+    mesh = grid(12, 10)
+    lines = [f"{mesh.n_cells} {mesh.n_edges} 10 2"]
+    for i in range(mesh.n_cells):
+        nbrs = mesh.adjncy[mesh.xadj[i]:mesh.xadj[i + 1]] + 1
+        lines.append(" ".join([str(1 + i % 2), str(int(i % 5 == 0))] + [str(v) for v in nbrs]))
+    (tmp_path / "two.graph").write_text("\n".join(lines) + "\n")
+    sc = parse_scenario({**QUICKSTART, "mesh": {"file": str(tmp_path / "two.graph"), "constraint": "all"}},
+                        overrides=["processors=1", "platform.capacities=homo", "adaptation.phases=5",
+                                   "output.pictures=false", "output.checkpoint_every=2"])
+    ref = driver.run(sc, plain(MPI.COMM_SELF), out_dir=tmp_path / "ref", quiet=True)
+    assert all(len(p["imbalance_per_constraint"]) == 2 for p in ref.summary["phases"])
+    assert "weight_2" in (tmp_path / "ref" / "phases.csv").read_text().splitlines()[0]
+    _crash_after(monkeypatch, 3)
+    with pytest.raises(Crash):
+        driver.run(sc, plain(MPI.COMM_SELF), out_dir=tmp_path / "crashed", quiet=True)
+    monkeypatch.undo()
+    _same_run(driver.resume(tmp_path / "crashed", plain(MPI.COMM_SELF), quiet=True), ref)

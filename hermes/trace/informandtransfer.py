@@ -43,12 +43,13 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from itertools import chain, combinations
+from itertools import accumulate, chain, combinations
+from bisect import bisect
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from hermes.balance.interface import BalanceContext, Decision, Flag, NonNegative, Params, Seed, integer_type
 from hermes.balance.registry import register
@@ -64,6 +65,9 @@ LBAF_SEED = 146
 MAX_SUBSETS = 2**20
 #: the largest iteration, round, fanout and object counts a run may ask for
 MAX_COUNT = 10**6
+#: the object orders of LBAF's Recursive strategy (its schema's ``ALLOWED_ORDER_STRATEGIES``)
+ORDER_STRATEGIES = ("arbitrary", "element_id", "decreasing_loads", "increasing_loads", "fewest_migrations",
+                    "small_objects")
 
 
 class InformAndTransferParams(Params):
@@ -92,24 +96,15 @@ class InformAndTransferParams(Params):
     target_imbalance: NonNegative = Field(
         0.0, description="stop once max/mean − 1 of the loads is at most this (LBAF's imbalance)")
     criterion: Literal["tempered", "strictlocalizing"] = Field(
-        "tempered", description="transfer criterion (only tempered is ported: strictlocalizing is refused)")
+        "tempered", description="transfer criterion: tempered (max(W_src, W_dst) must drop) or strictlocalizing "
+        "(no moved task may talk to a task left on the source; ignores the target and the work model)")
     transfer_strategy: Literal["clustering", "recursive"] = Field(
-        "clustering", description="transfer strategy (only clustering is ported: recursive is refused)")
+        "clustering", description="transfer strategy: clustering (shared-block clusters swapped, subclusters "
+        "moved) or recursive (one task at a time, grown by random picks until the criterion accepts)")
+    order_strategy: Literal[ORDER_STRATEGIES] = Field(
+        "arbitrary", description="order in which recursive pops a source's tasks (from the end of LBAF's list): "
+        "arbitrary (set order), element_id, decreasing_loads, increasing_loads, fewest_migrations, small_objects")
     seed: Seed = Field(LBAF_SEED, description="seed of the random and numpy streams (LBAF's fixed 146)")
-
-    @field_validator("criterion")
-    @classmethod
-    def _criterion(cls, v: str) -> str:
-        if v != "tempered":
-            raise ValueError("not ported (hermes' port has the Tempered criterion only)")
-        return v
-
-    @field_validator("transfer_strategy")
-    @classmethod
-    def _strategy(cls, v: str) -> str:
-        if v != "clustering":
-            raise ValueError("not ported (hermes' port has the Clustering strategy only)")
-        return v
 
 
 @dataclass
@@ -176,6 +171,13 @@ class _Ranks:
             if mig[v]:
                 built[r_of[v]].add(ids[v])
         self.objects = [s.copy() for s in built]
+        # each task's communication partners among the phase's tasks (positions; LBAF's communicator keeps the
+        # SendRecv messages between two objects of the phase, sent and received)
+        self.partners: list[list[int]] = [[] for _ in ids]
+        a, a_ok, b, b_ok = ph.endpoints()
+        for x, y in zip(a[a_ok & b_ok].tolist(), b[a_ok & b_ok].tolist()):
+            self.partners[x].append(y)
+            self.partners[y].append(x)
         # the rebalanced phase's ranks: a set filled in rank order (LBAF's copy_ranks)
         self.rank_set: set[int] = set()
         for r in range(p):
@@ -211,16 +213,27 @@ class _Ranks:
         self.transfer(dst, objs, src, back)
         return before - after
 
+    def strict(self, src: int, objs: list[int], dst: int = -1, back: list[int] = ()) -> float:
+        """The StrictLocalizing criterion: −1 when a task of ``objs`` sends to or receives from a task now on src
+        (one of ``objs`` included: none has moved yet), else +1; dst, ``back`` and the work model are ignored."""
+        r, pos, partners = self.state.r, self.pos, self.partners
+        for o in objs:
+            for q in partners[pos[o]]:
+                if r[q] == src:
+                    return -1.0
+        return 1.0
+
     def ranks(self) -> NDArray[np.int64]:
         return self.state.r.copy()
 
 
 class _InformAndTransfer:
-    """One run: the gossip and the Clustering transfer stage, LBAF's draws in LBAF's order."""
+    """One run: the gossip and the Clustering or Recursive transfer stage, LBAF's draws in LBAF's order."""
 
     def __init__(self, ph, prm: dict[str, Any], limit: float | None) -> None:
         self.m = _Ranks(ph, limit)
         self.prm = prm
+        self.crit = self.m.tempered if prm["criterion"] == "tempered" else self.m.strict
         self.rng = random.Random(prm["seed"])
         self.nprng = np.random.RandomState(prm["seed"])
         self.det = bool(prm["deterministic_transfer"])
@@ -289,7 +302,7 @@ class _InformAndTransfer:
             clusters_dst = self.clusters(dst, True)
             for o_src in clusters_src.values():
                 for k_dst, o_dst in clusters_dst.items():
-                    c = m.tempered(src, o_src, dst, o_dst)
+                    c = self.crit(src, o_src, dst, o_dst)
                     if c > 0.0 and c > self.rtol * sum(m.load_of[o] for o in o_src):
                         self.transfers += m.transfer(src, o_src, dst, o_dst)
                         del clusters_dst[k_dst]
@@ -337,7 +350,7 @@ class _InformAndTransfer:
         values: dict[int, float] = {}
         lo, hi = math.inf, -math.inf
         for dst in targets:
-            c = self.m.tempered(src, list(objs), dst)
+            c = self.crit(src, list(objs), dst)
             values[dst] = c
             lo, hi = min(lo, c), max(hi, c)
         if not values:
@@ -369,7 +382,7 @@ class _InformAndTransfer:
                 sub_load = sum(m.load_of[o] for o in sub)
                 l_dst = math.inf
                 for r in targets:
-                    c = m.tempered(src, objs, r)
+                    c = self.crit(src, objs, r)
                     if (c <= prm["subclustering_minimum_improvement"] * m.load(src)
                             or m.load(src) < prm["subclustering_threshold"] * max_load):
                         continue
@@ -386,8 +399,9 @@ class _InformAndTransfer:
                 return
 
     # -- transfer ----------------------------------------------------------------------------------------------
-    def transfer_stage(self, known: dict[int, set[int]], max_load: float) -> None:
-        """Every source rank's swaps and subcluster (§1.3, §1.5)."""
+    def sources(self, known: dict[int, set[int]]) -> dict[int, set[int]]:
+        """The source ranks (with migratable tasks and targets) and their targets, in LBAF's traversal order: the
+        rank set's, shuffled unless deterministic (§1.3)."""
         m = self.m
         sources: dict[int, set[int]] = {}
         for r in m.rank_set:
@@ -398,6 +412,77 @@ class _InformAndTransfer:
                 sources[r] = targets
         if not self.det:
             sources = {k: sources[k] for k in self.rng.sample(list(sources), len(sources))}
+        return sources
+
+    def ordered(self, src: int) -> list[int]:
+        """src's migratable tasks in the order of ``order_strategy``, as LBAF's Recursive strategy lists them
+        (the last one is popped first). The sorts are stable over the set's order; ``fewest_migrations`` and
+        ``small_objects`` measure the excess ``Σ loads of src's migratable tasks − the initial average load``."""
+        load = self.m.load_of
+        objs = list(self.m.objects[src])
+        how = self.prm["order_strategy"]
+        if how == "arbitrary":
+            return objs
+        if how == "element_id":
+            return sorted(objs)
+        if how == "decreasing_loads":
+            return sorted(objs, key=lambda o: -load[o])
+        if how == "increasing_loads":
+            return sorted(objs, key=lambda o: load[o])
+        excess = sum(load[o] for o in objs) - self.ave_load
+        if how == "fewest_migrations":
+            small = [o for o in objs if load[o] <= excess]
+            large = [o for o in objs if load[o] > excess]
+            return sorted(small, key=lambda o: -load[o]) + sorted(large, key=lambda o: load[o])
+        # small_objects: the smallest tasks up to (and one past) the prefix whose cumulated load reaches the excess,
+        # largest first, then the others smallest first
+        up = sorted(objs, key=lambda o: load[o])
+        cut = bisect(list(accumulate(load[o] for o in up)), excess) + 1
+        return sorted(up[:cut], key=lambda o: -load[o]) + sorted(up[cut:], key=lambda o: load[o])
+
+    def recursive_stage(self, known: dict[int, set[int]]) -> None:
+        """LBAF's Recursive strategy: every source's tasks popped one at a time from the ordered list, sent to the
+        best target (deterministic) or an ECMF draw, and, where the criterion is negative, grown by
+        ``random.choice`` picks among the rest of the list (up to ``max_objects_per_transfer`` tasks) until it
+        is not."""
+        m = self.m
+        for src, targets in self.sources(known).items():
+            order = self.ordered(src)
+            while order:
+                objs = [order.pop()]
+                dst, c_dst = None, -math.inf
+                if self.det:
+                    for r in targets:
+                        c = self.crit(src, objs, r)
+                        if c > c_dst:
+                            c_dst, dst = c, r
+                else:
+                    dst, c_dst = self.ecmf_target(src, objs, targets)
+                    if dst is None:
+                        continue
+                if c_dst < 0.0:
+                    if not order or dst is None:
+                        continue
+                    rest = order[:]
+                    if not self.grow(src, objs, dst, rest):
+                        continue
+                    order = rest
+                self.transfers += m.transfer(src, objs, dst)
+
+    def grow(self, src: int, objs: list[int], dst: int, rest: list[int]) -> bool:
+        """Add ``random.choice`` picks of ``rest`` (removed from it) to ``objs`` until the criterion is not
+        negative (True) or ``rest`` is empty or ``objs`` has ``max_objects_per_transfer`` tasks (False)."""
+        while rest and len(objs) < self.max_objects:
+            o = self.rng.choice(rest)
+            rest.remove(o)
+            objs.append(o)
+            if not self.crit(src, objs, dst) < 0.0:
+                return True
+        return False
+
+    def transfer_stage(self, known: dict[int, set[int]], max_load: float) -> None:
+        """Every source rank's swaps and subcluster (§1.3, §1.5)."""
+        sources = self.sources(known)
         sub_on = self.max_subclusters > 0
         separate = self.prm["separate_subclustering"]
         for src, targets in sources.items():
@@ -421,7 +506,10 @@ class _InformAndTransfer:
             known = self.inform()
             if m.p > 1:
                 out.knowledge.append(sum((len(v) - 1) / (m.p - 1) for v in known.values()) / m.p)
-            self.transfer_stage(known, max_load)
+            if self.prm["transfer_strategy"] == "recursive":
+                self.recursive_stage(known)
+            else:
+                self.transfer_stage(known, max_load)
             loads = [m.load(r) for r in m.rank_set]
             top, mean = _stats(loads)
             imb = top / mean - 1.0 if mean > 0.0 else math.nan

@@ -1,5 +1,5 @@
-"""``informandtransfer``: LBAF's InformAndTransfer balancer (gossip, then Clustering transfers under the Tempered
-criterion, the memory limit through the work model), replayed on a trace's phase.
+"""``informandtransfer``: LBAF's InformAndTransfer balancer (gossip, then Clustering or Recursive transfers under
+the Tempered or StrictLocalizing criterion, the memory limit through the work model), replayed on a trace's phase.
 
 A port of LB-analysis-framework 1.6.0 (commit 9615e7ab), written from the description in
 docs/design/informandtransfer.md (§1–2; the file:line references there point into LBAF's source). No LBAF code is
@@ -8,20 +8,35 @@ copied. One **iteration** is
 1. the *inform* stage (§1.2): every rank sends its own id to ``fanout`` distinct random other ranks, then in each
    of ``n_rounds − 1`` forwarding rounds every rank sends the set of ranks it knows (the live set, not a copy) to
    ``fanout`` random ranks among them; a rank's transfer targets are the ranks it knows;
-2. the *transfer* stage (§1.3, §1.5), source rank after source rank (in the phase's order, shuffled unless
-   ``deterministic_transfer``): whole *clusters* (a rank's migratable tasks of one ``shared_id``; the empty
-   cluster stands for "nothing", so a swap with it is a one-way push or pull) are swapped with the clusters of
-   one target after another until one target has taken a swap; then, unless ``separate_subclustering`` (a second
-   pass over the ranks), a *subcluster* (a subset of one cluster: every subset up to ``max_objects_per_transfer``
-   objects when deterministic, else ``min(n, max_subclusters)`` random ones of binomial sizes) that leaves the
-   source at least ``(1 − cluster_swap_rtol)`` times the average load may move to one target.
+2. the *transfer* stage (§1.3), source rank after source rank (in the phase's order, shuffled unless
+   ``deterministic_transfer``), with one of two strategies:
 
-A move is accepted when the **Tempered** criterion ``max(W_src, W_dst) before − max(W_src, W_dst) after`` is
-positive (above ``cluster_swap_rtol`` times the source cluster's load for a swap), where the work ``W`` of a rank
-(LBAF's ``AffineCombination`` with β = γ = δ = 0) is α_r · load, infinite when the rank's memory (rank baseline +
-each shared block once + the tasks' footprints + the largest working bytes: :mod:`hermes.trace.workmodel`) exceeds
-the limit. Tasks without a ``shared_id`` and tasks that are not migratable never move. LBAF's ``Recursive``
-strategy and ``StrictLocalizing`` criterion are not ported (refused in one line).
+   * ``clustering`` (§1.5): whole *clusters* (a rank's migratable tasks of one ``shared_id``; the empty cluster
+     stands for "nothing", so a swap with it is a one-way push or pull) are swapped with the clusters of one target
+     after another until one target has taken a swap; then, unless ``separate_subclustering`` (a second pass over
+     the ranks), a *subcluster* (a subset of one cluster: every subset up to ``max_objects_per_transfer`` objects
+     when deterministic, else ``min(n, max_subclusters)`` random ones of binomial sizes) that leaves the source at
+     least ``(1 − cluster_swap_rtol)`` times the average load may move to one target. Tasks without a
+     ``shared_id`` never move;
+   * ``recursive`` (§1.5, "Recursive strategy"): the source's migratable tasks are listed by ``order_strategy``
+     and popped from the list's end one at a time; each goes to the target of the best criterion (deterministic) or
+     to a target drawn with the criterion's weights, and where that criterion is negative the batch grows by
+     ``random.choice`` picks among the rest of the list (in every mode) up to ``max_objects_per_transfer`` tasks
+     until it is not (a batch that never gets there stays). The orders (LBAF's schema's list): ``arbitrary`` (the
+     set's order), ``element_id``, ``decreasing_loads``, ``increasing_loads`` (stable sorts of the set's order),
+     ``fewest_migrations`` (the tasks of at most the excess ``E`` = Σ the source's migratable loads − the initial
+     average load, largest first, then the others smallest first) and ``small_objects`` (sorted by load, the
+     longest prefix whose cumulated load is at most ``E`` and one task more, largest first, then the rest smallest
+     first).
+
+The **Tempered** criterion ``max(W_src, W_dst) before − max(W_src, W_dst) after`` must be positive for a move
+(above ``cluster_swap_rtol`` times the source cluster's load for a swap; non-negative for a Recursive batch),
+where the work ``W`` of a rank (LBAF's ``AffineCombination`` with β = γ = δ = 0) is α_r · load, infinite when the
+rank's memory (rank baseline + each shared block once + the tasks' footprints + the largest working bytes:
+:mod:`hermes.trace.workmodel`) exceeds the limit. The **StrictLocalizing** criterion is −1 when a task of the moved
+set sends to or receives from a task now on the source (a SendRecv between two tasks of the phase; another task
+of the set counts, as it has not moved yet), else +1: it ignores the target, the tasks coming back in a swap, the
+loads and the memory limit. Tasks that are not migratable never move.
 
 Reproducing LBAF
 ----------------
@@ -30,12 +45,13 @@ Python sets of ranks, tasks and blocks. Under ``benchmarks/lbaf_deterministic.py
 those sets iterate in CPython's hash-table order of the integer ids, which depends on the ids *and* on the
 history of additions and removals. The port therefore keeps the same sets of integer ids built and mutated by the
 same operations: a rank's migratable tasks added in the order its file lists them (``TracePhase.listing``) and
-copied, each criterion evaluation moving the tasks there and back as LBAF's does, the gossip's known-peer sets
-updated from the live sets; and it makes the same draws (``random.Random(seed)``, ``numpy.random.RandomState(seed)``)
-in the same order on candidates in the same order. The loads and memories are kept incrementally; they equal
-LBAF's sums over the sets when every partial sum is exact (integer or dyadic times, as in LBAF's three data sets),
-otherwise a last-bit difference may break a tie the other way. With the default seed 146 the port replays the
-harness's runs (results/lbaf_memory.md).
+copied, each Tempered evaluation moving the tasks there and back as LBAF's does (StrictLocalizing moves none),
+the gossip's known-peer sets updated from the live sets; and it makes the same draws (``random.Random(seed)``,
+``numpy.random.RandomState(seed)``) in the same order on candidates in the same order. The loads and memories
+are kept incrementally; they equal LBAF's sums over the sets when every partial sum is exact (integer or dyadic
+times, as in LBAF's three data sets), otherwise a last-bit difference may break a tie the other way. With the
+default seed 146 the port replays the harness's runs (results/lbaf_memory.md; the Recursive strategy and the
+StrictLocalizing criterion: docs/design/informandtransfer.md, "Built").
 """
 
 from __future__ import annotations
@@ -102,8 +118,9 @@ class InformAndTransferParams(Params):
         "clustering", description="transfer strategy: clustering (shared-block clusters swapped, subclusters "
         "moved) or recursive (one task at a time, grown by random picks until the criterion accepts)")
     order_strategy: Literal[ORDER_STRATEGIES] = Field(
-        "arbitrary", description="order in which recursive pops a source's tasks (from the end of LBAF's list): "
-        "arbitrary (set order), element_id, decreasing_loads, increasing_loads, fewest_migrations, small_objects")
+        "arbitrary", description="order of a source's tasks for recursive, which pops them from the end of LBAF's "
+        "list (arbitrary: the set's order; fewest_migrations, small_objects: around the source's excess load); "
+        "clustering ignores it")
     seed: Seed = Field(LBAF_SEED, description="seed of the random and numpy streams (LBAF's fixed 146)")
 
 
@@ -434,7 +451,7 @@ class _InformAndTransfer:
             small = [o for o in objs if load[o] <= excess]
             large = [o for o in objs if load[o] > excess]
             return sorted(small, key=lambda o: -load[o]) + sorted(large, key=lambda o: load[o])
-        # small_objects: the smallest tasks up to (and one past) the prefix whose cumulated load reaches the excess,
+        # small_objects: the longest prefix (by load) whose cumulated load is at most the excess and one task more,
         # largest first, then the others smallest first
         up = sorted(objs, key=lambda o: load[o])
         cut = bisect(list(accumulate(load[o] for o in up)), excess) + 1
@@ -565,8 +582,9 @@ def inform_and_transfer(ph, params: dict[str, Any] | None = None, *,
 
 
 @register("informandtransfer", params=InformAndTransferParams,
-          doc="LBAF's InformAndTransfer: gossip, then Clustering swaps/subclusters under the Tempered criterion "
-              "(hermes replay only; LBAF's parameters, seed 146)", replay_only=True)
+          doc="LBAF's InformAndTransfer: gossip, then Clustering swaps/subclusters or Recursive transfers "
+              "under the Tempered or StrictLocalizing criterion (hermes replay only; LBAF's parameters, seed 146)",
+          replay_only=True)
 def informandtransfer_run(ctx: BalanceContext) -> Decision:
     """Not a balancer of a running mesh: LBAF's algorithm moves a trace's tasks (``hermes replay``)."""
     raise BalancerError("informandtransfer balances a trace's tasks: run it with hermes replay --algorithms "

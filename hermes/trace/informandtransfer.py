@@ -1,5 +1,5 @@
-"""``informandtransfer``: LBAF's InformAndTransfer balancer (gossip, then Clustering transfers under the Tempered
-criterion, the memory limit through the work model), replayed on a trace's phase.
+"""``informandtransfer``: LBAF's InformAndTransfer balancer (gossip, then Clustering or Recursive transfers under
+the Tempered or StrictLocalizing criterion, the memory limit through the work model), replayed on a trace's phase.
 
 A port of LB-analysis-framework 1.6.0 (commit 9615e7ab), written from the description in
 docs/design/informandtransfer.md (§1–2; the file:line references there point into LBAF's source). No LBAF code is
@@ -8,20 +8,35 @@ copied. One **iteration** is
 1. the *inform* stage (§1.2): every rank sends its own id to ``fanout`` distinct random other ranks, then in each
    of ``n_rounds − 1`` forwarding rounds every rank sends the set of ranks it knows (the live set, not a copy) to
    ``fanout`` random ranks among them; a rank's transfer targets are the ranks it knows;
-2. the *transfer* stage (§1.3, §1.5), source rank after source rank (in the phase's order, shuffled unless
-   ``deterministic_transfer``): whole *clusters* (a rank's migratable tasks of one ``shared_id``; the empty
-   cluster stands for "nothing", so a swap with it is a one-way push or pull) are swapped with the clusters of
-   one target after another until one target has taken a swap; then, unless ``separate_subclustering`` (a second
-   pass over the ranks), a *subcluster* (a subset of one cluster: every subset up to ``max_objects_per_transfer``
-   objects when deterministic, else ``min(n, max_subclusters)`` random ones of binomial sizes) that leaves the
-   source at least ``(1 − cluster_swap_rtol)`` times the average load may move to one target.
+2. the *transfer* stage (§1.3), source rank after source rank (in the phase's order, shuffled unless
+   ``deterministic_transfer``), with one of two strategies:
 
-A move is accepted when the **Tempered** criterion ``max(W_src, W_dst) before − max(W_src, W_dst) after`` is
-positive (above ``cluster_swap_rtol`` times the source cluster's load for a swap), where the work ``W`` of a rank
-(LBAF's ``AffineCombination`` with β = γ = δ = 0) is α_r · load, infinite when the rank's memory (rank baseline +
-each shared block once + the tasks' footprints + the largest working bytes: :mod:`hermes.trace.workmodel`) exceeds
-the limit. Tasks without a ``shared_id`` and tasks that are not migratable never move. LBAF's ``Recursive``
-strategy and ``StrictLocalizing`` criterion are not ported (refused in one line).
+   * ``clustering`` (§1.5): whole *clusters* (a rank's migratable tasks of one ``shared_id``; the empty cluster
+     stands for "nothing", so a swap with it is a one-way push or pull) are swapped with the clusters of one target
+     after another until one target has taken a swap; then, unless ``separate_subclustering`` (a second pass over
+     the ranks), a *subcluster* (a subset of one cluster: every subset up to ``max_objects_per_transfer`` objects
+     when deterministic, else ``min(n, max_subclusters)`` random ones of binomial sizes) that leaves the source at
+     least ``(1 − cluster_swap_rtol)`` times the average load may move to one target. Tasks without a
+     ``shared_id`` never move;
+   * ``recursive`` (§1.5, "Recursive strategy"): the source's migratable tasks are listed by ``order_strategy``
+     and popped from the list's end one at a time; each goes to the target of the best criterion (deterministic) or
+     to a target drawn with the criterion's weights, and where that criterion is negative the batch grows by
+     ``random.choice`` picks among the rest of the list (in every mode) up to ``max_objects_per_transfer`` tasks
+     until it is not (a batch that never gets there stays). The orders (LBAF's schema's list): ``arbitrary`` (the
+     set's order), ``element_id``, ``decreasing_loads``, ``increasing_loads`` (stable sorts of the set's order),
+     ``fewest_migrations`` (the tasks of at most the excess ``E`` = Σ the source's migratable loads − the initial
+     average load, largest first, then the others smallest first) and ``small_objects`` (sorted by load, the
+     longest prefix whose cumulated load is at most ``E`` and one task more, largest first, then the rest smallest
+     first).
+
+The **Tempered** criterion ``max(W_src, W_dst) before − max(W_src, W_dst) after`` must be positive for a move
+(above ``cluster_swap_rtol`` times the source cluster's load for a swap; non-negative for a Recursive batch),
+where the work ``W`` of a rank (LBAF's ``AffineCombination`` with β = γ = δ = 0) is α_r · load, infinite when the
+rank's memory (rank baseline + each shared block once + the tasks' footprints + the largest working bytes:
+:mod:`hermes.trace.workmodel`) exceeds the limit. The **StrictLocalizing** criterion is −1 when a task of the moved
+set sends to or receives from a task now on the source (a SendRecv between two tasks of the phase; another task
+of the set counts, as it has not moved yet), else +1: it ignores the target, the tasks coming back in a swap, the
+loads and the memory limit. Tasks that are not migratable never move.
 
 Reproducing LBAF
 ----------------
@@ -30,12 +45,13 @@ Python sets of ranks, tasks and blocks. Under ``benchmarks/lbaf_deterministic.py
 those sets iterate in CPython's hash-table order of the integer ids, which depends on the ids *and* on the
 history of additions and removals. The port therefore keeps the same sets of integer ids built and mutated by the
 same operations: a rank's migratable tasks added in the order its file lists them (``TracePhase.listing``) and
-copied, each criterion evaluation moving the tasks there and back as LBAF's does, the gossip's known-peer sets
-updated from the live sets; and it makes the same draws (``random.Random(seed)``, ``numpy.random.RandomState(seed)``)
-in the same order on candidates in the same order. The loads and memories are kept incrementally; they equal
-LBAF's sums over the sets when every partial sum is exact (integer or dyadic times, as in LBAF's three data sets),
-otherwise a last-bit difference may break a tie the other way. With the default seed 146 the port replays the
-harness's runs (results/lbaf_memory.md).
+copied, each Tempered evaluation moving the tasks there and back as LBAF's does (StrictLocalizing moves none),
+the gossip's known-peer sets updated from the live sets; and it makes the same draws (``random.Random(seed)``,
+``numpy.random.RandomState(seed)``) in the same order on candidates in the same order. The loads and memories
+are kept incrementally; they equal LBAF's sums over the sets when every partial sum is exact (integer or dyadic
+times, as in LBAF's three data sets), otherwise a last-bit difference may break a tie the other way. With the
+default seed 146 the port replays the harness's runs (results/lbaf_memory.md; the Recursive strategy and the
+StrictLocalizing criterion: docs/design/informandtransfer.md, "Built").
 """
 
 from __future__ import annotations
@@ -43,12 +59,13 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from itertools import chain, combinations
+from itertools import accumulate, chain, combinations
+from bisect import bisect
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from hermes.balance.interface import BalanceContext, Decision, Flag, NonNegative, Params, Seed, integer_type
 from hermes.balance.registry import register
@@ -64,6 +81,9 @@ LBAF_SEED = 146
 MAX_SUBSETS = 2**20
 #: the largest iteration, round, fanout and object counts a run may ask for
 MAX_COUNT = 10**6
+#: the object orders of LBAF's Recursive strategy (its schema's ``ALLOWED_ORDER_STRATEGIES``)
+ORDER_STRATEGIES = ("arbitrary", "element_id", "decreasing_loads", "increasing_loads", "fewest_migrations",
+                    "small_objects")
 
 
 class InformAndTransferParams(Params):
@@ -92,24 +112,16 @@ class InformAndTransferParams(Params):
     target_imbalance: NonNegative = Field(
         0.0, description="stop once max/mean − 1 of the loads is at most this (LBAF's imbalance)")
     criterion: Literal["tempered", "strictlocalizing"] = Field(
-        "tempered", description="transfer criterion (only tempered is ported: strictlocalizing is refused)")
+        "tempered", description="transfer criterion: tempered (max(W_src, W_dst) must drop) or strictlocalizing "
+        "(no moved task may talk to a task left on the source; ignores the target and the work model)")
     transfer_strategy: Literal["clustering", "recursive"] = Field(
-        "clustering", description="transfer strategy (only clustering is ported: recursive is refused)")
+        "clustering", description="transfer strategy: clustering (shared-block clusters swapped, subclusters "
+        "moved) or recursive (one task at a time, grown by random picks until the criterion accepts)")
+    order_strategy: Literal[ORDER_STRATEGIES] = Field(
+        "arbitrary", description="order of a source's tasks for recursive, which pops them from the end of LBAF's "
+        "list (arbitrary: the set's order; fewest_migrations, small_objects: around the source's excess load); "
+        "clustering ignores it")
     seed: Seed = Field(LBAF_SEED, description="seed of the random and numpy streams (LBAF's fixed 146)")
-
-    @field_validator("criterion")
-    @classmethod
-    def _criterion(cls, v: str) -> str:
-        if v != "tempered":
-            raise ValueError("not ported (hermes' port has the Tempered criterion only)")
-        return v
-
-    @field_validator("transfer_strategy")
-    @classmethod
-    def _strategy(cls, v: str) -> str:
-        if v != "clustering":
-            raise ValueError("not ported (hermes' port has the Clustering strategy only)")
-        return v
 
 
 @dataclass
@@ -176,6 +188,13 @@ class _Ranks:
             if mig[v]:
                 built[r_of[v]].add(ids[v])
         self.objects = [s.copy() for s in built]
+        # each task's communication partners among the phase's tasks (positions; LBAF's communicator keeps the
+        # SendRecv messages between two objects of the phase, sent and received)
+        self.partners: list[list[int]] = [[] for _ in ids]
+        a, a_ok, b, b_ok = ph.endpoints()
+        for x, y in zip(a[a_ok & b_ok].tolist(), b[a_ok & b_ok].tolist()):
+            self.partners[x].append(y)
+            self.partners[y].append(x)
         # the rebalanced phase's ranks: a set filled in rank order (LBAF's copy_ranks)
         self.rank_set: set[int] = set()
         for r in range(p):
@@ -211,16 +230,27 @@ class _Ranks:
         self.transfer(dst, objs, src, back)
         return before - after
 
+    def strict(self, src: int, objs: list[int], dst: int = -1, back: list[int] = ()) -> float:
+        """The StrictLocalizing criterion: −1 when a task of ``objs`` sends to or receives from a task now on src
+        (one of ``objs`` included: none has moved yet), else +1; dst, ``back`` and the work model are ignored."""
+        r, pos, partners = self.state.r, self.pos, self.partners
+        for o in objs:
+            for q in partners[pos[o]]:
+                if r[q] == src:
+                    return -1.0
+        return 1.0
+
     def ranks(self) -> NDArray[np.int64]:
         return self.state.r.copy()
 
 
 class _InformAndTransfer:
-    """One run: the gossip and the Clustering transfer stage, LBAF's draws in LBAF's order."""
+    """One run: the gossip and the Clustering or Recursive transfer stage, LBAF's draws in LBAF's order."""
 
     def __init__(self, ph, prm: dict[str, Any], limit: float | None) -> None:
         self.m = _Ranks(ph, limit)
         self.prm = prm
+        self.crit = self.m.tempered if prm["criterion"] == "tempered" else self.m.strict
         self.rng = random.Random(prm["seed"])
         self.nprng = np.random.RandomState(prm["seed"])
         self.det = bool(prm["deterministic_transfer"])
@@ -289,7 +319,7 @@ class _InformAndTransfer:
             clusters_dst = self.clusters(dst, True)
             for o_src in clusters_src.values():
                 for k_dst, o_dst in clusters_dst.items():
-                    c = m.tempered(src, o_src, dst, o_dst)
+                    c = self.crit(src, o_src, dst, o_dst)
                     if c > 0.0 and c > self.rtol * sum(m.load_of[o] for o in o_src):
                         self.transfers += m.transfer(src, o_src, dst, o_dst)
                         del clusters_dst[k_dst]
@@ -337,7 +367,7 @@ class _InformAndTransfer:
         values: dict[int, float] = {}
         lo, hi = math.inf, -math.inf
         for dst in targets:
-            c = self.m.tempered(src, list(objs), dst)
+            c = self.crit(src, list(objs), dst)
             values[dst] = c
             lo, hi = min(lo, c), max(hi, c)
         if not values:
@@ -369,7 +399,7 @@ class _InformAndTransfer:
                 sub_load = sum(m.load_of[o] for o in sub)
                 l_dst = math.inf
                 for r in targets:
-                    c = m.tempered(src, objs, r)
+                    c = self.crit(src, objs, r)
                     if (c <= prm["subclustering_minimum_improvement"] * m.load(src)
                             or m.load(src) < prm["subclustering_threshold"] * max_load):
                         continue
@@ -386,8 +416,9 @@ class _InformAndTransfer:
                 return
 
     # -- transfer ----------------------------------------------------------------------------------------------
-    def transfer_stage(self, known: dict[int, set[int]], max_load: float) -> None:
-        """Every source rank's swaps and subcluster (§1.3, §1.5)."""
+    def sources(self, known: dict[int, set[int]]) -> dict[int, set[int]]:
+        """The source ranks (with migratable tasks and targets) and their targets, in LBAF's traversal order: the
+        rank set's, shuffled unless deterministic (§1.3)."""
         m = self.m
         sources: dict[int, set[int]] = {}
         for r in m.rank_set:
@@ -398,6 +429,77 @@ class _InformAndTransfer:
                 sources[r] = targets
         if not self.det:
             sources = {k: sources[k] for k in self.rng.sample(list(sources), len(sources))}
+        return sources
+
+    def ordered(self, src: int) -> list[int]:
+        """src's migratable tasks in the order of ``order_strategy``, as LBAF's Recursive strategy lists them
+        (the last one is popped first). The sorts are stable over the set's order; ``fewest_migrations`` and
+        ``small_objects`` measure the excess ``Σ loads of src's migratable tasks − the initial average load``."""
+        load = self.m.load_of
+        objs = list(self.m.objects[src])
+        how = self.prm["order_strategy"]
+        if how == "arbitrary":
+            return objs
+        if how == "element_id":
+            return sorted(objs)
+        if how == "decreasing_loads":
+            return sorted(objs, key=lambda o: -load[o])
+        if how == "increasing_loads":
+            return sorted(objs, key=lambda o: load[o])
+        excess = sum(load[o] for o in objs) - self.ave_load
+        if how == "fewest_migrations":
+            small = [o for o in objs if load[o] <= excess]
+            large = [o for o in objs if load[o] > excess]
+            return sorted(small, key=lambda o: -load[o]) + sorted(large, key=lambda o: load[o])
+        # small_objects: the longest prefix (by load) whose cumulated load is at most the excess and one task more,
+        # largest first, then the others smallest first
+        up = sorted(objs, key=lambda o: load[o])
+        cut = bisect(list(accumulate(load[o] for o in up)), excess) + 1
+        return sorted(up[:cut], key=lambda o: -load[o]) + sorted(up[cut:], key=lambda o: load[o])
+
+    def recursive_stage(self, known: dict[int, set[int]]) -> None:
+        """LBAF's Recursive strategy: every source's tasks popped one at a time from the ordered list, sent to the
+        best target (deterministic) or an ECMF draw, and, where the criterion is negative, grown by
+        ``random.choice`` picks among the rest of the list (up to ``max_objects_per_transfer`` tasks) until it
+        is not."""
+        m = self.m
+        for src, targets in self.sources(known).items():
+            order = self.ordered(src)
+            while order:
+                objs = [order.pop()]
+                dst, c_dst = None, -math.inf
+                if self.det:
+                    for r in targets:
+                        c = self.crit(src, objs, r)
+                        if c > c_dst:
+                            c_dst, dst = c, r
+                else:
+                    dst, c_dst = self.ecmf_target(src, objs, targets)
+                    if dst is None:
+                        continue
+                if c_dst < 0.0:
+                    if not order or dst is None:
+                        continue
+                    rest = order[:]
+                    if not self.grow(src, objs, dst, rest):
+                        continue
+                    order = rest
+                self.transfers += m.transfer(src, objs, dst)
+
+    def grow(self, src: int, objs: list[int], dst: int, rest: list[int]) -> bool:
+        """Add ``random.choice`` picks of ``rest`` (removed from it) to ``objs`` until the criterion is not
+        negative (True) or ``rest`` is empty or ``objs`` has ``max_objects_per_transfer`` tasks (False)."""
+        while rest and len(objs) < self.max_objects:
+            o = self.rng.choice(rest)
+            rest.remove(o)
+            objs.append(o)
+            if not self.crit(src, objs, dst) < 0.0:
+                return True
+        return False
+
+    def transfer_stage(self, known: dict[int, set[int]], max_load: float) -> None:
+        """Every source rank's swaps and subcluster (§1.3, §1.5)."""
+        sources = self.sources(known)
         sub_on = self.max_subclusters > 0
         separate = self.prm["separate_subclustering"]
         for src, targets in sources.items():
@@ -421,7 +523,10 @@ class _InformAndTransfer:
             known = self.inform()
             if m.p > 1:
                 out.knowledge.append(sum((len(v) - 1) / (m.p - 1) for v in known.values()) / m.p)
-            self.transfer_stage(known, max_load)
+            if self.prm["transfer_strategy"] == "recursive":
+                self.recursive_stage(known)
+            else:
+                self.transfer_stage(known, max_load)
             loads = [m.load(r) for r in m.rank_set]
             top, mean = _stats(loads)
             imb = top / mean - 1.0 if mean > 0.0 else math.nan
@@ -477,8 +582,9 @@ def inform_and_transfer(ph, params: dict[str, Any] | None = None, *,
 
 
 @register("informandtransfer", params=InformAndTransferParams,
-          doc="LBAF's InformAndTransfer: gossip, then Clustering swaps/subclusters under the Tempered criterion "
-              "(hermes replay only; LBAF's parameters, seed 146)", replay_only=True)
+          doc="LBAF's InformAndTransfer: gossip, then Clustering swaps/subclusters or Recursive transfers "
+              "under the Tempered or StrictLocalizing criterion (hermes replay only; LBAF's parameters, seed 146)",
+          replay_only=True)
 def informandtransfer_run(ctx: BalanceContext) -> Decision:
     """Not a balancer of a running mesh: LBAF's algorithm moves a trace's tasks (``hermes replay``)."""
     raise BalancerError("informandtransfer balances a trace's tasks: run it with hermes replay --algorithms "

@@ -13,8 +13,8 @@ unless capacities are given). Per algorithm:
 - ``grapevine`` runs the gossip of the Sandia report on the objects (its serial form, the full graph; objects
   that cannot move count in their rank's load and are never offered);
 - ``informandtransfer`` is LBAF's InformAndTransfer (:mod:`hermes.trace.informandtransfer`: gossip, then
-  Clustering transfers under the Tempered criterion, the memory limit through the work model; its own ``seed``,
-  LBAF's 146 by default, not the replay's);
+  Clustering or Recursive transfers under the Tempered or StrictLocalizing criterion, the memory limit through
+  the work model; its own ``seed``, LBAF's 146 by default, not the replay's);
 - ``metis`` partitions the migratable objects' communication graph (bytes as edge weights, loads as vertex
   weights) from scratch into parts sized for each rank's fair share less what stays on it, relabelled to keep
   the most load in place; ``scotch`` remaps it with Scotch;

@@ -1,14 +1,18 @@
 """LBAF's InformAndTransfer ported (hermes.trace.informandtransfer): tasks and load kept, unmovable tasks left in
 place, the memory limit kept from a feasible start, no accepted move raising max(W_src, W_dst), the same
-assignment for the same seed, and one-line refusals. Its reproduction of LBAF's own figures needs LBAF's data
-and is benchmarks/lbaf_memory.py's (results/lbaf_memory.md)."""
+assignment for the same seed, and one-line refusals, for the Clustering and Recursive strategies (Recursive's
+object orders as documented) under the Tempered and StrictLocalizing criteria. Its reproduction of LBAF's own
+figures needs LBAF's data and is benchmarks/lbaf_memory.py's (results/lbaf_memory.md)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import hermes.trace.informandtransfer as it
+from hermes.balance.registry import get_balancer
 from hermes.errors import BalancerError
 from hermes.trace.informandtransfer import MAX_SUBSETS, inform_and_transfer
 from hermes.trace.phase import TracePhase
@@ -134,8 +138,10 @@ def test_replay_reports_the_ports_own_figures():
     ({"cluster_swap_rtol": -0.1}, "cluster_swap_rtol"),
     ({"max_objects_per_transfer": 0}, "max_objects_per_transfer"),
     ({"deterministic_transfer": "yes"}, "deterministic_transfer"),
-    ({"criterion": "strictlocalizing"}, "not ported"),
-    ({"transfer_strategy": "recursive"}, "not ported"),
+    ({"criterion": "greedy"}, "criterion"),
+    ({"transfer_strategy": "random"}, "transfer_strategy"),
+    ({"order_strategy": "by_size"}, "order_strategy"),
+    ({"order_strategy": "Element_ID"}, "order_strategy"),
     ({"seed": -3}, "seed"),
 ])
 def test_bad_parameters_refused_in_one_line(params, words):
@@ -177,3 +183,134 @@ def test_work_terms_the_port_does_not_read_are_refused(weights):
     with pytest.raises(BalancerError, match=r"^informandtransfer: the port prices a rank by α·load"):
         replay(Trace(4, [ph]), ["pcg", "informandtransfer"], work_model=WorkModel(**weights))
     assert replay_phase(ph, "pcg", {}, work_model=WorkModel(**weights)).after  # the others read every term
+
+
+# -- Recursive strategy and StrictLocalizing criterion --------------------------------------------------------------
+REC_DET = {**DET, "transfer_strategy": "recursive", "order_strategy": "element_id"}
+REC_RANDOM = {**RANDOM, "transfer_strategy": "recursive", "max_objects_per_transfer": 4}
+
+
+def _talking(p: int, n_blocks: int, per_block: int, n_comms: int, *, seed: int = 0, **kw) -> TracePhase:
+    """:func:`_phase` with ``n_comms`` random communications between its tasks (and one to an object that is not a
+    task of the phase, which counts for nothing)."""
+    ph = _phase(p, n_blocks, per_block, seed=seed, **kw)
+    rng = np.random.default_rng(seed + 100)
+    ends = rng.choice(ph.ids, (n_comms, 2))
+    frm = np.r_[ends[:, 0], ph.ids[0]]
+    to = np.r_[ends[:, 1], 5]  # 5: no task has this id (theirs are 8k + 3)
+    return replace(ph, comm_from=frm, comm_to=to, comm_messages=np.ones(frm.size, np.int64),
+                   comm_bytes=np.full(frm.size, 8.0), comm_from_rank=None, comm_to_rank=None)
+
+
+def test_strictlocalizing_criterion():
+    """−1 exactly when a task of the set sends to or receives from a task now on the source (another task of the
+    set included: it has not moved yet), whatever the target and the loads."""
+    ids = np.array([10, 20, 30, 40, 50])
+    ph = TracePhase(2, ids, np.array([1.0, 2.0, 3.0, 4.0, 50.0]), np.array([0, 0, 0, 0, 1]), np.zeros(5, np.int64),
+                    np.ones(5, bool), comm_from=np.array([10, 50, 40]), comm_to=np.array([20, 30, 99]),
+                    comm_messages=np.ones(3, np.int64), comm_bytes=np.ones(3))
+    m = it._Ranks(ph, None)
+    assert m.strict(0, [10], 1) == m.strict(0, [20], 1) == -1.0  # 10 → 20, both on rank 0
+    assert m.strict(0, [10, 20], 1) == -1.0
+    assert m.strict(0, [30], 1) == 1.0  # its partner 50 is on rank 1
+    assert m.strict(0, [40], 1) == 1.0  # 99 is no task of the phase
+    assert m.strict(0, [30, 40], 0) == 1.0
+    assert m.strict(1, [50], 0) == 1.0  # its partner 30 is on rank 0, not on the source
+    m.transfer(0, [20], 1)  # the criterion reads where the partners are now
+    assert m.strict(0, [10], 1) == 1.0 and m.strict(1, [20], 0) == 1.0
+    m.transfer(0, [30], 1)
+    assert m.strict(1, [50], 0) == m.strict(1, [30], 0) == -1.0
+
+
+@pytest.mark.parametrize("params", [DET, RANDOM, REC_DET, REC_RANDOM])
+def test_strictlocalizing_moves_no_task_away_from_a_partner(monkeypatch, params):
+    """Under StrictLocalizing every task a transfer takes from a rank talks to no task left on it (both strategies;
+    a swap's returning cluster is not judged, as in LBAF)."""
+    moved: list[bool] = []
+    transfer = it._Ranks.transfer
+
+    def watched(self, src, objs, dst, back=()):
+        moved.append(all(self.state.r[q] != src for o in objs for q in self.partners[self.pos[o]]))
+        return transfer(self, src, objs, dst, back)
+
+    monkeypatch.setattr(it._Ranks, "transfer", watched)
+    ph = _talking(8, 20, 5, 40, seed=1)
+    res = inform_and_transfer(ph, {**params, "criterion": "strictlocalizing"})
+    assert moved and all(moved) and res.transfers > 0
+    # without communications it accepts every move it is offered
+    assert inform_and_transfer(_phase(8, 20, 5, seed=1), {**params, "criterion": "strictlocalizing"}).transfers
+
+
+@pytest.mark.parametrize("params", [REC_DET, REC_RANDOM, {**REC_DET, "order_strategy": "small_objects"},
+                                    {**REC_RANDOM, "order_strategy": "fewest_migrations"}])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_recursive_keeps_tasks_load_and_limit(monkeypatch, params, seed):
+    """Recursive moves any migratable task (a shared block or not), never more than max_objects_per_transfer at
+    once, keeps the load and, from a feasible start, every rank within the memory limit."""
+    sizes: list[int] = []
+    transfer = it._Ranks.transfer
+
+    def watched(self, src, objs, dst, back=()):
+        sizes.append(len(objs) + len(back))
+        return transfer(self, src, objs, dst, back)
+
+    monkeypatch.setattr(it._Ranks, "transfer", watched)
+    ph = _phase(8, 20, 5, seed=seed, fixed=3, loose=4)
+    assert rank_figures(ph, ph.ranks, WorkModel(memory_limit=LIMIT)).memory.max() <= LIMIT
+    res = inform_and_transfer(ph, params, memory_limit=LIMIT)
+    before, after = ph.rank_loads(), ph.rank_loads(res.ranks)
+    assert res.ranks.shape == ph.ranks.shape and res.ranks.min() >= 0 and res.ranks.max() < ph.n_ranks
+    assert after.sum() == pytest.approx(before.sum()) and after.max() <= before.max()
+    assert np.array_equal(res.ranks[~ph.migratable], ph.ranks[~ph.migratable])
+    assert rank_figures(ph, res.ranks, WorkModel(memory_limit=LIMIT)).memory.max() <= LIMIT
+    assert res.transfers > 0 and res.swaps == res.subcluster_transfers == 0
+    assert max(sizes) <= params["max_objects_per_transfer"]
+
+
+@pytest.mark.parametrize("params", [REC_DET, REC_RANDOM, {**REC_RANDOM, "criterion": "strictlocalizing"}])
+def test_recursive_same_seed_same_run(params):
+    ph = _talking(8, 24, 4, 30, seed=3)
+    a = inform_and_transfer(ph, {**params, "seed": 7}, memory_limit=LIMIT)
+    b = inform_and_transfer(ph, {**params, "seed": 7}, memory_limit=LIMIT)
+    assert np.array_equal(a.ranks, b.ranks) and a.max_work == b.max_work and a.transfers == b.transfers
+
+
+def test_order_strategies():
+    """Each order as LBAF's Recursive strategy lists a rank's tasks (the last is popped first). Rank 0 holds loads
+    8, 1, 4, 2, 6 (ids 1–5) and ranks 1–3 hold 13 each: the initial average is 15, rank 0's excess 21 − 15 = 6."""
+    loads = np.array([8.0, 1.0, 4.0, 2.0, 6.0, 13.0, 13.0, 13.0])
+    ranks = np.array([0, 0, 0, 0, 0, 1, 2, 3])
+    ph = TracePhase(4, np.arange(1, 9), loads, ranks, ranks.copy(), np.ones(8, bool),
+                    listing=np.array([3, 0, 4, 1, 2, 0, 0, 0]))
+    load = dict(zip(range(1, 9), loads.tolist()))
+
+    def order(how: str) -> list[int]:
+        run = it._InformAndTransfer(ph, get_balancer("informandtransfer").check({"order_strategy": how}), None)
+        assert run.ave_load == 15.0
+        return run.ordered(0)
+
+    run = it._InformAndTransfer(ph, get_balancer("informandtransfer").check({}), None)
+    assert order("arbitrary") == list(run.m.objects[0]) and sorted(order("arbitrary")) == [1, 2, 3, 4, 5]
+    assert order("element_id") == [1, 2, 3, 4, 5]
+    assert [load[o] for o in order("decreasing_loads")] == [8.0, 6.0, 4.0, 2.0, 1.0]
+    assert [load[o] for o in order("increasing_loads")] == [1.0, 2.0, 4.0, 6.0, 8.0]
+    # the tasks of at most the excess, largest first, then the larger ones, smallest first
+    assert [load[o] for o in order("fewest_migrations")] == [6.0, 4.0, 2.0, 1.0, 8.0]
+    # ascending cumulated loads 1, 3, 7, 13, 21: the excess 6 falls after 3, so the first 2 + 1 tasks (largest
+    # first), then the rest (smallest first)
+    assert [load[o] for o in order("small_objects")] == [4.0, 2.0, 1.0, 6.0, 8.0]
+    assert set(it.ORDER_STRATEGIES) == {"arbitrary", "element_id", "decreasing_loads", "increasing_loads",
+                                        "fewest_migrations", "small_objects"}
+
+
+def test_recursive_pops_the_end_of_the_list_first():
+    """Two ranks, tasks of loads 1, 2, 3 on rank 0 (ids 1, 2, 3), deterministic: with element_id the first task
+    tried is id 3 (the list's last), which the Tempered criterion accepts (6 → 3 | 3)."""
+    ph = TracePhase(2, np.array([1, 2, 3]), np.array([1.0, 2.0, 3.0]), np.zeros(3, np.int64),
+                    np.zeros(3, np.int64), np.ones(3, bool))
+    res = inform_and_transfer(ph, {"n_iterations": 1, "fanout": 1, "deterministic_transfer": True,
+                                   "transfer_strategy": "recursive", "order_strategy": "element_id"})
+    assert res.ranks.tolist() == [0, 0, 1] and res.max_work == [3.0]
+    res = inform_and_transfer(ph, {"n_iterations": 1, "fanout": 1, "deterministic_transfer": True,
+                                   "transfer_strategy": "recursive", "order_strategy": "decreasing_loads"})
+    assert res.ranks.tolist() == [1, 1, 0] and res.max_work == [3.0]  # 1 goes (6 → 5 | 1), then 2 (5 → 3 | 3)

@@ -24,13 +24,13 @@ edges by selection:
    side first (edges in decreasing remainder, fractions carried as in step 1);
 3. one migration of the selected cells.
 
-A rank sends at most its own surplus of a weight in step 1 (a flow through it waits for the next pass, when
-what it received is its surplus). Passes repeat until every weight is within ``1 + tolerance`` or no rank's
-excess over its share exceeds the weight's heaviest cell (rounding to whole cells can do no better), a pass
-selects nothing, or :data:`PASSES` passes ran; a rank always keeps at least one cell. Charged: the per-rank sums (one allgather), the exchange, the
-migration (``migrate``); the flows are solved on every rank from the gathered sums (replicated arithmetic of the
-order of a balancer's, uncharged like the model's derived values). Cells and every weight are conserved (the
-migration moves cells with their fields).
+A rank sends at most its own surplus of a weight in step 1 (a flow through it waits for the next pass, when what it
+received is its surplus). Passes repeat until every weight is within ``1 + tolerance`` or no rank's excess over its
+share exceeds the weight's heaviest cell (rounding to whole cells can do no better), a pass selects nothing, or
+:data:`PASSES` passes ran; a rank always keeps at least one cell. Charged: the per-rank sums (one allgather), the
+exchange, the migration (``migrate``); the flows are solved on every rank from the gathered sums (replicated
+arithmetic of the order of a balancer's, uncharged like the model's derived values). Cells and every weight are
+conserved (the migration moves cells with their fields).
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ CSV_COLUMNS = [c for c in RankRecord.__dataclass_fields__ if c not in MONITOR_CO
 
 
 def constraint_columns(ncon: int) -> list[str]:
-    """The columns of phases.csv under ``mesh.constraint: all`` with ``ncon`` weights (:attr:`RankRecord.constraints`)."""
+    """The columns of phases.csv under ``mesh.constraint: all`` with ``ncon`` weights
+    (:attr:`RankRecord.constraints`)."""
     return [f"weight_{k}" for k in range(2, ncon + 1)] + [f"imbalance_per_constraint_{k}" for k in range(1, ncon + 1)]
 
 

@@ -66,7 +66,8 @@ def plot_phases(path: str | os.PathLike[str], summary: Mapping[str, Any], *, dpi
     Notes
     -----
     Top panel: ``imbalance_before`` and ``imbalance_after`` (``max l_i / l̄_i``) per phase with the ideal
-    value 1 dashed, and under ``mesh.constraint: all`` every further weight's imbalance after balancing; the y axis is logarithmic when the largest imbalance exceeds 5. Bottom panel: the
+    value 1 dashed, and under ``mesh.constraint: all`` every further weight's imbalance after balancing;
+    the y axis is logarithmic when the largest imbalance exceeds 5. Bottom panel: the
     phase's compute, halo-exchange, synchronisation, balancing and migration times, stacked as recorded
     (the driver records per-rank means; the phase ``time`` is that of the slowest rank).
 

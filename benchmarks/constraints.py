@@ -42,8 +42,10 @@ def run(graph: Path, algorithm: str, constraint: str, work: Path) -> dict:
     sc = work / f"{algorithm}-{constraint}.yaml"
     sc.write_text(SCENARIO.format(graph=graph, algorithm=algorithm, constraint=constraint))
     out = work / f"{algorithm}-{constraint}"
-    res = subprocess.run([sys.executable, "-m", "hermes", "run", str(sc), "--out", str(out), "--quiet",
-                          "--no-pictures"], capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    from hermes.interpreter import child_env, python_command
+
+    res = subprocess.run(python_command("-m", "hermes", "run", str(sc), "--out", str(out), "--quiet", "--no-pictures"),
+                         capture_output=True, text=True, cwd=ROOT, timeout=1800, env=child_env(path=[ROOT]))
     if res.returncode != 0:
         raise SystemExit(f"constraints: {algorithm} ({constraint}) failed: {res.stderr.strip()}")
     return json.loads((out / "summary.json").read_text())

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call(cmd[:i] + [str(Path(__file__).resolve()), *(argv if argv is not None else sys.argv[1:])])
     from mpi4py import MPI
 
-    from hermes.balance.registry import BALANCERS
+    from hermes.balance.registry import mesh_balancers
     from hermes.files import write_csv
     from hermes.runtime.start import start
     from hermes.lifecycle.driver import run
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"refine_all: error: --processors {p}: at least one per process ({comm.Get_size()})",
                   file=sys.stderr, flush=True)
         return 2
-    names = sorted(BALANCERS) if args.balancers == "all" else args.balancers.split(",")
+    names = sorted(mesh_balancers()) if args.balancers == "all" else args.balancers.split(",")
     region = {"kind": "indicator", "threshold": 0.5, "coarsen_threshold": 0.1} if args.indicator else None
     rows = []
     t_start = time.perf_counter()

@@ -27,9 +27,9 @@ def main() -> int:
     import sys as _sys
 
     if "--all" in _sys.argv:  # every balancer of the registry, one column each
-        from hermes.balance.registry import BALANCERS
+        from hermes.balance.registry import mesh_balancers
 
-        COLUMNS[:] = [(n, [f"balancer.algorithm={n}"]) for n in sorted(BALANCERS)]
+        COLUMNS[:] = [(n, [f"balancer.algorithm={n}"]) for n in sorted(mesh_balancers())]
     print("| scenario | " + " | ".join(c for c, _ in COLUMNS) + " |")
     print("|---" * (len(COLUMNS) + 1) + "|")
     for scen in ("thesis-homogeneous", "thesis-heterogeneous"):

@@ -59,7 +59,7 @@ def test_mesh_constraint_picks_or_sums_the_vertex_weights(tmp_path, constraint, 
 
 def test_mesh_constraint_beyond_ncon_or_on_a_single_weight_mesh_is_refused(tmp_path):
     (tmp_path / "m.graph").write_text(MULTI)
-    with pytest.raises(MeshError, match=r"has 2 vertex weights \(ncon = 2\): give 1\.\.2 or 'sum', got 3"):
+    with pytest.raises(MeshError, match=r"has 2 vertex weights \(ncon = 2\): give 1\.\.2, 'sum' or 'all', got 3"):
         _load(_sc(tmp_path, mesh={"file": "m.graph", "constraint": 3}))
     (tmp_path / "one.graph").write_text("4 3\n2\n1 3\n2 4\n3\n")
     with pytest.raises(MeshError, match="one vertex weight per vertex"):

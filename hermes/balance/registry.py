@@ -49,7 +49,7 @@ from hermes.balance.interface import BalanceContext, BalancerInfo, Decision, NoP
 from hermes.errors import BalancerError
 
 __all__ = ["Registry", "BALANCERS", "BUILTIN", "register", "get_balancer", "check_params", "all_balancers",
-           "from_object", "ENTRY_POINT_GROUP", "plugins_deferred", "DeferredParams", "is_deferred", "is_plugin"]
+           "mesh_balancers", "from_object", "ENTRY_POINT_GROUP", "plugins_deferred", "DeferredParams", "is_deferred", "is_plugin"]
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +324,12 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (Exception, SystemExit):  # noqa: BLE001 - a parent that fails to import, a malformed name
         return False
+
+
+def mesh_balancers() -> list[str]:
+    """The built-in balancers a mesh run can use (every one but those that balance a trace's tasks only,
+    ``replay_only``), in registry order; looks each up (importing its family)."""
+    return [name for name in BALANCERS if not BALANCERS[name].replay_only]
 
 
 def all_balancers() -> dict[str, BalancerInfo]:

@@ -264,12 +264,11 @@ def test_a_run_balancing_several_weights_resumes_to_the_same_results(tmp_path, m
     them."""
     from hermes.data.generators import grid
 
+    from hermes.data.formats import write_chaco
+
     mesh = grid(12, 10)
-    lines = [f"{mesh.n_cells} {mesh.n_edges} 10 2"]
-    for i in range(mesh.n_cells):
-        nbrs = mesh.adjncy[mesh.xadj[i]:mesh.xadj[i + 1]] + 1
-        lines.append(" ".join([str(1 + i % 2), str(int(i % 5 == 0))] + [str(v) for v in nbrs]))
-    (tmp_path / "two.graph").write_text("\n".join(lines) + "\n")
+    i = np.arange(mesh.n_cells)
+    write_chaco(mesh, tmp_path / "two.graph", vertex_weights=np.column_stack((1 + i % 2, i % 5 == 0)))
     sc = parse_scenario({**QUICKSTART, "mesh": {"file": str(tmp_path / "two.graph"), "constraint": "all"}},
                         overrides=["processors=1", "platform.capacities=homo", "adaptation.phases=5",
                                    "output.pictures=false", "output.checkpoint_every=2"])

@@ -74,14 +74,9 @@ def constraint_sums(dom: LocalDomain) -> NDArray[np.float64]:
 
 def constraint_imbalances(sums: NDArray[np.float64], capacities: NDArray[np.float64]) -> list[float]:
     """``max_r W_r / (c_r Σ W)`` per weight from the per-rank sums (p, ncon); 1.0 for a weight summing to 0."""
-    sums = np.asarray(sums, dtype=np.float64)
-    caps = np.asarray(capacities, dtype=np.float64)
-    caps = caps / caps.sum()
-    out = []
-    for col in sums.T:
-        total = float(col.sum())
-        out.append(float(np.max(col / (caps * total))) if total > 0 else 1.0)
-    return out
+    from hermes.metrics import imbalance
+
+    return [imbalance(col, capacities) for col in np.asarray(sums, dtype=np.float64).T]
 
 
 @dataclass

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from hermes.data.mesh import Mesh, csr_from_edges, validate_graph
 from hermes.errors import MeshError, OutputError
@@ -394,7 +394,8 @@ def _chaco_coords(path: Path, n: int) -> tuple[NDArray[np.float64], Path | None]
     return planar_coords(xyz), coord_path
 
 
-def write_chaco(mesh: Mesh, path: str | os.PathLike, *, coords: bool = True) -> Path:
+def write_chaco(mesh: Mesh, path: str | os.PathLike, *, coords: bool = True,
+                vertex_weights: ArrayLike | None = None) -> Path:
     """Write ``mesh`` as a Chaco/METIS graph (and its coordinates as ``<path>.xyz``).
 
     Parameters
@@ -405,6 +406,9 @@ def write_chaco(mesh: Mesh, path: str | os.PathLike, *, coords: bool = True) -> 
     coords : bool
         Also write ``<path>.xyz`` (one line of ``dim`` coordinates per vertex), which
         :func:`read_chaco` picks up.
+    vertex_weights : array_like, shape (n, ncon), optional
+        Several weights per vertex (a multi-constraint graph, header ``n m 10 ncon`` or ``11 ncon``),
+        written instead of ``mesh.weights``; non-negative.
 
     Returns
     -------
@@ -420,21 +424,25 @@ def write_chaco(mesh: Mesh, path: str | os.PathLike, *, coords: bool = True) -> 
     """
     p = Path(path)
     n = mesh.n_cells
-    has_vwgt = not np.all(mesh.weights == 1.0)
+    vw = np.asarray(mesh.weights if vertex_weights is None else vertex_weights, dtype=np.float64).reshape(n, -1)
+    if np.any(vw < 0) or not np.all(np.isfinite(vw)):
+        raise MeshError(f"{p}: vertex weights must be non-negative finite numbers")
+    ncon = vw.shape[1]
+    has_vwgt = ncon > 1 or not np.all(vw == 1.0)
     has_ewgt = mesh.edge_weights is not None
     fmt = ("1" if has_vwgt else "0") + ("1" if has_ewgt else "0")
 
     def num(x: float) -> str:
         return str(int(x)) if float(x).is_integer() else f"{x:.17g}"
 
-    out = [f"{n} {mesh.n_edges}" + (f" {fmt}" if fmt != "00" else "")]
+    out = [f"{n} {mesh.n_edges}" + (f" {fmt}" if fmt != "00" else "") + (f" {ncon}" if ncon > 1 else "")]
     nbr = (mesh.adjncy + 1).tolist()
     ew = mesh.edge_weights.tolist() if has_ewgt else None
-    w = mesh.weights.tolist()
+    w = vw.tolist()
     xadj = mesh.xadj.tolist()
     for i in range(n):
         lo, hi = xadj[i], xadj[i + 1]
-        tokens = [num(w[i])] if has_vwgt else []
+        tokens = [num(x) for x in w[i]] if has_vwgt else []
         if has_ewgt:
             for v, e in zip(nbr[lo:hi], ew[lo:hi]):
                 tokens += [str(v), num(e)]

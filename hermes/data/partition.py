@@ -8,6 +8,7 @@ Oliker & Biswas 1998; Schloegel, Karypis & Kumar 2001).
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import numpy as np
@@ -210,14 +211,10 @@ def constraint_units(weights: ArrayLike) -> NDArray[np.int64]:
     return np.where(w > 0, np.maximum(scaled, 1), 0)
 
 
-_METIS_LIB: list = []
-
-
+@functools.cache
 def _metis_lib():
     """The METIS library pymetis bundles (ctypes), its ``idx_t`` dtype and its ``real_t`` dtype (probed once: a
     two-vertex partition with target fractions ½, ½ is accepted only when they are read at the right width)."""
-    if _METIS_LIB:
-        return _METIS_LIB[0]
     import ctypes
 
     import pymetis
@@ -243,8 +240,7 @@ def _metis_lib():
     if found is None:
         raise GraphError("multi-constraint partitioning: could not call pymetis' METIS library (no real_t width "
                          "accepted its target fractions)")
-    _METIS_LIB.append((lib, idx, found))
-    return _METIS_LIB[0]
+    return lib, idx, found
 
 
 def _options(lib, idx: np.dtype, ufactor: int, seed: int) -> NDArray:

@@ -10,7 +10,7 @@ from typing import Any
 
 from hermes.errors import HermesError
 
-__all__ = ["RankRecord", "PhaseRecord", "RunResult", "CSV_COLUMNS", "MONITOR_COLUMNS", "constraint_columns"]
+__all__ = ["RankRecord", "PhaseRecord", "RunResult", "CSV_COLUMNS", "MONITOR_COLUMNS", "constraint_csv_columns"]
 
 
 @dataclass
@@ -56,7 +56,7 @@ MONITOR_COLUMNS = ["capacity_true", "capacity_measured", "capacity_forecast"]
 CSV_COLUMNS = [c for c in RankRecord.__dataclass_fields__ if c not in MONITOR_COLUMNS and c != "constraints"]
 
 
-def constraint_columns(ncon: int) -> list[str]:
+def constraint_csv_columns(ncon: int) -> list[str]:
     """The columns of phases.csv under ``mesh.constraint: all`` with ``ncon`` weights
     (:attr:`RankRecord.constraints`)."""
     return [f"weight_{k}" for k in range(2, ncon + 1)] + [f"imbalance_per_constraint_{k}" for k in range(1, ncon + 1)]

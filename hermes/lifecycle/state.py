@@ -26,7 +26,7 @@ from hermes.data.migrate import MigrationStats
 from hermes.data.refine import TriMesh
 from hermes.extraload import CapacitySchedule
 from hermes.lifecycle.feed import Feed
-from hermes.lifecycle.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord, constraint_columns
+from hermes.lifecycle.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord, constraint_csv_columns
 from hermes.monitor import Estimates
 from hermes.scenario import Scenario
 
@@ -91,7 +91,7 @@ class RunState:
         from hermes.balance.constraints import constraint_fields
 
         ncon = 1 + len(constraint_fields(self.dom.fields))
-        return cols + constraint_columns(ncon) if ncon > 1 else cols
+        return cols + constraint_csv_columns(ncon) if ncon > 1 else cols
 
     def rank_rows(self) -> list[dict[str, Any]]:
         return [x.as_dict() for x in self.rows]

@@ -9,19 +9,14 @@ import numpy as np
 import pytest
 
 from hermes.balance.constraints import _take, constraint_fields, constraint_imbalances
-from hermes.data.formats import read_chaco, select_constraint
+from hermes.data.formats import read_chaco, select_constraint, write_chaco
 from hermes.data.generators import grid
 from hermes.data.partition import constraint_units, metis_partition
 from hermes.errors import MeshError
 
 
 def _write(path: Path, mesh, w: np.ndarray) -> Path:
-    lines = [f"{mesh.n_cells} {mesh.n_edges} 10 {w.shape[1]}"]
-    for i in range(mesh.n_cells):
-        nbrs = mesh.adjncy[mesh.xadj[i]:mesh.xadj[i + 1]] + 1
-        lines.append(" ".join([f"{x:g}" for x in w[i]] + [str(v) for v in nbrs]))
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_chaco(mesh, path, coords=False, vertex_weights=w)
 
 
 def _three_weights(n: int) -> np.ndarray:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hermes.data.formats import write_chaco
 from hermes.data.generators import grid
 from tests.conftest import run_mpi
 
@@ -29,12 +30,7 @@ def two_weight_graph(path: Path) -> np.ndarray:
     ring = (np.abs(r - 0.3 * np.ptp(xy[:, 0])) < 0.06 * np.ptp(xy[:, 0])).astype(float)
     load = np.where(xy[:, 0] < xy[:, 0].min() + np.ptp(xy[:, 0]) / 3, 2.0, 1.0)
     w = np.column_stack((load, ring))
-    lines = [f"{mesh.n_cells} {mesh.n_edges} 10 2"]
-    for i in range(mesh.n_cells):
-        nbrs = mesh.adjncy[mesh.xadj[i]:mesh.xadj[i + 1]] + 1
-        lines.append(" ".join([str(int(w[i, 0])), str(int(w[i, 1]))] + [str(v) for v in nbrs]))
-    path.write_text("\n".join(lines) + "\n")
-    (path.parent / (path.name + ".xyz")).write_text("\n".join(f"{x:.17g} {y:.17g}" for x, y in xy) + "\n")
+    write_chaco(mesh, path, vertex_weights=w)
     return w
 
 

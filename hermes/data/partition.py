@@ -232,7 +232,9 @@ def _metis_lib():
         xadj, adj = np.array([0, 1, 2], dtype=idx), np.array([1, 0], dtype=idx)
         part = np.zeros(2, dtype=idx)
         status = _call(lib, "METIS_PartGraphRecursive", idx, xadj, adj, np.ones(2, dtype=idx), 1, 2,
-                       np.array([0.5, 0.5], dtype=real), np.array([1.03], dtype=real), _options(lib, idx, 30, 0),
+                       # padded to 16 bytes each: read at the other width they stay within the arrays
+                       np.array([0.5, 0.5, 0.0, 0.0], dtype=real), np.array([1.03, 1.03, 1.03, 1.03], dtype=real),
+                       _options(lib, idx, 30, 0),
                        None, part)
         if status == 1 and sorted(part.tolist()) == [0, 1]:
             found = real

@@ -24,16 +24,27 @@ phase 1 done
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["Progress", "quiet", "EVERY"]
+__all__ = ["Progress", "quiet", "EVERY", "default_every"]
 
 #: the longest silence of a step in progress (seconds) when the output is not a terminal
 EVERY = 5.0
+
+
+def default_every() -> float:
+    """The silence after which a status is repeated: ``HERMES_PROGRESS_EVERY`` (seconds, a positive number) if
+    set — a test's way to see the repetition without waiting — else :data:`EVERY`."""
+    try:
+        every = float(os.environ.get("HERMES_PROGRESS_EVERY", ""))
+    except ValueError:
+        return EVERY
+    return every if 0 < every < 3600 else EVERY
 
 
 def _clock(seconds: float) -> str:
@@ -53,19 +64,26 @@ class Progress:
         when ``say`` is a stream's ``write``-like callable named ``write`` (one newline is added).
     stream : file, optional
         The terminal test and rich's console (default ``sys.stdout``).
-    every : float
-        Seconds of silence after which the status is repeated (plain output).
+    every : float, optional
+        Seconds of silence after which the status is repeated (plain output; default :func:`default_every`).
     live : bool, optional
         Force (True) or forbid (False) the live terminal line; default: ``stream.isatty()``.
     enabled : bool
         False: nothing is said at all (``--quiet``, ``progress=False``).
+
+    Notes
+    -----
+    A Progress is also a callable that says a line (``p("phase 1 done")`` is ``p.line("phase 1 done")``), so it
+    goes wherever a line printer is expected. The repeating thread is an OS thread that only formats and writes
+    text: code that must not be entered from another thread (MPI, a hosted processor's scheduler) is never
+    reached from it.
     """
 
     def __init__(self, say: Callable[[str], Any] | None = None, *, stream: TextIO | None = None,
-                 every: float = EVERY, live: bool | None = None, enabled: bool = True):
+                 every: float | None = None, live: bool | None = None, enabled: bool = True):
         self.stream = stream if stream is not None else sys.stdout
         self.enabled = enabled
-        self.every = every
+        self.every = default_every() if every is None else every
         self._say = say
         self._lock = threading.Lock()
         self._status: str | None = None
@@ -97,6 +115,8 @@ class Progress:
         with self._lock:
             self._emit(text)
             self._last = time.monotonic()
+
+    __call__ = line
 
     def status(self, text: str | None, done: int | None = None, total: int | None = None) -> None:
         """What is happening now (None: nothing); ``done`` of ``total`` for a counted step. Said again, with its

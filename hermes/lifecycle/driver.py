@@ -23,6 +23,7 @@ Refinement (``adaptation.kind: refine``)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -35,11 +36,12 @@ from hermes.lifecycle.checkpoint import load_state
 from hermes.lifecycle.directory import run_dir_for
 from hermes.lifecycle.feed import close_load
 from hermes.lifecycle.finish import DrawingAhead, Outputs, check_outputs, finish, pictures_to_draw
-from hermes.lifecycle.phase import adapt, balance_rounds, compute, extra_load, record
+from hermes.lifecycle.phase import adapt, balance_rounds, compute, extra_load, record, step
 from hermes.lifecycle.progress import checkpoint_refs, open_run, progress_summary, save_checkpoint, write_progress
 from hermes.lifecycle.records import RunResult
 from hermes.lifecycle.setup import start
 from hermes.lifecycle.state import RunState
+from hermes.progress import Progress
 from hermes.runtime.watchdog import Watchdog
 from hermes.scenario import Scenario
 
@@ -70,7 +72,23 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         any work if the scenario asks for pictures, VTU files or a trace and ``outputs`` is None).
     """
     check_outputs(sc, outputs)
-    say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
+    with _progress(comm, progress, quiet) as say:
+        return _run(sc, comm, say, out_dir, force, timeout, lock_token, outputs)
+
+
+def _progress(comm, progress: Callable[[str], None] | None, quiet: bool) -> contextlib.AbstractContextManager:
+    """Rank 0's :class:`~hermes.progress.Progress` over ``progress`` (its lines and, repeated by a thread while a
+    step lasts, the step in progress), started for the run; a silent one elsewhere, with ``quiet`` or without a
+    printer (a Progress given is used as it is, started and closed by its owner). Under hosting rank 0 is emulated
+    processor 0; the thread only prints, never calls MPI."""
+    if progress is None or quiet or comm.Get_rank() != 0:
+        return contextlib.nullcontext(Progress(enabled=False))
+    return contextlib.nullcontext(progress) if isinstance(progress, Progress) else Progress(progress)
+
+
+def _run(sc: Scenario, comm, say: Progress, out_dir: str | Path | None, force: bool, timeout: float | None,
+         lock_token: str | None, outputs: Outputs | None) -> RunResult | None:
+    """:func:`run` with its Progress."""
     held = []
     path, key = run_dir_for(sc.output, sc.name, sc.resolve, out_dir) if comm.Get_rank() == 0 else (None, None)
 
@@ -83,6 +101,7 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         with Watchdog(comm, timeout if timeout is not None else sc.run.timeout, leader=comm.process_leader) as dog:
             r = start(comm, sc, say=say)
             try:
+                say.status("set-up: opening the run directory")
                 token = held[0].token if held else None
                 out = Path(agree(comm, lambda: open_run(r, where, key, force, token) if r.rank == 0 else None)
                            or where)
@@ -111,20 +130,21 @@ def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable
         On every rank (one line): no checkpoint, another number of ranks, a damaged file, an edited
         scenario.yaml (the run goes on with the scenario it started with).
     """
-    say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
     out = Path(run_dir)
     held = []  # rank 0 holds the run directory's lock (or joins its launcher's, lock_token) to the end
     agree(comm, lambda: held.append(claim_dir(out, "--resume", force=True, token=lock_token))
           if comm.Get_rank() == 0 else None)
     try:
-        return _resume(out, comm, say, timeout, pictures, outputs)
+        with _progress(comm, progress, quiet) as say:
+            return _resume(out, comm, say, timeout, pictures, outputs)
     finally:
         for lock in held:
             lock.release(remove_if_unused=True)
 
 
-def _resume(out: Path, comm, say: Callable[[str], None], timeout: float | None,
+def _resume(out: Path, comm, say: Progress, timeout: float | None,
             pictures: bool | None, outputs: Outputs | None) -> RunResult | None:
+    say.status("resuming: reading the checkpoint")
     r, head = load_state(comm, out, lambda sc: checkpoint_refs(comm, sc, say))
     r.wall_start = time.perf_counter() - head.get("wall_seconds", 0.0)
     if pictures is not None and pictures != r.sc.output.pictures:
@@ -175,8 +195,10 @@ def _phase_loop(r: RunState, first: int, out: Path, dog: Watchdog, last_checkpoi
         line = record(r, ph)
         t_write = time.perf_counter()
         if every is not None and k % every == 0 and k < sc.adaptation.phases:
+            step(r, ph, "checkpoint")
             save_checkpoint(r, k, out)
             last_checkpoint = k
+        step(r, ph, "writing the records")
         agree(r.comm, lambda at=last_checkpoint: write_progress(r, out, at) if r.rank == 0 else None)
         if ahead is not None:  # the phase (and the initial partition with phase 1: its fair loads) to draw
             ahead.submit([0, k] if k == 1 else [k], r.geometry, r.partitions,
@@ -185,6 +207,7 @@ def _phase_loop(r: RunState, first: int, out: Path, dog: Watchdog, last_checkpoi
         now = time.perf_counter()
         left = sc.adaptation.phases - k
         r.say(f"{line} | wall {now - r.wall_start:.1f} s, {eta(now - t, left, now - t_write, pictures)}")
+        r.say.status(None)
         dog.beat(k)
     return finish(r, out_dir=out, watchdog=dog, ahead=ahead, outputs=outputs)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import platform as _platform
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +25,7 @@ from hermes.lifecycle.records import RunResult
 from hermes.lifecycle.state import RunState
 from hermes.runtime.watchdog import Watchdog
 from hermes.metrics import imbalance
+from hermes.progress import Progress
 from hermes.scenario import Scenario
 from hermes.sections import OutputSpec
 from hermes.version import __version__
@@ -55,7 +55,7 @@ class Outputs(Protocol):
     def write(self, out: Path, output: OutputSpec) -> None:
         """The files written with the records (the trace); OSError and OutputError reach the caller."""
 
-    def draw(self, out: Path, sc: Scenario, say: Callable[[str], None] | None = None,
+    def draw(self, out: Path, sc: Scenario, say: Progress | None = None,
              ahead: DrawingAhead | None = None) -> None:
         """The VTU files and pictures, as the scenario asks (``ahead``: what drew some while the phases ran)."""
 
@@ -76,6 +76,8 @@ def finish(r: RunState, *, out_dir: str | Path | None = None, write: bool = True
     """The final checks (nothing lost), the summary and, on rank 0, the run directory (collective) with what
     ``outputs`` write; the watchdog stops once the collective part is over."""
     book, sc, dom = r.book, r.sc, r.dom
+    r.say.status("the end: final checks" + (" and the serial Jacobi reference" if sc.application.kernel == "jacobi"
+                                            else ""))
     cells_final, weight_final = book.sum(dom.n), book.sum(dom.load)
     final_imb = imbalance(np.array(book.allgather(dom.load)), r.sched.at(sc.adaptation.phases))
     total_time = book.max(r.clock.elapsed())
@@ -139,12 +141,15 @@ def _finish_root(r: RunState, end: _End, out_dir: str | Path | None, write: bool
     if write:
         out = Path(out_dir or run_dir_for(sc.output, sc.name, sc.resolve)[0])
         t = time.perf_counter()
+        r.say.status(f"the end: writing the final records in {out}")
         try:
             result.out_dir = write_run(out, scenario_yaml(sc), sc.output, result, r.columns, r.partitions,
                                        r.setup.mesh, r.geometry)
             if r.feed is not None and r.feed.link_rows:
                 write_csv(result.out_dir / "links.csv", r.feed.link_rows)
             if outputs is not None:
+                if sc.output.trace_spec is not None:
+                    r.say.status("the end: writing the LBDatafile trace")
                 outputs.write(result.out_dir, sc.output)
         except (OSError, OutputError) as err:
             raise RunDirError(f"cannot write the results in {out} ({reason(err)}); the records of the phases "
@@ -158,6 +163,7 @@ def _finish_root(r: RunState, end: _End, out_dir: str | Path | None, write: bool
             outputs.draw(result.out_dir, sc, r.say, ahead)
         if files:
             r.say(f"drawn: {files} in {time.perf_counter() - t:.1f} s")
+        r.say.status(None)
     return result
 
 

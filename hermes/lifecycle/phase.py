@@ -62,15 +62,23 @@ from hermes.lifecycle.state import PhaseState, RunState
 from hermes.metrics import cell_bytes, imbalance, partition_quality_local
 from hermes.monitor import monitor as measure
 
-__all__ = ["extra_load", "adapt", "monitor", "balance_rounds", "decide", "balance", "realise", "migrate_cells",
+__all__ = ["step", "extra_load", "adapt", "monitor", "balance_rounds", "decide", "balance", "realise", "migrate_cells",
            "refine", "compute", "record"]
 
 log = logging.getLogger(__name__)
 
 
 # -- the steps of a phase -----------------------------------------------------------------------------------
+def step(r: RunState, ph: PhaseState | int, text: str) -> None:
+    """Rank 0's status: the step of the phase now running (``phase 3/8: balancing round 2/5 (pcg)``), repeated
+    while it lasts (:class:`hermes.progress.Progress`; silent on the other ranks). Never a result."""
+    k = ph if isinstance(ph, int) else ph.k
+    r.say.status(f"phase {k}/{r.sc.adaptation.phases}: {text}")
+
+
 def extra_load(r: RunState, k: int) -> PhaseState:
     """Step 1: the capacities of phase ``k`` from the schedule; the phase's clock references."""
+    step(r, k, "extra load")
     caps = r.sched.at(k)
     r.clock.set_capacity(caps[r.rank])
     r.clock.begin_phase(k)  # external tasks tied to phases start or stop (nothing without an extra load)
@@ -81,6 +89,7 @@ def extra_load(r: RunState, k: int) -> PhaseState:
 
 def adapt(r: RunState, ph: PhaseState) -> None:
     """Step 2: the adaptation (weights or refinement; collective), then the loads as the phase starts."""
+    step(r, ph, "refinement" if r.refining else "adaptation")
     r.dom, ph.change = r.adapter.step(r.dom, ph.k)
     ph.dense = not r.refining or r.book.max(int(r.dom.gid.max(initial=-1))) + 1 == r.book.sum(r.dom.n)
     ph.gid_before = r.dom.gid  # the cells this rank holds before balancing: the migration volume's reference
@@ -90,6 +99,7 @@ def adapt(r: RunState, ph: PhaseState) -> None:
 
 def monitor(r: RunState, ph: PhaseState) -> None:
     """Step 3: measure this rank's capacity and links (charged to ``balance``) and gather the model H."""
+    step(r, ph, "monitor" + (f" (round {ph.rounds + 1})" if ph.rounds else ""))
     ph.est = measure(r.comm, r.clock, r.dom.neighbour_ranks, r.probe_work, bulk=r.sc.run.bulk == "auto")
     if ph.rounds == 0:
         ph.capacity_estimate = ph.est.capacity
@@ -149,7 +159,10 @@ def _round(r: RunState, ph: PhaseState, auto: bool) -> None:
         _conductances(r, ph)
     spent = dict(r.clock.totals)
     excess_before = excess(ph.model)
+    this = f"round {ph.rounds + 1}/{r.sc.balancer.rounds}"
+    step(r, ph, f"balancing {this} ({r.balancer.name})")
     decision = balance(r, ph)
+    step(r, ph, f"realisation and migration, {this}")
     st = realise(r, ph, decision)
     ph.infos.append(_jsonable(decision.info))  # after the realisation, which may add 'rejected'
     ph.stats.add(st if ph.full is None else st.as_records())  # a plan's migrations move records, not cells
@@ -173,6 +186,7 @@ def decide(r: RunState, ph: PhaseState) -> bool:
     """Step 4: whether another balancing round runs (:func:`hermes.balance.policy.another_round`: the trigger, a
     number or ``auto``); under ``trigger: auto`` the payoff that decided is recorded in ``ph.decisions``."""
     bal = r.sc.balancer
+    step(r, ph, f"deciding round {ph.rounds + 1}/{bal.rounds}")
 
     def first() -> tuple[float, float, str]:
         return first_round_cost(r.book, r.dom, ph.model, r.balancer, r.params, r.clock.links)
@@ -311,6 +325,7 @@ def refine(r: RunState, ph: PhaseState) -> None:
         if decision:
             ph.refinement = {"passes": 0, "decision": decision}
         return
+    step(r, ph, "boundary refinement")
     cut_before = r.book.sum(int(r.dom.cut_mask.sum())) // 2
     imbalance_before = float(ph.model.imbalance)
     spent = r.clock.totals["migrate"]
@@ -338,6 +353,7 @@ def deliver_cells(r: RunState, ph: PhaseState, auto: bool = False) -> None:
     migration time (:meth:`hermes.balance.payoff.History.delivered`)."""
     if ph.full is None:
         return
+    step(r, ph, "delivering the cells")
     spent = r.clock.totals["migrate"]
     with r.clock.activity("migrate"):
         r.dom, st = deliver(r.comm, ph.full, r.dom, r.clock, bulk=r.sc.run.bulk == "auto")
@@ -354,6 +370,7 @@ def repair_constraints_step(r: RunState, ph: PhaseState) -> None:
     weight itself; the repair then finds them within its tolerance or improves them."""
     if not constraint_fields(r.dom.fields):
         return
+    step(r, ph, "repairing the constraints")
     with r.clock.activity("migrate"):
         r.dom, res = repair_constraints(r.comm, r.dom, ph.model, r.clock, ph.counters, bulk=r.sc.run.bulk == "auto")
     ph.stats.add(res.stats)
@@ -367,6 +384,7 @@ def compute(r: RunState, ph: PhaseState) -> None:
     """Step 8: the solver's iterations (thesis Alg. 2; ``application.mode: async``: asynchronous iterations,
     :mod:`hermes.app.async_mesh`, with the phase's own message tag), then every rank synchronised (charged)."""
     app = r.sc.application
+    step(r, ph, f"compute ({app.iterations} iteration{'s' * (app.iterations != 1)})")
     solve = partial(solve_phase, bulk=r.sc.run.bulk) if app.mode == "sync" else \
         partial(solve_phase_async, tag=ASYNC_TAG + ph.k % 1000)
     r.dom, ph.loop = solve(r.comm, r.dom, r.clock, kernel=app.kernel, iterations=app.iterations,
@@ -380,6 +398,7 @@ def compute(r: RunState, ph: PhaseState) -> None:
 def record(r: RunState, ph: PhaseState) -> str:
     """Step 9: the phase's records, gathered on rank 0 (bookkeeping); the head of the phase's progress line."""
     book, clock, dom, st = r.book, r.clock, r.dom, ph.stats
+    step(r, ph, "record")
     t_phase = book.max(clock.elapsed() - ph.t_start)
     delta = {c: clock.totals[c] - ph.snap[c] for c in clock.totals}
     several = constraint_fields(dom.fields)  # mesh.constraint: all

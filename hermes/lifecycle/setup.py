@@ -23,6 +23,7 @@ from hermes.errors import ScenarioError
 from hermes.extraload import CapacitySchedule
 from hermes.lifecycle.feed import Feed, open_load
 from hermes.lifecycle.state import RunState, Setup
+from hermes.progress import Progress, quiet
 from hermes.scenario import Scenario, check_processors
 from hermes.sections import MeshSpec, PlatformProfile
 
@@ -53,13 +54,14 @@ def _mesh_where(sc: Scenario) -> str:
 
 
 def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
-                        say: Callable[[str], None] = lambda s: None):
+                        say: Progress = quiet()):
     """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields; ``say``
-    prints a progress line after each step."""
+    names each step as it starts (its status) and prints a line after it."""
     from hermes.data.partition import metis_partition
     from hermes.lifecycle.preflight import check_refinable, check_size
 
     t = time.perf_counter()
+    say.status(f"set-up: {'generating' if sc.mesh.grid is not None else 'reading'} the mesh")
     sched = CapacitySchedule.from_platform(sc.platform, sc.resolve, p)
     caps = None if sc.platform.capacities == "homo" else sched.base.tolist()
     rows = None if sched.table is None else sched.table.tolist()
@@ -72,12 +74,14 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
     check_refinable(sc.adaptation, mesh, _mesh_where(sc))
     tm = None
     if sc.adaptation.kind == "refine":  # the work units become the triangles
+        say.status("set-up: the mesh as triangles (adaptation.kind: refine)")
         tm, origin = from_mesh(mesh)
         mesh = tm.to_mesh(name=mesh.name, weights=mesh.weights[origin])
     say(f"set-up: mesh {mesh.name} ({mesh.n_cells} cells) {'generated' if sc.mesh.grid is not None else 'read'} "
         f"in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
     extra = mesh.meta.get("constraints")  # mesh.constraint: all: every weight balanced by the first partition
+    say.status(f"set-up: partitioning {mesh.n_cells} cells (METIS, {p} part{'s' * (p != 1)})")
     owner = metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, p, targets=sched.at(1), seed=sc.seed,
                             constraints=extra)
     say(f"set-up: initial partition (METIS, {p} part{'s' * (p != 1)}"
@@ -90,9 +94,9 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
     return mesh, owner, fields, tm
 
 
-def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) -> tuple[LocalDomain, Setup]:
+def distribute(comm, sc: Scenario, say: Progress = quiet()) -> tuple[LocalDomain, Setup]:
     """Rank 0 reads and partitions the mesh, every rank receives its cells (collective; a bad mesh raises the
-    same error on every rank); ``say`` prints a progress line after each step (rank 0)."""
+    same error on every rank); ``say`` names each step and prints a line after it (rank 0)."""
     rank, p = comm.Get_rank(), comm.Get_size()
     from hermes.machine import ranks_on_this_machine
 
@@ -101,6 +105,7 @@ def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) 
     t = time.perf_counter()
     mesh, owner, fields, tm = payload if rank == 0 else (None, None, None, None)
     meta = (mesh.name, mesh.n_cells, (mesh.coords.min(axis=0), mesh.coords.max(axis=0))) if rank == 0 else None
+    say.status(f"set-up: scattering the cells to {p} processor{'s' * (p != 1)}")
     name, n_cells, bbox = comm.bcast(meta, root=0)
     if sc.adaptation.kind == "refine":
         dom = scatter_trimesh(comm, tm, owner, fields, weights=None if mesh is None else mesh.weights)
@@ -110,12 +115,14 @@ def distribute(comm, sc: Scenario, say: Callable[[str], None] = lambda s: None) 
     return dom, Setup(mesh, owner, name, n_cells, bbox, tm)
 
 
-def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) -> RunState:
-    """Set up a run on every rank (collective): balancer, schedule, mesh, clock, adapter."""
+def start(comm, sc: Scenario, *, say: Progress = quiet()) -> RunState:
+    """Set up a run on every rank (collective): balancer, schedule, mesh, clock, adapter (``say``: rank 0's
+    progress, a silent one elsewhere)."""
     p = comm.Get_size()
     if sc.processors is not None and sc.processors != p:
         raise ScenarioError(f"processors: the scenario asks for {sc.processors} processors but the job has {p} "
                             f"ranks (run with mpiexec -n {sc.processors}, or --set processors={p})")
+    say.status("set-up: checking the scenario against the job")
     balancer = get_balancer(sc.balancer.algorithm)
     params, select = sc.balancer.params, get_selection(sc.balancer.selection)
     agree(comm, check_processors, sc, p)  # links, schedule, extra load against the job's size (one line)
@@ -126,6 +133,7 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
         f"{sc.adaptation.phases} phase{'s' * (sc.adaptation.phases != 1)}, clock {sc.clock}")
     wall_start = time.perf_counter()
     dom, setup = distribute(comm, sc, say)
+    say.status("set-up: clock, extra load, monitor and adaptation")
     pl = sc.platform
     links = Links(pl.latency, pl.bandwidth, {tuple(sorted(k.ranks)): (
         k.latency if k.latency is not None else pl.latency, k.bandwidth if k.bandwidth is not None else pl.bandwidth)
@@ -144,6 +152,7 @@ def start(comm, sc: Scenario, *, say: Callable[[str], None] = lambda s: None) ->
     say(f"set-up: mesh, initial partition and distribution in {time.perf_counter() - wall_start:.1f} s wall")
     if state.rank == 0:
         _record_initial(state)
+    say.status(None)
     return state
 
 

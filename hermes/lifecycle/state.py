@@ -7,7 +7,6 @@ The steps of :mod:`hermes.lifecycle.phase` are functions over these; a checkpoin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +27,7 @@ from hermes.extraload import CapacitySchedule
 from hermes.lifecycle.feed import Feed
 from hermes.lifecycle.records import CSV_COLUMNS, MONITOR_COLUMNS, PhaseRecord, RankRecord, constraint_csv_columns
 from hermes.monitor import Estimates
+from hermes.progress import Progress
 from hermes.scenario import Scenario
 
 __all__ = ["Setup", "RunState", "PhaseState"]
@@ -64,7 +64,9 @@ class RunState:
     setup: Setup
     cells_initial: int
     weight_initial: float
-    say: Callable[[str], None]
+    #: rank 0's lines and status (:class:`hermes.progress.Progress`; a silent one elsewhere): a checkpoint
+    #: stores it by name and a resumed run is handed its own
+    say: Progress
     wall_start: float
     #: the balancer's own per-rank memory across phases (``BalanceContext.state``)
     balancer_state: dict[str, Any] = field(default_factory=dict)

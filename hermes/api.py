@@ -34,6 +34,7 @@ from hermes.loaders import dump_yaml, load_json, read_text
 from hermes.lifecycle.records import RunResult
 from hermes.claims import check_run_dir, claim_dir
 from hermes.lifecycle.directory import run_dir_for
+from hermes.progress import Progress, wanted
 from hermes.scenario import QUICKSTART, Scenario, load_scenario, parse_scenario
 
 __all__ = ["run", "load_run", "compare", "read_mesh", "partition", "scenario"]
@@ -87,7 +88,8 @@ def scenario(source: str | os.PathLike | dict | Scenario | None = None, **overri
 
 
 def run(source: str | os.PathLike | dict | Scenario | None = None, processors: int | None = None, *,
-        out: str | os.PathLike | None = None, quiet: bool = True, **overrides: Any) -> RunResult:
+        out: str | os.PathLike | None = None, progress: bool = True, quiet: bool | None = None,
+        **overrides: Any) -> RunResult:
     """Run an experiment and return its result (summary, per-phase and per-rank records).
 
     Parameters
@@ -99,8 +101,11 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
         The number of MPI ranks (default: the scenario's ``processors``, else 4).
     out : path, optional
         The run directory (default ``runs/<scenario>-<timestamp>``).
-    quiet : bool
-        No progress lines.
+    progress : bool
+        Show the run's progress (default): its set-up and phase lines, and the step in progress repeated at
+        least every 5 s while it lasts (a live line on a terminal). False: silent.
+    quiet : bool, optional
+        Deprecated (accepted for one release, with a DeprecationWarning): ``quiet=True`` is ``progress=False``.
     **overrides
         Scenario keys to override, dotted (``**{"balancer.algorithm": "metis"}``) or with ``__`` for ``.``
         (``balancer__algorithm="metis"``); values as in ``--set``.
@@ -118,11 +123,12 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     (:func:`hermes.runtime.world.world`, ``COMM_WORLD``), every rank
     taking part (the result is returned on rank 0, None elsewhere).
     """
-    from hermes.runtime.launch import mpiexec_command, under_mpi_launcher
+    from hermes.runtime.launch import under_mpi_launcher
 
     from hermes.balance.registry import plugins_deferred
     from hermes.lifecycle.plugins import check_plugins
 
+    show = wanted(progress, quiet, "hermes.run")
     if processors is not None:
         overrides = {**overrides, "processors": processors}  # validated as the scenario's key (no bool, bounds)
     with plugins_deferred():  # a plug-in is imported last (hermes.lifecycle.plugins)
@@ -140,9 +146,10 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
 
         comm = world() if under_mpi_launcher() else MPI.COMM_SELF
         # one processor per process of the job (a scenario asking for another number is refused by the set-up)
-        got = start(comm.Get_size(), lambda c: run_here(sc, c, out_dir=out, quiet=quiet,
-                                                         progress=None if quiet else print,
-                                                         outputs=RUN_OUTPUTS), comm)
+        # rank 0's progress: a live line on a terminal, plain lines elsewhere (a notebook, a pipe)
+        with Progress(enabled=show and comm.Get_rank() == 0) as shown:
+            got = start(comm.Get_size(), lambda c: run_here(sc, c, out_dir=out, quiet=not show, progress=shown,
+                                                             outputs=RUN_OUTPUTS), comm)
         return got.get(comm.Get_rank())
     from hermes.lifecycle.preflight import preflight
 
@@ -153,7 +160,7 @@ def run(source: str | os.PathLike | dict | Scenario | None = None, processors: i
     lock = claim_dir(path.absolute(), key, name=sc.name)  # held until the job has ended, as hermes run does
     try:
         check_plugins(sc.balancer, sc.run.timeout)  # last: in a child, under the run's time limit
-        return _launch(sc, n, lock.path, lock.token, quiet)
+        return _launch(sc, n, lock.path, lock.token, not show)
     finally:
         lock.release(remove_if_unused=True)
 
@@ -172,11 +179,11 @@ def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> Run
         # its own session, so that an interrupted caller (KeyboardInterrupt, an exception) never leaves the job
         # its own session (an interrupted caller never leaves the job), and on Linux it ends if the caller is
         # killed outright (kill -9): a job must not outlive the lock its caller holds on the run directory
-        job = subprocess.Popen(cmd, stdout=None if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True, env=child_env(),
+        job = subprocess.Popen(cmd, stdout=subprocess.PIPE if not quiet else subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True, env=child_env(),
                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         try:
-            _, err = job.communicate()
+            err = _relay(job)
         finally:
             if job.poll() is None:
                 os.killpg(job.pid, signal.SIGKILL)
@@ -186,6 +193,22 @@ def _launch(sc: Scenario, n: int, out_dir: Path, token: str, quiet: bool) -> Run
             raise HermesError(lines[0].removeprefix("hermes: error: ") if lines else
                               f"mpiexec exited with {job.returncode}: {err.strip()[-500:]}")
         return load_run(out_dir)
+
+
+def _relay(job: subprocess.Popen) -> str:
+    """The job's progress lines printed as they come (to ``sys.stdout``: a notebook shows them) while its
+    stderr is collected by a thread (neither pipe can fill and stall the job); returns its stderr."""
+    import threading
+
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.append(job.stderr.read()), daemon=True)
+    reader.start()
+    if job.stdout is not None:
+        for line in job.stdout:
+            print(line, end="", flush=True)
+    job.wait()
+    reader.join()
+    return "".join(err)
 
 
 def load_run(run_dir: str | os.PathLike) -> RunResult:

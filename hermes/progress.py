@@ -24,14 +24,16 @@ phase 1 done
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["Progress", "quiet", "EVERY", "default_every"]
+__all__ = ["Progress", "quiet", "using", "wanted", "EVERY", "default_every"]
 
 #: the longest silence of a step in progress (seconds) when the output is not a terminal
 EVERY = 5.0
@@ -141,7 +143,7 @@ class Progress:
 
     # -- the repeating thread ------------------------------------------------------------------------------------
     def _beat(self) -> None:
-        while not self._stop.wait(0.25 if self._rich is not None else min(1.0, self.every / 4)):
+        while not self._stop.wait(min(0.25, self.every / 4)):
             with self._lock:
                 if self._rich is not None:
                     self._live_update()
@@ -193,3 +195,24 @@ class Progress:
 def quiet() -> Progress:
     """A Progress that says nothing."""
     return Progress(enabled=False)
+
+
+def using(say: "Progress | Callable[[str], Any] | None") -> contextlib.AbstractContextManager["Progress"]:
+    """A Progress over ``say`` for a ``with`` block: ``say`` itself if it is one (its owner starts and closes it),
+    a new one writing through ``say`` (started for the block: its status repeated) if it is a line printer, a
+    silent one if it is None."""
+    if isinstance(say, Progress):
+        return contextlib.nullcontext(say)
+    return Progress(say) if say is not None else contextlib.nullcontext(quiet())
+
+
+def wanted(progress: bool, quiet: bool | None, where: str) -> bool:
+    """Whether a Python entry point (``where``: ``hermes.run``) shows its progress: ``progress``, unless the
+    deprecated ``quiet`` is given (then ``not quiet``, with a DeprecationWarning naming ``progress=False``;
+    ``quiet=`` is accepted for one release)."""
+    if quiet is None:
+        return bool(progress)
+    warnings.warn(f"{where}(quiet=...) is deprecated and will be removed in the next release: use "
+                  f"{where}(progress=False) for silence ({where} shows its progress by default)",
+                  DeprecationWarning, stacklevel=3)
+    return not quiet

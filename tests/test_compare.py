@@ -449,7 +449,9 @@ def test_readme_compare_example_runs():
     res = subprocess.run([sys.executable, "-c", block.group(1)], cwd=ROOT, capture_output=True, text=True, env=env,
                          timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
-    lines = [ln.split() for ln in res.stdout.strip().splitlines()]
+    out = res.stdout.strip().splitlines()
+    assert any(ln.startswith("hermes compare: quickstart: 3 runs") for ln in out), out  # progress by default
+    lines = [ln.split() for ln in out[-3:]]
     assert [ln[:2] for ln in lines] == [["none", "done"], ["pcg", "done"], ["gda0", "done"]]
     assert float(lines[1][3]) < float(lines[0][3])  # pcg ends fairer than no balancing
 

@@ -15,16 +15,22 @@ def cmd_compare(args) -> int:
     """``hermes compare``: exit 0 when every run of the experiment is done, :data:`EXIT_RUNS_FAILED` when one or
     more failed (each named on stderr in one line ``hermes: error: run ID failed: ...``; results.csv, table.md
     and the report hold what succeeded), 2 on bad input (nothing ran), 130 when interrupted."""
+    from hermes.progress import Progress
+    from hermes.trace.experiment import is_trace_experiment
+
+    with Progress(enabled=not args.quiet) as say:  # a live bar on a terminal; plain lines at least every 5 s
+        if args.trace or (args.experiment and is_trace_experiment(args.experiment)) or (
+                args.report_dir and (Path(args.report_dir) / "trace-experiment.json").is_file()):
+            return cmd_compare_trace(args, say)
+        return _compare(args, say)
+
+
+def _compare(args, say) -> int:
+    """:func:`cmd_compare` of a scenario experiment, with its Progress."""
     from hermes.compare import collect, load_experiment, make_experiment, render, run_experiment
     from hermes.compare.runner import EXIT_RUNS_FAILED
     from hermes.errors import HermesError
 
-    say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
-    from hermes.trace.experiment import is_trace_experiment
-
-    if args.trace or (args.experiment and is_trace_experiment(args.experiment)) or (
-            args.report_dir and (Path(args.report_dir) / "trace-experiment.json").is_file()):
-        return cmd_compare_trace(args, say)
     try:
         if args.report_dir:
             if args.experiment or args.set_axes or args.overrides:

@@ -28,6 +28,7 @@ from hermes.files import RunDirError, file_mode, safe_name, write_atomic
 from hermes.interpreter import child_env
 from hermes.runtime.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.loaders import dump_yaml, load_json, load_yaml
+from hermes.progress import Progress, using
 
 __all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores", "error_of", "planned_scenario",
            "EXIT_RUNS_FAILED"]
@@ -151,7 +152,7 @@ class _Job:
 class _Progress:
     """One line per event: ``[ 3/12] ▕█████░░░░░▏ 25%  done  a · b: 239.3 s virtual, imbalance 1.03 | wall ...``."""
 
-    def __init__(self, total: int, say: Callable[[str], None]):
+    def __init__(self, total: int, say: Progress):
         self.total, self.say, self.count, self.t0 = total, say, 0, time.perf_counter()
         self.walls: list[float] = []
 
@@ -185,8 +186,9 @@ def _result_text(summary: dict[str, Any]) -> str:
 
 
 def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscribe: bool = False,
-            timeout: float | None = None, rerun_failed: bool = True, say: Callable[[str], None] = print,
-            budget: int | None = None, token: str | None = None) -> list[Outcome]:
+            timeout: float | None = None, rerun_failed: bool = True,
+            say: Callable[[str], None] | Progress | None = print, budget: int | None = None,
+            token: str | None = None) -> list[Outcome]:
     """Run every run that is not complete, at most ``jobs`` at once, and return one outcome per run (in order).
 
     Parameters
@@ -209,17 +211,27 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
     token : str, optional
         The experiment's lock token (:func:`hermes.compare.run_experiment` holds the lock): given to the runs
         so that they may write into the experiment (a run from elsewhere is refused while compare runs).
-    say : callable
-        Receives the progress lines.
+    say : callable or Progress
+        Receives the progress lines (a line per run started and ended); a :class:`~hermes.progress.Progress`
+        also shows, while runs execute, the runs done, running and failed, the ETA and each running run's
+        current step (:func:`run_step`), repeated at least every 5 s (a live bar on a terminal).
 
     Notes
     -----
-    Each run is ``mpiexec -n P python -m mpi4py -m hermes run SPEC --no-launch --quiet --out DIR`` in its own
-    process group (killed as a whole on timeout or interrupt), with stdout and stderr in ``runs/ID.log`` beside its directory ``runs/ID``.
+    Each run is ``mpiexec -n P python -m mpi4py -m hermes run SPEC --no-launch --out DIR`` in its own
+    process group (killed as a whole on timeout or interrupt), with stdout and stderr in ``runs/ID.log`` beside
+    its directory ``runs/ID``: the run's own progress lines, whose last one says what it is doing.
     Scotch runs single-threaded (``SCOTCH_PTHREAD_NUMBER=1`` unless set): its threaded remapping is not
     reproducible. An interrupt (Ctrl-C, SIGTERM) kills the runs executing and re-raises; their directories
     hold no complete summary, so the next invocation runs them again.
     """
+    with using(say) as shown:
+        return _execute(runs, runs_dir, jobs, oversubscribe, timeout, rerun_failed, shown, budget, token)
+
+
+def _execute(runs: list[PlannedRun], runs_dir: Path, jobs: int, oversubscribe: bool, timeout: float | None,
+             rerun_failed: bool, say: Progress, budget: int | None, token: str | None) -> list[Outcome]:
+    """:func:`execute` with its Progress."""
     budget = budget or cores()
     jobs = max(1, int(jobs))
     progress = _Progress(len(runs), say)
@@ -247,8 +259,13 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
     old_term = signal.getsignal(signal.SIGTERM)
     if old_term is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_interrupt)
+    eta: float | None = None
+    shown = 0.0
     try:
         while todo or executing:
+            if time.perf_counter() - shown >= 1.0:  # the logs read once a second, not at every poll
+                _show(say, progress, outcomes, executing, runs_dir, eta)
+                shown = time.perf_counter()
             while todo and len(executing) < jobs:
                 used = sum(j.run.processes for j in executing)
                 if executing and not oversubscribe and used + todo[0].processes > budget:
@@ -293,9 +310,41 @@ def execute(runs: list[PlannedRun], runs_dir: Path, *, jobs: int = 1, oversubscr
             job.log.close()
         raise
     finally:
+        say.status(None)
         if old_term is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return [outcomes[r.id] for r in runs]
+
+
+def _show(say: Progress, progress: _Progress, outcomes: dict[str, Outcome], executing: list[_Job],
+          runs_dir: Path, eta: float | None) -> None:
+    """The status of the experiment: runs done, running, failed, the ETA, and each running run's current step."""
+    failed = sum(o.status == "failed" for o in outcomes.values())
+    text = (f"{len(outcomes) - failed} done, {len(executing)} running, {failed} failed of {progress.total}"
+            + (f", ETA {_clock(eta)}" if eta is not None else ""))
+    steps = [f"{j.run.title()}: {run_step(side_file(runs_dir / j.run.id, LOG)) or 'starting'}" for j in executing]
+    say.status(" | ".join([text, *steps]), len(outcomes), progress.total)
+
+
+def run_step(log: Path) -> str | None:
+    """What a running run is doing, from the last line of its log (``hermes run`` writes there its progress
+    lines and, repeated while a step lasts, the step in progress): ``phase 2/8: compute (20 iterations)``, ``phase
+    1/8 done``, ``set-up: partitioning 1000000 cells (METIS, 64 parts)``; None before its first line."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = [ln.strip() for ln in tail.splitlines()[1:] or tail.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("$ ")]  # the command, the log's first line
+    if not lines:
+        return None
+    last = lines[-1]
+    if last.startswith("phase ") and " | wall " in last:  # a phase's line: that phase is done
+        return last.split(":", 1)[0] + " done"
+    return last.split(" … ", 1)[0][:100]
 
 
 def _raise_interrupt(signum, frame):
@@ -338,7 +387,7 @@ def _start_job(run: PlannedRun, runs_dir: Path, env: dict[str, str]) -> _Job:
     side_file(d, ERROR).unlink(missing_ok=True)
     spec = side_file(d, SPEC)  # the run writes the same resolved scenario into its directory
     write_atomic(spec, dump_yaml(run.scenario.to_dict(), sort_keys=False))
-    cmd = mpiexec_command(run.processes, ["run", str(spec), "--no-launch", "--quiet", "--out", str(d)])
+    cmd = mpiexec_command(run.processes, ["run", str(spec), "--no-launch", "--out", str(d)])
     try:
         log = _create(side_file(d, LOG))
     except OSError as err:

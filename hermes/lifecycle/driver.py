@@ -41,7 +41,7 @@ from hermes.lifecycle.progress import checkpoint_refs, open_run, progress_summar
 from hermes.lifecycle.records import RunResult
 from hermes.lifecycle.setup import start
 from hermes.lifecycle.state import RunState
-from hermes.progress import Progress
+from hermes.progress import Progress, using
 from hermes.runtime.watchdog import Watchdog
 from hermes.scenario import Scenario
 
@@ -50,7 +50,7 @@ __all__ = ["run", "resume", "eta"]
 
 # -- the run -------------------------------------------------------------------------------------------------
 def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = False,
-        progress: Callable[[str], None] | None = None, force: bool = False,
+        progress: Callable[[str], None] | Progress | None = None, force: bool = False,
         timeout: float | None = None, lock_token: str | None = None,
         outputs: Outputs | None = None) -> RunResult | None:
     """Run the scenario on ``comm`` (collective). Returns the result on rank 0, None elsewhere.
@@ -76,14 +76,12 @@ def run(sc: Scenario, comm, *, out_dir: str | Path | None = None, quiet: bool = 
         return _run(sc, comm, say, out_dir, force, timeout, lock_token, outputs)
 
 
-def _progress(comm, progress: Callable[[str], None] | None, quiet: bool) -> contextlib.AbstractContextManager:
+def _progress(comm, progress: Callable[[str], None] | Progress | None,
+              quiet: bool) -> contextlib.AbstractContextManager[Progress]:
     """Rank 0's :class:`~hermes.progress.Progress` over ``progress`` (its lines and, repeated by a thread while a
-    step lasts, the step in progress), started for the run; a silent one elsewhere, with ``quiet`` or without a
-    printer (a Progress given is used as it is, started and closed by its owner). Under hosting rank 0 is emulated
-    processor 0; the thread only prints, never calls MPI."""
-    if progress is None or quiet or comm.Get_rank() != 0:
-        return contextlib.nullcontext(Progress(enabled=False))
-    return contextlib.nullcontext(progress) if isinstance(progress, Progress) else Progress(progress)
+    step lasts, the step in progress; :func:`hermes.progress.using`); a silent one elsewhere or with ``quiet``.
+    Under hosting rank 0 is emulated processor 0; the thread only prints, never calls MPI."""
+    return using(None if quiet or comm.Get_rank() != 0 else progress)
 
 
 def _run(sc: Scenario, comm, say: Progress, out_dir: str | Path | None, force: bool, timeout: float | None,
@@ -114,7 +112,8 @@ def _run(sc: Scenario, comm, say: Progress, out_dir: str | Path | None, force: b
             lock.release(remove_if_unused=True)
 
 
-def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable[[str], None] | None = None,
+def resume(run_dir: str | Path, comm, *, quiet: bool = False,
+           progress: Callable[[str], None] | Progress | None = None,
            timeout: float | None = None, pictures: bool | None = None,
            lock_token: str | None = None, outputs: Outputs | None = None) -> RunResult | None:
     """Continue the run in ``run_dir`` from its last checkpoint (collective; the same number of ranks).

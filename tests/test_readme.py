@@ -26,7 +26,8 @@ def test_api_example_runs():
     # hermes.run shows its progress by default (the run's lines), then the example prints its own lines
     assert any(ln.startswith("hermes: quickstart on 4 processors") for ln in out), out[:5]
     assert any(ln.startswith("phase 2/2: imbalance ") for ln in out), out
-    lines = out[[k for k, ln in enumerate(out) if ln.startswith(("total time ", "phase 2/2: imbalance "))][-1] + 1:]
+    heads = ("total time ", "results:  ", "pictures: ", "phase 2/2: imbalance ")  # hermes' last lines
+    lines = out[[k for k, ln in enumerate(out) if ln.startswith(heads)][-1] + 1:]
     assert len(lines) == 1 + 2 + 1 + 1 + 2 * 2, lines  # totals, two phases, the flow, the mesh, two balancers × phases
     assert lines[4].split() == [lines[4].split()[0], "8"]
     replays = [ln.split() for ln in lines[5:]]

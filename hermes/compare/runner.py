@@ -263,7 +263,7 @@ def _execute(runs: list[PlannedRun], runs_dir: Path, jobs: int, oversubscribe: b
     shown = 0.0
     try:
         while todo or executing:
-            if time.perf_counter() - shown >= 1.0:  # the logs read once a second, not at every poll
+            if time.perf_counter() - shown >= 0.5:  # the logs read twice a second, not at every poll
                 _show(say, progress, outcomes, executing, runs_dir, eta)
                 shown = time.perf_counter()
             while todo and len(executing) < jobs:

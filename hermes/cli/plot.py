@@ -36,12 +36,23 @@ def cmd_plot(args) -> int:
         # progress on stderr (stdout lists the pictures); one worker per idle core, as a run draws its own
         from hermes.viz.parallel import default_workers
 
-        drawing = {"progress": lambda line: print(line, file=sys.stderr, flush=True),
-                   "workers": default_workers(len(phases) if phases is not None else 8)}
+        from hermes.progress import Progress
+
+        shown = held_progress = Progress(stream=sys.stderr)  # stdout lists the pictures
+
+        def drawn(line: str) -> None:  # "drawn partition-003.png (3/9, 1.2 s)": the next picture's status
+            shown(line)
+            done, _, total = line.partition("(")[2].split(",")[0].split(")")[0].partition("/")
+            if done.isdigit() and total.isdigit() and int(done) < int(total):
+                shown.status(f"drawing picture {int(done) + 1} of {total}")
+
+        drawing = {"progress": drawn, "workers": default_workers(len(phases) if phases is not None else 8)}
         out = Path(args.out) if args.out is not None else None
         if out is not None and ours and out.resolve() == (run_dir / "plots").resolve():
             out = None  # the run's own plots directory: part of the run, not a hermes directory of its own
         with contextlib.ExitStack() as held:
+            held.enter_context(held_progress)  # the step repeated on stderr while a picture is drawn
+            held_progress.status("drawing the first picture")
             if out is not None:  # like any directory hermes writes: new, empty, or hermes' own plots directory
                 lock = claim_dir(out, "--out", kind="plots")
                 held.callback(lock.release, remove_if_unused=True)

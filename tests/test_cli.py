@@ -109,7 +109,7 @@ def test_launcher_flags(monkeypatch):
 def test_flow_lab_bad_parameters(tmp_path, args, message):
     disc = tmp_path / "disc.txt"
     disc.write_text("0 1\n2 3\n")
-    res = cli("flow", *[str(disc) if a == "DISC" else a for a in args])
+    res = cli("lab", "flow", *[str(disc) if a == "DISC" else a for a in args])
     assert res.returncode == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hermes: error:") and message in lines[0]
@@ -119,7 +119,7 @@ def test_flow_lab_bad_parameters(tmp_path, args, message):
 def test_flow_json_and_gossip_json():
     import json
 
-    res = cli("flow", "--graph", "torus:4x4", "--capacities", "hcuw", "--weights", "ijmod3", "--loads", "one",
+    res = cli("lab", "flow", "--graph", "torus:4x4", "--capacities", "hcuw", "--weights", "ijmod3", "--loads", "one",
               "--algorithm", "lpa", "--param", "coefficients=faddeev", "--json")
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
@@ -127,7 +127,7 @@ def test_flow_json_and_gossip_json():
                 "convergence_factor", "flow_error", "exchange_rounds", "collectives", "messages", "bytes", "time"):
         assert key in d
     assert d["p"] == 16 and d["iterations"] == 15 and d["convergence_factor"] is None
-    res = cli("gossip", "--ranks", "64", "--objects", "1000", "--mapped-ranks", "2", "--iterations", "6",
+    res = cli("lab", "gossip", "--ranks", "64", "--objects", "1000", "--mapped-ranks", "2", "--iterations", "6",
               "--criterion", "modified", "--json")
     assert res.returncode == 0, res.stderr
     g = json.loads(res.stdout)

@@ -138,7 +138,7 @@ def test_steps_counters_and_generator():
 
 
 def test_issue_cases_path22_and_the_16_processor_graphs():
-    # issue 13: `hermes flow --graph path:22 --capacities homo --weights 1 --loads one --algorithm lpa` gave 2.0
+    # issue 13: `hermes lab flow --graph path:22 --capacities homo --weights 1 --loads one --algorithm lpa` gave 2.0
     for spec in ["path:22", "ring:16", "star:16", "mesh-file:meshes/grid20x19.vtu:16",
                  "mesh-file:meshes/airfoil.vtu:16"]:
         for caps in ("homo", "hcuw"):

@@ -1,11 +1,18 @@
 """The ``hermes`` command line: parse, dispatch, report errors in one line.
 
+One grammar, after git's habits: verbs for what users do — ``run``, ``resume RUN_DIR``, ``compare``, ``plot`` —
+and nouns with subcommands for what they inspect — ``mesh info|generate``, ``trace info|write|replay``, ``lab
+flow|gossip|bench``, ``balancers``, ``scenario``. The spellings before it (``replay``, ``flow``, ``gossip``,
+``flow-bench``, ``run --resume DIR``) still work for one release: :func:`hermes.cli.parser.respell` rewrites them
+before parsing and rank 0 says the new spelling in one note on stderr (stdout belongs to ``--json`` and ``--list``).
+A mistyped command, subcommand or option is one line with the closest names (:func:`hermes.suggest.close_names`).
+
 Commands are thin wrappers over Python functions (:func:`hermes.lifecycle.driver.run`, :func:`hermes.viz.plot_run`
-...), one module per group: :mod:`~hermes.cli.run` (``run``, also ``--resume``; the applications it runs:
+...), one module per group: :mod:`~hermes.cli.run` (``run`` and ``resume``; the applications it runs:
 :mod:`~hermes.cli.run_mesh`, :mod:`~hermes.cli.run_bahi`), :mod:`~hermes.cli.plot`, :mod:`~hermes.cli.compare`
-(``compare``, ``replay``, ``trace``), :mod:`~hermes.cli.info` (``scenario``, ``balancers``, ``mesh``) and
-:mod:`~hermes.cli.lab` (``flow``, ``gossip``, ``flow-bench``), each imported only when its command runs (``hermes
---version`` imports none). The parser is :mod:`hermes.cli.parser`. Only the runtime names ``MPI.COMM_WORLD``
+(``compare``, ``trace``), :mod:`~hermes.cli.info` (``scenario``, ``balancers``, ``mesh``) and :mod:`~hermes.cli.lab`
+(``lab flow``, ``lab gossip``, ``lab bench``), each imported only when its command runs (``hermes --version``
+imports none). The parser is :mod:`hermes.cli.parser`. Only the runtime names ``MPI.COMM_WORLD``
 (:func:`hermes.runtime.world.world`).
 
 Exit codes: 0 success, 2 bad input or results that cannot be written (a full disk, a read-only medium, a directory

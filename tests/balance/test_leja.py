@@ -30,7 +30,7 @@ from hermes.balance.polynomial.leja import (
     spectral_plan,
 )
 from hermes.balance.polynomial.lps import lpa, lps
-from hermes.balance.polynomial.mpa import mpa
+from hermes.balance.polynomial.mpa import MPAParams, mpa
 from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import parse_model
@@ -145,9 +145,9 @@ def test_issue_cases_path22_and_the_16_processor_graphs():
             m = parse_model(spec, caps, "1", "one")
             plan = spectral_plan(m)
             assert plan.predicted_error_after(resolve_refine(plan, "auto")) <= 1e-10
-            for fn in (lps, lpa, mpa):
-                res = fn(m, refine="auto")
-                assert res.converged and flow_error(m, res.flow) <= 1e-8, (spec, caps, fn.__name__)
+            for name, res in [("lps", lps(m, refine="auto")), ("lpa", lpa(m, refine="auto")),
+                              ("mpa", mpa(m, MPAParams.of(refine="auto")))]:
+                assert res.converged and flow_error(m, res.flow) <= 1e-8, (spec, caps, name)
 
 
 def test_heterogeneous_mesh_is_reported_unusable():

@@ -99,7 +99,7 @@ class MeshApplication:
                 raise HermesError(f"resume: {d} is not a run directory")
             if read_marker(d) != "run":  # nothing of a directory hermes did not make is read, let alone imported
                 raise HermesError(f"resume: {d} is not a run directory hermes made (no {MARKER} marker)")
-            lock = claim_dir(d, "RUN_DIR", force=True)
+            lock = claim_dir(d, "resume", force=True)
             try:
                 man = verify_checkpoint(d)  # every file, and scenario.yaml unchanged, before mpiexec starts
                 n = processes_for(*_saved_hosting(d), man.ranks, args.processes)

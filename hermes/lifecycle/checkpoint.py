@@ -145,7 +145,7 @@ def _read_rank(man: Manifest, rank: int, refs: Callable[[Any], dict[str, Any]] |
         raise CheckpointError(f"resume: cannot read {path} ({err.strerror or err})") from None
     if size != entry["bytes"]:
         raise CheckpointError(f"resume: {path} is damaged ({size} bytes, the manifest says {entry['bytes']})")
-    data = read_bytes(path, "RUN_DIR", max_bytes=entry["bytes"], error=CheckpointError)
+    data = read_bytes(path, "resume", max_bytes=entry["bytes"], error=CheckpointError)
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise CheckpointError(f"resume: {path} is damaged (its checksum differs from the manifest's)")
     try:
@@ -209,7 +209,7 @@ def read_manifest(run_dir: str | Path) -> Manifest:
             raise CheckpointError(f"resume: {run_dir} holds a finished run (nothing to resume)")
         raise CheckpointError(f"resume: {run_dir} holds no checkpoint (run with output.checkpoint_every: K "
                               f"to write them)")
-    doc = load_json(path, "RUN_DIR", error=CheckpointError, max_bytes=64 * 2**20)
+    doc = load_json(path, "resume", error=CheckpointError, max_bytes=64 * 2**20)
     if not isinstance(doc, dict) or not isinstance(doc.get("hermes"), str):
         raise CheckpointError(f"resume: {path} is not a hermes checkpoint manifest")
     if doc["hermes"] != __version__:
@@ -278,7 +278,7 @@ def _check_scenario(run_dir: Path, man: Manifest) -> Any:
     path = run_dir / "scenario.yaml"
     if not path.is_file():
         raise CheckpointError(f"resume: {path} is missing (the run's scenario: restore it, or start a new run)")
-    data = read_bytes(path, "RUN_DIR", error=CheckpointError)
+    data = read_bytes(path, "resume", error=CheckpointError)
     if hashlib.sha256(data).hexdigest() != man.scenario_sha256:
         raise CheckpointError(f"resume: {path} was edited after the run started (a resumed run goes on with the "
                               f"scenario it started with: restore the file, or start a new run with the edited "

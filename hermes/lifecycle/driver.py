@@ -114,7 +114,7 @@ def resume(run_dir: str | Path, comm, *, quiet: bool = False, progress: Callable
     say = progress if (progress is not None and comm.Get_rank() == 0 and not quiet) else (lambda s: None)
     out = Path(run_dir)
     held = []  # rank 0 holds the run directory's lock (or joins its launcher's, lock_token) to the end
-    agree(comm, lambda: held.append(claim_dir(out, "RUN_DIR", force=True, token=lock_token))
+    agree(comm, lambda: held.append(claim_dir(out, "resume", force=True, token=lock_token))
           if comm.Get_rank() == 0 else None)
     try:
         return _resume(out, comm, say, timeout, pictures, outputs)

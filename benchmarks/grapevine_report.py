@@ -1,8 +1,8 @@
-"""The Grapevine tables of Pébaÿ & Lifflander (seed 004) beside hermes' (``hermes gossip``), several seeds.
+"""The Grapevine tables of Pébaÿ & Lifflander (seed 004) beside hermes' (``hermes lab gossip``), several seeds.
 
 Prints markdown: for every table of the report that the lab can express, the report's numbers and
 hermes' range (min–max over the seeds; seed s places the objects and drives the algorithm), then the
-`hermes gossip` command of one seed per set-up. Table 4.2 needs the VT object map the report used,
+`hermes lab gossip` command of one seed per set-up. Table 4.2 needs the VT object map the report used,
 ``data/vt_example_lb_stats/stats.R.vom`` of an LBAF checkout (pass that folder with ``--vom``).
 
     .venv/bin/python -m benchmarks.grapevine_report            # 5 seeds, both L_i variants (minutes)
@@ -50,7 +50,7 @@ REPORT_42 = {"6": (0.28542, 1.7508, 1.4654, 0.46454, 2.2364, 6.0655, 2.3288),
 
 
 def cmd(ranks, objects, mapped, loads, it, k, f, crit, seed, source_load="turn") -> str:
-    out = f".venv/bin/hermes gossip --ranks {ranks} --objects {objects}"
+    out = f".venv/bin/hermes lab gossip --ranks {ranks} --objects {objects}"
     out += f" --mapped-ranks {mapped}" if mapped else ""
     out += f" --loads {loads} --iterations {it} --rounds {k} --fanout {f} --criterion {crit} --seed {seed}"
     return out + (f" --source-load {source_load}" if source_load != "turn" else "")
@@ -165,7 +165,7 @@ def vt_table(folder: Path, seeds):
             got = np.array(stats)
             print(f"| {key} | report | " + " | ".join(f"{v:.5g}" for v in REPORT_42[key]) + " |")
             print(f"| {key} | hermes | " + " | ".join(span(got[:, j], ".4g") for j in range(7)) + " |")
-    print(f"\n    .venv/bin/hermes gossip --ranks {p} --objects 0 --loads lbaf:STEM --iterations 5 --rounds 4 "
+    print(f"\n    .venv/bin/hermes lab gossip --ranks {p} --objects 0 --loads lbaf:STEM --iterations 5 --rounds 4 "
           f"--fanout 4 --criterion modified --seed {seeds[0]}   (STEM: phase 0 of the maps as LBDatafile JSON)")
 
 

@@ -1,6 +1,6 @@
 """hermes' figures of a trace in the form LBAF prints them, to set side by side with LBAF's own output.
 
-For every phase of the trace (``--phase`` as ``hermes replay``'s) and the trace's own assignment, prints the
+For every phase of the trace (``--phase`` as ``hermes trace replay``'s) and the trace's own assignment, prints the
 descriptive statistics LBAF prints for its "initial" state — rank load, inter-rank sent volumes (per pair of
 ranks, the larger direction), rank work under the affine model, rank maximum memory usage, rank shared memory
 — as cardinality, sum, imbalance (max/mean − 1), minimum, average, maximum, formatted ``.6g`` as LBAF does, and

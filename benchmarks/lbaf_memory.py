@@ -2,7 +2,7 @@
 
 For each data set (LBAF's ``challenging_toy_fewer_tasks``, ``challenging_toy_hundreds_tasks`` and
 ``user-defined-memory-toy-problem``, under the 8·10⁹ bytes its configurations use), every balancer is replayed on
-phase 0 on the full processor graph (``hermes replay STEM --graph full --memory-limit 8e9``) with the memory step
+phase 0 on the full processor graph (``hermes trace replay STEM --graph full --memory-limit 8e9``) with the memory step
 off (the balancer's own assignment) and on (``--memory-step refine``: repaired and refined under the limit,
 :mod:`hermes.trace.memorybound`), and the figures are printed as a markdown table: max/mean load, the largest
 rank memory, the ranks above the limit, the objects moved and the seconds of the step. A second table replays

@@ -456,11 +456,11 @@ PAGES: list[Page] = [
                "(hermes' windowed variant: fig7, table1, fig9; fig7 took about 12 min on 2 cores shared with other "
                "jobs) and, on 2026-11-28, by `paper-fig7`, `paper-n`, `paper-table1`, `paper-fig9` and `paper-60000` "
                "(003's form; each 3–15 min on the same cores)."),
-    Page("flow-bench", "The flow computations' published figure families (`hermes flow-bench`)", "flow-bench",
-         ("hermes", "flow-bench", "--out", "results/flow-bench"), 10,
+    Page("flow-bench", "The flow computations' published figure families (`hermes lab bench`)", "flow-bench",
+         ("hermes", "lab", "bench", "--out", "results/flow-bench"), 10,
          flow_bench_headline, {"figures": flow_bench_figures},
          about="Serial references under the α-β model (no wall-clock figure): any machine gives these figures. "
-               "`results/flow-bench/` is the directory `hermes flow-bench --out results/flow-bench` writes "
+               "`results/flow-bench/` is the directory `hermes lab bench --out results/flow-bench` writes "
                "(marked as hermes' own): one CSV and its plots per family."),
     Page("scale", "The at-scale study: 64 to 16,384 processors, every method's result, wall time and memory",
          "scale", (PY, "-m", "benchmarks.scale", "run", "--out", "results/scale", "--meshes", "grid1000x1000",

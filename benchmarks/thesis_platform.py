@@ -11,7 +11,7 @@ bandwidth term is below a microsecond, so a balancer's time is
 and the profile is the two costs τ_x (one neighbour-exchange round of a balancer) and τ_a (one allreduce).
 The default links give τ_x = α = 100 µs and τ_a = ⌈log2 16⌉ α = 400 µs; Table 10.1 asks for other values.
 They are fitted by least squares on log times (every entry weighs the same whatever its size) to the 28
-entries of Table 10.1, with hermes' counts of the same runs (``hermes flow-bench --family table10.1``: load
+entries of Table 10.1, with hermes' counts of the same runs (``hermes lab bench --family table10.1``: load
 ONE, GDA1 to 1 %, PCG to 1e-8, the accurate LPA / MPA; SD_shock is not available, SD_3elt stands in).
 
 The shipped fit uses the HCUW environment (heterogeneous capacities: the thesis' cluster was measured by its
@@ -129,7 +129,7 @@ def write_profile(params: dict[str, float], res: dict, path: Path = PROFILE) -> 
     text = (
         "# Platform profile 'thesis2003': the cost of a balancer's communication on the thesis' cluster\n"
         "# (16 DELL PCs, 2003), fitted to thesis Table 10.1 by benchmarks/thesis_platform.py --write\n"
-        "# (least squares on log times, HCUW counts of hermes flow-bench --family table10.1;\n"
+        "# (least squares on log times, HCUW counts of hermes lab bench --family table10.1;\n"
         f"# rms log residual {res['rms_log']:.3f}). Do not edit by hand: rerun the fit.\n"
         "# Used by a scenario with  platform: {profile: thesis2003}  (or --set platform.profile=thesis2003):\n"
         "# inside the balancer's step every neighbour-exchange round costs balance_exchange and every\n"
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def remeasured_table101(environment: str = "HCUW") -> list[str]:
-    """``hermes flow-bench --family table10.1``'s runs under the shipped profile's links beside the thesis and the
+    """``hermes lab bench --family table10.1``'s runs under the shipped profile's links beside the thesis and the
     default links (ms → s), with each topology's order of PCG, LPA, MPA."""
     from hermes.lab.bench import table101_family
     from hermes.sections import PlatformProfile

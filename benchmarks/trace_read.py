@@ -1,7 +1,7 @@
 """How long hermes takes to read a vt LBDatafile trace, against the cost of parsing its JSON at all.
 
 Writes synthetic traces of the shapes that used to cost Python per phase or per task, and times ``hermes trace
-info`` and ``hermes replay`` on each in a fresh process (wall and CPU seconds, peak memory), beside the physical
+info`` and ``hermes trace replay`` on each in a fresh process (wall and CPU seconds, peak memory), beside the physical
 limit: ``json.loads`` of the same files (after brotli's decompression for a compressed trace) in one process.
 results/trace-read.md records a run::
 
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             import shutil
 
             shutil.rmtree(rd)
-        rep = measure_child(HERMES + ["replay", str(stem), "--algorithm", CASES[name][1], "--no-plot",
+        rep = measure_child(HERMES + ["trace", "replay", str(stem), "--algorithm", CASES[name][1], "--no-plot",
                                       "--quiet", "--out", str(rd)], args.timeout, env, out)
         row = {"case": name, **lim, "info": info, "replay": rep, "load": os.getloadavg()[0]}
         rows.append(row)

@@ -76,6 +76,19 @@ def scenario(source: str | os.PathLike | dict | Scenario | None = None, **overri
     ------
     ScenarioError, BalancerError
         One line naming the key.
+
+    Examples
+    --------
+    A key's dots are double underscores:
+
+    >>> import hermes
+    >>> sc = hermes.scenario(seed=3, balancer__algorithm="gda0")
+    >>> sc.processors, sc.balancer.algorithm, sc.seed, sc.mesh.grid
+    (4, 'gda0', 3, '40x30')
+    >>> hermes.scenario(balancer__algorithm="pgc")
+    Traceback (most recent call last):
+    ...
+    hermes.errors.BalancerError: ...unknown balancer 'pgc'...
     """
     sets = _overrides(overrides)
     if source is None:
@@ -218,6 +231,22 @@ def load_run(run_dir: str | os.PathLike) -> RunResult:
     ------
     HermesError
         If the directory holds no readable hermes run (one line).
+
+    Examples
+    --------
+    A one-processor run (in this process, no mpiexec) of the quickstart on a small grid, read back:
+
+    >>> import tempfile, hermes
+    >>> out = tempfile.mkdtemp() + "/run"
+    >>> done = hermes.run(processors=1, out=out, mesh__grid="8x6", platform__capacities="homo",
+    ...                   adaptation__phases=2, output__pictures=False)
+    >>> result = hermes.load_run(out)
+    >>> result["processors"], len(result.phases), result["total_time"] == done["total_time"]
+    (1, 2, True)
+    >>> hermes.load_run(tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    hermes.errors.HermesError: ...: not a hermes run directory (summary.json is missing)
     """
     d = Path(run_dir)
     if not (d / "summary.json").is_file():
@@ -244,7 +273,18 @@ def _number(text: str) -> int | float | str:
 
 def partition(mesh: Mesh, parts: int, *, targets: ArrayLike | None = None, seed: int = 0,
               ufactor: int = 30) -> NDArray[np.int64]:
-    """The part of every work unit of ``mesh`` (METIS, part weights ∝ ``targets``; default equal)."""
+    """The part of every work unit of ``mesh`` (METIS, part weights ∝ ``targets``; default equal).
+
+    Examples
+    --------
+    >>> import hermes, numpy as np
+    >>> mesh = hermes.read_mesh("meshes/grid20x19.vtu")
+    >>> np.bincount(hermes.partition(mesh, 4)).tolist()
+    [95, 95, 95, 95]
+    >>> parts = hermes.partition(mesh, 2, targets=[3, 1])
+    >>> round(float(np.mean(parts == 0)), 2)
+    0.75
+    """
     from hermes.data.partition import metis_partition
 
     return metis_partition(mesh.xadj, mesh.adjncy, mesh.weights, parts, targets=targets, seed=seed,

@@ -48,7 +48,7 @@ def _exists(path: Path) -> bool:
 
 
 #: the kinds of directories hermes makes: a run (``hermes run``), an experiment (``hermes compare``), the
-#: figure families of ``hermes flow-bench``, a trace's replay (``hermes replay``), an experiment on a trace
+#: figure families of ``hermes lab bench``, a trace's replay (``hermes trace replay``), an experiment on a trace
 #: (``hermes compare --trace``), pictures (``hermes plot --out``) and a run written as a trace (``hermes trace
 #: write --out``)
 KINDS = ("run", "experiment", "flow-bench", "replay", "trace-experiment", "plots", "trace")
@@ -486,7 +486,7 @@ def check_run_dir(path: str | Path, key: str = "--out", *, force: bool = False, 
     checkpoint = summary.get("checkpoint")
     if (done or checkpoint) and not force:
         what = f"{done} phase{'s' * (done != 1)} recorded"
-        how = (f"resume it with 'hermes run --resume {path}' or replace it with --force" if checkpoint else
+        how = (f"resume it with 'hermes resume {path}' or replace it with --force" if checkpoint else
                "replace it with --force or choose another directory")
         raise RunDirError(f"{key}: {path} holds an unfinished hermes run ({what}"
                           f"{f', a checkpoint at phase {checkpoint}' if checkpoint else ''}): {how}")

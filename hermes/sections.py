@@ -410,7 +410,7 @@ class BalancerSpec(Strict):
         raw, _, prefix = self._split()
         info = get_balancer(self.algorithm)
         if info.replay_only:
-            raise BalancerError(f"balancer.algorithm: {info.name} balances a trace's tasks (hermes replay "
+            raise BalancerError(f"balancer.algorithm: {info.name} balances a trace's tasks (hermes trace replay "
                                 f"--algorithm {info.name}); a mesh run cannot use it")
         return info.check(raw, prefix=prefix)
 
@@ -459,7 +459,7 @@ class OutputSpec(Strict):
         None, description="also write the run as a vt LBDatafile trace (lbdatafile/data.<rank>.json: per phase the "
         "cells with their loads and halo messages, as LBAF and vt-tv read it): true, or {cells_per_block, compress}")
     checkpoint_every: Annotated[int, Field(ge=1, le=MAX_PHASES)] | None = Field(
-        None, description="save the distributed state every K phases (hermes run --resume RUN_DIR continues)")
+        None, description="save the distributed state every K phases (hermes resume RUN_DIR continues)")
 
     @field_validator("lbdatafile", mode="before")
     @classmethod

@@ -93,7 +93,7 @@ def test_a_checkpoint_that_cannot_be_resumed_is_refused_in_one_line(tmp_path, mo
     state = tmp_path / "c" / "checkpoint" / "phase-0002" / "rank-00000.npz"
     good = state.read_bytes()
     state.write_bytes(good[:-10] + b"0123456789")
-    with pytest.raises(HermesError, match=r"^--resume: .*rank-00000.npz is damaged"):
+    with pytest.raises(HermesError, match=r"^resume: .*rank-00000.npz is damaged"):
         driver.resume(tmp_path / "c", plain(MPI.COMM_SELF))
     state.write_bytes(good)
     four = [{**doc["files"][0], "name": f"rank-{r:05d}.npz"} for r in range(4)]
@@ -104,7 +104,7 @@ def test_a_checkpoint_that_cannot_be_resumed_is_refused_in_one_line(tmp_path, mo
     with pytest.raises(HermesError, match=r"written by hermes 0.0.1, this is hermes "):
         driver.resume(tmp_path / "c", plain(MPI.COMM_SELF))
     man.write_text("{")
-    with pytest.raises(HermesError, match=r"^--resume: .*manifest.json: not JSON \("):
+    with pytest.raises(HermesError, match=r"^resume: .*manifest.json: not JSON \("):
         driver.resume(tmp_path / "c", plain(MPI.COMM_SELF))
     man.write_text(json.dumps(doc))
     assert driver.resume(tmp_path / "c", plain(MPI.COMM_SELF), quiet=True).summary["complete"] is True
@@ -227,7 +227,7 @@ def test_a_state_nested_too_deep_is_one_short_line(tmp_path):
                                   "checkpoint/phase-0002/rank-00000.npz"])
 def test_a_symlink_in_a_checkpoint_is_refused_before_launching(tmp_path, monkeypatch, part):
     """A checkpoint whose directory, phase directory, manifest or rank file has become a symlink (to an intact copy
-    elsewhere): ``hermes run --resume`` refuses it in one line before mpiexec starts — before, it read through the
+    elsewhere): ``hermes resume`` refuses it in one line before mpiexec starts — before, it read through the
     link, launched, and the job stopped at its next checkpoint (subdir refuses to write through a link) — and
     the job's own check (``--no-launch``) says the same."""
     import subprocess
@@ -244,12 +244,12 @@ def test_a_symlink_in_a_checkpoint_is_refused_before_launching(tmp_path, monkeyp
     moved = tmp_path / "elsewhere"
     real.rename(moved)
     real.symlink_to(moved, target_is_directory=moved.is_dir())
-    with pytest.raises(HermesError, match=rf"^--resume: .*/c/{part} is a symlink: hermes reads and writes a "
+    with pytest.raises(HermesError, match=rf"^resume: .*/c/{part} is a symlink: hermes reads and writes a "
                                           rf"checkpoint only in directories and files of the run's own"):
         verify_checkpoint(tmp_path / "c")
     root = Path(__file__).resolve().parents[1]
     for extra in ([], ["--no-launch"]):
-        res = subprocess.run([sys.executable, "-m", "hermes", "run", "--resume", str(tmp_path / "c"), *extra],
+        res = subprocess.run([sys.executable, "-m", "hermes", "resume", str(tmp_path / "c"), *extra],
                              capture_output=True, text=True, cwd=root, timeout=300)
         assert res.returncode == 2 and "launching" not in res.stdout, res.stdout + res.stderr
         assert res.stderr.count("\n") == 1 and f"/c/{part} is a symlink" in res.stderr, res.stderr

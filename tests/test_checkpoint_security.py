@@ -114,7 +114,7 @@ def _tree(run: Path) -> tuple[dict, dict]:
 
 def _one_line(err: BaseException, *words: str) -> str:
     msg = str(err)
-    assert "\n" not in msg and msg.startswith("--resume: "), msg
+    assert "\n" not in msg and msg.startswith("resume: "), msg
     for w in words:
         assert w in msg, msg
     return msg
@@ -476,7 +476,7 @@ def _one_error(res: dict, words: str) -> None:
     assert res["exception"] is None, res["exception"]
     assert "Traceback" not in res["stderr"] + res["stdout"], res["stderr"]
     lines = res["stderr"].splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hermes: error: --resume: ") and words in lines[0], res["stderr"]
+    assert len(lines) == 1 and lines[0].startswith("hermes: error: resume: ") and words in lines[0], res["stderr"]
     assert res["code"] == 2
 
 
@@ -484,7 +484,7 @@ def _one_error(res: dict, words: str) -> None:
 @pytest.mark.slow
 def test_a_damaged_checkpoint_is_found_before_mpiexec_starts(four_ranks):
     d, words = four_ranks
-    (results,) = _batch(d, "self", {c: ["run", "--resume", str(d / c)] for c in DAMAGE}, mpi=False)
+    (results,) = _batch(d, "self", {c: ["resume", str(d / c)] for c in DAMAGE}, mpi=False)
     for case in DAMAGE:
         res = results[case]
         assert not res["launched"], f"{case}: found only after mpiexec started"
@@ -497,7 +497,7 @@ def test_a_damaged_checkpoint_is_found_before_mpiexec_starts(four_ranks):
 @pytest.mark.slow
 def test_a_damaged_checkpoint_is_refused_by_every_rank_of_a_job_started_by_hand(four_ranks):
     d, words = four_ranks
-    ranks = _batch(d, "mpi", {c: ["run", "--resume", str(d / c), "--no-launch", "--quiet"] for c in DAMAGE}, mpi=True)
+    ranks = _batch(d, "mpi", {c: ["resume", str(d / c), "--no-launch", "--quiet"] for c in DAMAGE}, mpi=True)
     for case in DAMAGE:
         _one_error(ranks[0][case], words[case])
         for r, per_rank in enumerate(ranks):

@@ -109,7 +109,7 @@ def test_launcher_flags(monkeypatch):
 def test_flow_lab_bad_parameters(tmp_path, args, message):
     disc = tmp_path / "disc.txt"
     disc.write_text("0 1\n2 3\n")
-    res = cli("flow", *[str(disc) if a == "DISC" else a for a in args])
+    res = cli("lab", "flow", *[str(disc) if a == "DISC" else a for a in args])
     assert res.returncode == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hermes: error:") and message in lines[0]
@@ -119,7 +119,7 @@ def test_flow_lab_bad_parameters(tmp_path, args, message):
 def test_flow_json_and_gossip_json():
     import json
 
-    res = cli("flow", "--graph", "torus:4x4", "--capacities", "hcuw", "--weights", "ijmod3", "--loads", "one",
+    res = cli("lab", "flow", "--graph", "torus:4x4", "--capacities", "hcuw", "--weights", "ijmod3", "--loads", "one",
               "--algorithm", "lpa", "--param", "coefficients=faddeev", "--json")
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
@@ -127,7 +127,7 @@ def test_flow_json_and_gossip_json():
                 "convergence_factor", "flow_error", "exchange_rounds", "collectives", "messages", "bytes", "time"):
         assert key in d
     assert d["p"] == 16 and d["iterations"] == 15 and d["convergence_factor"] is None
-    res = cli("gossip", "--ranks", "64", "--objects", "1000", "--mapped-ranks", "2", "--iterations", "6",
+    res = cli("lab", "gossip", "--ranks", "64", "--objects", "1000", "--mapped-ranks", "2", "--iterations", "6",
               "--criterion", "modified", "--json")
     assert res.returncode == 0, res.stderr
     g = json.loads(res.stdout)
@@ -150,3 +150,75 @@ def test_run_looks_its_application_up_once(argv, name):
     args = build_parser().parse_args([a.replace("scenarios/", str(ROOT / "scenarios") + "/") for a in argv])
     assert application_for(args).name == name
     assert [a.name for a in APPLICATIONS] == ["bahi", "mesh"]
+
+
+NOTE = "hermes: '{old}' is now '{new}'; the old spelling goes in the next release"
+
+
+@pytest.mark.parametrize("old, argv, check", [
+    ("hermes replay", ["replay", "T", "--list"], lambda out, tmp: "pcg" in out.split()),
+    ("hermes flow", ["flow", "--graph", "path:4", "--algorithm", "pcg", "--json"],
+     lambda out, tmp: json.loads(out)["p"] == 4),
+    ("hermes gossip", ["gossip", "--ranks", "4", "--objects", "20", "--json"],
+     lambda out, tmp: json.loads(out)["ranks"] == 4),
+    pytest.param("hermes flow-bench", ["flow-bench", "--quick", "--family", "table10.1", "--out", "{tmp}/fb"],
+                 lambda out, tmp: (tmp / "fb" / "table-10.1.csv").is_file(), marks=pytest.mark.slow),
+])
+def test_an_old_spelling_still_works_and_says_its_new_one_on_stderr_only(tmp_path, old, argv, check):
+    """Each command renamed by the grammar of verbs and nouns runs as before, one note on stderr naming its new
+    spelling; stdout (--json, --list) is the command's alone."""
+    from hermes.cli.parser import OLD_SPELLINGS
+
+    res = cli(*[a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines() == [NOTE.format(old=old, new=OLD_SPELLINGS[old])]
+    assert "old spelling" not in res.stdout and check(res.stdout, tmp_path)
+
+
+def test_run_resume_is_now_resume(tmp_path):
+    """``hermes run --resume DIR`` is ``hermes resume DIR`` (the note, then the same check of DIR); so is
+    ``--resume=DIR`` and an abbreviation; the launcher re-runs the new spelling under mpiexec (no note in the job)."""
+    from hermes.cli.parser import OLD_SPELLINGS, respell
+
+    res = cli("run", "--resume", str(tmp_path / "absent"), "--quiet")
+    assert res.returncode == 2
+    assert res.stderr.splitlines() == [NOTE.format(old="hermes run --resume DIR", new=OLD_SPELLINGS[
+        "hermes run --resume DIR"]), f"hermes: error: resume: {tmp_path / 'absent'} is not a run directory"]
+    new = cli("resume", str(tmp_path / "absent"), "--quiet")
+    assert new.returncode == 2 and new.stderr.splitlines() == res.stderr.splitlines()[1:]
+    for argv in (["run", "--resume=R", "--quiet"], ["run", "--quiet", "--res", "R"]):
+        assert respell(argv)[0] == ["resume", "R", "--quiet"]
+    assert respell(["run", "s.yaml", "--out", "o"]) == (["run", "s.yaml", "--out", "o"], None)
+    assert respell(["run", "--set", "x=1", "--", "--resume", "R"])[1] is None
+
+
+def test_only_rank_0_says_the_note():
+    env_rank = {**os.environ, "OMPI_COMM_WORLD_RANK": "1", "PYTHONPATH": str(ROOT)}
+    env_rank = {k: v for k, v in env_rank.items() if k not in _LAUNCHER_ENV or k == "OMPI_COMM_WORLD_RANK"}
+    res = subprocess.run([sys.executable, "-m", "hermes", "replay", "T", "--list"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, env=env_rank)
+    assert res.returncode == 0 and res.stderr == "" and "pcg" in res.stdout.split()
+
+
+def test_help_lists_the_grammar_of_verbs_and_nouns():
+    res = cli("--help")
+    listed = {line.split()[0] for line in res.stdout.splitlines() if line.startswith("    ")}
+    assert {"run", "resume", "compare", "plot", "mesh", "trace", "lab", "balancers", "scenario"} <= listed
+    assert not listed & {"replay", "flow", "gossip", "flow-bench"}
+    assert "replay" in cli("trace", "--help").stdout and "bench" in cli("lab", "--help").stdout
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["rnu"], "unknown command 'rnu' (did you mean 'run'?)"),
+    (["trace", "replya", "T"], "trace: unknown command 'replya' (did you mean 'replay'?)"),
+    (["lab", "gosip"], "lab: unknown command 'gosip' (did you mean 'gossip'?)"),
+    (["replya"], "unknown command 'replya' (did you mean 'trace replay'?)"),
+    (["xyzzy"], "unknown command 'xyzzy' (hermes --help lists the commands)"),
+    (["run", "--procesors", "4"], "run: unrecognized arguments: --procesors (did you mean '--processes'?)"),
+    (["lab", "bench", "--quik"], "lab bench: unrecognized arguments: --quik (did you mean '--quick'?)"),
+    (["mesh", "info", "m.vtu", "--jsn"], "mesh info: unrecognized arguments: --jsn (did you mean '--json'?)"),
+])
+def test_a_mistyped_command_or_option_is_one_line_with_the_closest(argv, line):
+    res = cli(*argv)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [f"hermes: error: {line}"]

@@ -334,7 +334,7 @@ def test_a_symlinked_checkpoint_directory_is_never_written_through(tmp_path):
     (out / "checkpoint").rmdir()
     (out / "checkpoint").symlink_to(foreign)
     before = snapshot(foreign)
-    res = hermes("run", "--resume", out)
+    res = hermes("resume", out)
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
     assert snapshot(foreign) == before
 
@@ -471,7 +471,7 @@ def test_a_resumed_run_leaves_no_lock_file(tmp_path):
                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT,
                          env={**_env(), "HERMES_FAULT": "kill:0:1"}, timeout=300)
     assert res.returncode == -signal.SIGKILL and (out / LOCK).is_file(), res.stderr
-    res = hermes("run", "--resume", out)
+    res = hermes("resume", out)
     assert res.returncode == 0, res.stderr
     assert json.loads((out / "summary.json").read_text())["complete"] is True and not (out / LOCK).exists()
 
@@ -514,12 +514,13 @@ BAD_PATHS = {"newline": "a\nb", "escape": "x\x1b[2Jy", "carriage return": "runs/
 
 
 @pytest.mark.parametrize("argv", [
-    ["run", "--out", "{p}"], ["run", "--resume", "{p}"], ["run", "{p}"], ["plot", "{p}"], ["plot", "R", "--out", "{p}"],
+    ["run", "--out", "{p}"], ["resume", "{p}"], ["run", "{p}"], ["plot", "{p}"], ["plot", "R", "--out", "{p}"],
     ["compare", "--out", "{p}"], ["compare", "--report", "{p}"], ["compare", "--trace", "{p}"], ["compare", "{p}"],
-    ["replay", "{p}"], ["replay", "T", "--out", "{p}"], ["trace", "info", "{p}"], ["trace", "write", "{p}"],
+    ["trace", "replay", "{p}"], ["trace", "replay", "T", "--out", "{p}"], ["trace", "info", "{p}"],
+    ["trace", "write", "{p}"],
     ["trace", "write", "R", "--out", "{p}"], ["scenario", "{p}"], ["mesh", "info", "{p}"],
-    ["mesh", "generate", "grid", "--out", "{p}"], ["flow-bench", "--out", "{p}"],
-    ["gossip", "--ranks", "2", "--objects", "4", "--write-trace", "{p}"],
+    ["mesh", "generate", "grid", "--out", "{p}"], ["lab", "bench", "--out", "{p}"],
+    ["lab", "gossip", "--ranks", "2", "--objects", "4", "--write-trace", "{p}"],
 ], ids=lambda a: " ".join(a).replace("{p}", "P"))
 def test_every_path_option_refuses_what_one_line_cannot_show(tmp_path, monkeypatch, capsys, argv):
     """A path holding a newline or another control character, a line separator or bytes that are not UTF-8 (or
@@ -556,7 +557,7 @@ def test_an_output_directory_with_a_trailing_slash_is_that_directory(tmp_path, f
     assert res.returncode == 0 and (tmp_path / "replayed" / "replay.csv").is_file(), res.stderr
     (tmp_path / "gossip").mkdir()
     monkeypatch.chdir(tmp_path)
-    assert main(["gossip", "--ranks", "2", "--objects", "4", "--write-trace", "gossip/"]) == 2
+    assert main(["lab", "gossip", "--ranks", "2", "--objects", "4", "--write-trace", "gossip/"]) == 2
     assert capsys.readouterr().err.startswith("hermes: error: --write-trace: 'gossip/' names a directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done", "fresh", "gossip", "pics", "replayed", "trace"]
     assert list((tmp_path / "gossip").iterdir()) == []

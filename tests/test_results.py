@@ -87,7 +87,7 @@ def test_a_finished_run_is_replaced_wholesale(tmp_path, complete, marker):
 def test_an_unfinished_run_is_kept_unless_forced(tmp_path):
     run = _run(tmp_path / "r", complete=False, phases=3, checkpoint=2)
     with pytest.raises(RunDirError, match=r"^--out: .* holds an unfinished hermes run \(3 phases recorded, a "
-                                          r"checkpoint at phase 2\): resume it with 'hermes run --resume "):
+                                          r"checkpoint at phase 2\): resume it with 'hermes resume "):
         open_run_dir(run, "--out")
     assert (run / "vtu" / "phase-004.vtu").exists()
     plain = _run(tmp_path / "p", complete=False, phases=1)

@@ -80,6 +80,24 @@ def balance(model: Model, algorithm: str = "pcg", *, links=None, **params) -> Fl
     ------
     BalancerError
         Unknown balancer, one without a flow (``metis``), or a bad parameter.
+
+    Examples
+    --------
+    Six units of load on the first of three processors in a line: 4 cross the first edge, 2 the second.
+
+    >>> import hermes
+    >>> model = hermes.Model.create(3, [(0, 1), (1, 2)], loads=[6, 0, 0], capacities=[1, 1, 1])
+    >>> res = hermes.balance(model, "pcg", tolerance=1e-12)
+    >>> res.flow.round(12).tolist(), res.converged
+    ([4.0, 2.0], True)
+    >>> model.apply_flow(res.flow).round(12).tolist()
+    [2.0, 2.0, 2.0]
+    >>> hermes.balance(model, "gda0", tolerance=1e-6).converged
+    True
+    >>> hermes.balance(model, "pgc")
+    Traceback (most recent call last):
+    ...
+    hermes.errors.BalancerError: unknown balancer 'pgc'...
     """
     from hermes.balance.registry import get_balancer
 

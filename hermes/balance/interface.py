@@ -277,7 +277,7 @@ class BalancerInfo:
 
     ``run(ctx) -> Decision`` is the distributed form, called collectively inside ``hermes run``;
     ``serial(model, *, links=None, **params) -> FlowResult`` is the serial reference on the whole
-    processor graph (the oracle of the tests and the engine of the offline lab ``hermes flow``), None for
+    processor graph (the oracle of the tests and the engine of the offline lab ``hermes lab flow``), None for
     methods that do not compute a flow (``metis``). ``params`` is the parameter model.
     """
 
@@ -286,7 +286,7 @@ class BalancerInfo:
     params: type[Params] = NoParams
     doc: str = ""
     serial: Callable[..., Any] | None = None
-    #: balances a trace's tasks only (``hermes replay``): a mesh scenario naming it is refused when it is read
+    #: balances a trace's tasks only (``hermes trace replay``): a mesh scenario naming it is refused when it is read
     replay_only: bool = False
 
     @property

@@ -44,6 +44,19 @@ class Model:
         Normalised to sum 1 by :meth:`create`.
     weights : ndarray of float64, shape (q,)
         Positive edge weights (conductances).
+
+    Examples
+    --------
+    Three processors in a line, the first twice as fast as the others:
+
+    >>> from hermes.balance.model import Model
+    >>> m = Model.create(3, [(1, 2), (1, 0)], loads=[0, 8, 0], capacities=[2, 1, 1])
+    >>> m.edges.tolist(), m.capacities.tolist()
+    ([[0, 1], [1, 2]], [0.5, 0.25, 0.25])
+    >>> m.fair_loads.tolist(), m.imbalance
+    ([4.0, 2.0, 2.0], 4.0)
+    >>> m.degree.tolist()
+    [1, 2, 1]
     """
 
     p: int

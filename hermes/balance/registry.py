@@ -139,7 +139,7 @@ def register(name: str, *, params: type[Params] = NoParams, doc: str = "",
              serial: Callable[..., Any] | None = None,
              replay_only: bool = False) -> Callable[[Callable[[BalanceContext], Decision]], Any]:
     """Decorator: register ``run`` as the balancer ``name`` in :data:`BALANCERS` (returns ``run`` unchanged);
-    ``replay_only``: it balances a trace's tasks (``hermes replay``), never a running mesh."""
+    ``replay_only``: it balances a trace's tasks (``hermes trace replay``), never a running mesh."""
 
     def deco(run: Callable[[BalanceContext], Decision]):
         BALANCERS.add(BalancerInfo(name, run, params, doc, serial, replay_only))

@@ -1,11 +1,18 @@
 """The ``hermes`` command line: parse, dispatch, report errors in one line.
 
+One grammar, after git's habits: verbs for what users do — ``run``, ``resume RUN_DIR``, ``compare``, ``plot`` —
+and nouns with subcommands for what they inspect — ``mesh info|generate``, ``trace info|write|replay``, ``lab
+flow|gossip|bench``, ``balancers``, ``scenario``. The spellings before it (``replay``, ``flow``, ``gossip``,
+``flow-bench``, ``run --resume DIR``) still work for one release: :func:`hermes.cli.parser.respell` rewrites them
+before parsing and rank 0 says the new spelling in one note on stderr (stdout belongs to ``--json`` and ``--list``).
+A mistyped command, subcommand or option is one line with the closest names (:func:`hermes.suggest.close_names`).
+
 Commands are thin wrappers over Python functions (:func:`hermes.lifecycle.driver.run`, :func:`hermes.viz.plot_run`
-...), one module per group: :mod:`~hermes.cli.run` (``run``, also ``--resume``; the applications it runs:
+...), one module per group: :mod:`~hermes.cli.run` (``run`` and ``resume``; the applications it runs:
 :mod:`~hermes.cli.run_mesh`, :mod:`~hermes.cli.run_bahi`), :mod:`~hermes.cli.plot`, :mod:`~hermes.cli.compare`
-(``compare``, ``replay``, ``trace``), :mod:`~hermes.cli.info` (``scenario``, ``balancers``, ``mesh``) and
-:mod:`~hermes.cli.lab` (``flow``, ``gossip``, ``flow-bench``), each imported only when its command runs (``hermes
---version`` imports none). The parser is :mod:`hermes.cli.parser`. Only the runtime names ``MPI.COMM_WORLD``
+(``compare``, ``trace``), :mod:`~hermes.cli.info` (``scenario``, ``balancers``, ``mesh``) and :mod:`~hermes.cli.lab`
+(``lab flow``, ``lab gossip``, ``lab bench``), each imported only when its command runs (``hermes --version``
+imports none). The parser is :mod:`hermes.cli.parser`. Only the runtime names ``MPI.COMM_WORLD``
 (:func:`hermes.runtime.world.world`).
 
 Exit codes: 0 success, 2 bad input or results that cannot be written (a full disk, a read-only medium, a directory
@@ -23,7 +30,7 @@ import os
 import sys
 
 from hermes.cli.common import EXIT_BAD_INPUT, error, world_rank
-from hermes.cli.parser import UsageError, build_parser
+from hermes.cli.parser import UsageError, build_parser, respell
 
 __all__ = ["main", "build_parser"]
 
@@ -49,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 #: the arguments that name a file, a directory or a trace's stem (the attribute of the parsed arguments → the
 #: name an error line gives it): each is checked by :func:`hermes.files.check_path` before a command runs
 _PATH_OPTIONS = {"scenario": "scenario", "experiment": "experiment", "run_dir": "RUN_DIR", "stem": "STEM",
-                 "file": "file", "out": "--out", "resume": "--resume", "report_dir": "--report", "trace": "--trace",
+                 "file": "file", "out": "--out", "resume": "RUN_DIR", "report_dir": "--report", "trace": "--trace",
                  "write_trace": "--write-trace"}
 
 #: options whose value may start with '-' (a box with a negative corner: ``--zoom -1.5,-0.5,2,0.5``)
@@ -77,7 +84,9 @@ def _glue_negative_values(argv: list[str]) -> list[str]:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    argv = _glue_negative_values(list(sys.argv[1:] if argv is None else argv))
+    argv, note = respell(_glue_negative_values(list(sys.argv[1:] if argv is None else argv)))
+    if note is not None and world_rank() == 0:  # stderr: stdout belongs to --json and --list
+        print(f"hermes: {note}; the old spelling goes in the next release", file=sys.stderr, flush=True)
     try:
         args = build_parser().parse_args(argv)
     except UsageError as err:
@@ -100,7 +109,7 @@ def _main(argv: list[str] | None = None) -> int:
 
         print(f"hermes {__version__}")
         return 0
-    if args.command == "run":
+    if args.command in ("run", "resume"):
         from hermes.cli.run import cmd_run
 
         return cmd_run(args, argv)
@@ -108,17 +117,21 @@ def _main(argv: list[str] | None = None) -> int:
         from hermes.cli.plot import cmd_plot
 
         return cmd_plot(args)
-    if args.command in ("compare", "replay", "trace"):
-        from hermes.cli.compare import cmd_compare, cmd_replay, cmd_trace
+    if args.command == "compare":
+        from hermes.cli.compare import cmd_compare
 
-        return {"compare": cmd_compare, "replay": cmd_replay, "trace": cmd_trace}[args.command](args)
+        return cmd_compare(args)
+    if args.command == "trace":
+        from hermes.cli.compare import cmd_replay, cmd_trace
+
+        return cmd_replay(args) if args.trace_command == "replay" else cmd_trace(args)
     if args.command in ("scenario", "balancers", "mesh"):
         from hermes.cli.info import cmd_balancers, cmd_mesh, cmd_scenario
 
         return {"scenario": cmd_scenario, "balancers": cmd_balancers, "mesh": cmd_mesh}[args.command](args)
-    if args.command in ("flow", "gossip", "flow-bench"):
+    if args.command == "lab":
         from hermes.cli.lab import cmd_flow, cmd_flow_bench, cmd_gossip
 
-        return {"flow": cmd_flow, "gossip": cmd_gossip, "flow-bench": cmd_flow_bench}[args.command](args)
+        return {"flow": cmd_flow, "gossip": cmd_gossip, "bench": cmd_flow_bench}[args.lab_command](args)
     build_parser().print_help()
     return EXIT_BAD_INPUT

@@ -1,4 +1,4 @@
-"""``hermes compare`` (an experiment: axes swept over a base scenario, or over a trace), ``hermes replay`` (the
+"""``hermes compare`` (an experiment: axes swept over a base scenario, or over a trace), ``hermes trace replay`` (the
 phases of a vt LBDatafile trace balanced by any balancers) and ``hermes trace`` (describe or write a trace)."""
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ def markdown_balancers(balancers: dict) -> str:
            "## Command-line options", "",
            "| command | option | default | range |", "|---|---|---|---|",
            *_option_rows(build_parser()), "",
-           "`--set KEY=VALUE` (run, scenario, compare) and `--param` (flow, replay) take the ranges of the keys below.",
+           "`--set KEY=VALUE` (run, scenario, compare) and `--param` (lab flow, trace replay) take the ranges of the keys below.",
            "",
            "## Scenario keys", "",
            "| key | default | values | description |", "|---|---|---|---|",

@@ -1,5 +1,5 @@
-"""The offline labs: ``hermes flow`` (a balancer's serial reference on a processor graph), ``hermes gossip``
-(Grapevine on object loads) and ``hermes flow-bench`` (the published iteration/time figures)."""
+"""The offline labs: ``hermes lab flow`` (a balancer's serial reference on a processor graph), ``hermes lab gossip``
+(Grapevine on object loads) and ``hermes lab bench`` (the published iteration/time figures)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,9 @@ import argparse
 import re
 
 from hermes.bounds import BIG, MAX_PROCESSORS, MAX_SEED, TINY, NumberRange, number_problem, shown
+from hermes.suggest import close_names
 
-__all__ = ["UsageError", "build_parser", "Number", "Integer", "Numbers", "Box"]
+__all__ = ["UsageError", "build_parser", "respell", "OLD_SPELLINGS", "Number", "Integer", "Numbers", "Box"]
 
 
 class UsageError(Exception):
@@ -161,30 +162,99 @@ class _Parser(argparse.ArgumentParser):
             kwargs["help"] = f"{kwargs['help']} [{kind.describe()}]"
         return super().add_argument(*args, **kwargs)
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with an unknown option reported by the (sub)command it was given to, and the options of
+        that command closest to it suggested."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            where = self._chosen(parsed)
+            known = {o.lstrip("-"): o for a in where._actions for o in a.option_strings
+                     if o.startswith("--") and a.help is not argparse.SUPPRESS}
+            hits = next((h for h in (close_names(e.split("=", 1)[0].lstrip("-"), known) for e in extras
+                                     if e.startswith("--")) if h), [])
+            hint = f" (did you mean {' or '.join(repr(known[h]) for h in hits)}?)" if hits else ""
+            where.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
+
+    def _chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost (sub)command parser the parsed arguments went through."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            chosen = getattr(parsed, action.dest, None) if action is not None else None
+            if chosen not in (action.choices if action is not None else {}):
+                return parser
+            parser = action.choices[chosen]
+
     def error(self, message: str):
         name = self.prog.removeprefix("hermes").strip()
-        raise UsageError(f"{name + ': ' if name else ''}{message} (hermes {name or ''} --help lists the options)"
-                         .replace("hermes  --help", "hermes --help"))
+        unknown = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
+        if unknown:  # a mistyped command or subcommand: the closest ones (an old spelling by its new one)
+            action = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
+            known = {c: c for c in action.choices}
+            if not name:
+                known.update({old: " ".join(new) for old, new in _OLD_COMMANDS.items()})
+            hits = close_names(unknown[1], known)
+            hint = f" (did you mean {' or '.join(repr(known[h]) for h in hits)}?)" if hits else \
+                f" (hermes {name + ' ' if name else ''}--help lists the commands)"
+            raise UsageError(f"{name + ': ' if name else ''}unknown command {unknown[1]!r}{hint}")
+        tail = "" if "(did you mean" in message else f" (hermes {name + ' ' if name else ''}--help lists the options)"
+        raise UsageError(f"{name + ': ' if name else ''}{message}{tail}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="hermes", description="Dynamic load balancing testbed for adaptive meshes")
-    ap.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = ap.add_subparsers(dest="command")
+#: the commands renamed by the grammar of verbs and nouns (old first word → its new words); each old spelling works
+#: for one more release, :func:`respell` rewriting it and saying so on stderr
+_OLD_COMMANDS = {"replay": ("trace", "replay"), "flow": ("lab", "flow"), "gossip": ("lab", "gossip"),
+                 "flow-bench": ("lab", "bench")}
+#: every old spelling, as the note names it (tests/test_cli.py checks each still works)
+OLD_SPELLINGS = {**{f"hermes {old}": f"hermes {' '.join(new)}" for old, new in _OLD_COMMANDS.items()},
+                 "hermes run --resume DIR": "hermes resume DIR"}
 
-    r = sub.add_parser("run", help="run one experiment phase by phase under MPI")
-    r.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
-    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario value, e.g. --set balancer.algorithm=none (repeatable); a path is "
-                   "relative to the current directory (paths written in the YAML: to that file); mesh.file=... "
-                   "replaces a mesh.grid and mesh.grid=... a mesh.file")
-    r.add_argument("--out", help="run directory, relative to the current directory (default "
-                   "runs/<scenario>-<timestamp>); a finished hermes run in it "
-                   "is replaced, any other non-empty directory refused")
-    r.add_argument("--force", action="store_true",
-                   help="replace an unfinished hermes run in --out (one that could be resumed)")
-    r.add_argument("--resume", metavar="RUN_DIR",
-                   help="continue the run in RUN_DIR from its last checkpoint (output.checkpoint_every)")
+
+def respell(argv: list[str]) -> tuple[list[str], str | None]:
+    """An old spelling of a command line rewritten in the grammar of verbs and nouns, and the note that says so.
+
+    ``hermes replay`` → ``hermes trace replay``, ``hermes flow`` / ``gossip`` / ``flow-bench`` → ``hermes lab
+    flow`` / ``gossip`` / ``bench``, ``hermes run --resume DIR ...`` → ``hermes resume DIR ...`` (``--resume=DIR`` and
+    argparse's abbreviations, ``--res DIR``, too). A command line in the new grammar is returned as it is, with no
+    note. The rewrite happens before parsing, so that a launcher re-running the command under ``mpiexec`` hands its
+    ranks the new spelling and the note is said once.
+
+    Examples
+    --------
+    >>> respell(["replay", "t/data", "--no-plot"])[0]
+    ['trace', 'replay', 't/data', '--no-plot']
+    >>> respell(["run", "--resume", "runs/a", "--quiet"])
+    (['resume', 'runs/a', '--quiet'], "'hermes run --resume DIR' is now 'hermes resume DIR'")
+    >>> respell(["trace", "replay", "t/data"])
+    (['trace', 'replay', 't/data'], None)
+    """
+    if not argv:
+        return argv, None
+    first, rest = argv[0], argv[1:]
+    if first in _OLD_COMMANDS:
+        new = _OLD_COMMANDS[first]
+        return [*new, *rest], f"'hermes {first}' is now 'hermes {' '.join(new)}'"
+    if first != "run":
+        return argv, None
+    for i, word in enumerate(rest):
+        if word == "--":
+            break
+        option, eq, value = word.partition("=")
+        if len(option) > 2 and "--resume".startswith(option):  # --resume or an abbreviation (no other run option
+            # starts with --r)
+            if eq:
+                run_dir, others = value, rest[:i] + rest[i + 1:]
+            elif i + 1 < len(rest):
+                run_dir, others = rest[i + 1], rest[:i] + rest[i + 2:]
+            else:
+                return argv, None  # no value: argparse says so
+            return ["resume", run_dir, *others], "'hermes run --resume DIR' is now 'hermes resume DIR'"
+    return argv, None
+
+
+def _add_job_options(r: argparse.ArgumentParser) -> None:
+    """The options of the MPI job that ``hermes run`` and ``hermes resume`` share."""
     r.add_argument("--timeout", metavar="SECONDS", type=Number(0, MAX_TIMEOUT, lo_open=True),
                    help="end the job if a phase (or the set-up) takes longer (a rank stopped or hung); "
                    "overrides run.timeout")
@@ -199,6 +269,40 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-pictures", action="store_true", help="skip PNG pictures")
     # the launcher holds the run directory's lock and hands it to the job's rank 0 (hermes.files.DirLock)
     r.add_argument("--lock-token", help=argparse.SUPPRESS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every ``hermes`` command: verbs for what users do (run, resume, compare, plot), nouns with
+    subcommands for what they inspect (mesh, trace, lab, balancers, scenario). The old spellings are rewritten by
+    :func:`respell` before parsing, so they are no commands of their own here."""
+    ap = _Parser(prog="hermes", description="Dynamic load balancing testbed for adaptive meshes")
+    ap.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run one experiment phase by phase under MPI")
+    r.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario value, e.g. --set balancer.algorithm=none (repeatable); a path is "
+                   "relative to the current directory (paths written in the YAML: to that file); mesh.file=... "
+                   "replaces a mesh.grid and mesh.grid=... a mesh.file")
+    r.add_argument("--out", help="run directory, relative to the current directory (default "
+                   "runs/<scenario>-<timestamp>); a finished hermes run in it "
+                   "is replaced, any other non-empty directory refused")
+    r.add_argument("--force", action="store_true",
+                   help="replace an unfinished hermes run in --out (one that could be resumed)")
+    # the old spelling of ``hermes resume RUN_DIR`` (respell() rewrites it before parsing; kept for one release)
+    r.add_argument("--resume", metavar="RUN_DIR", help=argparse.SUPPRESS)
+    _add_job_options(r)
+
+    rs = sub.add_parser("resume", help="continue a run from its last checkpoint (output.checkpoint_every)")
+    rs.add_argument("resume", metavar="RUN_DIR", help="the run directory of the run to continue (its scenario and "
+                    "processors are the run's own)")
+    _add_job_options(rs)
+    # what a resumed run takes from RUN_DIR: accepted here so that hermes run's check refuses them in words
+    rs.add_argument("scenario", nargs="?", help=argparse.SUPPRESS)
+    rs.add_argument("--set", dest="overrides", action="append", default=[], help=argparse.SUPPRESS)
+    rs.add_argument("--out", help=argparse.SUPPRESS)
+    rs.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
 
     pl = sub.add_parser("plot", help="(re)draw the pictures of a run directory (into RUN_DIR/plots/ or --out; "
                         "the run's own pictures are left as they are)")
@@ -248,31 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--trace", metavar="STEM", help="a vt LBDatafile trace as the base: each run replays it "
                     "(hermes replay) with the axes' balancers and replay options (docs/TRACES.md)")
 
-    sc = sub.add_parser("scenario", help="print the resolved scenario (validation only, no MPI)")
-    sc.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
-    sc.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a scenario value, e.g. --set processors=8 (repeatable; a path is relative to "
-                    "the current directory; mesh.file=... replaces a mesh.grid and the reverse)")
-
-    ba = sub.add_parser("balancers", help="list the balancers (built in and plug-ins) and their parameters")
-    ba.add_argument("--verbose", action="store_true", help="one line per parameter: default and description")
-    ba.add_argument("--markdown", action="store_true", help="the parameter reference as Markdown "
-                    "(docs/PARAMETERS.md is this output)")
-
-    fl = sub.add_parser("flow", help="offline lab: run a balancer's serial reference on a processor graph")
-    fl.add_argument("--graph", required=True, help="path:N ring:N star:N mesh:RxC torus:RxC tree:K:N complete:N "
-                    "wheel:N bipartite:AxB, mesh-file:PATH:P, or an edge-list / JSON file")
-    fl.add_argument("--capacities", default="homo", help="homo | hcuw | list | file")
-    fl.add_argument("--weights", default="1", help="1 | kmod4 | ijmod3 | list | file")
-    fl.add_argument("--loads", default="random:0", help="one | eq | high | half | random:SEED | list | file")
-    fl.add_argument("--algorithm", required=True, help="a balancer name (hermes balancers)")
-    fl.add_argument("--tol", type=Number(0, 1, hi_open=True), help="convergence tolerance (the balancer's 'tolerance')")
-    fl.add_argument("--param", dest="params", action="append", default=[], metavar="KEY=VALUE",
-                    help="another balancer parameter (repeatable)")
-    fl.add_argument("--json", action="store_true", help="print one JSON object")
-
     me = sub.add_parser("mesh", help="mesh tools: describe a mesh file, generate a CFD mesh")
-    msub = me.add_subparsers(dest="mesh_command", required=True)
+    msub = me.add_subparsers(dest="mesh_command", required=True, metavar="COMMAND")
     mi = msub.add_parser("info", help="counts, connectivity, degree, bounding box and validity problems")
     mi.add_argument("file", help="a mesh or graph file (meshio formats, .graph/.chaco/.metis, .mtx)")
     mi.add_argument("--units", choices=["cells", "nodes"], default="cells",
@@ -284,35 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--size", type=Integer(1, MAX_GENERATED_CELLS), help="approximate number of cells (default: the shipped mesh's size)")
     mg.add_argument("--out", required=True, help="output file; the suffix picks the format (.vtu, .msh, ...)")
 
-    fb = sub.add_parser("flow-bench", help="regenerate the published iteration/time figures (CSV + PNG)")
-    fb.add_argument("--out", default="runs/flow-bench", help="output directory")
-    fb.add_argument("--family", choices=["diffusion", "polynomial", "table10.1", "all"], default="all")
-    fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
-    fb.add_argument("--profile", help="a platform profile (name, e.g. thesis2003, or file): the balancers' "
-                    "messages at its costs (polynomial, table10.1)")
-
-    gp = sub.add_parser("gossip", help="offline lab: Grapevine gossip balancing on object loads")
-    gp.add_argument("--ranks", type=Integer(1, MAX_PROCESSORS), required=True, help="number of ranks |P|")
-    gp.add_argument("--objects", type=Integer(0, MAX_OBJECTS), required=True, help="number of objects |O| (the units of load)")
-    gp.add_argument("--mapped-ranks", type=Integer(1, MAX_PROCESSORS), help="objects start on the first M ranks (default: all)")
-    gp.add_argument("--loads", default="iso", help="object loads: uniform:A,B | lognormal:A,B | iso (all 1) | "
-                    "FILE | lbaf:STEM (LBAF LBDatafile JSON)")
-    gp.add_argument("--iterations", type=Integer(0, MAX_GOSSIP_ITERATIONS), default=4, help="inform + transfer iterations i (default 4)")
-    gp.add_argument("--rounds", type=Integer(1, MAX_PROCESSORS), default=4, help="gossip rounds k of the inform stage (default 4)")
-    gp.add_argument("--fanout", type=Integer(1, MAX_PROCESSORS), default=4, help="peers f each rank informs per round (default 4)")
-    gp.add_argument("--threshold", type=Number(1, BIG), default=1.0,
-                    help="overload threshold T relative to the average load (default 1.0)")
-    gp.add_argument("--criterion", choices=["original", "modified"], default="modified",
-                    help="transfer criterion: 6 (original) or 6' (modified, default)")
-    gp.add_argument("--source-load", choices=["turn", "current"], default="turn",
-                    help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
-    gp.add_argument("--seed", type=Integer(0, MAX_SEED), default=0, help="random seed (default 0)")
-    gp.add_argument("--json", action="store_true", help="print one JSON object")
-    gp.add_argument("--write-trace", metavar="STEM", help="also write the initial and final assignments as an "
-                    "LBDatafile trace STEM.<rank>.json (phases 0 and 1) for LBAF or vt-tv")
-
-    tr = sub.add_parser("trace", help="vt LBDatafile traces: describe one, write a hermes run as one")
-    tsub = tr.add_subparsers(dest="trace_command", required=True)
+    tr = sub.add_parser("trace", help="vt LBDatafile traces: describe one, write a hermes run as one, balance "
+                        "its phases with any balancers")
+    tsub = tr.add_subparsers(dest="trace_command", required=True, metavar="COMMAND")
     ti = tsub.add_parser("info", help="ranks, phases, tasks, communications, user_defined keys, loads per phase")
     ti.add_argument("stem", help="the trace: STEM for STEM.0.json ... (plain or brotli)")
     ti.add_argument("--phase", default="all", help="phases: all (default), K, A-B or a comma list")
@@ -324,11 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
     tw.add_argument("--cells-per-block", type=Integer(1, MAX_CELLS_PER_BLOCK), help="tasks are blocks of about K cells (default: cells)")
     tw.add_argument("--compress", action="store_true", help="brotli-compress the files")
 
-    rp = sub.add_parser("replay", help="balance the phases of a real application's trace (vt LBDatafile) with any "
+    rp = tsub.add_parser("replay", help="balance the phases of a real application's trace (vt LBDatafile) with any "
                         "balancers and compare them")
     rp.add_argument("stem", help="the trace: STEM for the per-rank files STEM.0.json ... (plain or brotli)")
     rp.add_argument("--algorithm", "--algorithms", default="grapevine,pcg,metis",
-                    help="balancers, comma-separated (default grapevine,pcg,metis; 'hermes replay --list' names "
+                    help="balancers, comma-separated (default grapevine,pcg,metis; 'hermes trace replay --list' names "
                     "those replay runs)")
     rp.add_argument("--phase", default="all", help="phases: all (default), K, A-B or a comma list (0,3-5)")
     rp.add_argument("--out", help="results directory (default runs/replay-<stem>-<timestamp>)")
@@ -367,4 +422,57 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-plot", action="store_true", help="no replay.png")
     rp.add_argument("--list", action="store_true", help="print the balancers replay runs and exit")
     rp.add_argument("--quiet", action="store_true", help="print only the results directory")
+    la = sub.add_parser("lab", help="offline lab (no MPI): a balancer's flow on a processor graph, Grapevine gossip, "
+                        "the published figures")
+    lsub = la.add_subparsers(dest="lab_command", required=True, metavar="COMMAND")
+    fl = lsub.add_parser("flow", help="run a balancer's serial reference on a processor graph")
+    fl.add_argument("--graph", required=True, help="path:N ring:N star:N mesh:RxC torus:RxC tree:K:N complete:N "
+                    "wheel:N bipartite:AxB, mesh-file:PATH:P, or an edge-list / JSON file")
+    fl.add_argument("--capacities", default="homo", help="homo | hcuw | list | file")
+    fl.add_argument("--weights", default="1", help="1 | kmod4 | ijmod3 | list | file")
+    fl.add_argument("--loads", default="random:0", help="one | eq | high | half | random:SEED | list | file")
+    fl.add_argument("--algorithm", required=True, help="a balancer name (hermes balancers)")
+    fl.add_argument("--tol", type=Number(0, 1, hi_open=True), help="convergence tolerance (the balancer's 'tolerance')")
+    fl.add_argument("--param", dest="params", action="append", default=[], metavar="KEY=VALUE",
+                    help="another balancer parameter (repeatable)")
+    fl.add_argument("--json", action="store_true", help="print one JSON object")
+
+    gp = lsub.add_parser("gossip", help="Grapevine gossip balancing on object loads")
+    gp.add_argument("--ranks", type=Integer(1, MAX_PROCESSORS), required=True, help="number of ranks |P|")
+    gp.add_argument("--objects", type=Integer(0, MAX_OBJECTS), required=True, help="number of objects |O| (the units of load)")
+    gp.add_argument("--mapped-ranks", type=Integer(1, MAX_PROCESSORS), help="objects start on the first M ranks (default: all)")
+    gp.add_argument("--loads", default="iso", help="object loads: uniform:A,B | lognormal:A,B | iso (all 1) | "
+                    "FILE | lbaf:STEM (LBAF LBDatafile JSON)")
+    gp.add_argument("--iterations", type=Integer(0, MAX_GOSSIP_ITERATIONS), default=4, help="inform + transfer iterations i (default 4)")
+    gp.add_argument("--rounds", type=Integer(1, MAX_PROCESSORS), default=4, help="gossip rounds k of the inform stage (default 4)")
+    gp.add_argument("--fanout", type=Integer(1, MAX_PROCESSORS), default=4, help="peers f each rank informs per round (default 4)")
+    gp.add_argument("--threshold", type=Number(1, BIG), default=1.0,
+                    help="overload threshold T relative to the average load (default 1.0)")
+    gp.add_argument("--criterion", choices=["original", "modified"], default="modified",
+                    help="transfer criterion: 6 (original) or 6' (modified, default)")
+    gp.add_argument("--source-load", choices=["turn", "current"], default="turn",
+                    help="L_i in criterion 6': at the start of the source's turn (the report's) or current")
+    gp.add_argument("--seed", type=Integer(0, MAX_SEED), default=0, help="random seed (default 0)")
+    gp.add_argument("--json", action="store_true", help="print one JSON object")
+    gp.add_argument("--write-trace", metavar="STEM", help="also write the initial and final assignments as an "
+                    "LBDatafile trace STEM.<rank>.json (phases 0 and 1) for LBAF or vt-tv")
+
+    fb = lsub.add_parser("bench", help="regenerate the published iteration/time figures (CSV + PNG)")
+    fb.add_argument("--out", default="runs/flow-bench", help="output directory")
+    fb.add_argument("--family", choices=["diffusion", "polynomial", "table10.1", "all"], default="all")
+    fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
+    fb.add_argument("--profile", help="a platform profile (name, e.g. thesis2003, or file): the balancers' "
+                    "messages at its costs (polynomial, table10.1)")
+
+    ba = sub.add_parser("balancers", help="list the balancers (built in and plug-ins) and their parameters")
+    ba.add_argument("--verbose", action="store_true", help="one line per parameter: default and description")
+    ba.add_argument("--markdown", action="store_true", help="the parameter reference as Markdown "
+                    "(docs/PARAMETERS.md is this output)")
+
+    sc = sub.add_parser("scenario", help="print the resolved scenario (validation only, no MPI)")
+    sc.add_argument("scenario", nargs="?", help="scenario YAML (default: the embedded quickstart)")
+    sc.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario value, e.g. --set processors=8 (repeatable; a path is relative to "
+                    "the current directory; mesh.file=... replaces a mesh.grid and the reverse)")
+
     return ap

@@ -40,7 +40,7 @@ def cmd_run(args, argv: list[str]) -> int:
     for noisy in ("matplotlib", "PIL"):  # --verbose is about hermes, not about font lookups
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.resume is not None and (args.scenario or args.overrides or args.out or args.force):
-        return error("--resume takes the scenario and the directory from RUN_DIR (no scenario, --set, --out or "
+        return error("resume: the scenario and the directory come from RUN_DIR (no scenario, --set, --out or "
                      "--force with it)")
     app = application_for(args)
     if not under_mpi_launcher() and not args.no_launch:

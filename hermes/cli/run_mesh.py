@@ -96,10 +96,10 @@ class MeshApplication:
         if args.resume is not None:
             d = Path(args.resume)
             if not d.is_dir():
-                raise HermesError(f"--resume: {d} is not a run directory")
+                raise HermesError(f"resume: {d} is not a run directory")
             if read_marker(d) != "run":  # nothing of a directory hermes did not make is read, let alone imported
-                raise HermesError(f"--resume: {d} is not a run directory hermes made (no {MARKER} marker)")
-            lock = claim_dir(d, "--resume", force=True)
+                raise HermesError(f"resume: {d} is not a run directory hermes made (no {MARKER} marker)")
+            lock = claim_dir(d, "resume", force=True)
             try:
                 man = verify_checkpoint(d)  # every file, and scenario.yaml unchanged, before mpiexec starts
                 n = processes_for(*_saved_hosting(d), man.ranks, args.processes)
@@ -200,5 +200,5 @@ def _resume_processors(args) -> int:
 
     d = Path(args.resume)
     if not d.is_dir() or read_marker(d) != "run":
-        raise HermesError(f"--resume: {d} is not a run directory hermes made (no {MARKER} marker)")
+        raise HermesError(f"resume: {d} is not a run directory hermes made (no {MARKER} marker)")
     return read_manifest(d).ranks

@@ -91,6 +91,21 @@ def read_mesh(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
     ------
     MeshError
         One line naming the file, for any missing, unreadable, unsupported or invalid input.
+
+    Examples
+    --------
+    The shipped 20×19 grid (from a clone's top directory): 380 cells, the graph of cells sharing an edge:
+
+    >>> from hermes.data.io import read_mesh
+    >>> mesh = read_mesh("meshes/grid20x19.vtu")
+    >>> mesh.xadj.size - 1, mesh.coords.shape, int(mesh.adjncy.size // 2)
+    (380, (380, 2), 721)
+    >>> read_mesh("meshes/grid20x19.vtu", units="nodes").xadj.size - 1
+    420
+    >>> read_mesh("meshes/absent.vtu")
+    Traceback (most recent call last):
+    ...
+    hermes.errors.MeshError: ...absent.vtu...
     """
     if units not in _UNITS:
         raise MeshError(f"unknown work units {units!r}: expected one of {', '.join(_UNITS)}")

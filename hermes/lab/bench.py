@@ -1,4 +1,4 @@
-"""flow-bench: regenerate the families of the published figures with the serial references.
+"""hermes lab bench: regenerate the families of the published figures with the serial references.
 
 Three families:
 
@@ -285,7 +285,7 @@ def flow_bench(out: str | Path, *, quick: bool = False, families=FAMILIES, profi
     """Run the families, write CSV + PNG into ``out``; returns the written paths.
 
     ``out`` is a directory of hermes' own (:func:`hermes.claims.claim_dir`, kind ``flow-bench``): new, empty,
-    or made by an earlier ``flow-bench``; locked while the families run. ``profile`` (a platform profile's
+    or made by an earlier ``hermes lab bench``; locked while the families run. ``profile`` (a platform profile's
     name or file, e.g. ``thesis2003``) charges the polynomial and table10.1 families' messages at its costs."""
     links = None
     if profile is not None:

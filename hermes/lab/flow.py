@@ -1,11 +1,11 @@
-"""``hermes flow``: run one balancer's serial reference on a processor graph, without MPI.
+"""``hermes lab flow``: run one balancer's serial reference on a processor graph, without MPI.
 
 The offline lab of the thesis' chapters 5 and 8: build H = (G, l, c, w) from four specs
 (:mod:`hermes.lab.specs`), run the registry entry's serial reference
 (``BALANCERS[name].serial``, the same function the tests use as the oracle of the distributed
 form) and report its flow, the loads before and after, the iteration count, the convergence factor
 (diffusion methods), the distance to the exact minimal balancing flow and the cost counters the
-distributed form would report. :func:`flow_lab` returns a JSON-ready dict (``hermes flow --json``);
+distributed form would report. :func:`flow_lab` returns a JSON-ready dict (``hermes lab flow --json``);
 :func:`format_flow_report` is the human-readable form.
 
 Bounds: ``--tol`` and every ``--param`` are checked by the balancer's parameter model (finite bounds on every
@@ -46,7 +46,7 @@ _AUTO_SWEEPS = 10
 
 
 def flow_algorithms() -> list[str]:
-    """Names of the balancers that have a serial reference (those ``hermes flow`` can run)."""
+    """Names of the balancers that have a serial reference (those ``hermes lab flow`` can run)."""
     return sorted(name for name, info in BALANCERS.items() if info.serial is not None)
 
 
@@ -205,11 +205,11 @@ def _num(x, fmt: str = ".6g") -> str:
 
 
 def format_flow_report(result: dict[str, Any]) -> str:
-    """The human-readable report of a :func:`flow_lab` result (``hermes flow`` without ``--json``)."""
+    """The human-readable report of a :func:`flow_lab` result (``hermes lab flow`` without ``--json``)."""
     r = result
     specs = r["specs"]
     lines = [
-        f"hermes flow: {r['algorithm']} on {specs['graph']} — {r['p']} processors, {r['q']} edges",
+        f"hermes lab flow: {r['algorithm']} on {specs['graph']} — {r['p']} processors, {r['q']} edges",
         f"  capacities {specs['capacities']}, weights {specs['weights']}, loads {specs['loads']}",
         f"  {r['doc']}",
         f"  iterations          {r['iterations']} ({'converged' if r['converged'] else 'NOT converged'})",

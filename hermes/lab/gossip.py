@@ -1,4 +1,4 @@
-"""The offline gossip lab: Grapevine on object loads without MPI (``hermes gossip``).
+"""The offline gossip lab: Grapevine on object loads without MPI (``hermes lab gossip``).
 
 Object generators (``iso``, ``uniform:A,B``, ``lognormal:A,B``, an LBAF trace), the iso-load optimum
 of the Grapevine report (§3.2.1), and the JSON-ready lab run around
@@ -33,7 +33,7 @@ from hermes.scenario import BIG, MAX_PROCESSORS
 __all__ = ["iso_optimum", "make_objects", "gossip_cost", "gossip_lab", "format_gossip_report"]
 
 _LAB_STREAM = 0x6C6162  # entropy word of the lab's load/mapping generator (apart from the rank streams)
-#: peak memory per object of the lab (measured: ``ru_maxrss`` of ``hermes gossip --ranks 64 --iterations 2``
+#: peak memory per object of the lab (measured: ``ru_maxrss`` of ``hermes lab gossip --ranks 64 --iterations 2``
 #: grew by 94 bytes per object from 10⁵ to 10⁶ objects), rounded up
 OBJECT_BYTES = 128
 #: peak memory per pair of ranks (measured: 2.8 GB at 65,536 ranks, 6.3 GB at 10⁵ with 4 rounds of fanout 4:
@@ -158,11 +158,11 @@ def make_objects(ranks: int, objects: int, mapped_ranks: int | None, loads_spec:
 def gossip_lab(ranks: int, objects: int, mapped_ranks: int | None, loads_spec: str, iterations: int, rounds: int,
                fanout: int, threshold: float, criterion: str, seed: int, source_load: str = "turn",
                write_trace: str | None = None) -> dict[str, Any]:
-    """Grapevine offline on generated objects (the engine of ``hermes gossip``); JSON-ready summary.
+    """Grapevine offline on generated objects (the engine of ``hermes lab gossip``); JSON-ready summary.
 
     ``write_trace``: also write the objects as an LBDatafile trace ``<write_trace>.<rank>.json`` with two phases,
     0 the initial assignment and 1 Grapevine's (objects numbered 0..n−1; for a vt trace whose ids and
-    communications should be kept, ``hermes replay STEM --algorithm grapevine --write-trace``).
+    communications should be kept, ``hermes trace replay STEM --algorithm grapevine --write-trace``).
 
     ``source_load`` is L_i of criterion 6' (:func:`hermes.balance.gossip.grapevine_serial.grapevine_iter`): ``turn``
     (the report's simulator, default) or ``current``.

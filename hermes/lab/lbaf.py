@@ -5,7 +5,7 @@ The reader and writer are :mod:`hermes.trace.lbdatafile` (every phase, brotli, s
 :class:`hermes.trace.TracePhase`, :func:`read_lbdatafile` reads one phase (the first by default) and
 :func:`write_lbdatafile` writes one, so a hermes assignment (e.g. the result of
 :func:`hermes.balance.gossip.grapevine.grapevine`) can be fed to LBAF with ``from_data: {data_stem: <stem>, phase_ids:
-[<phase>]}`` and an LBAF trace can be balanced by hermes (``hermes gossip --loads lbaf:<stem>``).
+[<phase>]}`` and an LBAF trace can be balanced by hermes (``hermes lab gossip --loads lbaf:<stem>``).
 """
 
 from __future__ import annotations

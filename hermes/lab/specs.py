@@ -1,4 +1,4 @@
-"""The inputs of the offline lab ``hermes flow``: processor graphs, capacities, edge weights, loads.
+"""The inputs of the offline lab ``hermes lab flow``: processor graphs, capacities, edge weights, loads.
 
 Each input is a short *spec* string (what the CLI takes) or, from Python, an array. Processors are
 numbered from 0. The thesis' and the JPDC paper's test environments are built in:
@@ -494,5 +494,5 @@ def build_model(graph: ProcessorGraph, capacities, weights, loads) -> Model:
 
 
 def parse_model(graph: str, capacities, weights, loads) -> Model:
-    """:func:`build_model` of :func:`parse_graph` (``graph``): the four specs of ``hermes flow`` → Model."""
+    """:func:`build_model` of :func:`parse_graph` (``graph``): the four specs of ``hermes lab flow`` → Model."""
     return build_model(parse_graph(graph), capacities, weights, loads)

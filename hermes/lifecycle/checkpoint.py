@@ -48,7 +48,7 @@ Resuming needs the hermes version that wrote the checkpoint, the same number of 
 refused rather than ignored, and every rank's file must hold that scenario (but ``output.pictures``),
 compared before it is validated; the checkpoint's directories and files must be the run directory's own (a
 symlink is refused, as writing the next checkpoint would refuse it) and the checkpoint directory writable.
-``hermes run --resume`` verifies all of this before ``mpiexec`` starts
+``hermes resume`` verifies all of this before ``mpiexec`` starts
 (:func:`verify_checkpoint`), and every rank checks again under ``mpiexec`` (:func:`load_state`). The
 checksums detect damage, not tampering; a tampered checkpoint can change the run's data but not run code
 beyond what its scenario.yaml shows, as any scenario does (a plug-in balancer ``balancer.algorithm:
@@ -139,32 +139,32 @@ def _read_rank(man: Manifest, rank: int, refs: Callable[[Any], dict[str, Any]] |
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise CheckpointError(f"--resume: {path} is missing (the checkpoint of phase {man.phase} has "
+        raise CheckpointError(f"resume: {path} is missing (the checkpoint of phase {man.phase} has "
                               f"{man.ranks} files)") from None
     except OSError as err:
-        raise CheckpointError(f"--resume: cannot read {path} ({err.strerror or err})") from None
+        raise CheckpointError(f"resume: cannot read {path} ({err.strerror or err})") from None
     if size != entry["bytes"]:
-        raise CheckpointError(f"--resume: {path} is damaged ({size} bytes, the manifest says {entry['bytes']})")
-    data = read_bytes(path, "--resume", max_bytes=entry["bytes"], error=CheckpointError)
+        raise CheckpointError(f"resume: {path} is damaged ({size} bytes, the manifest says {entry['bytes']})")
+    data = read_bytes(path, "resume", max_bytes=entry["bytes"], error=CheckpointError)
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise CheckpointError(f"--resume: {path} is damaged (its checksum differs from the manifest's)")
+        raise CheckpointError(f"resume: {path} is damaged (its checksum differs from the manifest's)")
     try:
         text, arrays = unpack(data)
     except Bad as err:
-        raise CheckpointError(f"--resume: {path} is damaged ({err})") from None
-    doc = parse_json(text, f"--resume: {path}", error=CheckpointError, max_depth=MAX_DEPTH)
+        raise CheckpointError(f"resume: {path} is damaged ({err})") from None
+    doc = parse_json(text, f"resume: {path}", error=CheckpointError, max_depth=MAX_DEPTH)
     head = doc.get("header") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or set(doc) != {"format", "header", "scenario", "state"} or \
             doc["format"] != FORMAT or not isinstance(head, dict):
-        raise CheckpointError(f"--resume: {path} is not a checkpoint file of this hermes")
+        raise CheckpointError(f"resume: {path} is not a checkpoint file of this hermes")
     if [head.get(k) for k in ("phase", "rank", "ranks", "hermes")] != [man.phase, rank, man.ranks, __version__] \
             or any(type(head.get(k)) is not int for k in ("phase", "rank", "ranks")):
-        raise CheckpointError(f"--resume: {path} does not belong to the manifest's phase {man.phase} "
+        raise CheckpointError(f"resume: {path} does not belong to the manifest's phase {man.phase} "
                               f"(rank {rank} of {man.ranks})")
     if any(type(v) not in (int, float) or not math.isfinite(v) for k, v in head.items() if k not in _HEAD):
-        raise CheckpointError(f"--resume: {path} is damaged (its header holds a value that is not a number)")
+        raise CheckpointError(f"resume: {path} is damaged (its header holds a value that is not a number)")
     if type(doc["scenario"]) is not dict or _comparable(doc["scenario"].get("json")) != scenario:
-        raise CheckpointError(f"--resume: {path} holds another scenario than the run directory's scenario.yaml "
+        raise CheckpointError(f"resume: {path} holds another scenario than the run directory's scenario.yaml "
                               f"(start a new run)")
     dec = Decoder(arrays, None)
     try:
@@ -173,13 +173,13 @@ def _read_rank(man: Manifest, rank: int, refs: Callable[[Any], dict[str, Any]] |
             dec.refs = refs(head["scenario"])
         state = dec(doc["state"])
     except Bad as err:
-        raise CheckpointError(f"--resume: {path} is damaged (it holds {err})") from None
+        raise CheckpointError(f"resume: {path} is damaged (it holds {err})") from None
     except CheckpointError:
         raise
     except Exception as err:  # noqa: BLE001 - numpy and pydantic refusing crafted values: one line
-        raise CheckpointError(f"--resume: {path} cannot be read back ({_why(err)})") from None
+        raise CheckpointError(f"resume: {path} cannot be read back ({_why(err)})") from None
     if unused := sorted(set(arrays) - dec.used):
-        raise CheckpointError(f"--resume: {path} is damaged (entry {unused[0]} belongs to nothing)")
+        raise CheckpointError(f"resume: {path} is damaged (entry {unused[0]} belongs to nothing)")
     return state, head
 
 
@@ -188,7 +188,7 @@ def _int(doc: dict, key: str, low: int, high: int | None, where: str) -> int:
     v = doc.get(key)
     if type(v) is not int or v < low or (high is not None and v > high):
         bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
-        raise CheckpointError(f"--resume: {where}: {key} must be a whole number {bound}, got {json.dumps(v)[:40]}")
+        raise CheckpointError(f"resume: {where}: {key} must be a whole number {bound}, got {json.dumps(v)[:40]}")
     return v
 
 
@@ -202,44 +202,44 @@ def read_manifest(run_dir: str | Path) -> Manifest:
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise CheckpointError(f"--resume: {run_dir} is not a run directory")
+        raise CheckpointError(f"resume: {run_dir} is not a run directory")
     path = run_dir / CHECKPOINT / "manifest.json"
     if not _own(run_dir / CHECKPOINT, directory=True) or not _own(path, directory=False):
         if (summary := read_summary(run_dir)) is not None and summary.get("complete", True):
-            raise CheckpointError(f"--resume: {run_dir} holds a finished run (nothing to resume)")
-        raise CheckpointError(f"--resume: {run_dir} holds no checkpoint (run with output.checkpoint_every: K "
+            raise CheckpointError(f"resume: {run_dir} holds a finished run (nothing to resume)")
+        raise CheckpointError(f"resume: {run_dir} holds no checkpoint (run with output.checkpoint_every: K "
                               f"to write them)")
-    doc = load_json(path, "--resume", error=CheckpointError, max_bytes=64 * 2**20)
+    doc = load_json(path, "resume", error=CheckpointError, max_bytes=64 * 2**20)
     if not isinstance(doc, dict) or not isinstance(doc.get("hermes"), str):
-        raise CheckpointError(f"--resume: {path} is not a hermes checkpoint manifest")
+        raise CheckpointError(f"resume: {path} is not a hermes checkpoint manifest")
     if doc["hermes"] != __version__:
-        raise CheckpointError(f"--resume: the checkpoint was written by hermes {doc['hermes'][:40]}, this is hermes "
+        raise CheckpointError(f"resume: the checkpoint was written by hermes {doc['hermes'][:40]}, this is hermes "
                               f"{__version__} (resume with the version that wrote it)")
     if doc.get("format") != FORMAT:
-        raise CheckpointError(f"--resume: {path} is not a checkpoint manifest of this hermes (format "
+        raise CheckpointError(f"resume: {path} is not a checkpoint manifest of this hermes (format "
                               f"{json.dumps(doc.get('format'))[:40]}, expected {FORMAT!r}; an earlier hermes "
                               f"pickled its checkpoints, which this one does not read: start a new run)")
     keys = {"format", "hermes", "phase", "ranks", "scenario_sha256", "files"}
     if set(doc) != keys:
-        raise CheckpointError(f"--resume: {path}: the keys must be {', '.join(sorted(keys))}")
+        raise CheckpointError(f"resume: {path}: the keys must be {', '.join(sorted(keys))}")
     phase = _int(doc, "phase", 1, MAX_PHASES, str(path))
     ranks = _int(doc, "ranks", 1, MAX_PROCESSORS, str(path))
     if type(doc["scenario_sha256"]) is not str or not _SHA256.fullmatch(doc["scenario_sha256"]):
-        raise CheckpointError(f"--resume: {path}: scenario_sha256 must be 64 hexadecimal digits")
+        raise CheckpointError(f"resume: {path}: scenario_sha256 must be 64 hexadecimal digits")
     files = doc["files"]
     if type(files) is not list or len(files) != ranks:
-        raise CheckpointError(f"--resume: {path}: files must list {ranks} files (one per rank), got "
+        raise CheckpointError(f"resume: {path}: files must list {ranks} files (one per rank), got "
                               f"{len(files) if type(files) is list else json.dumps(files)[:40]}")
     for r, f in enumerate(files):
         where = f"{path}: files[{r}]"
         if type(f) is not dict or set(f) != {"name", "bytes", "sha256"}:
-            raise CheckpointError(f"--resume: {where} must have exactly name, bytes and sha256")
+            raise CheckpointError(f"resume: {where} must have exactly name, bytes and sha256")
         if f["name"] != _rank_name(r):
-            raise CheckpointError(f"--resume: {where}: name must be {_rank_name(r)!r}, got "
+            raise CheckpointError(f"resume: {where}: name must be {_rank_name(r)!r}, got "
                                   f"{json.dumps(f['name'])[:60]}")
         _int(f, "bytes", 0, None, where)
         if type(f["sha256"]) is not str or not _SHA256.fullmatch(f["sha256"]):
-            raise CheckpointError(f"--resume: {where}: sha256 must be 64 hexadecimal digits")
+            raise CheckpointError(f"resume: {where}: sha256 must be 64 hexadecimal digits")
     _own(_phase_dir(run_dir, phase), directory=True)
     return Manifest(phase, ranks, __version__, files, _phase_dir(run_dir, phase), doc["scenario_sha256"])
 
@@ -253,20 +253,20 @@ def _own(path: Path, *, directory: bool) -> bool:
     except FileNotFoundError:
         return False
     except OSError as err:
-        raise CheckpointError(f"--resume: cannot read {path} ({err.strerror or type(err).__name__})") from None
+        raise CheckpointError(f"resume: cannot read {path} ({err.strerror or type(err).__name__})") from None
     if stat.S_ISLNK(st.st_mode):
-        raise CheckpointError(f"--resume: {path} is a symlink: hermes reads and writes a checkpoint only in "
+        raise CheckpointError(f"resume: {path} is a symlink: hermes reads and writes a checkpoint only in "
                               f"directories and files of the run's own (move the link away)")
     if directory and not stat.S_ISDIR(st.st_mode):
-        raise CheckpointError(f"--resume: {path} is not a directory")
+        raise CheckpointError(f"resume: {path} is not a directory")
     if not directory and not stat.S_ISREG(st.st_mode):
-        raise CheckpointError(f"--resume: {path} is not a regular file")
+        raise CheckpointError(f"resume: {path} is not a regular file")
     return True
 
 
 def _comparable(scenario: Any) -> Any:
     """A scenario's data as a checkpoint and scenario.yaml must agree on it: all but ``output.pictures``
-    (which ``hermes run --resume --no-pictures`` changes)."""
+    (which ``hermes resume --no-pictures`` changes)."""
     if not isinstance(scenario, dict) or not isinstance(scenario.get("output"), dict):
         return scenario
     return {**scenario, "output": {k: v for k, v in scenario["output"].items() if k != "pictures"}}
@@ -277,15 +277,15 @@ def _check_scenario(run_dir: Path, man: Manifest) -> Any:
     with the scenario each rank's file holds)."""
     path = run_dir / "scenario.yaml"
     if not path.is_file():
-        raise CheckpointError(f"--resume: {path} is missing (the run's scenario: restore it, or start a new run)")
-    data = read_bytes(path, "--resume", error=CheckpointError)
+        raise CheckpointError(f"resume: {path} is missing (the run's scenario: restore it, or start a new run)")
+    data = read_bytes(path, "resume", error=CheckpointError)
     if hashlib.sha256(data).hexdigest() != man.scenario_sha256:
-        raise CheckpointError(f"--resume: {path} was edited after the run started (a resumed run goes on with the "
+        raise CheckpointError(f"resume: {path} was edited after the run started (a resumed run goes on with the "
                               f"scenario it started with: restore the file, or start a new run with the edited "
                               f"scenario)")
     # the text hermes wrote (its checksum says so, but a crafted manifest could say it of any text): read back
     # with the loaders' limits, the inverse of hermes' dump_yaml
-    return _comparable(parse_yaml(data.decode("utf-8", "replace"), f"--resume: {path}", error=CheckpointError))
+    return _comparable(parse_yaml(data.decode("utf-8", "replace"), f"resume: {path}", error=CheckpointError))
 
 
 def verify_checkpoint(run_dir: str | Path) -> Manifest:
@@ -297,7 +297,7 @@ def verify_checkpoint(run_dir: str | Path) -> Manifest:
     Raises
     ------
     CheckpointError
-        The first problem, in one line ``--resume: ...``.
+        The first problem, in one line ``resume: ...``.
     """
     man = read_manifest(run_dir)
     scenario = _check_scenario(Path(run_dir), man)
@@ -311,7 +311,7 @@ def _writable(run_dir: Path) -> None:
     """The checkpoint directory takes the resumed run's next checkpoints (a file made and removed in it)."""
     from hermes.claims import _probe
 
-    _probe(run_dir / CHECKPOINT, "--resume")
+    _probe(run_dir / CHECKPOINT, "resume")
 
 
 # -- writing and reading (collective) --------------------------------------------------------------------------
@@ -424,8 +424,8 @@ def load_state(comm, run_dir: str | Path, refs: Callable[[Any], dict[str, Any]])
     size, rank = comm.Get_size(), comm.Get_rank()
     man = agree(comm, read_manifest, run_dir)
     if man.ranks != size:
-        raise CheckpointError(f"--resume: the checkpoint holds {man.ranks} ranks, the job has {size} (run "
-                              f"'hermes run --resume {run_dir}' without mpiexec, or mpiexec -n {man.ranks})")
+        raise CheckpointError(f"resume: the checkpoint holds {man.ranks} ranks, the job has {size} (run "
+                              f"'hermes resume {run_dir}' without mpiexec, or mpiexec -n {man.ranks})")
     scenario = agree(comm, _check_scenario, Path(run_dir), man)
     agree(comm, lambda: None if rank else _writable(Path(run_dir)))
     return agree(comm, _read_rank, man, rank, refs, scenario)

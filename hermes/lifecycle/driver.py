@@ -131,7 +131,7 @@ def resume(run_dir: str | Path, comm, *, quiet: bool = False,
     """
     out = Path(run_dir)
     held = []  # rank 0 holds the run directory's lock (or joins its launcher's, lock_token) to the end
-    agree(comm, lambda: held.append(claim_dir(out, "--resume", force=True, token=lock_token))
+    agree(comm, lambda: held.append(claim_dir(out, "resume", force=True, token=lock_token))
           if comm.Get_rank() == 0 else None)
     try:
         with _progress(comm, progress, quiet) as say:

@@ -4,7 +4,7 @@
 vt's own output and LBAF's input) into :class:`~hermes.trace.phase.Trace` and writes one back;
 :mod:`hermes.trace.workmodel` computes the per-rank figures LBAF reports (load, communication, memory, the
 affine work model); :mod:`hermes.trace.replay` runs any balancer of the registry on a trace's phases
-(``hermes replay``; :mod:`hermes.trace.report` writes its directory); :mod:`hermes.trace.experiment` sweeps
+(``hermes trace replay``; :mod:`hermes.trace.report` writes its directory); :mod:`hermes.trace.experiment` sweeps
 balancers and replay options over a trace (``hermes compare --trace``); :mod:`hermes.trace.record` writes a hermes
 run as a trace (``output.lbdatafile``, ``hermes trace write``). docs/TRACES.md.
 """

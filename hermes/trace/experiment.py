@@ -35,7 +35,7 @@ from hermes.trace.phase import TraceError
 __all__ = ["TRACE_OPTIONS", "trace_experiment", "load_trace_experiment", "run_trace_experiment",
            "render_trace_experiment", "is_trace_experiment"]
 
-#: the replay options an experiment may set or sweep, with their defaults (hermes replay's)
+#: the replay options an experiment may set or sweep, with their defaults (hermes trace replay's)
 TRACE_OPTIONS: dict[str, Any] = {"phase": "all", "graph": "auto", "capacities": None, "alpha": 1.0, "beta": 0.0,
                                  "gamma": 0.0, "delta": 0.0, "memory_limit": None, "rounds": 3, "trigger": 1.0,
                                  "realisation": "auto", "memory_step": "refine", "seed": 0}
@@ -150,7 +150,7 @@ def _work_model(o: dict[str, Any]):
 
 
 def _check_run(run: dict[str, Any]) -> None:
-    """A run's replay options and balancer parameters, checked as hermes replay checks them (TraceError naming the
+    """A run's replay options and balancer parameters, checked as hermes trace replay checks them (TraceError naming the
     run)."""
     from hermes.balance.registry import get_balancer
     from hermes.trace.replay import check_options

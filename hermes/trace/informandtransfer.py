@@ -583,9 +583,10 @@ def inform_and_transfer(ph, params: dict[str, Any] | None = None, *,
 
 @register("informandtransfer", params=InformAndTransferParams,
           doc="LBAF's InformAndTransfer: gossip, then Clustering swaps/subclusters or Recursive transfers "
-              "under the Tempered or StrictLocalizing criterion (hermes replay only; LBAF's parameters, seed 146)",
+              "under the Tempered or StrictLocalizing criterion (hermes trace replay only; LBAF's parameters, "
+              "seed 146)",
           replay_only=True)
 def informandtransfer_run(ctx: BalanceContext) -> Decision:
-    """Not a balancer of a running mesh: LBAF's algorithm moves a trace's tasks (``hermes replay``)."""
-    raise BalancerError("informandtransfer balances a trace's tasks: run it with hermes replay --algorithms "
+    """Not a balancer of a running mesh: LBAF's algorithm moves a trace's tasks (``hermes trace replay``)."""
+    raise BalancerError("informandtransfer balances a trace's tasks: run it with hermes trace replay --algorithms "
                         "informandtransfer, not in a mesh scenario")

@@ -700,7 +700,7 @@ def trace_summary(trace: Trace) -> dict[str, Any]:
     """What ``hermes trace info`` prints: the trace as a whole and per phase — tasks, migratable ones,
     communications between tasks of the phase (and the other ones, which count in no figure), subphases,
     ``user_defined`` keys (lists as tuples), and the figures of :func:`hermes.trace.workmodel.trace_figures` (the
-    ones ``hermes replay`` prints before balancing): load sum/min/mean/max, imbalance max/mean (relative to the
+    ones ``hermes trace replay`` prints before balancing): load sum/min/mean/max, imbalance max/mean (relative to the
     capacities a hermes trace records) and LBAF's max/mean − 1, off-rank and local bytes. JSON-ready."""
     head, phases, _ = _summary(trace)
     return {**head, "phases": list(phases)}

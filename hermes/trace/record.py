@@ -1,5 +1,5 @@
 """A hermes run as a vt LBDatafile trace (``output.lbdatafile``, ``hermes trace write RUN_DIR``), and the gossip
-lab's assignments as one (``hermes gossip --write-trace``).
+lab's assignments as one (``hermes lab gossip --write-trace``).
 
 Phase ``k`` of the trace (ids 1…K, hermes' phase numbers) is the state the balancer of phase ``k`` saw: the
 cells on the ranks that held them when the phase's adaptation was done (the assignment after phase ``k − 1``),
@@ -15,7 +15,7 @@ with their weights of phase ``k``. Per task:
   ``bytes`` = their halo bytes (``bytes_per_edge × iterations``), listed in the sender's file.
 
 Each rank's file carries the phase's capacity of the rank in the phase's ``user_defined``
-(``hermes_capacity``: relative speeds summing to 1), which ``hermes replay`` takes as the capacities, so a
+(``hermes_capacity``: relative speeds summing to 1), which ``hermes trace replay`` takes as the capacities, so a
 replay's imbalance is the run's. With ``cells_per_block: K`` the tasks are blocks of about K cells instead
 of cells (a fixed partition of the mesh by METIS, a block split between ranks being one task per piece, id
 ``block × P + rank``), for meshes whose cells would make files of hundreds of megabytes.

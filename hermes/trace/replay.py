@@ -1,4 +1,4 @@
-"""``hermes replay``: any balancer of the registry on the phases of a real application's trace.
+"""``hermes trace replay``: any balancer of the registry on the phases of a real application's trace.
 
 Each phase of the trace is balanced on its own, from the assignment the trace records (as LBAF analyses a
 phase): the objects (tasks) are the units, their times the loads, the ranks the processors (homogeneous
@@ -52,7 +52,7 @@ CAPACITY_RANGE = NumberRange(0, BIG, lo_open=True)
 SPREAD_MAX = 1e12
 #: balancer.trigger's range (hermes.sections.BalancerSpec)
 TRIGGER_RANGE = NumberRange(1, 1e6)
-#: the most phases one replay balances (``hermes replay``, a trace experiment's run): a run's bound on phases
+#: the most phases one replay balances (``hermes trace replay``, a trace experiment's run): a run's bound on phases
 #: (hermes.bounds.MAX_PHASES), as a replay writes a row per phase and algorithm
 MAX_REPLAY_PHASES = MAX_PHASES
 #: the most tasks of a phase a replay balances: as many as hermes writes into a trace of a run
@@ -67,7 +67,8 @@ REPLAY_SPECIAL = ("none", "grapevine", "metis", "scotch", "informandtransfer")
 
 
 def replay_algorithms() -> list[str]:
-    """The registry's balancers ``hermes replay`` runs: those with a serial reference and :data:`REPLAY_SPECIAL`."""
+    """The registry's balancers ``hermes trace replay`` runs: those with a serial reference and
+    :data:`REPLAY_SPECIAL`."""
     from hermes.balance.registry import all_balancers
 
     return sorted(n for n, info in all_balancers().items() if info.serial is not None or n in REPLAY_SPECIAL)
@@ -460,7 +461,7 @@ def _balance_raw(ph: TracePhase, algorithm: str, info_entry, checked: dict[str, 
         info["graph_used"] = "objects"
     else:
         if info_entry.serial is None:
-            raise BalancerError(f"balancer {algorithm!r} has no serial reference, so hermes replay cannot run it "
+            raise BalancerError(f"balancer {algorithm!r} has no serial reference, so hermes trace replay cannot run it "
                                 f"(replay runs: {', '.join(replay_algorithms())})")
         new, flow_info = _flow_rounds(ph, info_entry, checked, caps, graph, rounds, trigger, realisation,
                                       memory_limit)
@@ -569,7 +570,7 @@ def _partition(ph: TracePhase, algorithm: str, params: dict[str, Any], caps: NDA
 
 def check_options(*, graph: str = "auto", capacities: ArrayLike | None = None, seed: int = 0, rounds: int = 3,
                   trigger: float = 1.0, realisation: str = "auto", memory_step: str = "refine") -> None:
-    """The replay options checked before any phase is balanced (those of ``hermes replay``, a trace experiment's
+    """The replay options checked before any phase is balanced (those of ``hermes trace replay``, a trace experiment's
     runs): each in its documented range, numbers within hermes' rule (:mod:`hermes.bounds`): ``rounds`` 1..1000,
     ``trigger`` in [1, 1e6], ``seed`` 0..MAX_SEED, ``capacities`` positive numbers spanning at most SPREAD_MAX
     (their count is checked against the trace's ranks when a phase is replayed).

@@ -1,4 +1,4 @@
-"""``hermes replay``'s outputs: a directory with the tidy rows, a summary, a table, a plot and, if asked, the
+"""``hermes trace replay``'s outputs: a directory with the tidy rows, a summary, a table, a plot and, if asked, the
 balanced traces.
 
 The directory (``--out``, default ``runs/replay-<stem>-<timestamp>``) holds ``replay.csv`` (one row per phase and

@@ -288,7 +288,7 @@ def _per_block(block: NDArray[np.int64], values: NDArray[np.float64], nb: int, a
 
 def trace_figures(flat, ranks: ArrayLike | None = None, model: WorkModel | None = None,
                   capacities: ArrayLike | None = None) -> dict[str, NDArray]:
-    """The per-phase figures of a trace under an assignment: what ``hermes trace info`` and ``hermes replay``
+    """The per-phase figures of a trace under an assignment: what ``hermes trace info`` and ``hermes trace replay``
     print, computed here only.
 
     Parameters
@@ -381,7 +381,7 @@ def trace_figures(flat, ranks: ArrayLike | None = None, model: WorkModel | None 
     return {k: v[flat.block] for k, v in out.items()}
 
 
-#: the figures of :func:`trace_figures` that ``hermes replay`` records before and after balancing
+#: the figures of :func:`trace_figures` that ``hermes trace replay`` records before and after balancing
 FIGURES = ("load_max", "load_mean", "imbalance", "lbaf_imbalance", "offrank_bytes", "local_bytes", "pair_volume_max",
            "comm_max", "memory_max", "memory_over", "homing", "work_max", "work_mean", "work_lbaf_imbalance")
 

@@ -30,7 +30,7 @@ from hermes.balance.polynomial.leja import (
     spectral_plan,
 )
 from hermes.balance.polynomial.lps import lpa, lps
-from hermes.balance.polynomial.mpa import mpa
+from hermes.balance.polynomial.mpa import MPAParams, mpa
 from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
 from hermes.lab.specs import parse_model
@@ -138,16 +138,16 @@ def test_steps_counters_and_generator():
 
 
 def test_issue_cases_path22_and_the_16_processor_graphs():
-    # issue 13: `hermes flow --graph path:22 --capacities homo --weights 1 --loads one --algorithm lpa` gave 2.0
+    # issue 13: `hermes lab flow --graph path:22 --capacities homo --weights 1 --loads one --algorithm lpa` gave 2.0
     for spec in ["path:22", "ring:16", "star:16", "mesh-file:meshes/grid20x19.vtu:16",
                  "mesh-file:meshes/airfoil.vtu:16"]:
         for caps in ("homo", "hcuw"):
             m = parse_model(spec, caps, "1", "one")
             plan = spectral_plan(m)
             assert plan.predicted_error_after(resolve_refine(plan, "auto")) <= 1e-10
-            for fn in (lps, lpa, mpa):
-                res = fn(m, refine="auto")
-                assert res.converged and flow_error(m, res.flow) <= 1e-8, (spec, caps, fn.__name__)
+            for name, res in [("lps", lps(m, refine="auto")), ("lpa", lpa(m, refine="auto")),
+                              ("mpa", mpa(m, MPAParams.of(refine="auto")))]:
+                assert res.converged and flow_error(m, res.flow) <= 1e-8, (spec, caps, name)
 
 
 def test_heterogeneous_mesh_is_reported_unusable():

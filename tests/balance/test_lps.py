@@ -21,7 +21,7 @@ from hermes.balance.polynomial.charpoly import (
     laplacian_polynomial,
 )
 from hermes.balance.polynomial.lps import lpa, lpa_iter, lps, lps_iter
-from hermes.balance.polynomial.mpa import mpa, mpa_iter
+from hermes.balance.polynomial.mpa import MPAParams, mpa, mpa_iter
 from hermes.balance.registry import BALANCERS, check_params
 from hermes.runtime.clock import Links
 from hermes.errors import BalancerError, GraphError
@@ -205,11 +205,11 @@ def test_refinement_extends_the_accurate_range(kind):
 @pytest.mark.parametrize("kind,p", [(k, p) for k in KINDS for p in (2, 3, 4)])
 def test_mpa_gives_the_minimal_flow(kind, p):
     m = random_model(kind, p, 200 + p)
-    res = mpa(m, polynomial="berlekamp-massey", seed=p)
+    res = mpa(m, MPAParams.of(polynomial="berlekamp-massey"), seed=p)
     assert flow_error(m, res.flow) <= min(mpa_flow_tol(m, res, p), potential_flow_tol(m, res.flow))
     assert res.extra["degree"] == distinct_eigenvalues(m)
     m5 = random_model(kind, 5, 300 + p)
-    refined = mpa(m5, polynomial="berlekamp-massey", seed=p, refine=1)
+    refined = mpa(m5, MPAParams.of(polynomial="berlekamp-massey", refine=1), seed=p)
     assert flow_error(m5, refined.flow) <= min(mpa_flow_tol(m5, refined, p), potential_flow_tol(m5, refined.flow))
 
 
@@ -229,10 +229,10 @@ def test_mpa_on_symmetric_topologies(name, p, edges):
     m = Model.create(p, edges, np.random.default_rng(p).uniform(0, 10, p), np.ones(p))
     d = distinct_eigenvalues(m)
     assert d == {"complete": 2, "star": 3, "hypercube": 5, "ring": 5}[name]
-    full = mpa(m, polynomial="berlekamp-massey", seed=1)
+    full = mpa(m, MPAParams.of(polynomial="berlekamp-massey"), seed=1)
     assert full.extra["degree"] == d and full.iterations == 2 * p
     assert flow_error(m, full.flow) <= min(mpa_flow_tol(m, full, 1), potential_flow_tol(m, full.flow))
-    short = mpa(m, polynomial="berlekamp-massey", seed=1, max_degree=d)
+    short = mpa(m, MPAParams.of(polynomial="berlekamp-massey", max_degree=d), seed=1)
     assert short.iterations == 2 * d and short.counters.exchange_rounds == 2 * d + 1
     assert flow_error(m, short.flow) <= min(mpa_flow_tol(m, short, 1), potential_flow_tol(m, short.flow))
 
@@ -256,11 +256,12 @@ def test_counters():
     assert (c.iterations, c.exchange_rounds, c.collectives) == (p - 1, p, {"allreduce": p, "allgather": 1})
     assert c.bytes == 16 * p + (p - 1) * (16 * q * p + 8 * p) + 16 * q * p + 8 * p * p
     assert lpa(m, "newton", refine=2).counters.collectives == {"allreduce": 1, "allgather": 3}
-    res = mpa(m, polynomial="berlekamp-massey")
+    res = mpa(m, MPAParams.of(polynomial="berlekamp-massey"))
     c, d = res.counters, res.extra["degree"]
     assert (c.iterations, c.exchange_rounds, c.collectives) == (2 * p, 2 * p + 1, {"allreduce": 1, "allgather": 1})
     assert c.bytes == 16 * p + 16 * q * (2 * p + 1) + 8 * p * (2 * p + 1)
-    assert mpa(m, polynomial="berlekamp-massey", refine=1).counters.exchange_rounds == 2 * p + 1 + max(d - 2, 0) + 1
+    refined = mpa(m, MPAParams.of(polynomial="berlekamp-massey", refine=1))
+    assert refined.counters.exchange_rounds == 2 * p + 1 + max(d - 2, 0) + 1
     # α-β time with uniform links: every exchange α + 8w/bw, every collective ⌈log2 p⌉ (α + 8w/bw)
     links = Links(latency=1e-4, bandwidth=1e8)
     ar = math.ceil(math.log2(p))
@@ -285,7 +286,7 @@ def test_generators():
     assert np.array_equal(states[-1].flow, lpa(m, "faddeev").flow)
     states = list(mpa_iter(m, polynomial="berlekamp-massey"))
     assert len(states) == 2 * m.p + 2
-    assert np.array_equal(states[-1].flow, mpa(m, polynomial="berlekamp-massey").flow)
+    assert np.array_equal(states[-1].flow, mpa(m, MPAParams.of(polynomial="berlekamp-massey")).flow)
 
 
 # -- errors and registry -------------------------------------------------------------------------------
@@ -299,8 +300,9 @@ def test_unusable_models(model, match):
 def test_bad_parameters():
     m = random_model("path", 4, 1)
     for call, match in [(lambda: lps(m, "cramer"), "coefficients"), (lambda: lpa(m, refine=-1), "refine"),
-                        (lambda: lpa(m, refine=1.5), "refine"), (lambda: mpa(m, tolerance=2.0), "tolerance"),
-                        (lambda: mpa(m, max_degree=0), "max_degree")]:
+                        (lambda: lpa(m, refine=1.5), "refine"),
+                        (lambda: mpa(m, MPAParams.of(tolerance=2.0)), "tolerance"),
+                        (lambda: mpa(m, MPAParams.of(max_degree=0)), "max_degree")]:
         with pytest.raises(BalancerError, match=match):
             call()
     for name, params, key in [("lpa", {"coefficients": "eig"}, "coefficients"), ("lps", {"refine": True}, "refine"),

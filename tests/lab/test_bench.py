@@ -28,7 +28,7 @@ def test_polynomial_family_reports_time_and_topology_characteristics():
 
 @pytest.mark.slow
 def test_flow_bench_cli_quick_writes_csv_and_plots(tmp_path):
-    res = cli("flow-bench", "--quick", "--family", "polynomial", "--out", str(tmp_path))
+    res = cli("lab", "bench", "--quick", "--family", "polynomial", "--out", str(tmp_path))
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader((tmp_path / "polynomial.csv").open()))
     assert {r["algorithm"] for r in rows} == {"pcg", "lpa", "mpa"}
@@ -52,7 +52,7 @@ def test_table101_family_reproduces_the_thesis_ordering():
 
 @pytest.mark.slow
 def test_flow_bench_cli_table101_writes_csv_and_plot(tmp_path):
-    res = cli("flow-bench", "--quick", "--family", "table10.1", "--out", str(tmp_path))
+    res = cli("lab", "bench", "--quick", "--family", "table10.1", "--out", str(tmp_path))
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader((tmp_path / "table-10.1.csv").open()))
     assert {r["method"] for r in rows} >= {"GDA", "PCG", "LPA", "MPA"} and {r["environment"] for r in rows} == {"HCUW"}

@@ -1,4 +1,4 @@
-"""hermes flow's engine: serial references on spec-built models, the result dict, the report, errors."""
+"""hermes lab flow's engine: serial references on spec-built models, the result dict, the report, errors."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_errors():
 def test_report():
     small = flow_lab("path:5", "hcuw", "kmod4", "one", "gda0")
     text = format_flow_report(small)
-    assert text.startswith("hermes flow: gda0 on path:5 — 5 processors, 4 edges")
+    assert text.startswith("hermes lab flow: gda0 on path:5 — 5 processors, 4 edges")
     assert f"iterations          {small['iterations']} (converged)" in text
     assert f"convergence factor  {small['convergence_factor']:.6g}" in text and "processor  capacity" in text
     assert "     0 -> 1     " in text and "--json" not in text

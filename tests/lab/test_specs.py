@@ -1,4 +1,4 @@
-"""Specs of hermes flow: generators against networkx, listing order, seed load distributions, files, errors."""
+"""Specs of hermes lab flow: generators against networkx, listing order, seed load distributions, files, errors."""
 
 from __future__ import annotations
 

@@ -153,11 +153,11 @@ def main(seed: int) -> int:
          lambda nb: lpa_distributed(nb, v.load, v.cap, v.weights, coefficients=newton, refine=2),
          lambda: lpa(model, "newton", refine=2, links=links)),
         ("mpa", v, lambda nb: mpa_distributed(nb, v.load, v.cap, v.weights, seed=seed, scale=mpa_scale(model)),
-         lambda: mpa(model, polynomial="berlekamp-massey", seed=seed, links=links)),
+         lambda: mpa(model, MPAParams.of(polynomial="berlekamp-massey"), seed=seed, links=links)),
         ("mpa-refine", v,
          lambda nb: mpa_distributed(nb, v.load, v.cap, v.weights, MPAParams.of(refine=1), seed=seed,
                                     scale=mpa_scale(model)),
-         lambda: mpa(model, polynomial="berlekamp-massey", seed=seed, refine=1, links=links)),
+         lambda: mpa(model, MPAParams.of(polynomial="berlekamp-massey", refine=1), seed=seed, links=links)),
         *ada_cases(comm, models, links),
         *ada_cases(comm, models, links, "eigen"),
     ]

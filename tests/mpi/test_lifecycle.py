@@ -113,8 +113,8 @@ def test_output_problems_are_found_before_launching(tmp_path, here):
     _one_error(here("run", "--out", other, "--force"), f"--out: {other} is not empty and carries no hermes marker")
     assert (other / "thesis.tex").read_text() == "mine"
     _one_error(here("run", "--timeout", "0"), "run: argument --timeout: must be a number in (0, 1e+07]")
-    _one_error(here("run", "--resume", other), f"--resume: {other} is not a run directory hermes made")
-    _one_error(here("run", "--resume", other, "--set", "seed=2"), "--resume takes the scenario")
+    _one_error(here("resume", other), f"resume: {other} is not a run directory hermes made")
+    _one_error(here("resume", other, "--set", "seed=2"), "resume: the scenario and the directory come from RUN_DIR")
 
 
 def test_an_unwritable_output_directory_is_found_before_launching(tmp_path, here):
@@ -206,7 +206,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_results(tmp_path, c
     assert json.loads((killed / "checkpoint" / "manifest.json").read_text())["phase"] == 2
     _one_error(hermes("run", *args, "--out", killed), f"--out: {killed} holds an unfinished hermes run (2 phases "
                                                       "recorded, a checkpoint at phase 2): resume it")
-    res = hermes("run", "--resume", killed, "--quiet")
+    res = hermes("resume", killed, "--quiet")
     assert res.returncode == 0, res.stderr
     assert hermes("run", *args, "--out", ref).returncode == 0
     assert _summary(killed) == _summary(ref)

@@ -1,4 +1,5 @@
-"""hermes replay: every balancer on a trace's phases, nothing lost; the command; a hermes run's trace round trip."""
+"""hermes trace replay: every balancer on a trace's phases, nothing lost; the command; a hermes run's trace round
+trip."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def _trace(tmp_path, compress=True):
 def test_replay_command_three_balancers_in_one_go(tmp_path):
     stem = _trace(tmp_path)
     out = tmp_path / "out"
-    res = cli("replay", str(stem), "--algorithm", "grapevine,pcg,metis", "--out", str(out), "--beta", "1e-3",
+    res = cli("trace", "replay", str(stem), "--algorithm", "grapevine,pcg,metis", "--out", str(out), "--beta", "1e-3",
               "--write-trace", "--param", "grapevine.fanout=3")
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader((out / "replay.csv").open()))
@@ -130,7 +131,7 @@ def test_replay_command_three_balancers_in_one_go(tmp_path):
 ])
 def test_replay_command_errors_are_one_line(tmp_path, damage, message):
     stem = _trace(tmp_path)
-    args = ["replay", str(stem), "--out", str(tmp_path / "o")]
+    args = ["trace", "replay", str(stem), "--out", str(tmp_path / "o")]
     if damage == "truncate":
         path = tmp_path / "t.2.json"
         path.write_bytes(path.read_bytes()[:40])
@@ -371,7 +372,7 @@ def test_replay_limits_are_one_line(tmp_path, monkeypatch):
     (tmp_path / "e.0.json").write_text('{"type":"LBDatafile","phases":[' + ",".join(
         f'{{"id":{k},"tasks":[]}}' for k in range(n)) + "]}")
     t0 = time.perf_counter()
-    res = cli("replay", str(tmp_path / "e"), "--out", str(tmp_path / "o"))
+    res = cli("trace", "replay", str(tmp_path / "e"), "--out", str(tmp_path / "o"))
     assert res.returncode == 2, res.stdout + res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hermes: error: ") and "100,001 phases, more than hermes " \

@@ -179,6 +179,6 @@ def test_trace_info_and_replay_print_the_same_figures(tmp_path):
     out = cli("trace", "info", str(tmp_path / "t"), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["phases"][0]["offrank_bytes"] == 128.0
-    rep = cli("replay", str(tmp_path / "t"), "--algorithm", "none", "--no-plot", "--out", str(tmp_path / "r"))
+    rep = cli("trace", "replay", str(tmp_path / "t"), "--algorithm", "none", "--no-plot", "--out", str(tmp_path / "r"))
     assert rep.returncode == 0, rep.stderr
     assert "off-rank bytes 128 → 128" in rep.stdout

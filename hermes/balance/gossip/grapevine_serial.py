@@ -9,7 +9,7 @@ transfer stage is the report's — sources take turns in a fixed random order, e
 *current* loads of its destinations (:func:`transfer_turn`, the one sequential kernel, shared with the
 distributed form). It is the oracle of the MPI tests (same seed ⇒ same assignment, history and
 counters as :func:`~hermes.balance.gossip.grapevine.grapevine_distributed`) and the engine of the offline lab
-``hermes gossip`` (:mod:`hermes.lab.gossip`).
+``hermes lab gossip`` (:mod:`hermes.lab.gossip`).
 """
 
 from __future__ import annotations

@@ -317,9 +317,12 @@ def _serial(model, *, refine="auto", operator="eigen", spectrum="charged", links
     return ada(model, state, refine=refine, operator=operator, spectrum=spectrum, links=links)
 
 
-def _dist(nb, load, capacity, weights, *, refine, operator, spectrum, store, plan):
-    res = ada_distributed(nb, load, capacity, weights, store.get("ada"), refine=refine,
-                          nodes=plan if operator == "eigen" else None)
+def _dist(nb, load, capacity, weights, *, store, plan, **params):
+    """:func:`ada_distributed` as :func:`flow_balancer` calls it: the rank's AdA state kept in ``store``;
+    ``params``: the balancer's (:class:`AdAParams`), ``plan`` the eigen operator's nodes (when Θ is recomputed)."""
+    prm = AdAParams.of(params)
+    res = ada_distributed(nb, load, capacity, weights, store.get("ada"), refine=prm.refine,
+                          nodes=plan if prm.operator == "eigen" else None)
     store["ada"] = res.extra["state"]
     return res
 

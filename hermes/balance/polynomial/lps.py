@@ -334,16 +334,21 @@ class LPSParams(Params):
         "broadcast) charged to the clock when computed, or free (the thesis' globally known H)")
 
 
-def _lps_dist(nb, load, capacity, weights, *, coefficients, refine, spectrum, poly, plan):
+def _lps_dist(nb, load, capacity, weights, *, poly, plan, **params):
+    """:func:`lps_distributed` (or the Leja product form of the plan) as :func:`flow_balancer` calls it;
+    ``params``: the balancer's (:class:`LPSParams`), ``poly`` the coefficients computed centrally."""
     if plan[0] is not None:
         return product_form(nb, load, capacity, weights, plan)
-    return lps_distributed(nb, load, capacity, weights, poly, refine=literal_refine(refine))
+    return lps_distributed(nb, load, capacity, weights, poly, refine=literal_refine(LPSParams.of(params).refine))
 
 
-def _lpa_dist(nb, load, capacity, weights, *, coefficients, refine, spectrum, known, plan):
+def _lpa_dist(nb, load, capacity, weights, *, known, plan, **params):
+    """:func:`lpa_distributed` as :func:`flow_balancer` calls it: over the plan's nodes (eigen form) or from the
+    ``known`` coefficients; ``params``: the balancer's (:class:`LPSParams`)."""
     if plan[0] is not None:
         return lpa_distributed(nb, load, capacity, weights, nodes=plan[0].nodes, refine=plan[1])
-    return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=literal_refine(refine))
+    refine = literal_refine(LPSParams.of(params).refine)
+    return lpa_distributed(nb, load, capacity, weights, coefficients=known, refine=refine)
 
 
 def _central_polynomial(ctx, method: str):

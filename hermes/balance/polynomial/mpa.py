@@ -148,9 +148,14 @@ def mpa_schedule(p: int, steps: int, degree: int, refine: int = 0) -> list:
             (refine * (max(degree - 2, 0) + 1), [("exchange", 1)])]
 
 
-def mpa(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13, max_degree: int | None = None,
-        seed: int = 0, scale: float | None = None, refine="auto", spectrum: str = "charged", links=None) -> FlowResult:
+def mpa(model: Model, params: MPAParams | None = None, *, seed: int = 0, scale: float | None = None,
+        links=None) -> FlowResult:
     """Minimum-polynomial algorithm MPA (thesis Alg. 15): serial reference of :func:`mpa_distributed`.
+
+    ``params`` (default ``MPAParams()``; from raw values: ``MPAParams.of(polynomial="berlekamp-massey")``) gives
+    ``polynomial``, ``tolerance``, ``max_degree``, ``refine`` and ``spectrum``; ``seed`` and ``scale`` are those of
+    :func:`mpa_iter` (Berlekamp–Massey's start vector and the Krylov scaling), ``links`` the α-β costs of the
+    counted messages.
 
     Returns
     -------
@@ -162,9 +167,11 @@ def mpa(model: Model, *, polynomial: str = "spectrum", tolerance: float = 1e-13,
         (n = d − 1 steps of one word, ``{"allreduce": 1}``, and with ``spectrum: charged`` the precomputation),
         ``extra["degree"] = d``.
     """
+    prm = MPAParams() if params is None else params
+    polynomial, tolerance, max_degree, refine = prm.polynomial, prm.tolerance, prm.max_degree, prm.refine
     _check_mpa(tolerance, max_degree, polynomial=polynomial)
     if polynomial == "spectrum":
-        res = leja_flow(model, refine=check_eigen_refine(refine), links=links, spectrum=spectrum)
+        res = leja_flow(model, refine=check_eigen_refine(refine), links=links, spectrum=prm.spectrum)
         res.extra["degree"] = res.extra["steps"] + 1 if model.p > 1 else 0
         return res
     *_, last = mpa_iter(model, polynomial=polynomial, tolerance=tolerance, max_degree=max_degree, seed=seed,
@@ -253,7 +260,12 @@ def _mpa_dist(nb, load, capacity, weights, *, plan, seed, scale, **params):
     return mpa_distributed(nb, load, capacity, weights, MPAParams.of(params), seed=seed, scale=scale)
 
 
-@register("mpa", params=MPAParams, serial=mpa,
+def _serial(model, *, seed: int = 0, links=None, **params):
+    """Serial reference of ``mpa`` as the registry calls it: the balancer's parameters as keywords."""
+    return mpa(model, MPAParams.of(params), seed=seed, links=links)
+
+
+@register("mpa", params=MPAParams, serial=_serial,
           doc="minimum-polynomial algorithm (thesis Alg. 13–15); polynomial spectrum (default): the minimal "
               "polynomial from the distinct eigenvalues in Leja product form (= lps eigen); berlekamp-massey: 2p "
               "Krylov steps, one gather, Berlekamp–Massey (accurate to p ≈ 5)")

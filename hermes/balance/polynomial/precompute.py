@@ -23,7 +23,7 @@ graph, the capacities and the weights do not change (:func:`hermes.balance.polyn
 then nothing is computed and nothing is charged. ``spectrum: free`` (a parameter of lps, lpa, mpa) skips the
 charge — the thesis' assumption that H is known globally and the old timing — and the balance record says
 so (``balance_info``: ``spectrum``, ``spectrum_computed``, ``spectrum_time``). The serial references (``hermes
-flow``, ``flow-bench``) charge the same at the platform's default speed (:data:`DEFAULT_SPEED`).
+lab flow``, ``hermes lab bench``) charge the same at the platform's default speed (:data:`DEFAULT_SPEED`).
 """
 
 from __future__ import annotations

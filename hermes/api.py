@@ -238,7 +238,7 @@ def load_run(run_dir: str | os.PathLike) -> RunResult:
 
     >>> import tempfile, hermes
     >>> out = tempfile.mkdtemp() + "/run"
-    >>> done = hermes.run(processors=1, out=out, mesh__grid="8x6", platform__capacities="homo",
+    >>> done = hermes.run(processors=1, out=out, progress=False, mesh__grid="8x6", platform__capacities="homo",
     ...                   adaptation__phases=2, output__pictures=False)
     >>> result = hermes.load_run(out)
     >>> result["processors"], len(result.phases), result["total_time"] == done["total_time"]

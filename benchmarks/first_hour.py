@@ -382,7 +382,8 @@ def outcome(step: Step, w: Watched, log: Path, out: Path) -> dict[str, Any]:
     else:
         passed = w.returncode == 0
         status = "ok" if passed else f"failed (exit {w.returncode})"
-    return {"key": step.key, "title": step.title, "command": _short(step.shown, 1000, out), "expect": step.expect, "status": status,
+    return {"key": step.key, "title": step.title, "command": _short(step.shown, 1000, out), "expect": step.expect,
+            "status": status,
             "passed": passed, "returncode": w.returncode, "wall": round(w.wall, 3), "lines": len(w.lines),
             "stderr_lines": sum(s == "err" for _, s, _ in w.lines), "longest_silence": round(gap, 3),
             "silence_after": _short(w.lines[k - 1][2], out=out) if k > 0 else None,
@@ -500,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     for step in plan(args, out):
         if step.cmd is None:
             print(f"== {step.key} {step.title}: skipped ({step.skip})", flush=True)
-            records.append({"key": step.key, "title": step.title, "command": _short(step.shown, 1000, out), "skipped": step.skip,
+            records.append({"key": step.key, "title": step.title, "command": _short(step.shown, 1000, out),
+                            "skipped": step.skip,
                             "passed": True, "note": step.note})
             continue
         print(f"== {step.key} {step.title}: {step.shown}", flush=True)

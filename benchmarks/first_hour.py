@@ -85,15 +85,22 @@ MARKER = ".hermes-first-hour"
 HAMMOND2 = Path("/work/shared/meshes/hammond2.graph")
 LBAF_GIT = Path("/work/.mirror/DARMA-tasking+LB-analysis-framework/repo")
 LBAF_TRACE = "nolb-8color-16nodes-11firstphases"
-#: hermes.run/compare before progress was shown by default: ask for it with quiet=False (no output of its own)
+#: hermes.run/compare before progress was shown by default: ask for it with quiet=False, where each function is
+#: defined (hermes.compare is a callable package that calls its module's ``compare``); prints nothing of its own
 PROGRESS_PRELUDE = """\
-import functools as _functools, inspect as _inspect
+import functools as _functools, importlib as _importlib, inspect as _inspect
 import hermes as _hermes
-for _name in ("run", "compare"):
-    _f = getattr(_hermes, _name)
+for _module, _name in (("hermes.api", "run"), ("hermes.compare", "compare")):
+    try:
+        _mod = _importlib.import_module(_module)
+        _f = getattr(_mod, _name)
+    except (ImportError, AttributeError):  # moved: left as it is
+        continue
     _params = _inspect.signature(_f).parameters
     if "progress" not in _params and "quiet" in _params:
-        setattr(_hermes, _name, _functools.partial(_f, quiet=False))
+        setattr(_mod, _name, _functools.partial(_f, quiet=False))
+        if _name == "run":
+            _hermes.run = _mod.run
 """
 
 

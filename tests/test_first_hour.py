@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.first_hour import Step, longest_silence, outcome, watch
+from benchmarks.first_hour import PROGRESS_PRELUDE, Step, longest_silence, outcome, watch
 from hermes.interpreter import child_env, python_command
 
 #: a child printing "a" at once, "b" after 0.3 s, "c" on stderr 1.5 s later, then silent for 0.6 s
@@ -54,3 +54,18 @@ def test_a_step_past_its_timeout_is_killed_and_fails(tmp_path):
               timeout=1.0)
     assert w.returncode is None and 1.0 <= w.wall < 30
     assert not outcome(Step("t", "slow", "python -c ...", None), w, tmp_path / "l", tmp_path)["passed"]
+
+
+def test_the_readme_prelude_asks_for_progress_until_it_is_the_default():
+    """Before hermes.run and hermes.compare show progress by default (``progress=``), the README's blocks are run
+    with ``quiet=False``: both functions, where the README calls them, get it; after, the prelude is not used."""
+    check = PROGRESS_PRELUDE + """
+import inspect, hermes, hermes.api
+import hermes.compare as comp
+for f in (hermes.run, comp.compare):
+    print(getattr(f, "keywords", {}).get("quiet"), "progress" in inspect.signature(f).parameters)
+"""
+    w = watch(python_command("-c", check), env=child_env(), timeout=60)
+    assert w.returncode == 0, w.lines
+    shown = [text for _, _, text in w.lines]
+    assert shown in (["False False", "False False"], ["None True", "None True"]), shown

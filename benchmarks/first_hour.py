@@ -424,7 +424,7 @@ def markdown(figures: dict[str, Any]) -> str:
             continue
         flag = " ⚠" if r["longest_silence"] > limit else ""
         result = r["status"] if r["passed"] else f"**{r['status']}**"
-        note = f" ({_cell(r['note'])})" if r["note"] else ""
+        note = f" — {_cell(r['note'])}" if r["note"] else ""
         rows.append(f"| {r['key']} | `{_cell(r['command'])}`{note} | {result} | {r['wall']:.1f} | {r['lines']} | "
                     f"{r['longest_silence']:.1f}{flag} | {_where(r)} |")
     return "\n".join(rows)
@@ -436,9 +436,10 @@ def headline(figures: dict[str, Any]) -> str:
     worst = max(ran, key=lambda r: r["longest_silence"])
     loud = sum(r["longest_silence"] > figures["silent_threshold"] for r in ran)
     failed = [r["key"] for r in ran if not r["passed"]]
-    return (f"longest silence {worst['longest_silence']:.0f} s (step {worst['key']}, `{_cell(worst['command'][:40])}"
-            f"{'…' if len(worst['command']) > 40 else ''}`); {loud} of {len(ran)} steps silent over "
-            f"{figures['silent_threshold']:g} s; " + (f"failed: {', '.join(failed)}" if failed else "none failed"))
+    verb = " ".join(worst["command"].split()[:2])
+    return (f"longest silence {worst['longest_silence']:.0f} s (step {worst['key']}, {worst['title']}: `{verb}`); "
+            f"{loud} of {len(ran)} steps silent over {figures['silent_threshold']:g} s; "
+            + (f"failed: {', '.join(failed)}" if failed else "none failed"))
 
 
 def write_results(results: Path, command: str, figures: dict[str, Any]) -> None:

@@ -420,6 +420,18 @@ def grapevine_headline(data: dict[str, Any]) -> str:
             f"in Grapevine's 10 iterations")
 
 
+def first_hour_table(data: dict[str, Any]) -> str:
+    from benchmarks.first_hour import markdown
+
+    return markdown(data["figures"])
+
+
+def first_hour_headline(data: dict[str, Any]) -> str:
+    from benchmarks.first_hour import headline
+
+    return headline(data["figures"])
+
+
 PY = "python"
 PAGES: list[Page] = [
     Page("thesis", "The thesis experiment (Tables 10.5 and 10.7)", "thesis.json",
@@ -505,6 +517,9 @@ PAGES: list[Page] = [
           "results/trace-read.json"), 10,
          "10⁶ empty phases: trace info 8.2 s of CPU (before: killed after 500 s); 1,000 rank files of 485 MB "
          "24.7 s against 114 s and 7.4 GB before"),
+    Page("first_hour", "A new user's first hour: each step's wall time and longest silence (issue 43)",
+         "first_hour.json", (PY, "-m", "benchmarks.first_hour"), 15,
+         first_hour_headline, {"steps": first_hour_table}),
 ]
 
 

@@ -66,8 +66,8 @@ __all__ = ["COMMANDS", "SILENT", "Watched", "longest_silence", "watch", "markdow
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: today's spelling of each hermes command the steps use (the command grammar is being changed: ``replay`` →
-#: ``trace replay``, ``flow`` → ``lab flow``, the old spellings kept with a note on stderr); switch them here
+#: the spelling of each hermes command the steps use (the grammar ``hermes --help`` lists: verbs run,
+#: resume, compare, plot; nouns mesh, trace, lab)
 COMMANDS: dict[str, tuple[str, ...]] = {
     "run": ("run",),
     "compare": ("compare",),
@@ -75,7 +75,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "mesh info": ("mesh", "info"),
     "mesh generate": ("mesh", "generate"),
     "trace info": ("trace", "info"),
-    "replay": ("replay",),
+    "replay": ("trace", "replay"),
 }
 
 #: a step silent for longer than this many seconds is flagged

@@ -268,32 +268,49 @@ def draw_load_bars(ax: Axes, colors: NDArray[np.float64], loads: NDArray[np.floa
 
 
 def draw_load_profile(ax: Axes, loads: NDArray[np.float64], fair: NDArray[np.float64] | None) -> None:
-    """The loads of many ranks sorted, heaviest first, as one filled step curve; the fair load of the rank at
-    each place (black), the mean load (dashed) and, in the title, max/mean and max ``l_i/c_i Σ l``.
+    """The loads of many ranks as a profile: each rank's load over its fair load ``c_i Σ l`` (over the mean
+    load without ``fair``), sorted, heaviest first; the fair share 1 as a black line, the ranks above it red,
+    those below blue, and in the title max ``l_i / c_i Σ l`` and max/mean.
 
-    Read like a Lorenz curve: a flat profile on the fair line is a balanced run, a head above it the ranks
-    that set the pace; how many ranks are heavy is its width, which one bar per rank no longer shows.
+    Read like a Lorenz curve: a flat profile on the line is a balanced run; the ranks that set the pace are
+    its head, how many they are its width — which one bar per rank no longer shows at hundreds of ranks. The
+    axis spans the ratios (not from 0), so a few per cent of imbalance are seen.
     """
     p = loads.size
     h = np.where(np.isfinite(loads), loads, 0.0)
-    order = np.argsort(-h, kind="stable")
-    x = np.arange(p)
-    ax.fill_between(x, h[order], step="mid", color=(0.35, 0.55, 0.8), alpha=0.85, linewidth=0,
-                    label="load, sorted")
-    top = float(h.max(initial=0.0))
     mean = float(h.mean()) if p else 0.0
-    ax.axhline(mean, color="0.25", linestyle="--", linewidth=1.0, label="mean load")
-    title = f"load of the {p} ranks, sorted (heaviest first): max/mean = " + \
-        (f"{top / mean:.3f}" if mean > 0 else "–")
     if fair is not None:
-        f = np.where(np.isfinite(fair), fair, np.nan)[order]
-        ax.step(x, f, where="mid", color="k", linewidth=1.2, label="fair load $c_i\\,\\Sigma l$ of that rank")
-        top = max(top, float(np.max(fair, where=np.isfinite(fair), initial=0.0)))
-        worst = _worst(loads, fair)
-        if worst is not None:
-            title += f", max $l_i/\\bar l_i$ = {worst:.3f}"
-    _load_axes(ax, title, "ranks by load", p, top)
-    ax.legend(loc="upper right", fontsize="x-small", frameon=True, framealpha=0.8)
+        ref = np.where(np.isfinite(fair) & (fair > 0), fair, np.nan)
+        what = "their fair load $c_i\\,\\Sigma l$"
+    else:
+        ref = np.full(p, mean if mean > 0 else np.nan)
+        what = "the mean load"
+    ratio = h / ref
+    known = np.isfinite(ratio)
+    r = np.sort(ratio[known])[::-1]
+    x = np.arange(r.size)
+    ax.fill_between(x, 1.0, r, where=r >= 1.0, step="mid", color=(0.85, 0.35, 0.3), alpha=0.85, linewidth=0,
+                    label="above fair")
+    ax.fill_between(x, 1.0, r, where=r < 1.0, step="mid", color=(0.35, 0.55, 0.8), alpha=0.85, linewidth=0,
+                    label="below fair")
+    ax.step(x, r, where="mid", color="0.2", linewidth=0.6)
+    ax.axhline(1.0, color="k", linewidth=1.2)
+    top = float(r.max(initial=1.0))
+    low = float(r.min(initial=1.0))
+    title = f"load of the {p} ranks against {what}, sorted (heaviest first): max {top:.3f}"
+    if fair is not None and mean > 0:
+        title += f", max/mean load {float(h.max()) / mean:.3f}"
+    if r.size < p:
+        title += f" ({p - r.size} ranks without a fair load)"
+    ax.set_title(title, fontsize="small")
+    pad = 0.1 * max(max(top, 1.0) - min(low, 1.0), 0.02)
+    ax.set_xlim(-0.6, max(r.size, 1) - 0.4)
+    ax.set_ylim(max(min(low, 1.0) - pad, 0.0), max(top, 1.0) + pad)
+    ax.set_xlabel("ranks, by load over " + ("fair load" if fair is not None else "mean load"), fontsize="small")
+    ax.set_ylabel("load / " + ("fair" if fair is not None else "mean"), fontsize="small")
+    ax.tick_params(labelsize="x-small")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="lower left", fontsize="x-small", frameon=True, framealpha=0.8, ncols=2)
 
 
 def finite_coords(values: ArrayLike, what: str) -> NDArray[np.float64]:

@@ -5,6 +5,7 @@ graphs without polygons zoomed like meshes."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -212,3 +213,59 @@ def test_graph_without_polygons_is_zoomed_like_a_mesh(tmp_path):
     png = plot_run(run, dpi=DPI, timeline=False)[0]
     # every rank's colour fills a share of the picture: the central rank is no speck
     assert shows_colors(read_png(png), rank_colors(5), min_share=0.005)
+
+
+# -- 7. the load panel at many ranks: the sorted profile, not a bar per rank ---------------------------------------
+@pytest.mark.parametrize("nparts", [8, 300])
+def test_load_panel_draws_bars_up_to_64_ranks_then_the_sorted_profile(tmp_path, figures, nparts):
+    from matplotlib.collections import PolyCollection
+
+    geo = grid(60, 50)
+    owner = rcb_owner(geo["coords"], nparts)
+    rng = np.random.default_rng(nparts)
+    loads = rng.uniform(80.0, 120.0, nparts)
+    fair = np.full(nparts, loads.mean())
+    plot_partition(tmp_path / "p.png", geo["coords"], owner, points=geo["points"], cell_ptr=geo["cell_ptr"],
+                   cell_nodes=geo["cell_nodes"], nparts=nparts, loads=loads, fair=fair, dpi=30)
+    fig = figures[-1]
+    (ax,) = [a for a in fig.axes if a.get_ylabel() in ("load", "load / fair")]
+    polys = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    if nparts <= 64:  # one bar per rank, in the rank's colour
+        assert len(polys) == 1 and len(polys[0].get_paths()) == nparts
+        assert np.allclose(polys[0].get_facecolor(), rank_colors(nparts))
+        return
+    # the ratios load / fair sorted, heaviest first: two filled areas (above, below the fair share), no bar per rank
+    assert ax.get_ylabel() == "load / fair" and all(len(p.get_paths()) <= nparts // 4 for p in polys)
+    (line,) = [ln for ln in ax.lines if ln.get_drawstyle() == "steps-mid"]
+    ratios = line.get_ydata()
+    assert np.allclose(ratios, np.sort(loads / fair)[::-1])
+    assert f"max {np.max(loads / fair):.3f}" in ax.get_title() and f"the {nparts} ranks" in ax.get_title()
+    lo, hi = ax.get_ylim()
+    assert lo > 0.5 and lo < ratios.min() and 1.0 < hi and ratios.max() < hi  # the ratios' span, not from 0
+
+
+# -- 8. a refining run records its refinement levels (with or without VTU files): the weights panel shows them ----
+def test_a_refining_run_without_vtu_records_levels_and_draws_them(tmp_path, figures):
+    from mpi4py import MPI
+
+    from hermes.lifecycle import driver
+    from hermes.outputs import RUN_OUTPUTS
+    from hermes.runtime.plain import plain
+    from hermes.scenario import load_scenario
+
+    root = Path(__file__).resolve().parents[2]
+    sc = load_scenario(root / "scenarios" / "refine-lshape.yaml",
+                       overrides=["adaptation.phases=2", "processors=1", "output.vtu=false",
+                                  "output.pictures=false"])
+    out = tmp_path / "run"
+    driver.run(sc, plain(MPI.COMM_SELF), out_dir=out, quiet=True, outputs=RUN_OUTPUTS)
+    with np.load(out / "partitions.npz") as parts:
+        levels = {k: parts[k] for k in parts.files if k.startswith("level_")}
+        owners = {k for k in parts.files if k.startswith("owner_")}
+        assert sorted(levels) == sorted(k.replace("owner", "level") for k in owners) == \
+            ["level_000", "level_001", "level_002"]
+        assert all(levels[k].shape == parts[k.replace("level", "owner")].shape for k in levels)
+        assert levels["level_000"].max() == 0 and levels["level_002"].max() > 0  # the front refined cells
+    plot_run(out, phases=[2], timeline=False, dpi=30)
+    titles = [a.get_title() for a in figures[-1].axes]
+    assert "refinement level" in titles and "unit weight" not in titles

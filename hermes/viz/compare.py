@@ -323,5 +323,11 @@ def _legend(fig, cols: Sequence[str], colors: Mapping[str, tuple], line: bool = 
 
     handles = [Line2D([], [], color=colors[c], marker=marker, markersize=7, linestyle="-" if line else "none")
                for c in cols]
-    fig.legend(handles, [_text(c) for c in cols], loc="outside lower center", fontsize="small", frameon=False,
-               ncols=max(1, min(len(cols), LEGEND_COLUMNS)))
+    labels = [_text(c) for c in cols]
+    # as many columns as fit the figure's width: an entry is its handle (2 em), the longest label (0.6 em a
+    # character at 8.3 pt, "small") and the spacing (2 em)
+    em = 8.33 / 72.0
+    entry = (4.0 + 0.6 * max((len(t) for t in labels), default=1)) * em
+    fit = int((fig.get_figwidth() - 0.3) // entry)
+    fig.legend(handles, labels, loc="outside lower center", fontsize="small", frameon=False,
+               ncols=max(1, min(len(cols), LEGEND_COLUMNS, fit)))

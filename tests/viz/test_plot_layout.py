@@ -269,3 +269,45 @@ def test_a_refining_run_without_vtu_records_levels_and_draws_them(tmp_path, figu
     plot_run(out, phases=[2], timeline=False, dpi=30)
     titles = [a.get_title() for a in figures[-1].axes]
     assert "refinement level" in titles and "unit weight" not in titles
+
+
+# -- 9. compare's plots: legends and titles inside the figure, clear of each other and of the axes -----------------
+@pytest.mark.parametrize("shape", [None, (1, 2), (2, 7), (7, 4)])
+def test_compare_plots_keep_legends_and_titles_inside_and_apart(tmp_path, monkeypatch, shape):
+    import hermes.viz.compare as compare
+
+    drawn = []
+    save = compare.save_figure
+    monkeypatch.setattr(compare, "save_figure", lambda fig, path: (drawn.append(fig), save(fig, path))[1])
+    if shape is None:  # hermes compare --set-axis balancer=none,pcg on the quickstart
+        rows, cols = ["all runs"], ["none", "pcg"]
+    else:
+        rows = [f"mesh-{k} with a longer name" for k in range(shape[0])]
+        cols = ["none"] + [f"balancer-{k}-long" for k in range(shape[1] - 1)]
+    cells = {(r, c): [_summary(c, 100.0 * j, 10.0 - j, after=1.0 + 0.1 * (j == 0))] for r in rows
+             for j, c in enumerate(cols)}
+    for plot in (compare.plot_totals, compare.plot_imbalance, compare.plot_breakdown, compare.plot_pareto):
+        plot(tmp_path / f"{plot.__name__}.png", rows, cols, cells, dpi=120 if shape is None else 40)
+        fig = drawn[-1]
+        r = fig.canvas.get_renderer()
+        page = fig.bbox
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+        assert len(legends) == 1, plot.__name__
+        box = legends[0].get_window_extent(r)
+        assert page.x0 - 1 <= box.x0 and box.x1 <= page.x1 + 1 and page.y0 - 1 <= box.y0 and box.y1 <= page.y1 + 1, \
+            plot.__name__
+        # every entry's text inside too (a label cut at the figure's edge was the bug)
+        for t in legends[0].get_texts():
+            b = t.get_window_extent(r)
+            assert page.x0 - 1 <= b.x0 and b.x1 <= page.x1 + 1, (plot.__name__, t.get_text())
+        titles = [t for t in (fig._suptitle, *(ax.title for ax in fig.axes if ax.get_visible())) if t is not None
+                  and t.get_text()]
+        for t in titles:
+            b = t.get_window_extent(r)
+            assert not b.overlaps(box), (plot.__name__, t.get_text())
+            assert page.y0 - 1 <= b.y0 and b.y1 <= page.y1 + 1, (plot.__name__, t.get_text())
+        for ax in fig.axes:
+            if ax.get_visible():
+                assert not ax.get_window_extent(r).overlaps(box), plot.__name__
+                # under the panels, not beside them (beside, it took half a narrow figure's width)
+                assert box.y1 <= ax.get_tightbbox(r).y0 + 1, plot.__name__

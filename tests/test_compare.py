@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -179,6 +180,58 @@ def test_table_like_the_thesis_with_ratios_failures_and_seed_means():
     assert f"| hetero | 1.00 | {247.8 / 814.2:.2f} | — |" in text  # ratio to none
     assert f"| homo | {465.2 / 241.1:.2f} | 1.00 | — |" in text  # ratio to the best of the row
     assert "mean over the seed axis" in text and "- `homo__broken__1`: no mesh" in text
+
+
+def test_report_links_every_picture_to_its_full_size_png(tmp_path):
+    """Each picture of report.html (plots and final partitions) is a thumbnail inside a link to its PNG, relative
+    to the page, so one click opens it full size; a run without a picture has no link."""
+    import html.parser
+
+    from hermes.compare.report import write_report
+    from hermes.viz.partition import rank_colors, save_figure
+
+    def png(path: Path) -> Path:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(2, 1), dpi=20)
+        fig.patch.set_facecolor(rank_colors(1)[0])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return save_figure(fig, path)
+
+    d = tmp_path / "exp"
+    plots = [("total time", png(d / "plots" / "total-time.png")), ("pareto", png(d / "plots" / "pareto.png"))]
+    parts = [("a run", png(d / "plots" / "partitions" / "8x6 pcg" / "partition-002.png")), ("failed", None)]
+    rows = [_row({"balancer": "pcg"}, _summary(2.0, 1.01))]
+    page = write_report(d / "report.html", title="t", description="", grid=make_grid(rows, ["balancer"], "balancer"),
+                        plots=plots, partitions=parts, failures=[], counts={"done": 1}, clock="virtual",
+                        experiment_dir=d).read_text()
+
+    class Links(html.parser.HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.open: list[str | None] = []  # the href of each <a> we are inside
+            self.images: list[tuple[str | None, str]] = []  # (enclosing link, src) of every <img>
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "a":
+                self.open.append(a.get("href"))
+            elif tag == "img":
+                self.images.append((self.open[-1] if self.open else None, a["src"]))
+
+        def handle_endtag(self, tag):
+            if tag == "a":
+                self.open.pop()
+
+    links = Links()
+    links.feed(page)
+    assert len(links.images) == 3  # two plots, one partition (the failed run has no picture)
+    expected = [png for _, png in plots] + [parts[0][1]]
+    for (href, src), target in zip(links.images, expected):
+        assert src.startswith("data:image/png;base64,")  # the page stays self-contained
+        assert href is not None and href.endswith(".png") and not href.startswith(("/", "file:"))
+        assert (d / urllib.parse.unquote(href)).resolve() == target.resolve()  # the full-size file beside the page
+    assert page.count('<a class="full"') == 3 and "8x6%20pcg/partition-002.png" in page
 
 
 def test_format_time():

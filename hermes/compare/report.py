@@ -1,6 +1,11 @@
 """report.html: one self-contained page (every image embedded as a ``data:`` URI) with the experiment's
 tables, its plots and each run's final partition — a file to mail or archive, no directory needed beside it.
 
+Every picture is a link to its PNG file (``<a class="full" href="plots/partitions/RUN/partition-004.png">``,
+relative to the page): one click opens it full size. The page's script opens the embedded copy instead (a
+``blob:`` URL in a new tab), so the click works as well when the page travels alone; without scripts the link
+opens the file beside the page.
+
 A small script in the page counts the images the browser could not decode and writes the count to
 ``<body data-images="N" data-broken-images="K">`` (tests read it from a headless browser's DOM).
 
@@ -18,13 +23,14 @@ import html
 import logging
 import os
 import stat
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
 from hermes.compare.tables import Grid, table_blocks
 from hermes.files import write_atomic
 
-__all__ = ["write_report", "data_uri", "MAX_PICTURE_BYTES"]
+__all__ = ["write_report", "data_uri", "picture_href", "MAX_PICTURE_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +49,9 @@ td.best { font-weight: bold; background: #eef7ee; }
 td.failed { color: #a00; }
 figure { margin: 0.8em 0 1.6em; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
+a.full img { cursor: zoom-in; }
 figcaption { font-size: 0.9em; color: #444; margin-top: 0.3em; }
-.partitions { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 1em; }
+.partitions { display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr)); gap: 1em; }
 .partitions figure { margin: 0; }
 .meta { color: #555; font-size: 0.9em; }
 code { background: #f4f4f4; padding: 0 0.2em; }
@@ -56,6 +63,17 @@ window.addEventListener('load', function () {
   var broken = imgs.filter(function (i) { return !i.complete || i.naturalWidth === 0; }).length;
   document.body.setAttribute('data-images', String(imgs.length));
   document.body.setAttribute('data-broken-images', String(broken));
+});
+// a picture's link opens its embedded copy full size (the page may have travelled without the PNG files)
+document.addEventListener('click', function (ev) {
+  var a = ev.target.closest ? ev.target.closest('a.full') : null;
+  var img = a ? a.querySelector('img') : null;
+  if (!img || img.src.indexOf('data:image/png;base64,') !== 0) { return; }
+  try {
+    var bytes = atob(img.src.slice(img.src.indexOf(',') + 1)), buf = new Uint8Array(bytes.length);
+    for (var i = 0; i < bytes.length; i++) { buf[i] = bytes.charCodeAt(i); }
+    if (window.open(URL.createObjectURL(new Blob([buf], {type: 'image/png'})), '_blank')) { ev.preventDefault(); }
+  } catch (e) { /* the link opens the file beside the page */ }
 });
 """
 
@@ -84,6 +102,24 @@ def data_uri(path: Path) -> str | None:
         log.warning("%s: not embedded (not a PNG)", path)
         return None
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+
+
+def picture_href(png: Path, page: Path) -> str:
+    """The link from the page ``page`` to the picture ``png``: its path relative to the page's directory,
+    URL-quoted (a ``file:`` URI when there is no relative path, e.g. another drive)."""
+    try:
+        rel = os.path.relpath(png, page.parent)
+    except ValueError:
+        return Path(os.path.abspath(png)).as_uri()
+    return urllib.parse.quote(Path(rel).as_posix())
+
+
+def _figure(uri: str, href: str, caption: str, eager: bool = False) -> str:
+    """A picture as a thumbnail linked to its full size, and its caption."""
+    e = html.escape
+    load = ' loading="eager"' if eager else ""
+    return (f"<figure><a class=\"full\" href=\"{e(href)}\" target=\"_blank\" title=\"open full size\">"
+            f"<img src=\"{uri}\" alt=\"{e(caption)}\"{load}></a><figcaption>{e(caption)}</figcaption></figure>")
 
 
 def _table_html(caption: str, head: list[str], body: list[list[str]], bold_min: bool) -> str:
@@ -157,15 +193,14 @@ def write_report(path: Path, *, title: str, description: str, grid: Grid, plots:
         if uri is None:
             parts.append(f"<figure><figcaption>{e(caption)} — no picture</figcaption></figure>")
         else:
-            parts.append(f"<figure><img src=\"{uri}\" alt=\"{e(caption)}\"><figcaption>{e(caption)}"
-                         f"</figcaption></figure>")
-    parts.append("<h2>Final partitions</h2><div class=\"partitions\">")
+            parts.append(_figure(uri, picture_href(png, path), caption))
+    parts.append("<h2>Final partitions</h2><p class=\"meta\">Click a picture to open it full size.</p>"
+                 "<div class=\"partitions\">")
     for caption, png in partitions:
         uri = None if png is None else data_uri(png)
         if uri is None:
             parts.append(f"<figure><figcaption>{e(caption)} — no picture</figcaption></figure>")
         else:
-            parts.append(f"<figure><img src=\"{uri}\" alt=\"{e(caption)}\" loading=\"eager\">"
-                         f"<figcaption>{e(caption)}</figcaption></figure>")
+            parts.append(_figure(uri, picture_href(png, path), caption, eager=True))
     parts.append("</div></body></html>\n")
     return write_atomic(path, "\n".join(parts))

@@ -438,7 +438,9 @@ def _phase_arrays(r: RunState, phase: int):
     geometry.npz (``coords_XXX``, ...); ({}, {}) elsewhere (collective)."""
     tag, comm, dom = f"{phase:03d}", r.comm, r.dom
     n = r.setup.n_cells if not r.refining else r.book.max(int(dom.gid.max(initial=-1))) + 1
-    extra = {name: dom.fields[name] for name in ("u", "level") if name in dom.fields} if r.sc.output.vtu else None
+    # the solution for the VTU files; a refined mesh's levels always (the pictures' weights panel shows them)
+    names = ("u",) * r.sc.output.vtu + ("level",) * r.refining
+    extra = {name: dom.fields[name] for name in names if name in dom.fields}
     g = gather_to_root(comm, dom, n, extra=extra)
     tm = gather_trimesh(comm, dom) if r.refining else None
     if r.rank != 0:

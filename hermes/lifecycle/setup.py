@@ -165,6 +165,5 @@ def _record_initial(r: RunState) -> None:
         out["u_000"] = initial_fields(mesh.coords)["u"]
     if r.refining:
         out["gid_000"] = np.arange(mesh.n_cells, dtype=np.int64)
-        if r.sc.output.vtu:
-            out["level_000"] = np.zeros(mesh.n_cells, dtype=np.int64)
+        out["level_000"] = np.zeros(mesh.n_cells, dtype=np.int64)  # with or without VTU: the pictures draw them
 

@@ -26,7 +26,7 @@ import numpy as np
 from hermes.claims import MARKER, read_marker
 from hermes.errors import HermesError
 from hermes.metrics import cell_sends, cells_moved
-from hermes.viz.partition import check_dpi, plain, plot_partition
+from hermes.viz.partition import ZOOM_3D, check_dpi, plain, plot_partition
 from hermes.viz.rundir import (MAX_PHASES, Geometry, NpzArchive, check_owner, check_unit_array, phase_geometry,
                                read_capacities, read_summary, recorded_phases)
 from hermes.viz.timeline import plot_comparison, plot_phases
@@ -68,10 +68,11 @@ def plot_run(
         ``"auto"`` (default): the window in which every rank is legible (:func:`hermes.viz.zoom.auto_zoom`,
         one window for all the run's pictures; the whole domain on a uniform mesh); None: the whole domain;
         a box of four finite numbers with x0 < x1, y0 < y1 (:func:`hermes.viz.zoom.check_zoom`; a ``--zoom``
-        text is parsed).
+        text is parsed). A 3-D mesh is drawn whole: a box is then a warning on stderr (:data:`ZOOM_3D`).
     show : iterable of str
         Extra panels: ``weights`` (the unit weights beside the partition, or the refinement levels when the
-        run recorded them) and ``loads`` (per-rank bars of the load against the fair load, under it).
+        run recorded them — a refining run always does; on a 3-D mesh its outer surface so coloured) and
+        ``loads`` (per-rank bars of the load against the fair load under it; the loads sorted above 64 ranks).
     dpi : int
         Resolution of the PNGs, an integer in :data:`hermes.viz.partition.DPI_RANGE` (10 to 1200).
     out_dir : path-like, optional
@@ -219,15 +220,18 @@ def _check_phases(phases: Iterable[int]) -> list[int]:
 def _windows(zoom: Box | str | None, plans: list, nparts: int) -> list[Box | None]:
     """The window of every picture: ``auto`` finds one for all phases that share the run's mesh (so the
     pictures of a run line up) and one per phase whose mesh was refined."""
+    solid = [plan[1].cell_types is not None for plan in plans]  # a volume mesh is drawn whole, in 3-D
     if zoom != "auto":
-        return [zoom] * len(plans)  # type: ignore[list-item]
+        if zoom is not None and any(solid):
+            log.warning(ZOOM_3D)  # once for the run, not once a picture
+        return [None if s else zoom for s in solid]  # type: ignore[misc]
     out: list[Box | None] = [None] * len(plans)
     groups: dict[int, list[int]] = {}
     for i, plan in enumerate(plans):
         groups.setdefault(id(plan[1]), []).append(i)
     for idx in groups.values():
         g: Geometry = plans[idx[0]][1]
-        if g.cell_types is not None:  # a volume mesh is drawn whole, in 3-D
+        if solid[idx[0]]:
             continue
         # a graph without polygons: the area of a vertex from its spacing to its neighbours, so a graded cloud
         # is zoomed like a graded mesh

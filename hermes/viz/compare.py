@@ -115,13 +115,13 @@ def plot_totals(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
                                 textcoords="offset points", ha="center", va="bottom", fontsize=6, rotation=90)
     if totals and max(totals) > 20 * max(min(totals), 1e-300):
         ax.set_yscale("log")
+    ax.margins(y=0.12)  # room above the tallest bar for its imbalance label, under the title
     ax.set_xticks(x, [_text(r) for r in rows], rotation=20 if len(rows) > 4 else 0,
                   ha="right" if len(rows) > 4 else "center")
     ax.set_ylabel(f"total time [{_unit(cells)}]")
     ax.set_title("total time (label: final imbalance)", fontsize="medium")
-    ax.legend(fontsize="small", ncols=min(len(cols), 4), loc="upper left", bbox_to_anchor=(0, -0.12) if len(rows) > 4
-              else (1.0, 1.0), frameon=False)
     ax.grid(True, axis="y", alpha=0.3)
+    _legend(fig, cols, colors, line=False, marker="s")
     return save_figure(fig, path)
 
 
@@ -311,9 +311,23 @@ def plot_pareto(path: str | os.PathLike[str], rows: Sequence[str], cols: Sequenc
     return save_figure(fig, path)
 
 
-def _legend(fig, cols: Sequence[str], colors: Mapping[str, tuple], line: bool = True) -> None:
-    """One legend for all panels: a column's colour (a panel may lack some columns)."""
+#: legend entries a row under the panels
+LEGEND_COLUMNS = 6
+
+
+def _legend(fig, cols: Sequence[str], colors: Mapping[str, tuple], line: bool = True, marker: str = "o") -> None:
+    """One legend for all panels: a column's colour (a panel may lack some columns), under the panels in rows
+    of :data:`LEGEND_COLUMNS` (the constrained layout keeps it inside the figure, clear of the title and the
+    axes: beside the panels it took half a narrow figure's width and clipped its labels)."""
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=colors[c], marker="o", linestyle="-" if line else "none") for c in cols]
-    fig.legend(handles, [_text(c) for c in cols], loc="outside right upper", fontsize="small", frameon=False)
+    handles = [Line2D([], [], color=colors[c], marker=marker, markersize=7, linestyle="-" if line else "none")
+               for c in cols]
+    labels = [_text(c) for c in cols]
+    # as many columns as fit the figure's width: an entry is its handle (2 em), the longest label (0.6 em a
+    # character at 8.3 pt, "small") and the spacing (2 em)
+    em = 8.33 / 72.0
+    entry = (4.0 + 0.6 * max((len(t) for t in labels), default=1)) * em
+    fit = int((fig.get_figwidth() - 0.3) // entry)
+    fig.legend(handles, labels, loc="outside lower center", fontsize="small", frameon=False,
+               ncols=max(1, min(len(cols), LEGEND_COLUMNS, fit)))

@@ -31,7 +31,7 @@ EDGE_LIMIT = 20_000
 LEGEND_LIMIT = 64
 #: Legend entries per column.
 LEGEND_ROWS = 16
-#: Up to this many ranks the load panel draws one outlined bar per rank (above: one collection, no outlines).
+#: Up to this many ranks the load panel draws one outlined bar per rank; above, the loads sorted (a profile).
 BAR_LIMIT = 64
 
 
@@ -170,31 +170,34 @@ def draw_overview(ins: Axes, raster: list[Raster] | None, xy, facecolors, full: 
     ins.set_title("whole domain", fontsize="x-small")
 
 
+def weight_colors(w: NDArray[np.float64] | None, lev: NDArray[np.int64] | None):
+    """The colours of the weights panel: ``(norm, cmap, values, name)`` — the refinement levels when recorded
+    (one colour per level), else the unit weights (a log scale over a decade or more)."""
+    from matplotlib import colormaps
+    from matplotlib.colors import BoundaryNorm, LogNorm, Normalize
+
+    cmap = colormaps["viridis"]
+    if lev is not None:
+        top = int(lev.max(initial=0))
+        return BoundaryNorm(np.arange(top + 2) - 0.5, 256), cmap, lev, "refinement level"
+    lo, hi = log_range(w)
+    norm = LogNorm(lo, hi) if hi > 10 * lo else Normalize(lo, hi)  # a log scale only over a decade or more
+    return norm, cmap, np.clip(w, norm.vmin, None), "unit weight"
+
+
 def draw_side_panel(fig: Figure, wax: Axes, raster: list[Raster] | None, xy, xadj, adjncy, w, lev, msize,
-                bounds: Box) -> None:
+                    bounds: Box) -> None:
     """The unit weights (log colours) or, when recorded, the refinement levels (one colour per level); a
     mesh's cells go to ``raster``, a graph's vertices are drawn as markers."""
     from matplotlib.collections import LineCollection
 
-    if lev is not None:
-        from matplotlib.colors import BoundaryNorm
-
-        top = int(lev.max(initial=0))
-        norm = BoundaryNorm(np.arange(top + 2) - 0.5, 256)
-        values, cmap, label, name = lev, "viridis", "refinement level", "refinement level"
-    else:
-        from matplotlib.colors import LogNorm, Normalize
-
-        lo, hi = log_range(w)
-        norm = LogNorm(lo, hi) if hi > 10 * lo else Normalize(lo, hi)  # a log scale only over a decade or more
-        values, cmap, label, name = np.clip(w, norm.vmin, None), "viridis", "weight", "unit weight"
+    norm, cmap, values, name = weight_colors(w, lev)
     n = xy.shape[0]
     if raster is not None:
-        from matplotlib import colormaps
         from matplotlib.cm import ScalarMappable
 
         coll = ScalarMappable(norm=norm, cmap=cmap)
-        raster.append(Raster(wax, colormaps[cmap](norm(values))))
+        raster.append(Raster(wax, cmap(norm(values))))
     else:
         if xadj is not None and adjncy is not None and n <= EDGE_LIMIT:
             segs = graph_segments(xy, xadj, adjncy)
@@ -202,13 +205,39 @@ def draw_side_panel(fig: Figure, wax: Axes, raster: list[Raster] | None, xy, xad
         coll = wax.scatter(xy[:, 0], xy[:, 1], c=values, s=msize, cmap=cmap, norm=norm, linewidths=0, zorder=2)
     frame_axes(wax, bounds)
     wax.set_title(name, fontsize="medium")
-    cb = fig.colorbar(coll, ax=wax, shrink=0.8, label=label)
+    cb = fig.colorbar(coll, ax=wax, shrink=0.8, label="weight" if lev is None else name)
     if lev is not None:
         cb.set_ticks(np.arange(int(lev.max(initial=0)) + 1))
 
 
-def draw_load_bars(ax: Axes, colors: NDArray[np.float64], loads: NDArray[np.float64],
+def draw_loads(ax: Axes, colors: NDArray[np.float64], loads: NDArray[np.float64],
                fair: NDArray[np.float64] | None) -> None:
+    """The load panel: one bar per rank up to :data:`BAR_LIMIT` ranks (:func:`draw_load_bars`), above it the
+    sorted load profile (:func:`draw_load_profile`: hundreds of bars of one pixel each are a barcode)."""
+    if loads.size <= BAR_LIMIT:
+        draw_load_bars(ax, colors, loads, fair)
+    else:
+        draw_load_profile(ax, loads, fair)
+
+
+def _load_axes(ax: Axes, title: str, xlabel: str, p: int, top: float) -> None:
+    ax.set_title(title, fontsize="small")
+    ax.set_xlim(-0.6, p - 0.4)
+    ax.set_ylim(0.0, 1.05 * top if top > 0 else 1.0)
+    ax.set_xlabel(xlabel, fontsize="small")
+    ax.set_ylabel("load", fontsize="small")
+    ax.tick_params(labelsize="x-small")
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def _worst(loads: NDArray[np.float64], fair: NDArray[np.float64]) -> float | None:
+    """max l_i / fair_i over the ranks with a positive fair load (None: none has)."""
+    ok = fair > 0
+    return float(np.max(loads[ok] / fair[ok])) if ok.any() else None
+
+
+def draw_load_bars(ax: Axes, colors: NDArray[np.float64], loads: NDArray[np.float64],
+                   fair: NDArray[np.float64] | None) -> None:
     """Per rank: its load as a bar in its colour, its fair load ``c_i Σ l`` as a black tick.
 
     The bars are one collection (a patch per bar costs ~1 ms to lay out: 100 000 ranks would take minutes);
@@ -230,19 +259,58 @@ def draw_load_bars(ax: Axes, colors: NDArray[np.float64], loads: NDArray[np.floa
         ax.scatter(r, fair, marker="_", s=max(40.0, 3000.0 / max(p, 1)), color="k", linewidths=2, zorder=3,
                    label="fair load $c_i\\,\\Sigma l$")
         top = max(top, float(np.max(fair, where=np.isfinite(fair), initial=0.0)))
-        ok = fair > 0
-        if ok.any():
-            title += f" (bars) against the fair load $c_i\\,\\Sigma l$ (black): max $l_i/\\bar l_i$ = " \
-                     f"{float(np.max(loads[ok] / fair[ok])):.3f}"
-    ax.set_title(title, fontsize="small")
-    ax.set_xlim(-0.6, p - 0.4)
-    ax.set_ylim(0.0, 1.05 * top if top > 0 else 1.0)
-    ax.set_xlabel("rank", fontsize="small")
-    ax.set_ylabel("load", fontsize="small")
-    ax.tick_params(labelsize="x-small")
+        worst = _worst(loads, fair)
+        if worst is not None:
+            title += f" (bars) against the fair load $c_i\\,\\Sigma l$ (black): max $l_i/\\bar l_i$ = {worst:.3f}"
+    _load_axes(ax, title, "rank", p, top)
     if p <= 32:
         ax.set_xticks(r)
+
+
+def draw_load_profile(ax: Axes, loads: NDArray[np.float64], fair: NDArray[np.float64] | None) -> None:
+    """The loads of many ranks as a profile: each rank's load over its fair load ``c_i Σ l`` (over the mean
+    load without ``fair``), sorted, heaviest first; the fair share 1 as a black line, the ranks above it red,
+    those below blue, and in the title max ``l_i / c_i Σ l`` and max/mean.
+
+    Read like a Lorenz curve: a flat profile on the line is a balanced run; the ranks that set the pace are
+    its head, how many they are its width — which one bar per rank no longer shows at hundreds of ranks. The
+    axis spans the ratios (not from 0), so a few per cent of imbalance are seen.
+    """
+    p = loads.size
+    h = np.where(np.isfinite(loads), loads, 0.0)
+    mean = float(h.mean()) if p else 0.0
+    if fair is not None:
+        ref = np.where(np.isfinite(fair) & (fair > 0), fair, np.nan)
+        what = "their fair load $c_i\\,\\Sigma l$"
+    else:
+        ref = np.full(p, mean if mean > 0 else np.nan)
+        what = "the mean load"
+    ratio = h / ref
+    known = np.isfinite(ratio)
+    r = np.sort(ratio[known])[::-1]
+    x = np.arange(r.size)
+    ax.fill_between(x, 1.0, r, where=r >= 1.0, step="mid", color=(0.85, 0.35, 0.3), alpha=0.85, linewidth=0,
+                    label="above fair")
+    ax.fill_between(x, 1.0, r, where=r < 1.0, step="mid", color=(0.35, 0.55, 0.8), alpha=0.85, linewidth=0,
+                    label="below fair")
+    ax.step(x, r, where="mid", color="0.2", linewidth=0.6)
+    ax.axhline(1.0, color="k", linewidth=1.2)
+    top = float(r.max(initial=1.0))
+    low = float(r.min(initial=1.0))
+    title = f"load of the {p} ranks against {what}, sorted (heaviest first): max {top:.3f}"
+    if fair is not None and mean > 0:
+        title += f", max/mean load {float(h.max()) / mean:.3f}"
+    if r.size < p:
+        title += f" ({p - r.size} ranks without a fair load)"
+    ax.set_title(title, fontsize="small")
+    pad = 0.1 * max(max(top, 1.0) - min(low, 1.0), 0.02)
+    ax.set_xlim(-0.6, max(r.size, 1) - 0.4)
+    ax.set_ylim(max(min(low, 1.0) - pad, 0.0), max(top, 1.0) + pad)
+    ax.set_xlabel("ranks, by load over " + ("fair load" if fair is not None else "mean load"), fontsize="small")
+    ax.set_ylabel("load / " + ("fair" if fair is not None else "mean"), fontsize="small")
+    ax.tick_params(labelsize="x-small")
     ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="lower left", fontsize="x-small", frameon=True, framealpha=0.8, ncols=2)
 
 
 def finite_coords(values: ArrayLike, what: str) -> NDArray[np.float64]:
@@ -315,12 +383,13 @@ class Layout:
 
 def key_size(nparts: int) -> tuple[int, float, float]:
     """Columns, width and height (inches) of the rank key: a legend of ≤ LEGEND_LIMIT ranks (at font size
-    "small", 8.3 pt: a row is 1.5 lines, a column a 1.2-em patch, the label and the spacing), else a colour bar."""
+    "small", 8.3 pt: a row is 1.5 lines, a column a 1.2-em patch, the label and the spacing), else the short
+    key of :func:`draw_rank_key` (a few ranks and a note, in one column)."""
+    em = 8.33 / 72.0
     if nparts > LEGEND_LIMIT:
-        return 0, 1.0, 2.5
+        return 1, 1.6, (len(SHORT_KEY_RANKS) + 2) * 1.5 * em + 0.45 + 4 * 1.3 * em
     ncols = 1 if nparts <= 8 else int(np.ceil(nparts / (8 if nparts <= 16 else LEGEND_ROWS)))
     rows = int(np.ceil(nparts / ncols))
-    em = 8.33 / 72.0
     col = (1.2 + 0.8 + 0.6 * len(str(max(nparts - 1, 0))) + 0.8) * em
     return ncols, max(1.0, ncols * col + 0.2), rows * 1.5 * em + 0.45
 
@@ -410,38 +479,32 @@ def draw_graph(ax: Axes, xy, xadj, adjncy, facecolors, msize) -> None:
     ax.scatter(xy[:, 0], xy[:, 1], c=facecolors, s=msize, linewidths=0, zorder=2)
 
 
+#: the ranks named in the short key of more than LEGEND_LIMIT ranks (then "⋮" and the last rank)
+SHORT_KEY_RANKS = range(6)
+
+
 def draw_rank_key(fig: Figure, kax: Axes, colors: NDArray[np.float64], nparts: int) -> None:
     """The ranks' colours in the key panel ``kax`` (its own, :func:`panel_layout` sizes it): a legend of up to
-    LEGEND_LIMIT ranks (16 a column), else a discrete colour bar."""
+    LEGEND_LIMIT ranks (16 a column); above, a short key — the first ranks, "⋮", the last one, titled with the
+    number of ranks, and a note that the colours are not told apart one by one (a colour bar of hundreds of
+    golden-ratio hues is noise; the load panel then shows the loads sorted, not per colour)."""
+    from matplotlib.patches import Patch
+
     kax.set_axis_off()
+    style = dict(loc="upper left", bbox_to_anchor=(0.0, 1.0), borderaxespad=0.0, fontsize="small", frameon=False,
+                 handlelength=1.2, columnspacing=0.8)
     if nparts <= LEGEND_LIMIT:
-        from matplotlib.patches import Patch
-
         handles = [Patch(facecolor=colors[r], edgecolor="0.3", label=str(r)) for r in range(nparts)]
-        kax.legend(
-            handles=handles,
-            title="rank",
-            loc="upper left",
-            bbox_to_anchor=(0.0, 1.0),
-            borderaxespad=0.0,
-            ncols=key_size(nparts)[0],
-            fontsize="small",
-            frameon=False,
-            handlelength=1.2,
-            columnspacing=0.8,
-        )
+        kax.legend(handles=handles, title="rank", ncols=key_size(nparts)[0], **style)
         return
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import ListedColormap, Normalize
-
-    # rank r fills [r - 0.5, r + 0.5): a linear norm over nparts colours (a BoundaryNorm would give every
-    # rank a minor tick, minutes of layout for 10⁴ ranks, and its int16 colour index overflows above 32 767)
-    cmap = ListedColormap(colors[:, :3])
-    cax = kax.inset_axes([0.0, 0.02, 0.15, 0.96])
-    cb = fig.colorbar(ScalarMappable(norm=Normalize(-0.5, nparts - 0.5), cmap=cmap), cax=cax, label="rank")
-    cb.minorticks_off()
-    step = max(1, int(np.ceil(nparts / 16)))
-    cb.set_ticks(np.arange(0, nparts, step))
+    shown = [r for r in SHORT_KEY_RANKS if r < nparts - 1]
+    handles = [Patch(facecolor=colors[r], edgecolor="0.3", label=str(r)) for r in shown]
+    handles.append(Patch(facecolor="none", edgecolor="none", label="⋮"))
+    handles.append(Patch(facecolor=colors[nparts - 1], edgecolor="0.3", label=str(nparts - 1)))
+    legend = kax.legend(handles=handles, title=f"{nparts} ranks", **style)
+    kax.annotate("one colour a rank,\ntoo many to tell\napart: the load panel\nsorts the ranks",
+                 xy=(0.0, 0.0), xycoords=legend, xytext=(0, -4), textcoords="offset points", va="top",
+                 fontsize="x-small", color="0.3")
 
 
 def log_range(w: NDArray[np.float64]) -> tuple[float, float]:

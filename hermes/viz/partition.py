@@ -8,9 +8,11 @@ figures are rendered with the Agg canvas directly, without pyplot and its global
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
+from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,10 +22,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from hermes.errors import HermesError
 from hermes.files import write_atomic
-from hermes.viz.panels import (EDGE_LIMIT, Raster, domain_box, draw_graph, draw_load_bars, draw_overview,
+from hermes.viz.panels import (EDGE_LIMIT, Raster, domain_box, draw_graph, draw_loads, draw_overview,
                                draw_rank_key, draw_side_panel, drawable_box, finite_coords, fit_canvas, frame_axes,
                                graph_segments, marker_sizes, paint_panels, panel_layout, plane_coords,
-                               visible_units)
+                               visible_units, weight_colors)
 from hermes.viz.rundir import MAX_PROCESSORS, csr_problem, one_line
 from hermes.viz.zoom import Box, check_zoom
 
@@ -33,6 +35,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "plot_partition",
+    "PictureOptions",
+    "picture_options",
+    "Units",
+    "check_units",
+    "draw_plane",
+    "draw_volume",
+    "ZOOM_3D",
     "rank_colors",
     "cell_polygons",
     "partition_boundaries",
@@ -239,14 +248,16 @@ def plot_partition(
         small overview of the whole domain with the window outlined is drawn beside the legend.
     loads, fair : array_like of float, shape (nparts,), optional
         Each rank's load and its fair load ``c_i · Σ l``: drawn under the partition as bars in the rank's
-        colour, the fair load as a black tick on each bar.
+        colour, the fair load as a black tick on each bar; above ``BAR_LIMIT`` (64) ranks as the sorted load
+        profile (:func:`hermes.viz.panels.draw_load_profile`).
     dpi : int
         Resolution of the PNG.
     cell_types : array_like of int, shape (n,), optional
         VTK types of 3-D cells (10 tetra, 12 hexahedron, 13 wedge, 14 pyramid) whose corners are
         ``points``/``cell_ptr``/``cell_nodes`` with 3-D points: the partition is drawn in 3-D
-        (:mod:`hermes.viz.solid`: the outer surface and the ranks pulled apart, shaded); ``zoom`` and the
-        weights panel do not apply to it.
+        (:mod:`hermes.viz.solid`: the outer surface and the ranks pulled apart, shaded; ``show_weights``
+        colours the outer surface by weight or level). ``zoom`` does not apply to it: the mesh is drawn whole,
+        with a warning (:data:`ZOOM_3D`).
 
     Returns
     -------
@@ -267,15 +278,86 @@ def plot_partition(
     17 000 cells where a matplotlib polygon per cell cost ~0.5 s a picture): the partition boundaries in
     black, the cells' sides darkened, dropped above 20 000 visible cells.
     Graph vertices are markers whose area is about the panel area per vertex.
-    Ranks ``0..nparts-1`` have the colours of :func:`rank_colors`; a legend lists them for up to 16
-    ranks, a discrete colour bar above that.
-    """
-    from matplotlib.figure import Figure
+    Ranks ``0..nparts-1`` have the colours of :func:`rank_colors`; a legend lists them for up to
+    ``LEGEND_LIMIT`` (64) ranks, a short key above that (:func:`hermes.viz.panels.draw_rank_key`).
 
+    The steps: :func:`picture_options` and :func:`check_units` check the inputs, :func:`draw_plane` (a planar
+    mesh or a graph) or :func:`draw_volume` (a 3-D mesh) draw the figure, :func:`save_figure` writes it.
+    """
+    opts = picture_options(title=title, show_weights=show_weights, zoom=zoom, dpi=dpi)
+    units = check_units(coords, owner, points=points, cell_ptr=cell_ptr, cell_nodes=cell_nodes, xadj=xadj,
+                        adjncy=adjncy, weights=weights, levels=levels, nparts=nparts, loads=loads, fair=fair,
+                        cell_types=cell_types, show_weights=opts.show_weights)
+    if units.solid is not None:
+        if opts.zoom is not None:
+            log.warning(ZOOM_3D)
+        return save_figure(draw_volume(units, opts), path)
+    return save_figure(draw_plane(units, opts), path)
+
+
+#: the warning when a window is asked of a 3-D mesh's picture (it is drawn whole, in 3-D)
+ZOOM_3D = "--zoom applies to 2-D meshes; a 3-D mesh is drawn whole"
+
+
+@dataclass(frozen=True)
+class PictureOptions:
+    """What a partition picture shows besides the owners: its title, the weights panel, the window (a checked
+    box, or None: the whole domain) and the resolution (checked, in :data:`DPI_RANGE`)."""
+
+    title: str = ""
+    show_weights: bool = False
+    zoom: Box | None = None
+    dpi: int = 150
+
+
+def picture_options(*, title: str = "", show_weights: bool = False, zoom: Box | None = None,
+                    dpi: int = 150) -> PictureOptions:
+    """:class:`PictureOptions` with ``dpi`` and ``zoom`` checked (``--dpi``, ``--zoom`` in one line)."""
     dpi = check_dpi(dpi)
     zoom = check_zoom(zoom)
     if zoom == "auto":
         raise HermesError("--zoom: plot_partition takes a box or None (hermes.viz.auto_zoom finds one)")
+    return PictureOptions(title, bool(show_weights), zoom, dpi)
+
+
+@dataclass(frozen=True)
+class Units:
+    """The checked arrays of a partition picture (:func:`check_units`).
+
+    ``xy`` the units' points in the plane; ``owner`` their ranks (int64) among ``nparts``; ``weights`` and
+    ``levels`` per unit (optional); ``loads`` and ``fair`` per rank (optional); ``cells`` the polygons of a
+    planar mesh ``(points, cell_ptr, cell_nodes)`` or ``solid`` the cells of a volume mesh ``(points, cell_ptr,
+    cell_nodes, cell_types)``, else None (a graph: ``xadj``/``adjncy`` its edges); ``full`` the whole domain's
+    drawable box.
+    """
+
+    xy: NDArray[np.float64]
+    owner: NDArray[np.int64]
+    nparts: int
+    weights: NDArray[np.float64] | None = None
+    levels: NDArray[np.int64] | None = None
+    loads: NDArray[np.float64] | None = None
+    fair: NDArray[np.float64] | None = None
+    cells: tuple | None = None
+    solid: tuple | None = None
+    xadj: ArrayLike | None = None
+    adjncy: ArrayLike | None = None
+    full: Box = (0.0, 1.0, 0.0, 1.0)
+
+    @property
+    def n(self) -> int:
+        return int(self.xy.shape[0])
+
+    @functools.cached_property
+    def colors(self) -> NDArray[np.float64]:
+        """The colour of every rank (:func:`rank_colors`)."""
+        return rank_colors(self.nparts)
+
+
+def check_units(coords: ArrayLike, owner: ArrayLike, *, points=None, cell_ptr=None, cell_nodes=None, xadj=None,
+                adjncy=None, weights=None, levels=None, nparts: int | None = None, loads=None, fair=None,
+                cell_types=None, show_weights: bool = False) -> Units:
+    """The arrays of :func:`plot_partition` checked and fitted together as :class:`Units` (its Raises)."""
     xy = plane_coords(coords)
     n = xy.shape[0]
     own = np.asarray(owner)
@@ -297,12 +379,12 @@ def plot_partition(
     lev = _per_unit(levels, n, "levels", np.int64)
     if show_weights and w is None and lev is None:
         raise HermesError("show_weights needs the unit weights")
-    bars = None
+    per_rank = {}
     if loads is not None:
-        bars = (_per_unit(loads, nparts, "loads", np.float64),
-                None if fair is None else _per_unit(fair, nparts, "fair", np.float64))
+        per_rank = dict(loads=_per_unit(loads, nparts, "loads", np.float64),
+                        fair=None if fair is None else _per_unit(fair, nparts, "fair", np.float64))
+    common = dict(xy=xy, owner=own, nparts=nparts, weights=w, levels=lev, xadj=xadj, adjncy=adjncy, **per_rank)
 
-    cells = None  # (points, cell_ptr, cell_nodes) of a planar mesh, drawn as pixels (hermes.viz.raster)
     if xadj is not None and adjncy is not None:
         problem = csr_problem(np.asarray(xadj), np.asarray(adjncy), n, n, names=("xadj", "adjncy"))
         if problem:
@@ -316,85 +398,112 @@ def plot_partition(
         if problem:
             raise HermesError(problem)
         ptr, nodes = np.asarray(cell_ptr, dtype=np.int64), np.asarray(cell_nodes, dtype=np.int64)
-        planar = pts.shape[1] == 2 or np.ptp(pts[:, 2]) == 0
         if cell_types is not None:
             types = np.asarray(cell_types)
             if types.shape != (n,) or pts.shape[1] != 3:
                 raise HermesError(f"cell_types must be {n} VTK types of cells with 3-D points, got shape "
                                   f"{types.shape} with points {pts.shape}")
-            return _plot_solid(path, pts, ptr, nodes, types, own, nparts, title, bars, dpi)
-        if planar:
-            cells = (pts, ptr, nodes)
-            full = domain_box(pts[:, :2])
-        else:
-            log.warning("3-D cells without their types: drawing %d units as a graph projected on (x, y)", n)
+            return Units(**common, solid=(pts, ptr, nodes, types))
+        if pts.shape[1] == 2 or np.ptp(pts[:, 2]) == 0:
+            return Units(**common, cells=(pts, ptr, nodes), full=drawable_box(domain_box(pts[:, :2])))
+        log.warning("3-D cells without their types: drawing %d units as a graph projected on (x, y)", n)
     elif xy.shape[0] and np.asarray(coords).ndim == 2 and np.asarray(coords).shape[1] == 3 \
             and np.ptp(np.asarray(coords, dtype=np.float64)[:, 2]) > 0:
         log.warning("3-D graph: drawing %d units projected on (x, y)", n)
-    if cells is None:
-        full = domain_box(xy, pad=0.04)  # room for the markers on the border
-    full = drawable_box(full)
-    bounds = full if zoom is None else drawable_box(zoom)
+    return Units(**common, full=drawable_box(domain_box(xy, pad=0.04)))  # room for the markers on the border
 
-    colors = rank_colors(nparts)
-    facecolors = colors[own]
-    big = n > EDGE_LIMIT
-    geom = panel_layout(bounds, show_weights, bars is not None, full if zoom is not None else None, nparts)
-    msize = marker_sizes(xy, bounds, geom.panel) if cells is None else 1.0
-    fig = Figure(figsize=geom.size, dpi=dpi, layout="constrained")
+
+def draw_plane(u: Units, opts: PictureOptions) -> Figure:
+    """The picture of a planar mesh or a graph: the partition panel, the rank key, the overview of the whole
+    domain (zoomed), the weights or levels (``show_weights``) and the loads (``u.loads``), then the cells
+    painted once the layout has placed the panels."""
+    from matplotlib.figure import Figure
+
+    zoom = opts.zoom
+    bounds = u.full if zoom is None else drawable_box(zoom)
+    geom = panel_layout(bounds, opts.show_weights, u.loads is not None, u.full if zoom is not None else None,
+                        u.nparts)
+    msize = marker_sizes(u.xy, bounds, geom.panel) if u.cells is None else 1.0
+    fig = Figure(figsize=geom.size, dpi=opts.dpi, layout="constrained")
     axes = fig.subplot_mosaic(geom.mosaic, height_ratios=geom.heights, width_ratios=geom.widths)
-
-    ax = axes["P"]
-    raster: list[Raster] = []  # the panels of cells, painted once the layout has placed them
-    if cells is not None:
-        thin = big or visible_units(xy, bounds) > EDGE_LIMIT
-        # outlines: black at 35 % (none when the cells are too many to see); boundaries 1 pt (0.5 when thin)
-        raster.append(Raster(ax, facecolors, own, 0.0 if thin else 0.35, (0.5 if thin else 1.0) * dpi / 72.0))
-    else:
-        draw_graph(ax, xy, xadj, adjncy, facecolors, msize)
-    frame_axes(ax, bounds)
-    if show_weights or zoom is not None:
-        ax.set_title("owner rank" + (" (zoomed; the whole domain on the right)" if zoom is not None else ""),
-                     fontsize="medium")
-    draw_rank_key(fig, axes["K"], colors, nparts)
+    raster: list[Raster] | None = [] if u.cells is not None else None  # painted once the layout placed them
+    facecolors = u.colors[u.owner]
+    _owner_panel(axes["P"], u, facecolors, bounds, raster, msize, opts)
+    draw_rank_key(fig, axes["K"], u.colors, u.nparts)
     if zoom is not None:
-        draw_overview(axes["O"], raster if cells is not None else None, xy, facecolors, full, bounds, geom.overview)
-
-    if show_weights:
-        draw_side_panel(fig, axes["W"], raster if cells is not None else None, xy, xadj, adjncy, w, lev, msize, bounds)
-    if bars is not None:
-        draw_load_bars(axes["L"], colors, *bars)
-
-    if title:
-        fig.suptitle(title, parse_math=False)  # a run's names are text, never TeX
+        draw_overview(axes["O"], raster, u.xy, facecolors, u.full, bounds, geom.overview)
+    if opts.show_weights:
+        draw_side_panel(fig, axes["W"], raster, u.xy, u.xadj, u.adjncy, u.weights, u.levels, msize, bounds)
+    if u.loads is not None:
+        draw_loads(axes["L"], u.colors, u.loads, u.fair)
+    if opts.title:
+        fig.suptitle(opts.title, parse_math=False)  # a run's names are text, never TeX
     if raster:
-        paint_panels(fig, raster, *cells)
-    return save_figure(fig, path)
+        paint_panels(fig, raster, *u.cells)
+    return fig
 
 
-def _plot_solid(path, pts, ptr, nodes, types, own, nparts: int, title: str, bars, dpi: int) -> Path:
-    """The 3-D picture of a volume mesh's partition (:func:`hermes.viz.solid.draw_solid`), a legend of the
-    ranks and, given ``bars``, the load per rank under it."""
+def _owner_panel(ax: Axes, u: Units, facecolors, bounds: Box, raster: list[Raster] | None, msize,
+                 opts: PictureOptions) -> None:
+    """The units coloured by owner: a mesh's cells go to ``raster`` (outlines and boundaries thinner when the
+    cells are many), a graph's vertices and edges are drawn."""
+    if raster is not None:
+        thin = u.n > EDGE_LIMIT or visible_units(u.xy, bounds) > EDGE_LIMIT
+        # outlines: black at 35 % (none when the cells are too many to see); boundaries 1 pt (0.5 when thin)
+        raster.append(Raster(ax, facecolors, u.owner, 0.0 if thin else 0.35,
+                             (0.5 if thin else 1.0) * opts.dpi / 72.0))
+    else:
+        draw_graph(ax, u.xy, u.xadj, u.adjncy, facecolors, msize)
+    frame_axes(ax, bounds)
+    if opts.show_weights or opts.zoom is not None:
+        ax.set_title("owner rank" + (" (zoomed; the whole domain on the right)" if opts.zoom is not None else ""),
+                     fontsize="medium")
+
+
+def draw_volume(u: Units, opts: PictureOptions) -> Figure:
+    """The 3-D picture of a volume mesh's partition (:func:`hermes.viz.solid.draw_solid`: the outer surface and
+    the ranks pulled apart), the rank key, with ``show_weights`` the outer surface coloured by the unit weights
+    or the refinement levels (:func:`hermes.viz.solid.draw_surface`), and the loads under them."""
     from matplotlib.figure import Figure
 
     from hermes.viz.solid import draw_solid
 
-    colors = rank_colors(nparts)
+    pts, ptr, nodes, types = u.solid
     mosaic, heights, size = [["O", "S"]], [5.0], [13.0, 6.0]
-    if bars is not None:
-        mosaic.append(["L", "L"])
+    if opts.show_weights:
+        mosaic[0].append("W")
+        size[0] += 6.0
+    if u.loads is not None:
+        mosaic.append(["L"] * len(mosaic[0]))
         heights.append(1.9)
         size[1] += 2.2
-    fig = Figure(figsize=size, dpi=dpi, layout="constrained")
+    three_d = {"projection": "3d"}
+    fig = Figure(figsize=size, dpi=opts.dpi, layout="constrained")
     axes = fig.subplot_mosaic(mosaic, height_ratios=heights,
-                              per_subplot_kw={"O": {"projection": "3d"}, "S": {"projection": "3d"}})
-    draw_solid(axes["O"], axes["S"], pts, ptr, nodes, types, own, colors)
-    draw_rank_key(fig, axes["S"], colors, nparts)
-    if bars is not None:
-        draw_load_bars(axes["L"], colors, *bars)
-    if title:
-        fig.suptitle(title, parse_math=False)
-    return save_figure(fig, path)
+                              per_subplot_kw={k: three_d for k in mosaic[0]})
+    draw_solid(axes["O"], axes["S"], pts, ptr, nodes, types, u.owner, u.colors)
+    draw_rank_key(fig, axes["S"], u.colors, u.nparts)
+    if opts.show_weights:
+        _solid_weights(fig, axes["W"], u)
+    if u.loads is not None:
+        draw_loads(axes["L"], u.colors, u.loads, u.fair)
+    if opts.title:
+        fig.suptitle(opts.title, parse_math=False)
+    return fig
+
+
+def _solid_weights(fig: Figure, ax: Axes, u: Units) -> None:
+    """The outer surface coloured by the refinement levels (when recorded) or the unit weights, the colours
+    and colour bar of :func:`hermes.viz.panels.weight_colors` (as the 2-D panel)."""
+    from matplotlib.cm import ScalarMappable
+
+    from hermes.viz.solid import draw_surface
+
+    norm, cmap, values, name = weight_colors(u.weights, u.levels)
+    draw_surface(ax, *u.solid, cmap(norm(values)), name)
+    cb = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.6, label=name)
+    if u.levels is not None:
+        cb.set_ticks(np.arange(int(u.levels.max(initial=0)) + 1))
 
 
 def _per_unit(values: ArrayLike | None, n: int, what: str, dtype) -> NDArray | None:

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
-__all__ = ["solid_faces", "draw_solid", "SOLID_FACETS", "EXPLODE"]
+__all__ = ["solid_faces", "draw_solid", "draw_surface", "SOLID_FACETS", "EXPLODE"]
 
 #: facets of the 3-D cells by VTK type id (10 tetra, 12 hexahedron, 13 wedge, 14 pyramid), local corners in
 #: VTK order, each listed counter-clockwise seen from outside or its reverse (only the polygon matters here)
@@ -95,37 +95,48 @@ def solid_faces(
     return face[keep], cell[keep], outer[keep]
 
 
+def _panel(ax: Axes, polys, facecolors, box_lo, box_hi, title: str) -> None:
+    """Shaded faces on a 3-D axes over the box ``box_lo``–``box_hi`` at its true proportions."""
+    from matplotlib.colors import LightSource
+    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+    light = LightSource(azdeg=315, altdeg=45)
+    edges = dict(edgecolors=(0, 0, 0, 0.35), linewidths=0.3) if len(polys) <= OUTLINE_LIMIT else \
+        dict(edgecolors="face", linewidths=0.1)
+    ax.add_collection3d(Poly3DCollection(polys, facecolors=facecolors, shade=True, lightsource=light, **edges))
+    ax.set_xlim(box_lo[0], box_hi[0])
+    ax.set_ylim(box_lo[1], box_hi[1])
+    ax.set_zlim(box_lo[2], box_hi[2])
+    ax.set_box_aspect(np.maximum(box_hi - box_lo, 1e-12 * max(float(np.max(box_hi - box_lo)), 1e-300)))
+    ax.set_xlabel("x", fontsize="small", labelpad=-8)
+    ax.set_ylabel("y", fontsize="small", labelpad=-8)
+    ax.set_zlabel("z", fontsize="small", labelpad=-8)
+    ax.tick_params(labelsize="xx-small", pad=-2)
+    ax.set_title(title, fontsize="medium")
+
+
+def draw_surface(ax: Axes, points: NDArray[np.float64], cell_ptr: NDArray[np.int64], cell_nodes: NDArray[np.int64],
+                 cell_types: NDArray[np.integer], cell_colors: NDArray[np.float64], title: str) -> None:
+    """The outer surface of a volume mesh on the 3-D axes ``ax``, each face in the colour of its cell
+    (``cell_colors``, RGBA per cell: the unit weights or refinement levels of the pictures' weights panel)."""
+    pts = np.asarray(points, dtype=np.float64)
+    n = np.asarray(cell_types).shape[0]
+    face, cell, outer = solid_faces(cell_ptr, cell_nodes, cell_types, np.zeros(n, dtype=np.int64))
+    _panel(ax, pts[face[outer]], np.asarray(cell_colors)[cell[outer]], pts.min(axis=0), pts.max(axis=0), title)
+
+
 def draw_solid(
     ax_outer: Axes, ax_parts: Axes, points: NDArray[np.float64], cell_ptr: NDArray[np.int64],
     cell_nodes: NDArray[np.int64], cell_types: NDArray[np.integer], owner: NDArray[np.int64],
     colors: NDArray[np.float64],
 ) -> None:
     """Draw the outer surface on ``ax_outer`` and the parts pulled apart on ``ax_parts`` (both 3-D axes)."""
-    from matplotlib.colors import LightSource
-    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
-
     pts = np.asarray(points, dtype=np.float64)
     own = np.asarray(owner, dtype=np.int64)
     face, cell, outer = solid_faces(cell_ptr, cell_nodes, cell_types, own)
     rank = own[cell]
-    light = LightSource(azdeg=315, altdeg=45)
     lo, hi = pts.min(axis=0), pts.max(axis=0)
-
-    def panel(ax, polys, facecolors, box_lo, box_hi, title):
-        edges = dict(edgecolors=(0, 0, 0, 0.35), linewidths=0.3) if len(polys) <= OUTLINE_LIMIT else \
-            dict(edgecolors="face", linewidths=0.1)
-        ax.add_collection3d(Poly3DCollection(polys, facecolors=facecolors, shade=True, lightsource=light, **edges))
-        ax.set_xlim(box_lo[0], box_hi[0])
-        ax.set_ylim(box_lo[1], box_hi[1])
-        ax.set_zlim(box_lo[2], box_hi[2])
-        ax.set_box_aspect(np.maximum(box_hi - box_lo, 1e-12 * max(float(np.max(box_hi - box_lo)), 1e-300)))
-        ax.set_xlabel("x", fontsize="small", labelpad=-8)
-        ax.set_ylabel("y", fontsize="small", labelpad=-8)
-        ax.set_zlabel("z", fontsize="small", labelpad=-8)
-        ax.tick_params(labelsize="xx-small", pad=-2)
-        ax.set_title(title, fontsize="medium")
-
-    panel(ax_outer, pts[face[outer]], colors[rank[outer]], lo, hi, "outer surface")
+    _panel(ax_outer, pts[face[outer]], colors[rank[outer]], lo, hi, "outer surface")
 
     # every part moved along the line from the mesh centre through the part's centre
     ranks = np.unique(own)
@@ -144,5 +155,5 @@ def draw_solid(
     moved = part_centre + SHRINK * (pts[face] - part_centre) + shift[rank][:, None, :]
     span = hi - lo
     pad = np.abs(shift[ranks]).max(axis=0) if ranks.size else np.zeros(3)
-    panel(ax_parts, moved, colors[rank], lo - pad - 0.02 * span, hi + pad + 0.02 * span,
-          f"{ranks.size} ranks pulled apart")
+    _panel(ax_parts, moved, colors[rank], lo - pad - 0.02 * span, hi + pad + 0.02 * span,
+           f"{ranks.size} ranks pulled apart")

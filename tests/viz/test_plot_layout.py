@@ -5,6 +5,7 @@ graphs without polygons zoomed like meshes."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,15 +125,15 @@ def test_rank_key_and_overview_apart_and_inside(tmp_path, figures, nparts, weigh
     overview = [a for a in every if a.get_title() == "whole domain"]
     assert len(overview) == 1
     view = overview[0].get_tightbbox(r)
-    # the rank key: the legend's entries, or the colour bar (an axes labelled "rank")
-    keys = [a.get_legend().get_window_extent(r) for a in every if a.get_legend() is not None
-            and a.get_legend().get_title().get_text() == "rank"]
-    keys += [a.get_tightbbox(r) for a in every if "rank" in (a.get_ylabel(), a.get_xlabel())
-             and a.get_xlabel() != "rank"]  # (the load bars' x axis is "rank" too)
-    assert len(keys) == 1
-    # up to 64 ranks the key lists every rank by name (a colour bar of 64 golden-ratio hues cannot be read)
-    legends = [a.get_legend() for a in every if a.get_legend() is not None]
-    assert (len(legends) == 1 and len(legends[0].get_texts()) == nparts) == (nparts <= 64)
+    # the rank key: a legend titled "rank" (every rank named) or, above 64 ranks, "100 ranks" (a short key)
+    title = "rank" if nparts <= 64 else f"{nparts} ranks"
+    key_axes = [a for a in every if a.get_legend() is not None and a.get_legend().get_title().get_text() == title]
+    assert len(key_axes) == 1
+    keys = [key_axes[0].get_tightbbox(r)]  # the legend and, in the short key, its note
+    # up to 64 ranks the key lists every rank by name; above, a few (a colour bar of 100 hues cannot be read)
+    texts = [t.get_text() for t in key_axes[0].get_legend().get_texts()]
+    assert texts == ([str(k) for k in range(nparts)] if nparts <= 64 else ["0", "1", "2", "3", "4", "5", "⋮",
+                                                                           str(nparts - 1)])
     partition_box = [a for a in every if a.get_title().startswith("owner rank")][0].get_window_extent(r)
     for name, b in (("rank key", keys[0]), ("whole domain", view)):
         assert not b.overlaps(partition_box), name
@@ -212,3 +213,101 @@ def test_graph_without_polygons_is_zoomed_like_a_mesh(tmp_path):
     png = plot_run(run, dpi=DPI, timeline=False)[0]
     # every rank's colour fills a share of the picture: the central rank is no speck
     assert shows_colors(read_png(png), rank_colors(5), min_share=0.005)
+
+
+# -- 7. the load panel at many ranks: the sorted profile, not a bar per rank ---------------------------------------
+@pytest.mark.parametrize("nparts", [8, 300])
+def test_load_panel_draws_bars_up_to_64_ranks_then_the_sorted_profile(tmp_path, figures, nparts):
+    from matplotlib.collections import PolyCollection
+
+    geo = grid(60, 50)
+    owner = rcb_owner(geo["coords"], nparts)
+    rng = np.random.default_rng(nparts)
+    loads = rng.uniform(80.0, 120.0, nparts)
+    fair = np.full(nparts, loads.mean())
+    plot_partition(tmp_path / "p.png", geo["coords"], owner, points=geo["points"], cell_ptr=geo["cell_ptr"],
+                   cell_nodes=geo["cell_nodes"], nparts=nparts, loads=loads, fair=fair, dpi=30)
+    fig = figures[-1]
+    (ax,) = [a for a in fig.axes if a.get_ylabel() in ("load", "load / fair")]
+    polys = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    if nparts <= 64:  # one bar per rank, in the rank's colour
+        assert len(polys) == 1 and len(polys[0].get_paths()) == nparts
+        assert np.allclose(polys[0].get_facecolor(), rank_colors(nparts))
+        return
+    # the ratios load / fair sorted, heaviest first: two filled areas (above, below the fair share), no bar per rank
+    assert ax.get_ylabel() == "load / fair" and all(len(p.get_paths()) <= nparts // 4 for p in polys)
+    (line,) = [ln for ln in ax.lines if ln.get_drawstyle() == "steps-mid"]
+    ratios = line.get_ydata()
+    assert np.allclose(ratios, np.sort(loads / fair)[::-1])
+    assert f"max {np.max(loads / fair):.3f}" in ax.get_title() and f"the {nparts} ranks" in ax.get_title()
+    lo, hi = ax.get_ylim()
+    assert lo > 0.5 and lo < ratios.min() and 1.0 < hi and ratios.max() < hi  # the ratios' span, not from 0
+
+
+# -- 8. a refining run records its refinement levels (with or without VTU files): the weights panel shows them ----
+def test_a_refining_run_without_vtu_records_levels_and_draws_them(tmp_path, figures):
+    from mpi4py import MPI
+
+    from hermes.lifecycle import driver
+    from hermes.outputs import RUN_OUTPUTS
+    from hermes.runtime.plain import plain
+    from hermes.scenario import load_scenario
+
+    root = Path(__file__).resolve().parents[2]
+    sc = load_scenario(root / "scenarios" / "refine-lshape.yaml",
+                       overrides=["adaptation.phases=2", "processors=1", "output.vtu=false",
+                                  "output.pictures=false"])
+    out = tmp_path / "run"
+    driver.run(sc, plain(MPI.COMM_SELF), out_dir=out, quiet=True, outputs=RUN_OUTPUTS)
+    with np.load(out / "partitions.npz") as parts:
+        levels = {k: parts[k] for k in parts.files if k.startswith("level_")}
+        owners = {k for k in parts.files if k.startswith("owner_")}
+        assert sorted(levels) == sorted(k.replace("owner", "level") for k in owners) == \
+            ["level_000", "level_001", "level_002"]
+        assert all(levels[k].shape == parts[k.replace("level", "owner")].shape for k in levels)
+        assert levels["level_000"].max() == 0 and levels["level_002"].max() > 0  # the front refined cells
+    plot_run(out, phases=[2], timeline=False, dpi=30)
+    titles = [a.get_title() for a in figures[-1].axes]
+    assert "refinement level" in titles and "unit weight" not in titles
+
+
+# -- 9. compare's plots: legends and titles inside the figure, clear of each other and of the axes -----------------
+@pytest.mark.parametrize("shape", [None, (1, 2), (2, 7), (7, 4)])
+def test_compare_plots_keep_legends_and_titles_inside_and_apart(tmp_path, monkeypatch, shape):
+    import hermes.viz.compare as compare
+
+    drawn = []
+    save = compare.save_figure
+    monkeypatch.setattr(compare, "save_figure", lambda fig, path: (drawn.append(fig), save(fig, path))[1])
+    if shape is None:  # hermes compare --set-axis balancer=none,pcg on the quickstart
+        rows, cols = ["all runs"], ["none", "pcg"]
+    else:
+        rows = [f"mesh-{k} with a longer name" for k in range(shape[0])]
+        cols = ["none"] + [f"balancer-{k}-long" for k in range(shape[1] - 1)]
+    cells = {(r, c): [_summary(c, 100.0 * j, 10.0 - j, after=1.0 + 0.1 * (j == 0))] for r in rows
+             for j, c in enumerate(cols)}
+    for plot in (compare.plot_totals, compare.plot_imbalance, compare.plot_breakdown, compare.plot_pareto):
+        plot(tmp_path / f"{plot.__name__}.png", rows, cols, cells, dpi=120 if shape is None else 40)
+        fig = drawn[-1]
+        r = fig.canvas.get_renderer()
+        page = fig.bbox
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+        assert len(legends) == 1, plot.__name__
+        box = legends[0].get_window_extent(r)
+        assert page.x0 - 1 <= box.x0 and box.x1 <= page.x1 + 1 and page.y0 - 1 <= box.y0 and box.y1 <= page.y1 + 1, \
+            plot.__name__
+        # every entry's text inside too (a label cut at the figure's edge was the bug)
+        for t in legends[0].get_texts():
+            b = t.get_window_extent(r)
+            assert page.x0 - 1 <= b.x0 and b.x1 <= page.x1 + 1, (plot.__name__, t.get_text())
+        titles = [t for t in (fig._suptitle, *(ax.title for ax in fig.axes if ax.get_visible())) if t is not None
+                  and t.get_text()]
+        for t in titles:
+            b = t.get_window_extent(r)
+            assert not b.overlaps(box), (plot.__name__, t.get_text())
+            assert page.y0 - 1 <= b.y0 and b.y1 <= page.y1 + 1, (plot.__name__, t.get_text())
+        for ax in fig.axes:
+            if ax.get_visible():
+                assert not ax.get_window_extent(r).overlaps(box), plot.__name__
+                # under the panels, not beside them (beside, it took half a narrow figure's width)
+                assert box.y1 <= ax.get_tightbbox(r).y0 + 1, plot.__name__

@@ -99,9 +99,10 @@ def test_a_hex_run_is_drawn_in_3d_with_every_rank(hex_run, monkeypatch, tmp_path
     plot_run(out, phases=[1], out_dir=tmp_path, timeline=False)
     (fig,) = figures
     three_d = [ax for ax in fig.axes if ax.name == "3d"]
-    assert len(three_d) == 2
+    # the outer surface and the ranks pulled apart, and (--show weights, a default) the surface by weight
+    assert sorted(ax.get_label() for ax in three_d) == ["O", "S", "W"]
     colors = rank_colors(8)
-    for ax in three_d:
+    for ax in (a for a in three_d if a.get_label() != "W"):
         (coll,) = ax.collections
         # shading scales a face's RGB: its direction is the rank's colour; every rank is on the picture
         rgb = coll.get_facecolor()[:, :3]
@@ -180,3 +181,65 @@ def test_damaged_cell_types_are_one_error(hex_run, tmp_path, bad):
     for draw in (lambda: plot_run(run, out_dir=tmp_path / "p"), lambda: write_run_vtu(run)):
         with pytest.raises(HermesError, match="cell_types"):
             draw()
+
+
+@pytest.mark.parametrize("show", [["weights"], ["loads"]])
+def test_show_weights_on_a_3d_mesh_draws_the_surface_by_weight(hex_run, monkeypatch, tmp_path, show):
+    out, _ = hex_run
+    figures = []
+    monkeypatch.setattr(partition, "save_figure", lambda fig, path: (figures.append(fig), Path(path))[1])
+    plot_run(out, phases=[1], out_dir=tmp_path, timeline=False, show=show)
+    (fig,) = figures
+    weights = [ax for ax in fig.axes if ax.get_label() == "W"]
+    assert len(weights) == (show == ["weights"])
+    if weights:
+        (ax,) = weights
+        assert ax.name == "3d" and ax.get_title() == "unit weight"
+        from hermes.viz.panels import weight_colors
+
+        with np.load(out / "partitions.npz") as parts, np.load(out / "geometry.npz") as geo:
+            w = parts["weight_001"]
+            _, cell, outer = solid_faces(geo["cell_ptr"], geo["cell_nodes"], geo["cell_types"], np.zeros(64, int))
+        # each outer face in its cell's weight colour (shaded: its RGB is that colour scaled; drawn in depth
+        # order): as many faces of each weight's colour as the outer faces of the cells of that weight
+        norm, cmap, values, _ = weight_colors(w, None)
+        palette = np.unique(cmap(norm(values))[:, :3], axis=0)
+        want = cmap(norm(values))[cell[outer], :3]
+        rgb = ax.collections[0].get_facecolor()[:, :3]
+        assert rgb.shape == want.shape == (6 * 4 * 4, 3) and len(palette) == len(np.unique(w)) == 2
+        unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
+        drawn = np.argmax(unit(rgb) @ unit(palette).T, axis=1)
+        assert np.allclose(unit(rgb), unit(palette)[drawn], atol=1e-6)
+        assert np.bincount(drawn, minlength=2).tolist() == \
+            np.bincount(np.argmax(unit(want) @ unit(palette).T, axis=1), minlength=2).tolist()
+        assert len([a for a in fig.axes if a.get_ylabel() == "unit weight"]) == 1
+
+
+def test_a_3d_mesh_refinement_levels_colour_its_weights_panel(hex_run, tmp_path):
+    """A run that records levels shows them on a 3-D mesh too (the panel's title and colour bar say so)."""
+    from hermes.viz.partition import check_units, draw_volume, picture_options
+
+    out, _ = hex_run
+    with np.load(out / "geometry.npz") as geo, np.load(out / "partitions.npz") as parts:
+        units = check_units(geo["coords"], parts["owner_001"], points=geo["points"], cell_ptr=geo["cell_ptr"],
+                            cell_nodes=geo["cell_nodes"], cell_types=geo["cell_types"],
+                            weights=parts["weight_001"], levels=np.arange(64) % 3, show_weights=True)
+    fig = draw_volume(units, picture_options(show_weights=True, dpi=30))
+    (ax,) = [a for a in fig.axes if a.get_label() == "W"]
+    assert ax.get_title() == "refinement level"
+    (bar,) = [a for a in fig.axes if a.get_ylabel() == "refinement level"]
+    assert list(bar.get_yticks()) == [0, 1, 2]
+
+
+def test_zoom_on_a_3d_mesh_is_one_warning_on_stderr(hex_run, tmp_path):
+    from hermes.interpreter import child_env, python_command
+    from hermes.viz.partition import ZOOM_3D
+
+    out, _ = hex_run
+    done = subprocess.run(python_command("-m", "hermes", "plot", str(out), "--zoom", "0,0,0.5,0.5", "--phase", "0,1",
+                                         "--out", str(tmp_path / "p")),
+                          capture_output=True, text=True, timeout=300, env=child_env(path=[ROOT]))
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if "--zoom" in line] == [ZOOM_3D]
+    assert sorted(p.name for p in (tmp_path / "p").glob("*.png")) == ["partition-000.png", "partition-001.png",
+                                                                        "phases.png"]

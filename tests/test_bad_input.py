@@ -139,7 +139,7 @@ RUN = [
     ("mesh-missing", _mesh("nowhere.msh"), "mesh.file: no such file"),
     ("mesh-directory", _mesh("adir"), "mesh.file: "),
     ("chaco-corrupt", _mesh("bad.graph"), "bad.graph, line 5: not a number"),
-    ("chaco-disconnected", _mesh("disc.graph"), "disconnected (2 components)"),
+    ("chaco-disconnected", _mesh("disc.graph"), "disconnected (2 components; hermes run needs a connected graph"),
     ("chaco-three-cells", _mesh("three.graph"), "more processors (4) than cells (3)"),
     ("chaco-nan-coordinate", _mesh("nan.graph"), "nan.graph.xyz: non-finite coordinates"),
     ("chaco-huge-weights", _mesh("heavy.graph"), "unit weights must be at most 1e+100"),

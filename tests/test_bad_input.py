@@ -105,7 +105,8 @@ RUN = [
      "balancer.algorithm: informandtransfer balances a trace's tasks (hermes replay --algorithm informandtransfer); "
      "a mesh run cannot use it"),
     ("balancer-tolerance", ["--set", "balancer.tolerance=7"], "balancer.tolerance: must be less than 1, got 7"),
-    ("balancer-param-unknown", ["--set", "balancer.bogus=1"], "balancer.bogus: unknown key: neither a key of balancer: nor a parameter for 'pcg'"),
+    ("balancer-param-unknown", ["--set", "balancer.bogus=1"],
+     "balancer.bogus: unknown key: neither a key of balancer: nor a parameter for 'pcg'"),
     ("balancer-param", ["--set", "balancer.pcg.tolerance=.inf"], "balancer.pcg.tolerance: must be finite"),
     ("balancer-param-huge", ["--set", "balancer.algorithm=fos", "--set", "balancer.fos.unit_bytes=1e300"],
      "balancer.fos.unit_bytes: must be a finite number of magnitude at most 1e+100"),

@@ -148,7 +148,7 @@ def test_only_the_runtime_knows_the_hosting():
 #: which tests/test_architecture_doc.py holds to this one). Why each part sits where it does: the page's "Layering".
 TIERS: dict[str, tuple[str, ...]] = {
     "core": ("hermes.errors", "hermes.bounds", "hermes.strict", "hermes.loaders", "hermes.files", "hermes.claims",
-             "hermes.version", "hermes.interpreter", "hermes.machine", "hermes.metrics"),
+             "hermes.version", "hermes.interpreter", "hermes.machine", "hermes.metrics", "hermes.suggest"),
     "runtime": ("hermes.runtime",),
     "data": ("hermes.data",),
     "simulation": ("hermes.app",),

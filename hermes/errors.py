@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError", "OutputError",
-           "RuntimeDefect",            "validation_message", "one_line"]
+           "RuntimeDefect", "keys_at", "validation_message", "one_line"]
 
 
 class HermesError(Exception):
@@ -37,12 +37,14 @@ class RuntimeDefect(RuntimeError):
     and exits 1 on every process, instead of a traceback."""
 
 
-def validation_message(err, *, root: str = "value", more: bool = True) -> str:
+def validation_message(err, *, root: str = "value", more: bool = True, model=None) -> str:
     """One line from a pydantic ``ValidationError``: ``key.path: message`` of its first problem.
 
     The location skips pydantic's internal tags (``function-after[...]``, ``literal[...]``,
     ``constrained-float``); list indices show as numbers (``phases.0.tasks.3.time``). ``more`` appends how many
-    other problems there are; ``root`` names a problem of the whole document.
+    other problems there are; ``root`` names a problem of the whole document. ``model`` (the model validated)
+    lets an unknown key name the known keys closest to it (``mesh.fiel: unknown key (did you mean 'file'?)``,
+    :func:`hermes.suggest.did_you_mean` over the keys of the section it is in).
     """
     errors = err.errors()
     e = errors[0]
@@ -52,7 +54,10 @@ def validation_message(err, *, root: str = "value", more: bool = True) -> str:
     bounds = {"less_than_equal": ("at most", "le"), "less_than": ("below", "lt"),
               "greater_than_equal": ("at least", "ge"), "greater_than": ("above", "gt")}
     if kind == "extra_forbidden":
-        msg = "unknown key"
+        from hermes.suggest import did_you_mean
+
+        known = keys_at(model, e["loc"][:-1]) if model is not None and e["loc"] else []
+        msg = "unknown key" + did_you_mean(str(e["loc"][-1]), known)
     elif kind in ("model_type", "dict_type", "model_attributes_type"):
         msg = f"must be a mapping of keys, got {_kind(got)}"
     elif kind in bounds:
@@ -66,6 +71,28 @@ def validation_message(err, *, root: str = "value", more: bool = True) -> str:
             msg = msg.split(",")[0] + f", got {_shown(got)}"
     tail = f" (and {len(errors) - 1} more problems)" if more and len(errors) > 1 else ""
     return f"{loc or root}: {msg}{tail}"
+
+
+def keys_at(model, loc) -> list[str]:
+    """The keys a pydantic ``model`` accepts at the location ``loc`` of a document (a path of field names, list
+    indices, mapping keys and pydantic's tags): the fields (and aliases) of the sections found there — of all
+    the models a field may hold (optional, in a list or a mapping, a union) —, [] when ``loc`` leads nowhere."""
+    import typing
+
+    from pydantic import BaseModel
+
+    def models(annotation) -> list:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [m for a in typing.get_args(annotation) for m in models(a)]
+
+    current = [model]
+    for part in loc:
+        found = [f for m in current for name, f in m.model_fields.items() if part in (name, f.alias)]
+        if found:  # a field: the sections it holds; anything else (an index, a key, a tag) stays where it is
+            current = [m for f in found for m in models(f.annotation)]
+    return sorted({k for m in current for name, f in m.model_fields.items() if not f.exclude
+                   for k in (name, f.alias) if k})
 
 
 def _kind(value) -> str:

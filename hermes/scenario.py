@@ -113,7 +113,7 @@ class Scenario(Strict):
 
 
 def _format_error(err: ValidationError) -> str:
-    return validation_message(err, root="scenario")
+    return validation_message(err, root="scenario", model=Scenario)
 
 
 def _set_path(d: dict, path: str, value: Any) -> None:

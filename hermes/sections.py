@@ -368,8 +368,13 @@ class BalancerSpec(Strict):
                 continue
             known = known if known is not None else {k for b in all_balancers().values() for k in b.params.model_fields}
             if key not in known:
+                from hermes.suggest import did_you_mean
+
                 valid = ", ".join(sorted(mine)) or "none"
-                raise BalancerError(f"balancer.{key}: unknown parameter for '{self.algorithm}' (valid: {valid})")
+                close = did_you_mean(key, [*(k for k, f in type(self).model_fields.items() if not f.exclude), *mine],
+                                     n=3)
+                raise BalancerError(f"balancer.{key}: unknown key{close}: neither a key of balancer: nor a parameter "
+                                    f"for '{self.algorithm}' (its parameters: {valid})")
             ignored.append(key)
         section = self.section
         if section is not None:

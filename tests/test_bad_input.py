@@ -106,7 +106,8 @@ RUN = [
      "informandtransfer); "
      "a mesh run cannot use it"),
     ("balancer-tolerance", ["--set", "balancer.tolerance=7"], "balancer.tolerance: must be less than 1, got 7"),
-    ("balancer-param-unknown", ["--set", "balancer.bogus=1"], "balancer.bogus: unknown parameter for 'pcg'"),
+    ("balancer-param-unknown", ["--set", "balancer.bogus=1"],
+     "balancer.bogus: unknown key: neither a key of balancer: nor a parameter for 'pcg'"),
     ("balancer-param", ["--set", "balancer.pcg.tolerance=.inf"], "balancer.pcg.tolerance: must be finite"),
     ("balancer-param-huge", ["--set", "balancer.algorithm=fos", "--set", "balancer.fos.unit_bytes=1e300"],
      "balancer.fos.unit_bytes: must be a finite number of magnitude at most 1e+100"),
@@ -140,7 +141,7 @@ RUN = [
     ("mesh-missing", _mesh("nowhere.msh"), "mesh.file: no such file"),
     ("mesh-directory", _mesh("adir"), "mesh.file: "),
     ("chaco-corrupt", _mesh("bad.graph"), "bad.graph, line 5: not a number"),
-    ("chaco-disconnected", _mesh("disc.graph"), "disconnected (2 components)"),
+    ("chaco-disconnected", _mesh("disc.graph"), "disconnected (2 components; hermes run needs a connected graph"),
     ("chaco-three-cells", _mesh("three.graph"), "more processors (4) than cells (3)"),
     ("chaco-nan-coordinate", _mesh("nan.graph"), "nan.graph.xyz: non-finite coordinates"),
     ("chaco-huge-weights", _mesh("heavy.graph"), "unit weights must be at most 1e+100"),

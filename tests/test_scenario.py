@@ -119,7 +119,8 @@ def test_flat_form_still_read_and_other_balancers_keys_ignored():
 
 
 @pytest.mark.parametrize("balancer, message", [
-    ({"algorithm": "pcg", "bogus": 1}, "balancer.bogus: unknown parameter for 'pcg'"),
+    ({"algorithm": "pcg", "bogus": 1},
+     "balancer.bogus: unknown key: neither a key of balancer: nor a parameter for 'pcg'"),
     ({"algorithm": "pcg", "pcg": {"bogus": 1}}, "balancer.pcg.bogus: unknown parameter"),
     ({"algorithm": "pcg", "pcg": {"tolerance": 3}}, "balancer.pcg.tolerance: must be less than 1, got 3"),
     ({"algorithm": "pcg", "metis": {"targets": "fast"}}, "balancer.metis.targets: "),  # unused sections are checked

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args
 
@@ -175,18 +175,22 @@ class Params(BaseModel):
         try:
             return cls.model_validate({**(raw or {}), **values})
         except ValidationError as err:
-            raise BalancerError(_format(err, "").removeprefix(": ")) from None
+            raise BalancerError(_format(err, "", cls.model_fields).removeprefix(": ")) from None
 
 
 class NoParams(Params):
     """A balancer without parameters."""
 
 
-def _format(err: ValidationError, prefix: str) -> str:
+def _format(err: ValidationError, prefix: str, known: Iterable[str] = ()) -> str:
+    """One line from a parameter model's ValidationError; an unknown parameter names the ``known`` ones closest
+    to it (:func:`hermes.suggest.did_you_mean`)."""
     e = err.errors()[0]
     loc = ".".join(str(x) for x in e["loc"] if not (isinstance(x, str) and "[" in x))
     if e["type"] == "extra_forbidden":
-        return f"{prefix}{loc}: unknown parameter"
+        from hermes.suggest import did_you_mean
+
+        return f"{prefix}{loc}: unknown parameter{did_you_mean(loc, known)}"
     msg = e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
     words = {"less_than_equal": ("le", "less than or equal to"), "less_than": ("lt", "less than"),
              "greater_than_equal": ("ge", "greater than or equal to"), "greater_than": ("gt", "greater than")}
@@ -321,7 +325,7 @@ class BalancerInfo:
         try:
             return self.params.model_validate(given).model_dump()
         except ValidationError as err:
-            raise BalancerError(_format(err, prefix)) from None
+            raise BalancerError(_format(err, prefix, fields)) from None
 
 
 def serial_kwargs(serial: Callable[..., Any], params: dict[str, Any], links=None) -> dict[str, Any]:

@@ -283,9 +283,16 @@ def _deferred(name: str) -> BalancerInfo:
     module, _, attr = name.rpartition(".")
     if name in plugins or (module and attr and all(p.isidentifier() for p in name.split("."))):
         return _stand_in(name)
+    raise _unknown(name, plugins)
+
+
+def _unknown(name: str, plugins) -> BalancerError:
+    """The one line for a balancer name that is none: the closest names, then every valid one."""
+    from hermes.suggest import did_you_mean
+
     valid = sorted({*BALANCERS, *plugins})
-    raise BalancerError(f"unknown balancer {name!r}; valid: {', '.join(valid)} (or an import path "
-                        f"'package.module:Name')")
+    return BalancerError(f"unknown balancer {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)} (or an "
+                         f"import path 'package.module:Name')")
 
 
 def get_balancer(name: str) -> BalancerInfo:
@@ -313,9 +320,7 @@ def get_balancer(name: str) -> BalancerInfo:
     module, _, attr = name.rpartition(".")
     if module and attr and _importable(module):  # package.module.Name: the import path, last dot for the colon
         return replace(_import_path(f"{module}:{attr}"), name=name)
-    valid = sorted({*BALANCERS, *plugins})
-    raise BalancerError(f"unknown balancer {name!r}; valid: {', '.join(valid)} (or an import path "
-                        f"'package.module:Name')")
+    raise _unknown(name, plugins)
 
 
 def _importable(module: str) -> bool:

@@ -137,8 +137,11 @@ def cmd_replay(args) -> int:
         for key, value in parse_params(args.params).items():
             algo, dot, name = key.partition(".")
             if not dot or algo not in algorithms:
+                from hermes.suggest import did_you_mean
+
+                close = did_you_mean(algo, algorithms) if dot else ""
                 raise BalancerError(f"--param {key}: expected ALGORITHM.KEY=VALUE with ALGORITHM one of --algorithm "
-                                    f"({', '.join(algorithms)})")
+                                    f"({', '.join(algorithms)}){close}")
             params.setdefault(algo, {})[name] = value
         from hermes.trace.replay import check_params
 

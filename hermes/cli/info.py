@@ -6,26 +6,51 @@ from __future__ import annotations
 from hermes.bounds import BIG, TINY, shown
 from hermes.cli.common import error
 
-__all__ = ["cmd_scenario", "cmd_balancers", "format_balancers", "markdown_balancers", "cmd_mesh"]
+__all__ = ["check_mesh", "cmd_scenario", "cmd_balancers", "format_balancers", "markdown_balancers", "cmd_mesh"]
 
 
 def cmd_scenario(args) -> int:
+    import sys
+
     from hermes.bahi import is_spec_file
     from hermes.cli.run_mesh import scenario_of
-    from hermes.errors import HermesError
+    from hermes.errors import HermesError, MeshError
     from hermes.loaders import dump_yaml
 
+    note = None
     try:
         if args.scenario and is_spec_file(args.scenario):  # a Brusselator spec: validated as hermes run would
             from hermes.bahi.study import load_spec
 
             doc = load_spec(args.scenario, args.overrides).model_dump(mode="json")
         else:
-            doc = scenario_of(args).to_dict()
+            sc = scenario_of(args)
+            try:
+                note = check_mesh(sc)
+            except MeshError as err:
+                said = "hermes run" in str(err)
+                raise MeshError(str(err) if said else f"{err} (hermes run refuses this mesh)") from None
+            doc = sc.to_dict()
     except HermesError as err:
         return error(str(err))
     print(dump_yaml(doc, sort_keys=False), end="")
+    if note is not None:
+        print(f"hermes: note: {note}", file=sys.stderr)
     return 0
+
+
+def check_mesh(sc) -> str | None:
+    """What ``hermes run`` checks of the scenario's mesh before it starts MPI, checked here too when it is
+    cheap (:func:`hermes.lifecycle.preflight.mesh_cells`: a grid, or a file up to ``READ_LIMIT`` read and
+    validated — connected, positive weights, one load per vertex, refinable if the scenario refines), so that
+    ``hermes scenario`` refuses what run would refuse; a MeshError then, or (a larger file, not read) a note
+    saying that run reads and checks it; None when the mesh passed."""
+    from hermes.lifecycle.preflight import READ_LIMIT, mesh_cells
+
+    if mesh_cells(sc.mesh, sc.adaptation, sc.resolve) is not None:
+        return None
+    return (f"mesh.file {sc.resolve(sc.mesh.file)} is larger than {READ_LIMIT // 2**20} MiB and is not read here: "
+            f"hermes run reads and checks it (a connected graph, positive weights; docs/LIMITS.md)")
 
 
 def cmd_balancers(args) -> int:

@@ -216,9 +216,24 @@ def load_experiment(path: str | Path, *, set_axes: list[str] | None = None, sets
     path = Path(path)
     data = _read_yaml(path)
     if not ("axes" in data or "scenario" in data):  # a scenario file: the base of a quick sweep
+        _no_misspelt_axes(data, path)
         data = {"scenario": path.name}
     data.setdefault("name", path.stem)
     return make_experiment(data, here=path.parent, set_axes=set_axes, sets=sets, name=name)
+
+
+def _no_misspelt_axes(data: dict[str, Any], path: Path) -> None:
+    """An experiment whose ``axes:`` (or ``scenario:``) is misspelt would be read as a scenario and refused for
+    what a scenario lacks; a key that is no scenario key but close to an experiment's is named instead."""
+    from hermes.errors import keys_at
+    from hermes.scenario import Scenario
+    from hermes.suggest import did_you_mean
+
+    scenario_keys = set(keys_at(Scenario, ()))
+    for key in data:
+        close = did_you_mean(str(key), ("axes", "scenario")) if key not in scenario_keys else ""
+        if close:
+            raise ExperimentError(f"experiment {path}: {key}: unknown key{close}")
 
 
 def make_experiment(data: dict[str, Any] | None, *, here: str | Path = ".", set_axes: list[str] | None = None,
@@ -231,9 +246,14 @@ def make_experiment(data: dict[str, Any] | None, *, here: str | Path = ".", set_
     try:
         spec = _Spec.model_validate(data)
     except ValidationError as err:
+        from hermes.errors import keys_at
+        from hermes.suggest import did_you_mean
+
         e = err.errors()[0]
         loc = ".".join(str(x) for x in e["loc"])
-        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key" + did_you_mean(str(e["loc"][-1]), keys_at(_Spec, e["loc"][:-1]))
         raise ExperimentError(f"experiment: {loc or 'file'}: {msg}") from None
     here = Path(here).resolve()
     if spec.scenario is None:

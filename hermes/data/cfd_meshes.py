@@ -424,4 +424,7 @@ def get_generator(name: str) -> CfdMesh:
     try:
         return CFD_MESHES[name]
     except (KeyError, TypeError):
-        raise MeshError(f"unknown mesh generator {name!r}: expected one of {', '.join(CFD_MESHES)}") from None
+        from hermes.suggest import did_you_mean
+
+        raise MeshError(f"unknown mesh generator {name!r}{did_you_mean(str(name), CFD_MESHES)}: expected one of "
+                        f"{', '.join(CFD_MESHES)}") from None

@@ -117,10 +117,11 @@ def planar_coords(xyz: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.ascontiguousarray(xyz)
 
 
-def validated_mesh(mesh: Mesh, path: Path) -> Mesh:
-    """Run :func:`validate_graph`, restating its message with the file name."""
+def validated_mesh(mesh: Mesh, path: Path, *, connected: bool = True) -> Mesh:
+    """Run :func:`validate_graph` (``connected``: also refuse a disconnected graph), restating its message with
+    the file name."""
     try:
-        validate_graph(mesh)
+        validate_graph(mesh, require_connected=connected)
     except MeshError as err:
         msg = str(err).replace(f"mesh '{mesh.name}': ", "")
         raise MeshError(f"{path}: {msg}") from err
@@ -154,7 +155,7 @@ def _parse_header(line: bytes, path: Path, lineno: int) -> tuple[int, int, str, 
     return n, m, fmt.zfill(3), ncon
 
 
-def read_chaco(path: str | os.PathLike) -> Mesh:
+def read_chaco(path: str | os.PathLike, *, connected: bool = True) -> Mesh:
     """Read a graph in Chaco/METIS format, with coordinates from a sibling file if one exists.
 
     Parameters
@@ -164,6 +165,8 @@ def read_chaco(path: str | os.PathLike) -> Mesh:
         vertex: ``[size] [w_1 .. w_ncon] v_1 [e_1] v_2 [e_2] ...`` with 1-based neighbours ``v``.
         ``fmt`` digits: 1 = edge weights ``e``, 10 = ``ncon`` vertex weights, 100 = vertex sizes.
         Lines starting with ``%`` are comments.
+    connected : bool
+        Refuse a disconnected graph (False: read it anyway, as ``hermes mesh info`` does).
 
     Returns
     -------
@@ -316,7 +319,7 @@ def read_chaco(path: str | os.PathLike) -> Mesh:
         edge_weights=edge_weights,
         meta=meta,
     )
-    return validated_mesh(mesh, path)
+    return validated_mesh(mesh, path, connected=connected)
 
 
 def select_constraint(mesh: Mesh, constraint: int | str | None, where: str) -> Mesh:
@@ -474,7 +477,7 @@ def _mmread(path: Path):
         raise MeshError(f"cannot read Matrix Market file {path}: {one_line(err) or type(err).__name__}") from err
 
 
-def read_matrix_market(path: str | os.PathLike) -> Mesh:
+def read_matrix_market(path: str | os.PathLike, *, connected: bool = True) -> Mesh:
     """Read the sparsity pattern of a square Matrix Market matrix as a graph.
 
     Parameters
@@ -482,6 +485,8 @@ def read_matrix_market(path: str | os.PathLike) -> Mesh:
     path : str or path-like
         A ``.mtx`` coordinate (sparse) matrix. Entry ``(i, j)``, ``i ≠ j``, is an edge; values are
         ignored, the diagonal is dropped and the pattern is symmetrised.
+    connected : bool
+        Refuse a disconnected graph (False: read it anyway, as ``hermes mesh info`` does).
 
     Returns
     -------
@@ -518,4 +523,4 @@ def read_matrix_market(path: str | os.PathLike) -> Mesh:
         coords = planar_coords(xyz)
         meta["coords_path"] = str(coord_path)
     mesh = Mesh(name=_graph_name(path), xadj=xadj, adjncy=adjncy, weights=np.ones(n), coords=coords, meta=meta)
-    return validated_mesh(mesh, path)
+    return validated_mesh(mesh, path, connected=connected)

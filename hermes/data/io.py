@@ -42,7 +42,7 @@ from hermes.data.mesh import SOLID_TYPES, Mesh, Solid, csr_from_edges
 from hermes.errors import MeshError, OutputError
 from hermes.files import write_through
 
-__all__ = ["check_writable_format", "read_mesh", "read_meshio", "write_mesh"]
+__all__ = ["check_writable_format", "dropped_text", "read_mesh", "read_meshio", "write_mesh"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ _EDGES_3D = {
 # --------------------------------------------------------------------------------------------
 
 
-def read_mesh(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
+def read_mesh(path: str | os.PathLike, *, units: str = "cells", connected: bool = True) -> Mesh:
     """Read a mesh or graph file, choosing the reader by the file suffix.
 
     Parameters
@@ -82,6 +82,9 @@ def read_mesh(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
     units : {"cells", "nodes"}
         For cell meshes: whether work units are the cells (dual graph) or the nodes (nodal graph).
         Graph files (Chaco, Matrix Market) already are graphs of work units; ``units`` is ignored.
+    connected : bool
+        Refuse a disconnected graph (what ``hermes run`` needs); False reads it anyway, for ``hermes mesh info``
+        to count its components.
 
     Returns
     -------
@@ -112,10 +115,10 @@ def read_mesh(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in GRAPH_SUFFIXES:
-        return read_chaco(p)
+        return read_chaco(p, connected=connected)
     if suffix == ".mtx":
-        return read_matrix_market(p)
-    return read_meshio(p, units=units)
+        return read_matrix_market(p, connected=connected)
+    return read_meshio(p, units=units, connected=connected)
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,15 +172,19 @@ def _base_type(cell_type: str) -> str:
     return cell_type
 
 
-def _blocks(mesh, path: Path) -> tuple[int, list[tuple[str, NDArray[np.int64]]]]:
-    """The top dimension and its cell blocks as (base type, corner node array) pairs."""
+def _blocks(mesh, path: Path) -> tuple[int, list[tuple[str, NDArray[np.int64]]], dict[str, int]]:
+    """The top dimension, its cell blocks as (base type, corner node array) pairs, and the cells of lower
+    dimensions left out, counted by meshio type in file order (gmsh's boundary lines and vertices, the faces
+    of a volume mesh: ``{"line": 40, "vertex": 4}``)."""
     dims = {block.type: _cell_dim(block.type) for block in mesh.cells if len(block.data)}
     if not dims or max(dims.values()) < 2:
         raise MeshError(f"{path}: no 2-D or 3-D cells")
     dim = max(dims.values())
-    blocks = []
+    blocks, dropped = [], {}
     for block in mesh.cells:
         if dims.get(block.type) != dim:
+            if len(block.data):
+                dropped[block.type] = dropped.get(block.type, 0) + len(block.data)
             continue
         base = _base_type(block.type)
         if base == "polygon":
@@ -189,7 +196,7 @@ def _blocks(mesh, path: Path) -> tuple[int, list[tuple[str, NDArray[np.int64]]]]
         else:
             raise MeshError(f"{path}: unsupported cell type '{block.type}'")
         blocks.append((base, data))
-    return dim, blocks
+    return dim, blocks, dropped
 
 
 def _local_facets(base: str, k: int, dim: int) -> list[tuple[int, ...]]:
@@ -230,7 +237,7 @@ def _dual_edges(blocks: list[tuple[str, NDArray[np.int64]]], dim: int, path: Pat
     return np.column_stack([own[order[pairs]], own[order[pairs + 1]]])
 
 
-def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
+def read_meshio(path: str | os.PathLike, *, units: str = "cells", connected: bool = True) -> Mesh:
     """Read a cell mesh with meshio and build the graph of its work units.
 
     Parameters
@@ -246,11 +253,16 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
         ``"nodes"``: work units are the mesh nodes used by those cells (renumbered in point order
         if some points are unused; ``meta["node_ids"]`` then maps unit → point index); the graph is
         the mesh edges; ``coords`` are the node positions; no polygons.
+    connected : bool
+        Refuse a disconnected graph (False: read it anyway, as ``hermes mesh info`` does).
 
     Returns
     -------
     Mesh
-        Unit weights. Points whose third coordinate is zero everywhere are kept as 2-D.
+        Unit weights. Points whose third coordinate is zero everywhere are kept as 2-D. ``meta["dropped"]``
+        counts the cells of lower dimensions left out by meshio type (``{"line": 40, "vertex": 4}``; empty when
+        the file holds one dimension): :func:`dropped_text` says it in words, ``hermes mesh info`` and
+        ``hermes run`` (one warning) tell the user.
 
     Raises
     ------
@@ -274,12 +286,12 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
     if points.ndim != 2 or points.shape[0] == 0 or not 1 <= points.shape[1] <= 3:
         raise MeshError(f"{path}: no usable points")
     points = planar_coords(points)
-    dim, blocks = _blocks(raw, path)
+    dim, blocks, dropped = _blocks(raw, path)
     all_nodes = np.concatenate([data.ravel() for _, data in blocks])
     if all_nodes.min() < 0 or all_nodes.max() >= points.shape[0]:
         raise MeshError(f"{path}: cell node index out of range 0..{points.shape[0] - 1}")
     meta: dict = {"format": "meshio", "path": str(path), "units": units, "dim": dim,
-                  "cell_types": [base for base, _ in blocks]}
+                  "cell_types": [base for base, _ in blocks], "dropped": dropped}
 
     if units == "nodes":
         used = np.unique(all_nodes)
@@ -295,7 +307,7 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
             meta["node_ids"] = used
         mesh = Mesh(name=path.stem, xadj=xadj, adjncy=adjncy, weights=np.ones(used.size),
                     coords=points[used], meta=meta)
-        return validated_mesh(mesh, path)
+        return validated_mesh(mesh, path, connected=connected)
 
     n = sum(data.shape[0] for _, data in blocks)
     xadj, adjncy = csr_from_edges(n, _dual_edges(blocks, dim, path))
@@ -316,7 +328,14 @@ def read_meshio(path: str | os.PathLike, *, units: str = "cells") -> Mesh:
         solid = Solid(points, ptr, np.concatenate([data.ravel() for _, data in blocks]).astype(np.int64), types)
     mesh = Mesh(name=path.stem, xadj=xadj, adjncy=adjncy, weights=np.ones(n), coords=coords,
                 points=poly_points, cell_ptr=cell_ptr, cell_nodes=cell_nodes, meta=meta, solid=solid)
-    return validated_mesh(mesh, path)
+    return validated_mesh(mesh, path, connected=connected)
+
+
+def dropped_text(mesh: Mesh) -> str | None:
+    """The cells the meshio reader left out of ``mesh``, in words (``"40 line, 4 vertex"``), or None when it
+    kept every cell of the file (or the mesh is not a meshio file's)."""
+    dropped = mesh.meta.get("dropped") or {}
+    return ", ".join(f"{count} {kind}" for kind, count in dropped.items()) or None
 
 
 # --------------------------------------------------------------------------------------------

@@ -173,4 +173,5 @@ def validate_graph(mesh: Mesh, *, require_connected: bool = True) -> None:
     if require_connected and n > 1:
         ncomp, _ = sp.csgraph.connected_components(a, directed=False)
         if ncomp > 1:
-            raise MeshError(f"mesh '{mesh.name}': graph is disconnected ({ncomp} components)")
+            raise MeshError(f"mesh '{mesh.name}': graph is disconnected ({ncomp} components; hermes run needs a "
+                            f"connected graph: docs/LIMITS.md)")

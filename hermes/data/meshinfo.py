@@ -7,7 +7,10 @@ isolated cells, extra components, bad weights or coordinates and, for meshes wit
 out-of-range nodes, degenerate, duplicate, inverted and zero-area cells, non-manifold sides,
 hanging nodes and a dual graph that differs from the cells' shared sides.
 :func:`mesh_info_file` reads a file leniently (a 2-D cell mesh the strict reader rejects is still
-described); :func:`format_mesh_info` prints the dict; :func:`generate` writes a registered mesh.
+described) and says what ``hermes run`` would refuse (``refused_by_run``: a disconnected graph, or the strict
+reader's one line) and which cells of the file the reader dropped (``dropped``: gmsh's boundary lines and
+vertices, the faces of a volume mesh); :func:`format_mesh_info` prints the dict; :func:`generate` writes a
+registered mesh.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from numpy.typing import NDArray
 
 from hermes.data.cfd_meshes import get_generator
 from hermes.data.io import check_writable_format, write_mesh
-from hermes.data.mesh import Mesh
+from hermes.data.mesh import SOLID_TYPES, Mesh
 from hermes.data.polygons import mesh_from_polygons, polygon_areas, polygon_facets
 from hermes.errors import MeshError
 
@@ -214,8 +217,11 @@ def mesh_info(mesh: Mesh) -> dict:
     dict
         JSON-ready: ``name``, ``cells``, ``edges`` (undirected, of the symmetrised graph),
         ``components``, ``largest_component``, ``degree`` {min, max, mean}, ``bbox`` {min, max}
-        (of the points if the mesh has polygons, else of the unit coordinates), ``weights``
-        {total, min, max}; with polygons also ``nodes``, ``unused_nodes``, ``cell_types``,
+        (of the nodes of a cell mesh — every point of the file —, else of the unit coordinates: the true
+        extent, not the box of the cell centroids), ``weights`` {total, min, max} of the load hermes uses
+        (the first weight) with ``count`` and ``each`` [{min, max, sum}, ...] of every vertex weight a
+        multi-weight graph carries; a 3-D cell mesh also ``nodes`` and ``cell_types``;
+        with polygons also ``nodes``, ``unused_nodes``, ``cell_types``,
         ``boundary_facets``, ``holes`` (from Euler's formula), ``area`` and ``orientation``
         ("ccw", "cw" or "mixed"). ``problems`` maps every key of :data:`PROBLEMS` to a count;
         ``valid`` is true when all are 0.
@@ -234,12 +240,19 @@ def mesh_info(mesh: Mesh) -> dict:
     sym = _graph_part(mesh, info, problems)
     w = np.asarray(mesh.weights, dtype=np.float64)
     problems["bad_weights"] = int(np.count_nonzero(~np.isfinite(w) | (w <= 0))) if w.shape == (n,) else n
-    good = w[np.isfinite(w)] if w.shape == (n,) else np.zeros(0)
-    info["weights"] = ({"total": float(good.sum()), "min": float(good.min()), "max": float(good.max())}
-                       if good.size else None)
+    info["weights"] = _weights(mesh, w)
     coords = np.asarray(mesh.coords, dtype=np.float64)
     problems["bad_coords"] = int(np.count_nonzero(~np.all(np.isfinite(coords), axis=1))) if coords.ndim == 2 else n
-    box = np.asarray(mesh.points, dtype=np.float64) if mesh.has_polygons else coords
+    if mesh.has_polygons:
+        box = np.asarray(mesh.points, dtype=np.float64)
+    elif mesh.solid is not None:
+        box = np.asarray(mesh.solid.points, dtype=np.float64)
+        info["nodes"] = int(box.shape[0])
+        names = {vtk: name for name, (vtk, _) in SOLID_TYPES.items()}
+        kinds, counts = np.unique(mesh.solid.cell_types, return_counts=True)
+        info["cell_types"] = {names.get(int(k), str(int(k))): int(c) for k, c in zip(kinds, counts)}
+    else:
+        box = coords
     box = box[np.all(np.isfinite(box), axis=1)] if box.ndim == 2 else np.zeros((0, 2))
     info["bbox"] = {"min": box.min(axis=0).tolist(), "max": box.max(axis=0).tolist()} if box.size else None
     if mesh.has_polygons and mesh.cell_nodes is not None:
@@ -253,14 +266,33 @@ def mesh_info(mesh: Mesh) -> dict:
     return info
 
 
+def _weights(mesh: Mesh, w: NDArray[np.float64]) -> dict | None:
+    """The ``weights`` entry of :func:`mesh_info`: the load's figures, and every vertex weight of the file."""
+    n = mesh.n_cells
+    good = w[np.isfinite(w)] if w.shape == (n,) else np.zeros(0)
+    if not good.size:
+        return None
+    out = {"total": float(good.sum()), "min": float(good.min()), "max": float(good.max()), "count": 1}
+    every = mesh.meta.get("vertex_weights")
+    every = np.asarray(every, dtype=np.float64) if every is not None else None
+    if every is not None and every.ndim == 2 and every.shape[0] == n and every.shape[1] > 1:
+        out["count"] = int(every.shape[1])
+        out["each"] = [{"min": float(c.min()), "max": float(c.max()), "sum": float(c.sum())} for c in every.T]
+    return out
+
+
 def _lenient_meshio(path: Path) -> Mesh | None:
     """A 2-D cell mesh read without checks (None if the file has no usable 2-D cells)."""
     from hermes.data.io import meshio_read
 
     raw = meshio_read(path)
     pts = np.asarray(raw.points, dtype=np.float64)
-    blocks = [np.asarray(b.data, dtype=np.int64) for b in raw.cells
-              if b.type in ("triangle", "quad") or b.type.startswith("polygon")]
+    flat = [b for b in raw.cells if b.type in ("triangle", "quad") or b.type.startswith("polygon")]
+    dropped: dict[str, int] = {}
+    for b in raw.cells:
+        if b not in flat and len(b.data):
+            dropped[b.type] = dropped.get(b.type, 0) + len(b.data)
+    blocks = [np.asarray(b.data, dtype=np.int64) for b in flat]
     blocks = [b for b in blocks if b.ndim == 2 and b.size]
     if not blocks or pts.ndim != 2 or pts.shape[1] < 2:
         return None
@@ -270,24 +302,34 @@ def _lenient_meshio(path: Path) -> Mesh | None:
     if cell_nodes.min() < 0 or cell_nodes.max() >= pts.shape[0]:
         return None
     return mesh_from_polygons(pts[:, :2], cell_ptr, cell_nodes, name=path.stem,
-                              meta={"path": str(path), "lenient": True}, check=False)
+                              meta={"path": str(path), "lenient": True, "dropped": dropped}, check=False)
 
 
 def mesh_info_file(path: str | os.PathLike, *, units: str = "cells") -> dict:
     """:func:`mesh_info` of a mesh or graph file, read with :func:`hermes.data.io.read_mesh`.
 
-    A 2-D cell mesh (triangles, quadrilaterals, polygons) that the strict reader rejects — a side
-    shared by three cells, a disconnected dual graph — is read again without checks, so that its
-    problems are counted; any other failure raises the reader's one-line :class:`MeshError`.
-    The dict gains ``path`` and ``units``.
+    A disconnected graph is read all the same (``connected=False``) and its components counted. A 2-D
+    cell mesh (triangles, quadrilaterals, polygons) that the strict reader rejects — a side shared by
+    three cells, say — is read again without checks, so that its problems are counted; any other
+    failure raises the reader's one-line :class:`MeshError`.
+
+    Returns
+    -------
+    dict
+        :func:`mesh_info`'s, with ``path``, ``units``, ``dropped`` (the cells of lower dimensions the
+        reader left out, by meshio type: ``{"line": 40, "vertex": 4}``; empty for a graph file or a mesh
+        of one dimension) and ``refused_by_run`` (one line per reason ``hermes run`` would refuse the
+        file, as ``hermes run`` words it; empty when it would take it).
     """
     from hermes.data.formats import GRAPH_SUFFIXES
     from hermes.data.io import read_mesh
 
     p = Path(path)
+    refused = []
     try:
-        mesh = read_mesh(p, units=units)
-    except MeshError:
+        mesh = read_mesh(p, units=units, connected=False)
+    except MeshError as err:
+        refused.append(str(err).replace(f"{p}: ", "", 1))
         lenient = None
         if units == "cells" and p.is_file() and p.suffix.lower() not in (*GRAPH_SUFFIXES, ".mtx"):
             try:
@@ -298,7 +340,11 @@ def mesh_info_file(path: str | os.PathLike, *, units: str = "cells") -> dict:
             raise
         mesh = lenient
     info = mesh_info(mesh)
-    return {"path": str(p), "units": units, **info}
+    if not refused and (info["components"] or 0) > 1:
+        refused.append(f"the graph is disconnected ({info['components']} components; hermes run needs a connected "
+                       f"graph)")
+    return {"path": str(p), "units": units, **info, "dropped": dict(mesh.meta.get("dropped") or {}),
+            "refused_by_run": refused}
 
 
 def _num(x) -> str:
@@ -331,13 +377,26 @@ def format_mesh_info(info: dict) -> str:
                    f"  orientation {info['orientation']}{extra}")
     if info.get("weights"):
         w = info["weights"]
-        out.append(f"weights     total {w['total']:.6g}  min {w['min']:.4g}  max {w['max']:.4g}")
+        if w.get("count", 1) > 1:
+            out.append(f"weights     {w['count']} per vertex (a scenario picks the load with mesh.constraint: "
+                       f"1..{w['count']}, sum or all)")
+            out += [f"  w{k + 1:<8} sum {e['sum']:.6g}  min {e['min']:.4g}  max {e['max']:.4g}"
+                    for k, e in enumerate(w["each"])]
+        else:
+            out.append(f"weights     total {w['total']:.6g}  min {w['min']:.4g}  max {w['max']:.4g}")
+    if info.get("dropped"):
+        kept = "/".join(info["cell_types"]) if info.get("cell_types") else "top-dimension"
+        out.append("dropped     " + ", ".join(f"{_num(v)} {k}" for k, v in info["dropped"].items())
+                   + f"  (the {kept} cells are the work units)")
+    refused = info.get("refused_by_run") or []
     bad = [(k, v) for k, v in info["problems"].items() if v]
-    if not bad:
+    if not bad and not refused:
         out.append("problems    none")
     else:
         out.append("problems    " + str(sum(v for _, v in bad)))
-        out += [f"  {v:>8,}  {PROBLEMS.get(k, k)}" for k, v in bad]
+        out += [f"  refused by run: {line}" for line in refused]
+        said = any("disconnected" in line for line in refused)  # the extra components, said in run's words
+        out += [f"  {v:>8,}  {PROBLEMS.get(k, k)}" for k, v in bad if not (said and k == "extra_components")]
     return "\n".join(out)
 
 

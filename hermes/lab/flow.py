@@ -134,7 +134,10 @@ def flow_lab(graph, capacities, weights, loads, algorithm: str, tol: float | Non
     valid = flow_algorithms()
     info = BALANCERS[algorithm] if algorithm in BALANCERS else None
     if info is None:
-        raise BalancerError(f"unknown algorithm {algorithm!r}; valid: {', '.join(valid)}")
+        from hermes.suggest import did_you_mean
+
+        raise BalancerError(f"unknown algorithm {algorithm!r}{did_you_mean(algorithm, valid)}; valid: "
+                            f"{', '.join(valid)}")
     if info.serial is None:
         raise BalancerError(f"algorithm {algorithm!r} computes no flow (it has no serial reference); "
                             f"valid: {', '.join(valid)}")

@@ -4,6 +4,7 @@ phase's capacities), every rank receives its cells, and the run's state is built
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,8 @@ from hermes.scenario import Scenario, check_processors
 from hermes.sections import MeshSpec, PlatformProfile
 
 __all__ = ["load_mesh", "distribute", "start"]
+
+log = logging.getLogger(__name__)
 
 
 # -- set-up --------------------------------------------------------------------------------------------------
@@ -57,6 +60,7 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
                         say: Progress = quiet()):
     """Rank 0: the mesh, its initial partition (METIS, targets = the first phase's capacities), fields; ``say``
     names each step as it starts (its status) and prints a line after it."""
+    from hermes.data.io import dropped_text
     from hermes.data.partition import metis_partition
     from hermes.lifecycle.preflight import check_refinable, check_size
 
@@ -68,6 +72,10 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
     if sc.mesh.grid_cells is not None:  # cells ≥ processors, magnitudes, memory: before the grid is built
         check_size(sc, sc.mesh.grid_cells, p, capacities=caps, schedule=rows, ranks_here=processes)
     mesh = load_mesh(sc.mesh, sc.resolve)
+    dropped = dropped_text(mesh)
+    if dropped is not None:  # rank 0 only reads the mesh: one line for the job
+        log.warning("mesh.file %s: its %s cells are the work units; dropped: %s", sc.resolve(sc.mesh.file),
+                    "/".join(dict.fromkeys(mesh.meta.get("cell_types") or ["top-dimension"])), dropped)
     if sc.mesh.grid_cells is None:
         check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows, ranks_here=processes,
                    weights=(float(mesh.weights.min()), float(mesh.weights.max())))

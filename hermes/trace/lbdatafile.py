@@ -144,6 +144,8 @@ def find_trace(stem: str | Path) -> tuple[Path, int, str]:
         found = sorted(int(m.group(1)) for name in names if (m := pattern.fullmatch(name)))
         if found:
             break
+    if not found:
+        _not_a_trace(stem, names)
     if not found or found[0] != 0:
         hint = f" (found {stem}.{found[0]}.{suffix})" if found else ""
         raise TraceError(f"no LBDatafile {stem}.0.json{hint}: give the stem of the per-rank files <stem>.<rank>.json")
@@ -154,6 +156,33 @@ def find_trace(stem: str | Path) -> tuple[Path, int, str]:
         raise TraceError(f"{stem}: rank file {stem}.{gap}.{suffix} is missing (files for {n} ranks up to rank "
                          f"{found[-1]}): a trace has one file per rank, 0 to n−1")
     return stem, n, suffix
+
+
+#: what to do with a file format hermes cannot read as a trace, by suffix (the rest: the general advice)
+UNREADABLE = {
+    "vom": "LBAF's .vom object maps (rows of phase, object, time; no communications) are not a trace format hermes "
+           "reads: give a vt LBDatafile JSON trace (an LBAF that reads .vom writes a phase as one with its VT data "
+           "writer)",
+}
+
+
+def _not_a_trace(stem: Path, names: list[str]) -> None:
+    """TraceError in one line if ``stem`` is a file, or the stem of per-rank files, of a format hermes does not
+    read as a trace (LBAF's ``.vom``, a ``.csv``, ...): the format named, with what to do; else nothing."""
+    suffix = None
+    if stem.is_file():
+        m = re.fullmatch(r".+?\.\d{1,9}\.([A-Za-z0-9.]+)", stem.name)
+        suffix = (m.group(1) if m else stem.suffix.lstrip(".")) or None
+    else:
+        pattern = re.compile(re.escape(stem.name) + r"\.\d{1,9}\.([A-Za-z0-9.]+)")
+        found = sorted({m.group(1) for name in names if (m := pattern.fullmatch(name))})
+        suffix = found[0] if found else None
+    if suffix is None or suffix.lower() in SUFFIXES:  # a JSON file of another name: the general advice
+        return
+    why = UNREADABLE.get(suffix.lower(), f"'.{suffix}' files are not a trace format hermes reads: give a vt "
+                                         f"LBDatafile JSON trace")
+    raise TraceError(f"{stem}: {why}, by the stem of its per-rank files <stem>.<rank>.json (plain or "
+                     f"brotli-compressed; docs/TRACES.md)")
 
 
 def count_ranks(stem: str | Path) -> int:

@@ -26,6 +26,7 @@ import numpy as np
 from hermes.claims import MARKER, read_marker
 from hermes.errors import HermesError
 from hermes.metrics import cell_sends, cells_moved
+from hermes.suggest import did_you_mean
 from hermes.viz.partition import ZOOM_3D, check_dpi, plain, plot_partition
 from hermes.viz.rundir import (MAX_PHASES, Geometry, NpzArchive, check_owner, check_unit_array, phase_geometry,
                                read_capacities, read_summary, recorded_phases)
@@ -118,7 +119,8 @@ def plot_run(
     panels = {s.strip() for s in show if s.strip()}
     unknown = sorted(panels - set(SHOW_CHOICES))
     if unknown:
-        raise HermesError(f"--show {unknown[0]!r}: expected some of {', '.join(SHOW_CHOICES)}")
+        raise HermesError(f"--show {unknown[0]!r}{did_you_mean(unknown[0], SHOW_CHOICES)}: expected some of "
+                          f"{', '.join(SHOW_CHOICES)}")
     summary = read_summary(run / "summary.json")
     procs = summary.get("processors")
     with NpzArchive(run / "geometry.npz") as geo, NpzArchive(run / "partitions.npz") as parts:

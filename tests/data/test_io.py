@@ -142,7 +142,7 @@ def test_chaco_prefers_graph_xyz(tmp_path):
         ("3 2 1\n2 1\n1 2 3 1\n2 1\n", ["edge weights are not symmetric"]),
         ("3 2 1\n2 0\n1 0 3 1\n2 1\n", ["line 2", "edge weights must be positive"]),
         ("3 2 10\n1 2\n-1 1 3\n1 2\n", ["line 3", "non-negative"]),
-        ("4 2\n2\n1\n4\n3\n", ["disconnected (2 components)"]),
+        ("4 2\n2\n1\n4\n3\n", ["disconnected (2 components; hermes run needs a connected graph"]),
         ("\x00\x01\x02garbage\xff\n", ["bad Chaco/METIS header"]),
     ],
 )

@@ -161,3 +161,69 @@ def test_generate_writes_a_readable_mesh(tmp_path):
     assert generate("grid", None, tmp_path / "g.vtu").n_cells == 380
     with pytest.raises(MeshError, match="unknown mesh generator.*grid"):
         generate("nope", 100, tmp_path / "x.vtu")
+
+
+# -- what hermes run would refuse, what the reader dropped, every weight, the true extent ----------------------
+def _two_triangles_apart(path):
+    pts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [5, 5, 0], [6, 5, 0], [5, 6, 0]], dtype=float)
+    meshio.write(path, meshio.Mesh(pts, [("triangle", np.array([[0, 1, 2], [3, 4, 5]]))]))
+    return path
+
+
+def test_disconnected_graph_is_named_as_refused_by_run(tmp_path):
+    g = grid(3, 2)
+    two = tmp_path / "two.graph"  # a Chaco file: read without the connectivity check, not leniently
+    xadj = np.concatenate([g.xadj, g.xadj[1:] + g.xadj[-1]])
+    adjncy = np.concatenate([g.adjncy, g.adjncy + g.n_cells])
+    two.write_text(f"{2 * g.n_cells} {g.adjncy.size}\n" + "".join(
+        " ".join(str(int(v) + 1) for v in adjncy[xadj[i]:xadj[i + 1]]) + "\n" for i in range(2 * g.n_cells)))
+    for path in (two, _two_triangles_apart(tmp_path / "two.vtu")):
+        with pytest.raises(MeshError, match=r"disconnected \(2 components; hermes run needs a connected graph"):
+            read_mesh(path)
+        info = mesh_info_file(path)
+        assert info["components"] == 2 and info["problems"]["extra_components"] == 1
+        assert info["refused_by_run"] == ["the graph is disconnected (2 components; hermes run needs a connected "
+                                          "graph)"]
+        text = format_mesh_info(info)
+        assert "  refused by run: the graph is disconnected (2 components; hermes run needs a connected graph)" in text
+        assert "extra connected components" not in text  # said once, in run's words
+        assert json.loads(json.dumps(info))["refused_by_run"] == info["refused_by_run"]
+    assert mesh_info_file(ROOT / "meshes" / "lshape.vtu")["refused_by_run"] == []
+
+
+def test_every_vertex_weight_is_listed(tmp_path):
+    g = grid(4, 3)
+    vw = np.column_stack([np.ones(g.n_cells), np.arange(g.n_cells) % 3, np.full(g.n_cells, 2.5)])
+    info = mesh_info_file(write_chaco(g, tmp_path / "w.graph", vertex_weights=vw))
+    w = info["weights"]
+    assert w["count"] == 3 and w["total"] == g.n_cells
+    assert w["each"] == [{"min": float(c.min()), "max": float(c.max()), "sum": float(c.sum())} for c in vw.T]
+    text = format_mesh_info(info)
+    assert "weights     3 per vertex" in text and "mesh.constraint" in text
+    assert f"  w2        sum {vw[:, 1].sum():.6g}  min 0  max 2" in text
+    assert "problems    none" in text
+    single = mesh_info_file(write_chaco(g, tmp_path / "s.graph"))["weights"]
+    assert single["count"] == 1 and "each" not in single
+
+
+def test_dropped_cells_and_true_extent_of_a_gmsh_volume(tmp_path):
+    pts = np.array([[0, 0, 0], [2, 0, 0], [0, 3, 0], [0, 0, 5], [2, 3, 5]], dtype=float)
+    tets = np.array([[0, 1, 2, 3], [1, 2, 3, 4]])
+    cells = [("vertex", np.array([[0], [1]])), ("line", np.array([[0, 1], [1, 2], [2, 0]])),
+             ("triangle", np.array([[0, 1, 2]])), ("tetra", tets)]
+    path = tmp_path / "v.msh"
+    meshio.write(path, meshio.Mesh(pts, cells), file_format="gmsh22", binary=False)
+    mesh = read_mesh(path)
+    assert mesh.n_cells == 2 and mesh.meta["dropped"] == {"vertex": 2, "line": 3, "triangle": 1}
+    info = mesh_info_file(path)
+    assert info["bbox"] == {"min": [0.0, 0.0, 0.0], "max": [2.0, 3.0, 5.0]}  # the points, not the centroids
+    assert info["cell_types"] == {"tetra": 2} and info["nodes"] == 5
+    assert "dropped     2 vertex, 3 line, 1 triangle  (the tetra cells are the work units)" in format_mesh_info(info)
+    assert mesh_info_file(ROOT / "meshes" / "lshape.vtu")["dropped"] == {}
+
+
+def test_dropped_lines_of_a_disconnected_surface_mesh(tmp_path):
+    pts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [5, 5, 0], [6, 5, 0], [5, 6, 0]], dtype=float)
+    meshio.write(tmp_path / "l.vtu", meshio.Mesh(pts, [("triangle", np.array([[0, 1, 2], [3, 4, 5]])),
+                                                       ("line", np.array([[0, 1]]))]))
+    assert mesh_info_file(tmp_path / "l.vtu")["dropped"] == {"line": 1}

@@ -110,7 +110,8 @@ def test_only_accepted_parameters_reach_the_serial_reference(monkeypatch):
 
 
 def test_errors():
-    with pytest.raises(BalancerError, match="unknown algorithm 'gda9'; valid: .*gda0.*pcg") as err:
+    with pytest.raises(BalancerError,
+                       match=r"unknown algorithm 'gda9' \(did you mean 'gda6' or 'gda5'\?\); valid: .*pcg") as err:
         flow_lab("path:4", "homo", "1", "one", "gda9")
     assert "metis" not in str(err.value)
     with pytest.raises(BalancerError, match="'metis' computes no flow"):

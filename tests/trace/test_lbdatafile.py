@@ -424,3 +424,23 @@ def test_trace_info_writes_what_the_summary_holds_a_phase_at_a_time(tmp_path):
         write_trace_summary(tr, out, as_json=as_json)
         assert out.getvalue() == want
     assert "1 communication(s) with an endpoint that is no task of its phase are not counted" in want
+
+
+@pytest.mark.parametrize("given", ["stats", "stats.0.vom"])
+def test_lbaf_vom_files_are_named_as_a_format_hermes_does_not_read(tmp_path, given):
+    for r in range(2):
+        (tmp_path / f"stats.{r}.vom").write_text("0,1,0.5\n0,2,0.25\n")
+    with pytest.raises(TraceError) as err:
+        read_trace(tmp_path / given)
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / given}: LBAF's .vom object maps")
+    assert "give a vt LBDatafile JSON trace" in message and "\n" not in message
+
+
+def test_another_suffix_is_named_too(tmp_path):
+    (tmp_path / "loads.csv").write_text("a,b\n")
+    with pytest.raises(TraceError, match=r"loads\.csv: '\.csv' files are not a trace format hermes reads: give a vt "):
+        read_trace(tmp_path / "loads.csv")
+    (tmp_path / "one.json").write_text("{}")  # JSON of another name: where the rank files should be
+    with pytest.raises(TraceError, match=r"no LBDatafile .*one\.json\.0\.json: give the stem"):
+        read_trace(tmp_path / "one.json")

@@ -204,3 +204,31 @@ def test_replay_piped_repeats_its_step_and_quiet_prints_only_the_directory(tmp_p
     assert res.returncode == 0 and res.stdout == f"{tmp_path / 'b'}\n", res.stdout
     res = cli("trace", "info", str(stem), "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["ranks"] == 6  # statuses, if any, on stderr
+
+
+# -- hermes mesh generate ---------------------------------------------------------------------------------------
+def test_mesh_generate_names_its_step_while_it_lasts(tmp_path, monkeypatch):
+    import dataclasses
+
+    from hermes.data import meshinfo
+    from hermes.data.cfd_meshes import CFD_MESHES
+
+    build, write = meshinfo.get_generator("large").build, meshinfo.write_mesh
+
+    def slow_build(size):
+        time.sleep(0.3)
+        return build(size)
+
+    def slow_write(*args, **kw):
+        time.sleep(0.3)
+        return write(*args, **kw)
+
+    monkeypatch.setattr(meshinfo, "get_generator", lambda name: dataclasses.replace(CFD_MESHES[name], build=slow_build))
+    monkeypatch.setattr(meshinfo, "write_mesh", slow_write)
+    lines: list[str] = []
+    out = tmp_path / "m.vtu"
+    with Progress(lines.append, every=0.1) as shown:
+        mesh = meshinfo.generate("large", 2000, out, progress=shown)
+    steps = {ln.split(" … ")[0] for ln in lines}
+    assert steps == {"generating large, ~2,000 cells", f"writing {out} ({mesh.n_cells:,} cells)"}, lines
+    assert out.stat().st_size > 0

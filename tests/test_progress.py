@@ -232,3 +232,20 @@ def test_mesh_generate_names_its_step_while_it_lasts(tmp_path, monkeypatch):
     steps = {ln.split(" … ")[0] for ln in lines}
     assert steps == {"generating large, ~2,000 cells", f"writing {out} ({mesh.n_cells:,} cells)"}, lines
     assert out.stat().st_size > 0
+
+
+# -- hermes run's launcher --------------------------------------------------------------------------------------
+@pytest.mark.mpi  # starts mpiexec itself
+def test_the_launcher_says_it_is_starting_the_job_until_the_job_speaks(tmp_path, monkeypatch):
+    from tests.test_cli import cli
+
+    monkeypatch.setenv("HERMES_PROGRESS_EVERY", "0.1")  # mpiexec and the ranks' imports take a second or more
+    res = cli("run", "--set", "processors=4", "--processes", "2", "--set", "platform.capacities=homo",
+              "--set", "adaptation.phases=1", "--no-pictures", "--out", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("hermes: launching: ")
+    first = next(k for k, ln in enumerate(lines) if ln.startswith("hermes: quickstart on 4 processors"))
+    waiting = [ln for ln in lines if ln.startswith("starting 2 MPI processes for 4 processors … ")]
+    assert waiting and lines[1:first] == waiting, lines  # repeated until the job's first line, never after it
+    assert lines[-1].startswith("results:  ")

@@ -694,9 +694,9 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
     balancers run on each data block that has tasks on more than one rank (a phase marked identical to the
     previous one is its predecessor's block, balanced once), so an empty phase costs no Python.
 
-    ``progress`` (a :class:`~hermes.progress.Progress`) is told the step in progress — ``phase 3 (4/10): pcg
-    (2/3)``: the phase's id, its place among the phases balanced, the balancer and its place among the
-    algorithms — and repeats it while it lasts; it never enters the table.
+    ``progress`` (a :class:`~hermes.progress.Progress`, or anything with its ``status`` method) is told the step
+    in progress — ``phase 3 (4/10): pcg (2/3)``: the phase's id, its place among the phases balanced, the balancer
+    and its place among the algorithms — and repeats it while it lasts; it never enters the table.
 
     Raises
     ------

@@ -74,6 +74,56 @@ def test_a_job_that_ends_normally_reports_its_status():
     assert (end.status, end.signal) == (0, None)
 
 
+def _streams(monkeypatch) -> tuple[io.BytesIO, io.BytesIO]:
+    out, err = io.BytesIO(), io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(err))
+    return out, err
+
+
+@pytest.mark.parametrize("first", ["stdout", "stderr"])
+def test_the_launcher_s_status_ends_before_the_job_s_first_output(monkeypatch, first):
+    """hermes run's launcher shows "starting 2 MPI processes ..." until the job's first output: first_output is
+    called once, before any byte of the job reaches either stream; the job's output passes whole (a partial line
+    too), its status stays the job's."""
+    from hermes.interpreter import python_command
+
+    out, err = _streams(monkeypatch)
+    seen: list[tuple[int, int]] = []
+    first_line = {"stdout": "print('hermes: r on 2 processors', flush=True)",
+                  "stderr": "sys.stderr.write('hermes: error: a full disk\\n'); sys.stderr.flush()"}[first]
+    script = (f"import sys, time; time.sleep(0.3); {first_line}; time.sleep(0.2); "
+              f"sys.stdout.write('partial'); sys.stdout.flush(); time.sleep(0.1); print(' line'); "
+              f"raise SystemExit(3)")
+    end = run_job(python_command("-c", script),
+                  first_output=lambda: seen.append((len(out.getvalue()), len(err.getvalue()))))
+    assert seen == [(0, 0)]  # once, before anything was written
+    assert end.status == 3
+    text = out.getvalue().decode()
+    assert text.endswith("partial line\n") and ("hermes: r on 2 processors\n" in text) == (first == "stdout")
+    assert ("hermes: error: a full disk" in err.getvalue().decode()) == (first == "stderr")
+
+
+def test_the_launcher_s_status_ends_before_its_own_last_line(monkeypatch):
+    """A job that says nothing and ends without its rank saying it finished: the status ends before the
+    launcher's line naming the rank."""
+    from hermes.interpreter import python_command
+
+    out, err = _streams(monkeypatch)
+    seen: list[int] = []
+    end = run_job(python_command("-c", "pass"), ranks=1, first_output=lambda: seen.append(len(err.getvalue())))
+    assert seen == [0] and end.status == 1 and out.getvalue() == b""
+    assert "rank 0 ended before the job finished" in err.getvalue().decode()
+
+
+def test_without_a_status_the_job_s_output_is_not_relayed(monkeypatch):
+    from hermes.interpreter import python_command
+
+    out, _ = _streams(monkeypatch)
+    assert run_job(python_command("-c", "print('direct')")).status == 0
+    assert out.getvalue() == b""  # the job wrote to the launcher's file descriptor 1, not through sys.stdout
+
+
 @pytest.mark.parametrize("status, told, expected", [
     (9, b"Abort(124) on node 0 (rank 0 in comm 0): application called MPI_Abort(comm=0x84000002, 124) - process 0\n",
      124),

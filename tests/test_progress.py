@@ -3,6 +3,7 @@ Python API's default, and hermes compare's per-run status."""
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 
@@ -144,3 +145,107 @@ def test_compare_piped_shows_each_running_runs_step(tmp_path, monkeypatch):
     steps = [ln.split(" | ", 1)[1] for ln in status if " | " in ln]
     assert any(s.split(": ", 1)[1].startswith(("phase ", "set-up: ", "hermes: ")) for s in steps), status
     assert any("done" in ln and "pcg" in ln for ln in lines)  # the run's event line stays
+
+
+# -- hermes replay, hermes trace info ---------------------------------------------------------------------------
+def _small_trace(tmp_path):
+    from tests.trace.test_replay import _trace
+
+    return _trace(tmp_path)
+
+
+def test_replay_names_the_phase_and_the_balancer_while_it_balances(tmp_path, monkeypatch):
+    from hermes.trace import read_trace, replay as replay_module
+    from hermes.trace.replay import replay_trace
+
+    balance = replay_module._balance
+
+    def slow(*args, **kw):
+        time.sleep(0.3)
+        return balance(*args, **kw)
+
+    monkeypatch.setattr(replay_module, "_balance", slow)
+    trace = read_trace(_small_trace(tmp_path))  # phases 1 and 2, 6 ranks
+    lines: list[str] = []
+    with Progress(lines.append, every=0.1) as shown:
+        table = replay_trace(trace, ["none", "pcg", "metis"], progress=shown)
+    steps = {ln.split(" … ")[0] for ln in lines}
+    assert steps >= {"phase 1 (1/2): pcg (1/2)", "phase 1 (1/2): metis (2/2)", "phase 2 (2/2): pcg (1/2)",
+                     "phase 2 (2/2): metis (2/2)"}, lines
+    assert len(table.rows()) == 6  # the table as without a Progress: none, pcg, metis on phases 1 and 2
+
+
+def test_reading_a_trace_names_the_rank_file(tmp_path, monkeypatch):
+    from hermes.trace import lbdatafile
+
+    read = lbdatafile._read_rank
+
+    def slow(*args, **kw):
+        time.sleep(0.15)
+        return read(*args, **kw)
+
+    monkeypatch.setattr(lbdatafile, "_read_rank", slow)
+    lines: list[str] = []
+    with Progress(lines.append, every=0.1) as shown:
+        lbdatafile.read_trace(_small_trace(tmp_path), progress=shown)
+    assert any(ln.startswith("reading t.3.json (4/6) … ") for ln in lines), lines
+
+
+@pytest.mark.slow
+def test_replay_piped_repeats_its_step_and_quiet_prints_only_the_directory(tmp_path, monkeypatch):
+    from tests.test_cli import cli
+
+    stem = _small_trace(tmp_path)
+    monkeypatch.setenv("HERMES_PROGRESS_EVERY", "0.05")
+    res = cli("replay", str(stem), "--algorithm", "pcg", "--out", str(tmp_path / "a"))
+    assert res.returncode == 0, res.stderr
+    assert f"drawing {tmp_path / 'a' / 'replay.png'} … " in res.stdout, res.stdout  # drawing lasts > 0.05 s
+    res = cli("replay", str(stem), "--algorithm", "pcg", "--out", str(tmp_path / "b"), "--quiet")
+    assert res.returncode == 0 and res.stdout == f"{tmp_path / 'b'}\n", res.stdout
+    res = cli("trace", "info", str(stem), "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["ranks"] == 6  # statuses, if any, on stderr
+
+
+# -- hermes mesh generate ---------------------------------------------------------------------------------------
+def test_mesh_generate_names_its_step_while_it_lasts(tmp_path, monkeypatch):
+    import dataclasses
+
+    from hermes.data import meshinfo
+    from hermes.data.cfd_meshes import CFD_MESHES
+
+    build, write = meshinfo.get_generator("large").build, meshinfo.write_mesh
+
+    def slow_build(size):
+        time.sleep(0.3)
+        return build(size)
+
+    def slow_write(*args, **kw):
+        time.sleep(0.3)
+        return write(*args, **kw)
+
+    monkeypatch.setattr(meshinfo, "get_generator", lambda name: dataclasses.replace(CFD_MESHES[name], build=slow_build))
+    monkeypatch.setattr(meshinfo, "write_mesh", slow_write)
+    lines: list[str] = []
+    out = tmp_path / "m.vtu"
+    with Progress(lines.append, every=0.1) as shown:
+        mesh = meshinfo.generate("large", 2000, out, progress=shown)
+    steps = {ln.split(" … ")[0] for ln in lines}
+    assert steps == {"generating large, ~2,000 cells", f"writing {out} ({mesh.n_cells:,} cells)"}, lines
+    assert out.stat().st_size > 0
+
+
+# -- hermes run's launcher --------------------------------------------------------------------------------------
+@pytest.mark.mpi  # starts mpiexec itself
+def test_the_launcher_says_it_is_starting_the_job_until_the_job_speaks(tmp_path, monkeypatch):
+    from tests.test_cli import cli
+
+    monkeypatch.setenv("HERMES_PROGRESS_EVERY", "0.1")  # mpiexec and the ranks' imports take a second or more
+    res = cli("run", "--set", "processors=4", "--processes", "2", "--set", "platform.capacities=homo",
+              "--set", "adaptation.phases=1", "--no-pictures", "--out", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("hermes: launching: ")
+    first = next(k for k, ln in enumerate(lines) if ln.startswith("hermes: quickstart on 4 processors"))
+    waiting = [ln for ln in lines if ln.startswith("starting 2 MPI processes for 4 processors … ")]
+    assert waiting and lines[1:first] == waiting, lines  # repeated until the job's first line, never after it
+    assert lines[-1].startswith("results:  ")

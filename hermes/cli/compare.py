@@ -107,16 +107,29 @@ def cmd_compare_trace(args, say) -> int:
 
 
 def cmd_replay(args) -> int:
+    """``hermes replay``: its lines (the trace, a line per phase and balancer, the results) and, repeated while
+    it lasts, the step in progress (reading the trace, ``phase 3 (4/10): pcg (2/3)``, writing, drawing) on
+    standard output; ``--quiet``: only the results directory; ``--list``: only the balancers."""
+    from hermes.progress import Progress
+
+    if args.list:
+        from hermes.trace.replay import replay_algorithms
+
+        print("\n".join(replay_algorithms()))
+        return 0
+    with Progress(enabled=not args.quiet) as shown:  # a live line on a terminal; plain lines at least every 5 s
+        shown.status("loading the balancers")  # their imports take seconds on a busy machine
+        return _replay(args, shown)
+
+
+def _replay(args, say) -> int:
+    """:func:`cmd_replay` with its Progress."""
     from hermes.errors import BalancerError, HermesError
     from hermes.claims import DEFAULT_KEY, claim_dir
     from hermes.files import slug
     from hermes.lifecycle.directory import default_run_dir
     from hermes.trace.replay import replay_algorithms
 
-    if args.list:
-        print("\n".join(replay_algorithms()))
-        return 0
-    say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     try:
         from hermes.trace import read_trace
         from hermes.trace.report import replay_to_dir
@@ -157,7 +170,7 @@ def cmd_replay(args) -> int:
         if args.memory_step is not None and args.memory_limit is None:
             raise HermesError(f"--memory-step {args.memory_step}: needs --memory-limit (the step finishes each "
                               f"balancer under a memory limit)")
-        trace = read_trace(args.stem, phases=args.phase)
+        trace = read_trace(args.stem, phases=args.phase, progress=say)
         if caps is not None and len(caps) != trace.n_ranks:
             raise HermesError(f"--capacities: {len(caps)} numbers for the trace's {trace.n_ranks} ranks")
         from hermes.trace.phase import ids_text
@@ -176,7 +189,7 @@ def cmd_replay(args) -> int:
             replay_to_dir(trace, algorithms, out, params=params, graph=args.graph, capacities=caps, work_model=wm,
                           seed=args.seed, rounds=args.rounds, trigger=args.trigger, realisation=args.realisation,
                           memory_step=args.memory_step or "refine", write_traces=args.write_trace, compress=args.compress,
-                          plot=not args.no_plot, say=say)
+                          plot=not args.no_plot, say=say, progress=say)
             done = True
         finally:
             lock.release(remove_if_unused=not done)
@@ -190,12 +203,24 @@ def cmd_replay(args) -> int:
 
 
 def cmd_trace(args) -> int:
+    """``hermes trace info`` (the summary, or its JSON, on standard output) and ``hermes trace write`` (one line);
+    the step in progress — the rank file being read, the summary, the trace being written — on standard error,
+    repeated while it lasts (a brotli trace of 10⁵ tasks per phase takes seconds per file)."""
+    from hermes.progress import Progress
+
+    with Progress(stream=sys.stderr, enabled=not getattr(args, "quiet", False)) as shown:  # stdout holds the data
+        return _trace(args, shown)
+
+
+def _trace(args, shown) -> int:
+    """:func:`cmd_trace` with its Progress."""
     from hermes.errors import HermesError
 
     try:
         if args.trace_command == "write":
             if args.cells_per_block is not None and args.cells_per_block < 1:
                 raise HermesError(f"--cells-per-block: must be at least 1, got {args.cells_per_block}")
+            shown.status(f"writing the trace of {args.run_dir}")
             paths = write_trace_dir(args.run_dir, args.out, cells_per_block=args.cells_per_block,
                                     compress=args.compress)
             print(f"{len(paths)} rank files: {str(paths[0]).removesuffix('.0.json')}.<rank>.json")
@@ -203,9 +228,10 @@ def cmd_trace(args) -> int:
         from hermes.trace import read_trace
         from hermes.trace.lbdatafile import write_trace_summary
 
-        trace = read_trace(args.stem, phases=args.phase)
+        trace = read_trace(args.stem, phases=args.phase, progress=shown)
     except HermesError as err:
         return error(str(err))
+    shown.close()  # the summary's lines stream from here (on a terminal, not through the live line's redirection)
     write_trace_summary(trace, sys.stdout, as_json=args.json)  # a phase at a time: 10⁶ phases as dicts are 1 GB
     return 0
 

@@ -243,6 +243,7 @@ def markdown_balancers(balancers: dict) -> str:
 
 def cmd_mesh(args) -> int:
     import json
+    import sys
 
     from hermes.errors import HermesError
 
@@ -254,8 +255,11 @@ def cmd_mesh(args) -> int:
             print(json.dumps(info) if args.json else format_mesh_info(info))
             return 0
         from hermes.data.meshinfo import generate
+        from hermes.progress import Progress
 
-        mesh = generate(args.name, args.size, args.out)
+        # the step (generating, writing) repeated on stderr while it lasts: stdout keeps its one line
+        with Progress(stream=sys.stderr, enabled=not getattr(args, "quiet", False)) as step:
+            mesh = generate(args.name, args.size, args.out, progress=step)
     except HermesError as err:
         return error(str(err))
     print(f"{args.out}: {mesh.name}, {mesh.n_cells} cells, {mesh.n_edges} dual edges")

@@ -51,6 +51,7 @@ def cmd_run(args, argv: list[str]) -> int:
 def _launch(app: Application, args, argv: list[str]) -> int:
     """The launcher: the application's serial checks, then the job under mpiexec; the job's exit status."""
     from hermes.errors import HermesError
+    from hermes.progress import Progress
     from hermes.runtime.launch import mpiexec_command, run_job
 
     try:
@@ -62,13 +63,18 @@ def _launch(app: Application, args, argv: list[str]) -> int:
             cmd = mpiexec_command(launch.processes, [*argv, *launch.extra, "--no-launch"])
         except HermesError as err:
             return error(str(err))
+        n, p = launch.processes, launch.processors
         if not args.quiet:
             token = launch.lock.token if launch.lock is not None else None
-            n, p = launch.processes, launch.processors
             hosted = f" ({p} processors on {n} process{'es' * (n != 1)})" if p != n else ""
             print("hermes: launching: " + " ".join(c for c in cmd if c != token).replace(" --lock-token", "")
                   + hosted, flush=True)
-        end = run_job(cmd, verbose=args.verbose, ranks=launch.processes)
+        # mpiexec's start and each rank's imports take seconds before the job's first line: a status meanwhile,
+        # ended (run_job's first_output) before the job's first byte of output is relayed
+        with Progress(enabled=not args.quiet) as waiting:
+            waiting.status(f"starting {n} MPI process{'es' * (n != 1)} for {p} processor{'s' * (p != 1)}")
+            end = run_job(cmd, verbose=args.verbose, ranks=launch.processes,
+                          first_output=None if args.quiet else waiting.close)
     finally:
         if launch.lock is not None:
             launch.lock.release(remove_if_unused=True)

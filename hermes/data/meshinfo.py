@@ -27,6 +27,7 @@ from hermes.data.io import check_writable_format, write_mesh
 from hermes.data.mesh import SOLID_TYPES, Mesh
 from hermes.data.polygons import mesh_from_polygons, polygon_areas, polygon_facets
 from hermes.errors import MeshError
+from hermes.progress import Progress, quiet
 
 __all__ = ["PROBLEMS", "mesh_info", "mesh_info_file", "format_mesh_info", "generate"]
 
@@ -408,7 +409,7 @@ CELL_BYTES = 512
 MAX_GENERATED_CELLS = 20_000_000
 
 
-def generate(name: str, size: int | None, out_path: str | os.PathLike) -> Mesh:
+def generate(name: str, size: int | None, out_path: str | os.PathLike, *, progress: Progress | None = None) -> Mesh:
     """Build the registered mesh ``name`` with about ``size`` cells and write it to ``out_path``.
 
     Parameters
@@ -419,6 +420,9 @@ def generate(name: str, size: int | None, out_path: str | os.PathLike) -> Mesh:
         Approximate number of cells; ``None``: the registered default (the shipped mesh).
     out_path : str or path-like
         Output file; the suffix selects the format (``.vtu``, ``.msh``, any meshio format).
+    progress : Progress, optional
+        Told the step in progress (``generating large, ~1,000,000 cells``, then ``writing m.vtu``), which it
+        repeats while it lasts: gmsh and the writing of 10⁶ cells take tens of seconds.
 
     Returns
     -------
@@ -442,6 +446,11 @@ def generate(name: str, size: int | None, out_path: str | os.PathLike) -> Mesh:
                             f"got {size}")
     check_writable_format(out_path)  # before the (possibly long) generation
     entry = get_generator(name)
-    mesh = entry.build(entry.default_size if size is None else size)
+    shown = progress if progress is not None else quiet()
+    size = entry.default_size if size is None else size
+    shown.status(f"generating {name}, ~{size:,} cells")
+    mesh = entry.build(size)
+    shown.status(f"writing {out_path} ({mesh.n_cells:,} cells)")
     write_mesh(mesh, out_path)
+    shown.status(None)
     return mesh

@@ -71,6 +71,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -605,13 +606,16 @@ def rank_done(rank: int) -> None:
         sys.stderr.flush()
 
 
-def _relay_stderr(pipe, sink, relay: StderrRelay | None = None, *, status: int | None = 1) -> StderrRelay:
+def _relay_stderr(pipe, sink, relay: StderrRelay | None = None, *, status: int | None = 1,
+                  before: Callable[[], object] = lambda: None) -> StderrRelay:
     """Copy the job's standard error from ``pipe`` to ``sink`` through ``relay`` (:class:`StderrRelay`); with a
-    ``status``, also what :meth:`StderrRelay.finish` shows at the end (None: the caller shows it)."""
+    ``status``, also what :meth:`StderrRelay.finish` shows at the end (None: the caller shows it). ``before`` is
+    called before each write (:func:`run_job`'s ``first_output``)."""
     relay = relay if relay is not None else StderrRelay()
     for raw in iter(pipe.readline, b""):
         out = relay.feed(raw)
         if out:
+            before()
             sink.writelines(out)
             sink.flush()
     pipe.close()
@@ -621,8 +625,40 @@ def _relay_stderr(pipe, sink, relay: StderrRelay | None = None, *, status: int |
     return relay
 
 
+def _relay_stdout(pipe, sink, before: Callable[[], object]) -> None:
+    """Copy the job's standard output from ``pipe`` to ``sink`` as it comes (chunks, not lines: a partial line is
+    not held back), calling ``before`` before each write. If ``sink`` is gone (``hermes run | head``), the pipe is
+    closed: the job meets the closed output as it would have without the launcher between."""
+    fd = pipe.fileno()
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            before()
+            sink.write(chunk)
+            sink.flush()
+    except OSError:  # BrokenPipeError, or the pipe closed under us
+        pass
+    finally:
+        pipe.close()
+
+
+def _once(fn: Callable[[], object] | None) -> Callable[[], None]:
+    """``fn`` called at the first call only; a later call (from another thread) returns once ``fn`` has."""
+    lock, called = threading.Lock(), []
+
+    def once() -> None:
+        if called or fn is None:
+            return
+        with lock:
+            if not called:
+                fn()
+                called.append(True)
+
+    return once
+
+
 def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None = None,
-            verbose: bool = False, ranks: int | None = None) -> JobEnd:
+            verbose: bool = False, ranks: int | None = None,
+            first_output: Callable[[], object] | None = None) -> JobEnd:
     """Run the MPI job ``cmd``; never leave it running, never wait for ever.
 
     ``cmd`` starts in a new session, with :func:`hermes.interpreter.child_env` (default: of this process'
@@ -634,7 +670,11 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
     :data:`END_BOUND` seconds to end, then SIGTERM, then SIGKILL ``grace`` seconds later. With ``ranks`` (the
     job's processes), each rank is asked (:data:`DONE_ENV`) to say that it finished (:func:`rank_done`): a job that
     ends with status 0 while a rank did not say so ends with one line naming it and status 1 (MPICH says nothing
-    when a rank leaves with ``os._exit(0)``).
+    when a rank leaves with ``os._exit(0)``). With ``first_output`` (the launcher's status to stop: "starting 2
+    MPI processes ..."), the job's standard output passes through the launcher too, and ``first_output()`` is
+    called once, before the job's first byte of output (or the launcher's own line at its end) is written — so
+    the launcher's status never lands amid the job's lines; without it the job writes to this process' standard
+    output directly.
 
     Returns
     -------
@@ -663,7 +703,7 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
         preexec = _die_with_parent if sys.platform.startswith("linux") else None
         proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec,
                                 env={**(child_env() if env is None else env), **({DONE_ENV: "1"} if ranks else {})},
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, stdout=subprocess.PIPE if first_output else None)
     except BaseException:
         for s, h in old.items():
             signal.signal(s, h)
@@ -673,9 +713,14 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
         forward(got.pop(), None)
     relay = StderrRelay(verbose=verbose)
     sink = sys.stderr.buffer
-    reader = threading.Thread(target=_relay_stderr, args=(proc.stderr, sink, relay), kwargs={"status": None},
-                              daemon=True)
-    reader.start()
+    before = _once(first_output)
+    readers = [threading.Thread(target=_relay_stderr, args=(proc.stderr, sink, relay),
+                                kwargs={"status": None, "before": before}, daemon=True)]
+    if proc.stdout is not None:
+        readers.append(threading.Thread(target=_relay_stdout, args=(proc.stdout, sys.stdout.buffer, before),
+                                        daemon=True))
+    for reader in readers:
+        reader.start()
     ended = False
     try:
         while True:
@@ -697,7 +742,9 @@ def run_job(cmd: list[str], *, grace: float = 10.0, env: dict[str, str] | None =
         for s, h in old.items():
             signal.signal(s, h)
         _kill_session(proc.pid)  # nothing of the job survives mpiexec
-        reader.join(timeout=5)
+        for reader in readers:
+            reader.join(timeout=5)
+    before()  # a job that said nothing: the launcher's status ends before its last word
     sink.writelines(relay.finish(rc, ranks))
     sink.flush()
     if got:

@@ -170,7 +170,10 @@ def _check_run(run: dict[str, Any]) -> None:
 
 def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, report: bool = True,
                          say=print) -> Path:
-    """Run every point of ``exp`` (skipping finished ones) and write the experiment's files; its directory."""
+    """Run every point of ``exp`` (skipping finished ones) and write the experiment's files; its directory.
+    ``say`` gets a line per run; if it is a :class:`~hermes.progress.Progress` (``hermes compare``'s), it also
+    shows the step in progress, ``replay 2/6 (pcg_comm): phase 3 (4/10): pcg``, repeated while it lasts."""
+    from hermes.progress import Progress
     from hermes.trace.report import replay_json, replay_to_dir
 
     runs = _runs(exp)
@@ -183,8 +186,9 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
         say(f"hermes compare: {exp['name']}: {len(runs)} replay{'s' * (len(runs) != 1)} of {exp['trace']} in {d}")
         write_atomic(d / "trace-experiment.json", json.dumps({**exp, "runs": runs}, indent=1, default=str) + "\n")
         rows: list[dict[str, Any]] = []
-        for run in runs:
+        for i, run in enumerate(runs, 1):
             o = run["options"]
+            shown = _Within(say, f"replay {i}/{len(runs)} ({run['id']}): ") if isinstance(say, Progress) else None
             rd = subdir(d, "runs", run["id"])
             done = rd / "replay.json"
             data = _doc(done) if done.is_file() and read_marker(rd) == "replay" else None
@@ -195,7 +199,9 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
                     continue
             key = str(o["phase"])
             if key not in cache:
-                cache[key] = read_trace(exp["trace"], phases=o["phase"])
+                if shown is not None:
+                    shown.status("reading the trace")
+                cache[key] = read_trace(exp["trace"], phases=o["phase"], progress=shown)
             trace = cache[key]
             from hermes.claims import write_marker
 
@@ -203,7 +209,8 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
             table = replay_to_dir(trace, [run["algorithm"]], rd, params={run["algorithm"]: run["params"]},
                                   graph=o["graph"], capacities=o["capacities"], work_model=_work_model(o),
                                   seed=o["seed"], rounds=o["rounds"], trigger=o["trigger"],
-                                  realisation=o["realisation"], memory_step=o["memory_step"], plot=report)
+                                  realisation=o["realisation"], memory_step=o["memory_step"], plot=report,
+                                  progress=shown)
             got = table.rows()
             meta = _doc(done)
             if meta is None:
@@ -214,12 +221,27 @@ def run_trace_experiment(exp: dict[str, Any], out: str | Path | None = None, *, 
                                               f"{r['imbalance_after']:.4f}" for r in got[:3])
                 + (" ..." if len(got) > 3 else ""))
             rows += [{**r, **run["labels"]} for r in got]
+        if isinstance(say, Progress):
+            say.status("writing results.csv and table.md" + (", drawing compare.png" if report else ""))
         _write(d, exp, runs, rows, report)
+        if isinstance(say, Progress):
+            say.status(None)
     except HermesError:
         raise
     finally:
         lock.release(remove_if_unused=True)
     return d
+
+
+class _Within:
+    """A :class:`~hermes.progress.Progress`'s status with a prefix (the run of the experiment a replay's step
+    belongs to)."""
+
+    def __init__(self, progress, prefix: str):
+        self.progress, self.prefix = progress, prefix
+
+    def status(self, text: str | None, done: int | None = None, total: int | None = None) -> None:
+        self.progress.status(None if text is None else self.prefix + text, done, total)
 
 
 def _write(d: Path, exp: dict[str, Any], runs: list[dict[str, Any]], rows: list[dict[str, Any]],

@@ -37,6 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from hermes.bounds import BIG, MAX_PHASES, MAX_SEED, MAX_TRACE_TASKS, NumberRange, shown
 from hermes.errors import BalancerError, GraphError
+from hermes.progress import Progress, quiet
 from hermes.trace.phase import Trace, TracePhase
 from hermes.trace.workmodel import FIGURES, WorkModel, phase_figures
 
@@ -688,11 +689,15 @@ class ReplayTable:
 def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str, Any]] | None = None, *,
                  graph: str = "auto", capacities: ArrayLike | None = None, work_model: WorkModel | None = None,
                  seed: int = 0, rounds: int = 3, trigger: float = 1.0, realisation: str = "auto",
-                 memory_step: str = "refine") -> ReplayTable:
+                 memory_step: str = "refine", progress: Progress | None = None) -> ReplayTable:
     """Every algorithm on every phase of ``trace``, by columns: the figures before and after of every phase
     at once (:func:`~hermes.trace.workmodel.trace_figures`, the function ``hermes trace info`` uses), and the
     balancers run on each data block that has tasks on more than one rank (a phase marked identical to the
     previous one is its predecessor's block, balanced once), so an empty phase costs no Python.
+
+    ``progress`` (a :class:`~hermes.progress.Progress`, or anything with its ``status`` method) is told the step
+    in progress — ``phase 3 (4/10): pcg (2/3)``: the phase's id, its place among the phases balanced, the balancer
+    and its place among the algorithms — and repeats it while it lasts; it never enters the table.
 
     Raises
     ------
@@ -726,13 +731,17 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
     wm.check(flat)  # the work figures stay finite under any assignment (one line naming the weights)
     p, nb = flat.n_ranks, flat.n_blocks
     given = None if capacities is None else _capacities(capacities, p)
+    shown = progress if progress is not None else quiet()
+    shown.status(f"figures of {flat.n_phases:,} phase{'s' * (flat.n_phases != 1)} before balancing")
     before = trace_figures(flat, None, wm, given)
     ranks = {name: flat.ranks.copy() for name in algorithms}
     info: dict[str, list[dict[str, Any]]] = {name: [{}] * nb for name in algorithms}
     first = np.full(nb, -1, dtype=np.int64)  # the first phase of each block: its id names the block in errors
     first[flat.block[::-1]] = np.arange(flat.n_phases - 1, -1, -1)
     busy = (np.diff(flat.task_start) > 0) | (np.diff(flat.comm_start) > 0)
-    for b in np.flatnonzero(busy & (first >= 0))[np.argsort(first[busy & (first >= 0)], kind="stable")].tolist():
+    blocks = np.flatnonzero(busy & (first >= 0))[np.argsort(first[busy & (first >= 0)], kind="stable")].tolist()
+    balanced = [name for name in algorithms if name != "none"]
+    for k, b in enumerate(blocks, 1):
         ph = flat.phase(int(first[b]))
         if ph.n_tasks == 0 or p == 1:
             continue
@@ -741,6 +750,8 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
         for name, entry, checked in entries:
             if name == "none":
                 continue
+            shown.status(f"phase {int(flat.phase_ids[first[b]])} ({k}/{len(blocks)}): {name}",
+                         balanced.index(name) + 1, len(balanced))
             t0 = time.perf_counter()
             new, got = _balance(ph, name, entry, checked, caps, graph=graph, seed=seed, rounds=rounds,
                                 trigger=trigger, realisation=realisation, memory_limit=wm.memory_limit,
@@ -748,7 +759,11 @@ def replay_trace(trace: Trace, algorithms: list[str], params: dict[str, dict[str
             got["seconds"] = time.perf_counter() - t0
             ranks[name][s] = new
             info[name][b] = got
-    after = {name: trace_figures(flat, ranks[name], wm, given) for name in algorithms}
+    after = {}
+    for name in algorithms:
+        shown.status(f"figures after balancing: {name}")
+        after[name] = trace_figures(flat, ranks[name], wm, given)
+    shown.status(None)
     return ReplayTable(trace, list(algorithms), before, after, ranks, info)
 
 

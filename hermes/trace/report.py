@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from hermes.progress import Progress, quiet
 from hermes.trace.lbdatafile import write_trace
 from hermes.trace.phase import Trace
 from hermes.trace.replay import ReplayTable, replay_trace
@@ -140,10 +141,12 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
                   graph: str = "auto", capacities: Any = None, work_model: WorkModel | None = None, seed: int = 0,
                   rounds: int = 3, trigger: float = 1.0, realisation: str = "auto", memory_step: str = "refine",
                   write_traces: bool = False, compress: bool = False, plot: bool = True,
-                  say=lambda s: None) -> ReplayTable:
+                  say=lambda s: None, progress: Progress | None = None) -> ReplayTable:
     """Replay ``algorithms`` on ``trace`` (:func:`~hermes.trace.replay.replay_trace`) and write the directory of
     the module docstring into ``out`` (an existing, claimed directory), each file a row at a time; the table
-    (:meth:`~hermes.trace.replay.ReplayTable.rows` gives the rows)."""
+    (:meth:`~hermes.trace.replay.ReplayTable.rows` gives the rows). ``say`` gets a line per row; ``progress``
+    (a :class:`~hermes.progress.Progress`) the step in progress: the replay's, then the files written and the
+    picture drawn."""
     import csv
     import io
     import platform
@@ -155,8 +158,10 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
     from hermes.version import __version__
 
     wm = work_model or WorkModel()
+    shown = progress if progress is not None else quiet()
     table = replay_trace(trace, algorithms, params, graph=graph, capacities=capacities, work_model=wm, seed=seed,
-                         rounds=rounds, trigger=trigger, realisation=realisation, memory_step=memory_step)
+                         rounds=rounds, trigger=trigger, realisation=realisation, memory_step=memory_step,
+                         progress=shown)
     columns = COLUMNS + sorted(table.keys() - set(COLUMNS))
 
     def lines() -> Iterator[tuple[str, str, str]]:  # (csv, json, table) of each row
@@ -180,18 +185,22 @@ def replay_to_dir(trace: Trace, algorithms: list[str], out: Path, *, params: dic
             "non_finite": "work is infinite on a rank above the memory limit: written as null here, inf in the CSV",
             "versions": {"hermes": __version__, "python": platform.python_version(), "numpy": np.__version__,
                          "scipy": scipy.__version__}}
+    shown.status(f"writing replay.csv, replay.json and table.md in {out}")
     _stream([(out / "replay.csv", ",".join(columns) + "\n", "\n", "\n"),
              (out / "replay.json", json.dumps(meta, indent=2, allow_nan=False)[:-2] + ',\n  "rows": [\n', ",\n",
               "\n  ]\n}\n"),
              (out / "table.md", _table_head() + "\n", "\n", "\n")], lines())
     if plot and trace.flat.n_phases:
+        shown.status(f"drawing {out / 'replay.png'}")
         _plot(table, out / "replay.png", f"{Path(trace.stem).name}: {trace.n_ranks} ranks, "
                                          f"{len(trace.phases):,} phase(s)")
     if write_traces:
         name = Path(trace.stem).name
         flat = trace.flat
-        for a in algorithms:
+        for i, a in enumerate(algorithms, 1):
+            shown.status(f"writing the trace balanced by {a} in {out / 'traces' / slug(a)}", i, len(algorithms))
             phases = [flat.phase(k).with_ranks(table.ranks[a][flat.tasks_of(int(b))])
                       for k, b in enumerate(flat.block.tolist())]
             write_trace(subdir(out, "traces", slug(a)) / name, phases, compress=compress)
+    shown.status(None)
     return table

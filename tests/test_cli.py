@@ -222,3 +222,12 @@ def test_a_mistyped_command_or_option_is_one_line_with_the_closest(argv, line):
     res = cli(*argv)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.splitlines() == [f"hermes: error: {line}"]
+
+
+def test_trace_replay_lists_its_balancers_without_a_trace_and_asks_for_one_otherwise():
+    listed = cli("trace", "replay", "--list")
+    assert listed.returncode == 0 and listed.stderr == "" and "pcg" in listed.stdout.split()
+    res = cli("trace", "replay")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == ["hermes: error: trace replay: the following arguments are required: stem "
+                                       "(hermes trace replay --help lists the options)"]

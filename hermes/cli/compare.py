@@ -117,6 +117,9 @@ def cmd_replay(args) -> int:
 
         print("\n".join(replay_algorithms()))
         return 0
+    if args.stem is None:
+        return error("trace replay: the following arguments are required: stem (hermes trace replay --help lists "
+                     "the options)")
     with Progress(enabled=not args.quiet) as shown:  # a live line on a terminal; plain lines at least every 5 s
         shown.status("loading the balancers")  # their imports take seconds on a busy machine
         return _replay(args, shown)

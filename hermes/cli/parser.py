@@ -381,7 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = tsub.add_parser("replay", help="balance the phases of a real application's trace (vt LBDatafile) with any "
                         "balancers and compare them")
-    rp.add_argument("stem", help="the trace: STEM for the per-rank files STEM.0.json ... (plain or brotli)")
+    rp.add_argument("stem", nargs="?", help="the trace: STEM for the per-rank files STEM.0.json ... (plain or "
+                    "brotli); not needed with --list")
     rp.add_argument("--algorithm", "--algorithms", default="grapevine,pcg,metis",
                     help="balancers, comma-separated (default grapevine,pcg,metis; 'hermes trace replay --list' names "
                     "those replay runs)")

@@ -68,7 +68,7 @@ def run_case(out: Path, p: int, plat: str, balancer: str, mode: str, work_per_we
 def reference(run_dir: Path):
     """From serial sync Jacobi: the run's sweeps K, its last-sweep residual Σ(u_K − u_{K−1})², u* (3000 sweeps: the
     iteration contracts by ≤ 4/4.5 per sweep in the max norm) and the distance ‖u* − u_n‖∞ after n = 0…K sweeps."""
-    from hermes.app.kernels import jacobi_serial, jacobi_sweeps, source_term
+    from hermes.app.mesh.kernels import jacobi_serial, jacobi_sweeps, source_term
     from hermes.data.generators import grid
     from hermes.scenario import load_scenario
 

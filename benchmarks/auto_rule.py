@@ -12,7 +12,7 @@ import warnings
 from hermes.balance.potential.auto import CHOSEN_PARAMS, choose
 from hermes.runtime.clock import Links
 from hermes.lab.bench import TABLE_8_7, _table87
-from hermes.lab.flow import flow_lab
+from hermes.lab.flow_lab import flow_lab
 from hermes.lab.specs import parse_model
 
 warnings.filterwarnings("ignore")

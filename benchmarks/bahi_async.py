@@ -21,8 +21,8 @@ processor's last iteration), whatever the spec's default (``mean``, hermes' vari
 ``scenarios/bahi-grid.yaml`` ends; docs/ASYNC.md "Residual balancing on unequal machines" has its figures):
 these sweeps reproduce 003's figures.
 
-Every run is a serial simulation (:func:`hermes.bahi.study.simulate`, identical to the MPI run bit for bit), so the
-numbers do not depend on this machine's load. Each experiment writes ``results/async/<name>.csv`` and prints a
+Every run is a serial simulation (:func:`hermes.app.brusselator.study.simulate`, identical to the MPI run bit for bit),
+so the numbers do not depend on this machine's load. Each experiment writes ``results/async/<name>.csv`` and prints a
 markdown table (the ones in docs/ASYNC.md). Runs are spread over ``--jobs`` processes (at low priority).
 """
 
@@ -35,8 +35,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from hermes.bahi.brusselator import SolverError
-from hermes.bahi.study import load_spec, simulate, summarise
+from hermes.app.brusselator.brusselator import SolverError
+from hermes.app.brusselator.study import load_spec, simulate, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "async"

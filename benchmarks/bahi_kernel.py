@@ -1,5 +1,5 @@
-"""The Brusselator block sweep: LAPACK step by step (hermes.bahi.brusselator.solve_block) against the compiled
-whole-interval sweep (hermes.bahi.kernel), side by side in one process.
+"""The Brusselator block sweep: LAPACK step by step (hermes.app.brusselator.brusselator.solve_block) against the
+compiled whole-interval sweep (hermes.app.brusselator.kernel), side by side in one process.
 
     .venv/bin/python -m benchmarks.bahi_kernel [--repeats 5]
 
@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from hermes.bahi.brusselator import Brusselator, solve_block
-from hermes.bahi.kernel import solve_sweep, sweep
+from hermes.app.brusselator.brusselator import Brusselator, solve_block
+from hermes.app.brusselator.kernel import solve_sweep, sweep
 
 
 def best(fn, repeats: int) -> tuple[float, object]:

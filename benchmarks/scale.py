@@ -233,11 +233,11 @@ def bound_problem(mesh: str) -> tuple[Any, NDArray[np.float64], NDArray[np.float
 
     The mesh is built as the run builds it (:func:`hermes.lifecycle.setup.load_mesh` of :func:`mesh_section`:
     :func:`hermes.data.generators.grid` for ``gridNxM``, the mesh reader for a file); A is
-    :func:`hermes.app.kernels.neighbour_sum_matrix` and f :func:`hermes.app.kernels.source_term` of the cell
-    centroids, as in :func:`hermes.app.kernels.jacobi_serial`. A ``refine`` run's work units are this mesh's
+    :func:`hermes.app.mesh.kernels.neighbour_sum_matrix` and f :func:`hermes.app.mesh.kernels.source_term` of the cell
+    centroids, as in :func:`hermes.app.mesh.kernels.jacobi_serial`. A ``refine`` run's work units are this mesh's
     triangles, more of them with every phase: the bound of the initial mesh stays below it.
     """
-    from hermes.app.kernels import SIGMA, neighbour_sum_matrix, source_term
+    from hermes.app.mesh.kernels import SIGMA, neighbour_sum_matrix, source_term
     from hermes.lifecycle.setup import load_mesh
     from hermes.sections import MeshSpec
 
@@ -247,7 +247,7 @@ def bound_problem(mesh: str) -> tuple[Any, NDArray[np.float64], NDArray[np.float
 
 def bound_sweeps(a: Any, f: NDArray[np.float64], denominator: NDArray[np.float64], sweeps: int) -> NDArray[np.float64]:
     """``sweeps`` Jacobi sweeps from u = 0, ``u ← (f + A u) / (σ + deg)``: the arithmetic of
-    :func:`hermes.app.kernels.jacobi_sweeps` value for value (the loop-invariant σ + deg computed once, by
+    :func:`hermes.app.mesh.kernels.jacobi_sweeps` value for value (the loop-invariant σ + deg computed once, by
     :func:`bound_problem`); returns the final u (tests/test_benchmarks_smoke.py compares it bit for bit)."""
     u = np.zeros(f.size)
     for _ in range(sweeps):

@@ -4,7 +4,7 @@ Marking (``adaptation.region``)
     A geometric region (``random``, ``box``, ``disc``, a moving ``front``; :func:`hermes.data.adapt.
     region_mask`) or the real kernel's error indicator (``indicator``: the jump of the Jacobi solution
     across faces, maximum strategy with ``threshold`` / ``coarsen_threshold``;
-    :mod:`hermes.app.indicator`). A region coarsens where it is not; the indicator coarsens where the
+    :mod:`hermes.app.mesh.indicator`). A region coarsens where it is not; the indicator coarsens where the
     jump is below ``coarsen_threshold × max``. The marking is evaluated once per phase, before any
     change, so a cell's fate does not depend on the order of the steps. A ``fraction`` thins the
     marking by a hash — of the global id for weights, of the centroid for refinement (ids depend on the
@@ -52,8 +52,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hermes.app.indicator import gradient_jump, jump_indicator_serial, mark_max_strategy
-from hermes.app.kernels import initial_fields, jacobi_sweeps
+from hermes.app.mesh.indicator import gradient_jump, jump_indicator_serial, mark_max_strategy
+from hermes.app.mesh.kernels import initial_fields, jacobi_sweeps
 from hermes.runtime.comm import Bookkeeping
 from hermes.data.adapt import adapt_weights, region_mask, uniform_hash
 from hermes.data.distributed import LocalDomain

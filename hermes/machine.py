@@ -1,7 +1,7 @@
 """What this machine can give a run: its available memory and how many of a job's ranks share it.
 
 The checks before a run (:mod:`hermes.lifecycle.preflight`), the Brusselator study's serial check
-(:mod:`hermes.bahi.study`) and the gossip lab (:mod:`hermes.lab.gossip`) weigh what they need against these.
+(:mod:`hermes.app.brusselator.study`) and the gossip lab (:mod:`hermes.lab.gossip`) weigh what they need against these.
 """
 
 from __future__ import annotations

@@ -234,7 +234,7 @@ def _check_files(sc: Scenario) -> None:
             zero.insert(0, "platform.latency")
         if zero:
             raise ScenarioError(f"{zero[0]}: application.mode async on the virtual clock needs a positive latency "
-                                f"(its conservative simulation relies on α > 0, hermes/app/async_mesh.py)")
+                                f"(its conservative simulation relies on α > 0, hermes/app/mesh/async_mesh.py)")
     if sc.mesh.file is not None:
         _existing(sc, "mesh.file", sc.mesh.file)
     if sc.platform.profile is not None:  # a small file: a missing or malformed profile is refused before the run

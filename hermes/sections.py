@@ -198,12 +198,12 @@ class ApplicationSpec(Strict):
     bytes_per_edge: NonNegFloat = 64.0
     mode: Literal["sync", "async"] = Field(
         "sync", description="sync: a halo exchange and a reduction every iteration; async: asynchronous iterations "
-                            "on the newest values received (hermes/app/async_mesh.py)")
+                            "on the newest values received (hermes/app/mesh/async_mesh.py)")
 
 
 class RegionSpec(Strict):
     """Where the adaptation happens: a geometric region (``random``, ``box``, ``disc``, a moving
-    ``front``) or where the kernel's error indicator is large (``indicator``, :mod:`hermes.app.indicator`)."""
+    ``front``) or where the kernel's error indicator is large (``indicator``, :mod:`hermes.app.mesh.indicator`)."""
 
     kind: Literal["random", "box", "disc", "front", "indicator"] = "random"
     fraction: Annotated[float, Field(gt=0, le=1)] = 1.0
@@ -492,7 +492,8 @@ class RunSpec(Strict):
         "(hermes.runtime.hosting); clock: wall needs one per processor; --processes overrides")
     bulk: Literal["auto", "off"] = Field(
         "auto", description="auto: the kernels that allow it run once per MPI process for all the processors it "
-        "hosts, as arrays — under the virtual clock without extra load, the solver's iterations (hermes.app.bulk) "
+        "hosts, as arrays — under the virtual clock without extra load, the solver's iterations "
+        "(hermes.app.mesh.simulate_bulk) "
         "and the pcg and chebyshev balancers — the same results bit for bit, the Python paid per process instead "
         "of per processor; off: every processor runs its own loop (the reference of the bulk forms)")
 

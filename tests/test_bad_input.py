@@ -35,7 +35,7 @@ from tests.conftest import ROOT, run_mpi
 BATCH = ROOT / "tests" / "bad_input_batch.py"
 NO_SET = "mesh.grid=null"
 VTU = str(ROOT / "meshes" / "grid20x19.vtu")
-BAHI = str(ROOT / "scenarios" / "bahi-homogeneous.yaml")  # a Brusselator spec (hermes/bahi/study.py)
+BAHI = str(ROOT / "scenarios" / "bahi-homogeneous.yaml")  # a Brusselator spec (hermes/app/brusselator/study.py)
 
 
 def _mesh(name: str) -> list[str]:
@@ -1117,7 +1117,7 @@ def test_option_ranges_follow_their_modules():
     from hermes.data.meshinfo import MAX_GENERATED_CELLS
     from hermes.lab.specs import SPREAD_MAX
     from hermes.sections import BalancerSpec, LBDatafileSpec, RunSpec
-    from hermes.viz.partition import DPI_RANGE
+    from hermes.viz.partition_picture import DPI_RANGE
 
     def bound(model, key, kind):
         schema = model.model_json_schema()["properties"][key]

@@ -126,9 +126,10 @@ def test_scale_frontier_plot(tmp_path):
 
 
 def test_numpy_bound_is_jacobi_sweeps_bit_for_bit():
-    """The bound's arithmetic is hermes.app.kernels.jacobi_sweeps' on the run's own mesh: the same u, bit for bit."""
+    """The bound's arithmetic is hermes.app.mesh.kernels.jacobi_sweeps' on the run's own mesh: the same u, bit for
+    bit."""
     from benchmarks import scale
-    from hermes.app.kernels import jacobi_serial
+    from hermes.app.mesh.kernels import jacobi_serial
     from hermes.data.generators import grid
 
     m = grid(20, 19)

@@ -16,7 +16,7 @@ import pytest
 
 from hermes.errors import ScenarioError
 from hermes.files import write_json
-from hermes.lab.flow import flow_lab
+from hermes.lab.flow_lab import flow_lab
 from hermes.scenario import BIG, QUICKSTART, TINY, Scenario, check_magnitudes, parse_scenario
 
 

@@ -201,7 +201,7 @@ PROBE = "hermes_checkpoint_probe"
 
 
 @pytest.mark.parametrize("name", [f"{PROBE}:Thing", "os:system", "builtins:object", "hermes.__main__:main",
-                                  "hermes.balance.registry:Registry", "hermes.lifecycle.progress:checkpoint_refs",
+                                  "hermes.balance.registry:Registry", "hermes.lifecycle.journal:checkpoint_refs",
                                   "hermes.lifecycle.state:RunState.columns", "hermes.nosuchmodule:Thing",
                                   "hermes:Thing", "hermes.errors:HermesError", 42])
 def test_a_class_outside_hermes_is_refused_without_importing_it(run_dir, tmp_path, monkeypatch, name):

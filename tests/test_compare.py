@@ -22,7 +22,7 @@ from hermes.compare import collect, load_experiment, make_experiment, render, ru
 from hermes.compare.experiment import ExperimentError, parse_axis_option
 from hermes.compare.runner import error_line, read_summary
 from hermes.compare.tables import format_time, make_grid, markdown_tables, phase_rows, run_row
-from hermes.viz.compare import pareto_front
+from hermes.viz.compare_plots import pareto_front
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -188,7 +188,7 @@ def test_report_links_every_picture_to_its_full_size_png(tmp_path):
     import html.parser
 
     from hermes.compare.report import write_report
-    from hermes.viz.partition import rank_colors, save_figure
+    from hermes.viz.partition_picture import rank_colors, save_figure
 
     def png(path: Path) -> Path:
         from matplotlib.figure import Figure
@@ -240,7 +240,7 @@ def test_format_time():
 
 def test_pareto_axis_counts_the_cells_moved():
     """The Pareto plot's cells: each phase's cells_moved, else quality.migration_cells, else its sends."""
-    from hermes.viz.compare import migration_volume
+    from hermes.viz.compare_plots import migration_volume
 
     assert migration_volume(_moving()) == 11  # cells_moved, not the 12 sends
     assert migration_volume(_summary(1.0, 1.0, moved=3)) == 6  # before cells_moved: the quality's alias

@@ -559,7 +559,7 @@ def test_a_run_without_home_runs(tmp_path):
     assert (tmp_path / "run" / "summary.json").is_file()
 
 
-@pytest.mark.parametrize("module, args", [("hermes.cli.run_bahi", BAHI_LIMIT[1:]),
+@pytest.mark.parametrize("module, args", [("hermes.cli.run_brusselator", BAHI_LIMIT[1:]),
                                           ("hermes", [*BAHI_LIMIT, "--no-launch"])])
 @pytest.mark.mpi
 @pytest.mark.slow

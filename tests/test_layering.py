@@ -129,7 +129,7 @@ def test_the_policy_check_sees_a_planted_import():
 @pytest.mark.slow
 def test_only_the_runtime_knows_the_hosting():
     """Data, balancing, the lifecycle and the applications call the runtime communicator's interface
-    (hermes.runtime.interface) and never ask which implementation they got: no module outside hermes.runtime imports
+    (hermes.runtime.communicator) and never ask which implementation they got: no module outside hermes.runtime imports
     the hosting, and none asks its communicator for an attribute with ``getattr``."""
     g = _graph()
     importers = sorted(a for a, b in g.edges if ".hosting" in b and not a.startswith("hermes.runtime"))
@@ -152,11 +152,11 @@ TIERS: dict[str, tuple[str, ...]] = {
              "hermes.progress"),
     "runtime": ("hermes.runtime",),
     "data": ("hermes.data",),
-    "simulation": ("hermes.app",),
+    "simulation": ("hermes.app.mesh",),
     "balance": ("hermes.balance", "hermes.monitor", "hermes.extraload"),
     "scenario": ("hermes.sections", "hermes.scenario"),
     "lifecycle": ("hermes.lifecycle", "hermes.adaptation"),
-    "applications": ("hermes.bahi",),
+    "applications": ("hermes.app",),
     "tools": ("hermes.outputs", "hermes.viz", "hermes.trace", "hermes.compare", "hermes.lab", "hermes.api"),
     "cli": ("hermes.cli", "hermes.__main__", "hermes"),
 }
@@ -216,7 +216,7 @@ def test_a_module_takes_the_tier_of_its_longest_entry():
 #: parts above the lifecycle tier that are whole programs of their own, not the mesh run's: they reach no module of
 #: the lifecycle tier, directly or through what they import (what they shared with it, the machine's memory, is in
 #: hermes.machine)
-APART_FROM_THE_LIFECYCLE = ("hermes.bahi", "hermes.lab")
+APART_FROM_THE_LIFECYCLE = ("hermes.app.brusselator", "hermes.lab")
 
 
 def _reaching_the_lifecycle(g: nx.DiGraph, part: str) -> list[str]:
@@ -233,5 +233,5 @@ def test_the_second_application_and_the_lab_stay_apart_from_the_mesh_run(part):
 @pytest.mark.slow
 def test_the_apart_check_sees_a_planted_import():
     g = _graph()
-    g.add_edge("hermes.bahi.study", "hermes.lifecycle.preflight")
-    assert "hermes.lifecycle.preflight" in _reaching_the_lifecycle(g, "hermes.bahi")
+    g.add_edge("hermes.app.brusselator.study", "hermes.lifecycle.preflight")
+    assert "hermes.lifecycle.preflight" in _reaching_the_lifecycle(g, "hermes.app.brusselator")

@@ -30,7 +30,7 @@ HERMES = ROOT / "hermes"
 #: the one module that parses YAML or JSON text itself; every other reader goes through it
 LOADERS = HERMES / "loaders.py"
 #: JSON read from a pipe of hermes' own child process (the extra-load runner's protocol), not from a file
-INTERNAL_JSON = {HERMES / "extraload" / "runner.py"}
+INTERNAL_JSON = {HERMES / "extraload" / "task_worker.py"}
 
 
 def _calls(path: Path):
@@ -242,7 +242,7 @@ def test_every_numeric_field_of_every_input_model_refuses_a_bool():
     field that holds numbers but no booleans is refused — the rule of hermes.strict.Strict, whatever the field."""
     from pydantic import BaseModel
 
-    from hermes.bahi.study import BrusselatorSpec
+    from hermes.app.brusselator.study import BrusselatorSpec
     from hermes.extraload.tasks import TaskFile
     from hermes.monitor.series import MonitorSpec
     from hermes.scenario import Scenario

@@ -184,7 +184,7 @@ def edge_values(comm, rank: int, neighbours, values, edges, default: float | Non
     """Per-neighbour values of every rank (``values[t]`` for the edge to ``neighbours[t]``, each edge reported by
     its lower endpoint) gathered into one array in the order of ``edges`` (collective bookkeeping: one
     ``comm.allgather``, uncharged). An edge nobody reported takes ``default`` (None: a KeyError). ``comm`` is a
-    runtime communicator (:class:`hermes.runtime.interface.Communicator`)."""
+    runtime communicator (:class:`hermes.runtime.communicator.Communicator`)."""
     # a tuple of tuples: hosted processors share the gathered values and assemble them once (shared_value)
     mine = tuple((rank, int(j), float(v)) for j, v in zip(neighbours, values) if rank < j)
     gathered = comm.allgather(mine)

@@ -9,7 +9,7 @@ A mistyped command, subcommand or option is one line with the closest names (:fu
 
 Commands are thin wrappers over Python functions (:func:`hermes.lifecycle.driver.run`, :func:`hermes.viz.plot_run`
 ...), one module per group: :mod:`~hermes.cli.run` (``run`` and ``resume``; the applications it runs:
-:mod:`~hermes.cli.run_mesh`, :mod:`~hermes.cli.run_bahi`), :mod:`~hermes.cli.plot`, :mod:`~hermes.cli.compare`
+:mod:`~hermes.cli.run_mesh`, :mod:`~hermes.cli.run_brusselator`), :mod:`~hermes.cli.plot`, :mod:`~hermes.cli.compare`
 (``compare``, ``trace``), :mod:`~hermes.cli.info` (``scenario``, ``balancers``, ``mesh``) and :mod:`~hermes.cli.lab`
 (``lab flow``, ``lab gossip``, ``lab bench``), each imported only when its command runs (``hermes --version``
 imports none). The parser is :mod:`hermes.cli.parser`. Only the runtime names ``MPI.COMM_WORLD``

@@ -1,8 +1,9 @@
 """What an application offers ``hermes run``: the :class:`Application` interface and what it hands back.
 
-hermes runs two applications: the adaptive mesh application (:mod:`hermes.app`, its phases sequenced by
-:mod:`hermes.lifecycle.driver`; :mod:`hermes.cli.run_mesh`) and the Brusselator study of 003 (:mod:`hermes.bahi`;
-:mod:`hermes.cli.run_bahi`). :mod:`hermes.cli.run` looks the application of a command line up once
+hermes runs two applications: the adaptive mesh application (:mod:`hermes.app.mesh`, its phases sequenced by
+:mod:`hermes.lifecycle.driver`; :mod:`hermes.cli.run_mesh`) and the Brusselator study of 003
+(:mod:`hermes.app.brusselator`;
+:mod:`hermes.cli.run_brusselator`). :mod:`hermes.cli.run` looks the application of a command line up once
 (:data:`hermes.cli.run.APPLICATIONS`) and does the rest the same way for both: the launcher's checks, ``mpiexec``,
 the job, the lines printed at the end.
 """

@@ -16,7 +16,7 @@ def cmd_compare(args) -> int:
     more failed (each named on stderr in one line ``hermes: error: run ID failed: ...``; results.csv, table.md
     and the report hold what succeeded), 2 on bad input (nothing ran), 130 when interrupted."""
     from hermes.progress import Progress
-    from hermes.trace.experiment import is_trace_experiment
+    from hermes.trace.trace_experiment import is_trace_experiment
 
     with Progress(enabled=not args.quiet) as say:  # a live bar on a terminal; plain lines at least every 5 s
         if args.trace or (args.experiment and is_trace_experiment(args.experiment)) or (
@@ -64,11 +64,11 @@ def _compare(args, say) -> int:
 
 
 def cmd_compare_trace(args, say) -> int:
-    """hermes compare on a trace (hermes.trace.experiment)."""
+    """hermes compare on a trace (hermes.trace.trace_experiment)."""
     from hermes.compare.experiment import parse_axis_option
     from hermes.errors import HermesError
     from hermes.scenario import yaml_value
-    from hermes.trace.experiment import (load_trace_experiment, render_trace_experiment, run_trace_experiment,
+    from hermes.trace.trace_experiment import (load_trace_experiment, render_trace_experiment, run_trace_experiment,
                                          trace_experiment)
 
     try:
@@ -135,7 +135,7 @@ def _replay(args, say) -> int:
 
     try:
         from hermes.trace import read_trace
-        from hermes.trace.report import replay_to_dir
+        from hermes.trace.replay_report import replay_to_dir
         from hermes.trace.workmodel import WorkModel
 
         algorithms = [a.strip() for a in args.algorithm.split(",") if a.strip()]
@@ -176,7 +176,7 @@ def _replay(args, say) -> int:
         trace = read_trace(args.stem, phases=args.phase, progress=say)
         if caps is not None and len(caps) != trace.n_ranks:
             raise HermesError(f"--capacities: {len(caps)} numbers for the trace's {trace.n_ranks} ranks")
-        from hermes.trace.phase import ids_text
+        from hermes.trace.trace_phase import ids_text
 
         flat = trace.flat
         say(f"trace {args.stem}: {trace.n_ranks} ranks, {flat.n_phases:,} phase(s) ({ids_text(flat.phase_ids)})"

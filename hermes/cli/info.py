@@ -12,7 +12,7 @@ __all__ = ["check_mesh", "cmd_scenario", "cmd_balancers", "format_balancers", "m
 def cmd_scenario(args) -> int:
     import sys
 
-    from hermes.bahi import is_spec_file
+    from hermes.app.brusselator import is_spec_file
     from hermes.cli.run_mesh import scenario_of
     from hermes.errors import HermesError, MeshError
     from hermes.loaders import dump_yaml
@@ -20,7 +20,7 @@ def cmd_scenario(args) -> int:
     note = None
     try:
         if args.scenario and is_spec_file(args.scenario):  # a Brusselator spec: validated as hermes run would
-            from hermes.bahi.study import load_spec
+            from hermes.app.brusselator.study import load_spec
 
             doc = load_spec(args.scenario, args.overrides).model_dump(mode="json")
         else:
@@ -167,7 +167,7 @@ def markdown_balancers(balancers: dict) -> str:
     """docs/PARAMETERS.md: the rule for numbers, every number option of the command line (from the parser), every
     key of a scenario, a Brusselator spec and a task file (from their models) and every balancer's parameters
     (from its parameter model); a test keeps the file equal to this."""
-    from hermes.bahi.study import BrusselatorSpec
+    from hermes.app.brusselator.study import BrusselatorSpec
     from hermes.cli.parser import build_parser
     from hermes.extraload.tasks import TaskFile
     from hermes.scenario import Scenario

@@ -12,7 +12,7 @@ def cmd_flow(args) -> int:
     import json
 
     from hermes.errors import HermesError
-    from hermes.lab.flow import flow_lab, format_flow_report
+    from hermes.lab.flow_lab import flow_lab, format_flow_report
 
     try:
         params = parse_params(args.params)

@@ -25,7 +25,7 @@ class UsageError(Exception):
 
 #: the ranges of the options, from the modules that check the same values given from Python (kept equal by
 #: tests/test_bad_input.py, test_option_ranges_follow_their_modules: this module imports none of them, so that
-#: parsing a command line stays cheap): hermes.compare.MAX_JOBS and MAX_TIMEOUT, hermes.viz.partition.DPI_RANGE,
+#: parsing a command line stays cheap): hermes.compare.MAX_JOBS and MAX_TIMEOUT, hermes.viz.partition_picture.DPI_RANGE,
 #: hermes.data.meshinfo.MAX_GENERATED_CELLS, hermes.balance.gossip.grapevine_serial.MAX_GOSSIP_ITERATIONS,
 #: hermes.lab.specs.SPREAD_MAX, hermes.sections.LBDatafileSpec.cells_per_block, BalancerSpec.rounds and .trigger,
 #: RunSpec.timeout, hermes.viz.zoom.parse_zoom's keywords

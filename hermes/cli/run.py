@@ -17,7 +17,7 @@ import sys
 from hermes.cli.application import Application
 from hermes.cli.common import EXIT_BAD_INPUT, abort_on_uncaught, error, exit_together
 from hermes.runtime.world import world
-from hermes.cli.run_bahi import BAHI_STUDY
+from hermes.cli.run_brusselator import BAHI_STUDY
 from hermes.cli.run_mesh import MESH
 
 __all__ = ["APPLICATIONS", "application_for", "cmd_run"]

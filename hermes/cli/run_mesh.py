@@ -74,7 +74,7 @@ def draws_ahead(sc, args) -> bool:
 
 
 class MeshApplication:
-    """The adaptive mesh application (:mod:`hermes.app`): every scenario no other application claims."""
+    """The adaptive mesh application (:mod:`hermes.app.mesh`): every scenario no other application claims."""
 
     name = "mesh"
 

@@ -224,7 +224,7 @@ def _draw(d: Path, plan: dict, rows: list[dict], grid, failures, clock: str, tit
           dpi: int) -> list[Path]:
     from hermes.compare.report import write_report
     from hermes.viz import plot_run
-    from hermes.viz.compare import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
+    from hermes.viz.compare_plots import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
 
     cells = grid.summaries()
     pd = subdir(d, "plots")

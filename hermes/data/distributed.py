@@ -165,7 +165,7 @@ def scatter_domain(comm, mesh=None, owner=None, fields: dict[str, NDArray] | Non
 
 def refresh_owners(comm, dom: LocalDomain) -> LocalDomain:
     """Recompute the owner of every neighbour through the distributed directory (collective): the
-    communicator's :meth:`~hermes.runtime.interface.Communicator.directory` (cell g registered at rank g mod p in a
+    communicator's :meth:`~hermes.runtime.communicator.Communicator.directory` (cell g registered at rank g mod p in a
     plain run; computed once per run for hosted processors).
 
     Also checks the partition: a cell registered by two ranks is a bug and raises.

@@ -116,7 +116,7 @@ def _migrate_kernel(group, parts: list) -> list:
 def migrate_group(group, doms: list[LocalDomain], clocks: list, dests: dict[int, NDArray[np.int64]],
                   stats: list[MigrationStats]) -> set[int]:
     """One migration of the processors ``group.lo`` to ``group.hi`` of an MPI process, run once for all of them
-    (inside a kernel run in bulk, :meth:`hermes.runtime.interface.Communicator.bulk`; collective over the
+    (inside a kernel run in bulk, :meth:`hermes.runtime.communicator.Communicator.bulk`; collective over the
     processes): processor ``lo + i`` sends its cells to ``dests[i]`` (the processors absent from ``dests`` send
     nothing). Packets between co-hosted processors are handed over; those to another process travel in one message
     per pair of processes. Each processor that sends or receives is charged and settled as :func:`migrate` charges
@@ -241,7 +241,7 @@ def _announced(dom: LocalDomain, dest: NDArray[np.int64], got: list[NDArray[np.f
 
 def announce_moves_bulk(nc, dom: LocalDomain, dest: NDArray[np.int64]) -> LocalDomain:
     """:func:`announce_moves` once per MPI process for all the processors it hosts (``run.bulk: auto``;
-    :meth:`hermes.runtime.interface.Communicator.bulk`): each processor's announcements computed as its own, their
+    :meth:`hermes.runtime.communicator.Communicator.bulk`): each processor's announcements computed as its own, their
     exchange through :func:`hermes.runtime.bulk.exchange_arrays` (charged as the processor's own exchange), the
     same domains and clocks bit for bit. Collective; the clocks virtual without an extra load."""
     return nc.comm.bulk("announce_moves", (nc, dom, np.asarray(dest, dtype=np.int64)), announce_group)

@@ -1,7 +1,7 @@
 """Extra load under the wall clock: external tasks as real processes that burn CPU and send real data.
 
 :class:`RealLoad` starts, for the processors it hosts, one process per external task
-(:mod:`hermes.extraload.runner`: Work = real arithmetic, Wait = sleep, Data = bytes over TCP to the
+(:mod:`hermes.extraload.task_worker`: Work = real arithmetic, Wait = sleep, Data = bytes over TCP to the
 destination processor's sink process) and the sinks themselves; tasks tied to phases start and stop in
 :meth:`RealLoad.begin_phase`, tasks tied to times start and stop on their own (times are seconds from
 the moment the controller opened). Under MPI each rank hosts its own processor and the ranks exchange
@@ -38,7 +38,7 @@ __all__ = ["RealLoad", "RealLoadError", "kill_all"]
 
 log = logging.getLogger(__name__)
 
-RUNNER = str(Path(__file__).with_name("runner.py"))
+RUNNER = str(Path(__file__).with_name("task_worker.py"))
 _LIVE: dict[int, subprocess.Popen] = {}  # pid -> process, every child of every controller of this process
 _LOCK = threading.RLock()  # re-entrant: a signal handler may run while the main thread holds it
 _HANDLERS_INSTALLED = False

@@ -269,7 +269,7 @@ class ProcessorLoad:
     def preview_send(self, t: float, dests, nbytes) -> NDArray[np.float64]:
         """Durations of messages sent at ``t`` as :meth:`send` gives them, computed on a copy of the state (this
         model is not changed): the non-blocking sends of the asynchronous mesh application, which overlap its
-        computing (:mod:`hermes.app.async_mesh`). The messages share the channels with the tasks' flows in
+        computing (:mod:`hermes.app.mesh.async_mesh`). The messages share the channels with the tasks' flows in
         flight, but are not kept in the model, so they do not slow the tasks' later flows down."""
         return self._twin().send(t, dests, nbytes)
 

@@ -39,7 +39,7 @@ from hermes.balance.diffusion.spectral import graph_diameter
 from hermes.claims import claim_dir
 from hermes.runtime.clock import Links
 from hermes.files import write_csv
-from hermes.lab.flow import check_flow_cost
+from hermes.lab.flow_lab import check_flow_cost
 from hermes.lab.specs import build_model, parse_graph, parse_model
 
 __all__ = ["diffusion_family", "polynomial_family", "table101_family", "flow_bench", "ENVIRONMENTS", "FAMILIES",
@@ -201,7 +201,7 @@ def table101_family(p: int = 16, *, topologies=tuple(TABLE_10_1), environments=(
 def _plot_table101(rows, out: Path) -> list[Path]:
     from matplotlib.figure import Figure
 
-    from hermes.viz.partition import save_figure
+    from hermes.viz.partition_picture import save_figure
 
     envs = [e for e in ENVIRONMENTS if any(r["environment"] == e for r in rows)]
     topos = [t for t in TABLE_10_1 if any(r["topology"] == t for r in rows)]
@@ -228,7 +228,7 @@ def _plot_table101(rows, out: Path) -> list[Path]:
 def _plot_diffusion(rows, out: Path) -> list[Path]:
     from matplotlib.figure import Figure
 
-    from hermes.viz.partition import save_figure
+    from hermes.viz.partition_picture import save_figure
 
     paths = []
     for topo in sorted({r["topology"] for r in rows}):
@@ -257,7 +257,7 @@ def _plot_diffusion(rows, out: Path) -> list[Path]:
 def _plot_polynomial(rows, out: Path) -> list[Path]:
     from matplotlib.figure import Figure
 
-    from hermes.viz.partition import save_figure
+    from hermes.viz.partition_picture import save_figure
 
     topos = [t for t in TABLE_8_7 if any(r["topology"] == t for r in rows)]
     cols = 4

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from hermes.errors import MeshError
 from hermes.trace.lbdatafile import MAX_TRACE_BYTES, read_trace, trace_paths, write_trace
-from hermes.trace.phase import TracePhase
+from hermes.trace.trace_phase import TracePhase
 
 __all__ = ["LBDataset", "dataset_from_assignment", "read_lbdatafile", "write_lbdatafile", "lbdatafile_paths",
            "MAX_TRACE_BYTES"]

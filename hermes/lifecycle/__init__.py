@@ -3,7 +3,7 @@ starts (:mod:`~hermes.lifecycle.preflight`), set up (:mod:`~hermes.lifecycle.set
 (:mod:`~hermes.lifecycle.driver`, the steps in :mod:`~hermes.lifecycle.phase`, the state in
 :mod:`~hermes.lifecycle.state`), watched (:mod:`~hermes.runtime.watchdog`), fed by the extra load and the
 monitor (:mod:`~hermes.lifecycle.feed`), recorded (:mod:`~hermes.lifecycle.records`: what a run records) and
-written (:mod:`~hermes.lifecycle.progress` as it goes, :mod:`~hermes.lifecycle.finish` at the end, into the run
+written (:mod:`~hermes.lifecycle.journal` as it goes, :mod:`~hermes.lifecycle.finish` at the end, into the run
 directory of :mod:`~hermes.lifecycle.directory`), checkpointed and resumed (:mod:`~hermes.lifecycle.checkpoint`).
 
 The decisions of a phase — when to balance, what a round is worth — are not here but beside the balancers

@@ -5,7 +5,7 @@ Fig. 10.1–10.2).
 partitions the mesh with METIS, target fractions = the capacities; every rank receives its cells), then for each
 phase the steps of :mod:`hermes.lifecycle.phase` — extra load, adaptation, the balancing rounds (monitor, decide,
 balance, realise and migrate; the decisions are :mod:`hermes.balance.policy`'s), compute, record — each phase's
-records written as it ends (:mod:`hermes.lifecycle.progress`, with a checkpoint when due), then the end
+records written as it ends (:mod:`hermes.lifecycle.journal`, with a checkpoint when due), then the end
 (:func:`hermes.lifecycle.finish.finish`: the final checks, the result files, then what the
 :class:`~hermes.lifecycle.finish.Outputs` it is handed write: the trace, the VTU files, the pictures). :func:`resume`
 continues a run from its last checkpoint. The driver holds the run directory's lock from the first check to
@@ -37,7 +37,7 @@ from hermes.lifecycle.directory import run_dir_for
 from hermes.lifecycle.feed import close_load
 from hermes.lifecycle.finish import DrawingAhead, Outputs, check_outputs, finish, pictures_to_draw
 from hermes.lifecycle.phase import adapt, balance_rounds, compute, extra_load, record, step
-from hermes.lifecycle.progress import checkpoint_refs, open_run, progress_summary, save_checkpoint, write_progress
+from hermes.lifecycle.journal import checkpoint_refs, open_run, progress_summary, save_checkpoint, write_progress
 from hermes.lifecycle.records import RunResult
 from hermes.lifecycle.setup import start
 from hermes.lifecycle.state import RunState

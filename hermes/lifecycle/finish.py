@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hermes.app.kernels import jacobi_serial
+from hermes.app.mesh.kernels import jacobi_serial
 from hermes.runtime.comm import agree
 from hermes.data.distributed import gather_to_root
 from hermes.errors import OutputError, ScenarioError

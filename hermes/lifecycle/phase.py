@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from hermes.app.async_mesh import ASYNC_TAG, solve_phase_async
-from hermes.app.simulate import solve_phase
+from hermes.app.mesh.async_mesh import ASYNC_TAG, solve_phase_async
+from hermes.app.mesh.simulate import solve_phase
 from hermes.balance.flow import topological_order
 from hermes.balance.interface import BalanceContext, BalancerInfo, Decision
 from hermes.balance.model import Model, derived
@@ -382,7 +382,7 @@ def repair_constraints_step(r: RunState, ph: PhaseState) -> None:
 
 def compute(r: RunState, ph: PhaseState) -> None:
     """Step 8: the solver's iterations (thesis Alg. 2; ``application.mode: async``: asynchronous iterations,
-    :mod:`hermes.app.async_mesh`, with the phase's own message tag), then every rank synchronised (charged)."""
+    :mod:`hermes.app.mesh.async_mesh`, with the phase's own message tag), then every rank synchronised (charged)."""
     app = r.sc.application
     step(r, ph, f"compute ({app.iterations} iteration{'s' * (app.iterations != 1)})")
     solve = partial(solve_phase, bulk=r.sc.run.bulk) if app.mode == "sync" else \

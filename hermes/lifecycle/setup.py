@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from hermes.adaptation import Adapter
-from hermes.app.kernels import initial_fields
+from hermes.app.mesh.kernels import initial_fields
 from hermes.balance.realisation.selection import get_selection
 from hermes.balance.registry import get_balancer
 from hermes.runtime.clock import Links, make_clock

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from hermes.adaptation import Adapter
-from hermes.app.simulate import LoopStats
+from hermes.app.mesh.simulate import LoopStats
 from hermes.balance.interface import BalancerInfo
 from hermes.balance.model import Model
 from hermes.balance.payoff import History

@@ -1,5 +1,5 @@
 """Kernels run in bulk: once per MPI process over the processors it hosts (:meth:`Communicator.bulk
-<hermes.runtime.interface.Communicator.bulk>`).
+<hermes.runtime.communicator.Communicator.bulk>`).
 
 A kernel run in bulk receives a :class:`ProcessGroup` — the processors of its process, ``lo`` to ``hi``, and the
 other processes — and every processor's part, in rank order. What the co-hosted processors would have sent each

@@ -310,7 +310,7 @@ Clock = VirtualClock | WallClock
 
 class ClockBank:
     """The virtual clocks of the processors one process hosts, as arrays: what a kernel run in bulk
-    (:meth:`hermes.runtime.interface.Communicator.bulk`) charges them, element by element the very IEEE operations
+    (:meth:`hermes.runtime.communicator.Communicator.bulk`) charges them, element by element the very IEEE operations
     their own :class:`VirtualClock` methods perform, in the same order — so the clocks it writes back are the same
     bits as if every processor had charged itself (numpy's elementwise ``+ - * /`` on float64 are Python's float
     operations, and numpy never fuses them into an FMA).

@@ -192,7 +192,7 @@ def allgather(comm, x, clock: Clock | None = None, *, counters: Counters | None 
 def allreduce(comm, x, clock: Clock | None = None, *, op: str = "sum", counters: Counters | None = None,
               kind: str = "allreduce"):
     """Allreduce (sum, max, min) of a scalar or a float vector: the communicator's
-    :meth:`~hermes.runtime.interface.Communicator.reduce_stamped` (one ``Allgather`` of every rank's stamp and
+    :meth:`~hermes.runtime.communicator.Communicator.reduce_stamped` (one ``Allgather`` of every rank's stamp and
     vector, reduced in rank order); charges ``clock`` as :func:`allgather` does and counts ``kind``.
 
     The reduction runs in rank order, so the result is bitwise identical on every rank and between runs (MPI's

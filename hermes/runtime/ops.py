@@ -1,7 +1,7 @@
 """What both runtime communicators share: reductions folded in rank order, and waiting for requests.
 
 A reduction of Python objects (``allreduce``, ``scan``, ``exscan``) and hermes' own stamped reduction
-(:meth:`~hermes.runtime.interface.Communicator.reduce_stamped`) are computed from every processor's contribution in
+(:meth:`~hermes.runtime.communicator.Communicator.reduce_stamped`) are computed from every processor's contribution in
 rank order, left to right, by the same functions in both implementations, so a result never depends on which
 implementation ran it nor on how many processes host the processors (MPI's own reduction order may differ).
 """

@@ -4,7 +4,7 @@ Point-to-point messages and collectives are mpi4py's own, on a duplicate of the 
 library that borrows a communicator duplicates it before it listens on it: hermes' tags never meet the caller's
 messages). Reductions of Python objects are an ``allgather`` and the rank-order fold of :mod:`hermes.runtime.ops`,
 as a hosted run computes them, so the results are the same bits; the methods of hermes' own
-(:class:`hermes.runtime.interface.Communicator`) are computed by every processor itself. Nothing here imports
+(:class:`hermes.runtime.communicator.Communicator`) are computed by every processor itself. Nothing here imports
 the hosting.
 """
 

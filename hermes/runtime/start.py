@@ -4,7 +4,7 @@ that host a run (:func:`processes_for`).
 A job of as many MPI processes as processors runs each processor on a :class:`~hermes.runtime.plain.PlainComm`
 (mpi4py's own communicator: no envelope, nothing relayed through a process, and nothing of
 :mod:`hermes.runtime.hosting` imported); a job of fewer processes hosts several processors per process on
-:class:`~hermes.runtime.hosting.HostedComm`. Both give the same bits (:mod:`hermes.runtime.interface`).
+:class:`~hermes.runtime.hosting.HostedComm`. Both give the same bits (:mod:`hermes.runtime.communicator`).
 """
 
 from __future__ import annotations

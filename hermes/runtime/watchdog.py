@@ -41,7 +41,7 @@ class Watchdog:
         What the rank does under the watch, when it is one step (``"importing plug-in 'X'"``): the message then
         says that this did not finish in time.
     leader
-        Whether this rank watches for its process (:attr:`hermes.runtime.interface.Communicator.process_leader`:
+        Whether this rank watches for its process (:attr:`hermes.runtime.communicator.Communicator.process_leader`:
         one watchdog per process, however many processors it hosts).
     """
 

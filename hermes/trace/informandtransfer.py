@@ -566,7 +566,7 @@ def inform_and_transfer(ph, params: dict[str, Any] | None = None, *,
     Examples
     --------
     >>> import numpy as np
-    >>> from hermes.trace.phase import TracePhase
+    >>> from hermes.trace.trace_phase import TracePhase
     >>> ph = TracePhase(2, np.arange(4), np.array([3.0, 3.0, 1.0, 1.0]), np.array([0, 0, 0, 1]), np.zeros(4, int),
     ...                 np.ones(4, bool), user={"shared_id": np.array([0.0, 1.0, 2.0, 3.0])})
     >>> res = inform_and_transfer(ph, {"n_iterations": 2, "fanout": 1, "deterministic_transfer": True})

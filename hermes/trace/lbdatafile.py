@@ -53,7 +53,7 @@ from hermes.errors import one_line, validation_message
 from hermes.files import write_atomic
 from hermes.loaders import parse_json, read_bytes
 from hermes.progress import Progress, quiet
-from hermes.trace.phase import (FlatTrace, Trace, TraceError, TracePhase, ids_text, match_tasks, offsets,
+from hermes.trace.trace_phase import (FlatTrace, Trace, TraceError, TracePhase, ids_text, match_tasks, offsets,
                                  unique_sorted)
 from hermes.trace.schema import ColumnError, LBDatafileDoc, check_iterations, explain
 
@@ -364,7 +364,7 @@ def read_trace(stem: str | Path, *, phases: str | int | list[tuple[int, int]] | 
     """Read the LBDatafile trace ``<stem>.<r>.json`` (every rank file, plain or brotli-compressed).
 
     Every file is parsed once, checked column by column (:func:`hermes.trace.schema.check_iterations`) and
-    gathered into flat arrays (:class:`~hermes.trace.phase.FlatTrace`): the time is linear in the size of the
+    gathered into flat arrays (:class:`~hermes.trace.trace_phase.FlatTrace`): the time is linear in the size of the
     files, with no Python per phase or task beyond the list comprehensions that gather the fields.
 
     Parameters

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from hermes.bounds import MAX_TRACE_TASKS
 from hermes.errors import HermesError
 from hermes.trace.lbdatafile import check_new_trace, write_trace
-from hermes.trace.phase import Trace, TraceError, TracePhase
+from hermes.trace.trace_phase import Trace, TraceError, TracePhase
 
 __all__ = ["trace_from_run", "write_run_trace", "trace_from_assignments", "TRACE_DIR", "TRACE_STEM",
            "MAX_TRACE_TASKS"]

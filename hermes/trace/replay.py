@@ -38,13 +38,13 @@ from numpy.typing import ArrayLike, NDArray
 from hermes.bounds import BIG, MAX_PHASES, MAX_SEED, MAX_TRACE_TASKS, NumberRange, shown
 from hermes.errors import BalancerError, GraphError
 from hermes.progress import Progress, quiet
-from hermes.trace.phase import Trace, TracePhase
+from hermes.trace.trace_phase import Trace, TracePhase
 from hermes.trace.workmodel import FIGURES, WorkModel, phase_figures
 
 __all__ = ["ReplayResult", "ReplayTable", "replay", "replay_trace", "replay_phase", "check_options", "check_params",
            "realise_flow_on_objects", "processor_graph", "object_graph", "REPLAY_SPECIAL", "replay_algorithms"]
 
-#: the most ranks a flow balancer's serial reference is given (the offline lab's limit, hermes.lab.flow: their
+#: the most ranks a flow balancer's serial reference is given (the offline lab's limit, hermes.lab.flow_lab: their
 #: set-up grows faster than p²)
 MAX_FLOW_RANKS = 2048
 #: a rank's relative speed (hermes' rule for numbers: positive, 1e-100 to 1e100), the largest at most SPREAD_MAX
@@ -614,7 +614,7 @@ class ReplayTable:
     after : dict of str to (dict of str to array (phases,))
         The same per algorithm, of its assignment.
     ranks : dict of str to int64 array (tasks,)
-        Per algorithm, the new rank of every task of the trace's :class:`~hermes.trace.phase.FlatTrace`.
+        Per algorithm, the new rank of every task of the trace's :class:`~hermes.trace.trace_phase.FlatTrace`.
     info : dict of str to list of dict
         Per algorithm and data block of the flat trace, the balancer's own figures (iterations, the graph
         used, seconds, ...); empty for a block left as it is (no task, one rank, ``none``).

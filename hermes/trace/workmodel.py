@@ -82,9 +82,9 @@ class WorkModel:
     def check(self, data) -> None:
         """GraphError (one line) unless the work figures stay finite under any assignment: ``p`` times
         :meth:`bound` (a sum of the ranks' works) at most :data:`MAX_WORK`, for one phase (a
-        :class:`~hermes.trace.phase.TracePhase`) or every phase of a :class:`~hermes.trace.phase.FlatTrace` at once
-        (their tasks together: a bound of each phase's), checked before any figure is computed."""
-        from hermes.trace.phase import FlatTrace
+        :class:`~hermes.trace.trace_phase.TracePhase`) or every phase of a :class:`~hermes.trace.trace_phase.FlatTrace`
+        at once (their tasks together: a bound of each phase's), checked before any figure is computed."""
+        from hermes.trace.trace_phase import FlatTrace
 
         if isinstance(data, FlatTrace):
             key = data.user_keys.index("shared_bytes") if "shared_bytes" in data.user_keys else -1
@@ -198,7 +198,7 @@ def rank_rows(flat, ranks: ArrayLike | None = None, model: WorkModel | None = No
     on ``ranks`` (default: the trace's), as sparse rows: one per (block, rank) that holds a task, exchanges a
     message with another rank or has a ``rank_working_bytes`` (every other rank of a block has load, traffic,
     memory and homing 0 and work γ), sorted by (block, rank)."""
-    from hermes.trace.phase import unique_sorted
+    from hermes.trace.trace_phase import unique_sorted
 
     wm = model or WorkModel()
     p, nb = flat.n_ranks, flat.n_blocks
@@ -263,7 +263,7 @@ def rank_rows(flat, ranks: ArrayLike | None = None, model: WorkModel | None = No
 def rank_figures(ph, ranks: ArrayLike, model: WorkModel | None = None) -> RankFigures:
     """Every per-rank figure of the module docstring for the phase ``ph`` with its tasks on ``ranks``
     (:func:`rank_rows` of the phase alone, every rank)."""
-    from hermes.trace.phase import FlatTrace
+    from hermes.trace.trace_phase import FlatTrace
 
     wm = model or WorkModel()
     p = ph.n_ranks
@@ -389,7 +389,7 @@ FIGURES = ("load_max", "load_mean", "imbalance", "lbaf_imbalance", "offrank_byte
 def phase_figures(ph, ranks: ArrayLike, model: WorkModel | None = None,
                   capacities: ArrayLike | None = None) -> dict[str, float]:
     """The summary figures of one assignment of one phase (:func:`trace_figures` of the phase alone)."""
-    from hermes.trace.phase import FlatTrace
+    from hermes.trace.trace_phase import FlatTrace
 
     caps = np.full(ph.n_ranks, 1.0 / ph.n_ranks) if capacities is None else capacities
     f = trace_figures(FlatTrace.of([ph], ph.n_ranks), np.asarray(ranks, dtype=np.int64), model, caps)

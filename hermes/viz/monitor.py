@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from hermes.errors import HermesError
-from hermes.viz.partition import check_dpi, save_figure
+from hermes.viz.partition_picture import check_dpi, save_figure
 from hermes.viz.rundir import MAX_PHASES, MAX_PROCESSORS
 
 #: panels (ranks) drawn: the first ones of a larger run, named in the title

@@ -1,4 +1,4 @@
-"""The panels of a partition picture (:mod:`hermes.viz.partition`): their layout, the cells painted as pixels
+"""The panels of a partition picture (:mod:`hermes.viz.partition_picture`): their layout, the cells painted as pixels
 (:mod:`hermes.viz.raster`) once the layout has placed them, the rank key, the overview of the whole domain, the
 weights or levels, the load bars, and graphs drawn as vertices and edges. matplotlib is imported inside the
 functions.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from hermes.viz.partition import check_dpi, plain, save_figure
+from hermes.viz.partition_picture import check_dpi, plain, save_figure
 from hermes.viz.rundir import check_summary
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -312,6 +312,6 @@ def _labels(runs: list[Mapping[str, Any]]) -> list[str]:
 
 
 def _series_colors(n: int) -> list:
-    from hermes.viz.partition import rank_colors
+    from hermes.viz.partition_picture import rank_colors
 
     return [tuple(c) for c in rank_colors(n)]

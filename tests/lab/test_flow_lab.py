@@ -16,7 +16,7 @@ from hermes.balance.registry import BALANCERS
 from hermes.runtime.clock import Links
 from hermes.runtime.comm import Counters
 from hermes.errors import BalancerError, GraphError, ScenarioError
-from hermes.lab.flow import REPORT_ROWS, flow_algorithms, flow_lab, format_flow_report
+from hermes.lab.flow_lab import REPORT_ROWS, flow_algorithms, flow_lab, format_flow_report
 from hermes.lab.specs import parse_model
 from tests.tolerances import conservation_tol, converged_flow_tol, flops, potential_flow_tol, sum_tol
 

@@ -10,7 +10,7 @@ import pytest
 from hermes.data.meshinfo import MAX_GENERATED_CELLS, generate
 from hermes.errors import BalancerError, GraphError, HermesError, MeshError
 from hermes.lab.bench import _run as bench_run
-from hermes.lab.flow import MAX_FLOW_PROCESSORS, flow_lab
+from hermes.lab.flow_lab import MAX_FLOW_PROCESSORS, flow_lab
 from hermes.lab.gossip import MAX_WORK, gossip_cost, gossip_lab
 
 GOSSIP = dict(ranks=8, objects=100, mapped_ranks=None, loads_spec="iso", iterations=4, rounds=4, fanout=4,

@@ -1,5 +1,5 @@
 """Under mpiexec (2 or 4 processes): 4 processors hosted (2 per process, or 1 each) run the asynchronous mesh
-sweeps of hermes/app/async_mesh.py on the wall clock, and rank 0 checks the bound on the age of the halos its
+sweeps of hermes/app/mesh/async_mesh.py on the wall clock, and rank 0 checks the bound on the age of the halos its
 docstring states (run by tests/mpi/test_async_mesh_mpi.py).
 
 Usage: ``mpiexec -n N python -m mpi4py tests/mpi/async_halo_age.py``
@@ -19,8 +19,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from hermes.app.async_mesh import ASYNC_TAG, async_sweeps
-from hermes.app.kernels import initial_fields
+from hermes.app.mesh.async_mesh import ASYNC_TAG, async_sweeps
+from hermes.app.mesh.kernels import initial_fields
 from hermes.runtime.clock import Links, WallClock
 from hermes.data.distributed import halo_plan, scatter_domain
 from hermes.data.generators import grid

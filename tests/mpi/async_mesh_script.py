@@ -1,9 +1,10 @@
-"""Under mpiexec: the asynchronous mesh sweeps of hermes/app/async_mesh.py (run by tests/mpi/test_async_mesh_mpi.py).
+"""Under mpiexec: the asynchronous mesh sweeps of hermes/app/mesh/async_mesh.py (run by
+tests/mpi/test_async_mesh_mpi.py).
 
 Usage: ``mpiexec -n P python -m mpi4py tests/mpi/async_mesh_script.py [seed]``
 
 Virtual clock: a jacobi run on heterogeneous capacities with one slow link must equal the serial oracle
-:func:`~hermes.app.async_mesh.async_serial` bit for bit (solution, each rank's final time, the versions every
+:func:`~hermes.app.mesh.async_mesh.async_serial` bit for bit (solution, each rank's final time, the versions every
 sweep used), also when every process sleeps a random real time after each sweep; from u = 0 each sweep only
 raises u and the result lies between 0 and the synchronous Jacobi of as many sweeps, differing from it. The
 :class:`LoopStats` count the messages and sum the residual; with homogeneous capacities the async phase takes
@@ -20,9 +21,9 @@ import numpy as np
 from mpi4py import MPI
 from hermes.runtime.plain import plain
 
-from hermes.app.async_mesh import ASYNC_TAG, async_serial, async_sweeps, solve_phase_async
-from hermes.app.kernels import initial_fields, jacobi_serial
-from hermes.app.simulate import solve_phase
+from hermes.app.mesh.async_mesh import ASYNC_TAG, async_serial, async_sweeps, solve_phase_async
+from hermes.app.mesh.kernels import initial_fields, jacobi_serial
+from hermes.app.mesh.simulate import solve_phase
 from hermes.runtime.clock import Links, VirtualClock, WallClock
 from hermes.runtime.comm import ordered_sum
 from hermes.data.distributed import gather_to_root, halo_plan, scatter_domain

@@ -4,9 +4,9 @@ Usage (from the repository root, which must be on PYTHONPATH: the ranks run with
 them): ``PYTHONPATH=$PWD mpiexec -n P .venv/bin/python -P -m mpi4py -m tests.mpi.async_script``
 
 Virtual clock: SISC and AIAC (with balancing and with delayed messages) must equal
-:func:`hermes.bahi.study.simulate` — all processors in one process — in every summary entry, bit for bit, also when
-every process sleeps a random real time at each iteration (different real timing, same virtual run). Wall clock:
-SISC and AIAC with real non-blocking MPI must match the serial solution to the accuracy, every accepted window
+:func:`hermes.app.brusselator.study.simulate` — all processors in one process — in every summary entry, bit for bit,
+also when every process sleeps a random real time at each iteration (different real timing, same virtual run). Wall
+clock: SISC and AIAC with real non-blocking MPI must match the serial solution to the accuracy, every accepted window
 having a residual below it. Rank 0 prints one ``FAIL ...`` line per disagreement or ``OK async P``.
 """
 
@@ -19,8 +19,8 @@ import numpy as np
 from mpi4py import MPI
 from hermes.runtime.plain import plain
 
-from hermes.bahi import aiac
-from hermes.bahi.study import parse_spec, run_brusselator, simulate, summarise
+from hermes.app.brusselator import aiac
+from hermes.app.brusselator.study import parse_spec, run_brusselator, simulate, summarise
 from tests.mpi.harness import finish
 
 BASE = {"name": "mpi", "problem": {"points": 160, "t_end": 0.75}, "solver": {"window": 5}}

@@ -11,7 +11,7 @@ import numpy as np
 from mpi4py import MPI
 from hermes.runtime.plain import plain
 
-from hermes.app.indicator import gradient_jump, jump_indicator_serial, mark_max_strategy
+from hermes.app.mesh.indicator import gradient_jump, jump_indicator_serial, mark_max_strategy
 from hermes.runtime.clock import Links, VirtualClock
 from hermes.data.distributed import gather_to_root, scatter_domain
 from hermes.data.generators import grid

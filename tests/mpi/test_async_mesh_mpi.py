@@ -21,7 +21,7 @@ def test_async_mesh_under_mpiexec(mpirun, nranks, seed):
 def test_async_mesh_wall_clock_halos_are_no_older_than_the_bound(mpirun, nranks):
     """4 processors hosted 2 per process (2 processes) or 1 per process (4, what ``clock: wall`` runs), on the wall
     clock: every sweep uses, from each neighbour, at least every version that neighbour handed to MPI more than
-    0.1 s before the sweep's poll of it (hermes/app/async_mesh.py; async_halo_age.py). Before hosted polls read
+    0.1 s before the sweep's poll of it (hermes/app/mesh/async_mesh.py; async_halo_age.py). Before hosted polls read
     the bridge, a hosted rank kept version 0 of its neighbours on other processes (ages up to 0.6 s, the
     bound broken in most sweeps)."""
     check_script(mpirun, "async_halo_age.py", "async_halo_age", nranks, [], timeout=180)

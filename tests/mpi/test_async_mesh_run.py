@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hermes.app.kernels import jacobi_serial
+from hermes.app.mesh.kernels import jacobi_serial
 from hermes.data.generators import grid
 from tests.conftest import ROOT, run_mpi
 
@@ -61,7 +61,7 @@ def test_async_quickstart_is_deterministic_conserves_and_converges(tmp_path):
     assert a["final_residual"] > 0.0
     u = pa["u_004"]
     assert not np.array_equal(u, ps["u_004"])
-    # from u = 0 the map is monotone: one sync sweep ≤ u ≤ p·(all sweeps) sync sweeps (hermes/app/async_mesh.py)
+    # from u = 0 the map is monotone: one sync sweep ≤ u ≤ p·(all sweeps) sync sweeps (hermes/app/mesh/async_mesh.py)
     assert np.all(u >= jacobi_serial(mesh.xadj, mesh.adjncy, mesh.coords, 1))
     assert np.all(u <= jacobi_serial(mesh.xadj, mesh.adjncy, mesh.coords, 4 * sweeps))
     # and the distance to the solution shrinks phase after phase

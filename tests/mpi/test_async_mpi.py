@@ -28,7 +28,7 @@ def test_runner_under_mpiexec_prints_the_summary(mpirun, tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text("processors: 2\napplication: {mode: async}\nproblem: {points: 60, t_end: 0.25}\n"
                     "platform: {speed: 1.0e4}\n")
-    proc = mpirun(2, [str(spec)], module="hermes.cli.run_bahi", timeout=120)
+    proc = mpirun(2, [str(spec)], module="hermes.cli.run_brusselator", timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["mode"] == "async" and out["processors"] == 2 and out["error_vs_serial"] <= 7e-4
@@ -39,7 +39,7 @@ def test_runner_under_mpiexec_prints_the_summary(mpirun, tmp_path):
 def test_wrong_job_size_is_one_line_error(mpirun, tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text("processors: 3\nproblem: {points: 60, t_end: 0.25}\n")
-    proc = mpirun(2, [str(spec)], module="hermes.cli.run_bahi", timeout=120)
+    proc = mpirun(2, [str(spec)], module="hermes.cli.run_brusselator", timeout=120)
     assert proc.returncode == 2
     lines = [ln.strip("\x00 ") for ln in proc.stderr.splitlines()]
     assert lines.count("hermes: error: processors: the spec asks for 3, the job has 2") == 1  # rank 0 only
@@ -71,7 +71,7 @@ def test_hermes_run_launches_a_brusselator_spec(tmp_path):
 @pytest.mark.slow
 def test_hermes_run_no_launch_simulates_every_processor_in_one_process(tmp_path):
     """``--no-launch`` outside MPI: a virtual-clock spec runs as the serial simulation (same summary as mpiexec)."""
-    from hermes.bahi.study import load_spec, simulate, summarise
+    from hermes.app.brusselator.study import load_spec, simulate, summarise
 
     spec = tmp_path / "s.yaml"
     spec.write_text("name: tiny\nprocessors: 3\napplication: {kernel: brusselator, mode: async}\n"

@@ -95,7 +95,7 @@ def _runner_pids() -> set[int]:
                 cmd = (d / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"extraload/runner.py" in cmd or b"hermes.extraload.runner" in cmd:
+            if b"extraload/task_worker.py" in cmd or b"hermes.extraload.task_worker" in cmd:
                 pids.add(int(d.name))
     return pids
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from hermes.app.kernels import SIGMA
+from hermes.app.mesh.kernels import SIGMA
 from hermes.data.adapt import region_mask
 from hermes.data.io import read_mesh
 from hermes.data.refine import areas, conformity_problems, from_mesh, refine

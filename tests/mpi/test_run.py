@@ -72,7 +72,7 @@ def test_quickstart_each_balancer_conserves_and_matches_serial_jacobi(tmp_path, 
         owner = partitions[f"owner_{k:03d}"]
         assert owner.min() == 0 and owner.max() == 3 and np.all(np.bincount(owner) > 0)
     # the real kernel: distributed Jacobi equals the serial sweeps on the whole mesh, bit for bit (both sum
-    # every row left to right, hermes/app/kernels.py)
+    # every row left to right, hermes/app/mesh/kernels.py)
     assert s["jacobi_max_rel_error"] == 0.0
     rows = list(csv.DictReader((out / "phases.csv").open()))
     assert len(rows) == 16

@@ -15,7 +15,7 @@ import hermes.trace.informandtransfer as it
 from hermes.balance.registry import get_balancer
 from hermes.errors import BalancerError
 from hermes.trace.informandtransfer import MAX_SUBSETS, inform_and_transfer
-from hermes.trace.phase import TracePhase
+from hermes.trace.trace_phase import TracePhase
 from hermes.trace.replay import replay_phase
 from hermes.trace.workmodel import WorkModel, rank_figures
 
@@ -174,7 +174,7 @@ def test_capacities_refused_by_replay():
 def test_work_terms_the_port_does_not_read_are_refused(weights):
     """The port prices a rank by α·load under the memory limit (docs/WORKMODEL.md): a β, γ or δ it would ignore
     is one line, for one phase and for a whole trace."""
-    from hermes.trace.phase import Trace
+    from hermes.trace.trace_phase import Trace
     from hermes.trace.replay import replay
 
     ph = _phase(4, 4, 2)

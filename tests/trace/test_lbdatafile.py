@@ -10,7 +10,7 @@ import pytest
 
 from hermes.trace import TraceError, parse_phase_spec, read_trace, write_trace
 from hermes.trace.lbdatafile import count_ranks, decode_vt_id, trace_summary
-from hermes.trace.phase import TracePhase
+from hermes.trace.trace_phase import TracePhase
 
 
 def _task(oid, r, t, *, key="seq_id", migratable=True, sub=None, ud=None, home=None):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hermes.trace.memorybound import BlockState, bound_assignment, refine, repair
-from hermes.trace.phase import TracePhase
+from hermes.trace.trace_phase import TracePhase
 from hermes.trace.replay import check_options, replay_phase
 from hermes.trace.workmodel import WorkModel, phase_figures, rank_figures
 
@@ -163,8 +163,8 @@ def test_a_phase_without_load_or_within_its_share_is_left_alone():
 
 
 def test_a_trace_experiment_refuses_a_memory_step_without_a_limit():
-    from hermes.trace.experiment import TRACE_OPTIONS, _check_run
-    from hermes.trace.phase import TraceError
+    from hermes.trace.trace_experiment import TRACE_OPTIONS, _check_run
+    from hermes.trace.trace_phase import TraceError
 
     run = {"id": "r1", "algorithm": "pcg", "params": {}, "options": {**TRACE_OPTIONS, "memory_step": "repair"}}
     with pytest.raises(TraceError, match="run r1: memory_step repair: needs memory_limit"):
@@ -185,7 +185,7 @@ def test_tasks_without_a_block_leave_a_full_rank_one_by_one():
 
 def test_yaml_off_is_the_memory_step_off():
     """YAML and --set read a bare off as false: a trace experiment takes it as memory_step off."""
-    from hermes.trace.experiment import trace_experiment
+    from hermes.trace.trace_experiment import trace_experiment
 
     exp = trace_experiment("x", axes={"memory_step": ["refine", False]}, sets={"memory_limit": 8e9})
     assert exp["axes"]["memory_step"] == ["refine", "off"]

@@ -16,7 +16,7 @@ from hermes.balance.interface import BalancerInfo, Decision
 from hermes.balance.registry import BALANCERS
 from hermes.errors import BalancerError, GraphError
 from hermes.trace import Trace, read_trace, write_trace
-from hermes.trace.phase import TracePhase
+from hermes.trace.trace_phase import TracePhase
 from hermes.trace.replay import processor_graph, replay, replay_algorithms, replay_phase
 from tests.test_cli import cli
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hermes.errors import GraphError
-from hermes.trace.phase import TracePhase
+from hermes.trace.trace_phase import TracePhase
 from hermes.trace.workmodel import WorkModel, phase_figures, rank_figures
 
 NAN = np.nan
@@ -136,7 +136,7 @@ def test_trace_figures_are_each_phases_figures_by_definition():
     """trace_figures of 40 random phases at once (some empty, messages with endpoints that are no task) equal
     the figures computed phase by phase from their definitions, under the trace's assignment and another
     (sums of at most 60 integers: exact)."""
-    from hermes.trace.phase import Trace
+    from hermes.trace.trace_phase import Trace
     from hermes.trace.workmodel import trace_figures
 
     rng = np.random.default_rng(11)

@@ -21,9 +21,9 @@ from hermes.claims import write_marker
 from hermes.compare.report import data_uri
 from hermes.errors import HermesError
 from hermes.viz import plot_phases, plot_run, rundir
-from hermes.viz.compare import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
+from hermes.viz.compare_plots import plot_breakdown, plot_imbalance, plot_pareto, plot_totals
 from hermes.viz.monitor import monitor_arrays, plot_monitor
-from hermes.viz.partition import DPI_RANGE, check_dpi, plot_partition
+from hermes.viz.partition_picture import DPI_RANGE, check_dpi, plot_partition
 from hermes.viz.rundir import MAX_PHASES, MAX_PROCESSORS, NpzArchive, check_summary
 from hermes.viz.vtu import write_run_vtu
 from hermes.viz.zoom import check_zoom, parse_zoom

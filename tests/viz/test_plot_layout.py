@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import hermes.viz.partition as partition
+import hermes.viz.partition_picture as partition
 import hermes.viz.timeline as timeline
 from hermes.claims import write_marker
 from hermes.cli import main
 from hermes.viz import plot_partition, plot_run
-from hermes.viz.compare import BALANCE_TOL, imbalance_reduction, plot_pareto
-from hermes.viz.partition import rank_colors
+from hermes.viz.compare_plots import BALANCE_TOL, imbalance_reduction, plot_pareto
+from hermes.viz.partition_picture import rank_colors
 from hermes.viz.zoom import auto_zoom, cell_areas, point_areas
 from tests.viz.test_viz import DPI, block_owner, grid, make_summary, read_png, shows_colors
 from tests.viz.test_zoom import airfoil_like, graded
@@ -175,7 +175,7 @@ def _summary(bal, migrated, total, before=1.6, after=None):
 
 
 def test_pareto_front_among_balancers_that_balance(tmp_path, monkeypatch):
-    import hermes.viz.compare as compare
+    import hermes.viz.compare_plots as compare
 
     drawn = []
     save = compare.save_figure
@@ -274,7 +274,7 @@ def test_a_refining_run_without_vtu_records_levels_and_draws_them(tmp_path, figu
 # -- 9. compare's plots: legends and titles inside the figure, clear of each other and of the axes -----------------
 @pytest.mark.parametrize("shape", [None, (1, 2), (2, 7), (7, 4)])
 def test_compare_plots_keep_legends_and_titles_inside_and_apart(tmp_path, monkeypatch, shape):
-    import hermes.viz.compare as compare
+    import hermes.viz.compare_plots as compare
 
     drawn = []
     save = compare.save_figure

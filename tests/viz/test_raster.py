@@ -9,7 +9,7 @@ import pytest
 from scipy.spatial import Delaunay
 
 from hermes.data.generators import grid
-from hermes.viz import panels, partition
+from hermes.viz import panels, partition_picture as partition
 from hermes.viz.raster import cell_index_map, paint
 
 

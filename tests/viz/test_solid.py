@@ -19,8 +19,8 @@ from hermes.data.io import read_meshio
 from hermes.lifecycle import driver
 from hermes.outputs import RUN_OUTPUTS
 from hermes.scenario import load_scenario
-from hermes.viz import partition, plot_run
-from hermes.viz.partition import rank_colors
+from hermes.viz import partition_picture as partition, plot_run
+from hermes.viz.partition_picture import rank_colors
 from hermes.viz.solid import solid_faces
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,7 +217,7 @@ def test_show_weights_on_a_3d_mesh_draws_the_surface_by_weight(hex_run, monkeypa
 
 def test_a_3d_mesh_refinement_levels_colour_its_weights_panel(hex_run, tmp_path):
     """A run that records levels shows them on a 3-D mesh too (the panel's title and colour bar say so)."""
-    from hermes.viz.partition import check_units, draw_volume, picture_options
+    from hermes.viz.partition_picture import check_units, draw_volume, picture_options
 
     out, _ = hex_run
     with np.load(out / "geometry.npz") as geo, np.load(out / "partitions.npz") as parts:
@@ -233,7 +233,7 @@ def test_a_3d_mesh_refinement_levels_colour_its_weights_panel(hex_run, tmp_path)
 
 def test_zoom_on_a_3d_mesh_is_one_warning_on_stderr(hex_run, tmp_path):
     from hermes.interpreter import child_env, python_command
-    from hermes.viz.partition import ZOOM_3D
+    from hermes.viz.partition_picture import ZOOM_3D
 
     out, _ = hex_run
     done = subprocess.run(python_command("-m", "hermes", "plot", str(out), "--zoom", "0,0,0.5,0.5", "--phase", "0,1",

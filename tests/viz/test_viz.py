@@ -14,7 +14,7 @@ import pytest
 from hermes.claims import write_marker
 from hermes.errors import HermesError
 from hermes.viz import plot_comparison, plot_partition, plot_phases, plot_run
-from hermes.viz.partition import cell_polygons, graph_segments, partition_boundaries, rank_colors
+from hermes.viz.partition_picture import cell_polygons, graph_segments, partition_boundaries, rank_colors
 
 NX, NY, NPARTS, NPHASES = 6, 5, 3, 3
 DPI = 72  # small pictures keep the tests fast
@@ -240,7 +240,7 @@ def test_plot_run_errors(run_dir: Path, tmp_path: Path):
 def test_partition_titles_name_the_cells_moved_and_the_sends():
     """A partition picture's title: the distinct cells that changed owner and the cell sends, read from a summary
     of either age (before cells_moved and cell_sends: their aliases)."""
-    from hermes.viz import _partition_title
+    from hermes.viz.pictures import _partition_title
 
     s = make_summary()
     new = s["phases"][0]

@@ -11,7 +11,7 @@ from hermes.claims import write_marker
 from hermes.cli import main
 from hermes.errors import HermesError
 from hermes.viz import plot_partition, plot_run
-from hermes.viz.partition import rank_colors
+from hermes.viz.partition_picture import rank_colors
 from hermes.viz.zoom import MIN_SHARE, auto_zoom, cell_areas, coverage, parse_zoom
 from tests.viz.test_viz import DPI, NPARTS, block_owner, grid, read_png, shows_colors
 
@@ -148,7 +148,7 @@ def test_plot_command_options(run_dir, capsys):
 
 def test_plot_run_fair_loads_from_phases_csv(run_dir, monkeypatch):
     seen = {}
-    import hermes.viz as viz
+    import hermes.viz.pictures as viz
 
     def spy(path, coords, owner, **kw):
         seen[path.name] = (kw["loads"], kw["fair"], kw["zoom"], kw["show_weights"])

@@ -550,7 +550,7 @@ def grapevine_distributed(comm, objects: RankObjects, params: GrapevineParams | 
         The random streams (default: ``params.seed``, 0 if that is None); ``hermes run`` mixes in the phase.
     bulk : bool
         Run the inform stage once per MPI process for all the ranks it hosts (:func:`_inform_kernel`; ``comm`` a
-        hermes :class:`~hermes.runtime.interface.Communicator`, ``clock`` virtual without an extra load): the same
+        hermes :class:`~hermes.runtime.communicator.Communicator`, ``clock`` virtual without an extra load): the same
         results, clocks and counters, bit for bit.
 
     Returns

@@ -710,8 +710,8 @@ def cached_plan(model: Model, state: dict, comm=None) -> SpectralPlan:
     and weights are unchanged (the loads do not enter it) — as AdA reuses Θ (thesis ch. 9).
 
     With ``comm``, the processors one process hosts compute it once for all of them
-    (:meth:`~hermes.runtime.interface.Communicator.shared_value`: the same inputs, the same plan, read-only): at 4,096
-    processors the dense eigensolve and the amplification were otherwise repeated by each of 2,048 processors."""
+    (:meth:`~hermes.runtime.communicator.Communicator.shared_value`: the same inputs, the same plan, read-only): at
+    4,096 processors the dense eigensolve and the amplification were otherwise repeated by each of 2,048 processors."""
     key = plan_key(model)
     saved = state.get("spectral_plan")
     if saved is None or saved[0] != key:

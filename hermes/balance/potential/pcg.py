@@ -414,7 +414,7 @@ class PCGParams(Params):
 def pcg_bulk(nb: NeighbourComm, load: float, capacity: float, weights: NDArray[np.float64], *,
              tolerance: float = 1e-8, max_iterations: int | None = None, form: str = "thesis") -> LocalFlowResult:
     """:func:`pcg_distributed` run once per MPI process for all the processors it hosts (``run.bulk: auto``;
-    :meth:`hermes.runtime.interface.Communicator.bulk`): the same iterations, flows, clocks and counters, bit for
+    :meth:`hermes.runtime.communicator.Communicator.bulk`): the same iterations, flows, clocks and counters, bit for
     bit — the processors' scalars as vectors, their neighbour exchanges and allreduces through
     :class:`~hermes.runtime.bulk.BankedNeighbours`, the stopping test on the same global values. Collective; the
     processors' clocks must be virtual without an extra load."""

@@ -46,7 +46,7 @@ together is counted and charged as any other.
 
 from __future__ import annotations
 
-from hermes.runtime.hosting.comm import HostedComm
+from hermes.runtime.hosting.hosted_comm import HostedComm
 from hermes.runtime.hosting.host import Host, host_run
 from hermes.runtime.hosting.values import ANY_SOURCE, ANY_TAG, HostedError, Request, Status, blocks, waitall
 

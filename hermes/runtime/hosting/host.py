@@ -124,7 +124,7 @@ class Host:
         from greenlet import greenlet, getcurrent
 
         from hermes.errors import HermesError
-        from hermes.runtime.hosting.comm import HostedComm
+        from hermes.runtime.hosting.hosted_comm import HostedComm
         from hermes.runtime.hosting.group import HostedGroup
 
         self.sched = getcurrent()
@@ -402,7 +402,7 @@ class Host:
 
     def bulk(self, rank: int, name: str, part, kernel: Callable[[Any, list], list]):
         """Processor ``rank``'s part in its next collective, a kernel run in bulk
-        (:meth:`hermes.runtime.interface.Communicator.bulk`): the last of this process' processors to arrive runs
+        (:meth:`hermes.runtime.communicator.Communicator.bulk`): the last of this process' processors to arrive runs
         ``kernel(group, parts)`` (``parts`` in rank order) in its own greenlet; every processor gets its item of
         the result. Processors calling different kernels (``name``) at the same call: a :class:`HostedError`."""
         k = self.seq[rank]

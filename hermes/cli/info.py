@@ -36,6 +36,11 @@ def cmd_scenario(args) -> int:
     print(dump_yaml(doc, sort_keys=False), end="")
     if note is not None:
         print(f"hermes: note: {note}", file=sys.stderr)
+    if not (args.scenario and is_spec_file(args.scenario)):
+        from hermes.lifecycle.setup import approximations
+
+        for line in approximations(sc):
+            print(f"hermes: note: {line}", file=sys.stderr)
     return 0
 
 

@@ -304,7 +304,7 @@ def read_chaco(path: str | os.PathLike, *, connected: bool = True) -> Mesh:
         if np.any(zero):
             weights[zero] = 1.0
             meta["zero_weights_replaced"] = int(zero.sum())
-            log.info("%s: %d zero vertex weights replaced by 1", path, int(zero.sum()))
+            log.debug("%s: %d zero vertex weights replaced by 1", path, int(zero.sum()))  # said by run, mesh info
 
     coords, coord_path = _chaco_coords(path, n)
     meta["has_coords"] = coord_path is not None

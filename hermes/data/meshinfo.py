@@ -242,6 +242,7 @@ def mesh_info(mesh: Mesh) -> dict:
     w = np.asarray(mesh.weights, dtype=np.float64)
     problems["bad_weights"] = int(np.count_nonzero(~np.isfinite(w) | (w <= 0))) if w.shape == (n,) else n
     info["weights"] = _weights(mesh, w)
+    info["zero_weights_made_one"] = int(mesh.meta.get("zero_weights_replaced") or 0)
     coords = np.asarray(mesh.coords, dtype=np.float64)
     problems["bad_coords"] = int(np.count_nonzero(~np.all(np.isfinite(coords), axis=1))) if coords.ndim == 2 else n
     if mesh.has_polygons:
@@ -385,6 +386,9 @@ def format_mesh_info(info: dict) -> str:
                     for k, e in enumerate(w["each"])]
         else:
             out.append(f"weights     total {w['total']:.6g}  min {w['min']:.4g}  max {w['max']:.4g}")
+    if info.get("zero_weights_made_one"):
+        out.append(f"approximated {_num(info['zero_weights_made_one'])} zero first weights made 1 (a work unit needs "
+                   f"positive work; hermes run does the same)")
     if info.get("dropped"):
         kept = "/".join(info["cell_types"]) if info.get("cell_types") else "top-dimension"
         out.append("dropped     " + ", ".join(f"{_num(v)} {k}" for k, v in info["dropped"].items())

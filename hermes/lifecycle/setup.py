@@ -52,6 +52,20 @@ def load_mesh(spec: MeshSpec, resolve: Callable[[str], Path]):
     return mesh
 
 
+def approximations(sc: Scenario, mesh=None) -> list[str]:
+    """What a run does otherwise than its scenario says, one line each (docs/LIMITS.md): flat balancer keys only
+    other balancers know (ignored), and, given the read ``mesh``, zero first vertex weights made 1."""
+    lines = []
+    ignored = sc.balancer.ignored
+    if ignored:
+        keys = ", ".join(f"balancer.{k}" for k in ignored)
+        lines.append(f"{keys}: not a parameter of {sc.balancer.algorithm!r} (other balancers'): ignored")
+    zero = (mesh.meta.get("zero_weights_replaced") or 0) if mesh is not None else 0
+    if zero:
+        lines.append(f"{_mesh_where(sc)}: {zero} zero vertex weights made 1 (a work unit needs positive work)")
+    return lines
+
+
 def _mesh_where(sc: Scenario) -> str:
     return f"mesh.grid {sc.mesh.grid}" if sc.mesh.grid is not None else f"mesh.file {sc.resolve(sc.mesh.file)}"
 
@@ -76,6 +90,8 @@ def _read_and_partition(sc: Scenario, p: int, processes: int | None = None,
     if dropped is not None:  # rank 0 only reads the mesh: one line for the job
         log.warning("mesh.file %s: its %s cells are the work units; dropped: %s", sc.resolve(sc.mesh.file),
                     "/".join(dict.fromkeys(mesh.meta.get("cell_types") or ["top-dimension"])), dropped)
+    for line in approximations(sc, mesh):  # what the scenario asked for and hermes does otherwise: said once
+        log.warning("%s", line)
     if sc.mesh.grid_cells is None:
         check_size(sc, mesh.n_cells, p, capacities=caps, schedule=rows, ranks_here=processes,
                    weights=(float(mesh.weights.min()), float(mesh.weights.max())))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["HermesError", "ScenarioError", "MeshError", "GraphError", "BalancerError", "OutputError",
            "RuntimeDefect", "keys_at", "validation_message", "one_line"]
 
@@ -65,6 +67,11 @@ def validation_message(err, *, root: str = "value", more: bool = True, model=Non
         msg = f"must be {words} {ctx[key]:g}, got {_shown(got)}"
     elif kind == "finite_number":
         msg = f"must be a finite number, got {_shown(got)}"
+    elif kind == "literal_error" and isinstance(got, str):  # one of a few words: the closest ones named
+        from hermes.suggest import did_you_mean
+
+        words = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        msg = e["msg"].replace("Input should be", "must be") + f", got {got[:40]!r}" + did_you_mean(got, words)
     else:
         msg = e["msg"].replace("Value error, ", "").replace("Input should be", "must be")
         if kind.endswith(("_type", "_parsing")) and not isinstance(got, (dict, list)):

@@ -20,3 +20,17 @@ def test_flat_keys_of_other_balancers_and_zero_weights_are_said(tmp_path):
     assert approximations(parse_scenario(QUICKSTART)) == []  # the quickstart asks for nothing hermes does otherwise
     text = format_mesh_info(mesh_info(mesh))
     assert "approximated 1 zero first weights made 1" in text
+
+
+def test_a_word_out_of_a_short_list_names_the_closest():
+    from hermes.errors import ScenarioError
+
+    for key, value, hint in [("monitor.source", "orcale", "'oracle'"), ("balancer.selection", "gian", "'gain'"),
+                             ("application.kernel", "jacobbi", "'jacobi'")]:
+        try:
+            parse_scenario(QUICKSTART, overrides=[f"{key}={value}"])
+        except ScenarioError as err:
+            assert str(err).startswith(f"{key}: must be ") and str(err).endswith(
+                f", got '{value}' (did you mean {hint}?)"), err
+        else:
+            raise AssertionError(f"{key}={value} accepted")

@@ -134,7 +134,7 @@ def test_the_rule_changes_only_the_asynchronous_residual_estimator(mode, over):
 def test_an_unknown_rule_is_a_one_line_error():
     with pytest.raises(ScenarioError) as err:
         load_spec(GRID, ["balancing.residual=median"])
-    assert str(err.value) == "balancing.residual: must be 'mean' or 'last'"
+    assert str(err.value) == "balancing.residual: must be 'mean' or 'last', got 'median' (did you mean 'mean'?)"
 
 
 def test_hermes_scenario_prints_the_resolved_rule(capsys):
@@ -147,7 +147,8 @@ def test_hermes_scenario_prints_the_resolved_rule(capsys):
     assert "\n  residual: last\n" in capsys.readouterr().out
     assert main(["scenario", str(GRID), "--set", "balancing.residual=median"]) == 2
     err = capsys.readouterr().err
-    assert err.strip().splitlines() == ["hermes: error: balancing.residual: must be 'mean' or 'last'"]
+    assert err.strip().splitlines() == ["hermes: error: balancing.residual: must be 'mean' or 'last', got 'median' "
+                                        "(did you mean 'mean'?)"]
 
 
 def test_a_neighbours_estimate_from_before_the_last_transfer_does_not_count():

@@ -384,7 +384,7 @@ def test_report_renders_every_image_in_a_headless_browser(small_experiment, tmp_
     assert 'data-images="6"' in dom and 'data-broken-images="0"' in dom, dom[:300]
     # a broken image is seen as broken (the check can fail)
     bad = tmp_path / "bad.html"
-    bad.write_text(page.replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1))
+    bad.write_text(page.replace('src="data:image/png;base64,', 'src="data:image/png;base64,AAAA', 1))
     dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'b'}", "--virtual-time-budget=10000",
                           "--dump-dom", bad.as_uri()], capture_output=True, text=True, timeout=120).stdout
     assert 'data-broken-images="1"' in dom

@@ -54,7 +54,7 @@ def test_parameter_reference_is_generated_from_the_models():
 
 
 def test_unknown_names_list_the_valid_ones():
-    with pytest.raises(BalancerError, match=r"unknown balancer 'pcgg'; valid: .*gda0.*pcg"):
+    with pytest.raises(BalancerError, match=r"unknown balancer 'pcgg' \(did you mean 'pcg'\?\); valid: .*gda0.*pcg"):
         get_balancer("pcgg")
     with pytest.raises(BalancerError, match="an import path looks like"):
         get_balancer("module_only:")

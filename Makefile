@@ -45,17 +45,19 @@ REGISTRY_ONLY := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL P
 .PHONY: run test test-fast bench results lock lock-upgrade check-lock check-lock-fetch check-wheel check-mpich clean
 
 # A new lock gives a new venv (--clear), so .venv never keeps a package the lock dropped.
-# pip says what it does (each package collected, downloaded, installed; a bar on a terminal): the set-up's
-# longest step is never silent. --progress-bar on is pip's default, said for a pip configured otherwise.
+# pip says what it does (each package collected, downloaded; a bar on a terminal), and requirements/heartbeat.py
+# a line after every 5 s pip is silent (installing the collected packages takes 20-30 s without a word): the
+# set-up's longest step is never silent. --progress-bar on is pip's default, said for a pip configured otherwise.
 PIP_SHOW := --progress-bar on
+HEARTBEAT := $(PYTHON) requirements/heartbeat.py
 $(VENV)/.lock-installed: $(LOCK)
 	$(PYTHON) -m venv --clear $(VENV)
-	$(BIN)/python -m pip install $(PIP_SHOW) $(LOCKED)
+	$(HEARTBEAT) $(BIN)/python -m pip install $(PIP_SHOW) $(LOCKED)
 	touch $@
 
 # pip check fails if pyproject.toml asks for something the lock does not give (then: make lock).
 $(VENV)/.hermes-installed: $(VENV)/.lock-installed pyproject.toml
-	$(BIN)/python -m pip install $(PIP_SHOW) $(EDITABLE)
+	$(HEARTBEAT) $(BIN)/python -m pip install $(PIP_SHOW) $(EDITABLE)
 	$(BIN)/python -m pip check
 	touch $@
 

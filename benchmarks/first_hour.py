@@ -1,6 +1,6 @@
 """A new user's first hour on a fresh clone, measured for silence (issue 43's acceptance check).
 
-    .venv/bin/python -m benchmarks.first_hour [--out /tmp/hermes-first-hour] [--skip-make]
+    .venv/bin/python -m benchmarks.first_hour [--out /tmp/hermes-first-hour] [--skip-make | --cold]
         [--hammond2 /work/shared/meshes/hammond2.graph] [--lbaf-data DIR | --lbaf-git GIT_DIR]
         [--cells 1000000] [--processors 256] [--only 2,4] [--timeout 3600] [--quiet]
 
@@ -15,7 +15,8 @@ side of it (what was silent). A step silent for more than 10 s is flagged.
 The steps (a step whose input is absent is skipped with the reason):
 
 1. ``make run``: the README's first set-up command (a fresh ``.venv`` from the lock, then the quickstart;
-   quick when ``.venv`` is there). ``--skip-make`` leaves it out.
+   quick when ``.venv`` is there; ``--cold``: ``make run VENV=OUT/venv``, a new venv from the lock as a fresh
+   clone's first command builds it). ``--skip-make`` leaves it out.
 2. ``hermes compare scenarios/refine-airfoil.yaml --set-axis balancer=none,pcg,gda0,metis``.
 3. The README's Python examples (each ```` ```python ```` block of README.md, run as it is from the repository's
    top), with progress shown: hermes.run and hermes.compare show it by default where they take ``progress=``;
@@ -305,7 +306,9 @@ def plan(args: argparse.Namespace, out: Path) -> list[Step]:
     elif shutil.which("make") is None:
         steps.append(skipped("1", "set-up", "make run", "no make on PATH"))
     else:
-        steps.append(Step("1", "set-up", "make run", ["make", "run"]))
+        venv = out / "venv"  # a cold set-up: a new venv from the lock, beside .venv (which stays as it is)
+        steps.append(Step("1", "set-up", f"make run VENV={venv}" if args.cold else "make run",
+                          ["make", "run", f"VENV={venv}"] if args.cold else ["make", "run"]))
 
     steps.append(hermes_step("2", "compare four balancers", "compare", "scenarios/refine-airfoil.yaml",
                              "--set-axis", "balancer=none,pcg,gda0,metis", "--out", out / "compare"))
@@ -487,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", help="where first_hour.json and first_hour.md go (default results/; with --only "
                     "nothing is written unless given)")
     ap.add_argument("--skip-make", action="store_true", help="leave out step 1 (make run)")
+    ap.add_argument("--cold", action="store_true", help="step 1 builds a new venv from the lock in OUT/venv "
+                    "(make run VENV=OUT/venv: the set-up a fresh clone meets, from the package registries)")
     ap.add_argument("--hammond2", default=str(HAMMOND2), help="the two-weight hammond2 graph (step 5)")
     ap.add_argument("--lbaf-data", help="LBAF's data/ directory (step 7; default: extracted from --lbaf-git)")
     ap.add_argument("--lbaf-git", default=str(LBAF_GIT), help="a bare git clone of LB-analysis-framework")

@@ -173,6 +173,8 @@ THESIS_GRID = {"thesis-homogeneous": {"No DLB": 373.00, "GDA1": 157.16, "PCG": 1
                                       "MPA": 145.21, "METIS equal": 129.98},
                "thesis-heterogeneous": {"No DLB": 149.19, "GDA1": 381.68, "PCG": 77.03, "LPA": 68.01,
                                         "MPA": 70.47, "METIS equal": 90.28}}
+#: where :data:`THESIS_GRID`'s rows are printed (the thesis' List of Tables gives the pages)
+THESIS_GRID_SOURCE = {"thesis-homogeneous": "Table 10.5, p. 171", "thesis-heterogeneous": "Table 10.7, p. 172"}
 #: the balancers of the re-measured tables: label -> --set overrides (METIS equal is the thesis' ParMETIS)
 TABLE_BALANCERS = {"No DLB": ["balancer.algorithm=none"], "GDA1": ["balancer.algorithm=gda1"],
                    "PCG": ["balancer.algorithm=pcg"], "LPA": ["balancer.algorithm=lpa"],

@@ -158,6 +158,49 @@ def thesis_headline(data: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def thesis_against_tables(data: dict[str, Any]) -> str:
+    """The grid20x19 rows of thesis Tables 10.5 and 10.7 beside the cache: the fastest balancer, who beats
+    METIS with equal targets, and three ratios, each computed from the thesis' seconds and from the cache's."""
+    from benchmarks.thesis_platform import THESIS_GRID, THESIS_GRID_SOURCE
+
+    a1 = data["figures"]["axes"][-1]
+    homo, hetero = "thesis-homogeneous", "thesis-heterogeneous"
+    hermes = {down: {r["labels"][a1]: r["total_time"] for r in data["figures"]["runs"]
+                     if r["labels"][data["figures"]["axes"][0]] == down and r["total_time"] is not None}
+              for down in (homo, hetero)}
+    thesis = THESIS_GRID
+
+    def fastest(times: dict[str, float], fmt: str) -> str:
+        best = min(times, key=times.get)
+        return f"{best} {times[best]:{fmt}} s"
+
+    def ratio(a: tuple[str, str], b: tuple[str, str], times: dict, fmt: str) -> str:
+        x, y = times[a[0]][a[1]], times[b[0]][b[1]]
+        return f"{x:{fmt}} / {y:{fmt}} = {x / y:.2f}"
+
+    def best_of(times: dict, down: str) -> tuple[str, str]:
+        return down, min(times[down], key=times[down].get)
+
+    def beat(times: dict[str, float], fmt: str) -> str:
+        ref = times["METIS equal"]
+        yes = [k for k, v in times.items() if v < ref]
+        no = [f"{k} {v:{fmt}} s" for k, v in times.items() if v >= ref and k not in ("METIS equal", "No DLB")]
+        return ", ".join(yes) + (f"; not {', '.join(no)} (METIS equal {ref:{fmt}} s)" if no else "")
+
+    body = []
+    for label, row in (
+            ("homogeneous: fastest", lambda t, f: fastest(t[homo], f)),
+            ("homogeneous: No DLB ÷ fastest", lambda t, f: ratio((homo, "No DLB"), best_of(t, homo), t, f)),
+            ("heterogeneous: faster than METIS equal", lambda t, f: beat(t[hetero], f)),
+            ("heterogeneous: METIS equal ÷ fastest",
+             lambda t, f: ratio((hetero, "METIS equal"), best_of(t, hetero), t, f)
+             + f" ({best_of(t, hetero)[1]})"),
+            ("No DLB: heterogeneous ÷ homogeneous", lambda t, f: ratio((hetero, "No DLB"), (homo, "No DLB"), t, f))):
+        body.append([label, row(thesis, ".2f"), row(hermes, ".1f")])
+    src = " and ".join(THESIS_GRID_SOURCE[d] for d in (homo, hetero))
+    return _md(["grid20x19", f"thesis ({src}; ParMETIS as METIS equal)", "hermes (this page's runs)"], body, right=3)
+
+
 def cfd_headline(data: dict[str, Any]) -> str:
     a1 = data["figures"]["axes"][-1]
     best, none = _best(data, "cylinder")
@@ -436,7 +479,8 @@ PY = "python"
 PAGES: list[Page] = [
     Page("thesis", "The thesis experiment (Tables 10.5 and 10.7)", "thesis.json",
          (PY, "-m", "benchmarks.experiment", "thesis", "--cache", "results/thesis.json"), 5,
-         thesis_headline, {"grid": experiment_grid, "balancing": experiment_balancing}),
+         thesis_headline, {"grid": experiment_grid, "balancing": experiment_balancing,
+                           "against-tables": thesis_against_tables}),
     Page("cfd", "Balancers on the CFD meshes", "cfd.json",
          (PY, "-m", "benchmarks.experiment", "cfd", "--cache", "results/cfd.json"), 10,
          cfd_headline, {"grid": experiment_grid, "balancing": experiment_balancing}),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks import thesis_platform as tp
@@ -62,6 +64,37 @@ def test_the_shipped_profile_is_the_fit_of_table_10_1():
     for r in rows:
         model = prof.balance_exchange * r["exchanges"] + prof.balance_allreduce * r["collectives"]
         assert model <= bench[r["topology"], r["method"]] <= 1.01 * model, r
+
+
+@pytest.mark.parametrize("topology, spec, where", [
+    ("SD_whitaker", "mesh-file:{shared}/absent.mtx:{p}", "HERMES_SHARED_MESHES"),
+    ("SD_airfoil", "mesh-file:{meshes}/absent.vtu:{p}", "git checkout -- meshes/absent.vtu")])
+def test_a_missing_mesh_is_refused_in_one_line(monkeypatch, tmp_path, capsys, topology, spec, where):
+    """A mesh of Table 10.1 that is not found stops the fit before it starts (it would fit fewer entries, to
+    another profile): one line naming the file, its topology and how to point at it; exit status 2."""
+    from hermes.lab import bench
+
+    monkeypatch.setitem(bench.TABLE_10_1, topology, spec)
+    monkeypatch.setattr(tp, "THESIS_TABLE_10_1", {t: tp.THESIS_TABLE_10_1[t] for t in ("path", topology)})
+    monkeypatch.setenv("HERMES_SHARED_MESHES", str(tmp_path))
+    assert tp.main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"thesis_platform: {Path(spec.split(':')[1]).name} (topology {topology} ") and where in err
+    if "{shared}" in spec:
+        assert str(tmp_path) in err
+
+
+@pytest.mark.parametrize("topologies", [("path", "ring", "star"), ("star", "SD_grid20x19")])
+def test_the_printed_entries_are_the_rows_fitted(monkeypatch, capsys, topologies):
+    """The fit's line counts its entries (4 methods a topology; 3 without GDA), whatever Table 10.1 holds."""
+    monkeypatch.setattr(tp, "THESIS_TABLE_10_1", {t: tp.THESIS_TABLE_10_1[t] for t in topologies})
+    assert tp.main([]) == 0
+    out = capsys.readouterr().out
+    n = len(tp.shipped_fit()[0])
+    assert n == 4 * len(topologies)
+    assert out.startswith(f"shipped fit (HCUW, GDA PCG LPA MPA, {n} entries): ")
+    assert f"without GDA ({3 * len(topologies)} entries): " in out
 
 
 def test_a_run_with_the_profile_charges_only_the_balancer_at_its_costs(tmp_path):

@@ -429,7 +429,8 @@ def summarise(spec: BrusselatorSpec, records: list[BlockRecord], rounds: list) -
 
 def error_times(records: list[BlockRecord], accuracy: float, final_error: float | None = None) -> dict:
     """When the iterate came within ``accuracy`` of the serial solution (max norm over the whole trajectory, 003's
-    accuracy read as an error), from the ranks' per-sweep error trace (:func:`hermes.app.brusselator.iteration.error_trace`).
+    accuracy read as an error), from the ranks' per-sweep error trace
+    (:func:`hermes.app.brusselator.iteration.error_trace`).
 
     Returns
     -------

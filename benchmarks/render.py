@@ -380,6 +380,30 @@ def async_paper(key: str, fmt: Callable[[str], str]) -> Callable[[dict[str, Any]
     return lambda data: _paper_table(data[key], head + (", N = 60,000" if key.endswith("-60000") else ""), fmt)
 
 
+def async_converged(data: dict[str, Any]) -> str:
+    """paper-n to a converged result: the time until the error against the serial solution stays below the
+    accuracy, beside paper-n's time to the criterion, and the gains (ratios) at both."""
+    if "paper-converged" not in data:
+        return "(not run: `python -m benchmarks.bahi_async paper-converged`)"
+    crit = {(int(float(r["case"])), r["label"]): float(r["time"]) for r in data.get("paper-n", [])}
+    conv = {(int(float(r["case"])), r["label"]): r for r in data["paper-converged"]}
+    body = []
+    for n in sorted({k[0] for k in conv}):
+        t = {v: float(conv[(n, v)]["converged_time"]) for v in ("sync", "async", "async+residual")
+             if (n, v) in conv}
+        c = {v: crit[(n, v)] for v in ("sync", "async", "async+residual") if (n, v) in crit}
+        ratio = lambda d, a, b: f"{d[a] / d[b]:.2f}" if a in d and b in d else ""  # noqa: E731
+        errs = [float(conv[(n, v)]["error"]) for v in t]
+        body.append([f"{n:,}", *(f"{t[v]:.3f}" if v in t else "" for v in ("sync", "async", "async+residual")),
+                     ratio(t, "async", "async+residual"), ratio(c, "async", "async+residual"),
+                     ratio(t, "sync", "async"), ratio(c, "sync", "async"),
+                     f"{float(next(iter(conv.values()))['residual_threshold']):.1e}",
+                     f"{max(errs):.1e}" if errs else ""])
+    return _md(["N", "SISC (s)", "AIAC (s)", "AIAC+residual (s)", "AIAC ÷ (AIAC+residual), converged",
+                "the same at the criterion (paper-n)", "SISC ÷ AIAC, converged", "the same at the criterion",
+                "residual threshold of the runs", "largest final error"], body)
+
+
 def async_headline(data: dict[str, Any]) -> str:
     fig7 = {(int(float(r["case"])), r["label"]): float(r["time"]) for r in data["paper-fig7"]}
     big = {r["label"]: float(r["time"]) for r in data["paper-fig7-60000"] if int(float(r["case"])) == 8}
@@ -503,6 +527,7 @@ PAGES: list[Page] = [
          async_headline, {"fig7": async_fig7, "table1": async_table1, "fig9": async_fig9,
                           "paper-fig7": async_paper("paper-fig7", lambda c: str(int(float(c)))),
                           "paper-n": async_paper("paper-n", lambda c: f"{int(float(c)):,}"),
+                          "paper-converged": async_converged,
                           "paper-table1": async_paper("paper-table1", lambda c: f"{float(c):g}"),
                           "paper-fig9": async_paper("paper-fig9", lambda c: f"{float(c):.0e}"),
                           "paper-fig7-60000": async_paper("paper-fig7-60000", lambda c: str(int(float(c)))),

@@ -345,6 +345,8 @@ class AiacRank:
         else:
             self.load = dur
         self.block.commit(sw)
+        if self.cfg.reference is not None:
+            rec.errors.append((self.t, self.cfg.block_error(self.block.a, self.block.y)))
         self.quiet = self.quiet + 1 if sw.residual < self.cfg.accuracy else 0
         sn = self.snap
         if sn is not None and sn.verifying:

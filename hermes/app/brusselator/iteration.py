@@ -26,7 +26,7 @@ from hermes.runtime.clock import Links
 
 __all__ = ["IterConfig", "LinkModel", "StaticLinks", "DelayedLinks", "Platform", "tree_allreduce_times", "Event",
            "line_tree", "VirtualTimer", "WallTimer",
-           "even_bounds", "capacity_bounds", "BlockRecord", "assemble", "CONTROL_BYTES"]
+           "even_bounds", "capacity_bounds", "BlockRecord", "error_trace", "assemble", "CONTROL_BYTES"]
 
 #: size charged for a control message (load, offer, accept, detection flags)
 CONTROL_BYTES = 32
@@ -65,6 +65,9 @@ class IterConfig:
     max_iterations: int = 100_000
     persistence: int = 1
     form: str = "stepwise"
+    #: the serial solution (n_steps + 1, N, 2), or None: with it each rank records the error of its block after
+    #: every sweep (:attr:`BlockRecord.errors`, :func:`error_trace`); serial simulations only, ``window: all``
+    reference: NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if self.form not in ("stepwise", "paper"):
@@ -74,6 +77,14 @@ class IterConfig:
         if not self.accuracy > 0:
             raise SolverError(f"solver.accuracy must be positive, got {self.accuracy}")
         window_steps(self.problem.n_steps, self.window)
+        if self.reference is not None and self.window < self.problem.n_steps:
+            raise SolverError("the error trace needs one window over the whole interval (solver.window: all)")
+
+    def block_error(self, a: int, y: NDArray[np.float64]) -> float:
+        """Max-norm distance of a block's trajectory ``y`` (points a … a + y.shape[1]) to the reference."""
+        if y.shape[1] == 0:
+            return 0.0
+        return float(np.max(np.abs(y - self.reference[:y.shape[0], a:a + y.shape[1]])))
 
     @property
     def windows(self) -> list[tuple[int, int]]:
@@ -230,6 +241,25 @@ class BlockRecord:
     bytes: float = 0.0
     windows: list = field(default_factory=list)  # (window, a, b, y (m+1, b−a, 2))
     timeline: list = field(default_factory=list)  # (start, duration, a, b, residual)
+    errors: list = field(default_factory=list)  # (end of sweep, error of the block) with IterConfig.reference
+
+
+def error_trace(records: list[BlockRecord]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The global error against the serial solution after each sweep of any rank: (times, errors), by time.
+
+    At a sweep's end the global iterate is every rank's block as of its latest sweep, so the global error is the
+    maximum of the ranks' latest block errors (a point in transit between two ranks counts with the error its
+    sender last measured on it); before every rank has swept once it is unknown (not listed).
+    """
+    rows = sorted((t, r, e) for r, rec in enumerate(records) for t, e in rec.errors)
+    latest = np.full(len(records), np.inf)
+    times, errs = [], []
+    for t, r, e in rows:
+        latest[r] = e
+        if np.isfinite(latest).all():
+            times.append(t)
+            errs.append(float(latest.max()))
+    return np.asarray(times), np.asarray(errs)
 
 
 def assemble(problem: Brusselator, window: int, records: list[BlockRecord]) -> NDArray[np.float64]:

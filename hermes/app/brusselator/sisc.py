@@ -127,6 +127,8 @@ def sisc_serial(cfg: IterConfig, platform: Platform, bounds) -> list[BlockRecord
                 rk.record.compute_time += d
                 rk.record.timeline.append((now[rk.rank], d, rk.block.a, rk.block.b, rk.residual))
                 ends[rk.rank] = now[rk.rank] + d
+                if cfg.reference is not None:
+                    rk.record.errors.append((ends[rk.rank], cfg.block_error(rk.block.a, rk.block.y)))
             now = _exchange_serial(ranks, ends, links)
             res = max(rk.residual for rk in ranks)
             done = res < cfg.accuracy

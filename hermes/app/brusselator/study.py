@@ -56,7 +56,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hermes.app.brusselator.brusselator import Brusselator, SolverError, auto_overlap, serial_solution, window_steps
 from hermes.app.brusselator.iteration import (DelayedLinks, IterConfig, Platform, BlockRecord, StaticLinks, assemble,
-                                  capacity_bounds, even_bounds)
+                                  capacity_bounds, error_trace, even_bounds)
 from hermes.app.brusselator.line_balance import LineBalance
 from hermes.runtime.clock import Links
 from hermes.errors import ScenarioError, validation_message
@@ -65,7 +65,7 @@ from hermes.scenario import BIG, MAX_ITERATIONS, MAX_PROCESSORS, MAX_SEED, apply
 from hermes.strict import Strict
 
 __all__ = ["BrusselatorSpec", "load_spec", "parse_spec", "check_spec", "build", "residual_threshold",
-           "contraction_estimate", "run_brusselator", "simulate",
+           "contraction_estimate", "run_brusselator", "simulate", "error_times",
            "summarise", "result_lines", "write_run", "timeline", "MAX_POINTS", "MAX_STEPS"]
 
 #: points of the line: the serial check holds (steps + 1) · points · 16 bytes, the blocks a window of them
@@ -335,14 +335,25 @@ def build(spec: BrusselatorSpec) -> tuple[IterConfig, Platform, np.ndarray]:
     return cfg, platform, bounds
 
 
-def simulate(spec: BrusselatorSpec) -> tuple[list[BlockRecord], list]:
-    """All processors in this process (virtual clock): SISC or the discrete-event AIAC simulation."""
+def simulate(spec: BrusselatorSpec, trace: bool = False) -> tuple[list[BlockRecord], list]:
+    """All processors in this process (virtual clock): SISC or the discrete-event AIAC simulation.
+
+    With ``trace`` every rank also records the error of its block against the serial solution after each sweep
+    (``window: all`` only; :func:`error_times` reads it, :func:`summarise` adds it to the summary). The iteration
+    is the same: the trace only reads the blocks.
+    """
+    from dataclasses import replace
+
     from hermes.app.brusselator.aiac import aiac_serial
     from hermes.app.brusselator.sisc import sisc_serial
 
     if spec.clock != "virtual":
         raise ScenarioError("clock: a serial simulation needs the virtual clock (the wall clock needs mpiexec)")
     cfg, platform, bounds = build(spec)
+    if trace:
+        if spec.solver.window != "all":
+            raise ScenarioError("solver.window: the error trace needs one window over the whole interval (all)")
+        cfg = replace(cfg, reference=serial_solution(cfg.problem))
     if spec.mode == "sync":
         return sisc_serial(cfg, platform, bounds), []
     return aiac_serial(cfg, platform, bounds)
@@ -411,7 +422,33 @@ def summarise(spec: BrusselatorSpec, records: list[BlockRecord], rounds: list) -
     if spec.check:
         ref = serial_solution(problem)
         out["error_vs_serial"] = float(np.max(np.abs(y - ref)))
+    if any(r.errors for r in records):  # simulate(..., trace=True): the times to the accuracy as an error
+        out.update(error_times(records, spec.solver.accuracy, out.get("error_vs_serial")))
     return out
+
+
+def error_times(records: list[BlockRecord], accuracy: float, final_error: float | None = None) -> dict:
+    """When the iterate came within ``accuracy`` of the serial solution (max norm over the whole trajectory, 003's
+    accuracy read as an error), from the ranks' per-sweep error trace
+    (:func:`hermes.app.brusselator.iteration.error_trace`).
+
+    Returns
+    -------
+    dict
+        ``error_first_below``: the first sweep end at which the global error is below ``accuracy`` (None if never);
+        ``converged_time``: the first sweep end from which it stays below until the run ends, if the result
+        (``final_error``, when given) is within ``accuracy`` too, else None — the time to a converged result;
+        ``trace_sweeps`` and ``trace_final_error``: the trace's length and its last value.
+    """
+    times, errs = error_trace(records)
+    below = errs < accuracy
+    first = float(times[np.argmax(below)]) if below.any() else None
+    converged = None
+    if below.size and below[-1] and (final_error is None or final_error < accuracy):
+        above = np.flatnonzero(~below)
+        converged = float(times[above[-1] + 1] if above.size else times[0])
+    return {"error_first_below": first, "converged_time": converged, "trace_sweeps": int(times.size),
+            "trace_final_error": float(errs[-1]) if errs.size else None}
 
 
 def result_lines(summary: dict) -> list[str]:

@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["Progress", "quiet", "using", "wanted", "EVERY", "default_every"]
+__all__ = ["Progress", "quiet", "using", "wanted", "clock", "EVERY", "default_every"]
 
 #: the longest silence of a step in progress (seconds) when the output is not a terminal
 EVERY = 5.0
@@ -49,11 +49,15 @@ def default_every() -> float:
     return every if 0 < every < 3600 else EVERY
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """Wall seconds as a person reads them: ``m:ss``, or ``h:mm:ss`` from an hour (compare's elapsed and ETA)."""
     s = int(round(seconds))
-    if s < 60:
-        return f"{s} s"
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _elapsed(seconds: float) -> str:
+    """A step's elapsed time: ``N s`` under a minute, else :func:`clock`."""
+    return f"{int(round(seconds))} s" if seconds < 59.5 else clock(seconds)
 
 
 class Progress:
@@ -139,7 +143,7 @@ class Progress:
         text = self._status
         if self._done is not None:
             text += f" ({self._done[0]}/{self._done[1]})"
-        return f"{text} … {_clock(time.monotonic() - self._since)}"
+        return f"{text} … {_elapsed(time.monotonic() - self._since)}"
 
     # -- the repeating thread ------------------------------------------------------------------------------------
     def _beat(self) -> None:

@@ -14,6 +14,15 @@ from hermes.compare.runner import run_step
 from hermes.progress import Progress, using, wanted
 
 
+def _slowed(fn, seconds: float):
+    """``fn`` made to last at least ``seconds`` longer (a step long enough for its status to be repeated)."""
+    def slow(*args, **kw):
+        time.sleep(seconds)
+        return fn(*args, **kw)
+
+    return slow
+
+
 def test_a_long_step_is_repeated_with_its_elapsed_time():
     lines: list[str] = []
     with Progress(lines.append, every=0.1) as p:
@@ -95,13 +104,7 @@ def test_the_run_names_its_step_while_it_lasts(tmp_path, monkeypatch):
     from hermes.lifecycle.driver import run
     from hermes.runtime.plain import plain
 
-    solve = phase.solve_phase
-
-    def slow(*args, **kw):
-        time.sleep(0.5)
-        return solve(*args, **kw)
-
-    monkeypatch.setattr(phase, "solve_phase", slow)
+    monkeypatch.setattr(phase, "solve_phase", _slowed(phase.solve_phase, 0.5))
     sc = hermes.scenario(None, processors=1, platform__capacities="homo", adaptation__phases=1,
                          output__pictures=False)
     lines: list[str] = []
@@ -158,13 +161,7 @@ def test_replay_names_the_phase_and_the_balancer_while_it_balances(tmp_path, mon
     from hermes.trace import read_trace, replay as replay_module
     from hermes.trace.replay import replay_trace
 
-    balance = replay_module._balance
-
-    def slow(*args, **kw):
-        time.sleep(0.3)
-        return balance(*args, **kw)
-
-    monkeypatch.setattr(replay_module, "_balance", slow)
+    monkeypatch.setattr(replay_module, "_balance", _slowed(replay_module._balance, 0.3))
     trace = read_trace(_small_trace(tmp_path))  # phases 1 and 2, 6 ranks
     lines: list[str] = []
     with Progress(lines.append, every=0.1) as shown:
@@ -178,13 +175,7 @@ def test_replay_names_the_phase_and_the_balancer_while_it_balances(tmp_path, mon
 def test_reading_a_trace_names_the_rank_file(tmp_path, monkeypatch):
     from hermes.trace import lbdatafile
 
-    read = lbdatafile._read_rank
-
-    def slow(*args, **kw):
-        time.sleep(0.15)
-        return read(*args, **kw)
-
-    monkeypatch.setattr(lbdatafile, "_read_rank", slow)
+    monkeypatch.setattr(lbdatafile, "_read_rank", _slowed(lbdatafile._read_rank, 0.15))
     lines: list[str] = []
     with Progress(lines.append, every=0.1) as shown:
         lbdatafile.read_trace(_small_trace(tmp_path), progress=shown)
@@ -197,10 +188,10 @@ def test_replay_piped_repeats_its_step_and_quiet_prints_only_the_directory(tmp_p
 
     stem = _small_trace(tmp_path)
     monkeypatch.setenv("HERMES_PROGRESS_EVERY", "0.05")
-    res = cli("replay", str(stem), "--algorithm", "pcg", "--out", str(tmp_path / "a"))
+    res = cli("trace", "replay", str(stem), "--algorithm", "pcg", "--out", str(tmp_path / "a"))
     assert res.returncode == 0, res.stderr
     assert f"drawing {tmp_path / 'a' / 'replay.png'} … " in res.stdout, res.stdout  # drawing lasts > 0.05 s
-    res = cli("replay", str(stem), "--algorithm", "pcg", "--out", str(tmp_path / "b"), "--quiet")
+    res = cli("trace", "replay", str(stem), "--algorithm", "pcg", "--out", str(tmp_path / "b"), "--quiet")
     assert res.returncode == 0 and res.stdout == f"{tmp_path / 'b'}\n", res.stdout
     res = cli("trace", "info", str(stem), "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["ranks"] == 6  # statuses, if any, on stderr
@@ -213,18 +204,9 @@ def test_mesh_generate_names_its_step_while_it_lasts(tmp_path, monkeypatch):
     from hermes.data import meshinfo
     from hermes.data.cfd_meshes import CFD_MESHES
 
-    build, write = meshinfo.get_generator("large").build, meshinfo.write_mesh
-
-    def slow_build(size):
-        time.sleep(0.3)
-        return build(size)
-
-    def slow_write(*args, **kw):
-        time.sleep(0.3)
-        return write(*args, **kw)
-
+    slow_build = _slowed(meshinfo.get_generator("large").build, 0.3)
     monkeypatch.setattr(meshinfo, "get_generator", lambda name: dataclasses.replace(CFD_MESHES[name], build=slow_build))
-    monkeypatch.setattr(meshinfo, "write_mesh", slow_write)
+    monkeypatch.setattr(meshinfo, "write_mesh", _slowed(meshinfo.write_mesh, 0.3))
     lines: list[str] = []
     out = tmp_path / "m.vtu"
     with Progress(lines.append, every=0.1) as shown:

@@ -28,7 +28,7 @@ from hermes.files import RunDirError, file_mode, safe_name, write_atomic
 from hermes.interpreter import child_env
 from hermes.runtime.launch import _LAUNCHER_ENV, mpiexec_command
 from hermes.loaders import dump_yaml, load_json, load_yaml
-from hermes.progress import Progress, using
+from hermes.progress import Progress, clock, using
 
 __all__ = ["Outcome", "run_status", "read_summary", "execute", "error_line", "cores", "error_of", "planned_scenario",
            "EXIT_RUNS_FAILED"]
@@ -165,21 +165,18 @@ class _Progress:
     def event(self, word: str, text: str, eta: float | None = None) -> None:
         self.count += 1
         elapsed = time.perf_counter() - self.t0
-        tail = f" | elapsed {_clock(elapsed)} wall"
+        tail = f" | elapsed {clock(elapsed)} wall"
         if eta is not None:
-            tail += f", ETA {_clock(eta)}"
+            tail += f", ETA {clock(eta)}"
         self.say(f"{self.bar()}  {word:<8} {text}{tail}")
 
 
-def _clock(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
 def _result_text(summary: dict[str, Any]) -> str:
-    clock = summary.get("clock", "virtual")
+    kind = summary.get("clock", "virtual")
     total, imb = summary.get("total_time"), summary.get("final_imbalance")
-    text = f"{total:.4g} s {clock} time" if isinstance(total, (int, float)) else "?"
+    text = f"{total:.4g} s {kind} time" if isinstance(total, (int, float)) else "?"
     if isinstance(imb, (int, float)):
         text += f", final imbalance {imb:.3f}"
     return text
@@ -321,7 +318,7 @@ def _show(say: Progress, progress: _Progress, outcomes: dict[str, Outcome], exec
     """The status of the experiment: runs done, running, failed, the ETA, and each running run's current step."""
     failed = sum(o.status == "failed" for o in outcomes.values())
     text = (f"{len(outcomes) - failed} done, {len(executing)} running, {failed} failed of {progress.total}"
-            + (f", ETA {_clock(eta)}" if eta is not None else ""))
+            + (f", ETA {clock(eta)}" if eta is not None else ""))
     steps = [f"{j.run.title()}: {run_step(side_file(runs_dir / j.run.id, LOG)) or 'starting'}" for j in executing]
     say.status(" | ".join([text, *steps]), len(outcomes), progress.total)
 

@@ -273,6 +273,27 @@ def flow64_headline(data: dict[str, Any]) -> str:
             f"{len(rows)} graphs, flow error ≤ {worst:.0e}")
 
 
+def _jpdc(env: str, graph: str) -> Callable[[Any], str]:
+    def table(data: dict[str, Any]) -> str:
+        from benchmarks.jpdc_factors import markdown_rows
+
+        return markdown_rows(data, env, graph)
+
+    return table
+
+
+def jpdc_variants(data: dict[str, Any]) -> str:
+    from benchmarks.jpdc_factors import markdown_variants
+
+    return markdown_variants(data)
+
+
+def jpdc_headline(data: dict[str, Any]) -> str:
+    from benchmarks.jpdc_factors import headline
+
+    return headline(data)
+
+
 STARTUP = ["hermes --version", "hermes --help", "hermes run --help", "import hermes", "rank start-up"]
 
 
@@ -522,6 +543,11 @@ PAGES: list[Page] = [
     Page("flow-at-64", "The flow computation at 64 processors: PCG, LPA, MPA, Chebyshev and `auto`",
          "flow-at-64.json", (PY, "-m", "benchmarks.flow_at_64", "--cache", "results/flow-at-64.json"), 1,
          flow64_headline, {"flows": flow64_table}),
+    Page("jpdc-factors", "JPDC Tables 3 and 4: convergence factors of GDA1, GDA0, GDA6 on paths and 2-D meshes",
+         "jpdc-factors.json", (PY, "-m", "benchmarks.jpdc_factors", "--cache", "results/jpdc-factors.json"), 1,
+         jpdc_headline, {"hcuw-path": _jpdc("HCUW", "path"), "hcuw-mesh": _jpdc("HCUW", "mesh"),
+                         "hchw-path": _jpdc("HCHW", "path"), "hchw-mesh": _jpdc("HCHW", "mesh"),
+                         "variants": jpdc_variants}),
     Page("async", "Asynchronous iterations and residual-driven balancing (seed 003)", "async",
          (PY, "-m", "benchmarks.bahi_async", "everything", "--jobs", "2"), 120,
          async_headline, {"fig7": async_fig7, "table1": async_table1, "fig9": async_fig9,

@@ -65,3 +65,18 @@ def test_the_page_is_rendered_from_the_cache():
     text = render_page(page)
     assert page.path.read_text() == text
     assert "| 16 | `mesh:4x5` | 0.948963 |" in text  # Table 4's p = 16 row, found as the 4 × 5 mesh
+
+
+def test_the_pages_prose_is_checked_against_the_cache():
+    """The page states its findings in prose; the renderer refuses a cache that contradicts them."""
+    import copy
+    import json
+
+    data = json.loads(CACHE.read_text())
+    assert jf.findings(data) == []
+    moved = copy.deepcopy(data)
+    row = next(r for r in moved["figures"]["environments"]["HCHW"]["rows"] if r["p"] == 16)
+    row["mesh"]["hermes"] = copy.deepcopy(row["mesh"]["same p"]["hermes"])  # as if the 4 × 4 row had been printed
+    assert any("not Table 4's p = 16 to 32" in w for w in jf.findings(moved))
+    with pytest.raises(ValueError, match="contradicts the page"):
+        jf.headline(moved)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import thesis_platform as tp
@@ -135,3 +136,57 @@ def test_a_checkpointed_clock_keeps_its_profile():
     with back.balancing():
         assert back.links.collective_cost(4, 0.0) == clock.balance_links.collective_latency
     assert back.links.collective_cost(4, 0.0) == 2 * Links().latency
+
+
+REDUCED = ("path", "ring", "star", "SD_grid20x19")
+
+
+def _reduced_rows(monkeypatch):
+    monkeypatch.setattr(tp, "THESIS_TABLE_10_1", {t: tp.THESIS_TABLE_10_1[t] for t in REDUCED})
+    return tp.counts()
+
+
+def test_the_shaped_model_beats_the_constant_per_method_baseline_on_a_reduced_table(monkeypatch):
+    """On 4 topologies (16 entries) the shaped model's least squares has a lower rms log residual than one
+    constant per method (which it contains: its set-ups), and every price is non-negative."""
+    rows = _reduced_rows(monkeypatch)
+    assert len(rows) == 16
+    base, shaped = tp.baseline(rows), tp.shaped_fit(rows)
+    assert shaped["rms_log"] < base["rms_log"] - 0.05, (shaped["rms_log"], base["rms_log"])
+    assert all(v >= 0 for v in shaped["params"].values())
+    design, names = tp.structured_design(rows)
+    assert np.allclose(design @ np.array([shaped["params"][n] for n in names]), shaped["fitted"])
+
+
+def test_the_correlations_are_computed_from_the_fitted_times(monkeypatch):
+    """Spearman per method follows the fitted values it is given: the thesis' own times give 1 everywhere, their
+    reverse −1, a constant no order (nan); the fastest-method count follows likewise."""
+    rows = _reduced_rows(monkeypatch)
+    thesis = np.array([r["thesis"] for r in rows])
+    assert all(v == pytest.approx(1.0) for v in tp.spearman_by_method(rows, thesis).values())
+    assert all(v == pytest.approx(-1.0) for v in tp.spearman_by_method(rows, -thesis).values())
+    assert all(np.isnan(v) for v in tp.spearman_by_method(rows, np.ones(len(rows))).values())
+    assert tp.fastest_matched(rows, thesis) == (len(REDUCED), len(REDUCED))
+    assert tp.fastest_matched(rows, 1 / thesis)[0] < len(REDUCED)
+
+
+def test_the_rank_constrained_fit_keeps_its_constraint_and_the_baseline_beaten():
+    """The whole table (4 topologies leave too few orders for Spearman ≥ 0.5 in every method)."""
+    rows = tp.counts()
+    res = tp.shaped_fit(rows, min_spearman=0.5)
+    assert res is not None and res["rms_log"] < tp.baseline(rows)["rms_log"]
+    assert min(tp.spearman_by_method(rows, res["fitted"]).values()) >= 0.5
+    assert res["rms_log"] >= tp.shaped_fit(rows)["rms_log"] - 1e-9
+
+
+def test_the_dominance_bound_is_the_best_order_a_non_negative_model_can_reach():
+    """On made-up rows: b's counts dominate a's while the thesis measured b faster, so no non-negative prices
+    order them as the thesis; with the columns that say otherwise the bound is 1."""
+    rows = [{"topology": t, "method": "PCG", "thesis": s, "exchanges": x, "busiest": x, "messages": x,
+             "collectives": c, "max_degree": 2, "edges": 3, "z": z}
+            for t, s, x, c, z in (("a", 0.5, 1, 1, 2), ("b", 0.2, 2, 2, 1), ("c", 0.9, 3, 1, 3))]
+    bound, wrong = tp.dominance_bound(rows, "PCG")
+    assert wrong == [("b", "a")] and bound < 1.0
+    assert bound == pytest.approx(0.5)  # a < b < c or a < c < b: the first ranks (0, 1, 2) against (1, 0, 2)
+    assert tp.dominance_bound(rows, "PCG", columns=("exchanges",)) == (pytest.approx(0.5), [("b", "a")])
+    assert tp.dominance_bound(rows, "PCG", columns=("z",)) == (pytest.approx(1.0), [])

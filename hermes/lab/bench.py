@@ -192,6 +192,8 @@ def table101_family(p: int = 16, *, topologies=tuple(TABLE_10_1), environments=(
                 rows.append({"family": "table10.1", "topology": topo, "graph": graph, "p": model.p, "q": model.q,
                              "environment": env, "method": label, "algorithm": name, "iterations": res.iterations,
                              "exchange_rounds": c.exchange_rounds, "collectives": int(sum(c.collectives.values())),
+                             "messages": c.messages, "max_degree": int(model.degree.max()),
+                             "edges": len(model.edges), "diameter": graph_diameter(model),
                              "time": c.time, "flow_error": flow_error(model, res.flow),
                              "imbalance": float(np.max(final / model.fair_loads)),
                              "predicted_error": (res.extra or {}).get("predicted_error"), "wall_seconds": wall})

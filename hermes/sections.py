@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import (AfterValidator, ConfigDict, Discriminator, Field, Tag, field_validator, model_serializer,
+                      model_validator)
 
 from hermes.bounds import BIG, MAX_ITERATIONS, MAX_PHASES, MAX_PROCESSORS
 from hermes.errors import BalancerError
@@ -155,12 +156,50 @@ class PlatformSpec(Strict):
 class PlatformProfile(Strict):
     """A platform profile (``platform.profile``): what one neighbour-exchange round and one collective of a
     balancer cost, in seconds, in place of the platform's α and ⌈log2 p⌉ α (the bytes still cross at the
-    platform's bandwidth). ``configs/platform-thesis2003.yaml`` is fitted to thesis Table 10.1 by
-    ``benchmarks/thesis_platform.py``."""
+    platform's bandwidth), and optionally the terms of thesis §8.6's estimate: a set-up per balancing call, a price
+    per message of the busiest rank and per allreduce and hop of the processor graph's diameter
+    (:class:`hermes.runtime.clock.BalancePrices`; all zero by default: charged as without them).
+    ``configs/platform-thesis2003.yaml`` is fitted to thesis Table 10.1 by ``benchmarks/thesis_platform.py``."""
 
     name: Annotated[str, Field(min_length=1, max_length=100)]
     balance_exchange: NonNegFloat
     balance_allreduce: NonNegFloat
+    # a number or a mapping, told apart before validation (errors name one form; the tags' spelling is one
+    # hermes.errors.validation_message leaves out of the key path)
+    balance_setup: Annotated[Annotated[NonNegFloat, Tag("tagged-union[number]")]
+                             | Annotated[dict[str, NonNegFloat], Tag("tagged-union[names]")],
+                             Discriminator(lambda v: f"tagged-union[{'names' if isinstance(v, dict) else 'number'}]")
+                             ] = Field(
+        0.0, description="s per balancing call: one number for every balancer, or by balancer name (0 for others)")
+    balance_message: NonNegFloat = Field(
+        0.0, description="s per message the busiest rank sends in a balancer's neighbour-exchange round")
+    balance_allreduce_hop: NonNegFloat = Field(
+        0.0, description="s per allreduce of a balancer and hop of the diameter of its processor graph")
+
+    @field_validator("balance_setup")
+    @classmethod
+    def _known_balancers(cls, v):
+        """Every name a balancer of the registry (import paths and plug-ins are not imported to check)."""
+        if isinstance(v, dict):
+            from hermes.balance.registry import get_balancer, plugins_deferred
+
+            for name in v:
+                try:
+                    with plugins_deferred():
+                        get_balancer(name)
+                except BalancerError as err:
+                    raise ValueError(str(err)) from None
+        return v
+
+    def prices(self):
+        """The prices beyond :meth:`links` (:class:`hermes.runtime.clock.BalancePrices`), None if all are zero."""
+        from hermes.runtime.clock import BalancePrices
+
+        setup = self.balance_setup if isinstance(self.balance_setup, float) else \
+            {k: v for k, v in self.balance_setup.items() if v}
+        if not setup and not self.balance_message and not self.balance_allreduce_hop:
+            return None
+        return BalancePrices(setup, self.balance_message, self.balance_allreduce_hop)
 
     @classmethod
     def load(cls, profile: str, resolve, key: str = "platform.profile") -> PlatformProfile:

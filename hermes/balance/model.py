@@ -142,6 +142,16 @@ class Model:
         return np.bincount(self.edges.ravel(), minlength=self.p)
 
     @cached_property
+    def diameter(self) -> int:
+        """The hop diameter of G: the most edges on a shortest path between two processors (0 for p < 2; of a
+        disconnected G, the largest finite distance). Breadth-first from every vertex, O(p q)."""
+        if self.p < 2 or self.q == 0:
+            return 0
+        adj = sp.csr_array((np.ones(self.q), (self.edges[:, 0], self.edges[:, 1])), shape=(self.p, self.p))
+        dist = sp.csgraph.shortest_path(adj, method="D", directed=False, unweighted=True)
+        return int(np.max(dist[np.isfinite(dist)]))
+
+    @cached_property
     def is_connected(self) -> bool:
         if self.p == 1:
             return True

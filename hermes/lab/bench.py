@@ -37,7 +37,7 @@ import numpy as np
 
 from hermes.balance.diffusion.spectral import graph_diameter
 from hermes.claims import claim_dir
-from hermes.runtime.clock import Links
+from hermes.runtime.clock import BalancePrices, Links
 from hermes.files import write_csv
 from hermes.lab.flow_lab import check_flow_cost
 from hermes.lab.specs import build_model, parse_graph, parse_model
@@ -164,8 +164,14 @@ def _table101_graph(name: str, p: int) -> str | None:
 
 
 def table101_family(p: int = 16, *, topologies=tuple(TABLE_10_1), environments=("HOMO", "HCUW"),
-                    methods=tuple(TABLE_10_1_METHODS), links: Links | None = None) -> list[dict[str, Any]]:
+                    methods=tuple(TABLE_10_1_METHODS), links: Links | None = None,
+                    prices: BalancePrices | None = None) -> list[dict[str, Any]]:
     """One row per (topology, environment, method) of thesis Table 10.1: α-β time, counts and flow error.
+
+    ``links`` (default: the default links) charge the balancers' messages; ``prices`` (a platform profile's,
+    :meth:`hermes.sections.PlatformProfile.prices`) add what a run's clock adds to one balancing call on the same
+    graph (:meth:`hermes.runtime.clock.VirtualClock.balancing`): the set-up, and the links priced for its maximum
+    degree and diameter.
 
     The GDA flow is compared with the minimal flow too, although GDA1 converges to the flow of its own
     matrix (docs/BALANCERS.md): its ``flow_error`` is informative only; ``imbalance`` is the final one.
@@ -182,17 +188,21 @@ def table101_family(p: int = 16, *, topologies=tuple(TABLE_10_1), environments=(
         for env in environments:
             caps, weights = ENVIRONMENTS[env]
             model = parse_model(graph, caps, weights, "one")
+            call = links if prices is None else prices.links(links, int(model.degree.max()), model.diameter)
             for label in methods:
                 name, params = TABLE_10_1_METHODS[label]
                 t = time.perf_counter()
-                res = BALANCERS[name].serial(model, **check_params(name, params), links=links)
+                res = BALANCERS[name].serial(model, **check_params(name, params), links=call)
                 wall = time.perf_counter() - t
                 c = res.counters
+                setup = 0.0 if prices is None else prices.setup_of(name)
                 final = model.apply_flow(res.flow)
                 rows.append({"family": "table10.1", "topology": topo, "graph": graph, "p": model.p, "q": model.q,
                              "environment": env, "method": label, "algorithm": name, "iterations": res.iterations,
                              "exchange_rounds": c.exchange_rounds, "collectives": int(sum(c.collectives.values())),
-                             "time": c.time, "flow_error": flow_error(model, res.flow),
+                             "messages": c.messages, "max_degree": int(model.degree.max()),
+                             "edges": len(model.edges), "diameter": graph_diameter(model),
+                             "time": c.time + setup if setup else c.time, "flow_error": flow_error(model, res.flow),
                              "imbalance": float(np.max(final / model.fair_loads)),
                              "predicted_error": (res.extra or {}).get("predicted_error"), "wall_seconds": wall})
     return rows
@@ -286,20 +296,23 @@ def flow_bench(out: str | Path, *, quick: bool = False, families=FAMILIES, profi
 
     ``out`` is a directory of hermes' own (:func:`hermes.claims.claim_dir`, kind ``flow-bench``): new, empty,
     or made by an earlier ``hermes lab bench``; locked while the families run. ``profile`` (a platform profile's
-    name or file, e.g. ``thesis2003``) charges the polynomial and table10.1 families' messages at its costs."""
-    links = None
+    name or file, e.g. ``thesis2003``) charges the polynomial and table10.1 families' messages at its costs (and
+    table10.1 its prices per call, message and allreduce hop)."""
+    links = prices = None
     if profile is not None:
         from hermes.sections import PlatformProfile
 
-        links = PlatformProfile.load(profile, Path, "--profile").links(Links().bandwidth)
+        prof = PlatformProfile.load(profile, Path, "--profile")
+        links, prices = prof.links(Links().bandwidth), prof.prices()
     lock = claim_dir(out, "--out", kind="flow-bench")
     try:
-        return _flow_bench(Path(lock.path), quick, families, links)
+        return _flow_bench(Path(lock.path), quick, families, links, prices)
     finally:
         lock.release(remove_if_unused=True)
 
 
-def _flow_bench(out: Path, quick: bool, families, links: Links | None = None) -> list[Path]:
+def _flow_bench(out: Path, quick: bool, families, links: Links | None = None,
+                prices: BalancePrices | None = None) -> list[Path]:
     written: list[Path] = []
     if "diffusion" in families:
         ps = [8, 16] if quick else list(range(8, 65, 8))
@@ -312,7 +325,8 @@ def _flow_bench(out: Path, quick: bool, families, links: Links | None = None) ->
         written.append(write_csv(out / "polynomial.csv", rows))
         written += _plot_polynomial(rows, out)
     if "table10.1" in families:
-        rows = table101_family(16, environments=("HCUW",) if quick else ("HOMO", "HCUW"), links=links)
+        rows = table101_family(16, environments=("HCUW",) if quick else ("HOMO", "HCUW"), links=links,
+                               prices=prices)
         written.append(write_csv(out / "table-10.1.csv", rows))
         written += _plot_table101(rows, out)
     return written

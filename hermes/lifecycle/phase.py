@@ -212,7 +212,9 @@ def balance(r: RunState, ph: PhaseState) -> Decision:
     ph.last = ph.model.imbalance
     nb = NeighbourComm(r.comm, ph.est.neighbours, r.clock, ph.counters)
     est = ph.est
-    with r.clock.balancing():
+    model = ph.model  # the processor graph of this call: a profile's prices per message and hop are of its shape
+    with r.clock.balancing(r.balancer.name, max_degree=int(model.degree.max(initial=0)),
+                           diameter=lambda: model.diameter):
         view = r.dom if ph.dense else dense_view(r.comm, r.dom, r.clock, ph.counters)
         weights = est.weights if ph.weights is None else ph.weights
         ctx = BalanceContext(comm=r.comm, clock=r.clock, nb=nb, model=ph.model, load=r.dom.load,

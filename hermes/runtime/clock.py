@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -42,7 +42,8 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["CATEGORIES", "Links", "SharedProcessor", "VirtualClock", "WallClock", "Clock", "make_clock", "ClockBank"]
+__all__ = ["CATEGORIES", "Links", "BalancePrices", "SharedProcessor", "VirtualClock", "WallClock", "Clock", "make_clock",
+           "ClockBank"]
 
 CATEGORIES = ("compute", "comm", "sync", "balance", "migrate", "adapt")
 
@@ -80,6 +81,57 @@ class Links:
         return math.ceil(math.log2(p)) * (self.latency + nbytes / self.bandwidth)
 
 
+@dataclass(frozen=True)
+class BalancePrices:
+    """A platform profile's prices of a balancing call beyond its rounds and collectives (thesis §8.6's estimate
+    of a balancer's time: a set-up per method and call, a price per message, global sums that travel the
+    processor graph).
+
+    ``setup`` (s per balancing call: one number for every balancer, or by balancer name; 0 for a name it lacks),
+    ``message`` (s per message the busiest rank sends in a neighbour-exchange round), ``allreduce_hop`` (s per
+    allreduce and hop of the diameter of the balancer's processor graph). All zero charges exactly what the
+    profile's :class:`Links` alone charge (:meth:`links` returns them unchanged).
+
+    Examples
+    --------
+    >>> pr = BalancePrices(setup={"pcg": 0.1}, message=0.01, allreduce_hop=0.002)
+    >>> base = Links(0.0, 1e8, collective_latency=0.05)
+    >>> pr.setup_of("pcg"), pr.setup_of("gda1")
+    (0.1, 0.0)
+    >>> ln = pr.links(base, max_degree=3, diameter=4)
+    >>> round(ln.cost(0, 1, 0.0), 12), round(ln.collective_cost(16, 0.0), 12)
+    (0.03, 0.058)
+    """
+
+    setup: float | Mapping[str, float] = 0.0
+    message: float = 0.0
+    allreduce_hop: float = 0.0
+
+    def setup_of(self, balancer: str) -> float:
+        """The set-up price of one call of ``balancer``."""
+        if isinstance(self.setup, Mapping):
+            return float(self.setup.get(balancer, 0.0))
+        return float(self.setup)
+
+    def links(self, base: Links, max_degree: int, diameter: int) -> Links:
+        """``base`` priced for one call on a processor graph of ``max_degree`` and ``diameter``.
+
+        Notes
+        -----
+        A neighbour-exchange round ends when its busiest rank has sent its ``max_degree`` messages, so the
+        round's latency becomes ``α + max_degree · message`` (the clock's exchange is ``max_j (α_ij + β b)`` for
+        a rank's own sends, overlapped: in lockstep every round costs the busiest rank's, as thesis §8.6
+        counts ``(N+1) Σ_j α_ij`` per processor); a collective's becomes ``collective_latency + diameter ·
+        allreduce_hop``. ``base`` must have a ``collective_latency`` (a profile's links have one).
+        """
+        if not self.message and not self.allreduce_hop:
+            return base
+        if base.collective_latency is None:
+            raise ValueError("BalancePrices.links: the base links have no collective_latency")
+        return Links(base.latency + max_degree * self.message, base.bandwidth, base.overrides,
+                     collective_latency=base.collective_latency + diameter * self.allreduce_hop)
+
+
 class _Base:
     def __init__(self, rank: int, size: int, links: Links, speed: float, capacity: float):
         self.rank = rank
@@ -93,6 +145,8 @@ class _Base:
         self._override: str | None = None
         #: the links a balancer's own messages are charged with (``platform.profile``), None: ``links``
         self.balance_links: Links | None = None
+        #: a profile's prices per call, message and allreduce hop (with ``balance_links`` only), None: none
+        self.balance_prices: BalancePrices | None = None
 
     # -- categories ---------------------------------------------------------------------------
     @contextmanager
@@ -107,16 +161,27 @@ class _Base:
             self._override = old
 
     @contextmanager
-    def balancing(self) -> Iterator[None]:
+    def balancing(self, call: str | None = None, *, max_degree: int = 0,
+                  diameter: Callable[[], int] | None = None) -> Iterator[None]:
         """The balancer's step: everything charged to ``balance``, its messages with ``balance_links`` if set.
 
         Every rank enters it together (the step is collective), so sender and receiver charge a message alike.
+        ``call`` names the balancer when the step is one of its calls: with ``balance_prices`` the call's set-up is
+        charged on entry and its messages priced for the processor graph (``max_degree``; ``diameter()``,
+        evaluated only if the profile prices allreduce hops) by :meth:`BalancePrices.links`. Without a profile, or
+        with a profile without prices, nothing else is charged.
         """
         with self.activity("balance"):
             if self.balance_links is None:
                 yield
                 return
-            old, self.links = self.links, self.balance_links
+            links, prices = self.balance_links, self.balance_prices
+            if prices is not None and call is not None:
+                links = prices.links(links, max_degree, diameter() if prices.allreduce_hop and diameter else 0)
+                setup = prices.setup_of(call)
+                if setup:
+                    self.charge(setup, "balance")
+            old, self.links = self.links, links
             try:
                 yield
             finally:

@@ -54,12 +54,8 @@ def epsilon0(model: Model) -> float:
 
 
 def graph_diameter(model: Model) -> int:
-    if model.p < 2:
-        return 0
-    e = model.edges
-    adj = sp.csr_array((np.ones(model.q), (e[:, 0], e[:, 1])), shape=(model.p, model.p))
-    dist = csgraph.shortest_path(adj, method="D", directed=False, unweighted=True)
-    return int(np.max(dist))
+    """The hop diameter of the processor graph (:attr:`hermes.balance.model.Model.diameter`)."""
+    return model.diameter
 
 
 # -- spectrum -----------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ stops the script in one line (exit 2) before anything runs.
 
 Runs ``hermes compare experiments/<name>.yaml --out runs/<name> --no-report`` (complete runs found there are
 kept, as compare does), then writes one row per run: the axis labels, the run's status, the simulated total
-time, the final imbalance, the balancing and migration time summed over the phases and the cells that changed
-owner. Virtual clock: any machine gives the same figures.
+time, the final imbalance, the balancing and migration time summed over the phases, the cells that changed
+owner and the size of the graph balanced (vertices, adjacency entries). Virtual clock: any machine gives the
+same figures.
 """
 
 from __future__ import annotations
@@ -34,12 +35,19 @@ def figures(out: Path) -> dict:
     from hermes.compare import collect
     from hermes.metrics import cells_moved
 
+    import numpy as np
+
     plan, rows, _ = collect(out)
     runs = []
     for r in rows:
         s = r["_summary"] or {}
         ph = s.get("phases", [])
-        runs.append({"labels": r["_labels"], "status": r["status"], "total_time": s.get("total_time"),
+        geometry = out / r["run_dir"] / "geometry.npz"
+        graph = {}
+        if geometry.is_file():  # the graph the run balanced: vertices and adjacency entries (2|E|)
+            with np.load(geometry) as z:
+                graph = {"vertices": int(z["xadj"].size - 1), "entries": int(z["adjncy"].size)}
+        runs.append({**graph, "labels": r["_labels"], "status": r["status"], "total_time": s.get("total_time"),
                      "final_imbalance": s.get("final_imbalance"),
                      "balance_time": sum(x["balance_time"] for x in ph) if ph else None,
                      "migrate_time": sum(x["migrate_time"] for x in ph) if ph else None,
@@ -108,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchmarks.experiment: {err}", file=sys.stderr)
             return 2
     out = ROOT / "runs" / args.name
-    res = subprocess.run(python_command("-m", "hermes", "compare", str(spec), "--out", str(out), "--no-report",
-                                        "--quiet", "--jobs", str(args.jobs), *extra), cwd=ROOT, env=child_env(path=[ROOT]))
+    cmd = python_command("-m", "hermes", "compare", str(spec), "--out", str(out), "--no-report", "--quiet",
+                         "--jobs", str(args.jobs), *extra)
+    res = subprocess.run(cmd, cwd=ROOT, env=child_env(path=[ROOT]))
     if res.returncode != 0:
         return res.returncode
     fig = figures(out)

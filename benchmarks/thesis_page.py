@@ -20,7 +20,7 @@ from benchmarks.thesis_platform import (
     THESIS_TABLES,
 )
 
-__all__ = ["HOMO", "HETERO", "MESH_OF", "times", "thesis_times", "meshes_table", "times_table", "ratios_table",
+__all__ = ["HOMO", "HETERO", "MESH_OF", "times", "thesis_times", "meshes_table", "grid_table", "times_table", "ratios_table",
            "orderings_table", "verdict", "het_homo_table", "headline", "table_10_6"]
 
 HOMO, HETERO = "thesis-homogeneous", "thesis-heterogeneous"
@@ -78,6 +78,23 @@ def meshes_table(data: dict[str, Any]) -> str:
         body.append([graph, STAND_IN[graph], f"{n:,}", f"{e:,}", f"{e / n:.3f}", *hermes])
     return _md(["graph", "hermes' mesh", "thesis vertices", "thesis 2\\|E\\|", "thesis degree", "vertices",
                 "2\\|E\\|", "degree"], body, right=2)
+
+
+def grid_table(data: dict[str, Any]) -> str:
+    """Simulated total time (final imbalance) of every run: scenario and mesh down, balancer across."""
+    runs = data["figures"]["runs"]
+    rows = list(dict.fromkeys((r["labels"]["scenario"], r["labels"]["mesh"]) for r in runs))
+    cols = list(dict.fromkeys(r["labels"]["balancer"] for r in runs))
+    by = {(r["labels"]["scenario"], r["labels"]["mesh"], r["labels"]["balancer"]): r for r in runs}
+    body = []
+    for scen, mesh in rows:
+        cells = []
+        for b in cols:
+            r = by.get((scen, mesh, b))
+            cells.append("—" if r is None or r["total_time"] is None else
+                         f"{r['total_time']:,.1f} s ({r['final_imbalance']:.2f})")
+        body.append([scen.removeprefix("thesis-"), mesh, *cells])
+    return _md(["capacities", "mesh", *cols], body, right=2)
 
 
 def _fastest(t: dict[str, float]) -> str:
@@ -214,6 +231,12 @@ def verdict(data: dict[str, Any]) -> str:
                  f"the thesis' heterogeneous run is the faster on "
                  f"{sum(b['No DLB'] < a['No DLB'] for _, _, a, b, _, _ in pairs)} of them, hermes' on "
                  f"{sum(d['No DLB'] < c['No DLB'] for *_, c, d in pairs)}")
+    imb = {r["labels"]["mesh"]: r["final_imbalance"] for r in data["figures"]["runs"]
+           if r["labels"]["scenario"] == HOMO and r["labels"]["balancer"] == "No DLB" and r["total_time"]}
+    homo = times(data).get(HOMO, {})
+    below = [m for m in imb if m in homo and homo[m]["No DLB"] / min(homo[m].values()) <= imb[m]]
+    lines.append("- hermes' homogeneous No DLB final imbalance: " + ", ".join(f"{m} {v:.2f}" for m, v in imb.items())
+                 + f"; its No DLB ÷ fastest is at most that on {len(below)} of {len(imb)} meshes")
     return "\n".join(lines)
 
 
@@ -243,6 +266,11 @@ def het_homo_table(data: dict[str, Any]) -> str:
     scale = {g: ratios[g] / (mine[HETERO][MESH_OF[g]]["No DLB"] / mine[HOMO][MESH_OF[g]]["No DLB"])
              for g in THESIS_GRAPHS if MESH_OF[g] and MESH_OF[g] in mine.get(HOMO, {})
              and MESH_OF[g] in mine.get(HETERO, {})}
+    same = {g: mine[HETERO][MESH_OF[g]]["No DLB"] / mine[HOMO][MESH_OF[g]]["No DLB"] for g in scale}
+    if same:
+        body.append(["hermes No DLB heterogeneous ÷ homogeneous (the same M), per graph",
+                     ", ".join(f"{g} {r:.2f}" for g, r in same.items())
+                     + f" (spread ×{max(same.values()) / min(same.values()):.2f})"])
     if scale:
         body.append(["scaling factor M' of the heterogeneous runs (M = 50 homogeneous) that would turn hermes' "
                      "same-M ratio into the thesis', M'/M per graph",
@@ -259,9 +287,13 @@ def het_homo_table(data: dict[str, Any]) -> str:
     bound = 1.0 / (imb[1] * sums[-1]) * (homo_c[0] * len(homo_c))
     body.append(["L9, last phase, any assignment of the loads to the capacities: at least (Σl / Σc) ÷ "
                  "(max l / 0.0667)", f"{bound:.2f}"])
+    need = 1.0 / (ratios["L9"] * max(sums[1:-1])) * (homo_c[0] * len(homo_c))
     sign = ">" if bound > ratios["L9"] else "≤"
     body.append(["L9: that bound against the thesis' ratio of the totals (Tables 10.5, 10.7)",
                  f"{bound:.2f} {sign} {ratios['L9']:.2f}"])
+    body.append(["L9: the homogeneous imbalance some phase 2–6 needs for a per-phase ratio below the thesis' "
+                 "total one, at least 1 / (ratio × Σc), against Table 10.4's final imbalance",
+                 f"{need:.2f} {'>' if need > imb[1] else '≤'} {imb[1]:.2f}"])
     return _md(["check", "value"], body, right=2)
 
 

@@ -18,7 +18,8 @@ SEED = Path("/work/shared/seeds")
 
 
 def _cache(rows: dict[tuple[str, str], dict[str, float]]) -> dict:
-    runs = [{"labels": {"scenario": s, "mesh": m, "balancer": b}, "total_time": t} for (s, m), row in rows.items()
+    runs = [{"labels": {"scenario": s, "mesh": m, "balancer": b}, "total_time": t, "final_imbalance": 2.5}
+            for (s, m), row in rows.items()
             for b, t in row.items()]
     return {"figures": {"axes": ["scenario", "mesh", "balancer"], "runs": runs}}
 
@@ -77,6 +78,7 @@ def test_the_ratios_come_from_the_thesis_tables_and_from_the_cache():
     verdict = page.verdict(_cache({(page.HOMO, "grid20x19"): homo, (page.HETERO, "grid20x19"): hetero}))
     assert "- heterogeneous, GDA1 against METIS equal: the same side on 1 of 1 graphs (grid20x19)" in verdict
     assert "the thesis' heterogeneous run is the faster on 1 of them, hermes' on 1" in verdict
+    assert "final imbalance: grid20x19 2.50; its No DLB ÷ fastest is at most that on 0 of 1 meshes" in verdict
 
 
 def test_the_heterogeneous_checks_are_computed_from_the_thesis_tables():
@@ -87,7 +89,8 @@ def test_the_heterogeneous_checks_are_computed_from_the_thesis_tables():
         in table
     assert "grid20x19 0.40, stufe 0.83, airfoil 0.60, 3elt 0.52, Whitaker 0.64, L9 0.43 (spread ×2.08)" in table
     assert "stufe 0.42 (spread ×1.00" in table  # 0.83 / 2.00
-    assert "= 2.07 |" in table and "| 0.51 > 0.43 |" in table
+    assert "= 2.07 |" in table and "| 0.51 > 0.43 |" in table and "| 2.30 > 1.95 |" in table
+    assert "(spread ×1.00)" in table  # hermes: the same ratio 2.00 on the one graph
     assert "start 1.008, after phase 7 1.949" in table
 
 

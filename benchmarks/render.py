@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import cache as caches
+from benchmarks import thesis_page
 from hermes.interpreter import child_env, python_command
 
 __all__ = ["Page", "PAGES", "render_page", "render_index", "main"]
@@ -109,15 +110,20 @@ def _md(head: list[str], body: list[list[str]], right: int = 1) -> str:
     return "\n".join(["| " + " | ".join(head) + " |", align, *("| " + " | ".join(r) + " |" for r in body)])
 
 
+def _down(labels: dict[str, str], axes: list[str]) -> str:
+    """A run's row label: its labels on every axis but the last, joined."""
+    return " · ".join(labels[a] for a in axes[:-1])
+
+
 def experiment_grid(data: dict[str, Any]) -> str:
-    """Total simulated time (final imbalance) of each run: the first axis down, the last across."""
+    """Total simulated time (final imbalance) of each run: the other axes down, the last across."""
     fig = data["figures"]
     runs = fig["runs"]
     axes = fig["axes"]
-    down, across = axes[0], axes[-1]
-    rows = list(dict.fromkeys(r["labels"][down] for r in runs))
+    down, across = " · ".join(axes[:-1]), axes[-1]
+    rows = list(dict.fromkeys(_down(r["labels"], axes) for r in runs))
     cols = list(dict.fromkeys(r["labels"][across] for r in runs))
-    by = {(r["labels"][down], r["labels"][across]): r for r in runs}
+    by = {(_down(r["labels"], axes), r["labels"][across]): r for r in runs}
     body = []
     for a in rows:
         cells = [a]
@@ -132,8 +138,9 @@ def experiment_grid(data: dict[str, Any]) -> str:
 def experiment_balancing(data: dict[str, Any]) -> str:
     """Balancing and migration time summed over the phases, and the cells moved, of each run."""
     fig = data["figures"]
-    down, across = fig["axes"][0], fig["axes"][-1]
-    body = [[r["labels"][down], r["labels"][across], f"{r['balance_time']:.4g}", f"{r['migrate_time']:.4g}",
+    down, across = " · ".join(fig["axes"][:-1]), fig["axes"][-1]
+    body = [[_down(r["labels"], fig["axes"]), r["labels"][across], f"{r['balance_time']:.4g}",
+             f"{r['migrate_time']:.4g}",
              f"{r['cells_moved'] if 'cells_moved' in r else r['moved_cells']:,}"]  # moved_cells: caches before
             for r in fig["runs"] if r["total_time"] is not None]
     return _md([down, across, "balance (s)", "migrate (s)", "cells moved"], body, right=2)
@@ -146,59 +153,6 @@ def _best(data: dict[str, Any], down: str) -> tuple[dict, dict | None]:
     best = min(mine, key=lambda r: r["total_time"])
     none = next((r for r in mine if r["labels"][a1].lower() in ("none", "no dlb")), None)
     return best, none
-
-
-def thesis_headline(data: dict[str, Any]) -> str:
-    a1 = data["figures"]["axes"][-1]
-    parts = []
-    for down in ("thesis-homogeneous", "thesis-heterogeneous"):
-        best, none = _best(data, down)
-        parts.append(f"{down}: {best['labels'][a1]} {best['total_time']:.4g} s against {none['total_time']:.4g} s "
-                     f"unbalanced")
-    return "; ".join(parts)
-
-
-def thesis_against_tables(data: dict[str, Any]) -> str:
-    """The grid20x19 rows of thesis Tables 10.5 and 10.7 beside the cache: the fastest balancer, who beats
-    METIS with equal targets, and three ratios, each computed from the thesis' seconds and from the cache's."""
-    from benchmarks.thesis_platform import THESIS_GRID, THESIS_GRID_SOURCE
-
-    a1 = data["figures"]["axes"][-1]
-    homo, hetero = "thesis-homogeneous", "thesis-heterogeneous"
-    hermes = {down: {r["labels"][a1]: r["total_time"] for r in data["figures"]["runs"]
-                     if r["labels"][data["figures"]["axes"][0]] == down and r["total_time"] is not None}
-              for down in (homo, hetero)}
-    thesis = THESIS_GRID
-
-    def fastest(times: dict[str, float], fmt: str) -> str:
-        best = min(times, key=times.get)
-        return f"{best} {times[best]:{fmt}} s"
-
-    def ratio(a: tuple[str, str], b: tuple[str, str], times: dict, fmt: str) -> str:
-        x, y = times[a[0]][a[1]], times[b[0]][b[1]]
-        return f"{x:{fmt}} / {y:{fmt}} = {x / y:.2f}"
-
-    def best_of(times: dict, down: str) -> tuple[str, str]:
-        return down, min(times[down], key=times[down].get)
-
-    def beat(times: dict[str, float], fmt: str) -> str:
-        ref = times["METIS equal"]
-        yes = [k for k, v in times.items() if v < ref]
-        no = [f"{k} {v:{fmt}} s" for k, v in times.items() if v >= ref and k not in ("METIS equal", "No DLB")]
-        return ", ".join(yes) + (f"; not {', '.join(no)} (METIS equal {ref:{fmt}} s)" if no else "")
-
-    body = []
-    for label, row in (
-            ("homogeneous: fastest", lambda t, f: fastest(t[homo], f)),
-            ("homogeneous: No DLB ÷ fastest", lambda t, f: ratio((homo, "No DLB"), best_of(t, homo), t, f)),
-            ("heterogeneous: faster than METIS equal", lambda t, f: beat(t[hetero], f)),
-            ("heterogeneous: METIS equal ÷ fastest",
-             lambda t, f: ratio((hetero, "METIS equal"), best_of(t, hetero), t, f)
-             + f" ({best_of(t, hetero)[1]})"),
-            ("No DLB: heterogeneous ÷ homogeneous", lambda t, f: ratio((hetero, "No DLB"), (homo, "No DLB"), t, f))):
-        body.append([label, row(thesis, ".2f"), row(hermes, ".1f")])
-    src = " and ".join(THESIS_GRID_SOURCE[d] for d in (homo, hetero))
-    return _md(["grid20x19", f"thesis ({src}; ParMETIS as METIS equal)", "hermes (this page's runs)"], body, right=3)
 
 
 def cfd_headline(data: dict[str, Any]) -> str:
@@ -522,10 +476,15 @@ def first_hour_headline(data: dict[str, Any]) -> str:
 
 PY = "python"
 PAGES: list[Page] = [
-    Page("thesis", "The thesis experiment (Tables 10.5 and 10.7)", "thesis.json",
-         (PY, "-m", "benchmarks.experiment", "thesis", "--cache", "results/thesis.json"), 5,
-         thesis_headline, {"grid": experiment_grid, "balancing": experiment_balancing,
-                           "against-tables": thesis_against_tables}),
+    Page("thesis", "The thesis experiment (Tables 10.5 and 10.7) on five meshes", "thesis.json",
+         (PY, "-m", "benchmarks.experiment", "thesis", "--shared-mesh", "whitaker3", "--jobs", "2", "--cache",
+          "results/thesis.json"), 8,
+         thesis_page.headline, {"grid": thesis_page.grid_table, "balancing": experiment_balancing,
+                                "meshes": thesis_page.meshes_table,
+                                "times-homogeneous": thesis_page.times_table(thesis_page.HOMO),
+                                "times-heterogeneous": thesis_page.times_table(thesis_page.HETERO),
+                                "ratios": thesis_page.ratios_table, "orderings": thesis_page.orderings_table,
+                                "verdict": thesis_page.verdict, "het-homo": thesis_page.het_homo_table}),
     Page("cfd", "Balancers on the CFD meshes", "cfd.json",
          (PY, "-m", "benchmarks.experiment", "cfd", "--cache", "results/cfd.json"), 10,
          cfd_headline, {"grid": experiment_grid, "balancing": experiment_balancing}),

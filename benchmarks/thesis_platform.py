@@ -224,12 +224,38 @@ def write_profile(rows: list[dict], res: dict, free: dict, path: Path = PROFILE)
     write_atomic(path, text)
 
 
+#: thesis Table 10.2 (p. 169): the graphs of the adaptive experiment, (vertices, edges as printed = 2|E|), in the
+#: order of the rows of Tables 10.5 and 10.7 (which name each graph by these two numbers)
+THESIS_GRAPHS = {"grid20x19": (380, 1442), "stufe": (1036, 3736), "airfoil": (4253, 24578), "3elt": (4720, 27444),
+                 "Whitaker": (9800, 57978), "L9": (17983, 71192)}
+#: the balancers of Tables 10.5 and 10.7, as printed (ParMETIS: hermes' METIS with equal targets)
+THESIS_METHODS = ("No DLB", "GDA1", "PCG", "LPA", "MPA", "METIS equal")
+#: thesis Tables 10.5 (homogeneous, p. 171) and 10.7 (heterogeneous, Table 10.6 capacities, p. 172): seconds,
+#: graph -> one per :data:`THESIS_METHODS`, every row as printed
+THESIS_TABLES = {
+    "thesis-homogeneous": {
+        "grid20x19": (373.00, 157.16, 132.13, 132.03, 145.21, 129.98),
+        "stufe": (1146.95, 475.62, 419.45, 415.59, 420.93, 389.73),
+        "airfoil": (3913.53, 1247.62, 1159.51, 1093.52, 1179.26, 1093.30),
+        "3elt": (4977.12, 1462.09, 1224.85, 1220.71, 1316.33, 1307.82),
+        "Whitaker": (9785.57, 3340.40, 3097.48, 3272.81, 3288.05, 3481.00),
+        "L9": (17851.39, 5017.15, 5657.72, 4820.13, 4809.60, 4693.74)},
+    "thesis-heterogeneous": {
+        "grid20x19": (149.19, 381.68, 77.03, 68.01, 70.47, 90.28),
+        "stufe": (956.27, 223.76, 174.57, 161.22, 175.00, 302.86),
+        "airfoil": (2365.73, 521.78, 494.11, 482.68, 490.84, 535.11),
+        "3elt": (2571.26, 586.67, 527.38, 517.08, 533.05, 630.33),
+        "Whitaker": (6293.51, 1159.93, 1049.05, 1037.39, 1103.45, 2745.69),
+        "L9": (7759.36, 2103.14, 1888.27, 1872.55, 1883.49, 3586.92)}}
+#: thesis Tables 10.3 and 10.4 (p. 170): L9's loads per processor at the start and after the last adaptation
+#: without balancing (the thesis: "an imbalance factor of 1.94")
+THESIS_L9_LOADS = {
+    "start": (1202, 1206, 1196, 1206, 1208, 1192, 1199, 1190, 1193, 1205, 1201, 1192, 1203, 1199, 1191),
+    "end": (25844, 84635, 62928, 121206, 121096, 105085, 141652, 54541, 31545, 91754, 4888, 104326, 88568, 50348,
+            1574)}
 #: thesis Tables 10.5 and 10.7, grid20x19 row (380 × 1442), seconds
-THESIS_GRID = {"thesis-homogeneous": {"No DLB": 373.00, "GDA1": 157.16, "PCG": 132.13, "LPA": 132.03,
-                                      "MPA": 145.21, "METIS equal": 129.98},
-               "thesis-heterogeneous": {"No DLB": 149.19, "GDA1": 381.68, "PCG": 77.03, "LPA": 68.01,
-                                        "MPA": 70.47, "METIS equal": 90.28}}
-#: where :data:`THESIS_GRID`'s rows are printed (the thesis' List of Tables gives the pages)
+THESIS_GRID = {scen: dict(zip(THESIS_METHODS, rows["grid20x19"])) for scen, rows in THESIS_TABLES.items()}
+#: where :data:`THESIS_TABLES`' rows are printed (the thesis' List of Tables gives the pages)
 THESIS_GRID_SOURCE = {"thesis-homogeneous": "Table 10.5, p. 171", "thesis-heterogeneous": "Table 10.7, p. 172"}
 #: the balancers of the re-measured tables: label -> --set overrides (METIS equal is the thesis' ParMETIS)
 TABLE_BALANCERS = {"No DLB": ["balancer.algorithm=none"], "GDA1": ["balancer.algorithm=gda1"],

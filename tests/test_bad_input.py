@@ -120,6 +120,8 @@ RUN = [
     ("grid-zero", ["--set", "mesh.grid=2x0"], "grid sizes must be positive"),
     ("grid-hexadecimal", ["--set", "mesh.grid=0x5"], "YAML reads 0x... as a hexadecimal number"),
     ("grid-nodes", ["--set", "mesh.units=nodes"], "units 'nodes' applies to mesh files"),
+    ("units-bogus", ["--set", NO_SET, "--set", f"mesh.file={VTU}", "--set", "mesh.units=vertices"],
+     "mesh.units: must be 'cells' or 'nodes', got 'vertices'"),
     # the command line
     ("set-malformed", ["--set", "mesh.grid=[1,2"], "--set mesh.grid: the value '[1,2' is not valid YAML"),
     ("set-python-tag", ["--set", "seed=!!python/object/apply:os.system [ls]"], "is a tag hermes does not read"),

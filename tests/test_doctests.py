@@ -1,5 +1,6 @@
 """The Examples of the public API's docstrings run as doctests (networkx's habit), so that they cannot rot:
 hermes.scenario, hermes.load_run, hermes.partition (hermes/api.py), hermes.read_mesh (hermes/data/io.py),
+node_graph_counts (hermes/data/thesis_meshes.py),
 hermes.balance (hermes/balance/__init__.py), hermes.Model (hermes/balance/model.py), and the command line's
 respell (hermes/cli/parser.py)."""
 
@@ -17,6 +18,7 @@ from tests.conftest import ROOT
 DOCUMENTED = {
     "hermes.api": ("scenario", "load_run", "partition"),
     "hermes.data.io": ("read_mesh",),
+    "hermes.data.thesis_meshes": ("node_graph_counts",),
     "hermes.balance": ("balance",),
     "hermes.balance.model": ("Model",),
     "hermes.cli.parser": ("respell",),

@@ -30,7 +30,7 @@ MESH_OF = {"grid20x19": "grid20x19", "stufe": "stufe", "airfoil": "airfoil", "3e
 #: what hermes runs for each graph
 STAND_IN = {"grid20x19": "meshes/grid20x19.vtu: the thesis' grid, its cells", "stufe": "meshes/thesis-stufe.vtu, nodes",
             "airfoil": "meshes/thesis-airfoil.vtu, nodes", "3elt": "meshes/thesis-3elt.vtu, nodes",
-            "Whitaker": "whitaker3.mtx of the shared meshes", "L9": "no public copy found"}
+            "Whitaker": "whitaker3.mtx of the shared meshes", "L9": "not found (SuiteSparse AG-Monien/L-9)"}
 #: the methods both sides ran (the thesis' ParMETIS as METIS equal)
 SHARED = ("No DLB", "GDA1", "PCG", "METIS equal")
 
@@ -112,7 +112,7 @@ def times_table(scenario: str):
             body.append([f"{graph}: thesis", *(f"{th[c]:.2f}" if c in th else "" for c in cols)])
             label = MESH_OF[graph]
             if label is None or label not in mine:
-                body.append([f"{graph}: hermes", "no public copy" if label is None else "not run",
+                body.append([f"{graph}: hermes", "not available here" if label is None else "not run",
                              *([""] * (len(cols) - 1))])
                 continue
             h = mine[label]

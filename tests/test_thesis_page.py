@@ -57,7 +57,7 @@ def test_the_committed_page_and_cache_have_five_meshes_with_the_thesis_counts():
             if r["labels"]["mesh"] == label:
                 assert (r["vertices"], r["entries"]) == THESIS_GRAPHS[graph]
     text = (ROOT / "results" / "thesis.md").read_text()
-    assert "| L9 | no public copy found |" in text
+    assert "| L9 | not found (SuiteSparse AG-Monien/L-9) |" in text
     for graph in ("stufe", "airfoil", "3elt", "Whitaker"):
         assert f"| {graph}: hermes (" in text
 

@@ -1,7 +1,7 @@
 """Generated 2-D CFD meshes of the kinds used in the thesis' experiments (thesis Table 10.2).
 
 The partitioning test meshes of the thesis (grid20x19, stufe, L, airfoil, 3elt, whitaker) are not
-redistributable, so hermes generates meshes *of the same kinds* with gmsh (PyPI wheel, headless):
+shipped with hermes, so hermes generates meshes *of the same kinds* with gmsh (PyPI wheel, headless):
 
 - ``grid``: structured grid of squares (:func:`~hermes.data.generators.grid`); 380 cells, ``grid20x19.vtu``;
 - ``stufe``: backward-facing step (German *Stufe*), refined at the step corner; ~2,000, ``stufe.vtu``;

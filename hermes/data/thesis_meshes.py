@@ -3,8 +3,8 @@
 The thesis ran its adaptive experiment (§10.2, Tables 10.5 and 10.7) on the *node* graphs of six meshes:
 grid20x19 (380 vertices, 1442 adjacency entries = 2|E|), stufe (1036, 3736), airfoil (4253, 24578), 3elt
 (4720, 27444), Whitaker (9800, 57978) and L9 (17983, 71192). hermes ships grid20x19 (``meshes/grid20x19.vtu``;
-its *cells* are the 380 vertices) and reads whitaker3 from the shared meshes; stufe, airfoil and 3elt are not
-redistributable, and the generic generators of :mod:`hermes.data.cfd_meshes` give other sizes. The generators
+its *cells* are the 380 vertices) and reads whitaker3 from the shared meshes; stufe, airfoil and 3elt (SuiteSparse, group AG-Monien) are not
+reachable from here, and the generic generators of :mod:`hermes.data.cfd_meshes` give other sizes. The generators
 here build meshes whose node graph (``mesh: {file: ..., units: nodes}``) has the thesis' counts exactly:
 
 - ``thesis-stufe``: a backward-facing step of unit squares; its node graph has average degree

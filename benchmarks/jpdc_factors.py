@@ -100,7 +100,7 @@ VARIANTS: dict[str, tuple[str, Callable[[Model], float]]] = {
     "no c ratio": ("2 e(G) w_min sin²(π/2p): the ε printed in JPDC Tables 1 and 2 (0.0384 on 4×4, 0.0192 on "
                    "path:16 whatever c_max/c_min)", lambda m: _eps0(m, ratio=False)),
     "Δ for e(G)": ("2 Δ w_min (c_min/c_max) sin²(π/2p): the maximum degree in place of e(G)",
-                   lambda m: _eps0(m, connectivity=int(np.bincount(m.edges.ravel()).max()))),
+                   lambda m: _eps0(m, connectivity=int(m.degree.max()))),
     "e(G)=1, π≈3.14": ("conjecture, in no text: e(G) = 1 and π rounded to 3.14",
                         lambda m: _eps0(m, connectivity=1, pi=3.14)),
 }
@@ -291,11 +291,11 @@ def headline(data: dict[str, Any]) -> str:
                 moved.append(f"{env} p = {row['p']}")
             for g in ("path", "mesh"):
                 h, paper = row[g]["hermes"], row[g]["paper"]
-                ok16 = abs(h["GDA1"] - paper[0]) <= tol and abs(h["GDA6"] - paper[2]) <= tol
+                gda1_gda6 = int(abs(h["GDA1"] - paper[0]) <= tol) + int(abs(h["GDA6"] - paper[2]) <= tol)
                 total += 3
-                agree += ok16 * 2 + (abs(h["GDA0"] - paper[1]) <= tol)
+                agree += gda1_gda6 + (abs(h["GDA0"] - paper[1]) <= tol)
                 for name, v in h["GDA0 variants"].items():
-                    best[name] += ok16 * 2 + (abs(v - paper[1]) <= tol)
+                    best[name] += gda1_gda6 + (abs(v - paper[1]) <= tol)
     name = max((n for n, text in fig["variants"].items() if not text.startswith("conjecture")), key=best.get)
     rows = f"; mesh rows printed under another p: {', '.join(moved)}" if moved else ""
     return (f"{agree} of {total} printed factors within {tol:.0e} (hermes' ε₀, the mesh shape found per row), "

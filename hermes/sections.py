@@ -170,7 +170,8 @@ class PlatformProfile(Strict):
                              | Annotated[dict[str, NonNegFloat], Tag("tagged-union[names]")],
                              Discriminator(lambda v: f"tagged-union[{'names' if isinstance(v, dict) else 'number'}]")
                              ] = Field(
-        0.0, description="s per balancing call: one number for every balancer, or by balancer name (0 for others)")
+        0.0, description="s per balancing call: one number for every balancer, or by balancer name (0 for others)",
+        json_schema_extra={"x-key": "balancer"})
     balance_message: NonNegFloat = Field(
         0.0, description="s per message the busiest rank sends in a balancer's neighbour-exchange round")
     balance_allreduce_hop: NonNegFloat = Field(

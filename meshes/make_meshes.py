@@ -26,9 +26,8 @@ Each is read through meshio as the dual graph of its cells (:func:`hermes.data.i
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 from hermes.data.cfd_meshes import CFD_MESHES
 from hermes.data.io import write_mesh

@@ -12,6 +12,8 @@ from hermes.runtime.launch import mpiexec_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MESHES = ROOT.parent / "shared" / "meshes"
+#: the seeds (the thesis and papers as text) beside the clone, as the shared meshes (HERMES_SHARED_SEEDS elsewhere)
+SHARED_SEEDS = ROOT.parent / "shared" / "seeds"
 #: the test being run (set by pytest_runtest_protocol below), so run_mpi can check it carries the mpi mark
 _CURRENT_TEST: pytest.Item | None = None
 

@@ -1,8 +1,8 @@
 """The Examples of the public API's docstrings run as doctests (networkx's habit), so that they cannot rot:
 hermes.scenario, hermes.load_run, hermes.partition (hermes/api.py), hermes.read_mesh (hermes/data/io.py),
 node_graph_counts (hermes/data/thesis_meshes.py),
-hermes.balance (hermes/balance/__init__.py), hermes.Model (hermes/balance/model.py), and the command line's
-respell (hermes/cli/parser.py)."""
+hermes.balance (hermes/balance/__init__.py), hermes.Model (hermes/balance/model.py), a platform profile's
+BalancePrices (hermes/runtime/clock.py), and the command line's respell (hermes/cli/parser.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ DOCUMENTED = {
     "hermes.balance": ("balance",),
     "hermes.balance.model": ("Model",),
     "hermes.cli.parser": ("respell",),
+    "hermes.runtime.clock": ("BalancePrices",),
     "hermes.suggest": ("",),  # the module's own docstring
 }
 #: the time an example may take (a docstring is read, not waited for)

@@ -80,3 +80,23 @@ def test_the_pages_prose_is_checked_against_the_cache():
     assert any("not Table 4's p = 16 to 32" in w for w in jf.findings(moved))
     with pytest.raises(ValueError, match="contradicts the page"):
         jf.headline(moved)
+
+
+def test_the_headline_counts_gda1_and_gda6_each():
+    """A printed GDA6 missed while its row's GDA1 is reproduced costs the headline one factor, not two."""
+    import copy
+    import json
+    import re
+
+    def counts(data) -> list[int]:
+        return [int(n) for n in re.findall(r"(\d+) (?:of \d+ printed factors|with ε₀)", jf.headline(data))]
+
+    data = json.loads(CACHE.read_text())
+    tol = data["figures"]["tolerance"]
+    worse = copy.deepcopy(data)
+    row = next(r for r in worse["figures"]["environments"]["HCUW"]["rows"]
+               if abs(r["path"]["hermes"]["GDA1"] - r["path"]["paper"][0]) <= tol
+               and abs(r["path"]["hermes"]["GDA6"] - r["path"]["paper"][2]) <= tol)
+    row["path"]["hermes"]["GDA6"] = row["path"]["paper"][2] + 10 * tol
+    before, after = counts(data), counts(worse)
+    assert len(before) == 2 and [b - a for a, b in zip(after, before)] == [1, 1]

@@ -233,24 +233,33 @@ def test_prices_default_to_none_and_name_their_balancers(tmp_path):
 
 
 def test_the_new_terms_are_charged_per_call_as_priced(tmp_path):
-    """quickstart on 2 processors (PCG; one edge: max degree 1, diameter 1) with thesis2003 and with the same
-    profile without its set-ups, message and hop prices: the same rounds and counts, and every phase's balance
-    time longer by rounds × set-up + exchange rounds × message + collectives × hop (to 1e-12 s)."""
+    """quickstart on 6 processors (PCG; METIS' six parts of the 40 × 30 grid: max degree 4, diameter 3 in every
+    call) with thesis2003, with it less its hop price and with it less every new term: the same rounds and counts,
+    and each phase's balance time longer by the set-ups, exchange rounds × max degree × message and collectives ×
+    diameter × hop; the degree and diameter the prices were charged for are read back from the differences."""
     import hermes
 
     prof = PlatformProfile.load("thesis2003", lambda p: p)
     zero = tmp_path / "zero.yaml"
     zero.write_text(f"name: zero\nbalance_exchange: {prof.balance_exchange}\n"
                     f"balance_allreduce: {prof.balance_allreduce}\n")
-    runs = [hermes.run(None, 2, out=tmp_path / name, **{"balancer.algorithm": "pcg", "output.pictures": False,
+    no_hop = tmp_path / "no-hop.yaml"
+    no_hop.write_text(zero.read_text().replace("name: zero", "name: no-hop")
+                      + f"balance_message: {prof.balance_message}\nbalance_setup: {dict(prof.balance_setup)}\n")
+    runs = [hermes.run(None, 6, out=tmp_path / name, **{"balancer.algorithm": "pcg", "output.pictures": False,
                                                         "platform.capacities": "homo", "platform.profile": pr})
-            for name, pr in (("priced", "thesis2003"), ("zero", str(zero)))]
-    phases = list(zip(*(r.summary["phases"] for r in runs)))
-    assert phases and all(a["balance_rounds"] >= 1 for a, _ in phases)
-    for a, b in phases:
-        ca, cb = ({k: v for k, v in ph["balance_counters"].items() if k != "time"} for ph in (a, b))
-        assert ca == cb and a["balance_rounds"] == b["balance_rounds"]
-        extra = (a["balance_rounds"] * prof.balance_setup["pcg"] + ca["exchange_rounds"] * 1 * prof.balance_message
-                 + sum(ca["collectives"].values()) * 1 * prof.balance_allreduce_hop)
-        assert a["balance_time"] - b["balance_time"] == pytest.approx(extra, abs=1e-12), (a, b)
+            for name, pr in (("priced", "thesis2003"), ("no-hop", str(no_hop)), ("zero", str(zero)))]
+    phases = list(zip(*(r.summary["phases"] for r in runs), strict=True))
+    assert phases and all(a["balance_rounds"] >= 1 for a, _, _ in phases)
+    for a, b, c in phases:
+        ca, cb, cc = ({k: v for k, v in ph["balance_counters"].items() if k != "time"} for ph in (a, b, c))
+        assert ca == cb == cc and a["balance_rounds"] == b["balance_rounds"] == c["balance_rounds"]
+        setups = a["balance_rounds"] * prof.balance_setup["pcg"]
+        degree = (b["balance_time"] - c["balance_time"] - setups) / (ca["exchange_rounds"] * prof.balance_message)
+        diameter = (a["balance_time"] - b["balance_time"]) / (sum(ca["collectives"].values())
+                                                              * prof.balance_allreduce_hop)
+        assert (degree, diameter) == (pytest.approx(4, abs=1e-6), pytest.approx(3, abs=1e-6)), (a, b, c)
+        extra = (setups + ca["exchange_rounds"] * 4 * prof.balance_message
+                 + sum(ca["collectives"].values()) * 3 * prof.balance_allreduce_hop)
+        assert a["balance_time"] - c["balance_time"] == pytest.approx(extra, abs=1e-12), (a, c)
         assert extra > 0.05

@@ -89,12 +89,14 @@ def format_balancers(balancers: dict, *, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _schema_values(prop: dict, defs: dict | None = None) -> str:
-    """A parameter's type and bounds in words, from its JSON schema (``defs``: the schema's ``$defs``)."""
+def _schema_values(prop: dict, defs: dict | None = None, key: str | None = None) -> str:
+    """A parameter's type and bounds in words, from its JSON schema (``defs``: the schema's ``$defs``); a mapping
+    of values as ``{KEY: values}``, KEY the field's ``x-key`` (its ``json_schema_extra``) or ``name``."""
+    key = prop.get("x-key", key)
     if "$ref" in prop:
         return "a section (below)"
-    if "anyOf" in prop:
-        return " or ".join(_schema_values(p, defs) for p in prop["anyOf"])
+    if "anyOf" in prop or "oneOf" in prop:
+        return " or ".join(_schema_values(p, defs, key) for p in prop.get("anyOf", prop.get("oneOf")))
     if "enum" in prop:
         return " \\| ".join(f"`{v}`" for v in prop["enum"])
     if "const" in prop:
@@ -104,6 +106,8 @@ def _schema_values(prop: dict, defs: dict | None = None) -> str:
             items = [_schema_values(p, defs) for p in prop["prefixItems"]]
             return f"{len(items)} × {items[0]}" if len(set(items)) == 1 else "(" + ", ".join(items) + ")"
         return f"list of {_schema_values(prop.get('items', {}), defs)}"
+    if prop.get("type") == "object" and isinstance(prop.get("additionalProperties"), dict):
+        return f"{{{key or 'name'}: {_schema_values(prop['additionalProperties'], defs)}}}"
     kind = {"number": "number", "integer": "integer", "boolean": "true \\| false", "string": "string",
             "null": "null", "object": "mapping"}.get(prop.get("type", ""), prop.get("type", "any"))
     names = (("minimum", "≥"), ("ge", "≥"), ("exclusiveMinimum", ">"), ("gt", ">"), ("maximum", "≤"), ("le", "≤"),

@@ -463,7 +463,8 @@ def build_parser() -> argparse.ArgumentParser:
     fb.add_argument("--family", choices=["diffusion", "polynomial", "table10.1", "all"], default="all")
     fb.add_argument("--quick", action="store_true", help="a few sizes only (seconds)")
     fb.add_argument("--profile", help="a platform profile (name, e.g. thesis2003, or file): the balancers' "
-                    "messages at its costs (polynomial, table10.1)")
+                    "messages at its costs and each call at its set-up, message and allreduce-hop prices "
+                    "(polynomial, table10.1)")
 
     ba = sub.add_parser("balancers", help="list the balancers (built in and plug-ins) and their parameters")
     ba.add_argument("--verbose", action="store_true", help="one line per parameter: default and description")

@@ -27,6 +27,7 @@ Each family writes a CSV (one row per run) and PNG plots; all files are written 
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterable
@@ -35,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from hermes.balance.diffusion.spectral import graph_diameter
+from hermes.balance.model import Model
 from hermes.claims import claim_dir
-from hermes.runtime.clock import BalancePrices, Links
 from hermes.files import write_csv
 from hermes.lab.flow_lab import check_flow_cost
 from hermes.lab.specs import build_model, parse_graph, parse_model
+from hermes.runtime.clock import BalancePrices, Links
 
 __all__ = ["diffusion_family", "polynomial_family", "table101_family", "flow_bench", "ENVIRONMENTS", "FAMILIES",
            "TABLE_10_1"]
@@ -64,8 +65,32 @@ def _topology(kind: str, p: int) -> str | None:
     raise ValueError(kind)
 
 
-def _run(graph: str, caps: str, weights: str, loads: str, algorithm: str, tol: float, links: Links | None):
-    """One serial run, its tolerance checked by the balancer's model and its size by the flow lab's bounds."""
+def _priced_call(model: Model, balancer: str, links: Links | None = None,
+                prices: BalancePrices | None = None) -> tuple[Links, float]:
+    """The links one call of ``balancer`` on ``model`` is charged with, and its set-up price (s).
+
+    Without ``prices``: ``links`` (default: the default links) and no set-up. With a profile's ``prices``: what
+    a run's clock adds to one balancing call on the same graph (:meth:`hermes.runtime.clock.VirtualClock.balancing`,
+    thesis §8.6): the links priced for the graph's maximum degree and diameter, and the balancer's set-up.
+
+    Notes
+    -----
+    Links without a ``collective_latency`` (the default links) get their own tree cost ``⌈log2 p⌉ α`` as one, which
+    charges every collective exactly as before, so the allreduce-hop price has a latency to add to.
+    """
+    links = links or Links()
+    if prices is None:
+        return links, 0.0
+    if links.collective_latency is None and model.p > 1:
+        links = Links(links.latency, links.bandwidth, links.overrides,
+                      collective_latency=math.ceil(math.log2(model.p)) * links.latency)
+    return prices.links(links, int(model.degree.max()), model.diameter), prices.setup_of(balancer)
+
+
+def _run(graph: str, caps: str, weights: str, loads: str, algorithm: str, tol: float, links: Links | None,
+         prices: BalancePrices | None = None):
+    """One serial run, its tolerance checked by the balancer's model and its size by the flow lab's bounds; its
+    links and set-up priced by :func:`_priced_call`."""
     from hermes.balance.registry import BALANCERS, check_params
 
     info = BALANCERS[algorithm]
@@ -73,9 +98,10 @@ def _run(graph: str, caps: str, weights: str, loads: str, algorithm: str, tol: f
     pg = parse_graph(graph)
     check_flow_cost(graph, pg.p, pg.q, check_params(algorithm, params, prefix="tol "))
     model = build_model(pg, caps, weights, loads)
+    call, setup = _priced_call(model, algorithm, links, prices)
     t = time.perf_counter()
-    res = info.serial(model, **params, links=links)
-    return model, res, time.perf_counter() - t
+    res = info.serial(model, **params, links=call)
+    return model, res, setup, time.perf_counter() - t
 
 
 def diffusion_family(ps: Iterable[int], *, topologies=("path", "mesh", "torus", "tree"),
@@ -92,7 +118,7 @@ def diffusion_family(ps: Iterable[int], *, topologies=("path", "mesh", "torus", 
                 caps, weights = ENVIRONMENTS[env]
                 for load in loads:
                     for alg in algorithms:
-                        model, res, wall = _run(graph, caps, weights, load, alg, tol, None)
+                        model, res, _, wall = _run(graph, caps, weights, load, alg, tol, None)
                         rows.append({"family": "diffusion", "topology": topo, "graph": graph, "p": model.p,
                                      "environment": env, "loads": load.upper(), "algorithm": alg,
                                      "iterations": res.iterations, "converged": res.converged,
@@ -111,9 +137,12 @@ TABLE_8_7 = ("path", "ring", "binary tree", "quaternary tree", "star", "wheel", 
 
 
 def polynomial_family(ps: Iterable[int], *, topologies=TABLE_8_7, algorithms=POLYNOMIAL_ALGORITHMS,
-                      loads: str = "random:1", links: Links | None = None) -> list[dict[str, Any]]:
-    """One row per (topology, p, algorithm): iterations, rounds, collectives and α-β time."""
-    links = links or Links()
+                      loads: str = "random:1", links: Links | None = None,
+                      prices: BalancePrices | None = None) -> list[dict[str, Any]]:
+    """One row per (topology, p, algorithm): iterations, rounds, collectives and α-β time.
+
+    ``links`` and ``prices`` charge each call as in :func:`table101_family` (``time`` includes the set-up).
+    """
     rows = []
     for topo in topologies:
         for p in ps:
@@ -121,15 +150,15 @@ def polynomial_family(ps: Iterable[int], *, topologies=TABLE_8_7, algorithms=POL
             if graph is None:
                 continue
             for alg in algorithms:
-                model, res, wall = _run(graph, "hcuw", "1", loads, alg, 1e-10, links)
+                model, res, setup, wall = _run(graph, "hcuw", "1", loads, alg, 1e-10, links, prices)
                 c = res.counters
                 deg = model.degree
                 rows.append({"family": "polynomial", "topology": topo, "graph": graph, "p": model.p,
-                             "diameter": graph_diameter(model), "max_degree": int(deg.max()),
+                             "diameter": model.diameter, "max_degree": int(deg.max()),
                              "connectivity": 2 * model.q / (model.p * (model.p - 1)), "algorithm": alg,
                              "iterations": res.iterations, "exchange_rounds": c.exchange_rounds,
                              "collectives": int(sum(c.collectives.values())), "messages": c.messages,
-                             "bytes": c.bytes, "time": c.time, "wall_seconds": wall})
+                             "bytes": c.bytes, "time": c.time + setup, "wall_seconds": wall})
     return rows
 
 
@@ -179,7 +208,6 @@ def table101_family(p: int = 16, *, topologies=tuple(TABLE_10_1), environments=(
     from hermes.balance.flow import flow_error
     from hermes.balance.registry import BALANCERS, check_params
 
-    links = links or Links()
     rows = []
     for topo in topologies:
         graph = _table101_graph(topo, p)
@@ -188,21 +216,20 @@ def table101_family(p: int = 16, *, topologies=tuple(TABLE_10_1), environments=(
         for env in environments:
             caps, weights = ENVIRONMENTS[env]
             model = parse_model(graph, caps, weights, "one")
-            call = links if prices is None else prices.links(links, int(model.degree.max()), model.diameter)
             for label in methods:
                 name, params = TABLE_10_1_METHODS[label]
+                call, setup = _priced_call(model, name, links, prices)
                 t = time.perf_counter()
                 res = BALANCERS[name].serial(model, **check_params(name, params), links=call)
                 wall = time.perf_counter() - t
                 c = res.counters
-                setup = 0.0 if prices is None else prices.setup_of(name)
                 final = model.apply_flow(res.flow)
                 rows.append({"family": "table10.1", "topology": topo, "graph": graph, "p": model.p, "q": model.q,
                              "environment": env, "method": label, "algorithm": name, "iterations": res.iterations,
                              "exchange_rounds": c.exchange_rounds, "collectives": int(sum(c.collectives.values())),
                              "messages": c.messages, "max_degree": int(model.degree.max()),
-                             "edges": len(model.edges), "diameter": graph_diameter(model),
-                             "time": c.time + setup if setup else c.time, "flow_error": flow_error(model, res.flow),
+                             "edges": len(model.edges), "diameter": model.diameter,
+                             "time": c.time + setup, "flow_error": flow_error(model, res.flow),
                              "imbalance": float(np.max(final / model.fair_loads)),
                              "predicted_error": (res.extra or {}).get("predicted_error"), "wall_seconds": wall})
     return rows
@@ -296,8 +323,8 @@ def flow_bench(out: str | Path, *, quick: bool = False, families=FAMILIES, profi
 
     ``out`` is a directory of hermes' own (:func:`hermes.claims.claim_dir`, kind ``flow-bench``): new, empty,
     or made by an earlier ``hermes lab bench``; locked while the families run. ``profile`` (a platform profile's
-    name or file, e.g. ``thesis2003``) charges the polynomial and table10.1 families' messages at its costs (and
-    table10.1 its prices per call, message and allreduce hop)."""
+    name or file, e.g. ``thesis2003``) charges the polynomial and table10.1 families' messages at its costs and
+    each call at its prices per call, message and allreduce hop, as :func:`table101_family` says."""
     links = prices = None
     if profile is not None:
         from hermes.sections import PlatformProfile
@@ -321,7 +348,7 @@ def _flow_bench(out: Path, quick: bool, families, links: Links | None = None,
         written += _plot_diffusion(rows, out)
     if "polynomial" in families:
         ps = [4, 8] if quick else list(range(4, 17))
-        rows = polynomial_family(ps, links=links)
+        rows = polynomial_family(ps, links=links, prices=prices)
         written.append(write_csv(out / "polynomial.csv", rows))
         written += _plot_polynomial(rows, out)
     if "table10.1" in families:

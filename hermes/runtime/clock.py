@@ -42,8 +42,8 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["CATEGORIES", "Links", "BalancePrices", "SharedProcessor", "VirtualClock", "WallClock", "Clock", "make_clock",
-           "ClockBank"]
+__all__ = ["CATEGORIES", "Links", "BalancePrices", "SharedProcessor", "VirtualClock", "WallClock", "Clock",
+           "make_clock", "ClockBank"]
 
 CATEGORIES = ("compute", "comm", "sync", "balance", "migrate", "adapt")
 

@@ -53,6 +53,14 @@ def test_parameter_reference_is_generated_from_the_models():
     assert (ROOT / "docs" / "PARAMETERS.md").read_text() == markdown_balancers(BALANCERS)
 
 
+def test_every_parameter_reference_row_names_its_values():
+    """A value of either form (a number, or a mapping by balancer name) is shown as both, never as 'any'."""
+    rows = [r for r in markdown_balancers(BALANCERS).splitlines() if r.startswith("| `")]
+    assert rows and not [r for r in rows if r.split(" | ")[2] == "any"]
+    (setup,) = [r for r in rows if r.startswith("| `balance_setup` |")]
+    assert setup.split(" | ")[2] == "number ≥ 0, ≤ 1e+100 or {balancer: number ≥ 0, ≤ 1e+100}"
+
+
 def test_unknown_names_list_the_valid_ones():
     with pytest.raises(BalancerError, match=r"unknown balancer 'pcgg' \(did you mean 'pcg'\?\); valid: .*gda0.*pcg"):
         get_balancer("pcgg")

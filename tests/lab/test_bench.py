@@ -5,6 +5,7 @@ import csv
 import pytest
 
 from hermes.lab.bench import diffusion_family, polynomial_family, table101_family
+from hermes.runtime.clock import BalancePrices, Links
 from tests.test_cli import cli
 
 
@@ -24,6 +25,30 @@ def test_polynomial_family_reports_time_and_topology_characteristics():
     assert (by["star"]["diameter"], by["star"]["max_degree"]) == (2, 14)
     assert by["complete"]["connectivity"] == 1.0 and by["complete"]["diameter"] == 1
     assert all(r["time"] > 0 and r["exchange_rounds"] == r["iterations"] + 1 for r in rows)
+
+
+@pytest.mark.parametrize("links", [Links(1e-3, 1e7, collective_latency=2e-3), None])
+def test_polynomial_family_charges_a_profiles_prices_per_call(links):
+    """A profile's prices (thesis §8.6) add to each polynomial row, as to table10.1's: the balancer's set-up, the
+    message price × max degree per exchange round and the hop price × diameter per collective — with the default
+    links too (their tree cost stands in for the collective latency)."""
+    prices = BalancePrices(setup={"pcg": 0.5, "lpa": 0.25}, message=1e-2, allreduce_hop=1e-1)
+    kw = {"topologies": ("star", "path"), "algorithms": ("pcg", "lpa"), "links": links}
+    plain, priced = polynomial_family([6], **kw), polynomial_family([6], **kw, prices=prices)
+    assert {(r["topology"], r["max_degree"], r["diameter"]) for r in plain} == {("star", 5, 2), ("path", 2, 5)}
+    for a, b in zip(plain, priced, strict=True):
+        added = (prices.setup_of(a["algorithm"]) + a["exchange_rounds"] * a["max_degree"] * prices.message
+                 + a["collectives"] * a["diameter"] * prices.allreduce_hop)
+        assert (b["exchange_rounds"], b["collectives"]) == (a["exchange_rounds"], a["collectives"])
+        assert b["time"] - a["time"] == pytest.approx(added, rel=1e-9)
+
+
+def test_table101_family_prices_with_the_default_links():
+    prices = BalancePrices(setup=0.5, message=1e-2)
+    kw = {"topologies": ("path",), "environments": ("HOMO",), "methods": ("PCG",)}
+    (a,), (b,) = table101_family(8, **kw), table101_family(8, **kw, prices=prices)
+    added = 0.5 + a["exchange_rounds"] * a["max_degree"] * prices.message
+    assert b["time"] - a["time"] == pytest.approx(added, rel=1e-9)
 
 
 @pytest.mark.slow

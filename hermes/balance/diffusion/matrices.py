@@ -42,7 +42,6 @@ from hermes.balance.diffusion.spectral import (
     edge_connectivity,
     elsasser_alpha,
     epsilon0,
-    graph_diameter,
 )
 from hermes.balance.flow import (
     minimal_flow,
@@ -399,7 +398,7 @@ def diffusion_bounds(model: Model, eps: str | float = "eps0", kind: int = 1, *, 
     theta = float(np.min(s.u))
     p = model.p
     cor1 = 1.0 - 4.0 * edge_connectivity(model) * theta / model.capacities.max() * math.sin(math.pi / (2 * p)) ** 2
-    th11 = 1.0 - theta / graph_diameter(model)
+    th11 = 1.0 - theta / model.diameter
     if kind == 1 and not lazy:
         dmax = float(model.weighted_degree.max())
         lam_p = 1.0 - 2.0 * s.eps / (dmax + s.eps)

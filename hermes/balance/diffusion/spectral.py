@@ -1,7 +1,7 @@
-"""Graph and spectral quantities of the diffusion schemes: e(G), ε₀, diam(G), α of M⁶ and λ_M.
+"""Graph and spectral quantities of the diffusion schemes: e(G), ε₀, α of M⁶ and λ_M.
 
 What needs the processor graph or the spectrum of a matrix but no edge rates: the edge connectivity
-e(G) and the ε₀ of thesis Cor. 2, the diameter of Th. 11, the step α = 2/(μ₂(𝓛) + μ_p(𝓛)) of M⁶
+e(G) and the ε₀ of thesis Cor. 2, the step α = 2/(μ₂(𝓛) + μ_p(𝓛)) of M⁶
 (eq. 5.6.6) and the convergence factor λ_M of a generalized diffusion matrix (Th. 3). Eigenvalues are
 computed densely up to ``DENSE_LIMIT`` processors, by Lanczos above.
 """
@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.csgraph as csgraph
 from numpy.typing import NDArray
 
 from hermes.balance.flow import validate_model
@@ -51,11 +50,6 @@ def epsilon0(model: Model) -> float:
     c = model.capacities
     return float(2.0 * edge_connectivity(model) * model.weights.min() * (c.min() / c.max())
                  * math.sin(math.pi / (2 * model.p)) ** 2)
-
-
-def graph_diameter(model: Model) -> int:
-    """The hop diameter of the processor graph (:attr:`hermes.balance.model.Model.diameter`)."""
-    return model.diameter
 
 
 # -- spectrum -----------------------------------------------------------------------------------
